@@ -1,0 +1,211 @@
+"""Game configuration: variant flags, teams and match settings (spec K3, K5, K13, K16).
+
+Every flag defaults to pagat's rules. ``Config.validate`` rejects impossible
+combinations with a ``ConfigError`` that names the flag and the reason.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields
+
+from engine.cards import CARDS_PER_DECK
+
+
+class ConfigError(ValueError):
+    """A configuration the rules do not allow; ``flag`` names the culprit (K16)."""
+
+    def __init__(self, flag: str, reason: str) -> None:
+        super().__init__(f"{flag}: {reason}")
+        self.flag = flag
+        self.reason = reason
+
+
+class Teams(enum.Enum):
+    """K3.2 team modes."""
+
+    INDIVIDUAL = "individual"
+    PAIRS = "pairs"
+    TRIOS = "trios"
+
+
+class Removal(enum.Enum):
+    """K6.1 / K16.5: which table cards are set aside after each distribution."""
+
+    COURTS = "courts"
+    SPADES = "spades"
+    NONE = "none"
+
+
+class TieRule(enum.Enum):
+    """K13.2 tie rules."""
+
+    SHARED = "shared"
+    TIEBREAK_DEAL = "tiebreak_deal"
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The K16 variant flags; the zero value of each is the default rule."""
+
+    two_player_five_six: bool = False
+    four_four: bool = False
+    single_deck: bool = False
+    last_capture_point: bool = False
+    removal: Removal = Removal.COURTS
+    no_forced_sweep: bool = False
+    court_cards_rank_only: bool = False
+    must_capture_if_able: bool = False
+    nordic_scoring: bool = False
+    bordstabbe: bool = False
+
+    @classmethod
+    def flag_names(cls) -> tuple[str, ...]:
+        """The boolean flag names, in the spec's order (K16.1-K16.10)."""
+        return tuple(f.name for f in fields(cls) if f.name != "removal")
+
+    def enabled(self) -> tuple[str, ...]:
+        """Names of the flags that differ from their default, ``removal=...`` included."""
+        names = [name for name in self.flag_names() if getattr(self, name)]
+        if self.removal is not Removal.COURTS:
+            names.append(f"removal={self.removal.value}")
+        return tuple(names)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """K5.1: packet rounds of the first and of the later distributions."""
+
+    first_rounds: tuple[tuple[int, int], ...]
+    later_rounds: tuple[tuple[int, int], ...]
+
+    @property
+    def first_hand(self) -> int:
+        return sum(h for h, _ in self.first_rounds)
+
+    @property
+    def first_table(self) -> int:
+        return sum(t for _, t in self.first_rounds)
+
+
+_STANDARD_FIRST = {
+    2: ((3, 2), (3, 2)),
+    3: ((3, 3), (2, 2)),
+    4: ((3, 2), (2, 2)),
+    5: ((2, 2), (2, 2)),
+    6: ((3, 2), (2, 0)),
+}
+_FIVE_SIX_FIRST = ((3, 3), (2, 3))
+_FOUR_FOUR_FIRST = ((2, 0), (2, 4))
+_LATER = ((2, 0), (2, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything fixed at game creation (K3, K4.2, K13.2, K16)."""
+
+    players: int
+    teams: Teams = Teams.INDIVIDUAL
+    rules: Rules = field(default_factory=Rules)
+    first_dealer: int = 0
+    draw_for_deal: bool = False
+    match_deals: int | None = None
+    target_score: int | None = None
+    tie_rule: TieRule = TieRule.SHARED
+
+    @property
+    def copies(self) -> int:
+        """Copies of each card: 2 (K2.1), 1 with ``single_deck``."""
+        return 1 if self.rules.single_deck else 2
+
+    @property
+    def deck_size(self) -> int:
+        return self.copies * CARDS_PER_DECK
+
+    @property
+    def schedule(self) -> Schedule:
+        """K5.1, with the variant schedules of K16.1-K16.3."""
+        if self.rules.two_player_five_six:
+            first = _FIVE_SIX_FIRST
+        elif self.rules.four_four or self.rules.single_deck:
+            first = _FOUR_FOUR_FIRST
+        else:
+            first = _STANDARD_FIRST[self.players]
+        return Schedule(first, _LATER)
+
+    @property
+    def distributions(self) -> int:
+        """K5.2: ``D = 1 + (deck_size - n*h1 - t1) / (4n)``."""
+        s = self.schedule
+        rest = self.deck_size - self.players * s.first_hand - s.first_table
+        return 1 + rest // (4 * self.players)
+
+    @property
+    def team_count(self) -> int:
+        if self.teams is Teams.PAIRS:
+            return self.players // 2
+        if self.teams is Teams.TRIOS:
+            return 2
+        return self.players
+
+    def team_of(self, seat: int) -> int:
+        """K3.2: partners sit opposite (pairs) or alternate (trios)."""
+        return seat % self.team_count
+
+    def team_seats(self, team: int) -> tuple[int, ...]:
+        return tuple(range(team, self.players, self.team_count))
+
+    @property
+    def card_point_total(self) -> int:
+        """K15.7 ``P``: 42, 21 with ``single_deck``, 34 / 17 with ``nordic_scoring``."""
+        per_deck = 17 if self.rules.nordic_scoring else 21
+        return per_deck * self.copies
+
+    def validate(self) -> Config:
+        """Reject impossible configurations (K3.2, K5.2, K13.2, K16); returns self."""
+        n, r = self.players, self.rules
+        if not 2 <= n <= 6:
+            raise ConfigError("players", f"Krypkasino needs 2 to 6 players, not {n} (K3.1)")
+        if r.two_player_five_six:
+            if n != 2:
+                raise ConfigError("two_player_five_six", f"only for 2 players, not {n} (K16.1)")
+            for other in ("four_four", "single_deck"):
+                if getattr(r, other):
+                    raise ConfigError(
+                        "two_player_five_six", f"cannot be combined with {other} (K16.1)"
+                    )
+        s = self.schedule
+        rest = self.deck_size - n * s.first_hand - s.first_table
+        if rest < 0 or rest % (4 * n):
+            flag = "single_deck" if r.single_deck else "four_four"
+            raise ConfigError(
+                flag,
+                f"{self.deck_size} cards cannot be dealt to {n} players: "
+                f"{rest} cards after the first distribution do not divide into "
+                f"distributions of {4 * n} (K5.2)",
+            )
+        if self.teams is Teams.PAIRS and n not in (4, 6):
+            raise ConfigError("teams", f"pairs need 4 or 6 players, not {n} (K3.2)")
+        if self.teams is Teams.TRIOS and n != 6:
+            raise ConfigError("teams", f"trios need 6 players, not {n} (K3.2)")
+        if not 0 <= self.first_dealer < n:
+            raise ConfigError("first_dealer", f"must be a seat from 0 to {n - 1} (K4.2)")
+        if self.match_deals is not None and self.match_deals < 1:
+            raise ConfigError("match_deals", "must be a positive number of deals (K13.2)")
+        if self.target_score is None:
+            if self.match_deals is not None and self.match_deals % n:
+                raise ConfigError(
+                    "match_deals",
+                    f"without target_score it must be a positive multiple of {n} "
+                    f"(every player deals equally often, K13.2)",
+                )
+        elif self.target_score < 1:
+            raise ConfigError("target_score", "must be a positive score (K13.2)")
+        return self
+
+    @property
+    def deal_limit(self) -> int | None:
+        """K13.2: deals before the match ends, not counting a tie-break deal."""
+        if self.match_deals is not None:
+            return self.match_deals
+        return None if self.target_score is not None else self.players

@@ -1,0 +1,179 @@
+"""Moves and the legal move set (spec K7).
+
+>>> from engine.cards import parse_cards
+>>> from engine.krypkasino.config import Rules
+>>> [str(m) for m in table_moves(parse_cards("8D 6C"), parse_cards("8H 9C JH"), Rules())]
+['6C', '8D>8H']
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from itertools import combinations, product
+from typing import NamedTuple
+
+from engine.cards import ACE, JACK, SPADES, Card, card_str, parse_card, parse_cards
+from engine.krypkasino.captures import pack, value_options
+from engine.krypkasino.config import Rules
+
+_COURT_RANKS = (10, 11, 12)
+
+
+class Move(NamedTuple):
+    """A played card and the multiset of table cards it captures, sorted (K7.5).
+
+    Empty ``captures`` is a crawl. Tuple order is the canonical move order of
+    K1.6: by card, crawl first, then captures lexicographically.
+    """
+
+    card: Card
+    captures: tuple[Card, ...] = ()
+
+    @property
+    def is_crawl(self) -> bool:
+        return not self.captures
+
+    @classmethod
+    def parse(cls, text: str) -> Move:
+        """Read ``8D`` (a crawl) or ``8D>AH+7D`` (a capture), the transcript notation."""
+        card, _, taken = text.strip().rstrip("*").partition(">")
+        captures = parse_cards(taken.replace("+", " ")) if taken else []
+        return cls.of(parse_card(card), captures)
+
+    @classmethod
+    def of(cls, card: Card, captures: Sequence[Card] = ()) -> Move:
+        """A move with its captures put in canonical order."""
+        return cls(card, tuple(sorted(captures)))
+
+    def __str__(self) -> str:
+        if not self.captures:
+            return card_str(self.card)
+        return card_str(self.card) + ">" + "+".join(card_str(c) for c in self.captures)
+
+
+class SweepKind(enum.Enum):
+    """What a capture does to the table (K8.3)."""
+
+    NONE = "none"
+    SWEEP = "sweep"
+    DOUBLE = "double_sweep"
+
+
+def hand_value(card: Card) -> int:
+    """K2.3: the capture value of a played card; an ace is 14."""
+    rank = card >> 2
+    return 14 if rank == ACE else rank + 1
+
+
+def is_court(card: Card) -> bool:
+    return card >> 2 >= JACK
+
+
+def is_spade(card: Card) -> bool:
+    return card & 3 == SPADES
+
+
+def sweep_kind(table: Sequence[Card], move: Move) -> SweepKind:
+    """K8.3: a capture of the whole table is a sweep; a lone non-ace twin a double sweep."""
+    if not move.captures or len(move.captures) != len(table):
+        return SweepKind.NONE
+    if len(table) == 1 and table[0] == move.card and move.card >> 2 != ACE:
+        return SweepKind.DOUBLE
+    return SweepKind.SWEEP
+
+
+class _TableIndex:
+    """The table grouped by rank, shared by every card of one hand."""
+
+    __slots__ = ("by_rank", "choices", "courts", "packed", "packed_plain", "size")
+
+    def __init__(self, table: Sequence[Card]) -> None:
+        by_rank: list[list[Card]] = [[] for _ in range(13)]
+        for card in sorted(table):
+            by_rank[card >> 2].append(card)
+        self.by_rank = by_rank
+        counts = [len(cards) for cards in by_rank]
+        self.size = len(table)
+        self.packed = pack(counts)
+        self.courts = sum(counts[r] for r in _COURT_RANKS)
+        self.packed_plain = pack([*counts[:JACK], 0, 0, 0])
+        self.choices: dict[tuple[int, int], list[tuple[Card, ...]]] = {}
+
+    def cards_of(self, packed: int) -> list[tuple[Card, ...]]:
+        """Every distinct card multiset with the given value vector (K7.5), sorted."""
+        per_rank: list[list[tuple[Card, ...]]] = []
+        rank = 0
+        while packed:
+            count = packed & 15
+            if count:
+                key = (rank, count)
+                options = self.choices.get(key)
+                if options is None:
+                    options = sorted(set(combinations(self.by_rank[rank], count)))
+                    self.choices[key] = options
+                per_rank.append(options)
+            packed >>= 4
+            rank += 1
+        if len(per_rank) == 1:
+            return per_rank[0]
+        return [sum(parts, ()) for parts in product(*per_rank)]
+
+
+def _options(card: Card, index: _TableIndex, rank_only: bool) -> tuple[tuple[int, ...], bool]:
+    """Legal captured value vectors of one card (K7.1-K7.3) and whether it sweeps (K7.6)."""
+    rank = card >> 2
+    if rank_only:
+        if rank >= JACK:
+            same = len(index.by_rank[rank])
+            # K7.1/K7.2 with court_cards_rank_only: each same-rank card is a group.
+            vector = same << (4 * rank)
+            return ((vector,) if same else ()), 0 < same == index.size
+        options = value_options(index.packed_plain, hand_value(card))
+        full = index.courts == 0 and index.size > 0
+        return options, full and bool(options) and options[-1] == index.packed_plain
+    options = value_options(index.packed, hand_value(card))
+    # The whole table is the largest packed vector, so it can only be last.
+    return options, index.size > 0 and bool(options) and options[-1] == index.packed
+
+
+def table_moves(hand: Sequence[Card], table: Sequence[Card], rules: Rules) -> list[Move]:
+    """K7.7: the legal moves of a hand against a table, in canonical order (K1.6)."""
+    if not hand:
+        return []
+    index = _TableIndex(table)
+    rank_only = rules.court_cards_rank_only
+    per_card = [(card, *_options(card, index, rank_only)) for card in sorted(set(hand))]
+    if not rules.no_forced_sweep:
+        whole = tuple(sorted(table))
+        forced = [Move(card, whole) for card, _, sweeps in per_card if sweeps]
+        if forced:
+            return forced
+    crawl_allowed = not (rules.must_capture_if_able and any(opts for _, opts, _ in per_card))
+    moves: list[Move] = []
+    for card, options, _ in per_card:
+        if not options:
+            if crawl_allowed:
+                moves.append(Move(card))
+            continue
+        captures: list[tuple[Card, ...]] = []
+        for vector in options:
+            captures.extend(index.cards_of(vector))
+        captures.sort()
+        moves.extend(Move(card, taken) for taken in captures)
+    return moves
+
+
+def sweep_ranks(table: Sequence[Card], rules: Rules) -> tuple[int, ...]:
+    """K14.1: rank indices (0 = ace) of the cards that would sweep this table."""
+    if not table:
+        return ()
+    index = _TableIndex(table)
+    rank_only = rules.court_cards_rank_only
+    return tuple(
+        rank for rank in range(13) if _options(Card(rank * 4), index, rank_only)[1]
+    )
+
+
+def moves_str(moves: Sequence[Move]) -> str:
+    return ", ".join(str(m) for m in moves)

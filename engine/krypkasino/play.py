@@ -1,0 +1,180 @@
+"""Legal moves for a seat, executing a move, and the ends of distributions and deals
+(spec K7.7, K8, K10, K11, K13).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import replace
+
+from engine.cards import Card, card_str
+from engine.krypkasino.captures import pack, sweeps
+from engine.krypkasino.dealing import distribute, start_deal
+from engine.krypkasino.events import Captured, Crawled, DealEnded, Event, MatchEnded, TiebreakDeal
+from engine.krypkasino.moves import Move, SweepKind, hand_value, is_court, sweep_kind, table_moves
+from engine.krypkasino.scoring import (
+    DealResult,
+    ScoreSheet,
+    match_outcome,
+    match_totals,
+    score_deal,
+    team_totals,
+)
+from engine.krypkasino.state import State, remove_cards, replace_at
+
+
+class Reason(enum.Enum):
+    """Machine-readable reasons a move is refused (design section 2)."""
+
+    GAME_OVER = "GAME_OVER"
+    NOT_YOUR_TURN = "NOT_YOUR_TURN"
+    CARD_NOT_IN_HAND = "CARD_NOT_IN_HAND"
+    CAPTURE_NOT_ON_TABLE = "CAPTURE_NOT_ON_TABLE"
+    CAPTURE_NOT_VALID = "CAPTURE_NOT_VALID"
+    CAPTURE_NOT_MAXIMAL = "CAPTURE_NOT_MAXIMAL"
+    MUST_CAPTURE = "MUST_CAPTURE"
+    MUST_SWEEP = "MUST_SWEEP"
+
+
+class IllegalMove(Exception):
+    """A move the rules forbid, with a machine-readable ``reason`` and the ``rule`` ID."""
+
+    def __init__(self, reason: Reason, rule: str, message: str) -> None:
+        super().__init__(f"{message} ({rule})")
+        self.reason = reason
+        self.rule = rule
+        self.message = message
+
+
+def legal_moves(state: State, seat: int) -> list[Move]:
+    """K7.7: the seat's legal moves in canonical order; empty unless it is its turn."""
+    if state.over or seat != state.turn:
+        return []
+    return table_moves(state.hands[seat], state.table, state.config.rules)
+
+
+def play(state: State, seat: int, move: Move) -> tuple[State, list[Event]]:
+    """Validate and execute a move (K7.8: anything outside the legal set is refused)."""
+    if state.over:
+        raise IllegalMove(Reason.GAME_OVER, "K13.2", "the match is over")
+    if seat != state.turn:
+        raise IllegalMove(
+            Reason.NOT_YOUR_TURN, "K4.4", f"it is seat {state.turn}'s turn, not seat {seat}'s"
+        )
+    move = Move.of(move.card, move.captures)
+    if move not in legal_moves(state, seat):
+        raise _why_illegal(state, seat, move)
+    return play_unchecked(state, move)
+
+
+def _why_illegal(state: State, seat: int, move: Move) -> IllegalMove:
+    """The most specific reason a move outside the legal set is refused."""
+    hand, table, rules = state.hands[seat], state.table, state.config.rules
+    if move.card not in hand:
+        return IllegalMove(
+            Reason.CARD_NOT_IN_HAND, "K8.1", f"{card_str(move.card)} is not in seat {seat}'s hand"
+        )
+    if Counter(move.captures) - Counter(table):
+        return IllegalMove(
+            Reason.CAPTURE_NOT_ON_TABLE, "K7.3", "the capture names cards that are not on the table"
+        )
+    legal = table_moves(hand, table, rules)
+    if not rules.no_forced_sweep and all(len(m.captures) == len(table) > 0 for m in legal):
+        return IllegalMove(Reason.MUST_SWEEP, "K7.6", "a card in hand sweeps the table, so it must")
+    if move.is_crawl:
+        own_capture = any(m.card == move.card for m in legal)
+        rule = "K7.4" if own_capture else "K16.8"
+        return IllegalMove(Reason.MUST_CAPTURE, rule, f"{card_str(move.card)} must capture")
+    target = hand_value(move.card)
+    if rules.court_cards_rank_only:
+        eligible = all(
+            c >> 2 == move.card >> 2 if is_court(move.card) else not is_court(c)
+            for c in move.captures
+        )
+    else:
+        eligible = True
+    counts = [0] * 13
+    for card in move.captures:
+        counts[card >> 2] += 1
+    if eligible and sweeps(pack(counts), target):
+        return IllegalMove(
+            Reason.CAPTURE_NOT_MAXIMAL,
+            "K7.3",
+            "the cards left on the table still hold a group, which must be taken too",
+        )
+    return IllegalMove(
+        Reason.CAPTURE_NOT_VALID, "K7.2", f"the captured cards do not split into groups worth {target}"
+    )
+
+
+def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
+    """Execute a move known to be legal (K8); the fast twin of ``play``."""
+    seat = state.turn
+    n = state.players
+    hand = remove_cards(state.hands[seat], (move.card,))
+    events: list[Event] = []
+    if move.captures:
+        kind = sweep_kind(state.table, move)
+        table = remove_cards(state.table, move.captures)
+        pile = state.piles[seat] + (move.card,) + move.captures
+        markers = state.markers
+        if kind is SweepKind.SWEEP:
+            markers = replace_at(markers, seat, markers[seat] + (move.card,))
+        elif kind is SweepKind.DOUBLE:
+            markers = replace_at(markers, seat, markers[seat] + (move.card, move.card))
+        state = replace(
+            state,
+            hands=replace_at(state.hands, seat, hand),
+            table=table,
+            piles=replace_at(state.piles, seat, pile),
+            markers=markers,
+            last_capturer=seat,
+            turn=(seat + 1) % n,
+            move_number=state.move_number + 1,
+        )
+        events.append(Captured(seat, move.card, move.captures, kind, (seat - 1) % n))
+    else:
+        state = replace(
+            state,
+            hands=replace_at(state.hands, seat, hand),
+            table=state.table + (move.card,),
+            turn=(seat + 1) % n,
+            move_number=state.move_number + 1,
+        )
+        events.append(Crawled(seat, move.card))
+    if state.turn == (state.dealer + 1) % n and not any(state.hands):
+        if state.stock:
+            return distribute(state, events)  # K10.1
+        return _end_deal(state, events)
+    return state, events
+
+
+def _end_deal(state: State, events: list[Event]) -> tuple[State, list[Event]]:
+    """K11 collection, K12 scoring, then K13: the next deal or the end of the match."""
+    config = state.config
+    recipient = state.dealer if state.last_capturer is None else state.last_capturer
+    collected = state.table + state.set_aside
+    piles = replace_at(state.piles, recipient, state.piles[recipient] + collected)
+    scores = score_deal(config, piles, state.markers, recipient, state.bordstabbe_seat)
+    result = DealResult(state.deal, state.dealer, recipient, scores, team_totals(config, scores))
+    events.append(DealEnded(state.deal, recipient, collected, result))
+    results = (*state.results, result)
+    over, winners, tiebreak = match_outcome(config, results, state.tiebreak)
+    empty: tuple[Card, ...] = ()
+    state = replace(
+        state, results=results, table=empty, set_aside=empty, piles=piles, tiebreak=tiebreak
+    )
+    if over:
+        events.append(MatchEnded(match_totals(config, results), winners))
+        return replace(state, over=True, winners=winners), events
+    if tiebreak:
+        events.append(TiebreakDeal(tiebreak))
+    return start_deal(state, events)
+
+
+def score(state: State) -> ScoreSheet:
+    """The itemised sheet of every finished deal, the match totals and the winners."""
+    return ScoreSheet(
+        state.results, match_totals(state.config, state.results), state.over, state.winners
+    )

@@ -1,0 +1,156 @@
+"""Deal scoring and match results (spec K9, K12, K13)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+from engine.cards import ACE, Card, make_card
+from engine.krypkasino.config import Config, TieRule
+
+STORAN = make_card(9, 2)  # 10D
+LILLAN = make_card(1, 0)  # 2S
+ACE_OF_SPADES = make_card(ACE, 0)
+SWEEP_POINTS = 5
+BORDSTABBE_POINTS = -5
+
+
+@dataclass(frozen=True, slots=True)
+class SeatScore:
+    """K12.1: one seat's itemised deal score; every item is in points."""
+
+    seat: int
+    storan: int = 0
+    lillan: int = 0
+    ace_of_spades: int = 0
+    other_spades: int = 0
+    other_aces: int = 0
+    card_points: int = 0
+    sweeps_made: int = 0
+    sweeps_conceded: int = 0
+    last_capture: int = 0
+    bordstabbe: int = 0
+    total: int = 0
+
+    @classmethod
+    def item_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name != "seat")
+
+
+@dataclass(frozen=True, slots=True)
+class DealResult:
+    """A finished deal: who dealt, who took the leftovers, and the score sheet."""
+
+    number: int
+    dealer: int
+    recipient: int
+    scores: tuple[SeatScore, ...]
+    team_totals: tuple[int, ...]
+
+
+def card_points(pile: Sequence[Card], nordic: bool) -> dict[str, int]:
+    """K2.4 / K16.9: the five card-point items of a pile."""
+    storan = lillan = aces_of_spades = spades = aces = 0
+    for card in pile:
+        if card == STORAN:
+            storan += 1
+        elif card == LILLAN:
+            lillan += 1
+        elif card == ACE_OF_SPADES:
+            aces_of_spades += 1
+        elif card & 3 == 0:
+            spades += 1
+        elif card >> 2 == ACE:
+            aces += 1
+    return {
+        "storan": 0 if nordic else 3 * storan,
+        "lillan": (1 if nordic else 2) * lillan,
+        "ace_of_spades": 2 * aces_of_spades,
+        "other_spades": spades,
+        "other_aces": aces,
+    }
+
+
+def score_deal(
+    config: Config,
+    piles: Sequence[Sequence[Card]],
+    markers: Sequence[Sequence[Card]],
+    recipient: int,
+    bordstabbe_seat: int | None,
+) -> tuple[SeatScore, ...]:
+    """K12.1: every seat's breakdown, sweeps paid by the previous seat (K9.1)."""
+    n = config.players
+    scores = []
+    for seat in range(n):
+        items = card_points(piles[seat], config.rules.nordic_scoring)
+        points = sum(items.values())
+        made = SWEEP_POINTS * len(markers[seat])
+        conceded = -SWEEP_POINTS * len(markers[(seat + 1) % n])
+        last = 1 if config.rules.last_capture_point and seat == recipient else 0
+        table = BORDSTABBE_POINTS if seat == bordstabbe_seat else 0
+        scores.append(
+            SeatScore(
+                seat=seat,
+                card_points=points,
+                sweeps_made=made,
+                sweeps_conceded=conceded,
+                last_capture=last,
+                bordstabbe=table,
+                total=points + made + conceded + last + table,
+                **items,
+            )
+        )
+    return tuple(scores)
+
+
+def team_totals(config: Config, scores: Sequence[SeatScore]) -> tuple[int, ...]:
+    """K3.3: a team's deal score is the sum of its members'."""
+    totals = [0] * config.team_count
+    for s in scores:
+        totals[config.team_of(s.seat)] += s.total
+    return tuple(totals)
+
+
+def match_totals(config: Config, results: Sequence[DealResult]) -> tuple[int, ...]:
+    """K13.1: cumulative totals per team (per seat when playing individually)."""
+    totals = [0] * config.team_count
+    for result in results:
+        for team, points in enumerate(result.team_totals):
+            totals[team] += points
+    return tuple(totals)
+
+
+def lowest(totals: Sequence[int], among: Sequence[int]) -> tuple[int, ...]:
+    """The teams of ``among`` with the lowest total (K13.3: lowest wins)."""
+    best = min(totals[t] for t in among)
+    return tuple(t for t in among if totals[t] == best)
+
+
+def match_outcome(
+    config: Config, results: Sequence[DealResult], tiebreak: tuple[int, ...]
+) -> tuple[bool, tuple[int, ...], tuple[int, ...]]:
+    """K13.2/K13.3 after a deal: ``(over, winners, tie-break candidates)``."""
+    totals = match_totals(config, results)
+    if tiebreak:
+        return True, lowest(totals, tiebreak), ()
+    limit = config.deal_limit
+    target = config.target_score
+    ended = (target is not None and max(totals) >= target) or (
+        limit is not None and len(results) >= limit
+    )
+    if not ended:
+        return False, (), ()
+    tied = lowest(totals, range(len(totals)))
+    if len(tied) > 1 and config.tie_rule is TieRule.TIEBREAK_DEAL:
+        return False, (), tied
+    return True, tied, ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreSheet:
+    """K12/K13: every finished deal, match totals per team, and the winners once over."""
+
+    deals: tuple[DealResult, ...]
+    totals: tuple[int, ...]
+    over: bool
+    winners: tuple[int, ...]

@@ -12,7 +12,14 @@ from engine.krypkasino.config import Config, ConfigError, Removal, Rules, Teams,
 from engine.krypkasino.dealing import new_game, open_game
 from engine.krypkasino.events import Event
 from engine.krypkasino.moves import Move, SweepKind, sweep_kind, sweep_ranks, table_moves
-from engine.krypkasino.play import IllegalMove, Reason, legal_moves, play, play_unchecked, score
+from engine.krypkasino.play import (
+    IllegalMoveError,
+    Reason,
+    legal_moves,
+    play,
+    play_unchecked,
+    score,
+)
 from engine.krypkasino.scoring import DealResult, ScoreSheet, SeatScore, score_deal
 from engine.krypkasino.state import State
 from engine.krypkasino.views import View, view
@@ -22,7 +29,7 @@ __all__ = [
     "ConfigError",
     "DealResult",
     "Event",
-    "IllegalMove",
+    "IllegalMoveError",
     "Move",
     "Reason",
     "Removal",

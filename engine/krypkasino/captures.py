@@ -37,9 +37,7 @@ def unpack(packed: int) -> list[int]:
 def _present(packed: int) -> list[tuple[int, int]]:
     """``(value, count)`` for every value held, highest value first."""
     return [
-        (i + 1, n)
-        for i in range(VALUES - 1, -1, -1)
-        if (n := (packed >> (_BITS * i)) & _FIELD)
+        (i + 1, n) for i in range(VALUES - 1, -1, -1) if (n := (packed >> (_BITS * i)) & _FIELD)
     ]
 
 
@@ -115,9 +113,9 @@ def value_options(packed: int, target: int) -> tuple[int, ...]:
         # reach: bit j set when some subset of the kept cards sums to j.
         if k == len(items):
             captured = usable - kept
-            if captured and (total - kept_sum) % target == 0:
-                if _decomposable(captured, target, memo):
-                    options.append(captured)
+            decomposable = captured and (total - kept_sum) % target == 0
+            if decomposable and _decomposable(captured, target, memo):
+                options.append(captured)
             return
         value, count = items[k]
         unit = _unit(value)

@@ -109,7 +109,9 @@ def draw_for_deal(
         try:
             drawn = [(seat, next(sequence)) for seat in candidates]
         except StopIteration:
-            raise ValueError("the draw-for-deal sequence ran out before a dealer was found") from None
+            raise ValueError(
+                "the draw-for-deal sequence ran out before a dealer was found"
+            ) from None
         draws.extend(drawn)
         best = max(_draw_strength(card) for _, card in drawn)
         candidates = [seat for seat, card in drawn if _draw_strength(card) == best]

@@ -170,9 +170,7 @@ def sweep_ranks(table: Sequence[Card], rules: Rules) -> tuple[int, ...]:
         return ()
     index = _TableIndex(table)
     rank_only = rules.court_cards_rank_only
-    return tuple(
-        rank for rank in range(13) if _options(Card(rank * 4), index, rank_only)[1]
-    )
+    return tuple(rank for rank in range(13) if _options(Card(rank * 4), index, rank_only)[1])
 
 
 def moves_str(moves: Sequence[Move]) -> str:

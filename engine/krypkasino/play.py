@@ -37,7 +37,7 @@ class Reason(enum.Enum):
     MUST_SWEEP = "MUST_SWEEP"
 
 
-class IllegalMove(Exception):
+class IllegalMoveError(Exception):
     """A move the rules forbid, with a machine-readable ``reason`` and the ``rule`` ID."""
 
     def __init__(self, reason: Reason, rule: str, message: str) -> None:
@@ -57,9 +57,9 @@ def legal_moves(state: State, seat: int) -> list[Move]:
 def play(state: State, seat: int, move: Move) -> tuple[State, list[Event]]:
     """Validate and execute a move (K7.8: anything outside the legal set is refused)."""
     if state.over:
-        raise IllegalMove(Reason.GAME_OVER, "K13.2", "the match is over")
+        raise IllegalMoveError(Reason.GAME_OVER, "K13.2", "the match is over")
     if seat != state.turn:
-        raise IllegalMove(
+        raise IllegalMoveError(
             Reason.NOT_YOUR_TURN, "K4.4", f"it is seat {state.turn}'s turn, not seat {seat}'s"
         )
     move = Move.of(move.card, move.captures)
@@ -68,24 +68,26 @@ def play(state: State, seat: int, move: Move) -> tuple[State, list[Event]]:
     return play_unchecked(state, move)
 
 
-def _why_illegal(state: State, seat: int, move: Move) -> IllegalMove:
+def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
     """The most specific reason a move outside the legal set is refused."""
     hand, table, rules = state.hands[seat], state.table, state.config.rules
     if move.card not in hand:
-        return IllegalMove(
+        return IllegalMoveError(
             Reason.CARD_NOT_IN_HAND, "K8.1", f"{card_str(move.card)} is not in seat {seat}'s hand"
         )
     if Counter(move.captures) - Counter(table):
-        return IllegalMove(
+        return IllegalMoveError(
             Reason.CAPTURE_NOT_ON_TABLE, "K7.3", "the capture names cards that are not on the table"
         )
     legal = table_moves(hand, table, rules)
     if not rules.no_forced_sweep and all(len(m.captures) == len(table) > 0 for m in legal):
-        return IllegalMove(Reason.MUST_SWEEP, "K7.6", "a card in hand sweeps the table, so it must")
+        return IllegalMoveError(
+            Reason.MUST_SWEEP, "K7.6", "a card in hand sweeps the table, so it must"
+        )
     if move.is_crawl:
         own_capture = any(m.card == move.card for m in legal)
         rule = "K7.4" if own_capture else "K16.8"
-        return IllegalMove(Reason.MUST_CAPTURE, rule, f"{card_str(move.card)} must capture")
+        return IllegalMoveError(Reason.MUST_CAPTURE, rule, f"{card_str(move.card)} must capture")
     target = hand_value(move.card)
     if rules.court_cards_rank_only:
         eligible = all(
@@ -98,13 +100,15 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMove:
     for card in move.captures:
         counts[card >> 2] += 1
     if eligible and sweeps(pack(counts), target):
-        return IllegalMove(
+        return IllegalMoveError(
             Reason.CAPTURE_NOT_MAXIMAL,
             "K7.3",
             "the cards left on the table still hold a group, which must be taken too",
         )
-    return IllegalMove(
-        Reason.CAPTURE_NOT_VALID, "K7.2", f"the captured cards do not split into groups worth {target}"
+    return IllegalMoveError(
+        Reason.CAPTURE_NOT_VALID,
+        "K7.2",
+        f"the captured cards do not split into groups worth {target}",
     )
 
 
@@ -138,7 +142,7 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
         state = replace(
             state,
             hands=replace_at(state.hands, seat, hand),
-            table=state.table + (move.card,),
+            table=(*state.table, move.card),
             turn=(seat + 1) % n,
             move_number=state.move_number + 1,
         )

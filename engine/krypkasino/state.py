@@ -66,4 +66,4 @@ def remove_cards(cards: tuple[Card, ...], taken: Iterable[Card]) -> tuple[Card, 
 
 
 def replace_at(items: tuple[T, ...], index: int, value: T) -> tuple[T, ...]:
-    return items[:index] + (value,) + items[index + 1 :]
+    return (*items[:index], value, *items[index + 1 :])

@@ -1,0 +1,71 @@
+# cardrules build entry points. A fresh machine needs only Python 3.11 and make:
+# every target bootstraps .venv from the hash-pinned requirements/dev.lock.
+
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
+endif
+
+VENV       := .venv
+BIN        := $(VENV)/bin
+VENV_STAMP := $(VENV)/.installed
+
+# Size knob for the random-play tests (exported as CARDRULES_RANDOM_GAMES).
+RANDOM_GAMES ?= 300
+# Extra arguments for pytest, e.g. make test PYTEST_ARGS='-k deck -x'
+PYTEST_ARGS  ?=
+# Extra arguments for the benchmark, e.g. make bench BENCH_ARGS='--games 1000'
+BENCH_ARGS   ?=
+# Extra arguments for pip-compile, e.g. make lock LOCK_ARGS=--upgrade
+LOCK_ARGS    ?=
+
+PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
+	--generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-index-url --no-emit-find-links --all-build-deps $(LOCK_ARGS)
+
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+.PHONY: help venv test lint fmt bench lock clean
+
+help: ## List targets
+	@echo "Targets:"
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+	@echo "Variables: PYTHON=$(PYTHON) RANDOM_GAMES=$(RANDOM_GAMES) PYTEST_ARGS BENCH_ARGS LOCK_ARGS"
+
+venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
+
+# Rebuilt from scratch when the venv is missing or dev.lock changed; when only
+# pyproject.toml changed, the lock is re-applied and the project reinstalled.
+$(VENV_STAMP): requirements/dev.lock pyproject.toml
+	@if [ ! -x $(BIN)/python ] || [ -n "$(filter requirements/dev.lock,$?)" ]; then \
+		echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1))"; \
+		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); \
+	fi
+	$(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+test: $(VENV_STAMP) ## ruff check + ruff format --check + mypy + pytest -n auto
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) $(BIN)/pytest -n auto $(PYTEST_ARGS)
+
+lint: $(VENV_STAMP) ## ruff check + mypy
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+fmt: $(VENV_STAMP) ## ruff format + ruff check --fix
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(VENV_STAMP) ## Run the benchmark (python -m bench $(BENCH_ARGS))
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+lock: $(VENV_STAMP) ## Regenerate requirements/runtime.lock and requirements/dev.lock
+	$(PIP_COMPILE) --output-file requirements/runtime.lock pyproject.toml
+	$(PIP_COMPILE) --extra dev --constraint requirements/runtime.lock \
+		--output-file requirements/dev.lock pyproject.toml
+
+clean: ## Remove .venv and tool caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage htmlcov dist build
+	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

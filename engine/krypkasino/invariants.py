@@ -1,0 +1,83 @@
+"""The invariants of spec K15, checked by tests and the simulator, never on the hot path."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from engine.cards import JACK, full_deck
+from engine.krypkasino.config import Removal
+from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
+from engine.krypkasino.moves import Move, SweepKind
+from engine.krypkasino.scoring import DealResult
+from engine.krypkasino.state import State
+
+
+class InvariantError(AssertionError):
+    """A K15 invariant does not hold: always an engine bug."""
+
+
+def _require(condition: bool, rule: str, message: str) -> None:
+    if not condition:
+        raise InvariantError(f"{rule}: {message}")
+
+
+def check_state(state: State) -> None:
+    """K15.1 conservation and K15.3 hand sizes at any moment between moves."""
+    cards: Counter[int] = Counter(state.stock)
+    cards.update(state.table)
+    cards.update(state.set_aside)
+    for hand in state.hands:
+        cards.update(hand)
+    for pile in state.piles:
+        cards.update(pile)
+    _require(cards == Counter(full_deck(state.config.copies)), "K15.1", "cards are not conserved")
+    for seat, markers in enumerate(state.markers):
+        _require(
+            not Counter(markers) - Counter(state.piles[seat]),
+            "K8.4",
+            "markers lie outside the pile",
+        )
+    if state.over:
+        return
+    sizes = [len(hand) for hand in state.hands]
+    mover = sizes[state.turn]
+    _require(mover > 0, "K7.8", "the mover holds no card")
+    _require(all(mover >= s >= mover - 1 for s in sizes), "K15.3", f"hand sizes {sizes}")
+
+
+def check_transition(before: State, move: Move, after: State, events: Sequence[Event]) -> None:
+    """K15.2, K15.4, K15.5 and the deal-end invariants for one executed move."""
+    config = before.config
+    for event in events:
+        if isinstance(event, Captured):
+            _require(event.seat == before.turn and event.card == move.card, "K8.5", "wrong mover")
+            markers = len(after.markers[event.seat]) - len(before.markers[event.seat])
+            if event.sweep is not SweepKind.NONE and after.deal == before.deal:
+                expected = 2 if event.sweep is SweepKind.DOUBLE else 1
+                _require(markers == expected, "K15.5", f"{markers} markers for a {event.sweep}")
+        elif isinstance(event, DistributionDealt) and event.deal == after.deal:
+            s = config.schedule
+            dealt = config.players * s.first_hand + s.first_table
+            left = config.deck_size - dealt - 4 * config.players * (event.distribution - 1)
+            _require(len(after.stock) == left, "K15.2", f"stock {len(after.stock)} != {left}")
+            _require(event.last == (event.distribution == config.distributions), "K15.2", "sistan")
+            removal = config.rules.removal
+            if removal is Removal.COURTS:
+                _require(all(c >> 2 < JACK for c in after.table), "K15.4", "a court stayed")
+            elif removal is Removal.SPADES:
+                _require(all(c & 3 for c in after.table), "K15.4", "a spade stayed")
+        elif isinstance(event, DealEnded):
+            check_deal_result(before, event.result)
+
+
+def check_deal_result(state: State, result: DealResult) -> None:
+    """K15.6 sweep balance and K15.7 deal total of a finished deal."""
+    config = state.config
+    balance = sum(s.sweeps_made + s.sweeps_conceded for s in result.scores)
+    _require(balance == 0, "K15.6", f"sweep points sum to {balance}")
+    bordstabbe = any(s.bordstabbe for s in result.scores)
+    expected = config.card_point_total + int(config.rules.last_capture_point) - 5 * int(bordstabbe)
+    total = sum(s.total for s in result.scores)
+    _require(total == expected, "K15.7", f"deal total {total} != {expected}")
+    _require(sum(result.team_totals) == total, "K3.3", "team totals do not add up")

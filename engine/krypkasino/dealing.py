@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 
 from engine.cards import ACE, JACK, Card, check_deck, full_deck, seeded_rng, shuffled
 from engine.krypkasino.config import Config, Removal
@@ -14,7 +13,7 @@ from engine.krypkasino.events import (
     DistributionDealt,
     Event,
 )
-from engine.krypkasino.state import State
+from engine.krypkasino.state import State, evolve
 
 
 def new_game(
@@ -132,7 +131,7 @@ def start_deal(state: State, events: list[Event]) -> tuple[State, list[Event]]:
     dealer = (state.first_dealer + deal - 1) % state.players
     n = state.players
     empty: tuple[Card, ...] = ()
-    state = replace(
+    state = evolve(
         state,
         deal=deal,
         dealer=dealer,
@@ -180,7 +179,7 @@ def distribute(state: State, events: list[Event]) -> tuple[State, list[Event]]:
     if first and config.rules.bordstabbe and kept and len({card >> 2 for card in kept}) == 1:
         bordstabbe_seat = first_player
         events.append(Bordstabbe(first_player))
-    state = replace(
+    state = evolve(
         state,
         distribution=state.distribution + 1,
         stock=stock,

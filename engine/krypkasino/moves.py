@@ -14,7 +14,7 @@ from itertools import combinations, product
 from typing import NamedTuple
 
 from engine.cards import ACE, JACK, SPADES, Card, card_str, parse_card, parse_cards
-from engine.krypkasino.captures import pack, value_options
+from engine.krypkasino.captures import value_options
 from engine.krypkasino.config import Rules
 
 _COURT_RANKS = (10, 11, 12)
@@ -83,25 +83,34 @@ def sweep_kind(table: Sequence[Card], move: Move) -> SweepKind:
     return SweepKind.SWEEP
 
 
-class _TableIndex:
-    """The table grouped by rank, shared by every card of one hand."""
+_COURT_FIELDS = sum(15 << (4 * rank) for rank in _COURT_RANKS)
 
-    __slots__ = ("by_rank", "choices", "courts", "packed", "packed_plain", "size")
+
+class _TableIndex:
+    """The table's value vector, shared by every card of one hand; cards by rank on demand."""
+
+    __slots__ = ("_by_rank", "choices", "has_courts", "packed", "packed_plain", "size", "table")
 
     def __init__(self, table: Sequence[Card]) -> None:
-        by_rank: list[list[Card]] = [[] for _ in range(13)]
-        for card in sorted(table):
-            by_rank[card >> 2].append(card)
-        self.by_rank = by_rank
-        counts = [len(cards) for cards in by_rank]
+        packed = 0
+        for card in table:
+            packed += 1 << ((card >> 2) << 2)
+        self.table = table
         self.size = len(table)
-        self.packed = pack(counts)
-        self.courts = sum(counts[r] for r in _COURT_RANKS)
-        self.packed_plain = pack([*counts[:JACK], 0, 0, 0])
+        self.packed = packed
+        self.packed_plain = packed & ~_COURT_FIELDS
+        self.has_courts = packed != self.packed_plain
+        self._by_rank: list[list[Card]] | None = None
         self.choices: dict[tuple[int, int], list[tuple[Card, ...]]] = {}
 
     def cards_of(self, packed: int) -> list[tuple[Card, ...]]:
         """Every distinct card multiset with the given value vector (K7.5), sorted."""
+        by_rank = self._by_rank
+        if by_rank is None:
+            by_rank = [[] for _ in range(13)]
+            for card in sorted(self.table):
+                by_rank[card >> 2].append(card)
+            self._by_rank = by_rank
         per_rank: list[list[tuple[Card, ...]]] = []
         rank = 0
         while packed:
@@ -110,7 +119,7 @@ class _TableIndex:
                 key = (rank, count)
                 options = self.choices.get(key)
                 if options is None:
-                    options = sorted(set(combinations(self.by_rank[rank], count)))
+                    options = sorted(set(combinations(by_rank[rank], count)))
                     self.choices[key] = options
                 per_rank.append(options)
             packed >>= 4
@@ -125,12 +134,11 @@ def _options(card: Card, index: _TableIndex, rank_only: bool) -> tuple[tuple[int
     rank = card >> 2
     if rank_only:
         if rank >= JACK:
-            same = len(index.by_rank[rank])
             # K7.1/K7.2 with court_cards_rank_only: each same-rank card is a group.
-            vector = same << (4 * rank)
-            return ((vector,) if same else ()), 0 < same == index.size
+            vector = index.packed & (15 << (4 * rank))
+            return ((vector,) if vector else ()), bool(vector) and vector == index.packed
         options = value_options(index.packed_plain, hand_value(card))
-        full = index.courts == 0 and index.size > 0
+        full = not index.has_courts and index.size > 0
         return options, full and bool(options) and options[-1] == index.packed_plain
     options = value_options(index.packed, hand_value(card))
     # The whole table is the largest packed vector, so it can only be last.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from dataclasses import replace
 
 from engine.cards import Card, card_str
 from engine.krypkasino.captures import pack, sweeps
@@ -21,7 +20,7 @@ from engine.krypkasino.scoring import (
     score_deal,
     team_totals,
 )
-from engine.krypkasino.state import State, remove_cards, replace_at
+from engine.krypkasino.state import State, evolve, remove_cards, replace_at
 
 
 class Reason(enum.Enum):
@@ -127,7 +126,7 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
             markers = replace_at(markers, seat, markers[seat] + (move.card,))
         elif kind is SweepKind.DOUBLE:
             markers = replace_at(markers, seat, markers[seat] + (move.card, move.card))
-        state = replace(
+        state = evolve(
             state,
             hands=replace_at(state.hands, seat, hand),
             table=table,
@@ -139,7 +138,7 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
         )
         events.append(Captured(seat, move.card, move.captures, kind, (seat - 1) % n))
     else:
-        state = replace(
+        state = evolve(
             state,
             hands=replace_at(state.hands, seat, hand),
             table=(*state.table, move.card),
@@ -166,12 +165,12 @@ def _end_deal(state: State, events: list[Event]) -> tuple[State, list[Event]]:
     results = (*state.results, result)
     over, winners, tiebreak = match_outcome(config, results, state.tiebreak)
     empty: tuple[Card, ...] = ()
-    state = replace(
+    state = evolve(
         state, results=results, table=empty, set_aside=empty, piles=piles, tiebreak=tiebreak
     )
     if over:
         events.append(MatchEnded(match_totals(config, results), winners))
-        return replace(state, over=True, winners=winners), events
+        return evolve(state, over=True, winners=winners), events
     if tiebreak:
         events.append(TiebreakDeal(tiebreak))
     return start_deal(state, events)

@@ -67,3 +67,20 @@ def remove_cards(cards: tuple[Card, ...], taken: Iterable[Card]) -> tuple[Card, 
 
 def replace_at(items: tuple[T, ...], index: int, value: T) -> tuple[T, ...]:
     return (*items[:index], value, *items[index + 1 :])
+
+
+_SLOTS = tuple(
+    (name, State.__dict__[name].__get__, State.__dict__[name].__set__) for name in State.__slots__
+)
+
+
+def evolve(state: State, **changes: object) -> State:
+    """``dataclasses.replace`` without re-running ``__init__``: half the cost on the hot path.
+
+    The new object is built through the slot descriptors, so the original
+    stays untouched and the result is as frozen as any other State.
+    """
+    new = object.__new__(State)
+    for name, get, set_ in _SLOTS:
+        set_(new, changes[name] if name in changes else get(state))
+    return new

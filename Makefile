@@ -8,6 +8,8 @@ endif
 VENV       := .venv
 BIN        := $(VENV)/bin
 VENV_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+BUF        := node_modules/.bin/buf
 
 # Size knob for the random-play tests (exported as CARDRULES_RANDOM_GAMES).
 RANDOM_GAMES ?= 300
@@ -24,7 +26,7 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 
 .DEFAULT_GOAL := help
 .DELETE_ON_ERROR:
-.PHONY: help venv test lint fmt bench lock clean
+.PHONY: help venv test lint fmt bench lock generate clean
 
 help: ## List targets
 	@echo "Targets:"
@@ -41,16 +43,24 @@ $(VENV_STAMP): requirements/dev.lock pyproject.toml
 		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); \
 	fi
 	$(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e ./clients/python -e .
 	@touch $@
 
-test: $(VENV_STAMP) ## ruff check + ruff format --check + mypy + pytest -n auto
+# buf (proto lint) comes pinned from the npm registry via package-lock.json.
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm (Node.js) is needed for buf lint" >&2; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + ruff format --check + mypy + pytest -n auto
+	$(BUF) lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) $(BIN)/pytest -n auto $(PYTEST_ARGS)
 
-lint: $(VENV_STAMP) ## ruff check + mypy
+lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + mypy
+	$(BUF) lint
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
@@ -66,6 +76,9 @@ lock: $(VENV_STAMP) ## Regenerate requirements/runtime.lock and requirements/dev
 	$(PIP_COMPILE) --extra dev --constraint requirements/runtime.lock \
 		--output-file requirements/dev.lock pyproject.toml
 
+generate: $(VENV_STAMP) ## Regenerate the Python code of proto/ into clients/python/src
+	$(BIN)/python scripts/generate_protos.py
+
 clean: ## Remove .venv and tool caches
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage htmlcov dist build
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage htmlcov dist build
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,1 @@
+"""cardrules API client: generated stubs (``cardrules.<game>.v1``) and ``cardrules.client``."""

@@ -1,0 +1,1 @@
+"""Generated from proto/ by scripts/generate_protos.py; do not edit."""

@@ -1,7 +1,187 @@
-"""The ``cardrules`` command line."""
+"""The ``cardrules`` command line: ``cardrules simulate krypkasino ...`` (more commands later).
+
+Exit status: 0 success, 1 an invariant failed during a simulation (an engine
+bug), 2 bad input (usage, unknown rule, malformed card or deck, a
+configuration the rules reject). Errors are one line on stderr, never a
+traceback.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
-def main(argv: list[str] | None = None) -> int:
-    raise SystemExit("cardrules: no command yet")
+from tqdm import tqdm
+
+from engine.cards import CardError
+from engine.krypkasino import Config, ConfigError, Teams, TieRule
+from engine.krypkasino.policies import POLICIES
+from service.simulate import (
+    InputError,
+    SimulationError,
+    SimulationRequest,
+    Summary,
+    parse_decks,
+    parse_rules,
+    play_game,
+    requests_for_games,
+    summary_json,
+    transcript,
+)
+from service.transcript import dump_document, render_summary, render_text
+
+PROG = "cardrules"
+USAGE_ERROR = 2
+INVARIANT_FAILED = 1
+
+
+class _UsageError(Exception):
+    """An argparse complaint, reported by ``main`` as one line."""
+
+
+class _ParserExitError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises instead of exiting, so ``main`` returns a status and tests run in-process."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        raise _ParserExitError(status)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; each subcommand sets ``handler``."""
+    parser = _Parser(prog=PROG, description="cardrules: card-game rules engine and service")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_simulate(commands)
+    return parser
+
+
+def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
+    sim = commands.add_parser(
+        "simulate",
+        help="play seeded matches with a policy and print a transcript or a summary",
+        description="Play Krypkasino matches with a play policy (rule IDs refer to the spec).",
+    )
+    sim.set_defaults(handler=_simulate)
+    sim.add_argument("game", choices=["krypkasino"])
+    sim.add_argument("--players", type=int, required=True, help="2 to 6 (K3.1)")
+    sim.add_argument("--teams", choices=[t.value for t in Teams], default="individual", help="K3.2")
+    sim.add_argument(
+        "--rule",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="a K16 flag by its spec name, or removal=courts|spades|none; repeatable",
+    )
+    sim.add_argument("--deals", type=_positive, help="match_deals (K13.2)")
+    sim.add_argument("--target-score", type=_positive, help="target_score (K13.2)")
+    sim.add_argument("--tie-rule", choices=[t.value for t in TieRule], default="shared")
+    dealer = sim.add_mutually_exclusive_group()
+    dealer.add_argument("--first-dealer", type=int, default=0, metavar="SEAT", help="K4.2")
+    dealer.add_argument("--draw-for-deal", action="store_true", help="K4.2")
+    sim.add_argument("--seed", type=int, default=0, help="seeds the shuffles and the policy")
+    sim.add_argument(
+        "--deck",
+        action="append",
+        default=[],
+        metavar="CARDS",
+        help='one deal\'s whole deck, top first, e.g. "3C AS KD ..."; repeat for later deals',
+    )
+    sim.add_argument("--policy", choices=sorted(POLICIES), default="random")
+    sim.add_argument("--games", type=_positive, default=1, help="more than 1: print a summary")
+    sim.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _request(args: argparse.Namespace) -> SimulationRequest:
+    config = Config(
+        players=args.players,
+        teams=Teams(args.teams),
+        rules=parse_rules(args.rule),
+        first_dealer=args.first_dealer,
+        draw_for_deal=args.draw_for_deal,
+        match_deals=args.deals,
+        target_score=args.target_score,
+        tie_rule=TieRule(args.tie_rule),
+    ).validate()
+    decks = parse_decks(args.deck, config)
+    return SimulationRequest(config, seed=args.seed, decks=decks, policy=args.policy)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    try:
+        request = _request(args)
+    except (InputError, ConfigError, CardError) as error:
+        return _fail(str(error))
+    try:
+        if args.games == 1:
+            document = transcript(play_game(request))
+            return _print(dump_document(document) if args.json else render_text(document))
+        summary = Summary(request)
+        games = tqdm(
+            requests_for_games(request, args.games),
+            total=args.games,
+            desc="simulate",
+            unit="game",
+            file=sys.stderr,
+        )
+        for game in games:
+            summary.add(play_game(game, record=False))
+        games.close()
+    except SimulationError as error:
+        return _fail(str(error), INVARIANT_FAILED)
+    report = summary_json(summary)
+    return _print(dump_document(report) if args.json else render_summary(report))
+
+
+def _print(text: str) -> int:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _fail(message: str, status: int = USAGE_ERROR) -> int:
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``cardrules`` command; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as error:
+        return _fail(f"{error} (see {PROG} --help)")
+    except _ParserExitError as done:
+        return done.status
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""Simulated Krypkasino matches for ``cardrules simulate``: requests, play loop, summaries.
+
+Every move is checked against the K15 invariants (``engine.krypkasino.invariants``)
+while it is played, so a simulation doubles as a random-play harness. No I/O
+here: the CLI prints what these functions return.
+
+>>> from engine.krypkasino import Config
+>>> record = play_game(SimulationRequest(Config(players=2), seed=3, policy="greedy"))
+>>> record.state.over, len(record.state.results), record.invariant_checks > 0
+(True, 2, True)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from engine.cards import Card, check_deck, parse_cards, seeded_rng
+from engine.krypkasino import (
+    Config,
+    Event,
+    Move,
+    Removal,
+    Rules,
+    State,
+    TieRule,
+    legal_moves,
+    open_game,
+    play_unchecked,
+)
+from engine.krypkasino.events import Captured, Crawled, DealEnded
+from engine.krypkasino.invariants import (
+    InvariantError,
+    check_deal_result,
+    check_state,
+    check_transition,
+)
+from engine.krypkasino.moves import SweepKind
+from engine.krypkasino.policies import POLICIES
+from engine.krypkasino.scoring import match_totals
+from service.transcript import Json, codes, config_json, deal_json, event_json, move_json
+
+
+class InputError(ValueError):
+    """Bad simulation input (an unknown rule, a malformed deck): the caller's mistake."""
+
+
+class SimulationError(RuntimeError):
+    """A K15 invariant failed, or a policy chose an illegal move: a bug, never bad input."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationRequest:
+    """One simulated match: configuration, seed (deck shuffles and policy), explicit decks."""
+
+    config: Config
+    seed: int = 0
+    decks: tuple[tuple[Card, ...], ...] = ()
+    policy: str = "random"
+
+
+def parse_rules(flags: Sequence[str]) -> Rules:
+    """K16 flags by their spec names, plus ``removal=courts|spades|none`` (K16.5)."""
+    names = Rules.flag_names()
+    settings: dict[str, Any] = {}
+    for flag in flags:
+        name, sep, value = flag.partition("=")
+        if name == "removal" and sep:
+            try:
+                settings["removal"] = Removal(value)
+            except ValueError:
+                choices = "|".join(r.value for r in Removal)
+                raise InputError(f"unknown removal {value!r}: expected {choices}") from None
+        elif name in names and not sep:
+            settings[name] = True
+        else:
+            raise InputError(
+                f"unknown rule {flag!r}: expected one of {', '.join(names)} "
+                "or removal=courts|spades|none (K16)"
+            )
+    return replace(Rules(), **settings)
+
+
+def parse_decks(texts: Sequence[str], config: Config) -> tuple[tuple[Card, ...], ...]:
+    """``--deck`` texts: each must hold exactly the game's cards (K2.1), top first (K5.3)."""
+    decks = []
+    for number, text in enumerate(texts, start=1):
+        try:
+            deck = tuple(parse_cards(text))
+            check_deck(deck, config.copies)
+        except ValueError as error:
+            raise InputError(f"deck {number}: {error}") from None
+        decks.append(deck)
+    limit = config.deal_limit
+    if limit is not None and config.tie_rule is TieRule.TIEBREAK_DEAL:
+        limit += 1
+    if limit is not None and len(decks) > limit:
+        raise InputError(f"{len(decks)} decks given but the match has at most {limit} deals")
+    return tuple(decks)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One move: the position before it (K7.7 legal set included) and its events."""
+
+    deal: int
+    distribution: int
+    seat: int
+    hand: tuple[Card, ...]
+    table: tuple[Card, ...]
+    legal: tuple[Move, ...]
+    move: Move
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GameRecord:
+    """A finished match: set-up events, every turn (when recorded) and the final state."""
+
+    request: SimulationRequest
+    setup_events: tuple[Event, ...]
+    turns: tuple[Turn, ...]
+    state: State
+    moves: int
+    invariant_checks: int
+    outcomes: Counter[str]
+
+
+def play_game(request: SimulationRequest, *, record: bool = True) -> GameRecord:
+    """Play a whole match with the request's policy, checking K15 at every step.
+
+    Every chosen move must be in the legal set (K7.8), so a policy bug cannot
+    slip an illegal move in. Raises ``SimulationError`` when an invariant fails.
+    """
+    policy = POLICIES[request.policy]
+    rng = seeded_rng(request.seed, "policy")
+    state, setup = open_game(request.config, seed=request.seed, decks=request.decks)
+    checks = _check_step(None, None, state, setup)
+    turns: list[Turn] = []
+    moves = 0
+    outcomes: Counter[str] = Counter()
+    while not state.over:
+        seat = state.turn
+        legal = legal_moves(state, seat)
+        move = policy(state, rng)
+        if move not in legal:
+            # The membership test is play()'s validation (K7.8) without generating Legal twice.
+            raise SimulationError(f"policy {request.policy!r} chose an illegal move {move}")
+        after, events = play_unchecked(state, move)
+        checks += _check_step(state, move, after, events)
+        for event in events:
+            if isinstance(event, Crawled):
+                outcomes["crawl"] += 1
+            elif isinstance(event, Captured):
+                outcomes["capture"] += 1
+                outcomes[event.sweep.value] += 1
+        if record:
+            hand, table = state.hands[seat], state.table
+            turns.append(
+                Turn(
+                    state.deal,
+                    state.distribution,
+                    seat,
+                    hand,
+                    table,
+                    tuple(legal),
+                    move,
+                    tuple(events),
+                )
+            )
+        moves += 1
+        state = after
+    return GameRecord(request, tuple(setup), tuple(turns), state, moves, checks, outcomes)
+
+
+def _check_step(
+    before: State | None, move: Move | None, after: State, events: Sequence[Event]
+) -> int:
+    """Run the K15 checks of one step and count them; a failure is a ``SimulationError``."""
+    checks = 0
+    try:
+        check_state(after)
+        checks += 1
+        if before is not None and move is not None:
+            check_transition(before, move, after, events)
+            checks += 1
+            for event in events:
+                if isinstance(event, DealEnded):
+                    check_deal_result(before, event.result)
+                    checks += 1
+    except InvariantError as error:
+        where = after if before is None else before
+        raise SimulationError(
+            f"invariant failed at deal {where.deal}, move {where.move_number} "
+            f"(seed {where.seed}): {error}"
+        ) from error
+    return checks
+
+
+def transcript(record: GameRecord) -> Json:
+    """The ``--json`` document of one game (issue 2, ``cardrules simulate``)."""
+    request, state = record.request, record.state
+    config = request.config
+    seat_totals = [0] * config.players
+    for result in state.results:
+        for score in result.scores:
+            seat_totals[score.seat] += score.total
+    return {
+        "config": config_json(
+            config, seed=request.seed, policy=request.policy, decks=request.decks
+        ),
+        "setup_events": [event_json(e) for e in record.setup_events],
+        "turns": [
+            {
+                "deal": t.deal,
+                "distribution": t.distribution,
+                "seat": t.seat,
+                "hand": codes(t.hand),
+                "table": codes(t.table),
+                "legal_moves": [move_json(m) for m in t.legal],
+                "move": move_json(t.move),
+                "events": [event_json(e) for e in t.events],
+            }
+            for t in record.turns
+        ],
+        "deals": [deal_json(result) for result in state.results],
+        "result": {
+            "deals_played": len(state.results),
+            "team_totals": list(match_totals(config, state.results)),
+            "winners": list(state.winners),
+            "seat_totals": seat_totals,
+        },
+    }
+
+
+def requests_for_games(request: SimulationRequest, games: int) -> Iterator[SimulationRequest]:
+    """``games`` requests with seeds ``seed, seed+1, ...``."""
+    for offset in range(games):
+        yield replace(request, seed=request.seed + offset)
+
+
+@dataclass(slots=True)
+class Summary:
+    """Totals over many simulated matches; ``summary_json`` turns them into rates."""
+
+    request: SimulationRequest
+    games: int = 0
+    deals: int = 0
+    turns: int = 0
+    invariant_checks: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    seat_scores: list[int] = field(default_factory=list)
+    team_scores: list[int] = field(default_factory=list)
+    team_wins: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        config = self.request.config
+        self.seat_scores = [0] * config.players
+        self.team_scores = [0] * config.team_count
+        self.team_wins = [0] * config.team_count
+
+    def add(self, record: GameRecord) -> None:
+        """Count one finished match (K12 scores, K13 winners, K8 move kinds)."""
+        state = record.state
+        self.games += 1
+        self.deals += len(state.results)
+        self.turns += record.moves
+        self.invariant_checks += record.invariant_checks
+        for result in state.results:
+            for score in result.scores:
+                self.seat_scores[score.seat] += score.total
+        for team, total in enumerate(match_totals(state.config, state.results)):
+            self.team_scores[team] += total
+        for team in state.winners:
+            self.team_wins[team] += 1
+        self.outcomes.update(record.outcomes)
+
+
+def summary_json(summary: Summary) -> Json:
+    """Means per game, rates per deal and per turn, and the invariant checks passed."""
+    request = summary.request
+    games = max(summary.games, 1)
+    deals = max(summary.deals, 1)
+    turns = max(summary.turns, 1)
+    outcomes = summary.outcomes
+    first = request.seed
+    return {
+        "config": config_json(
+            request.config, seed=first, policy=request.policy, decks=request.decks
+        ),
+        "games": summary.games,
+        "seeds": [first, first + summary.games - 1],
+        "deals": summary.deals,
+        "turns": summary.turns,
+        "mean_seat_score": [round(s / games, 3) for s in summary.seat_scores],
+        "mean_team_score": [round(s / games, 3) for s in summary.team_scores],
+        "team_wins": summary.team_wins,
+        "sweeps_per_deal": round(outcomes[SweepKind.SWEEP.value] / deals, 4),
+        "double_sweeps_per_deal": round(outcomes[SweepKind.DOUBLE.value] / deals, 4),
+        "crawl_rate": round(outcomes["crawl"] / turns, 4),
+        "capture_rate": round(outcomes["capture"] / turns, 4),
+        "invariant_checks": summary.invariant_checks,
+    }

@@ -1,0 +1,442 @@
+"""``cardrules simulate`` (issue 2) and the play policies, through the real console entry."""
+
+import itertools
+import json
+import random
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.cards import Card, card_str, full_deck, parse_cards, shuffled
+from engine.krypkasino import Config, Move, Rules, State, legal_moves, new_game, sweep_ranks
+from engine.krypkasino.policies import greedy_policy, random_policy
+from service.cli import main
+
+CARDRULES = Path(sys.executable).parent / "cardrules"
+
+# Spec KX30's deck (top first), also the deck of KX27.
+KX30_DECK = (
+    "3C AS KD 3S 2H 2S JD AD 7S AS AH 4C JD 4H KS 4H 10S QH JS 7H 6S 6S KC 6H 6C 2H "
+    "6C KC 7C 6H QD 2D 3D QH 9D 7S KD 5H 6D 3H 2S 7H KH JC 8H JC QS QD JH 9H 8D 6D "
+    "AD 7C 3D QC 10D 5C 9S JH 10S 5C 9S 7D 3C 5D 2C 4D 5D 10H 9C 3H 3S 10C 2C 8S 10C 4S "
+    "AC 9D KS 5S 5H 9C AH QC 4D 4S 8H 10D 10H 5S 8C 2D KH 7D AC 8D 4C 9H 8C JS QS 8S"
+)
+
+# K12.1 item names, in the spec's order.
+SCORE_ITEMS = [
+    "storan",
+    "lillan",
+    "ace_of_spades",
+    "other_spades",
+    "other_aces",
+    "card_points",
+    "sweeps_made",
+    "sweeps_conceded",
+    "last_capture",
+    "bordstabbe",
+    "total",
+]
+
+# K2.4 card points by code (default scoring).
+POINTS = {"10D": 3, "2S": 2, "AS": 2, "AH": 1, "AD": 1, "AC": 1}
+POINTS.update({f"{r}S": 1 for r in ("3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")})
+NORDIC_POINTS = {**POINTS, "10D": 0, "2S": 1}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(["simulate", "krypkasino", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def run_json(capsys, *argv: str) -> dict[str, Any]:
+    status, out, err = run(capsys, *argv, "--json")
+    assert status == 0, err
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def multiset(codes: list[str]) -> Counter[str]:
+    return Counter(codes)
+
+
+# --- one game, JSON ----------------------------------------------------------------------
+
+
+def test_one_game_json_has_the_contract_keys_and_consistent_scores(capsys):
+    doc = run_json(capsys, "--players", "3", "--seed", "4")
+    assert list(doc) == ["config", "setup_events", "turns", "deals", "result"]
+    config = doc["config"]
+    assert config["players"] == 3 and config["teams"] == "individual"
+    assert config["seed"] == 4 and config["policy"] == "random"
+    assert set(config["rules"]) == {*Rules.flag_names(), "removal"}
+    assert config["rules"]["removal"] == "courts"
+    # K13.2: without target_score a match has n deals.
+    assert [d["deal"] for d in doc["deals"]] == [1, 2, 3]
+    # K4.3: the dealer of deal k is (first_dealer + k - 1) mod n.
+    assert [d["dealer"] for d in doc["deals"]] == [0, 1, 2]
+    for turn in doc["turns"]:
+        assert {"deal", "seat", "hand", "table", "legal_moves", "move", "events"} <= set(turn)
+        move = turn["move"]
+        assert set(move) == {"card", "captures"}
+        assert move in turn["legal_moves"]
+        assert move["card"] in turn["hand"]
+        assert not multiset(move["captures"]) - multiset(turn["table"])
+        first = turn["events"][0]
+        assert first["type"] == ("captured" if move["captures"] else "crawled")
+        assert first["seat"] == turn["seat"] and first["card"] == move["card"]
+        for event in turn["events"]:
+            assert re.fullmatch(r"[a-z]+(_[a-z]+)*", event["type"])
+    # K5.1 (3 players): 5 cards go to the table at the start, every other card is played.
+    per_deal = Counter(turn["deal"] for turn in doc["turns"])
+    assert per_deal == {1: 99, 2: 99, 3: 99}
+    seat_totals = [0, 0, 0]
+    for deal in doc["deals"]:
+        assert [s["seat"] for s in deal["scores"]] == [0, 1, 2]
+        for s in deal["scores"]:
+            assert list(s) == ["seat", *SCORE_ITEMS]
+            parts = SCORE_ITEMS[:5]
+            assert s["card_points"] == sum(s[k] for k in parts)
+            assert s["total"] == sum(s[k] for k in SCORE_ITEMS[5:10])
+            seat_totals[s["seat"]] += s["total"]
+        assert sum(s["total"] for s in deal["scores"]) == 42  # K15.7
+        assert deal["team_totals"] == [s["total"] for s in deal["scores"]]
+    result = doc["result"]
+    assert result["seat_totals"] == seat_totals == result["team_totals"]
+    lowest = min(seat_totals)
+    assert result["winners"] == [s for s, t in enumerate(seat_totals) if t == lowest]  # K13.3
+
+
+def test_pairs_team_totals_add_their_members(capsys):
+    doc = run_json(capsys, "--players", "4", "--teams", "pairs", "--seed", "9")
+    assert doc["config"]["team_seats"] == [[0, 2], [1, 3]]  # K3.2
+    for deal in doc["deals"]:
+        totals = [s["total"] for s in deal["scores"]]
+        assert deal["team_totals"] == [totals[0] + totals[2], totals[1] + totals[3]]
+    seats = doc["result"]["seat_totals"]
+    assert doc["result"]["team_totals"] == [seats[0] + seats[2], seats[1] + seats[3]]
+
+
+def test_setup_events_and_variant_flags_in_config(capsys):
+    doc = run_json(
+        capsys,
+        "--players",
+        "3",
+        "--draw-for-deal",
+        "--rule",
+        "last_capture_point",
+        "--rule",
+        "removal=spades",
+        "--seed",
+        "2",
+    )
+    rules = doc["config"]["rules"]
+    assert rules["last_capture_point"] is True and rules["removal"] == "spades"
+    drawn = doc["setup_events"][0]
+    assert drawn["type"] == "dealer_drawn"
+    assert doc["config"]["draw_for_deal"] is True
+    assert doc["deals"][0]["dealer"] == drawn["dealer"]
+    assert doc["setup_events"][1]["type"] == "distribution_dealt"
+    for deal in doc["deals"]:
+        assert sum(s["total"] for s in deal["scores"]) == 43  # K16.4
+    # K15.4 with removal=spades: the first table of every distribution holds no spade.
+    turns = doc["turns"]
+    openings = [
+        after
+        for before, after in itertools.pairwise(turns)
+        if any(e["type"] == "distribution_dealt" for e in before["events"])
+    ]
+    assert len(openings) == 3 * 8 - 1  # K5.1: 8 distributions per 3-player deal
+    for turn in [turns[0], *openings]:
+        assert not [code for code in turn["table"] if code.endswith("S")]
+
+
+# --- explicit deck (KX27) ------------------------------------------------------------------
+
+
+def test_deck_deals_the_first_turns_as_in_kx27(capsys):
+    doc = run_json(
+        capsys, "--players", "4", "--first-dealer", "2", "--deck", KX30_DECK, "--policy", "greedy"
+    )
+    assert doc["config"]["decks"] == [KX30_DECK.split()]
+    dealt, set_aside = doc["setup_events"]
+    assert dealt["table"] == ["JD", "4H", "KC", "6H"]
+    assert set_aside == {"type": "cards_set_aside", "cards": ["JD", "KC"]}
+    first_hands = {
+        3: "3C AS KD KS 4H",
+        0: "3S 2H 2S 10S QH",
+        1: "JD AD 7S JS 7H",
+        2: "AS AH 4C 6S 6S",
+    }
+    second_hands = {3: "6C 2H 3D QH", 0: "6C KC 9D 7S", 1: "7C 6H KD 5H", 2: "QD 2D 6D 3H"}
+    turns = [t for t in doc["turns"] if t["deal"] == 1]
+    assert turns[0]["seat"] == 3 and turns[0]["table"] == ["4H", "6H"]
+    for distribution, hands in ((1, first_hands), (2, second_hands)):
+        opening = [t for t in turns if t["distribution"] == distribution][:4]
+        assert [t["seat"] for t in opening] == [3, 0, 1, 2]  # K4.4: next(dealer) first
+        for turn in opening:
+            assert multiset(turn["hand"]) == multiset(hands[turn["seat"]].split())
+            # K1.6: hands are listed in canonical order.
+            assert turn["hand"] == [card_str(c) for c in sorted(parse_cards(turn["hand"]))]
+    # Later deals are shuffled from the seed, not taken from the deck.
+    deal2 = next(t for t in doc["turns"] if t["deal"] == 2)
+    assert deal2["seat"] == 0  # dealer 3 in deal 2
+
+
+# --- determinism ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["random", "greedy"])
+def test_same_seed_gives_identical_output(capsys, policy):
+    argv = ("--players", "5", "--seed", "77", "--policy", policy, "--json")
+    first = run(capsys, *argv)
+    second = run(capsys, *argv)
+    assert first[0] == 0 and first == second
+    other = run(capsys, "--players", "5", "--seed", "78", "--policy", policy, "--json")
+    assert other[1] != first[1]
+
+
+def test_console_script_matches_in_process_run(capsys):
+    argv = ["simulate", "krypkasino", "--players", "2", "--seed", "5", "--json"]
+    done = subprocess.run([str(CARDRULES), *argv], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert main(argv) == 0
+    assert capsys.readouterr().out == done.stdout
+
+
+# --- human transcript ------------------------------------------------------------------------
+
+
+def test_text_transcript_has_one_line_per_turn(capsys):
+    argv = ("--players", "4", "--teams", "pairs", "--seed", "3")
+    doc = run_json(capsys, *argv)
+    status, text, _ = run(capsys, *argv)
+    assert status == 0
+    turn_lines = [line for line in text.splitlines() if re.match(r"D\d+ seat \d: ", line)]
+    assert len(turn_lines) == len(doc["turns"])
+    for line, turn in zip(turn_lines, doc["turns"], strict=True):
+        move = turn["move"]
+        expected = move["card"] + (">" + "+".join(move["captures"]) if move["captures"] else "")
+        sweep = next((e["sweep"] for e in turn["events"] if e["type"] == "captured"), "none")
+        note = {"none": "", "sweep": "  (sweep)", "double_sweep": "  (double sweep)"}[sweep]
+        assert line == f"D{turn['deal']} seat {turn['seat']}: {expected}{note}"
+    assert [line for line in text.splitlines() if line.startswith("Deal ")] == [
+        f"Deal {d['deal']}, dealer seat {d['dealer']}" for d in doc["deals"]
+    ]
+    totals = ", ".join(f"seat {s} {t}" for s, t in enumerate(doc["result"]["seat_totals"]))
+    assert f"Result after 4 deals: {totals}" in text
+    assert "Winner(s): team" in text
+
+
+# --- many games -------------------------------------------------------------------------------
+
+
+def test_games_summary_agrees_with_the_single_games(capsys):
+    summary = run_json(capsys, "--players", "3", "--games", "3", "--seed", "40")
+    assert summary["games"] == 3 and summary["seeds"] == [40, 42]
+    assert summary["deals"] == 9
+    assert summary["invariant_checks"] > summary["turns"] > 0
+    singles = [run_json(capsys, "--players", "3", "--seed", str(s)) for s in (40, 41, 42)]
+    assert summary["turns"] == sum(len(doc["turns"]) for doc in singles)
+    for seat in range(3):
+        mean = sum(doc["result"]["seat_totals"][seat] for doc in singles) / 3
+        assert summary["mean_seat_score"][seat] == pytest.approx(mean, abs=1e-3)
+    sweeps = sum(
+        e.get("sweep") == "sweep" for doc in singles for t in doc["turns"] for e in t["events"]
+    )
+    assert summary["sweeps_per_deal"] == pytest.approx(sweeps / 9, abs=1e-3)
+    assert summary["crawl_rate"] + summary["capture_rate"] == pytest.approx(1, abs=1e-3)
+    # Each game's deal points sum to 42 per deal (K15.7), so the means do too.
+    assert sum(summary["mean_seat_score"]) == pytest.approx(42 * 3, abs=1e-2)
+
+
+def test_games_text_summary_and_progress_bar(capsys):
+    status, out, err = run(capsys, "--players", "2", "--games", "2", "--policy", "greedy")
+    assert status == 0
+    checks = re.search(r"^invariant checks passed: (\d+)$", out, re.MULTILINE)
+    assert checks is not None and int(checks.group(1)) > 0
+    assert "mean score per seat: 0: " in out
+    assert "2/2" in err  # the tqdm bar on stderr
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+_SHORT_DECK = " ".join(KX30_DECK.split()[:-1])
+_WRONG_DECK = " ".join(["AS", *KX30_DECK.split()[1:-1], "AS"])  # 3 x AS, 1 x 8S
+
+BAD_INPUT = {
+    "unknown option": ["--players", "4", "--bogus"],
+    "unknown rule": ["--players", "4", "--rule", "bogus"],
+    "rule with a value": ["--players", "4", "--rule", "bordstabbe=yes"],
+    "unknown removal": ["--players", "4", "--rule", "removal=clubs"],
+    "malformed card": ["--players", "4", "--deck", KX30_DECK.replace("10D", "11D", 1)],
+    "deck one card short": ["--players", "4", "--deck", _SHORT_DECK],
+    "deck not the game's cards": ["--players", "4", "--deck", _WRONG_DECK],
+    "double deck for single_deck": ["--players", "4", "--rule", "single_deck", "--deck", KX30_DECK],
+    "more decks than deals": ["--players", "2", *["--deck", KX30_DECK] * 3],
+    "pairs with 5 players": ["--players", "5", "--teams", "pairs"],
+    "trios with 4 players": ["--players", "4", "--teams", "trios"],
+    "unknown team mode": ["--players", "4", "--teams", "quads"],
+    "7 players": ["--players", "7"],
+    "1 player": ["--players", "1"],
+    "players not a number": ["--players", "x"],
+    "players missing": [],
+    "four_four with 2 players": ["--players", "2", "--rule", "four_four"],
+    "single_deck with 5 players": ["--players", "5", "--rule", "single_deck"],
+    "two_player_five_six with 3": ["--players", "3", "--rule", "two_player_five_six"],
+    "deals not a multiple of n": ["--players", "4", "--deals", "6"],
+    "deals zero": ["--players", "4", "--deals", "0"],
+    "first dealer out of range": ["--players", "4", "--first-dealer", "4"],
+    "first dealer and draw": ["--players", "4", "--first-dealer", "1", "--draw-for-deal"],
+    "games zero": ["--players", "4", "--games", "0"],
+    "unknown policy": ["--players", "4", "--policy", "smart"],
+    "unknown tie rule": ["--players", "4", "--tie-rule", "coin"],
+}
+
+
+@pytest.mark.parametrize("argv", BAD_INPUT.values(), ids=BAD_INPUT.keys())
+def test_bad_input_exits_2_with_one_line(capsys, argv):
+    status, out, err = run(capsys, *argv)
+    assert status == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("cardrules: error: ")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "krypkasino", "--players", "5", "--teams", "pairs"],
+        ["simulate", "krypkasino", "--players", "4", "--deck", "AS 2S"],
+        ["simulate", "crates", "--players", "2"],
+        [],
+    ],
+)
+def test_bad_input_in_a_real_process(argv):
+    done = subprocess.run([str(CARDRULES), *argv], capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("cardrules: error: ")
+
+
+def test_help_exits_0(capsys):
+    assert main(["simulate", "--help"]) == 0
+    assert "--players" in capsys.readouterr().out
+
+
+# --- policies -----------------------------------------------------------------------------------
+
+
+def _table_after(table: list[Card], move: Move) -> list[Card]:
+    if not move.captures:
+        return [*table, move.card]
+    rest = list(table)
+    for card in move.captures:
+        rest.remove(card)
+    return rest
+
+
+def _cost(table: list[Card], move: Move, nordic: bool) -> int:
+    """K2.4 points taken (played + captured card) plus 5 per sweep marker (K8.3, K9.1)."""
+    if not move.captures:
+        return 0
+    points = NORDIC_POINTS if nordic else POINTS
+    taken = sum(points.get(card_str(c), 0) for c in (move.card, *move.captures))
+    markers = 0
+    if len(move.captures) == len(table):
+        lone_twin = len(table) == 1 and table[0] == move.card and card_str(move.card)[0] != "A"
+        markers = 2 if lone_twin else 1
+    return taken + 5 * markers
+
+
+def _random_positions(count: int, seed: int):
+    """Random hands and tables over random rule variants, the mover being seat ``turn``."""
+    rng = random.Random(seed)
+    deck = full_deck(2)
+    for _ in range(count):
+        rules = Rules(
+            no_forced_sweep=rng.random() < 0.3,
+            court_cards_rank_only=rng.random() < 0.3,
+            must_capture_if_able=rng.random() < 0.2,
+            nordic_scoring=rng.random() < 0.2,
+        )
+        players = rng.randint(2, 6)
+        state = new_game(Config(players=players, rules=rules), seed=rng.randrange(1000))
+        cards = shuffled(deck, rng)
+        hand_size, table_size = rng.randint(1, 6), rng.randint(0, 9)
+        hand = tuple(sorted(cards[:hand_size]))
+        table = cards[hand_size : hand_size + table_size]
+        hands = list(state.hands)
+        hands[state.turn] = hand
+        yield replace(state, hands=tuple(hands), table=table)
+
+
+def test_greedy_avoids_leaving_a_sweepable_table_when_it_can():
+    choices = 0
+    for state in _random_positions(1500, seed=2024):
+        rules = state.config.rules
+        legal = legal_moves(state, state.turn)
+        chosen = greedy_policy(state, random.Random(0))
+        assert chosen in legal
+        table = list(state.table)
+        sweepable = {m: bool(sweep_ranks(_table_after(table, m), rules)) for m in legal}
+        safe = [m for m in legal if not sweepable[m]]
+        if safe and len(safe) < len(legal):
+            choices += 1
+        if safe:
+            assert not sweepable[chosen], (state.table, state.hands[state.turn], chosen)
+        # Then the fewest points taken, ties broken by canonical order (K1.6).
+        pool = safe or legal
+        best = min(_cost(table, m, rules.nordic_scoring) for m in pool)
+        assert _cost(table, chosen, rules.nordic_scoring) == best
+        assert chosen == next(m for m in pool if _cost(table, m, rules.nordic_scoring) == best)
+    assert choices > 100  # the property was really put to the test
+
+
+def _position(hand: str, table: str) -> State:
+    state = new_game(Config(players=3), seed=1)
+    hands = list(state.hands)
+    hands[state.turn] = tuple(sorted(parse_cards(hand)))
+    return replace(state, hands=tuple(hands), table=tuple(parse_cards(table)))
+
+
+def test_greedy_kd1_takes_a_point_rather_than_leave_a_sweep():
+    # KD1: crawling AC leaves AH 4C 6D QH AC, sweepable by a queen; JD leaves QH alone;
+    # 7H>AH+6D leaves 4C QH, which no card sweeps. Safety comes before points.
+    state = _position("AC 7H JD", "AH 4C 6D QH")
+    assert [str(m) for m in legal_moves(state, state.turn)] == ["AC", "7H>AH+6D", "JD>AH+4C+6D"]
+    assert str(greedy_policy(state, random.Random(0))) == "7H>AH+6D"
+
+
+def test_greedy_kf_every_capture_leaves_a_sweep_so_fewest_points():
+    # KF: every legal move leaves a sweepable table; AD>5C+9D would take the ace (1 point),
+    # the others take nothing, and the canonical first of those is 3C>3H.
+    state = _position("3C 5D 8C 9H QD AD", "3H 5C 9D")
+    assert len(legal_moves(state, state.turn)) == 6
+    assert str(greedy_policy(state, random.Random(0))) == "3C>3H"
+
+
+def test_greedy_prefers_no_sweep_of_its_own_when_sweeping_is_optional():
+    # KX20 (no_forced_sweep): both moves leave a table no card sweeps (empty; 4C 6D QH sums
+    # to 22 and no group split exists). QD's sweep takes AH AC (2 points) plus a marker
+    # (+5, K9.1); 2C takes the same 2 points and no marker, so greedy plays 2C.
+    state = _position("QD 2C", "AH AC 4C 6D QH")
+    state = replace(state, config=Config(players=3, rules=Rules(no_forced_sweep=True)))
+    legal = [str(m) for m in legal_moves(state, state.turn)]
+    assert legal == ["2C>AH+AC", "QD>AH+AC+4C+6D+QH"]
+    assert sweep_ranks(parse_cards("4C 6D QH"), state.config.rules) == ()
+    assert str(greedy_policy(state, random.Random(0))) == "2C>AH+AC"
+
+
+def test_random_policy_is_seeded_and_covers_the_legal_set():
+    state = _position("AC 7H JD 3S", "AH 4C 6D QH")
+    legal = legal_moves(state, state.turn)
+    picks = [random_policy(state, random.Random(seed)) for seed in range(200)]
+    assert set(picks) == set(legal)
+    assert picks == [random_policy(state, random.Random(seed)) for seed in range(200)]

@@ -1,0 +1,247 @@
+"""Sealed state tokens and seat tokens (design section 4).
+
+A sealed state token is ``version | key id (4) | nonce (12) | AES-256-GCM
+ciphertext+tag`` with ``b"cardrules/" + game + b"/" + version`` as associated
+data, so a token of another game or schema version never opens. A plain token
+(debugging only, switched on explicitly) is ``0x80 | version`` followed by the
+payload. Keys come as a ring: the first seals, all open, so keys rotate
+without downtime. Seat tokens are ``key id (4) | HMAC-SHA256(seat key, game
+id, seat)[:16]`` where the seat key is derived from the same configured key by
+HKDF, so one key serves both purposes without being reused.
+
+Errors never carry token bytes or key material: tokens must never be logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+KEY_BYTES = 32
+KEY_ID_BYTES = 4
+NONCE_BYTES = 12
+TAG_BYTES = 16
+PLAIN_FLAG = 0x80
+MAX_SCHEMA_VERSION = 0x7F
+SEALED_OVERHEAD = 1 + KEY_ID_BYTES + NONCE_BYTES + TAG_BYTES
+SEAT_MAC_BYTES = 16
+SEAT_TOKEN_BYTES = KEY_ID_BYTES + SEAT_MAC_BYTES
+SEAT_KEY_INFO = b"cardrules seat token v1"
+_MAX_SEAT = 2**32 - 1
+
+TokenReason = Literal[
+    "TOKEN_MALFORMED",
+    "TOKEN_SCHEMA_UNSUPPORTED",
+    "TOKEN_UNKNOWN_KEY",
+    "TOKEN_INVALID",
+    "TOKEN_PLAIN_DISABLED",
+]
+SeatTokenReason = Literal["SEAT_TOKEN_MISSING", "SEAT_TOKEN_INVALID"]
+
+
+class TokenError(Exception):
+    """A state token that does not open; ``message`` never contains token bytes."""
+
+    def __init__(self, reason: TokenReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: TokenReason = reason
+        self.message = message
+
+
+class SeatTokenError(Exception):
+    """A missing or wrong seat token; ``message`` never contains token bytes."""
+
+    def __init__(self, reason: SeatTokenReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: SeatTokenReason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, repr=False)
+class KeyRing:
+    """AES-256 keys: ``keys[0]`` seals and issues, every key opens and verifies."""
+
+    keys: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise ValueError("a key ring needs at least one key")
+        seen: dict[bytes, int] = {}
+        for position, key in enumerate(self.keys, start=1):
+            if len(key) != KEY_BYTES:
+                raise ValueError(
+                    f"key {position} is {len(key)} bytes; AES-256 keys are {KEY_BYTES} bytes"
+                )
+            key_id = self.key_id(key)
+            if key_id in seen:
+                # A key id collision of distinct keys (odds 2**-32) would make
+                # opening ambiguous, so it is refused like a duplicate.
+                raise ValueError(f"key {position} duplicates key {seen[key_id]}")
+            seen[key_id] = position
+
+    def __repr__(self) -> str:
+        # Never key material: only the public key ids.
+        return f"KeyRing(key_ids=[{', '.join(self.key_id(k).hex() for k in self.keys)}])"
+
+    @classmethod
+    def parse(cls, text: str) -> KeyRing:
+        """Keys as base64 (standard or urlsafe, padding optional), comma or space separated.
+
+        Raises ``ValueError`` naming the 1-based position of a bad key, never its text.
+        """
+        items = [item for item in re.split(r"[,\s]+", text) if item]
+        if not items:
+            raise ValueError("no keys given: expected base64 AES-256 keys, comma-separated")
+        return cls(tuple(_decode_key(item, position) for position, item in enumerate(items, 1)))
+
+    @classmethod
+    def ephemeral(cls) -> KeyRing:
+        """One fresh random key: the single-machine default (design section 4)."""
+        return cls((os.urandom(KEY_BYTES),))
+
+    @staticmethod
+    def key_id(key: bytes) -> bytes:
+        """The first 4 bytes of SHA-256 of the key: names the key in tokens, reveals nothing."""
+        return hashlib.sha256(key).digest()[:KEY_ID_BYTES]
+
+    @staticmethod
+    def generate_key_text() -> str:
+        """A new random key in standard padded base64 (same form as ``openssl rand -base64 32``)."""
+        return base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii")
+
+
+def _decode_key(item: str, position: int) -> bytes:
+    """One base64 key of either alphabet; errors name the position only."""
+    normalized = item.rstrip("=").replace("-", "+").replace("_", "/")
+    normalized += "=" * (-len(normalized) % 4)
+    try:
+        key = base64.b64decode(normalized.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        # ``from None``: the underlying error could quote the key text.
+        raise ValueError(f"key {position} is not valid base64") from None
+    if len(key) != KEY_BYTES:
+        raise ValueError(
+            f"key {position} decodes to {len(key)} bytes; AES-256 keys are {KEY_BYTES} bytes"
+        )
+    return key
+
+
+class StateSealer:
+    """Seals and opens the state tokens of one game and schema version (design section 4)."""
+
+    def __init__(
+        self, keys: KeyRing, *, game: str, schema_version: int = 1, plain: bool = False
+    ) -> None:
+        if not 1 <= schema_version <= MAX_SCHEMA_VERSION:
+            raise ValueError(
+                f"schema version must be 1..{MAX_SCHEMA_VERSION}, not {schema_version}"
+            )
+        if not game:
+            raise ValueError("game must not be empty")
+        self._version = schema_version
+        self._plain_byte = PLAIN_FLAG | schema_version
+        self._plain = plain
+        self._associated = b"cardrules/" + game.encode("utf-8") + b"/" + bytes([schema_version])
+        # One AESGCM per key, built once: the hot path only looks one up.
+        self._aeads = {KeyRing.key_id(key): AESGCM(key) for key in keys.keys}
+        self._seal_header = bytes([schema_version]) + KeyRing.key_id(keys.keys[0])
+        self._seal_aead = self._aeads[KeyRing.key_id(keys.keys[0])]
+
+    def seal(self, payload: bytes) -> bytes:
+        """The token for ``payload``: sealed under the primary key, or plain in plain mode."""
+        if self._plain:
+            return bytes([self._plain_byte]) + payload
+        nonce = os.urandom(NONCE_BYTES)
+        return self._seal_header + nonce + self._seal_aead.encrypt(nonce, payload, self._associated)
+
+    def open(self, token: bytes) -> bytes:
+        """The payload of ``token``; raises ``TokenError`` (and nothing else) for any bad bytes."""
+        if not token:
+            raise TokenError("TOKEN_MALFORMED", "state token is empty")
+        version_byte = token[0]
+        version = version_byte & ~PLAIN_FLAG
+        if version == 0:
+            raise TokenError("TOKEN_MALFORMED", "state token has no valid header")
+        if version != self._version:
+            raise TokenError(
+                "TOKEN_SCHEMA_UNSUPPORTED",
+                f"state token schema version {version} is not supported "
+                f"(this server reads version {self._version})",
+            )
+        if version_byte & PLAIN_FLAG:
+            if not self._plain:
+                raise TokenError(
+                    "TOKEN_PLAIN_DISABLED", "plain state tokens are disabled on this server"
+                )
+            return token[1:]
+        if len(token) < SEALED_OVERHEAD:
+            raise TokenError("TOKEN_MALFORMED", "state token is too short")
+        aead = self._aeads.get(token[1 : 1 + KEY_ID_BYTES])
+        if aead is None:
+            raise TokenError(
+                "TOKEN_UNKNOWN_KEY", "state token was sealed with a key this server does not have"
+            )
+        nonce_end = 1 + KEY_ID_BYTES + NONCE_BYTES
+        try:
+            return aead.decrypt(
+                token[1 + KEY_ID_BYTES : nonce_end], token[nonce_end:], self._associated
+            )
+        except InvalidTag:
+            raise TokenError(
+                "TOKEN_INVALID",
+                "state token failed authentication (altered, truncated, or of another game)",
+            ) from None
+
+
+class SeatTokens:
+    """Issues and verifies seat tokens: HMAC of game id and seat (design section 4)."""
+
+    def __init__(self, keys: KeyRing) -> None:
+        # A keyed HMAC object per key, copied per use: the key schedule runs once.
+        self._macs = {
+            KeyRing.key_id(key): hmac.new(_seat_key(key), digestmod="sha256") for key in keys.keys
+        }
+        self._primary_id = KeyRing.key_id(keys.keys[0])
+
+    def issue(self, game_id: str, seat: int) -> bytes:
+        """The token that lets its holder act for ``seat`` in ``game_id``, under the primary key."""
+        if not 0 <= seat <= _MAX_SEAT:
+            raise ValueError(f"seat must be 0..{_MAX_SEAT}, not {seat}")
+        return self._primary_id + self._mac(self._primary_id, game_id, seat)
+
+    def verify(self, game_id: str, seat: int, token: bytes) -> None:
+        """Accept a token made for this game and seat with any key of the ring, else raise."""
+        if not token:
+            raise SeatTokenError("SEAT_TOKEN_MISSING", f"seat {seat} needs its seat token")
+        key_id = token[:KEY_ID_BYTES]
+        if not (
+            len(token) == SEAT_TOKEN_BYTES
+            and key_id in self._macs
+            and 0 <= seat <= _MAX_SEAT
+            and hmac.compare_digest(token[KEY_ID_BYTES:], self._mac(key_id, game_id, seat))
+        ):
+            raise SeatTokenError("SEAT_TOKEN_INVALID", f"not a valid seat token for seat {seat}")
+
+    def _mac(self, key_id: bytes, game_id: str, seat: int) -> bytes:
+        # Length-prefixed so that no two (game id, seat) pairs share an encoding;
+        # surrogatepass so that no str makes verify raise anything but SeatTokenError.
+        game = game_id.encode("utf-8", "surrogatepass")
+        mac = self._macs[key_id].copy()
+        mac.update(len(game).to_bytes(4, "big") + game + seat.to_bytes(4, "big"))
+        return mac.digest()[:SEAT_MAC_BYTES]
+
+
+def _seat_key(key: bytes) -> bytes:
+    """The seat-token key derived from a state key, so neither use weakens the other."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=SEAT_KEY_INFO).derive(key)

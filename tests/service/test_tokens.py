@@ -1,0 +1,409 @@
+"""State and seat tokens (design section 4), with real AES-256-GCM and HMAC throughout."""
+
+import base64
+import hashlib
+import hmac
+import os
+
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.tokens import KeyRing, SeatTokenError, SeatTokens, StateSealer, TokenError
+
+GAME = "krypkasino"
+PAYLOAD = b"\x08\x02\x12\x04state bytes of a game in progress"
+KEY_A = bytes(range(32))
+KEY_B = bytes(range(100, 132))
+KEY_C = b"\xa5" * 32
+
+
+def ring(*keys: bytes) -> KeyRing:
+    return KeyRing(keys)
+
+
+def sealer(*keys: bytes, **kwargs) -> StateSealer:
+    return StateSealer(ring(*(keys or (KEY_A,))), game=kwargs.pop("game", GAME), **kwargs)
+
+
+def token_error(sealer: StateSealer, token: bytes) -> TokenError:
+    with pytest.raises(TokenError) as caught:
+        sealer.open(token)
+    assert type(caught.value) is TokenError
+    return caught.value
+
+
+def seat_error(seats: SeatTokens, game_id: str, seat: int, token: bytes) -> SeatTokenError:
+    with pytest.raises(SeatTokenError) as caught:
+        seats.verify(game_id, seat, token)
+    return caught.value
+
+
+# --- state tokens: format and round trip ---
+
+
+def test_round_trip_and_fresh_nonce_per_seal():
+    s = sealer()
+    first, second = s.seal(PAYLOAD), s.seal(PAYLOAD)
+    assert s.open(first) == PAYLOAD
+    assert s.open(second) == PAYLOAD
+    assert first != second
+    assert PAYLOAD not in first
+    assert s.open(s.seal(b"")) == b""
+
+
+def test_wire_format_is_the_documented_one():
+    # Pinned so committed token fixtures keep opening in later releases.
+    s = sealer(KEY_A, schema_version=3)
+    token = s.seal(PAYLOAD)
+    assert token[0] == 3
+    assert token[1:5] == hashlib.sha256(KEY_A).digest()[:4] == KeyRing.key_id(KEY_A)
+    assert len(token) == 1 + 4 + 12 + len(PAYLOAD) + 16
+    nonce, sealed = token[5:17], token[17:]
+    assert AESGCM(KEY_A).decrypt(nonce, sealed, b"cardrules/krypkasino/\x03") == PAYLOAD
+
+
+def test_plain_format_is_flagged_version_then_payload():
+    assert sealer(plain=True).seal(PAYLOAD) == b"\x81" + PAYLOAD
+    assert sealer(plain=True, schema_version=5).seal(PAYLOAD) == b"\x85" + PAYLOAD
+
+
+def test_two_rings_parsed_from_the_same_text_open_each_others_tokens():
+    text = f"{KeyRing.generate_key_text()},{KeyRing.generate_key_text()}"
+    replica_1 = StateSealer(KeyRing.parse(text), game=GAME)
+    replica_2 = StateSealer(KeyRing.parse(text), game=GAME)
+    assert replica_2.open(replica_1.seal(PAYLOAD)) == PAYLOAD
+    assert replica_1.open(replica_2.seal(PAYLOAD)) == PAYLOAD
+
+
+def test_ephemeral_rings_are_fresh_and_do_not_open_each_other():
+    first, second = KeyRing.ephemeral(), KeyRing.ephemeral()
+    assert len(first.keys) == 1 and len(first.keys[0]) == 32
+    assert first.keys != second.keys
+    token = StateSealer(first, game=GAME).seal(PAYLOAD)
+    assert token_error(StateSealer(second, game=GAME), token).reason == "TOKEN_UNKNOWN_KEY"
+
+
+# --- rotation, binding to game and schema ---
+
+
+def test_key_rotation():
+    old_token = sealer(KEY_A).seal(PAYLOAD)
+    rotated = sealer(KEY_B, KEY_A)
+    assert rotated.open(old_token) == PAYLOAD
+    new_token = rotated.seal(PAYLOAD)
+    assert new_token[1:5] == KeyRing.key_id(KEY_B)
+    # A replica not yet rotated still opens tokens of the new primary it lists.
+    assert sealer(KEY_A, KEY_B).open(new_token) == PAYLOAD
+    assert sealer(KEY_A).open(old_token) == PAYLOAD
+    dropped = sealer(KEY_B)
+    assert token_error(dropped, old_token).reason == "TOKEN_UNKNOWN_KEY"
+    assert dropped.open(new_token) == PAYLOAD
+
+
+def test_another_games_token_does_not_open():
+    other = sealer(game="othergame").seal(PAYLOAD)
+    assert token_error(sealer(), other).reason == "TOKEN_INVALID"
+    # Even when a game name is a prefix of the other.
+    assert token_error(sealer(game="krypkasino2"), sealer().seal(PAYLOAD)).reason == (
+        "TOKEN_INVALID"
+    )
+
+
+def test_schema_mismatch():
+    v1, v2 = sealer(schema_version=1), sealer(schema_version=2)
+    error = token_error(v2, v1.seal(PAYLOAD))
+    assert error.reason == "TOKEN_SCHEMA_UNSUPPORTED"
+    assert "1" in error.message and "2" in error.message
+    assert token_error(v1, v2.seal(PAYLOAD)).reason == "TOKEN_SCHEMA_UNSUPPORTED"
+    plain_v1 = sealer(schema_version=1, plain=True)
+    plain_v2 = sealer(schema_version=2, plain=True)
+    assert token_error(plain_v2, plain_v1.seal(PAYLOAD)).reason == "TOKEN_SCHEMA_UNSUPPORTED"
+    assert token_error(plain_v2, v1.seal(PAYLOAD)).reason == "TOKEN_SCHEMA_UNSUPPORTED"
+
+
+def test_schema_version_is_authenticated_not_just_checked():
+    # Rewrite the version byte of a v1 token to 2: a v2 server passes the header
+    # check, and the associated data must still refuse it.
+    token = bytearray(sealer(schema_version=1).seal(PAYLOAD))
+    token[0] = 2
+    assert token_error(sealer(schema_version=2), bytes(token)).reason == "TOKEN_INVALID"
+
+
+def test_plain_mode_both_ways():
+    plain, sealing = sealer(plain=True), sealer()
+    plain_token = plain.seal(PAYLOAD)
+    assert plain.open(plain_token) == PAYLOAD
+    # Switching to plain mode does not strand games sealed earlier.
+    assert plain.open(sealing.seal(PAYLOAD)) == PAYLOAD
+    error = token_error(sealing, plain_token)
+    assert error.reason == "TOKEN_PLAIN_DISABLED"
+    assert plain.open(b"\x81") == b""
+    # A plain-mode server still authenticates sealed tokens.
+    token = bytearray(sealing.seal(PAYLOAD))
+    token[-1] ^= 1
+    assert token_error(plain, bytes(token)).reason == "TOKEN_INVALID"
+
+
+@pytest.mark.parametrize(
+    ("token", "reason"),
+    [
+        (b"", "TOKEN_MALFORMED"),
+        (b"\x00" + bytes(40), "TOKEN_MALFORMED"),
+        (b"\x80payload", "TOKEN_MALFORMED"),
+        (b"\x01", "TOKEN_MALFORMED"),
+        (b"\x01" + KeyRing.key_id(KEY_A) + bytes(27), "TOKEN_MALFORMED"),
+        (b"\x01" + b"\xff\xff\xff\xff" + bytes(28), "TOKEN_UNKNOWN_KEY"),
+        (b"\x01" + KeyRing.key_id(KEY_A) + bytes(28), "TOKEN_INVALID"),
+        (b"\x07" + bytes(40), "TOKEN_SCHEMA_UNSUPPORTED"),
+        (b"\xff" + bytes(40), "TOKEN_SCHEMA_UNSUPPORTED"),
+        (b"\x81" + PAYLOAD, "TOKEN_PLAIN_DISABLED"),
+    ],
+)
+def test_reasons_for_handmade_tokens(token, reason):
+    assert token_error(sealer(), token).reason == reason
+
+
+def test_messages_never_depend_on_token_bytes():
+    s = sealer()
+    real = s.seal(PAYLOAD)
+    for flip_at in (20, 30, len(real) - 1):
+        tampered = bytearray(real)
+        tampered[flip_at] ^= 0x10
+        error = token_error(s, bytes(tampered))
+        assert error.message == str(error)
+        assert real[17:].hex() not in error.message
+        assert error.message == token_error(s, real[:-1]).message
+    unknown = token_error(s, b"\x01\xde\xad\xbe\xef" + bytes(40))
+    assert "dead" not in unknown.message.lower()
+    assert unknown.message == token_error(s, b"\x01\x01\x02\x03\x04" + bytes(40)).message
+
+
+def test_sealer_configuration_errors():
+    with pytest.raises(ValueError, match="schema version"):
+        sealer(schema_version=0)
+    with pytest.raises(ValueError, match="schema version"):
+        sealer(schema_version=128)
+    with pytest.raises(ValueError, match="game"):
+        sealer(game="")
+
+
+# --- property tests: nothing but TokenError, never a successful forgery ---
+
+payloads = st.binary(max_size=80)
+
+
+@settings(max_examples=40, deadline=None)
+@given(payloads)
+def test_every_truncation_and_every_bit_flip_of_a_real_token_is_refused(payload):
+    s = sealer(KEY_A, KEY_B)
+    token = s.seal(payload)
+    assert s.open(token) == payload
+    for length in range(len(token)):
+        with pytest.raises(TokenError):
+            s.open(token[:length])
+    for bit in range(len(token) * 8):
+        flipped = bytearray(token)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(TokenError):
+            s.open(bytes(flipped))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        # Random bytes behind a valid header, so they reach the AEAD itself.
+        st.binary(max_size=200).map(lambda b: b"\x01" + KeyRing.key_id(KEY_A) + b),
+    )
+)
+def test_random_bytes_never_open(data):
+    s = sealer()
+    with pytest.raises(TokenError):
+        s.open(data)
+    plain = sealer(plain=True)
+    # Plain mode has no integrity by design: anything plain-flagged opens as
+    # itself, everything else still raises TokenError only.
+    if data[:1] == b"\x81":
+        assert plain.open(data) == data[1:]
+    else:
+        with pytest.raises(TokenError):
+            plain.open(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(payloads, st.sampled_from(["othergame", "krypkasino ", "Krypkasino", "krypkasin"]))
+def test_tokens_of_other_games_never_open(payload, other_game):
+    token = sealer(game=other_game).seal(payload)
+    assert token_error(sealer(), token).reason == "TOKEN_INVALID"
+
+
+# --- seat tokens ---
+
+
+def test_seat_token_right_seat_and_format():
+    seats = SeatTokens(ring(KEY_A))
+    token = seats.issue("game-1", 2)
+    assert len(token) == 20
+    assert token[:4] == KeyRing.key_id(KEY_A)
+    assert seats.issue("game-1", 2) == token
+    seats.verify("game-1", 2, token)
+    # The MAC key is derived by HKDF, not the state key itself.
+    seat_key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=b"cardrules seat token v1"
+    ).derive(KEY_A)
+    assert seat_key != KEY_A
+    message = (6).to_bytes(4, "big") + b"game-1" + (2).to_bytes(4, "big")
+    assert token[4:] == hmac.new(seat_key, message, "sha256").digest()[:16]
+
+
+def test_seat_tokens_refused_with_the_right_reason():
+    seats = SeatTokens(ring(KEY_A))
+    token = seats.issue("game-1", 1)
+    assert seat_error(seats, "game-1", 1, b"").reason == "SEAT_TOKEN_MISSING"
+    for game_id, seat, candidate in [
+        ("game-1", 0, token),
+        ("game-1", 2, token),
+        ("game-2", 1, token),
+        ("game-1", -1, token),
+        ("game-1", 2**40, token),
+        ("game-1", 1, SeatTokens(ring(KEY_B)).issue("game-1", 1)),
+        ("game-1", 1, token[:-1]),
+        ("game-1", 1, token[:4]),
+        ("game-1", 1, token + b"\x00"),
+        ("game-1", 1, token[:4] + bytes(16)),
+    ]:
+        error = seat_error(seats, game_id, seat, candidate)
+        assert error.reason == "SEAT_TOKEN_INVALID", (game_id, seat)
+        assert token.hex() not in error.message
+
+
+def test_seat_token_encoding_separates_game_and_seat():
+    seats = SeatTokens(ring(KEY_A))
+    # Neighbouring games and seats whose naive concatenations overlap.
+    tokens = {
+        seats.issue(game_id, seat)
+        for game_id in ["", "\0", "g", "g1", "g\x01", "1", "\U0001f0a1"]
+        for seat in range(4)
+    }
+    assert len(tokens) == 7 * 4
+    seat_error(seats, "g", 1, seats.issue("g1", 1))
+
+
+def test_seat_token_rotation():
+    token = SeatTokens(ring(KEY_A)).issue("game-1", 0)
+    rotated = SeatTokens(ring(KEY_B, KEY_A))
+    rotated.verify("game-1", 0, token)
+    assert rotated.issue("game-1", 0)[:4] == KeyRing.key_id(KEY_B)
+    SeatTokens(ring(KEY_A, KEY_B)).verify("game-1", 0, rotated.issue("game-1", 0))
+    assert seat_error(SeatTokens(ring(KEY_B)), "game-1", 0, token).reason == ("SEAT_TOKEN_INVALID")
+
+
+def test_seat_tokens_from_replicas_parsed_from_one_text_agree():
+    text = KeyRing.generate_key_text()
+    token = SeatTokens(KeyRing.parse(text)).issue("game-7", 3)
+    SeatTokens(KeyRing.parse(text)).verify("game-7", 3, token)
+
+
+def test_issue_refuses_impossible_seats():
+    seats = SeatTokens(ring(KEY_A))
+    with pytest.raises(ValueError):
+        seats.issue("game-1", -1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40), st.text(max_size=20), st.integers(-5, 2**33))
+def test_seat_verify_raises_only_seat_token_error(token, game_id, seat):
+    seats = SeatTokens(ring(KEY_A))
+    with pytest.raises(SeatTokenError):
+        seats.verify(game_id, seat, token)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(max_size=20), st.integers(0, 3))
+def test_every_bit_flip_of_a_seat_token_is_refused(game_id, seat):
+    seats = SeatTokens(ring(KEY_A, KEY_B))
+    token = seats.issue(game_id, seat)
+    seats.verify(game_id, seat, token)
+    for bit in range(len(token) * 8):
+        flipped = bytearray(token)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        assert seat_error(seats, game_id, seat, bytes(flipped)).reason == "SEAT_TOKEN_INVALID"
+
+
+# --- key rings ---
+
+
+def test_parse_accepts_both_alphabets_padding_optional_and_any_separator():
+    key = bytes([0xFB, 0xFF]) * 16  # encodes with '+' and '/' (or '-' and '_')
+    standard = base64.b64encode(key).decode()
+    urlsafe = base64.urlsafe_b64encode(key).decode().rstrip("=")
+    assert "+" in standard or "/" in standard
+    for text in [standard, urlsafe, f"  {standard}\n", f"{urlsafe}=="]:
+        assert KeyRing.parse(text).keys == (key,)
+    parsed = KeyRing.parse(f"{base64.b64encode(KEY_A).decode()},\n {standard}\t")
+    assert parsed.keys == (KEY_A, key)
+    assert KeyRing.parse(f"{base64.b64encode(KEY_A).decode()} {standard}").keys == (KEY_A, key)
+
+
+def test_generated_key_text_parses_to_a_fresh_key():
+    text = KeyRing.generate_key_text()
+    (key,) = KeyRing.parse(text).keys
+    assert len(key) == 32
+    assert base64.b64decode(text, validate=True) == key
+    assert KeyRing.generate_key_text() != text
+
+
+def _parse_error(text: str) -> str:
+    with pytest.raises(ValueError) as caught:
+        KeyRing.parse(text)
+    error = caught.value
+    # No chained exception that a traceback would print along with the key text.
+    assert error.__cause__ is None
+    assert error.__context__ is None or error.__suppress_context__
+    return str(error)
+
+
+def test_parse_errors_name_the_position_never_the_key():
+    good = base64.b64encode(KEY_A).decode()
+    short = base64.b64encode(KEY_B[:16]).decode()
+    long = base64.b64encode(KEY_B + b"x").decode()
+    cases = [
+        (f"{good},not*base64*at*all", "key 2", "base64"),
+        (f"{good} {good[:-2]}é=", "key 2", "base64"),
+        (f"{good[:-1]}AB", "key 1", "base64"),  # 45 characters: no base64 has that length
+        (f"{good[:-1]}A", "key 1", "33 bytes"),
+        (f"{good},{good},{short}", "key 3", "16 bytes"),
+        (f"{long}", "key 1", "33 bytes"),
+        (f"{good} {base64.urlsafe_b64encode(KEY_A).decode().rstrip('=')}", "key 2", "key 1"),
+    ]
+    for text, position, detail in cases:
+        message = _parse_error(text)
+        assert position in message and detail in message, message
+        for item in text.replace(",", " ").split():
+            assert item[:8] not in message, message
+
+
+def test_parse_refuses_an_empty_list():
+    for text in ["", "   ", ",", " , \n"]:
+        assert "no keys" in _parse_error(text)
+
+
+def test_key_ring_validates_direct_construction_and_hides_keys_in_repr():
+    with pytest.raises(ValueError, match="at least one"):
+        KeyRing(())
+    with pytest.raises(ValueError, match="key 2 is 31 bytes"):
+        KeyRing((KEY_A, KEY_B[:31]))
+    with pytest.raises(ValueError, match="key 3 duplicates key 1"):
+        KeyRing((KEY_A, KEY_B, KEY_A))
+    text = repr(KeyRing((KEY_A, KEY_C)))
+    assert KeyRing.key_id(KEY_A).hex() in text
+    assert KEY_C.hex()[:8] not in text and "\\xa5" not in text and "a5a5" not in text
+
+
+def test_key_id_is_the_sha256_prefix():
+    key = os.urandom(32)
+    assert KeyRing.key_id(key) == hashlib.sha256(key).digest()[:4]

@@ -1,0 +1,581 @@
+"""Unit tests per rule area of the Krypkasino spec, beyond the K18 examples.
+
+Covers K16 configuration validity, the K5.1 schedule and K5.3 dealing for every
+player count and variant, K2.4 / K16.9 / K16.4 scoring totals, the K7 values and
+move identity, K4.2 draw for deal, K3.2 teams, K13 match ends, the reasons of
+``IllegalMoveError``, and that ``play`` never mutates its input.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from engine.cards import RANK_NAMES, Card, full_deck, shuffled
+from engine.krypkasino import (
+    Config,
+    ConfigError,
+    DealResult,
+    IllegalMoveError,
+    Move,
+    Reason,
+    Removal,
+    Rules,
+    SeatScore,
+    SweepKind,
+    Teams,
+    TieRule,
+    legal_moves,
+    new_game,
+    open_game,
+    play,
+    score_deal,
+    sweep_kind,
+    sweep_ranks,
+    table_moves,
+)
+from engine.krypkasino.events import DealEnded, DistributionDealt
+from engine.krypkasino.invariants import check_state
+from engine.krypkasino.scoring import match_outcome
+from tests.engine.krypkasino.helpers import (
+    cards,
+    deck_starting_with,
+    finish_deal,
+    legal,
+    moves,
+    only,
+    position,
+    ranks,
+)
+
+PLAYERS = [2, 3, 4, 5, 6]
+ANY_FLAG = [
+    Rules(last_capture_point=True),
+    Rules(removal=Removal.SPADES),
+    Rules(removal=Removal.NONE),
+    Rules(no_forced_sweep=True),
+    Rules(court_cards_rank_only=True),
+    Rules(must_capture_if_able=True),
+    Rules(nordic_scoring=True),
+    Rules(bordstabbe=True),
+]
+
+
+def rejected_flag(config: Config) -> str:
+    with pytest.raises(ConfigError) as error:
+        config.validate()
+    return error.value.flag
+
+
+# --- K16 / K3.2 / K13.2 / K4.2: configuration validity ------------------------------------
+
+
+@pytest.mark.parametrize("players", [0, 1, 7, 8])
+def test_k3_1_player_count(players):
+    assert rejected_flag(Config(players=players)) == "players"
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+def test_k16_defaults_are_valid(players):
+    config = Config(players=players)
+    assert config.validate() is config
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+@pytest.mark.parametrize("rules", ANY_FLAG, ids=lambda r: ",".join(r.enabled()))
+def test_k16_flags_valid_for_any_player_count(players, rules):
+    Config(players=players, rules=rules).validate()
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+def test_k16_1_two_player_five_six_only_for_two(players):
+    config = Config(players=players, rules=Rules(two_player_five_six=True))
+    if players == 2:
+        config.validate()
+    else:
+        assert rejected_flag(config) == "two_player_five_six"
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        Rules(two_player_five_six=True, four_four=True),
+        Rules(two_player_five_six=True, single_deck=True),
+    ],
+)
+def test_k16_1_two_player_five_six_excludes_other_schedules(rules):
+    assert rejected_flag(Config(players=2, rules=rules)) == "two_player_five_six"
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+def test_k16_2_four_four_only_where_it_divides(players):
+    config = Config(players=players, rules=Rules(four_four=True))
+    if players == 5:  # (104 - 20 - 4) / 20 = 4
+        config.validate()
+    else:
+        assert rejected_flag(config) == "four_four"
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+@pytest.mark.parametrize("four_four", [False, True])
+def test_k16_3_single_deck_player_counts(players, four_four):
+    config = Config(players=players, rules=Rules(single_deck=True, four_four=four_four))
+    if players in (2, 3, 4, 6):
+        config.validate()
+    else:
+        assert rejected_flag(config) == "single_deck"
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+def test_k3_2_pairs_need_four_or_six(players):
+    config = Config(players=players, teams=Teams.PAIRS)
+    if players in (4, 6):
+        config.validate()
+    else:
+        assert rejected_flag(config) == "teams"
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+def test_k3_2_trios_need_six(players):
+    config = Config(players=players, teams=Teams.TRIOS)
+    if players == 6:
+        config.validate()
+    else:
+        assert rejected_flag(config) == "teams"
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+def test_k13_2_match_deals_without_target(players):
+    for deals in (players, 2 * players, 3 * players):
+        Config(players=players, match_deals=deals).validate()
+    for deals in (players + 1, 2 * players - 1, 0, -players):
+        assert rejected_flag(Config(players=players, match_deals=deals)) == "match_deals"
+
+
+@pytest.mark.parametrize("deals", [1, 3, 5, 7])
+def test_k13_2_match_deals_with_target_any_positive(deals):
+    Config(players=4, target_score=100, match_deals=deals).validate()
+    Config(players=4, target_score=100).validate()
+    assert rejected_flag(Config(players=4, target_score=100, match_deals=0)) == "match_deals"
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+def test_k4_2_first_dealer_is_a_seat(players):
+    for seat in range(players):
+        Config(players=players, first_dealer=seat).validate()
+    for seat in (-1, players, players + 3):
+        assert rejected_flag(Config(players=players, first_dealer=seat)) == "first_dealer"
+
+
+def test_k16_new_game_validates():
+    with pytest.raises(ConfigError) as error:
+        new_game(Config(players=4, teams=Teams.TRIOS))
+    assert error.value.flag == "teams"
+
+
+# --- K5.1 / K5.2 / K5.3 / K15.2: schedules and dealing ------------------------------------
+
+# (players, rules, first rounds, hand, table, distributions), straight from K5.1 and K16.
+SCHEDULES = [
+    (2, Rules(), ((3, 2), (3, 2)), 6, 4, 12),
+    (3, Rules(), ((3, 3), (2, 2)), 5, 5, 8),
+    (4, Rules(), ((3, 2), (2, 2)), 5, 4, 6),
+    (5, Rules(), ((2, 2), (2, 2)), 4, 4, 5),
+    (6, Rules(), ((3, 2), (2, 0)), 5, 2, 4),
+    (2, Rules(two_player_five_six=True), ((3, 3), (2, 3)), 5, 6, 12),
+    (5, Rules(four_four=True), ((2, 0), (2, 4)), 4, 4, 5),
+    (2, Rules(single_deck=True), ((2, 0), (2, 4)), 4, 4, 6),
+    (3, Rules(single_deck=True), ((2, 0), (2, 4)), 4, 4, 4),
+    (4, Rules(single_deck=True), ((2, 0), (2, 4)), 4, 4, 3),
+    (6, Rules(single_deck=True), ((2, 0), (2, 4)), 4, 4, 2),
+    (4, Rules(single_deck=True, four_four=True), ((2, 0), (2, 4)), 4, 4, 3),
+]
+SCHEDULE_IDS = [f"{n}p-{','.join(r.enabled()) or 'default'}" for n, r, *_ in SCHEDULES]
+
+
+def spec_deal(
+    deck: list[Card], rounds: tuple[tuple[int, int], ...], players: int, dealer: int
+) -> tuple[list[list[Card]], list[Card], list[Card]]:
+    """The K5.3 pseudo-code, transcribed: ``(hands, table in dealing order, stock)``."""
+    hands: list[list[Card]] = [[] for _ in range(players)]
+    table: list[Card] = []
+    top = 0
+    for h, t in rounds:
+        for i in range(1, players + 1):
+            hands[(dealer + i) % players] += deck[top : top + h]
+            top += h
+        table += deck[top : top + t]
+        top += t
+    return hands, table, deck[top:]
+
+
+@pytest.mark.parametrize(
+    ("players", "rules", "rounds", "hand", "table", "count"), SCHEDULES, ids=SCHEDULE_IDS
+)
+def test_k5_1_schedule_table(players, rules, rounds, hand, table, count):
+    config = Config(players=players, rules=rules)
+    schedule = config.schedule
+    assert schedule.first_rounds == rounds
+    assert schedule.later_rounds == ((2, 0), (2, 0))
+    assert (schedule.first_hand, schedule.first_table) == (hand, table)
+    assert config.distributions == count
+    # K5.2
+    assert count == 1 + (config.deck_size - players * hand - table) // (4 * players)
+
+
+@pytest.mark.parametrize(
+    ("players", "rules", "rounds", "hand", "table", "count"), SCHEDULES, ids=SCHEDULE_IDS
+)
+def test_k5_3_dealing_follows_the_pseudo_code(players, rules, rounds, hand, table, count):
+    config = Config(players=players, rules=replace(rules, removal=Removal.NONE))
+    dealer = players - 1
+    config = replace(config, first_dealer=dealer)
+    deck = list(shuffled(full_deck(config.copies), random.Random(players * 100 + count)))
+    state, events = open_game(config, decks=[deck])
+    hands, dealt_table, stock = spec_deal(deck, rounds, players, dealer)
+    assert [sorted(h) for h in state.hands] == [sorted(h) for h in hands]
+    assert [len(h) for h in hands] == [hand] * players
+    assert list(state.table) == dealt_table
+    assert len(dealt_table) == table
+    assert only(events, DistributionDealt).table == tuple(dealt_table)
+    assert list(state.stock) == stock
+    assert state.turn == (dealer + 1) % players  # K4.4
+
+
+@pytest.mark.parametrize(
+    ("players", "rules", "rounds", "hand", "table", "count"), SCHEDULES, ids=SCHEDULE_IDS
+)
+def test_k15_2_later_distributions_and_sistan(players, rules, rounds, hand, table, count):
+    config = Config(players=players, rules=rules)
+    state = new_game(config, seed=count)
+    stock = [len(state.stock)]
+    assert stock[0] == config.deck_size - players * hand - table
+    deal = state.deal
+    while state.deal == deal:
+        before = state.stock
+        state, events = play(state, state.turn, legal_moves(state, state.turn)[0])
+        for event in events:
+            if isinstance(event, DistributionDealt) and event.deal == deal:
+                # K5.3: a later distribution takes the top 4n cards of the stock.
+                assert state.stock == before[4 * players :]
+                assert all(len(h) == 4 for h in state.hands)
+                assert state.turn == (state.dealer + 1) % players  # K10.1
+                assert event.last == (not state.stock)  # K5.4
+                stock.append(len(state.stock))
+    assert len(stock) == count
+    assert stock[-1] == 0
+    assert all(a - b == 4 * players for a, b in itertools.pairwise(stock))
+
+
+# --- K2.4 / K12 / K15.7 / K16.4 / K16.9: scoring totals ----------------------------------
+
+
+def test_k2_4_card_point_items():
+    pile = cards("2S 2S AS 10D KS 3S AH AD AC 9H")
+    s = score_deal(Config(players=2), [pile, ()], [(), ()], 0, None)[0]
+    assert (s.storan, s.lillan, s.ace_of_spades, s.other_spades, s.other_aces) == (3, 4, 2, 2, 3)
+    assert s.card_points == 14
+
+
+def test_k16_9_nordic_items():
+    config = Config(players=2, rules=Rules(nordic_scoring=True))
+    pile = cards("2S 2S AS 10D 10D KS 3S AH AD AC 9H")
+    s = score_deal(config, [pile, ()], [(), ()], 0, None)[0]
+    assert (s.storan, s.lillan, s.ace_of_spades, s.other_spades, s.other_aces) == (0, 2, 2, 2, 3)
+    assert s.card_points == 9
+
+
+# (rules, players, expected deal total) per K15.7
+TOTALS = [
+    (Rules(), 4, 42),
+    (Rules(single_deck=True), 3, 21),
+    (Rules(nordic_scoring=True), 4, 34),
+    (Rules(nordic_scoring=True, single_deck=True), 2, 17),
+    (Rules(last_capture_point=True), 5, 43),
+    (Rules(last_capture_point=True, nordic_scoring=True), 3, 35),
+    (Rules(last_capture_point=True, single_deck=True), 6, 22),
+    (Rules(removal=Removal.SPADES, last_capture_point=True), 4, 43),
+]
+
+
+@pytest.mark.parametrize(("rules", "players", "total"), TOTALS)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_k15_7_deal_totals(rules, players, total, seed):
+    state = new_game(Config(players=players, rules=rules), seed=seed)
+    deal = state.deal
+    _, events = finish_deal(state)
+    end = only(events, DealEnded)
+    assert end.deal == deal
+    scores = end.result.scores
+    assert sum(s.total for s in scores) == total
+    assert sum(s.sweeps_made + s.sweeps_conceded for s in scores) == 0
+    point = [s.last_capture for s in scores]
+    if rules.last_capture_point:
+        assert point == [int(seat == end.recipient) for seat in range(players)]
+    else:
+        assert point == [0] * players
+    for s in scores:
+        items = s.card_points + s.sweeps_made + s.sweeps_conceded + s.last_capture + s.bordstabbe
+        assert s.total == items
+
+
+def test_k12_1_sweeps_conceded_by_the_previous_seat():
+    markers = [cards("7H"), (), cards("8C 8C"), ()]
+    scores = score_deal(Config(players=4), markers, markers, 0, None)
+    assert [s.sweeps_made for s in scores] == [5, 0, 10, 0]
+    assert [s.sweeps_conceded for s in scores] == [0, -10, 0, -5]
+
+
+# --- K2 / K7: values, groups, move identity ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "hand", "expected"),
+    [
+        ("AH AC 9D", "2S", ["2S>AH+AC"]),  # a 2 takes two table aces
+        ("AH KC 5D", "AS", ["AS>AH+KC"]),  # an ace (14) takes A + K
+        ("5H 6C 9D", "JS", ["JS>5H+6C"]),  # J = 5 + 6
+        ("4D 7S 9H", "JC", ["JC>4D+7S"]),  # J = 4 + 7
+        ("6H 4C 2D 9S", "QH", ["QH>2D+4C+6H"]),  # Q = 6 + 4 + 2
+        ("JH AC 5D", "QS", ["QS>AC+JH"]),  # Q = J + A
+        ("JH 2C 9D", "KD", ["KD>2C+JH"]),  # K = J + 2
+        ("AC 5D", "AH", ["AH"]),  # 14 never takes a lone table ace
+        ("AC AD 3H", "4C", ["4C>AC+3H", "4C>AD+3H"]),  # K7.5: suits make moves differ
+    ],
+)
+def test_k7_9_value_consequences(table, hand, expected):
+    assert legal(table, hand) == moves(*expected)
+
+
+@pytest.mark.parametrize("rank", RANK_NAMES)
+def test_k7_9_everything_crawls_on_an_empty_table(rank):
+    hand = cards(f"{rank}S {rank}H")
+    assert table_moves(hand, (), Rules()) == moves(f"{rank}S", f"{rank}H")
+    assert table_moves(hand, (), Rules(must_capture_if_able=True)) == moves(f"{rank}S", f"{rank}H")
+
+
+def test_k7_6_every_sweeping_card_is_offered():
+    assert legal("5H 5C", "5D 10S 3C") == moves("5D>5H+5C", "10S>5H+5C")
+
+
+def test_k7_7_must_capture_only_when_some_card_captures():
+    rules = Rules(must_capture_if_able=True)
+    assert legal("9C JH", "8D 6C", rules) == moves("6C", "8D")
+
+
+def test_k16_7_rank_only_courts():
+    rules = Rules(court_cards_rank_only=True)
+    assert legal("JH JC 5C 6D", "JD", rules) == moves("JD>JC+JH")
+    assert legal("2H JC", "KS", rules) == moves("KS")
+    assert legal("2H JC", "KS") == moves("KS>2H+JC")
+    # Table courts are never part of a sum, so this 2 leaves the table non-empty.
+    assert legal("AH AC JH", "2C", rules) == moves("2C>AC+AH")
+    assert set(sweep_ranks(cards("JH JC"), rules)) == ranks("J")
+    assert sweep_ranks(cards("JH 5C 6D"), rules) == ()
+    assert set(sweep_ranks(cards("JH 5C 6D"), Rules())) == ranks("J")
+
+
+def test_k8_3_sweep_kinds():
+    assert sweep_kind(cards("7H"), Move.parse("7H")) is SweepKind.NONE
+    assert sweep_kind(cards("7H 3C"), Move.parse("7D>7H")) is SweepKind.NONE
+    assert sweep_kind(cards("7H"), Move.parse("7D>7H")) is SweepKind.SWEEP
+    assert sweep_kind(cards("7H"), Move.parse("7H>7H")) is SweepKind.DOUBLE
+    assert sweep_kind(cards("KS"), Move.parse("KS>KS")) is SweepKind.DOUBLE
+    assert sweep_kind(cards("AS AS"), Move.parse("2S>AS+AS")) is SweepKind.SWEEP
+    # K8.3 excludes aces from double sweeps; the move itself can never be legal (K7.9).
+    assert sweep_kind(cards("AH"), Move.parse("AH>AH")) is not SweepKind.DOUBLE
+
+
+# --- K4.2 / K4.3 / K3.2 / K13: dealers, teams and match ends ------------------------------
+
+
+def test_k4_2_draw_for_deal_repeated_ties():
+    draw = cards("KH KS KD 5C 9C 9D 2H AC 3D")
+    state = new_game(Config(players=3, draw_for_deal=True), draw=draw)
+    expected = tuple(zip([0, 1, 2, 0, 1, 2, 1, 2], draw[:8], strict=True))
+    assert state.dealer_draw == expected
+    assert (state.first_dealer, state.dealer) == (2, 2)
+    check_state(state)  # K4.2: the drawn cards go back, the deal uses a full deck
+
+
+def test_k4_2_draw_for_deal_ace_high():
+    state = new_game(Config(players=4, draw_for_deal=True), draw=cards("KH AD 2C QS"))
+    assert state.dealer == 1
+    assert len(state.dealer_draw) == 4
+
+
+@pytest.mark.parametrize("players", PLAYERS)
+def test_k4_3_dealer_rotation(players):
+    first = players // 2
+    state = new_game(Config(players=players, first_dealer=first), seed=43)
+    while not state.over:
+        state, _ = finish_deal(state)
+    assert len(state.results) == players  # K13.2: match_deals defaults to n
+    assert [r.dealer for r in state.results] == [(first + k) % players for k in range(players)]
+
+
+@pytest.mark.parametrize(
+    ("players", "teams", "members"),
+    [
+        (4, Teams.PAIRS, [(0, 2), (1, 3)]),
+        (6, Teams.PAIRS, [(0, 3), (1, 4), (2, 5)]),
+        (6, Teams.TRIOS, [(0, 2, 4), (1, 3, 5)]),
+        (5, Teams.INDIVIDUAL, [(0,), (1,), (2,), (3,), (4,)]),
+    ],
+)
+def test_k3_2_team_seating(players, teams, members):
+    config = Config(players=players, teams=teams)
+    assert [config.team_seats(t) for t in range(config.team_count)] == members
+    for seat in range(players):
+        assert seat in members[config.team_of(seat)]
+        if teams is not Teams.INDIVIDUAL:
+            assert config.team_of(seat) != config.team_of((seat + 1) % players)  # K3.3
+
+
+def test_k3_3_team_totals_are_member_sums():
+    config = Config(players=6, teams=Teams.TRIOS)
+    _, events = finish_deal(new_game(config, seed=33))
+    result = only(events, DealEnded).result
+    totals = [s.total for s in result.scores]
+    assert result.team_totals == (
+        totals[0] + totals[2] + totals[4],
+        totals[1] + totals[3] + totals[5],
+    )
+
+
+def result_of(number: int, totals: list[int]) -> DealResult:
+    scores = tuple(SeatScore(seat=s, total=t) for s, t in enumerate(totals))
+    return DealResult(number, 0, 0, scores, tuple(totals))
+
+
+def test_k13_2_target_score_and_cap():
+    config = Config(players=3, target_score=50, match_deals=2)
+    first = [result_of(1, [10, 20, 12])]
+    assert match_outcome(config, first, ()) == (False, (), ())
+    capped = [*first, result_of(2, [5, 5, 30])]  # nobody reached 50: the cap ends it
+    assert match_outcome(config, capped, ()) == (True, (0,), ())
+    reached = Config(players=3, target_score=30)
+    assert match_outcome(reached, [result_of(1, [30, 10, 10])], ()) == (True, (1, 2), ())
+
+
+def test_k13_3_tiebreak_still_tied_is_shared():
+    config = Config(players=4, tie_rule=TieRule.TIEBREAK_DEAL)
+    results = [result_of(k + 1, [10, 10, 11, 11]) for k in range(4)]
+    assert match_outcome(config, results, ()) == (False, (), (0, 1))
+    results.append(result_of(5, [3, 3, -20, 56]))
+    # Seat 2 is now lowest but was no candidate (K13.3).
+    assert match_outcome(config, results, (0, 1)) == (True, (0, 1), ())
+
+
+# --- IllegalMoveError: reasons and rule IDs (K7.8) -----------------------------------------
+
+
+def refused(state, seat: int, text: str) -> IllegalMoveError:
+    snapshot = copy.deepcopy(state)
+    with pytest.raises(IllegalMoveError) as error:
+        play(state, seat, Move.parse(text))
+    assert state == snapshot
+    return error.value
+
+
+@pytest.mark.parametrize(
+    ("table", "hand", "seat", "move", "rules", "reason", "rule"),
+    [
+        ("8H 9C JH", "8D 6C", 2, "6C", Rules(), Reason.NOT_YOUR_TURN, "K4.4"),
+        ("8H 9C JH", "8D 6C", 1, "9D", Rules(), Reason.CARD_NOT_IN_HAND, "K8.1"),
+        ("8H 9C JH", "8D 6C", 1, "8D>8C", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),
+        ("8H 9C JH", "8D 6C", 1, "8D>9C", Rules(), Reason.CAPTURE_NOT_VALID, "K7.2"),
+        ("8H 9C JH", "8D 6C", 1, "6C>9C", Rules(), Reason.CAPTURE_NOT_VALID, "K7.2"),
+        ("8H 9C JH", "8D 6C", 1, "8D", Rules(), Reason.MUST_CAPTURE, "K7.4"),
+        (
+            "8H 9C JH",
+            "8D 6C",
+            1,
+            "6C",
+            Rules(must_capture_if_able=True),
+            Reason.MUST_CAPTURE,
+            "K16.8",
+        ),
+        (
+            "AH 2H 6C 7D 8H 9C JH",
+            "8D 6D",
+            1,
+            "8D>8H",
+            Rules(),
+            Reason.CAPTURE_NOT_MAXIMAL,
+            "K7.3",
+        ),
+        ("AH AC 4C 6D QH", "QD 2C", 1, "2C>AH+AC", Rules(), Reason.MUST_SWEEP, "K7.6"),
+        ("AH AC 4C 6D QH", "QD 2C", 1, "2C", Rules(), Reason.MUST_SWEEP, "K7.6"),
+        (
+            "JH AC 5D",
+            "QS 9C",
+            1,
+            "QS>AC+JH",
+            Rules(court_cards_rank_only=True),
+            Reason.CAPTURE_NOT_VALID,
+            "K7.2",
+        ),
+    ],
+)
+def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule):
+    state = position(table, {1: hand}, rules=rules)
+    error = refused(state, seat, move)
+    assert error.reason is reason
+    assert error.rule == rule
+
+
+def test_k7_8_game_over():
+    state = new_game(Config(players=2), seed=5)
+    while not state.over:
+        state, _ = finish_deal(state)
+    assert legal_moves(state, state.turn) == []
+    error = refused(state, state.turn, "2C")
+    assert (error.reason, error.rule) == (Reason.GAME_OVER, "K13.2")
+
+
+def test_k7_5_capture_order_does_not_matter():
+    state = position("AH 2H 6C 7D 8H 9C JH", {1: "8D 6D"})
+    unsorted = Move(cards("8D")[0], cards("8H 7D AH 6C 2H"))
+    after, _ = play(state, 1, unsorted)
+    assert sorted(after.table) == sorted(cards("9C JH"))
+
+
+def test_k7_7_only_the_mover_has_legal_moves():
+    state = position("8H 9C JH", {1: "8D 6C", 2: "8S 9S"})
+    assert legal_moves(state, 2) == []
+    assert legal_moves(state, 1) == moves("6C", "8D>8H")
+
+
+# --- Purity: play never mutates its input (design section 2) -----------------------------
+
+
+def test_play_never_mutates_its_input():
+    rng = random.Random(7)
+    state = new_game(Config(players=3, rules=Rules(bordstabbe=True)), seed=11)
+    seen = 0
+    while not state.over and seen < 400:
+        snapshot = copy.deepcopy(state)
+        move = rng.choice(legal_moves(state, state.turn))
+        after, events = play(state, state.turn, move)
+        assert state == snapshot
+        replay, replay_events = play(state, state.turn, move)
+        assert (replay, replay_events) == (after, events)  # and it is deterministic
+        state = after
+        seen += 1
+    assert seen == 400 or state.over
+
+
+def test_new_game_is_deterministic():
+    assert open_game(Config(players=5), seed=99) == open_game(Config(players=5), seed=99)
+    assert new_game(Config(players=5), seed=99) != new_game(Config(players=5), seed=98)
+    # K5.3: with dealer 0 of two, seat 1 takes the top three cards.
+    deck = deck_starting_with("10D 2S AS")
+    hands = [new_game(Config(players=2), decks=[deck]).hands[1] for _ in range(2)]
+    assert hands[0] == hands[1]
+    assert not Counter(cards("10D 2S AS")) - Counter(hands[0])

@@ -1,0 +1,334 @@
+"""Prometheus metrics: go-grpc-prometheus server metrics and domain counters (design section 6).
+
+Nothing here creates a metric at import time: ``ServiceMetrics`` makes them,
+so a test or a worker can hold its own registry.
+
+Multiprocess mode (``--workers N``). prometheus_client picks its value storage
+once, when it is first imported: if ``PROMETHEUS_MULTIPROC_DIR`` is set then,
+every value lives in an mmap file ``<dir>/<kind>_<pid>.db``; otherwise in
+process memory, where the other workers and the scraper can never see it. So:
+
+1. the supervisor clears the directory (``clear_multiprocess_dir``) and sets
+   ``PROMETHEUS_MULTIPROC_DIR`` *before anything imports prometheus_client*
+   (this module included), then forks the workers;
+2. each worker builds its ``ServiceMetrics`` after the fork, with
+   ``registry=None`` (or a private ``CollectorRegistry`` that is never served):
+   the values go to the worker's own files whatever the registry;
+3. one process serves ``start_metrics_http(port, multiprocess_registry())``,
+   which sums every worker's files at each scrape;
+4. when a worker exits the supervisor calls ``worker_exited(pid)``.
+
+``multiprocess_registry`` refuses to run when the variable came too late,
+since the scrape would then silently report nothing.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+import grpc
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+    values,
+)
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from engine.krypkasino.moves import SweepKind
+from engine.krypkasino.play import Reason
+
+# Go's codes.Code.String(), indexed by the numeric code (go-grpc-prometheus label values).
+GRPC_CODES: tuple[str, ...] = (
+    "OK",
+    "Canceled",
+    "Unknown",
+    "InvalidArgument",
+    "DeadlineExceeded",
+    "NotFound",
+    "AlreadyExists",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "FailedPrecondition",
+    "Aborted",
+    "OutOfRange",
+    "Unimplemented",
+    "Internal",
+    "Unavailable",
+    "DataLoss",
+    "Unauthenticated",
+)
+
+#: Every RPC of the service is unary; streaming RPCs would need their own label value.
+GRPC_TYPE = "unary"
+
+#: Upper bounds in seconds: a ``Play`` takes ~50 µs to a few ms, 1 s is pathological.
+HANDLING_BUCKETS: tuple[float, ...] = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
+
+MOVE_KINDS: tuple[str, ...] = ("crawl", "capture", "sweep", "double_sweep")
+SWEEP_KINDS: tuple[str, ...] = ("sweep", "double_sweep")
+
+#: Game name -> the illegal-move reasons pre-created for it (ErrorInfo reasons, design section 5).
+DEFAULT_GAMES: Mapping[str, tuple[str, ...]] = {
+    "krypkasino": tuple(reason.value for reason in Reason),
+}
+
+_GRPC_LABELS = ("grpc_type", "grpc_service", "grpc_method")
+
+
+def code_label(code: grpc.StatusCode) -> str:
+    """``StatusCode.INVALID_ARGUMENT`` -> ``"InvalidArgument"`` (Go's spelling, ``Canceled``)."""
+    number: int = code.value[0]
+    return GRPC_CODES[number]
+
+
+def variant_label(enabled: Iterable[str]) -> str:
+    """The ``variant`` label: enabled rule names joined by ``+``, or ``default``.
+
+    Pass ``Rules.enabled()``; the names come from the engine, so the label's
+    cardinality is bounded by the set of variants actually played.
+    """
+    names = "+".join(enabled)
+    return names or "default"
+
+
+def move_kind(is_crawl: bool, sweep: SweepKind) -> str:
+    """The ``kind`` label of a played move (spec K8.3)."""
+    if is_crawl:
+        return "crawl"
+    if sweep is SweepKind.NONE:
+        return "capture"
+    return str(sweep.value)
+
+
+class _RpcSeries(NamedTuple):
+    """The go-grpc-prometheus series of one method."""
+
+    started: Counter
+    received: Counter
+    sent: Counter
+    seconds: Histogram
+    handled: dict[str, Counter]
+
+
+class ServiceMetrics:
+    """The server's metrics, every known series created at zero (design section 6).
+
+    ``methods`` maps a full service name to its method names; ``games`` maps a
+    game name to its illegal-move reasons. ``registry=None`` registers nothing
+    (multiprocess workers, see the module docstring).
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None,
+        methods: Mapping[str, Sequence[str]],
+        *,
+        games: Mapping[str, Sequence[str]] = DEFAULT_GAMES,
+    ) -> None:
+        # go-grpc-prometheus exports no *_created series; neither do we.
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
+        self.started = Counter(
+            "grpc_server_started_total",
+            "Total number of RPCs started on the server.",
+            _GRPC_LABELS,
+            registry=registry,
+        )
+        self.handled = Counter(
+            "grpc_server_handled_total",
+            "Total number of RPCs completed on the server, regardless of success or failure.",
+            (*_GRPC_LABELS, "grpc_code"),
+            registry=registry,
+        )
+        self.msg_received = Counter(
+            "grpc_server_msg_received_total",
+            "Total number of RPC stream messages received on the server.",
+            _GRPC_LABELS,
+            registry=registry,
+        )
+        self.msg_sent = Counter(
+            "grpc_server_msg_sent_total",
+            "Total number of gRPC stream messages sent by the server.",
+            _GRPC_LABELS,
+            registry=registry,
+        )
+        self.handling_seconds = Histogram(
+            "grpc_server_handling_seconds",
+            "Histogram of response latency (seconds) of gRPC that had been "
+            "application-level handled by the server.",
+            _GRPC_LABELS,
+            buckets=HANDLING_BUCKETS,
+            registry=registry,
+        )
+        self.games_started = Counter(
+            "cardrules_games_started_total",
+            "Games started, by game, player count, team mode and variant.",
+            ("game", "players", "teams", "variant"),
+            registry=registry,
+        )
+        self.moves = Counter(
+            "cardrules_moves_total",
+            "Legal moves played, by game and kind (crawl, capture, sweep, double_sweep).",
+            ("game", "kind"),
+            registry=registry,
+        )
+        self.illegal_moves = Counter(
+            "cardrules_illegal_moves_total",
+            "Moves refused by the rules, by game and reason.",
+            ("game", "reason"),
+            registry=registry,
+        )
+        self.sweeps = Counter(
+            "cardrules_sweeps_total",
+            "Sweeps made, by game and kind (sweep, double_sweep).",
+            ("game", "kind"),
+            registry=registry,
+        )
+        # Pre-create (as go-grpc-prometheus's InitializeMetrics does) so that
+        # rate() and absent-series alerts work from the first scrape.
+        self._rpcs: dict[tuple[str, str], _RpcSeries] = {}
+        for service, names in methods.items():
+            for method in names:
+                self._rpc(service, method)
+        for game, reasons in games.items():
+            for kind in MOVE_KINDS:
+                self.moves.labels(game, kind)
+            for kind in SWEEP_KINDS:
+                self.sweeps.labels(game, kind)
+            for reason in reasons:
+                self.illegal_moves.labels(game, reason)
+
+    def _rpc(self, service: str, method: str) -> _RpcSeries:
+        # Children are looked up once per method: .labels() costs about a microsecond a call.
+        series = self._rpcs.get((service, method))
+        if series is None:
+            labels = (GRPC_TYPE, service, method)
+            series = _RpcSeries(
+                started=self.started.labels(*labels),
+                received=self.msg_received.labels(*labels),
+                sent=self.msg_sent.labels(*labels),
+                seconds=self.handling_seconds.labels(*labels),
+                handled={code: self.handled.labels(*labels, code) for code in GRPC_CODES},
+            )
+            self._rpcs[service, method] = series
+        return series
+
+    def rpc_started(self, service: str, method: str) -> None:
+        """A unary RPC began: its request message has been received."""
+        series = self._rpc(service, method)
+        series.started.inc()
+        series.received.inc()
+
+    def rpc_handled(self, service: str, method: str, code: str, seconds: float) -> None:
+        """A unary RPC ended with ``code`` (a ``GRPC_CODES`` value) after ``seconds``."""
+        series = self._rpc(service, method)
+        handled = series.handled.get(code)
+        if handled is None:
+            raise ValueError(f"not a go-grpc-prometheus code label: {code!r}")
+        handled.inc()
+        series.seconds.observe(seconds)
+        if code == "OK":
+            # A unary RPC sends its one response message only on success.
+            series.sent.inc()
+
+    def game_started(self, game: str, players: int, teams: str, variant: str) -> None:
+        """A ``NewGame`` succeeded; ``variant`` comes from ``variant_label``."""
+        self.games_started.labels(game, str(players), teams, variant).inc()
+
+    def move_played(self, game: str, kind: str) -> None:
+        """A legal move was played; sweeps also count in ``cardrules_sweeps_total``."""
+        if kind not in MOVE_KINDS:
+            raise ValueError(f"unknown move kind {kind!r}; expected one of {MOVE_KINDS}")
+        self.moves.labels(game, kind).inc()
+        if kind in SWEEP_KINDS:
+            self.sweeps.labels(game, kind).inc()
+
+    def illegal_move(self, game: str, reason: str) -> None:
+        """The rules refused a move with ``reason`` (the ErrorInfo reason)."""
+        self.illegal_moves.labels(game, reason).inc()
+
+
+def multiprocess_enabled() -> bool:
+    """Whether prometheus_client was imported with ``PROMETHEUS_MULTIPROC_DIR`` set."""
+    return values.ValueClass is not values.MutexValue
+
+
+def multiprocess_registry() -> CollectorRegistry:
+    """A fresh registry that sums every process's values at each collection."""
+    if not multiprocess_enabled():
+        raise RuntimeError(
+            "prometheus_client was imported before PROMETHEUS_MULTIPROC_DIR was set; "
+            "the supervisor must set it before importing service.metrics"
+        )
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped upstream
+    return registry
+
+
+def clear_multiprocess_dir(path: str) -> None:
+    """Remove the value files of a previous run (else its counts would be added in)."""
+    for name in glob.glob(os.path.join(path, "*.db")):
+        os.remove(name)
+
+
+def worker_exited(pid: int) -> None:
+    """Bookkeeping for a dead worker (``mark_process_dead``).
+
+    Counters and histograms keep the dead worker's file, so totals never go
+    back; only live-gauge files are removed.
+    """
+    mark_process_dead(pid)  # type: ignore[no-untyped-call]  # untyped upstream
+
+
+class MetricsHTTP:
+    """A running ``/metrics`` HTTP server; call it to shut it down."""
+
+    def __init__(self, port: int, registry: CollectorRegistry, host: str) -> None:
+        self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when started on port 0)."""
+        return int(self._server.server_port)
+
+    def __call__(self) -> None:
+        """Stop serving and release the port; safe to call more than once."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def start_metrics_http(
+    port: int, registry: CollectorRegistry, host: str = "0.0.0.0"
+) -> MetricsHTTP:
+    """Serve ``registry`` on ``http://host:port/metrics`` (default port 9464) in a daemon thread.
+
+    Start it after any fork: a thread does not survive ``fork``.
+    """
+    return MetricsHTTP(port, registry, host)

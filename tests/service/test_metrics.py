@@ -1,0 +1,376 @@
+"""Prometheus metrics (design section 6): go-grpc-prometheus names, pre-created series,
+domain counters, the /metrics endpoint and multiprocess aggregation across forked workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine.krypkasino import Reason
+from service.metrics import (
+    GRPC_CODES,
+    HANDLING_BUCKETS,
+    ServiceMetrics,
+    code_label,
+    move_kind,
+    start_metrics_http,
+    variant_label,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
+METHODS = {SERVICE: ["NewGame", "LegalMoves", "Play", "Score", "GetView"], "test.Echo": ["Echo"]}
+GRPC_LABELS = {"grpc_type", "grpc_service", "grpc_method"}
+
+# Family name (as the text format has it), type, label names; from go-grpc-prometheus.
+EXPECTED_FAMILIES = {
+    "grpc_server_started_total": ("counter", GRPC_LABELS),
+    "grpc_server_handled_total": ("counter", GRPC_LABELS | {"grpc_code"}),
+    "grpc_server_msg_received_total": ("counter", GRPC_LABELS),
+    "grpc_server_msg_sent_total": ("counter", GRPC_LABELS),
+    "grpc_server_handling_seconds": ("histogram", GRPC_LABELS),
+    "cardrules_games_started_total": ("counter", {"game", "players", "teams", "variant"}),
+    "cardrules_moves_total": ("counter", {"game", "kind"}),
+    "cardrules_illegal_moves_total": ("counter", {"game", "reason"}),
+    "cardrules_sweeps_total": ("counter", {"game", "kind"}),
+}
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def samples(text: str) -> Samples:
+    """Every sample of an exposition, keyed by (sample name, labels)."""
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    return found[(name, frozenset(labels.items()))]
+
+
+def rpc(method: str, service: str = SERVICE, **more: str) -> dict[str, str]:
+    return {"grpc_type": "unary", "grpc_service": service, "grpc_method": method, **more}
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def metrics(registry: CollectorRegistry) -> ServiceMetrics:
+    return ServiceMetrics(registry, METHODS)
+
+
+def exposition(registry: CollectorRegistry) -> str:
+    return generate_latest(registry).decode()
+
+
+def test_code_labels_are_go_spellings():
+    assert len(GRPC_CODES) == len(grpc.StatusCode) == 17
+    for code in grpc.StatusCode:
+        assert code_label(code) == GRPC_CODES[code.value[0]]
+    assert code_label(grpc.StatusCode.OK) == "OK"
+    assert code_label(grpc.StatusCode.CANCELLED) == "Canceled"
+    assert code_label(grpc.StatusCode.INVALID_ARGUMENT) == "InvalidArgument"
+    assert code_label(grpc.StatusCode.FAILED_PRECONDITION) == "FailedPrecondition"
+    assert code_label(grpc.StatusCode.PERMISSION_DENIED) == "PermissionDenied"
+    assert code_label(grpc.StatusCode.UNAUTHENTICATED) == "Unauthenticated"
+
+
+def test_names_types_and_labels_match_go_grpc_prometheus(registry, metrics):
+    metrics.game_started("krypkasino", 2, "individual", "default")  # cannot be pre-created
+    families = {f.name: f for f in text_string_to_metric_families(exposition(registry))}
+    # The parser strips a counter's _total from the family name; put it back.
+    found = {
+        (f.name + "_total" if f.type == "counter" else f.name): (
+            f.type,
+            {label for s in f.samples for label in s.labels} - {"le"},
+        )
+        for f in families.values()
+    }
+    assert found == EXPECTED_FAMILIES
+    text = exposition(registry)
+    assert "# TYPE grpc_server_handled_total counter" in text
+    assert "# TYPE grpc_server_handling_seconds histogram" in text
+    assert "_created" not in text  # go-grpc-prometheus exports none
+
+
+def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
+    found = samples(exposition(registry))
+    for service, methods in METHODS.items():
+        for method in methods:
+            labels = rpc(method, service)
+            for name in (
+                "grpc_server_started_total",
+                "grpc_server_msg_received_total",
+                "grpc_server_msg_sent_total",
+                "grpc_server_handling_seconds_count",
+                "grpc_server_handling_seconds_sum",
+            ):
+                assert value(found, name, **labels) == 0
+            for code in GRPC_CODES:
+                assert value(found, "grpc_server_handled_total", **labels, grpc_code=code) == 0
+            buckets = [*(repr(b) for b in HANDLING_BUCKETS[:-1]), "1.0", "+Inf"]
+            for le in buckets:
+                assert value(found, "grpc_server_handling_seconds_bucket", **labels, le=le) == 0
+    for kind in ("crawl", "capture", "sweep", "double_sweep"):
+        assert value(found, "cardrules_moves_total", game="krypkasino", kind=kind) == 0
+    for kind in ("sweep", "double_sweep"):
+        assert value(found, "cardrules_sweeps_total", game="krypkasino", kind=kind) == 0
+    for reason in Reason:
+        assert (
+            value(found, "cardrules_illegal_moves_total", game="krypkasino", reason=reason.value)
+            == 0
+        )
+    # 6 methods x (3 plain counters + 17 codes + 13 buckets and +Inf + sum + count).
+    grpc_series = [key for key in found if key[0].startswith("grpc_server_")]
+    assert len(grpc_series) == 6 * (3 + 17 + len(HANDLING_BUCKETS) + 1 + 2)
+
+
+def test_buckets_span_fifty_microseconds_to_a_second():
+    assert HANDLING_BUCKETS[0] <= 0.0001 and HANDLING_BUCKETS[-1] == 1.0
+    assert list(HANDLING_BUCKETS) == sorted(HANDLING_BUCKETS)
+
+
+def test_rpcs_are_counted_and_timed(registry, metrics):
+    for _ in range(3):
+        metrics.rpc_started(SERVICE, "Play")
+    metrics.rpc_handled(SERVICE, "Play", "OK", 0.0003)
+    metrics.rpc_handled(SERVICE, "Play", "OK", 0.002)
+    metrics.rpc_handled(SERVICE, "Play", "FailedPrecondition", 0.3)
+    found = samples(exposition(registry))
+    play = rpc("Play")
+    assert value(found, "grpc_server_started_total", **play) == 3
+    assert value(found, "grpc_server_msg_received_total", **play) == 3
+    assert value(found, "grpc_server_msg_sent_total", **play) == 2  # no response on an error
+    assert value(found, "grpc_server_handled_total", **play, grpc_code="OK") == 2
+    assert value(found, "grpc_server_handled_total", **play, grpc_code="FailedPrecondition") == 1
+    assert value(found, "grpc_server_handled_total", **play, grpc_code="Internal") == 0
+    assert value(found, "grpc_server_handling_seconds_count", **play) == 3
+    assert value(found, "grpc_server_handling_seconds_sum", **play) == pytest.approx(0.3023)
+    bucket = "grpc_server_handling_seconds_bucket"
+    assert value(found, bucket, **play, le="0.00025") == 0
+    assert value(found, bucket, **play, le="0.0005") == 1
+    assert value(found, bucket, **play, le="0.0025") == 2
+    assert value(found, bucket, **play, le="0.25") == 2
+    assert value(found, bucket, **play, le="0.5") == 3
+    assert value(found, bucket, **play, le="+Inf") == 3
+    # Other methods untouched.
+    assert value(found, "grpc_server_started_total", **rpc("Score")) == 0
+
+
+def test_unknown_code_label_is_refused(metrics):
+    with pytest.raises(ValueError):
+        metrics.rpc_handled(SERVICE, "Play", "INVALID_ARGUMENT", 0.001)
+
+
+def test_domain_counters(registry, metrics):
+    metrics.game_started("krypkasino", 4, "pairs", variant_label(()))
+    metrics.game_started("krypkasino", 4, "pairs", "default")
+    metrics.game_started("krypkasino", 2, "individual", variant_label(("bordstabbe", "four_four")))
+    for kind in ("crawl", "crawl", "capture", "sweep", "double_sweep", "sweep"):
+        metrics.move_played("krypkasino", kind)
+    metrics.illegal_move("krypkasino", "NOT_YOUR_TURN")
+    metrics.illegal_move("krypkasino", "NOT_YOUR_TURN")
+    found = samples(exposition(registry))
+    games = "cardrules_games_started_total"
+    assert (
+        value(found, games, game="krypkasino", players="4", teams="pairs", variant="default") == 2
+    )
+    assert (
+        value(
+            found,
+            games,
+            game="krypkasino",
+            players="2",
+            teams="individual",
+            variant="bordstabbe+four_four",
+        )
+        == 1
+    )
+    moves = {
+        kind: value(found, "cardrules_moves_total", game="krypkasino", kind=kind)
+        for kind in ("crawl", "capture", "sweep", "double_sweep")
+    }
+    assert moves == {"crawl": 2, "capture": 1, "sweep": 2, "double_sweep": 1}
+    assert value(found, "cardrules_sweeps_total", game="krypkasino", kind="sweep") == 2
+    assert value(found, "cardrules_sweeps_total", game="krypkasino", kind="double_sweep") == 1
+    illegal = "cardrules_illegal_moves_total"
+    assert value(found, illegal, game="krypkasino", reason="NOT_YOUR_TURN") == 2
+    assert value(found, illegal, game="krypkasino", reason="MUST_SWEEP") == 0
+    with pytest.raises(ValueError):
+        metrics.move_played("krypkasino", "build")
+
+
+def test_label_helpers():
+    from engine.krypkasino import Config, Rules, SweepKind
+    from engine.krypkasino.config import Removal
+
+    assert variant_label(Rules().enabled()) == "default"
+    rules = Rules(nordic_scoring=True, removal=Removal.NONE)
+    assert variant_label(Config(players=2, rules=rules).rules.enabled()) == (
+        "nordic_scoring+removal=none"
+    )
+    assert move_kind(True, SweepKind.NONE) == "crawl"
+    assert move_kind(False, SweepKind.NONE) == "capture"
+    assert move_kind(False, SweepKind.SWEEP) == "sweep"
+    assert move_kind(False, SweepKind.DOUBLE) == "double_sweep"
+
+
+def test_registries_are_independent_and_nothing_lands_in_the_default_one(registry, metrics):
+    other = CollectorRegistry()
+    ServiceMetrics(other, METHODS).rpc_started(SERVICE, "Play")
+    assert value(samples(exposition(registry)), "grpc_server_started_total", **rpc("Play")) == 0
+    assert value(samples(exposition(other)), "grpc_server_started_total", **rpc("Play")) == 1
+    default = generate_latest(REGISTRY).decode()
+    assert "grpc_server_" not in default and "cardrules_" not in default
+
+
+def test_metrics_are_served_over_http(registry, metrics):
+    metrics.rpc_started(SERVICE, "NewGame")
+    metrics.rpc_handled(SERVICE, "NewGame", "OK", 0.001)
+    stop = start_metrics_http(0, registry, host="127.0.0.1")
+    url = f"http://127.0.0.1:{stop.port}/metrics"
+    try:
+        assert stop.port > 0
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"].startswith("text/plain")
+            text = response.read().decode()
+    finally:
+        stop()
+    found = samples(text)
+    assert value(found, "grpc_server_handled_total", **rpc("NewGame"), grpc_code="OK") == 1
+    assert value(found, "grpc_server_handled_total", **rpc("Play"), grpc_code="Unknown") == 0
+    stop()  # a second shutdown is harmless
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url, timeout=10)
+
+
+# Run in a fresh interpreter: prometheus_client chooses multiprocess storage at import.
+_MULTIPROCESS_SCRIPT = textwrap.dedent(
+    """
+    import json, multiprocessing, os, sys, urllib.request
+
+    directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    import service.metrics as m
+    assert m.multiprocess_enabled()
+    assert os.listdir(directory) == [], "a metric was created at import time"
+
+    SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
+    METHODS = {SERVICE: ["NewGame", "Play"]}
+
+    def worker(ok, failed):
+        metrics = m.ServiceMetrics(None, METHODS)
+        for _ in range(ok + failed):
+            metrics.rpc_started(SERVICE, "Play")
+        for _ in range(ok):
+            metrics.rpc_handled(SERVICE, "Play", "OK", 0.0003)
+        for _ in range(failed):
+            metrics.rpc_handled(SERVICE, "Play", "InvalidArgument", 0.002)
+        metrics.move_played("krypkasino", "sweep")
+
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=worker, args=args) for args in ((3, 1), (4, 2))]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join()
+        assert child.exitcode == 0, child.exitcode
+        m.worker_exited(child.pid)
+    files = sorted(os.listdir(directory))
+
+    stop = m.start_metrics_http(0, m.multiprocess_registry(), host="127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{stop.port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    finally:
+        stop()
+    json.dump({"pids": [c.pid for c in children], "files": files, "text": text}, sys.stdout)
+    """
+)
+
+
+def run_python(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_forked_workers_aggregate_in_multiprocess_mode(tmp_path):
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    done = run_python(_MULTIPROCESS_SCRIPT, env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    # Each worker wrote its own files; they stay after the worker is gone.
+    for pid in result["pids"]:
+        assert any(name.endswith(f"_{pid}.db") for name in result["files"])
+    found = samples(result["text"])
+    play = rpc("Play")
+    assert value(found, "grpc_server_started_total", **play) == 10
+    assert value(found, "grpc_server_msg_received_total", **play) == 10
+    assert value(found, "grpc_server_handled_total", **play, grpc_code="OK") == 7
+    assert value(found, "grpc_server_handled_total", **play, grpc_code="InvalidArgument") == 3
+    assert value(found, "grpc_server_msg_sent_total", **play) == 7
+    assert value(found, "grpc_server_handling_seconds_count", **play) == 10
+    assert value(found, "grpc_server_handling_seconds_bucket", **play, le="0.0005") == 7
+    assert value(found, "grpc_server_handling_seconds_sum", **play) == pytest.approx(0.0081)
+    assert value(found, "cardrules_moves_total", game="krypkasino", kind="sweep") == 2
+    assert value(found, "cardrules_sweeps_total", game="krypkasino", kind="sweep") == 2
+    # Pre-created series aggregate too.
+    assert value(found, "grpc_server_handled_total", **rpc("NewGame"), grpc_code="OK") == 0
+    assert value(found, "grpc_server_handled_total", **play, grpc_code="Internal") == 0
+
+    # A second run after clearing the directory starts again from zero.
+    clear = "import sys, service.metrics as m; m.clear_multiprocess_dir(sys.argv[1])"
+    cleared = subprocess.run(
+        [sys.executable, "-c", clear, str(tmp_path)], cwd=ROOT, check=True, timeout=60
+    )
+    assert cleared.returncode == 0
+    assert not list(tmp_path.glob("*.db"))
+
+
+def test_multiprocess_registry_refuses_a_late_environment_variable(tmp_path):
+    script = textwrap.dedent(
+        """
+        import os, sys
+        import service.metrics as m
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
+        try:
+            m.multiprocess_registry()
+        except RuntimeError as error:
+            print("refused:", error)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused:") and "PROMETHEUS_MULTIPROC_DIR" in done.stdout

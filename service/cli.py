@@ -19,6 +19,7 @@ from tqdm import tqdm
 from engine.cards import CardError
 from engine.krypkasino import Config, ConfigError, Teams, TieRule
 from engine.krypkasino.policies import POLICIES
+from service import serve_command
 from service.simulate import (
     InputError,
     SimulationError,
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="cardrules: card-game rules engine and service")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_simulate(commands)
+    serve_command.add_commands(commands)
     return parser
 
 

@@ -1,0 +1,155 @@
+"""Server configuration from flags and ``CARDRULES_*`` environment variables (design section 6).
+
+A flag wins over its environment variable, which wins over the embedded
+default. The defaults run a one-machine server: gRPC on 50051, metrics on
+9464, one worker, an ephemeral state key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "CARDRULES_"
+LOG_FORMATS = ("auto", "json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything the server reads at start-up."""
+
+    host: str = "0.0.0.0"
+    grpc_port: int = 50051
+    metrics_port: int = 9464
+    workers: int = 1
+    state_keys: str | None = None
+    plain_state: bool = False
+    log_format: str = "auto"
+    log_level: str = "info"
+    max_request_bytes: int = 64 * 1024
+    grace_seconds: float = 10.0
+
+
+# flag name -> (ServerConfig field, help). The env var is CARDRULES_ + FIELD upper-cased.
+_OPTIONS: dict[str, tuple[str, str]] = {
+    "--host": ("host", "address to listen on"),
+    "--grpc-port": ("grpc_port", "gRPC port"),
+    "--metrics-port": ("metrics_port", "Prometheus metrics port (0 = off)"),
+    "--workers": ("workers", "worker processes sharing the ports (one per core)"),
+    "--state-keys": (
+        "state_keys",
+        "comma-separated base64 AES-256 keys; the first seals, all open "
+        "(default: an ephemeral key, with a warning)",
+    ),
+    "--state-keys-file": ("state_keys_file", "file holding the state keys, one per line"),
+    "--plain-state": ("plain_state", "DEBUGGING ONLY: unsealed state tokens"),
+    "--log-format": ("log_format", "json, console, or auto (console on a terminal)"),
+    "--log-level": ("log_level", "debug, info, warning or error"),
+    "--max-request-bytes": ("max_request_bytes", "largest request accepted"),
+    "--grace-seconds": ("grace_seconds", "how long SIGTERM waits for in-flight requests"),
+}
+
+
+def env_name(field_name: str) -> str:
+    return ENV_PREFIX + field_name.upper()
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The serve flags; their defaults come from the environment at parse time."""
+    for flag, (name, text) in _OPTIONS.items():
+        env = env_name(name)
+        if name == "plain_state":
+            parser.add_argument(flag, action="store_true", default=None, help=f"{text} [{env}]")
+        else:
+            parser.add_argument(flag, dest=name, default=None, help=f"{text} [{env}]")
+
+
+class ConfigValueError(ValueError):
+    """A flag or environment value that cannot be used; the message names it."""
+
+
+def _int(source: str, text: str, low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigValueError(f"{source}: {text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise ConfigValueError(f"{source}: {value} is outside {low}..{high}")
+    return value
+
+
+def _seconds(source: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigValueError(f"{source}: {text!r} is not a number of seconds") from None
+    if not 0 <= value <= 3600:
+        raise ConfigValueError(f"{source}: {value} is outside 0..3600 seconds")
+    return value
+
+
+def _choice(source: str, text: str, choices: tuple[str, ...]) -> str:
+    if text not in choices:
+        raise ConfigValueError(f"{source}: {text!r} is not one of {', '.join(choices)}")
+    return text
+
+
+def _bool(source: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigValueError(f"{source}: {text!r} is not true or false")
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServerConfig:
+    """Combine parsed flags, the environment and the defaults into a checked config."""
+    env = os.environ if environ is None else environ
+
+    def raw(name: str) -> tuple[str, str] | None:
+        flag_value = getattr(args, name, None)
+        if flag_value is not None:
+            return "--" + name.replace("_", "-"), str(flag_value)
+        if env_name(name) in env:
+            return env_name(name), env[env_name(name)]
+        return None
+
+    values: dict[str, Any] = {}
+    if (host := raw("host")) is not None:
+        values["host"] = host[1]
+    for name, low, high in (
+        ("grpc_port", 0, 65535),
+        ("metrics_port", 0, 65535),
+        ("workers", 1, 64),
+        ("max_request_bytes", 1024, 64 * 1024 * 1024),
+    ):
+        if (item := raw(name)) is not None:
+            values[name] = _int(*item, low, high)
+    if (item := raw("grace_seconds")) is not None:
+        values["grace_seconds"] = _seconds(*item)
+    if (item := raw("log_format")) is not None:
+        values["log_format"] = _choice(*item, LOG_FORMATS)
+    if (item := raw("log_level")) is not None:
+        values["log_level"] = _choice(*item, LOG_LEVELS)
+    if args.plain_state:
+        values["plain_state"] = True
+    elif env_name("plain_state") in env:
+        values["plain_state"] = _bool(env_name("plain_state"), env[env_name("plain_state")])
+    keys = raw("state_keys")
+    keys_file = raw("state_keys_file")
+    if keys and keys_file:
+        raise ConfigValueError(f"{keys[0]} and {keys_file[0]} exclude each other")
+    if keys_file:
+        try:
+            values["state_keys"] = Path(keys_file[1]).read_text()
+        except OSError as error:
+            raise ConfigValueError(f"{keys_file[0]}: cannot read {keys_file[1]}: {error}") from None
+    elif keys:
+        values["state_keys"] = keys[1]
+    return ServerConfig(**values)

@@ -1,0 +1,110 @@
+"""Domain errors mapped to ``google.rpc.Status`` in one place (design section 5).
+
+Every refusal carries exactly one ``ErrorInfo`` (domain ``cardrules``, a
+stable UPPER_SNAKE reason, dynamic values in metadata) and, for malformed
+input, a ``BadRequest`` with field violations. gRPC and HTTP both render the
+same ``Status``; only ``INTERNAL`` is reserved for bugs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import google.rpc.code_pb2 as code_pb2
+import google.rpc.error_details_pb2 as error_details_pb2
+import google.rpc.status_pb2 as status_pb2
+import grpc
+from google.protobuf import any_pb2
+
+DOMAIN = "cardrules"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One malformed request field, named by its path (``move.captures[1].rank``)."""
+
+    field: str
+    description: str
+
+
+@dataclass(slots=True)
+class ServiceError(Exception):
+    """A request the service refuses: status code, stable reason, message, details."""
+
+    code: grpc.StatusCode
+    reason: str
+    message: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    violations: Sequence[FieldViolation] = ()
+
+    def __str__(self) -> str:
+        return f"{self.code.name} {self.reason}: {self.message}"
+
+    def to_status(self) -> status_pb2.Status:
+        """The ``google.rpc.Status`` with ErrorInfo first and BadRequest if any."""
+        info = error_details_pb2.ErrorInfo(
+            reason=self.reason, domain=DOMAIN, metadata=dict(self.metadata)
+        )
+        details = [_pack(info)]
+        if self.violations:
+            bad_request = error_details_pb2.BadRequest(
+                field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(
+                        field=v.field, description=v.description
+                    )
+                    for v in self.violations
+                ]
+            )
+            details.append(_pack(bad_request))
+        return status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
+
+
+def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+def invalid_argument(
+    reason: str, message: str, field_path: str | None = None, **metadata: str
+) -> ServiceError:
+    """A malformed request (``INVALID_ARGUMENT``), with a field violation when a field is named."""
+    violations = (FieldViolation(field_path, message),) if field_path else ()
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata, violations)
+
+
+def permission_denied(reason: str, message: str, **metadata: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.PERMISSION_DENIED, reason, message, metadata)
+
+
+def failed_precondition(reason: str, message: str, **metadata: str) -> ServiceError:
+    """A well-formed request that the rules or the game's progress forbid."""
+    return ServiceError(grpc.StatusCode.FAILED_PRECONDITION, reason, message, metadata)
+
+
+def internal_error() -> ServiceError:
+    """A bug: details stay in the server log, never in the response."""
+    return ServiceError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error")
+
+
+# The standard HTTP mapping of google.rpc.Code (google/rpc/code.proto).
+HTTP_STATUS = {
+    code_pb2.OK: 200,
+    code_pb2.CANCELLED: 499,
+    code_pb2.UNKNOWN: 500,
+    code_pb2.INVALID_ARGUMENT: 400,
+    code_pb2.DEADLINE_EXCEEDED: 504,
+    code_pb2.NOT_FOUND: 404,
+    code_pb2.ALREADY_EXISTS: 409,
+    code_pb2.PERMISSION_DENIED: 403,
+    code_pb2.UNAUTHENTICATED: 401,
+    code_pb2.RESOURCE_EXHAUSTED: 429,
+    code_pb2.FAILED_PRECONDITION: 400,
+    code_pb2.ABORTED: 409,
+    code_pb2.OUT_OF_RANGE: 400,
+    code_pb2.UNIMPLEMENTED: 501,
+    code_pb2.INTERNAL: 500,
+    code_pb2.UNAVAILABLE: 503,
+    code_pb2.DATA_LOSS: 500,
+}

@@ -1,0 +1,251 @@
+"""The five Krypkasino RPCs as transport-independent functions (design sections 3-5).
+
+gRPC and the HTTP gateway both call these methods with request messages and
+get response messages back; every refusal is a ``ServiceError``. Nothing is
+kept between calls: the state travels sealed in the request.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf.message import DecodeError
+
+from engine.cards import CardError, check_deck
+from engine.krypkasino import (
+    Config,
+    ConfigError,
+    IllegalMoveError,
+    State,
+    SweepKind,
+    legal_moves,
+    open_game,
+    play,
+    score,
+    view,
+)
+from engine.krypkasino.events import Captured, Crawled, Event
+from service import codec
+from service.calls import CallInfo
+from service.errors import ServiceError, failed_precondition, invalid_argument, permission_denied
+from service.metrics import ServiceMetrics, move_kind, variant_label
+from service.tokens import SeatTokenError, SeatTokens, StateSealer, TokenError
+
+GAME = "krypkasino"
+SERVICE_NAME = "cardrules.krypkasino.v1.KrypkasinoService"
+METHODS = ("NewGame", "LegalMoves", "Play", "Score", "GetView")
+MAX_DECKS = 64
+
+_RULE_FLAGS = frozenset(
+    (
+        "two_player_five_six",
+        "four_four",
+        "single_deck",
+        "last_capture_point",
+        "removal",
+        "no_forced_sweep",
+        "court_cards_rank_only",
+        "must_capture_if_able",
+        "nordic_scoring",
+        "bordstabbe",
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedState:
+    state: State
+    game_id: str
+
+
+class KrypkasinoApi:
+    """The Krypkasino service logic shared by every transport."""
+
+    def __init__(
+        self,
+        sealer: StateSealer,
+        seat_tokens: SeatTokens,
+        metrics: ServiceMetrics | None = None,
+        *,
+        new_game_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        new_seed: Callable[[], int] = lambda: secrets.randbits(63),
+    ) -> None:
+        self._sealer = sealer
+        self._seat_tokens = seat_tokens
+        self._metrics = metrics
+        self._new_game_id = new_game_id
+        self._new_seed = new_seed
+
+    # -- the RPCs -----------------------------------------------------------
+
+    def new_game(self, request: pb.NewGameRequest, info: CallInfo) -> pb.NewGameResponse:
+        config = _config(request.config)
+        if len(request.decks) > MAX_DECKS:
+            raise invalid_argument(
+                "TOO_MANY_DECKS", f"at most {MAX_DECKS} explicit decks are accepted", "decks"
+            )
+        with _field_errors():
+            decks = [
+                codec.deck_from_proto(deck, f"decks[{i}]") for i, deck in enumerate(request.decks)
+            ]
+            draw = codec.deck_from_proto(request.draw, "draw") if request.HasField("draw") else None
+        for i, deck in enumerate(decks):
+            try:
+                check_deck(deck, config.copies)
+            except CardError as error:
+                raise invalid_argument("DECK_INVALID", str(error), f"decks[{i}]") from None
+        if draw is not None and not config.draw_for_deal:
+            raise invalid_argument(
+                "DRAW_WITHOUT_DRAW_FOR_DEAL", "a draw sequence needs config.draw_for_deal", "draw"
+            )
+        seed = request.seed if request.HasField("seed") else self._new_seed()
+        try:
+            state, events = open_game(config, seed=seed, decks=decks, draw=draw)
+        except ValueError as error:  # the explicit draw sequence ran out (K4.2)
+            raise invalid_argument("DRAW_EXHAUSTED", str(error), "draw") from None
+        game_id = self._new_game_id()
+        info.game_id = game_id
+        token, state_id = self._seal(state, game_id)
+        if self._metrics is not None:
+            self._metrics.game_started(
+                GAME, config.players, config.teams.value, variant_label(config.rules.enabled())
+            )
+        return pb.NewGameResponse(
+            game_id=game_id,
+            state=token,
+            seat_tokens=[self._seat_tokens.issue(game_id, s) for s in range(config.players)],
+            view=codec.view_to_proto(view(state, None), game_id, state_id),
+            events=codec.events_to_proto(events),
+        )
+
+    def legal_moves(self, request: pb.LegalMovesRequest, info: CallInfo) -> pb.LegalMovesResponse:
+        opened = self._open(request.state, info)
+        seat = self._authorise(opened, request.seat, request.seat_token)
+        state = opened.state
+        nordic = state.config.rules.nordic_scoring
+        return pb.LegalMovesResponse(
+            moves=[
+                codec.legal_move_to_proto(state.table, move, nordic)
+                for move in legal_moves(state, seat)
+            ]
+        )
+
+    def play(self, request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:
+        opened = self._open(request.state, info)
+        seat = self._authorise(opened, request.seat, request.seat_token)
+        if not request.HasField("move"):
+            raise invalid_argument("MOVE_MISSING", "a move is required", "move")
+        with _field_errors():
+            move = codec.move_from_proto(request.move)
+        try:
+            state, events = play(opened.state, seat, move)
+        except IllegalMoveError as error:
+            if self._metrics is not None:
+                self._metrics.illegal_move(GAME, error.reason.value)
+            raise failed_precondition(
+                error.reason.value, error.message, rule=error.rule, seat=str(seat)
+            ) from None
+        if self._metrics is not None:
+            self._count_moves(events)
+        token, state_id = self._seal(state, opened.game_id)
+        return pb.PlayResponse(
+            state=token,
+            events=codec.events_to_proto(events),
+            view=codec.view_to_proto(view(state, seat), opened.game_id, state_id),
+        )
+
+    def score(self, request: pb.ScoreRequest, info: CallInfo) -> pb.ScoreResponse:
+        return codec.score_to_proto(score(self._open(request.state, info).state))
+
+    def get_view(self, request: pb.GetViewRequest, info: CallInfo) -> pb.GetViewResponse:
+        opened = self._open(request.state, info)
+        seat = None
+        if request.HasField("seat"):
+            seat = self._authorise(opened, request.seat, request.seat_token)
+        elif request.seat_token:
+            raise invalid_argument(
+                "SEAT_MISSING", "a seat token was given without its seat", "seat"
+            )
+        state_id = codec.state_id(request.state)
+        return pb.GetViewResponse(
+            view=codec.view_to_proto(view(opened.state, seat), opened.game_id, state_id)
+        )
+
+    # -- shared steps -------------------------------------------------------
+
+    def _open(self, token: bytes, info: CallInfo) -> OpenedState:
+        """Unseal and decode a state token; every failure is INVALID_ARGUMENT."""
+        if not token:
+            raise invalid_argument("STATE_MISSING", "the state token is required", "state")
+        try:
+            payload = self._sealer.open(token)
+        except TokenError as error:
+            raise invalid_argument(error.reason, error.message, "state") from None
+        try:
+            message = pb.GameState.FromString(payload)
+        except DecodeError:
+            raise invalid_argument(
+                "STATE_INVALID", "the state token does not hold a game state", "state"
+            ) from None
+        try:
+            state, game_id = codec.state_from_proto(message)
+        except codec.CodecError as error:
+            raise invalid_argument("STATE_INVALID", error.description, "state") from None
+        info.game_id = game_id
+        return OpenedState(state, game_id)
+
+    def _seal(self, state: State, game_id: str) -> tuple[bytes, str]:
+        payload = codec.state_to_proto(state, game_id).SerializeToString(deterministic=True)
+        return self._sealer.seal(payload), codec.state_id(payload)
+
+    def _authorise(self, opened: OpenedState, seat: int, token: bytes) -> int:
+        """Design section 4: anything private to a seat needs that seat's token."""
+        players = opened.state.players
+        if not 0 <= seat < players:
+            raise invalid_argument(
+                "SEAT_INVALID", f"seat must be 0 to {players - 1}, not {seat}", "seat"
+            )
+        try:
+            self._seat_tokens.verify(opened.game_id, seat, token)
+        except SeatTokenError as error:
+            raise permission_denied(error.reason, error.message, seat=str(seat)) from None
+        return seat
+
+    def _count_moves(self, events: list[Event]) -> None:
+        assert self._metrics is not None
+        for event in events:
+            if isinstance(event, Crawled):
+                self._metrics.move_played(GAME, move_kind(True, SweepKind.NONE))
+            elif isinstance(event, Captured):
+                self._metrics.move_played(GAME, move_kind(False, event.sweep))
+
+
+def _config(message: pb.GameConfig) -> Config:
+    with _field_errors():
+        config = codec.config_from_proto(message)
+    try:
+        return config.validate()
+    except ConfigError as error:
+        field_path = (
+            f"config.rules.{error.flag}" if error.flag in _RULE_FLAGS else f"config.{error.flag}"
+        )
+        raise invalid_argument(
+            "CONFIG_INVALID", error.reason, field_path, flag=error.flag
+        ) from None
+
+
+@contextmanager
+def _field_errors() -> Iterator[None]:
+    """A malformed field of the request becomes INVALID_ARGUMENT with its path."""
+    try:
+        yield
+    except codec.CodecError as error:
+        raise invalid_argument("FIELD_INVALID", error.description, error.field) from None
+
+
+__all__ = ["GAME", "METHODS", "SERVICE_NAME", "CallInfo", "KrypkasinoApi", "ServiceError"]

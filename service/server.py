@@ -1,0 +1,193 @@
+"""The server process: gRPC with health and reflection, metrics, workers, draining
+(design section 6).
+
+With ``--workers N`` the supervisor forks N workers before any server
+starts; each binds the same port with SO_REUSEPORT and the kernel spreads
+connections. The supervisor serves the metrics of all workers (prometheus
+multiprocess mode) and forwards SIGTERM. The multiprocess directory must be
+chosen before ``prometheus_client`` is first imported, which is why
+``service.serve_command`` imports this module only after setting it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry
+
+from service.calls import CallRunner
+from service.config import ServerConfig
+from service.grpc_service import KrypkasinoServicer
+from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
+from service.logs import configure_logging, get_logger
+from service.metrics import (
+    ServiceMetrics,
+    multiprocess_registry,
+    start_metrics_http,
+    worker_exited,
+)
+from service.tokens import KeyRing, SeatTokens, StateSealer
+
+HEALTH_SERVICES = ("", "liveness", "readiness", SERVICE_NAME)
+"""Health service names the server answers; probes ask for ``liveness`` and ``readiness``."""
+DRAINED_ON_SHUTDOWN = ("", "readiness", SERVICE_NAME)
+"""Names that turn NOT_SERVING on SIGTERM; ``liveness`` stays up while draining."""
+SCHEMA_VERSION = 1
+
+_log = get_logger("cardrules.server")
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """The state key ring and whether it was made up at start (ephemeral)."""
+
+    ring: KeyRing
+    ephemeral: bool
+
+
+def load_keys(config: ServerConfig) -> Keys:
+    if config.state_keys:
+        return Keys(KeyRing.parse(config.state_keys), ephemeral=False)
+    return Keys(KeyRing.ephemeral(), ephemeral=True)
+
+
+def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> KrypkasinoApi:
+    sealer = StateSealer(keys, game=GAME, schema_version=SCHEMA_VERSION, plain=config.plain_state)
+    return KrypkasinoApi(sealer, SeatTokens(keys), metrics)
+
+
+def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
+    return ServiceMetrics(registry, {SERVICE_NAME: METHODS})
+
+
+async def serve_grpc(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> int:
+    """Run one gRPC server until SIGTERM or SIGINT, then drain; returns the exit status."""
+    options = [("grpc.max_receive_message_length", config.max_request_bytes)]
+    options.append(("grpc.so_reuseport", 1 if config.workers > 1 else 0))
+    server = grpc.aio.server(options=options)
+    api = build_api(config, keys, metrics)
+    krypkasino_pb2_grpc.add_KrypkasinoServiceServicer_to_server(
+        KrypkasinoServicer(api, CallRunner(metrics)), server
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            krypkasino_pb2.DESCRIPTOR.services_by_name["KrypkasinoService"].full_name,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    address = f"{config.host}:{config.grpc_port}"
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as error:
+        _log.error("cannot listen", address=address, error=str(error))
+        return 1
+    await server.start()
+    for name in HEALTH_SERVICES:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    _log.info("listening", grpc=f"{config.host}:{port}", grpc_port=port, pid=os.getpid())
+    await stop.wait()
+    _log.info("draining", grace_seconds=config.grace_seconds, pid=os.getpid())
+    for name in DRAINED_ON_SHUTDOWN:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await server.stop(config.grace_seconds)
+    _log.info("stopped", pid=os.getpid())
+    return 0
+
+
+def serve(config: ServerConfig) -> int:
+    """Start the configured server(s); returns the process exit status."""
+    configure_logging(config.log_format, config.log_level)
+    try:
+        keys = load_keys(config)
+    except ValueError as error:
+        _log.error("bad state keys", error=str(error))
+        return 2
+    if keys.ephemeral:
+        _log.warning(
+            "no state keys configured: using an ephemeral key; tokens die with this "
+            "server and other replicas cannot open them (set CARDRULES_STATE_KEYS)"
+        )
+    if config.plain_state:
+        _log.warning("plain state tokens: anyone can read and forge game states (debugging only)")
+    if config.workers == 1:
+        registry = CollectorRegistry()
+        metrics = new_metrics(registry)
+        stop_metrics = _start_metrics(config, registry)
+        try:
+            return asyncio.run(serve_grpc(config, keys.ring, metrics))
+        finally:
+            stop_metrics()
+    return _supervise(config, keys.ring)
+
+
+def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callable[[], None]:
+    if not config.metrics_port:
+        return lambda: None
+    server = start_metrics_http(config.metrics_port, registry, config.host)
+    _log.info("metrics", address=f"{config.host}:{server.port}", path="/metrics")
+    return server
+
+
+def _supervise(config: ServerConfig, keys: KeyRing) -> int:
+    """Fork the workers, serve their aggregated metrics, forward SIGTERM, reap them."""
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
+    workers: set[int] = set()
+    for _ in range(config.workers):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_run_worker(config, keys))
+        workers.add(pid)
+    stop_metrics = _start_metrics(config, multiprocess_registry())
+    stopping = False
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in workers:
+            os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    status = 0
+    while workers:
+        pid, wait_status = os.wait()
+        workers.discard(pid)
+        worker_exited(pid)
+        code = os.waitstatus_to_exitcode(wait_status)
+        if code != 0 or not stopping:
+            _log.error("worker exited", pid=pid, exit_code=code)
+            status = status or code or 1
+            if not stopping:
+                forward(signal.SIGTERM, None)
+    stop_metrics()
+    return status
+
+
+def _run_worker(config: ServerConfig, keys: KeyRing) -> int:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        # A registry of its own: in multiprocess mode values go to the shared files.
+        return asyncio.run(serve_grpc(config, keys, new_metrics(CollectorRegistry())))
+    except BaseException:
+        _log.exception("worker crashed")
+        sys.stderr.flush()
+        return 1

@@ -9,6 +9,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from engine.cards import CardError
 from engine.krypkasino import Config, ConfigError, Teams, TieRule
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
+from service.remote_simulate import RemoteError, play_remote_game
 from service.simulate import (
     InputError,
     SimulationError,
@@ -37,6 +39,7 @@ from service.transcript import dump_document, render_summary, render_text
 PROG = "cardrules"
 USAGE_ERROR = 2
 INVARIANT_FAILED = 1
+REMOTE_FAILED = 1
 
 
 class _UsageError(Exception):
@@ -114,6 +117,11 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     sim.add_argument("--policy", choices=sorted(POLICIES), default="random")
     sim.add_argument("--games", type=_positive, default=1, help="more than 1: print a summary")
     sim.add_argument("--json", action="store_true", help="print JSON")
+    sim.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        help="play through a running cardrules gRPC service instead of in-process",
+    )
 
 
 def _request(args: argparse.Namespace) -> SimulationRequest:
@@ -136,9 +144,12 @@ def _simulate(args: argparse.Namespace) -> int:
         request = _request(args)
     except (InputError, ConfigError, CardError) as error:
         return _fail(str(error))
+    player = play_game
+    if args.server:
+        player = functools.partial(play_remote_game, target=args.server)
     try:
         if args.games == 1:
-            document = transcript(play_game(request))
+            document = transcript(player(request))
             return _print(dump_document(document) if args.json else render_text(document))
         summary = Summary(request)
         games = tqdm(
@@ -149,10 +160,12 @@ def _simulate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         for game in games:
-            summary.add(play_game(game, record=False))
+            summary.add(player(game, record=False))
         games.close()
     except SimulationError as error:
         return _fail(str(error), INVARIANT_FAILED)
+    except RemoteError as error:
+        return _fail(str(error), REMOTE_FAILED)
     report = summary_json(summary)
     return _print(dump_document(report) if args.json else render_summary(report))
 

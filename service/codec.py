@@ -847,3 +847,49 @@ def _event_to_proto(event: Event) -> pb.Event:
 def events_to_proto(events: Sequence[Event]) -> list[pb.Event]:
     """API events, in order; each sets exactly one member of the ``kind`` oneof."""
     return [_event_to_proto(event) for event in events]
+
+
+_KIND_FROM = {kind: sweep for sweep, kind in _KIND_TO.items()}
+
+
+def _cards_of(msgs: Iterable[cards_pb2.Card]) -> tuple[Card, ...]:
+    return _cards_from_proto(msgs, "event")
+
+
+def event_from_proto(msg: pb.Event) -> Event:
+    """The engine event of an API event (for clients such as ``simulate --server``)."""
+    match msg.WhichOneof("kind"):
+        case "crawled":
+            return Crawled(msg.crawled.seat, card_from_proto(msg.crawled.card, "event"))
+        case "captured":
+            c = msg.captured
+            return Captured(
+                c.seat,
+                card_from_proto(c.card, "event"),
+                tuple(sorted(_cards_of(c.captures))),
+                _KIND_FROM.get(c.kind, SweepKind.NONE),
+                c.conceded_by,
+            )
+        case "distribution_dealt":
+            d = msg.distribution_dealt
+            return DistributionDealt(
+                d.deal_number, d.distribution, d.dealer, _cards_of(d.table), d.last
+            )
+        case "cards_set_aside":
+            return CardsSetAside(_cards_of(msg.cards_set_aside.cards))
+        case "deal_ended":
+            e = msg.deal_ended
+            return DealEnded(
+                e.deal_number, e.recipient, _cards_of(e.collected), deal_result_from_proto(e.score)
+            )
+        case "dealer_drawn":
+            drawn = msg.dealer_drawn
+            cards = _cards_of(drawn.cards)
+            return DealerDrawn(tuple(zip(drawn.seats, cards, strict=True)), drawn.dealer)
+        case "bordstabbe":
+            return Bordstabbe(msg.bordstabbe.seat)
+        case "tiebreak_deal":
+            return TiebreakDeal(tuple(msg.tiebreak_deal.teams))
+        case "match_ended":
+            return MatchEnded(tuple(msg.match_ended.totals), tuple(msg.match_ended.winners))
+    raise CodecError("event", "no event kind is set")

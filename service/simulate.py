@@ -6,8 +6,8 @@ here: the CLI prints what these functions return.
 
 >>> from engine.krypkasino import Config
 >>> record = play_game(SimulationRequest(Config(players=2), seed=3, policy="greedy"))
->>> record.state.over, len(record.state.results), record.invariant_checks > 0
-(True, 2, True)
+>>> len(record.results), len(record.winners) > 0, record.invariant_checks > 0
+(2, True, True)
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from engine.krypkasino import (
     Rules,
     State,
     TieRule,
-    legal_moves,
     open_game,
     play_unchecked,
 )
@@ -38,8 +37,8 @@ from engine.krypkasino.invariants import (
     check_transition,
 )
 from engine.krypkasino.moves import SweepKind
-from engine.krypkasino.policies import POLICIES
-from engine.krypkasino.scoring import match_totals
+from engine.krypkasino.policies import POLICIES, Situation
+from engine.krypkasino.scoring import DealResult, match_totals
 from service.transcript import Json, codes, config_json, deal_json, event_json, move_json
 
 
@@ -117,12 +116,13 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class GameRecord:
-    """A finished match: set-up events, every turn (when recorded) and the final state."""
+    """A finished match: set-up events, every turn (when recorded), score sheets, winners."""
 
     request: SimulationRequest
     setup_events: tuple[Event, ...]
     turns: tuple[Turn, ...]
-    state: State
+    results: tuple[DealResult, ...]
+    winners: tuple[int, ...]
     moves: int
     invariant_checks: int
     outcomes: Counter[str]
@@ -143,19 +143,15 @@ def play_game(request: SimulationRequest, *, record: bool = True) -> GameRecord:
     outcomes: Counter[str] = Counter()
     while not state.over:
         seat = state.turn
-        legal = legal_moves(state, seat)
-        move = policy(state, rng)
+        situation = Situation.of(state)
+        legal = situation.legal
+        move = policy(situation, rng)
         if move not in legal:
             # The membership test is play()'s validation (K7.8) without generating Legal twice.
             raise SimulationError(f"policy {request.policy!r} chose an illegal move {move}")
         after, events = play_unchecked(state, move)
         checks += _check_step(state, move, after, events)
-        for event in events:
-            if isinstance(event, Crawled):
-                outcomes["crawl"] += 1
-            elif isinstance(event, Captured):
-                outcomes["capture"] += 1
-                outcomes[event.sweep.value] += 1
+        count_outcomes(outcomes, events)
         if record:
             hand, table = state.hands[seat], state.table
             turns.append(
@@ -165,14 +161,26 @@ def play_game(request: SimulationRequest, *, record: bool = True) -> GameRecord:
                     seat,
                     hand,
                     table,
-                    tuple(legal),
+                    legal,
                     move,
                     tuple(events),
                 )
             )
         moves += 1
         state = after
-    return GameRecord(request, tuple(setup), tuple(turns), state, moves, checks, outcomes)
+    return GameRecord(
+        request, tuple(setup), tuple(turns), state.results, state.winners, moves, checks, outcomes
+    )
+
+
+def count_outcomes(outcomes: Counter[str], events: Sequence[Event]) -> None:
+    """Tally crawls, captures and sweeps (K8) for the summary."""
+    for event in events:
+        if isinstance(event, Crawled):
+            outcomes["crawl"] += 1
+        elif isinstance(event, Captured):
+            outcomes["capture"] += 1
+            outcomes[event.sweep.value] += 1
 
 
 def _check_step(
@@ -201,10 +209,10 @@ def _check_step(
 
 def transcript(record: GameRecord) -> Json:
     """The ``--json`` document of one game (issue 2, ``cardrules simulate``)."""
-    request, state = record.request, record.state
+    request = record.request
     config = request.config
     seat_totals = [0] * config.players
-    for result in state.results:
+    for result in record.results:
         for score in result.scores:
             seat_totals[score.seat] += score.total
     return {
@@ -225,11 +233,11 @@ def transcript(record: GameRecord) -> Json:
             }
             for t in record.turns
         ],
-        "deals": [deal_json(result) for result in state.results],
+        "deals": [deal_json(result) for result in record.results],
         "result": {
-            "deals_played": len(state.results),
-            "team_totals": list(match_totals(config, state.results)),
-            "winners": list(state.winners),
+            "deals_played": len(record.results),
+            "team_totals": list(match_totals(config, record.results)),
+            "winners": list(record.winners),
             "seat_totals": seat_totals,
         },
     }
@@ -263,17 +271,16 @@ class Summary:
 
     def add(self, record: GameRecord) -> None:
         """Count one finished match (K12 scores, K13 winners, K8 move kinds)."""
-        state = record.state
         self.games += 1
-        self.deals += len(state.results)
+        self.deals += len(record.results)
         self.turns += record.moves
         self.invariant_checks += record.invariant_checks
-        for result in state.results:
+        for result in record.results:
             for score in result.scores:
                 self.seat_scores[score.seat] += score.total
-        for team, total in enumerate(match_totals(state.config, state.results)):
+        for team, total in enumerate(match_totals(record.request.config, record.results)):
             self.team_scores[team] += total
-        for team in state.winners:
+        for team in record.winners:
             self.team_wins[team] += 1
         self.outcomes.update(record.outcomes)
 

@@ -1,13 +1,14 @@
-"""Play policies for simulations: pure functions ``(state, rng) -> Move`` for the mover.
+"""Play policies for simulations: pure functions ``(situation, rng) -> Move`` for the mover.
 
-A policy sees the whole state but only uses what the mover may know (its hand,
-the table, the rules). All chance comes from the ``random.Random`` it is given,
+A policy sees only what the mover may know: the table, the rules and its
+legal moves (a ``Situation``), so the same policy plays in-process and
+through the service. All chance comes from the ``random.Random`` it is given,
 so a seeded generator makes a simulated match reproducible.
 
 >>> import random
 >>> from engine.krypkasino import Config, new_game
->>> state = new_game(Config(players=4), seed=7)
->>> greedy_policy(state, random.Random(0)) == greedy_policy(state, random.Random(1))
+>>> now = Situation.of(new_game(Config(players=4), seed=7))
+>>> greedy_policy(now, random.Random(0)) == greedy_policy(now, random.Random(1))
 True
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from engine.cards import Card
 from engine.krypkasino.config import Rules
@@ -23,17 +25,35 @@ from engine.krypkasino.play import legal_moves
 from engine.krypkasino.scoring import SWEEP_POINTS, card_points
 from engine.krypkasino.state import State, remove_cards
 
-Policy = Callable[[State, random.Random], Move]
+
+@dataclass(frozen=True, slots=True)
+class Situation:
+    """What the mover knows when choosing: the table, the rules, its legal moves (K7.7)."""
+
+    table: tuple[Card, ...]
+    rules: Rules
+    legal: tuple[Move, ...]
+
+    @classmethod
+    def of(cls, state: State) -> Situation:
+        """The mover's situation in an engine state."""
+        legal = legal_moves(state, state.turn)
+        if not legal:
+            raise ValueError("no move to choose: the match is over")
+        return cls(state.table, state.config.rules, tuple(legal))
 
 
-def random_policy(state: State, rng: random.Random) -> Move:
+Policy = Callable[[Situation, random.Random], Move]
+
+
+def random_policy(situation: Situation, rng: random.Random) -> Move:
     """A legal move of the mover, uniformly at random.
 
     Indexes with ``rng.random()`` rather than ``rng.choice`` for the same
     reason as ``engine.cards.shuffled``: its output from a seed is stable
     across Python versions, so golden transcripts stay valid.
     """
-    moves = _moves(state)
+    moves = situation.legal
     return moves[int(rng.random() * len(moves))]
 
 
@@ -63,7 +83,7 @@ def leaves_sweepable(table: Sequence[Card], move: Move, rules: Rules) -> bool:
     return bool(sweep_ranks(table_after(table, move), rules))
 
 
-def greedy_policy(state: State, rng: random.Random) -> Move:
+def greedy_policy(situation: Situation, rng: random.Random) -> Move:
     """A cautious one-ply player; ``rng`` is unused (the choice is deterministic).
 
     In order: never leave a table that the next player could sweep when some
@@ -72,10 +92,9 @@ def greedy_policy(state: State, rng: random.Random) -> Move:
     a sweep costs its maker 5, K9.1); then the first move in canonical order
     (K1.6).
     """
-    table, rules = state.table, state.config.rules
-    moves = _moves(state)
+    table, rules = situation.table, situation.rules
     return min(
-        moves,
+        situation.legal,
         key=lambda move: (
             leaves_sweepable(table, move, rules),
             points_taken(table, move, rules),
@@ -84,10 +103,3 @@ def greedy_policy(state: State, rng: random.Random) -> Move:
 
 
 POLICIES: dict[str, Policy] = {"random": random_policy, "greedy": greedy_policy}
-
-
-def _moves(state: State) -> list[Move]:
-    moves = legal_moves(state, state.turn)
-    if not moves:
-        raise ValueError("no move to choose: the match is over")
-    return moves

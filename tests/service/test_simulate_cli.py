@@ -15,7 +15,7 @@ import pytest
 
 from engine.cards import Card, card_str, full_deck, parse_cards, shuffled
 from engine.krypkasino import Config, Move, Rules, State, legal_moves, new_game, sweep_ranks
-from engine.krypkasino.policies import greedy_policy, random_policy
+from engine.krypkasino.policies import Situation, greedy_policy, random_policy
 from service.cli import main
 
 CARDRULES = Path(sys.executable).parent / "cardrules"
@@ -382,7 +382,7 @@ def test_greedy_avoids_leaving_a_sweepable_table_when_it_can():
     for state in _random_positions(1500, seed=2024):
         rules = state.config.rules
         legal = legal_moves(state, state.turn)
-        chosen = greedy_policy(state, random.Random(0))
+        chosen = greedy_policy(Situation.of(state), random.Random(0))
         assert chosen in legal
         table = list(state.table)
         sweepable = {m: bool(sweep_ranks(_table_after(table, m), rules)) for m in legal}
@@ -411,7 +411,7 @@ def test_greedy_kd1_takes_a_point_rather_than_leave_a_sweep():
     # 7H>AH+6D leaves 4C QH, which no card sweeps. Safety comes before points.
     state = _position("AC 7H JD", "AH 4C 6D QH")
     assert [str(m) for m in legal_moves(state, state.turn)] == ["AC", "7H>AH+6D", "JD>AH+4C+6D"]
-    assert str(greedy_policy(state, random.Random(0))) == "7H>AH+6D"
+    assert str(greedy_policy(Situation.of(state), random.Random(0))) == "7H>AH+6D"
 
 
 def test_greedy_kf_every_capture_leaves_a_sweep_so_fewest_points():
@@ -419,7 +419,7 @@ def test_greedy_kf_every_capture_leaves_a_sweep_so_fewest_points():
     # the others take nothing, and the canonical first of those is 3C>3H.
     state = _position("3C 5D 8C 9H QD AD", "3H 5C 9D")
     assert len(legal_moves(state, state.turn)) == 6
-    assert str(greedy_policy(state, random.Random(0))) == "3C>3H"
+    assert str(greedy_policy(Situation.of(state), random.Random(0))) == "3C>3H"
 
 
 def test_greedy_prefers_no_sweep_of_its_own_when_sweeping_is_optional():
@@ -431,12 +431,12 @@ def test_greedy_prefers_no_sweep_of_its_own_when_sweeping_is_optional():
     legal = [str(m) for m in legal_moves(state, state.turn)]
     assert legal == ["2C>AH+AC", "QD>AH+AC+4C+6D+QH"]
     assert sweep_ranks(parse_cards("4C 6D QH"), state.config.rules) == ()
-    assert str(greedy_policy(state, random.Random(0))) == "2C>AH+AC"
+    assert str(greedy_policy(Situation.of(state), random.Random(0))) == "2C>AH+AC"
 
 
 def test_random_policy_is_seeded_and_covers_the_legal_set():
     state = _position("AC 7H JD 3S", "AH 4C 6D QH")
     legal = legal_moves(state, state.turn)
-    picks = [random_policy(state, random.Random(seed)) for seed in range(200)]
+    picks = [random_policy(Situation.of(state), random.Random(seed)) for seed in range(200)]
     assert set(picks) == set(legal)
-    assert picks == [random_policy(state, random.Random(seed)) for seed in range(200)]
+    assert picks == [random_policy(Situation.of(state), random.Random(seed)) for seed in range(200)]

@@ -1,0 +1,112 @@
+"""``cardrules simulate --server``: the same simulated matches, played through the service.
+
+The policy sees exactly what it sees in-process (the seat's table, the rules
+and the legal moves from ``LegalMoves``) and draws from the same seeded
+generator, so a seeded match gives the same transcript as ``play_game``; the
+tests hold the service to that. The engine's invariants cannot be checked
+from outside, so remote records count no invariant checks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import grpc
+from cardrules.cards.v1 import cards_pb2
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
+
+from engine.cards import seeded_rng
+from engine.krypkasino.policies import POLICIES, Situation
+from service import codec
+from service.simulate import GameRecord, SimulationRequest, Turn, count_outcomes
+
+DEADLINE_SECONDS = 10.0
+
+
+class RemoteError(RuntimeError):
+    """The service refused a call or could not be reached."""
+
+
+def play_remote_game(request: SimulationRequest, target: str, *, record: bool = True) -> GameRecord:
+    """Play one match against the service at ``target`` (``host:port``)."""
+    with grpc.insecure_channel(target) as channel:
+        try:
+            return _play(krypkasino_pb2_grpc.KrypkasinoServiceStub(channel), request, record)
+        except grpc.RpcError as error:
+            raise RemoteError(f"{target}: {error.code().name}: {error.details()}") from None
+
+
+def _play(
+    stub: krypkasino_pb2_grpc.KrypkasinoServiceStub, request: SimulationRequest, record: bool
+) -> GameRecord:
+    policy = POLICIES[request.policy]
+    rng = seeded_rng(request.seed, "policy")
+    rules = request.config.rules
+    started = stub.NewGame(
+        pb.NewGameRequest(
+            config=codec.config_to_proto(request.config),
+            seed=request.seed,
+            decks=[
+                cards_pb2.Deck(cards=[codec.card_to_proto(c) for c in deck])
+                for deck in request.decks
+            ],
+        ),
+        timeout=DEADLINE_SECONDS,
+    )
+    tokens, state, public = started.seat_tokens, started.state, started.view
+    turns: list[Turn] = []
+    outcomes: Counter[str] = Counter()
+    moves = 0
+    game_over, turn = public.game_over, public.turn
+    while not game_over:
+        seat = turn
+        seat_view = stub.GetView(
+            pb.GetViewRequest(state=state, seat=seat, seat_token=tokens[seat]),
+            timeout=DEADLINE_SECONDS,
+        ).view
+        legal = tuple(
+            codec.move_from_proto(m.move)
+            for m in stub.LegalMoves(
+                pb.LegalMovesRequest(state=state, seat=seat, seat_token=tokens[seat]),
+                timeout=DEADLINE_SECONDS,
+            ).moves
+        )
+        table = tuple(codec.card_from_proto(c, "table") for c in seat_view.table)
+        move = policy(Situation(table, rules, legal), rng)
+        played = stub.Play(
+            pb.PlayRequest(
+                state=state, seat=seat, seat_token=tokens[seat], move=codec.move_to_proto(move)
+            ),
+            timeout=DEADLINE_SECONDS,
+        )
+        events = tuple(codec.event_from_proto(e) for e in played.events)
+        count_outcomes(outcomes, events)
+        if record:
+            hand = tuple(codec.card_from_proto(c, "hand") for c in seat_view.hand)
+            turns.append(
+                Turn(
+                    seat_view.deal_number,
+                    seat_view.distribution,
+                    seat,
+                    hand,
+                    table,
+                    legal,
+                    move,
+                    events,
+                )
+            )
+        moves += 1
+        state = played.state
+        game_over, turn = played.view.game_over, played.view.turn
+    sheet = stub.Score(pb.ScoreRequest(state=state), timeout=DEADLINE_SECONDS)
+    return GameRecord(
+        request,
+        tuple(codec.event_from_proto(e) for e in started.events),
+        tuple(turns),
+        tuple(codec.deal_result_from_proto(d) for d in sheet.deals),
+        tuple(sheet.winners),
+        moves,
+        0,
+        outcomes,
+    )

@@ -15,6 +15,8 @@ BUF        := node_modules/.bin/buf
 RANDOM_GAMES ?= 300
 # Extra arguments for pytest, e.g. make test PYTEST_ARGS='-k deck -x'
 PYTEST_ARGS  ?=
+# Extra arguments for the server, e.g. make serve SERVE_ARGS='--workers 2'
+SERVE_ARGS   ?=
 # Extra arguments for the benchmark, e.g. make bench BENCH_ARGS='--games 1000'
 BENCH_ARGS   ?=
 # Extra arguments for pip-compile, e.g. make lock LOCK_ARGS=--upgrade
@@ -26,7 +28,7 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 
 .DEFAULT_GOAL := help
 .DELETE_ON_ERROR:
-.PHONY: help venv test lint fmt bench lock generate clean
+.PHONY: help venv test lint fmt serve bench lock generate clean
 
 help: ## List targets
 	@echo "Targets:"
@@ -67,6 +69,9 @@ lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + mypy
 fmt: $(VENV_STAMP) ## ruff format + ruff check --fix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, metrics :9464)
+	$(BIN)/cardrules serve $(SERVE_ARGS)
 
 bench: $(VENV_STAMP) ## Run the benchmark (python -m bench $(BENCH_ARGS))
 	$(BIN)/python -m bench $(BENCH_ARGS)

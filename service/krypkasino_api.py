@@ -59,8 +59,11 @@ _RULE_FLAGS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class OpenedState:
+    """A decoded state token; ``state_id`` names the plaintext, not the sealed bytes."""
+
     state: State
     game_id: str
+    state_id: str
 
 
 class KrypkasinoApi:
@@ -171,9 +174,8 @@ class KrypkasinoApi:
             raise invalid_argument(
                 "SEAT_MISSING", "a seat token was given without its seat", "seat"
             )
-        state_id = codec.state_id(request.state)
         return pb.GetViewResponse(
-            view=codec.view_to_proto(view(opened.state, seat), opened.game_id, state_id)
+            view=codec.view_to_proto(view(opened.state, seat), opened.game_id, opened.state_id)
         )
 
     # -- shared steps -------------------------------------------------------
@@ -197,7 +199,7 @@ class KrypkasinoApi:
         except codec.CodecError as error:
             raise invalid_argument("STATE_INVALID", error.description, "state") from None
         info.game_id = game_id
-        return OpenedState(state, game_id)
+        return OpenedState(state, game_id, codec.state_id(payload))
 
     def _seal(self, state: State, game_id: str) -> tuple[bytes, str]:
         payload = codec.state_to_proto(state, game_id).SerializeToString(deterministic=True)

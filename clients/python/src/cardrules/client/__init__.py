@@ -1,0 +1,49 @@
+"""Typed Python client of the cardrules Krypkasino service (design section 3).
+
+>>> from cardrules.client import KrypkasinoClient, card
+>>> card("10D").rank == cards_pb2.RANK_TEN
+True
+
+``KrypkasinoClient`` blocks, ``AsyncKrypkasinoClient`` runs on asyncio; both
+give every call a default deadline and retry ``UNAVAILABLE`` through the
+channel's service config, which is safe because every RPC is a pure function
+of its request. This package imports only grpcio, protobuf,
+googleapis-common-protos and the generated stubs.
+"""
+
+from __future__ import annotations
+
+from cardrules.cards.v1 import cards_pb2
+from cardrules.client.aio import AsyncKrypkasinoClient
+from cardrules.client.channel import (
+    DEFAULT,
+    DEFAULT_TIMEOUT,
+    RETRY_POLICY,
+    channel_options,
+    service_config,
+)
+from cardrules.client.codes import card, card_code, cards, cards_code
+from cardrules.client.errors import ErrorReason, error_info, field_violations, rpc_status
+from cardrules.client.sync import KrypkasinoClient
+from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
+
+__all__ = [
+    "DEFAULT",
+    "DEFAULT_TIMEOUT",
+    "RETRY_POLICY",
+    "AsyncKrypkasinoClient",
+    "ErrorReason",
+    "KrypkasinoClient",
+    "card",
+    "card_code",
+    "cards",
+    "cards_code",
+    "cards_pb2",
+    "channel_options",
+    "error_info",
+    "field_violations",
+    "krypkasino_pb2",
+    "krypkasino_pb2_grpc",
+    "rpc_status",
+    "service_config",
+]

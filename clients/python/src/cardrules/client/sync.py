@@ -1,0 +1,190 @@
+"""The blocking client (design section 3): one method per RPC, deadline and retries built in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+
+from cardrules.cards.v1 import cards_pb2
+from cardrules.client import messages
+from cardrules.client.channel import (
+    DEFAULT,
+    DEFAULT_TIMEOUT,
+    Metadata,
+    Timeout,
+    UseDefault,
+    channel_options,
+    check_channel_arguments,
+)
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
+
+
+class KrypkasinoClient:
+    """A blocking client of ``cardrules.krypkasino.v1.KrypkasinoService``.
+
+    Give a ``target`` (``"localhost:50051"``, ``"dns:///cardrules.games:50051"``)
+    and the client opens a channel with the retry policy of
+    :mod:`cardrules.client.channel` (plain text unless ``credentials`` are
+    given), or give a ready ``channel``, which the client then does not close.
+
+    Every RPC is a pure function of its request, so every method is safe to
+    retry: the channel retries ``UNAVAILABLE`` up to 4 attempts within the
+    call's deadline. Each call has a deadline of ``timeout`` seconds (5 s by
+    default, ``None`` for none), which any call may override. Failures raise
+    ``grpc.RpcError``; :func:`cardrules.client.error_info` reads its reason.
+
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        channel: grpc.Channel | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        load_balancing: str | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        check_channel_arguments(
+            target, channel, bool(credentials or load_balancing is not None or options)
+        )
+        self.timeout = timeout
+        self._owns_channel = channel is None
+        if channel is None:
+            assert target is not None
+            settings = channel_options(load_balancing, options)
+            channel = (
+                grpc.insecure_channel(target, settings)
+                if credentials is None
+                else grpc.secure_channel(target, credentials, settings)
+            )
+        self.channel = channel
+        self._stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+
+    def close(self) -> None:
+        """Close the channel if the client opened it."""
+        if self._owns_channel:
+            self.channel.close()
+
+    def __enter__(self) -> KrypkasinoClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _invoke(
+        self,
+        method: grpc.UnaryUnaryMultiCallable[_Request, _Response],
+        request: _Request,
+        timeout: Timeout,
+        metadata: Metadata | None,
+        wait_for_ready: bool | None,
+    ) -> _Response:
+        return method(
+            request,
+            timeout=self.timeout if isinstance(timeout, UseDefault) else timeout,
+            metadata=None if metadata is None else tuple(metadata),
+            wait_for_ready=wait_for_ready,
+        )
+
+    def new_game(
+        self,
+        request: pb.NewGameRequest | None = None,
+        /,
+        *,
+        config: pb.GameConfig | None = None,
+        players: int | None = None,
+        seed: int | None = None,
+        decks: Iterable[cards_pb2.Deck] | None = None,
+        draw: cards_pb2.Deck | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+        wait_for_ready: bool | None = None,
+    ) -> pb.NewGameResponse:
+        """Start a match: sealed state, one seat token per seat, public view (``NewGame``).
+
+        ``players`` sets ``config.players``. Pure and safe to retry: the same
+        seed and configuration always deal the same game.
+        """
+        message = messages.new_game(request, config, players, seed, decks, draw)
+        return self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)
+
+    def legal_moves(
+        self,
+        request: pb.LegalMovesRequest | None = None,
+        /,
+        *,
+        state: bytes | None = None,
+        seat: int | None = None,
+        seat_token: bytes | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+        wait_for_ready: bool | None = None,
+    ) -> pb.LegalMovesResponse:
+        """The seat's legal moves in canonical order (``LegalMoves``, K7.7). Pure, safe to retry."""
+        message = messages.legal_moves(request, state, seat, seat_token)
+        return self._invoke(self._stub.LegalMoves, message, timeout, metadata, wait_for_ready)
+
+    def play(
+        self,
+        request: pb.PlayRequest | None = None,
+        /,
+        *,
+        state: bytes | None = None,
+        seat: int | None = None,
+        seat_token: bytes | None = None,
+        move: pb.Move | pb.LegalMove | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+        wait_for_ready: bool | None = None,
+    ) -> pb.PlayResponse:
+        """Play a move: next state, events, the seat's view (``Play``).
+
+        Pure and safe to retry: the server keeps nothing, so a retried ``Play``
+        returns the same next state and never plays the move twice.
+        """
+        message = messages.play(request, state, seat, seat_token, move)
+        return self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
+
+    def score(
+        self,
+        request: pb.ScoreRequest | None = None,
+        /,
+        *,
+        state: bytes | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+        wait_for_ready: bool | None = None,
+    ) -> pb.ScoreResponse:
+        """The itemised score sheets, totals and winners (``Score``). Pure, safe to retry."""
+        message = messages.score(request, state)
+        return self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
+
+    def get_view(
+        self,
+        request: pb.GetViewRequest | None = None,
+        /,
+        *,
+        state: bytes | None = None,
+        seat: int | None = None,
+        seat_token: bytes | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+        wait_for_ready: bool | None = None,
+    ) -> pb.GetViewResponse:
+        """A seat's view, or the public view without ``seat`` (``GetView``). Pure, safe to retry."""
+        message = messages.get_view(request, state, seat, seat_token)
+        return self._invoke(self._stub.GetView, message, timeout, metadata, wait_for_ready)

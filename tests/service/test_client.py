@@ -1,0 +1,624 @@
+"""The Python client in ``clients/python`` (issue 3, "Python client"), against real gRPC servers.
+
+Whole games run against ``cardrules serve`` on loopback. Retries and load
+balancing run against small in-process gRPC servers whose answers the test
+controls (a real grpc server and channel, nothing mocked).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import doctest
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import tomllib
+import zipfile
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import cardrules.client
+import grpc
+import pytest
+from cardrules.client import (
+    DEFAULT_TIMEOUT,
+    AsyncKrypkasinoClient,
+    KrypkasinoClient,
+    card,
+    card_code,
+    cards,
+    cards_code,
+    channel_options,
+    error_info,
+    field_violations,
+    service_config,
+)
+from cardrules.client import codes as client_codes
+from cardrules.client import errors as client_errors
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from engine.cards import card_str, full_deck
+from engine.krypkasino import Config, legal_moves, new_game, play, score
+
+CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
+SRC = CLIENT / "src"
+README_TARGET = "localhost:50051"
+SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
+
+# (seat, played card, captured cards) of one move, in the specs' codes.
+Step = tuple[int, str, str]
+
+
+# -- whole games -----------------------------------------------------------------
+
+
+def engine_game(seed: int, players: int = 2) -> tuple[list[Step], list[int]]:
+    """The in-process transcript of first-legal-move play: what the service must reproduce."""
+    state = new_game(Config(players=players), seed=seed)
+    steps: list[Step] = []
+    while not state.over:
+        seat = state.turn
+        move = legal_moves(state, seat)[0]
+        steps.append((seat, card_str(move.card), " ".join(card_str(c) for c in move.captures)))
+        state, _ = play(state, seat, move)
+    return steps, list(score(state).totals)
+
+
+def sync_game(client: KrypkasinoClient, seed: int) -> tuple[list[Step], pb.ScoreResponse]:
+    game = client.new_game(players=2, seed=seed)
+    state, tokens, view = game.state, game.seat_tokens, game.view
+    assert len(tokens) == 2
+    steps: list[Step] = []
+    while not view.game_over:
+        seat = view.turn
+        moves = client.legal_moves(state=state, seat=seat, seat_token=tokens[seat]).moves
+        assert moves, "the seat to move always has a legal move (K7.7)"
+        move = moves[0].move
+        played = client.play(state=state, seat=seat, seat_token=tokens[seat], move=move)
+        assert played.view.move_number == len(steps) + 1
+        steps.append((seat, card_code(move.card), cards_code(move.captures)))
+        state, view = played.state, played.view
+    assert not view.HasField("turn")
+    return steps, client.score(state=state)
+
+
+async def async_game(
+    client: AsyncKrypkasinoClient, seed: int
+) -> tuple[list[Step], pb.ScoreResponse]:
+    game = await client.new_game(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=seed))
+    state, tokens = game.state, game.seat_tokens
+    view = (await client.get_view(state=state)).view
+    steps: list[Step] = []
+    while not view.game_over:
+        seat = view.turn
+        request = pb.LegalMovesRequest(state=state, seat=seat, seat_token=tokens[seat])
+        legal = (await client.legal_moves(request)).moves
+        # A LegalMove is accepted as the move itself.
+        played = await client.play(state=state, seat=seat, seat_token=tokens[seat], move=legal[0])
+        move = legal[0].move
+        steps.append((seat, card_code(move.card), cards_code(move.captures)))
+        state = played.state
+        view = (await client.get_view(state=state, seat=seat, seat_token=tokens[seat])).view
+        assert view.seat == seat
+    return steps, await client.score(pb.ScoreRequest(state=state))
+
+
+def dealt(view: pb.View) -> pb.View:
+    """The view without what names one particular game (its id, and the state id that hashes it)."""
+    copy = pb.View()
+    copy.CopyFrom(view)
+    copy.ClearField("game_id")
+    copy.ClearField("state_id")
+    return copy
+
+
+def test_sync_client_plays_a_seeded_game_exactly_as_the_engine(grpc_target: str) -> None:
+    expected_steps, expected_totals = engine_game(seed=11)
+    with KrypkasinoClient(grpc_target) as client:
+        steps, sheet = sync_game(client, seed=11)
+    assert steps == expected_steps
+    assert list(sheet.totals) == expected_totals
+    assert sheet.game_over
+    assert len(sheet.deals) == 2  # one deal per player by default (K13.2)
+    assert sheet.winners
+
+
+def test_async_client_plays_the_same_seeded_game(grpc_target: str) -> None:
+    async def run() -> tuple[list[Step], pb.ScoreResponse]:
+        async with AsyncKrypkasinoClient(grpc_target) as client:
+            return await async_game(client, seed=11)
+
+    steps, sheet = asyncio.run(run())
+    expected_steps, expected_totals = engine_game(seed=11)
+    assert steps == expected_steps
+    assert list(sheet.totals) == expected_totals
+    assert sheet.game_over
+
+
+def test_a_given_channel_is_used_and_left_open(grpc_target: str) -> None:
+    channel = grpc.insecure_channel(grpc_target, channel_options())
+    with KrypkasinoClient(channel=channel) as client:
+        first = client.new_game(players=3, seed=5)
+    # The client did not close a channel it does not own.
+    with KrypkasinoClient(channel=channel) as client:
+        again = client.new_game(players=3, seed=5)
+    channel.close()
+    assert dealt(first.view) == dealt(again.view)
+    assert list(first.view.hand_sizes) == [5, 5, 5]  # K5.1, 3 players
+    assert len(first.seat_tokens) == 3
+
+
+# -- the README ------------------------------------------------------------------
+
+
+def readme_blocks() -> list[str]:
+    text = (CLIENT / "README.md").read_text()
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def run_block(block: str, target: str) -> None:
+    assert README_TARGET in block, "every README example names the server it talks to"
+    code = compile(block.replace(README_TARGET, target), "README.md", "exec")
+    exec(code, {"__name__": "__readme__"})
+
+
+def test_readme_game_plays_a_whole_game(grpc_target: str, capsys) -> None:
+    game = readme_blocks()[0]
+    assert "new_game(players=2, seed=2024)" in game
+    assert len(game.strip().splitlines()) <= 25, "the README promises about twenty lines"
+    run_block(game, grpc_target)
+    lines = capsys.readouterr().out.splitlines()
+    steps, totals = engine_game(seed=2024)
+    assert lines[: len(steps)] == [
+        f"seat {seat} plays {played}, takes {taken or '-'}" for seat, played, taken in steps
+    ]
+    assert lines[-1].startswith(f"totals {totals} winners [")
+    assert [line.split(":")[0] for line in lines[len(steps) : -1]] == ["deal 1", "deal 2"]
+
+
+def test_every_other_readme_example_runs(grpc_target: str, capsys) -> None:
+    blocks = readme_blocks()
+    assert len(blocks) >= 4
+    for block in blocks[1:]:
+        run_block(block, grpc_target)
+    out = capsys.readouterr().out
+    assert "FAILED_PRECONDITION" in out and "NOT_YOUR_TURN" in out
+    assert "legal moves for seat" in out
+
+
+# -- keyword forms ---------------------------------------------------------------
+
+
+def test_keywords_build_the_same_request_as_a_message(grpc_target: str) -> None:
+    with KrypkasinoClient(grpc_target) as client:
+        by_keywords = client.new_game(players=4, seed=3)
+        config = pb.GameConfig(players=4)
+        by_message = client.new_game(pb.NewGameRequest(config=config, seed=3))
+        by_config = client.new_game(config=pb.GameConfig(players=2), players=4, seed=3)
+        public = client.get_view(state=by_keywords.state).view
+    assert dealt(by_keywords.view) == dealt(by_message.view) == dealt(by_config.view)
+    assert dealt(public) == dealt(by_keywords.view)
+    assert public.game_id == by_keywords.game_id
+    assert public.config.players == 4
+    assert not public.HasField("seat") and not public.hand
+
+
+def test_every_view_of_one_state_carries_the_same_state_id(grpc_target: str) -> None:
+    # View.state_id "identifies this exact state, for optimistic concurrency" (design 4):
+    # a backend compares the id of a view it got from NewGame or Play with GetView's.
+    with KrypkasinoClient(grpc_target) as client:
+        game = client.new_game(players=2, seed=8)
+        again = client.get_view(state=game.state).view
+        seat = game.view.turn
+        token = game.seat_tokens[seat]
+        move = client.legal_moves(state=game.state, seat=seat, seat_token=token).moves[0]
+        played = client.play(state=game.state, seat=seat, seat_token=token, move=move)
+        after = client.get_view(state=played.state, seat=seat, seat_token=token).view
+    assert game.view.state_id == again.state_id
+    assert played.view.state_id == after.state_id != game.view.state_id
+
+
+def test_a_request_and_field_keywords_together_are_refused() -> None:
+    client = KrypkasinoClient("127.0.0.1:1")
+    with pytest.raises(TypeError, match="not both"):
+        client.play(pb.PlayRequest(), seat=1)
+    with pytest.raises(TypeError, match="PlayRequest"):
+        client.play(pb.ScoreRequest())  # type: ignore[arg-type]
+    client.close()
+    with pytest.raises(TypeError, match="exactly one"):
+        KrypkasinoClient()
+    with pytest.raises(TypeError, match="channel_options"):
+        KrypkasinoClient(channel=grpc.insecure_channel("127.0.0.1:1"), load_balancing="round_robin")
+
+
+# -- deadlines -------------------------------------------------------------------
+
+
+class RecordTimeouts(grpc.UnaryUnaryClientInterceptor):
+    """Records the deadline of every call that goes through a real channel."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float | None] = []
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self.timeouts.append(details.timeout)
+        return continuation(details, request)
+
+
+def test_every_call_carries_the_client_deadline_unless_overridden(grpc_target: str) -> None:
+    recorder = RecordTimeouts()
+    channel = grpc.intercept_channel(grpc.insecure_channel(grpc_target), recorder)
+    client = KrypkasinoClient(channel=channel)
+    game = client.new_game(players=2, seed=1)
+    client.score(state=game.state, timeout=0.75)
+    client.get_view(state=game.state, timeout=None)
+    patient = KrypkasinoClient(channel=channel, timeout=9.0)
+    patient.score(state=game.state)
+    channel.close()
+    assert DEFAULT_TIMEOUT == 5.0
+    assert recorder.timeouts == [5.0, 0.75, None, 9.0]
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[str]:
+    """A loopback address that accepts TCP connections and never answers a byte."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_a_short_deadline_ends_a_call_to_a_server_that_never_answers() -> None:
+    with (
+        silent_server() as target,
+        KrypkasinoClient(target) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"x", timeout=0.2)
+    assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert error_info(raised.value) is None
+
+
+def test_the_async_client_default_deadline_ends_a_call_that_never_answers() -> None:
+    async def run() -> grpc.StatusCode:
+        async with AsyncKrypkasinoClient(target, timeout=0.2) as client:
+            with pytest.raises(grpc.RpcError) as raised:
+                # The outer guard turns a missing deadline into a failure, not a hang.
+                await asyncio.wait_for(client.score(state=b"x"), 20)
+            return raised.value.code()
+
+    with silent_server() as target:
+        assert asyncio.run(run()) == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+# -- retries and load balancing, against in-process servers -------------------------
+
+
+class ScriptedServicer:
+    """Answers ``Score`` with the next scripted status code (``OK`` once the script runs out)."""
+
+    def __init__(self, codes: list[grpc.StatusCode] | None = None) -> None:
+        self.codes = list(codes or [])
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def score(self, request: pb.ScoreRequest, context: grpc.ServicerContext) -> pb.ScoreResponse:
+        with self.lock:
+            self.calls += 1
+            code = self.codes.pop(0) if self.codes else grpc.StatusCode.OK
+        if code != grpc.StatusCode.OK:
+            context.abort(code, f"scripted {code.name}")
+        return pb.ScoreResponse(totals=[self.calls])
+
+
+@contextlib.contextmanager
+def scripted_server(servicer: ScriptedServicer) -> Iterator[str]:
+    """A real in-process gRPC server of the Krypkasino service that serves ``Score`` only."""
+    handler = grpc.unary_unary_rpc_method_handler(
+        servicer.score,
+        request_deserializer=pb.ScoreRequest.FromString,
+        response_serializer=pb.ScoreResponse.SerializeToString,
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(SERVICE, {"Score": handler})]
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(None)
+
+
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+
+
+def test_unavailable_is_retried_until_an_attempt_succeeds() -> None:
+    servicer = ScriptedServicer([UNAVAILABLE, UNAVAILABLE, UNAVAILABLE])
+    with scripted_server(servicer) as target, KrypkasinoClient(target) as client:
+        answer = client.score(state=b"s", wait_for_ready=False)
+    assert servicer.calls == 4
+    assert list(answer.totals) == [4]
+
+
+def test_retries_stop_after_four_attempts() -> None:
+    servicer = ScriptedServicer([UNAVAILABLE] * 10)
+    with (
+        scripted_server(servicer) as target,
+        KrypkasinoClient(target) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"s")
+    assert raised.value.code() == UNAVAILABLE
+    assert servicer.calls == 4
+
+
+def test_other_codes_are_not_retried() -> None:
+    servicer = ScriptedServicer([grpc.StatusCode.FAILED_PRECONDITION, UNAVAILABLE])
+    with (
+        scripted_server(servicer) as target,
+        KrypkasinoClient(target) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"s")
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert servicer.calls == 1
+
+
+def test_the_async_client_retries_too() -> None:
+    async def run(target: str) -> pb.ScoreResponse:
+        async with AsyncKrypkasinoClient(target) as client:
+            return await client.score(state=b"s")
+
+    servicer = ScriptedServicer([UNAVAILABLE, UNAVAILABLE])
+    with scripted_server(servicer) as target:
+        answer = asyncio.run(run(target))
+    assert list(answer.totals) == [3]
+
+
+def test_without_the_client_channel_options_unavailable_is_not_retried() -> None:
+    # The control: the retries above come from the client's service config.
+    servicer = ScriptedServicer([UNAVAILABLE])
+    with (
+        scripted_server(servicer) as target,
+        grpc.insecure_channel(target) as channel,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        KrypkasinoClient(channel=channel).score(state=b"s")
+    assert raised.value.code() == UNAVAILABLE
+    assert servicer.calls == 1
+
+
+def test_service_config_holds_the_retry_policy() -> None:
+    options = dict(channel_options())
+    assert options["grpc.enable_retries"] == 1
+    config = json.loads(options["grpc.service_config"])
+    assert config == service_config()
+    (method,) = config["methodConfig"]
+    assert method["name"] == [{"service": SERVICE}]
+    assert method["retryPolicy"]["maxAttempts"] == 4
+    assert method["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]
+    assert "loadBalancingConfig" not in config
+    balanced = json.loads(dict(channel_options("round_robin"))["grpc.service_config"])
+    assert balanced["loadBalancingConfig"] == [{"round_robin": {}}]
+    assert pb.DESCRIPTOR.services_by_name["KrypkasinoService"].full_name == SERVICE
+
+
+def calls_per_server(load_balancing: str | None) -> list[int]:
+    first, second = ScriptedServicer(), ScriptedServicer()
+    with scripted_server(first) as one, scripted_server(second) as two:
+        target = f"ipv4:127.0.0.1:{one.split(':')[1]},127.0.0.1:{two.split(':')[1]}"
+        with KrypkasinoClient(target, load_balancing=load_balancing) as client:
+            for _ in range(200):
+                client.score(state=b"s", wait_for_ready=True)
+                if first.calls and second.calls and first.calls + second.calls >= 20:
+                    break
+    return [first.calls, second.calls]
+
+
+def test_round_robin_spreads_calls_over_every_address() -> None:
+    assert all(calls_per_server("round_robin"))
+
+
+def test_the_default_policy_sticks_to_one_address() -> None:
+    assert sorted(calls_per_server(None)) == [0, 200]
+
+
+# -- errors ----------------------------------------------------------------------
+
+
+def test_error_info_reads_the_reason_of_a_move_out_of_turn(grpc_target: str) -> None:
+    with KrypkasinoClient(grpc_target) as client:
+        game = client.new_game(players=2, seed=1)
+        waiting = 1 - game.view.turn
+        token = game.seat_tokens[waiting]
+        hand = client.get_view(state=game.state, seat=waiting, seat_token=token).view.hand
+        with pytest.raises(grpc.RpcError) as raised:
+            client.play(
+                state=game.state, seat=waiting, seat_token=token, move=pb.Move(card=hand[0])
+            )
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    info = error_info(raised.value)
+    assert info is not None
+    reason, metadata = info
+    assert reason == "NOT_YOUR_TURN"
+    assert metadata["rule"] == "K4.4"
+    assert metadata["seat"] == str(waiting)
+
+
+def test_error_info_reads_the_reason_of_a_wrong_seat_token(grpc_target: str) -> None:
+    with KrypkasinoClient(grpc_target) as client:
+        game = client.new_game(players=2, seed=1)
+        with pytest.raises(grpc.RpcError) as raised:
+            client.legal_moves(state=game.state, seat=0, seat_token=game.seat_tokens[1])
+    assert raised.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_info(raised.value) == ("SEAT_TOKEN_INVALID", {"seat": "0"})
+
+
+def test_error_info_and_field_violations_of_an_async_call(grpc_target: str) -> None:
+    async def run() -> grpc.RpcError:
+        async with AsyncKrypkasinoClient(grpc_target) as client:
+            with pytest.raises(grpc.RpcError) as raised:
+                await client.score(state=b"not a token")
+            return raised.value
+
+    error = asyncio.run(run())
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = error_info(error)
+    assert info is not None and info.reason.startswith("TOKEN_")
+    assert [field for field, _ in field_violations(error)] == ["state"]
+
+
+@contextlib.contextmanager
+def refused_address() -> Iterator[str]:
+    """A loopback port held bound but not listening, so every connection is refused."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{held.getsockname()[1]}"
+
+
+def test_error_info_is_none_without_status_details() -> None:
+    with (
+        refused_address() as target,
+        KrypkasinoClient(target) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"s", timeout=5)
+    assert raised.value.code() == UNAVAILABLE
+    assert error_info(raised.value) is None
+    assert field_violations(raised.value) == []
+
+
+# -- card codes ------------------------------------------------------------------
+
+
+def test_card_codes_round_trip_for_the_whole_deck() -> None:
+    codes = [card_str(c) for c in full_deck(1)]
+    assert len(set(codes)) == 52
+    assert [card_code(card(code)) for code in codes] == codes
+    assert [card_code(card(code.lower())) for code in codes] == codes
+    assert cards_code(cards(" ".join(codes))) == " ".join(codes)
+
+
+def test_card_parses_the_spec_notation() -> None:
+    ten = card("10D")
+    assert (ten.rank, ten.suit) == (10, 3)  # RANK_TEN, SUIT_DIAMONDS
+    ace = card("AS")
+    assert (ace.rank, ace.suit) == (1, 1)  # RANK_ACE, SUIT_SPADES
+    assert cards("QH, 2c") == [card("QH"), card("2C")]
+
+
+@pytest.mark.parametrize("code", ["", "1D", "11H", "TD", "10", "D", "AX", "10DD", "A S"])
+def test_card_refuses_malformed_codes(code: str) -> None:
+    with pytest.raises(ValueError, match="malformed card"):
+        card(code)
+
+
+def test_card_code_refuses_an_unset_card() -> None:
+    with pytest.raises(ValueError):
+        card_code(pb.Move().card)
+
+
+@pytest.mark.parametrize("module", [cardrules.client, client_codes, client_errors])
+def test_client_doctests_pass(module: Any) -> None:
+    result = doctest.testmod(module)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+# -- packaging -------------------------------------------------------------------
+
+SERVER_PACKAGES = {"engine", "service", "tests", "bench", "scripts"}
+CLIENT_DEPENDENCIES = {"grpc", "google", "cardrules"}
+
+
+def imported_top_level_modules(path: Path) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module.split(".")[0])
+    return modules
+
+
+def test_the_client_imports_nothing_of_the_server() -> None:
+    sources = sorted(SRC.rglob("*.py"))
+    assert SRC / "cardrules" / "client" / "__init__.py" in sources
+    for path in sources:
+        modules = imported_top_level_modules(path)
+        assert not modules & SERVER_PACKAGES, f"{path} imports the server: {modules}"
+        foreign = modules - CLIENT_DEPENDENCIES - set(sys.stdlib_module_names)
+        assert not foreign, f"{path} imports undeclared packages: {foreign}"
+
+
+def test_the_client_imports_with_the_server_packages_unavailable() -> None:
+    blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in sorted(SERVER_PACKAGES))
+    script = (
+        f"import sys; {blocked}; import cardrules.client, cardrules.client.sync, "
+        "cardrules.client.aio; print(cardrules.client.card_code(cardrules.client.card('10D')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, cwd=CLIENT
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "10D"
+
+
+def test_the_client_declares_only_the_grpc_runtime() -> None:
+    project = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[<>=!~ \[;]", dependency)[0] for dependency in project["dependencies"]}
+    assert names == {"grpcio", "protobuf", "googleapis-common-protos"}
+    assert project["name"] == "cardrules-client"
+
+
+def test_the_client_builds_a_wheel_with_stubs_and_types(tmp_path: Path) -> None:
+    before = sorted(p for p in CLIENT.rglob("*") if "__pycache__" not in p.parts)
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"),
+            *("--wheel-dir", str(tmp_path), str(CLIENT)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (wheel,) = tmp_path.glob("cardrules_client-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for expected in [
+        "cardrules/__init__.py",
+        "cardrules/py.typed",
+        "cardrules/client/__init__.py",
+        "cardrules/client/sync.py",
+        "cardrules/client/aio.py",
+        "cardrules/cards/v1/cards_pb2.py",
+        "cardrules/cards/v1/cards_pb2.pyi",
+        "cardrules/krypkasino/v1/krypkasino_pb2.py",
+        "cardrules/krypkasino/v1/krypkasino_pb2.pyi",
+        "cardrules/krypkasino/v1/krypkasino_pb2_grpc.py",
+        "cardrules/krypkasino/v1/krypkasino_pb2_grpc.pyi",
+    ]:
+        assert expected in names
+    assert not {name.split("/")[0] for name in names} & SERVER_PACKAGES
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    requires = [
+        line.split(":", 1)[1].strip()
+        for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
+    assert {re.split(r"[<>=!~ ;]", r)[0] for r in requires} == {
+        "grpcio",
+        "protobuf",
+        "googleapis-common-protos",
+    }
+    # Building leaves no stray files in the source tree.
+    assert sorted(p for p in CLIENT.rglob("*") if "__pycache__" not in p.parts) == before

@@ -13,6 +13,9 @@ from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.state import State
 
 
+_FULL_DECKS = {copies: Counter(full_deck(copies)) for copies in (1, 2)}
+
+
 class InvariantError(AssertionError):
     """A K15 invariant does not hold: always an engine bug."""
 
@@ -31,7 +34,7 @@ def check_state(state: State) -> None:
         cards.update(hand)
     for pile in state.piles:
         cards.update(pile)
-    _require(cards == Counter(full_deck(state.config.copies)), "K15.1", "cards are not conserved")
+    _require(cards == _FULL_DECKS[state.config.copies], "K15.1", "cards are not conserved")
     for seat, markers in enumerate(state.markers):
         _require(
             not Counter(markers) - Counter(state.piles[seat]),

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import combinations, product
 from typing import NamedTuple
 
 from engine.cards import ACE, JACK, SPADES, Card, card_str, parse_card, parse_cards
-from engine.krypkasino.captures import value_options
+from engine.krypkasino.captures import sweeps, value_options
 from engine.krypkasino.config import Rules
 
 _COURT_RANKS = (10, 11, 12)
@@ -176,9 +177,25 @@ def sweep_ranks(table: Sequence[Card], rules: Rules) -> tuple[int, ...]:
     """K14.1: rank indices (0 = ace) of the cards that would sweep this table."""
     if not table:
         return ()
-    index = _TableIndex(table)
-    rank_only = rules.court_cards_rank_only
-    return tuple(rank for rank in range(13) if _options(Card(rank * 4), index, rank_only)[1])
+    return _sweep_ranks(_TableIndex(table).packed, rules.court_cards_rank_only)
+
+
+@lru_cache(maxsize=1 << 14)
+def _sweep_ranks(packed: int, rank_only: bool) -> tuple[int, ...]:
+    """K14.1 on the table's value vector: ``T`` is decomposable for the rank's value (K7.6)."""
+    plain = packed & ~_COURT_FIELDS
+    ranks = []
+    for rank in range(13):
+        if rank_only and rank >= JACK:
+            # K16.7: a court sweeps only a table of its own rank.
+            sweeps_all = packed == packed & (15 << (4 * rank))
+        elif rank_only:
+            sweeps_all = plain == packed and sweeps(plain, 14 if rank == ACE else rank + 1)
+        else:
+            sweeps_all = sweeps(packed, 14 if rank == ACE else rank + 1)
+        if sweeps_all:
+            ranks.append(rank)
+    return tuple(ranks)
 
 
 def moves_str(moves: Sequence[Move]) -> str:

@@ -85,6 +85,8 @@ def sweep_kind(table: Sequence[Card], move: Move) -> SweepKind:
 
 
 _COURT_FIELDS = sum(15 << (4 * rank) for rank in _COURT_RANKS)
+# Fields of the table values a played value can reach: higher cards never join a group.
+_REACH = tuple((1 << (4 * min(target, 13))) - 1 for target in range(15))
 
 
 class _TableIndex:
@@ -138,12 +140,21 @@ def _options(card: Card, index: _TableIndex, rank_only: bool) -> tuple[tuple[int
             # K7.1/K7.2 with court_cards_rank_only: each same-rank card is a group.
             vector = index.packed & (15 << (4 * rank))
             return ((vector,) if vector else ()), bool(vector) and vector == index.packed
-        options = value_options(index.packed_plain, hand_value(card))
-        full = not index.has_courts and index.size > 0
-        return options, full and bool(options) and options[-1] == index.packed_plain
-    options = value_options(index.packed, hand_value(card))
-    # The whole table is the largest packed vector, so it can only be last.
-    return options, index.size > 0 and bool(options) and options[-1] == index.packed
+        reachable = index.packed_plain & _REACH[hand_value(card)]
+        options = value_options(reachable, hand_value(card))
+        return options, _sweeps(options, reachable, index.packed)
+    reachable = index.packed & _REACH[hand_value(card)]
+    options = value_options(reachable, hand_value(card))
+    return options, _sweeps(options, reachable, index.packed)
+
+
+def _sweeps(options: tuple[int, ...], reachable: int, table: int) -> bool:
+    """K7.6: the whole table is an option; it is the largest vector, so it can only be last.
+
+    Keying the capture search on the reachable part of the table alone lets
+    tables that differ only in unreachable cards share one cached search.
+    """
+    return bool(options) and reachable == table != 0 and options[-1] == table
 
 
 def table_moves(hand: Sequence[Card], table: Sequence[Card], rules: Rules) -> list[Move]:

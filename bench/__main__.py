@@ -1,0 +1,182 @@
+"""``python -m bench [COMMAND] [options]``: the benchmarks (``make bench``).
+
+Commands are registered in ``COMMANDS``; without one, ``engine`` runs, so
+``python -m bench --games 100`` means ``python -m bench engine --games 100``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import captures, deals, legal_moves
+from bench.common import Json, note, render_targets
+
+DEFAULT_COMMAND = "engine"
+ENGINE_PARTS = ("legal_moves", "captures", "deals")
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Size:
+    """A size option's full-run and ``--quick`` defaults."""
+
+    full: int
+    quick: int
+    help: str
+
+
+ENGINE_SIZES = {
+    "games": Size(1000, 4, "random games per player count for legal_moves"),
+    "tables": Size(10_000, 20, "random 20-card tables for captures"),
+    "growth_tables": Size(150, 3, "random tables per size for the captures growth"),
+    "reps": Size(7, 3, "repetitions per path for deals"),
+    "deals": Size(200, 5, "deals per repetition for deals"),
+}
+
+
+def configure_engine(parser: argparse.ArgumentParser) -> None:
+    for name, size in ENGINE_SIZES.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=positive,
+            metavar="N",
+            help=f"{size.help} (default {size.full}, {size.quick} with --quick)",
+        )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the captures tables")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=ENGINE_PARTS,
+        help="run only this part (repeatable; default all)",
+    )
+
+
+def run_engine(args: argparse.Namespace) -> int:
+    sizes = {
+        name: getattr(args, name) or (size.quick if args.quick else size.full)
+        for name, size in ENGINE_SIZES.items()
+    }
+    parts = args.only or list(ENGINE_PARTS)
+    report: Json = {"command": "engine", "meta": meta(), "params": {**sizes, "seed": args.seed}}
+    targets: list[Json] = []
+    for part in ENGINE_PARTS:
+        if part not in parts:
+            continue
+        start = time.monotonic()
+        if part == "legal_moves":
+            result = legal_moves.run(sizes["games"])
+            text = legal_moves.render(result)
+        elif part == "captures":
+            result = captures.run(sizes["tables"], sizes["growth_tables"], args.seed)
+            text = captures.render(result)
+        else:
+            result = deals.run(sizes["reps"], sizes["deals"])
+            text = deals.render(result)
+        result["seconds"] = round(time.monotonic() - start, 1)
+        report[part] = result
+        targets.extend(result["targets"])
+        print(text + "\n", flush=True)
+    report["targets"] = targets
+    report["meta"]["loadavg_end"] = loadavg()
+    print(render_targets(targets))
+    finish(report, args.json)
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "engine": Command(
+        "engine benchmarks: legal_moves, captures, deals", configure_engine, run_engine
+    ),
+}
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def meta() -> Json:
+    """Where and when the figures were taken; shared machines are noisy."""
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "loadavg_start": loadavg(),
+        **engine_revision(),
+    }
+
+
+def engine_revision() -> Json:
+    """The commit measured, and whether tracked engine/ files differed from it (figures move with it)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip()
+
+    status = git("status", "--porcelain", "--untracked-files=no", "--", "engine")
+    return {"git_commit": git("rev-parse", "HEAD"), "engine_dirty": bool(status)}
+
+
+def finish(report: Json, path: Path | None) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    note(f"wrote {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=f"Benchmarks. Without a command, '{DEFAULT_COMMAND}' runs.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.help, description=command.help)
+        sub.add_argument("--quick", action="store_true", help="a small smoke run")
+        sub.add_argument("--json", type=Path, metavar="PATH", help="also write all figures here")
+        command.configure(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or (args[0] not in COMMANDS and args[0] not in ("-h", "--help")):
+        args.insert(0, DEFAULT_COMMAND)
+    parsed = build_parser().parse_args(args)
+    run: Callable[[argparse.Namespace], int] = parsed.run
+    return run(parsed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Helpers shared by the benchmarks: engine caches, percentiles, tables, progress."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+from engine.krypkasino import captures
+
+Json = dict[str, Any]
+T = TypeVar("T")
+
+NS_PER_US = 1000.0
+RETIME_REPEATS = 3
+
+
+def clear_caches() -> None:
+    """Empty the memo tables of the K7.3 search so the next call pays its full cost."""
+    captures.value_options.cache_clear()
+    captures.sweeps.cache_clear()
+
+
+def percentile(ordered: Sequence[int], q: float) -> int:
+    """Nearest-rank percentile (``q`` in 0..1) of samples sorted ascending."""
+    if not ordered:
+        raise ValueError("no samples")
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarize_ns(samples: Iterable[int]) -> Json:
+    """Count, p50, p99, max and mean of nanosecond samples, in microseconds."""
+    ordered = sorted(samples)
+    return {
+        "n": len(ordered),
+        "p50_us": round(percentile(ordered, 0.50) / NS_PER_US, 2),
+        "p99_us": round(percentile(ordered, 0.99) / NS_PER_US, 2),
+        "max_us": round(ordered[-1] / NS_PER_US, 2),
+        "mean_us": round(sum(ordered) / len(ordered) / NS_PER_US, 2),
+    }
+
+
+class Slowest(Generic[T]):
+    """The ``k`` slowest calls seen, with their inputs, to re-time them afterwards.
+
+    On a shared machine the raw maximum is mostly a preemption or a page
+    fault; re-timing the slowest inputs separates a slow input from a slow
+    moment.
+    """
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self._heap: list[tuple[int, int, T]] = []
+        self._count = 0
+
+    def add(self, elapsed: int, item: T) -> None:
+        if len(self._heap) < self.k:
+            self._count += 1
+            heapq.heappush(self._heap, (elapsed, self._count, item))
+        elif elapsed > self._heap[0][0]:
+            self._count += 1
+            heapq.heapreplace(self._heap, (elapsed, self._count, item))
+
+    def merge(self, other: Slowest[T]) -> None:
+        for elapsed, _, item in other._heap:
+            self.add(elapsed, item)
+
+    def items(self) -> list[tuple[int, T]]:
+        """``(raw nanoseconds, input)``, slowest first."""
+        return [(e, item) for e, _, item in sorted(self._heap, key=lambda x: -x[0])]
+
+
+def retime(call: Callable[[], object], repeats: int = RETIME_REPEATS) -> int:
+    """Fastest of ``repeats`` uncached runs of ``call``, in nanoseconds: its cost without noise."""
+    best = math.inf
+    for _ in range(repeats):
+        clear_caches()
+        start = time.perf_counter_ns()
+        call()
+        best = min(best, time.perf_counter_ns() - start)
+    return int(best)
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value (mean of the two middle ones for an even count)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    return (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def target(
+    metric: str,
+    value: float,
+    limit: float,
+    unit: str,
+    *,
+    at_least: bool = False,
+    goal: bool = False,
+) -> Json:
+    """One check: ``value <= limit`` (``>=`` with ``at_least``); a ``goal`` is only aspired to."""
+    met = value >= limit if at_least else value <= limit
+    return {
+        "metric": metric,
+        "kind": "goal" if goal else "target",
+        "value": value,
+        "limit": limit,
+        "unit": unit,
+        "op": ">=" if at_least else "<=",
+        "met": met,
+    }
+
+
+def render_targets(targets: Iterable[Json]) -> str:
+    rows = [
+        [
+            t["metric"],
+            fmt(t["value"]),
+            f"{t['op']} {fmt(t['limit'])} {t['unit']}",
+            t["kind"],
+            "ok" if t["met"] else ("MISSED" if t["kind"] == "target" else "below"),
+        ]
+        for t in targets
+    ]
+    return table(["check", "measured", "limit", "kind", ""], rows)
+
+
+def fmt(value: float) -> str:
+    """A figure with a precision that suits its size."""
+    if isinstance(value, int) or abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A plain text table; the first column is left aligned, the others right aligned."""
+    cells = [list(headers), *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row: Sequence[str]) -> str:
+        parts = [
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])
+
+
+class Progress:
+    """Progress lines on stderr, at most one every ``every`` seconds, for long loops."""
+
+    def __init__(self, label: str, total: int, every: float = 10.0) -> None:
+        self.label = label
+        self.total = total
+        self.every = every
+        self.start = time.monotonic()
+        self.last = self.start
+
+    def step(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            note(f"  {self.label}: {done}/{self.total} ({now - self.start:.0f} s)")
+
+    def finish(self) -> float:
+        """Report and return the seconds since the start."""
+        elapsed = time.monotonic() - self.start
+        note(f"  {self.label}: done in {elapsed:.1f} s")
+        return elapsed
+
+
+def note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,159 @@
+"""Legal-move generation (K7.7) over every position of seeded random games.
+
+For each player count 2..6, ``games`` matches are played to the end with a
+seeded random policy (``play_unchecked`` advances). Only
+``legal_moves(state, state.turn)`` is timed. Two passes replay the very same
+positions: *cached* clears the engine caches once per player count, as a
+long-running process would see them; *uncached* clears them before every
+call, the cost of a position whose capture searches were never seen.
+
+The raw maximum on a shared machine is mostly noise, so the slowest
+positions of each pass are re-timed afterwards (uncached, fastest of a few
+runs): the maximum target is judged on that figure, the raw one is shown too.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from array import array
+from functools import partial
+
+from bench.common import (
+    Json,
+    Progress,
+    Slowest,
+    clear_caches,
+    fmt,
+    note,
+    retime,
+    summarize_ns,
+    table,
+    target,
+)
+from engine.krypkasino import Config, State, legal_moves, new_game, play_unchecked
+
+PLAYER_COUNTS = (2, 3, 4, 5, 6)
+P99_TARGET_US = 200.0
+MAX_TARGET_US = 5000.0
+MODES = ("cached", "uncached")
+CANDIDATES = 200
+
+
+def game_seed(players: int, game: int) -> int:
+    """Distinct, reproducible seeds per player count."""
+    return players * 1_000_000 + game
+
+
+def time_positions(
+    players: int, games: int, *, uncached: bool
+) -> tuple[array[int], int, Slowest[State]]:
+    """Nanoseconds of every ``legal_moves`` call, the total of legal moves, the slowest."""
+    samples: array[int] = array("q")
+    slowest: Slowest[State] = Slowest(CANDIDATES)
+    total_moves = 0
+    clock = time.perf_counter_ns
+    config = Config(players=players)
+    progress = Progress(f"legal_moves {players}p {'uncached' if uncached else 'cached'}", games)
+    clear_caches()
+    for game in range(games):
+        seed = game_seed(players, game)
+        rng = random.Random(seed)
+        state = new_game(config, seed=seed)
+        while not state.over:
+            if uncached:
+                clear_caches()
+            start = clock()
+            moves = legal_moves(state, state.turn)
+            elapsed = clock() - start
+            samples.append(elapsed)
+            slowest.add(elapsed, state)
+            total_moves += len(moves)
+            state, _ = play_unchecked(state, rng.choice(moves))
+        progress.step(game + 1)
+    progress.finish()
+    return samples, total_moves, slowest
+
+
+def worst_retimed(slowest: Slowest[State]) -> int:
+    """The slowest candidate's cost without noise (re-timed uncached), in nanoseconds."""
+    return max(retime(partial(legal_moves, state, state.turn)) for _, state in slowest.items())
+
+
+def run(games: int) -> Json:
+    """Both passes, side by side per player count (cached first, then uncached)."""
+    note(f"legal_moves: {games} games per player count")
+    by_players: dict[str, Json] = {}
+    overall: dict[str, array[int]] = {mode: array("q") for mode in MODES}
+    for players in PLAYER_COUNTS:
+        entry: Json = {}
+        moves_seen: dict[str, int] = {}
+        for mode in MODES:
+            samples, total_moves, slowest = time_positions(
+                players, games, uncached=mode == "uncached"
+            )
+            overall[mode].extend(samples)
+            entry[mode] = summarize_ns(samples)
+            entry[mode]["max_retimed_us"] = round(worst_retimed(slowest) / 1000, 2)
+            moves_seen[mode] = total_moves
+        positions = entry["cached"]["n"]
+        if entry["uncached"]["n"] != positions or moves_seen["cached"] != moves_seen["uncached"]:
+            raise RuntimeError(f"{players}p: the two passes did not replay the same positions")
+        entry["positions"] = positions
+        entry["moves_per_position"] = round(moves_seen["cached"] / positions, 2)
+        by_players[str(players)] = entry
+    summary = {mode: summarize_ns(overall[mode]) for mode in MODES}
+    for mode in MODES:
+        summary[mode]["max_retimed_us"] = max(
+            e[mode]["max_retimed_us"] for e in by_players.values()
+        )
+    targets = []
+    for mode in MODES:
+        stats = summary[mode]
+        targets.append(target(f"legal_moves {mode} p99", stats["p99_us"], P99_TARGET_US, "µs"))
+        targets.append(
+            target(f"legal_moves {mode} max re-timed", stats["max_retimed_us"], MAX_TARGET_US, "µs")
+        )
+    return {
+        "games_per_player_count": games,
+        "by_players": by_players,
+        "overall": summary,
+        "targets": targets,
+    }
+
+
+def render(result: Json) -> str:
+    head = [
+        "players",
+        "positions",
+        "moves/pos",
+        "cached p50",
+        "p99",
+        "max",
+        "re-timed",
+        "uncached p50",
+        "p99",
+        "max",
+        "re-timed",
+    ]
+
+    def row(label: str, entry: Json, positions: int, per_pos: str) -> list[str]:
+        cells = [label, f"{positions:,}", per_pos]
+        for mode in MODES:
+            cells += [fmt(entry[mode][f"{s}_us"]) for s in ("p50", "p99", "max", "max_retimed")]
+        return cells
+
+    rows = [
+        row(p, e, e["positions"], f"{e['moves_per_position']:.2f}")
+        for p, e in result["by_players"].items()
+    ]
+    rows.append(row("all", result["overall"], result["overall"]["cached"]["n"], ""))
+    title = (
+        f"legal_moves(state, state.turn), {result['games_per_player_count']} seeded random "
+        "games per player count; microseconds"
+    )
+    legend = (
+        f"max = raw maximum (includes machine noise); re-timed = the {CANDIDATES} slowest "
+        "positions of the pass re-run uncached, fastest of 3, slowest kept"
+    )
+    return f"{title}\n{table(head, rows)}\n{legend}"

@@ -1,0 +1,76 @@
+"""Smoke test of ``python -m bench engine --quick``: it runs and writes sane JSON.
+
+Only the shape and internal consistency of the figures are checked, never a
+timing (design section 7).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _check_stats(stats: dict[str, float]) -> None:
+    for key in ("n", "p50_us", "p99_us", "max_us", "mean_us"):
+        assert _positive(stats[key]), (key, stats)
+    assert stats["p50_us"] <= stats["p99_us"] <= stats["max_us"]
+
+
+def test_quick_engine_run_writes_every_figure(tmp_path):
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "engine", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "legal_moves(state, state.turn)" in done.stdout
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["command"] == "engine"
+
+    legal = report["legal_moves"]
+    assert sorted(legal["by_players"]) == ["2", "3", "4", "5", "6"]
+    for entry in legal["by_players"].values():
+        # Both passes replay the same games, so they time the same positions.
+        assert entry["cached"]["n"] == entry["uncached"]["n"] == entry["positions"]
+        assert _positive(entry["moves_per_position"])
+        for mode in ("cached", "uncached"):
+            _check_stats(entry[mode])
+            assert _positive(entry[mode]["max_retimed_us"])
+    total = sum(e["positions"] for e in legal["by_players"].values())
+    assert legal["overall"]["cached"]["n"] == legal["overall"]["uncached"]["n"] == total
+
+    caps = report["captures"]
+    # One call per table and played rank (13 ranks, K2.3 values 2..14).
+    assert caps["overall"]["n"] == 13 * caps["tables"]
+    assert len(caps["by_played"]) == 13
+    for stats in (caps["overall"], *caps["by_played"].values()):
+        _check_stats(stats)
+    assert caps["worst"]["us"] == caps["overall"]["max_retimed_us"]
+    assert caps["worst"]["moves"] >= 1
+    sizes = [g["size"] for g in caps["growth"]]
+    assert sizes == list(range(8, 29, 2))
+    for g in caps["growth"]:
+        assert g["calls"] == 13 * caps["growth_tables_per_size"]
+        assert _positive(g["p50_us"]) and _positive(g["max_retimed_us"])
+        assert g["max_moves"] >= g["median_moves"] >= 1
+    assert all(_positive(g["p50_ratio"]) for g in caps["growth"][1:])
+    assert all(_positive(g["max_retimed_ratio"]) for g in caps["growth"][1:])
+
+    deals = report["deals"]
+    for path in ("unchecked", "validated", "unchecked_warm"):
+        assert _positive(deals[path]["deals_per_s"]) and _positive(deals[path]["deals_per_cpu_s"])
+        assert len(deals[path]["runs"]) == deals["repetitions"]
+    # K5.1 for 2 players: 4 of the 104 cards go to the table, every other one is played.
+    assert deals["unchecked"]["moves_per_deal"] == deals["validated"]["moves_per_deal"] == 100
+
+    assert report["targets"] and all(isinstance(t["met"], bool) for t in report["targets"])

@@ -98,9 +98,50 @@ def run_engine(args: argparse.Namespace) -> int:
     return 0
 
 
+GRPC_SIZES = {
+    "games": Size(12, 2, "seeded 4-player deals whose Play requests are replayed"),
+    "rounds": Size(3, 1, "alternating Play/echo rounds"),
+    "seconds": Size(4, 1, "seconds per round"),
+    "concurrency": Size(16, 4, "calls in flight"),
+}
+
+
+def configure_grpc(parser: argparse.ArgumentParser) -> None:
+    for name, size in GRPC_SIZES.items():
+        parser.add_argument(
+            "--" + name,
+            type=positive,
+            metavar="N",
+            help=f"{size.help} (default {size.full}, {size.quick} with --quick)",
+        )
+
+
+def run_grpc(args: argparse.Namespace) -> int:
+    from bench import grpc as grpc_bench  # imports the service: only for this command
+
+    sizes = {
+        name: getattr(args, name) or (size.quick if args.quick else size.full)
+        for name, size in GRPC_SIZES.items()
+    }
+    report: Json = {"command": "grpc", "meta": meta(), "params": sizes}
+    result = grpc_bench.run(sizes["games"], sizes["rounds"], sizes["seconds"], sizes["concurrency"])
+    report["grpc"] = result
+    report["targets"] = result["targets"]
+    report["meta"]["loadavg_end"] = loadavg()
+    print(grpc_bench.render(result) + "\n")
+    print(render_targets(result["targets"]))
+    finish(report, args.json)
+    return 0
+
+
 COMMANDS: dict[str, Command] = {
     "engine": Command(
         "engine benchmarks: legal_moves, captures, deals", configure_engine, run_engine
+    ),
+    "grpc": Command(
+        "gRPC: Play beside an echo call, CPU per Play, token size, workers 1 and 2",
+        configure_grpc,
+        run_grpc,
     ),
 }
 

@@ -1,0 +1,299 @@
+"""gRPC benchmarks (issue 3): ``Play`` against an echo call, CPU per Play, token size, workers.
+
+- ``Play`` and an echo call that moves a payload of the same size run in the
+  same server process (``bench.grpc_server``), alternating in rounds so both
+  see the same machine; the ratio of their throughputs is the share of the
+  transport's capacity that the rules leave (target 0.6, goal 0.8).
+- Server CPU per call comes from ``/proc/<pid>/stat`` around each round.
+- The token size is that of 4-player states in the middle of the first deal.
+- Throughput of a real ``cardrules serve`` with ``--workers 1`` and ``2``.
+The load generator (``bench.grpc_load``) runs in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+
+import grpc
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from grpc_health.v1 import health_pb2
+
+from bench.common import Json, note, summarize_ns, table, target
+from bench.grpc_server import BENCH_KEY, ECHO_METHOD
+from service.calls import CallInfo
+from service.config import ServerConfig
+from service.krypkasino_api import SERVICE_NAME
+from service.server import build_api
+from service.tokens import KeyRing
+
+PLAY_METHOD = f"/{SERVICE_NAME}/Play"
+CARDRULES = str(Path(sys.executable).parent / "cardrules")
+
+
+def play_stream(games: int, players: int = 4) -> tuple[list[bytes], list[int], list[int]]:
+    """Seeded Play requests of whole first deals, their response sizes and mid-deal token sizes."""
+    api = build_api(ServerConfig(), KeyRing.parse(BENCH_KEY), None)
+    requests: list[bytes] = []
+    response_sizes: list[int] = []
+    token_sizes: list[int] = []
+    for seed in range(games):
+        rng = random.Random(seed)
+        started = api.new_game(
+            pb.NewGameRequest(config=pb.GameConfig(players=players), seed=seed), CallInfo()
+        )
+        state, view = started.state, started.view
+        middle = (view.distributions + 1) // 2
+        while view.deal_number == 1 and not view.game_over:
+            seat = view.turn
+            token = started.seat_tokens[seat]
+            moves = api.legal_moves(
+                pb.LegalMovesRequest(state=state, seat=seat, seat_token=token), CallInfo()
+            ).moves
+            request = pb.PlayRequest(
+                state=state, seat=seat, seat_token=token, move=rng.choice(moves).move
+            )
+            response = api.play(request, CallInfo())
+            requests.append(request.SerializeToString())
+            response_sizes.append(response.ByteSize())
+            state, view = response.state, response.view
+            if view.distribution == middle and view.deal_number == 1:
+                token_sizes.append(len(state))
+    return requests, response_sizes, token_sizes
+
+
+def _write_requests(requests: list[bytes]) -> Path:
+    with tempfile.NamedTemporaryFile(prefix="cardrules-bench-", delete=False) as handle:
+        for request in requests:
+            handle.write(len(request).to_bytes(4, "big") + request)
+    return Path(handle.name)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load(
+    target_address: str, method: str, path: Path, concurrency: int, seconds: float, channels: int
+) -> Json:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.grpc_load",
+            target_address,
+            method,
+            str(path),
+            str(concurrency),
+            str(seconds),
+            str(channels),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: Json = json.loads(done.stdout)
+    return result
+
+
+def _wait_serving(address: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        # The typing stubs of grpc_health lack HealthStub.Check, so call the method by path.
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        while True:
+            try:
+                answer = check(health_pb2.HealthCheckRequest(service="readiness"), timeout=1)
+                if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def side_by_side(
+    path: Path, echo_bytes: int, rounds: int, seconds: float, concurrency: int
+) -> Json:
+    """Play and echo in alternating rounds on one server process."""
+    with tempfile.TemporaryDirectory() as folder:
+        port_file = Path(folder) / "port"
+        server = subprocess.Popen(
+            [sys.executable, "-m", "bench.grpc_server", str(port_file), str(echo_bytes)],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            while not port_file.exists() or not port_file.read_text():
+                if server.poll() is not None:
+                    raise RuntimeError("the benchmark server did not start")
+                time.sleep(0.05)
+            address = f"127.0.0.1:{port_file.read_text()}"
+            _load(address, PLAY_METHOD, path, concurrency, 0.5, 1)  # warm-up
+            runs: dict[str, list[Json]] = {"play": [], "echo": []}
+            for round_number in range(rounds):
+                for name, method in (("play", PLAY_METHOD), ("echo", ECHO_METHOD)):
+                    cpu = _cpu_seconds(server.pid)
+                    result = _load(address, method, path, concurrency, seconds, 1)
+                    result["server_cpu"] = _cpu_seconds(server.pid) - cpu
+                    runs[name].append(result)
+                    note(f"round {round_number + 1}/{rounds} {name}: {result['calls']} calls")
+        finally:
+            server.terminate()
+            server.wait(10)
+    report: Json = {}
+    for name, results in runs.items():
+        failures = sum(sum(r["failures"].values()) for r in results)
+        report[name] = {
+            "throughput_rps": round(median(r["calls"] / r["seconds"] for r in results), 1),
+            "latency": summarize_ns(ns for r in results for ns in r["ns"]),
+            "server_cpu_us_per_call": round(
+                median(r["server_cpu"] / max(r["calls"], 1) * 1e6 for r in results), 1
+            ),
+            "failures": failures,
+        }
+    ratios = [
+        (p["calls"] / p["seconds"]) / (e["calls"] / e["seconds"])
+        for p, e in zip(runs["play"], runs["echo"], strict=True)
+    ]
+    report["ratio"] = round(median(ratios), 3)
+    report["ratios"] = [round(r, 3) for r in ratios]
+    return report
+
+
+def workers_throughput(path: Path, seconds: float, concurrency: int) -> Json:
+    """Play throughput of a real ``cardrules serve`` with one and with two workers."""
+    report: Json = {}
+    for workers in (1, 2):
+        port = _free_port()
+        env = {**os.environ, "CARDRULES_STATE_KEYS": BENCH_KEY, "CARDRULES_LOG_FORMAT": "json"}
+        server = subprocess.Popen(
+            [
+                CARDRULES,
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--grpc-port",
+                str(port),
+                "--metrics-port",
+                "0",
+                "--workers",
+                str(workers),
+            ],
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
+        try:
+            address = f"127.0.0.1:{port}"
+            _wait_serving(address)
+            _load(address, PLAY_METHOD, path, concurrency, 0.5, 8)
+            results = [_load(address, PLAY_METHOD, path, concurrency, seconds, 8) for _ in range(3)]
+        finally:
+            server.terminate()
+            server.wait(30)
+        report[f"workers_{workers}"] = {
+            "throughput_rps": round(median(r["calls"] / r["seconds"] for r in results), 1),
+            "latency": summarize_ns(ns for r in results for ns in r["ns"]),
+            "failures": sum(sum(r["failures"].values()) for r in results),
+        }
+        note(f"workers {workers}: {report[f'workers_{workers}']['throughput_rps']} Play/s")
+    return report
+
+
+def run(games: int, rounds: int, seconds: float, concurrency: int) -> Json:
+    requests, response_sizes, token_sizes = play_stream(games)
+    path = _write_requests(requests)
+    try:
+        echo_bytes = int(median(response_sizes))
+        report: Json = {
+            "requests": len(requests),
+            "echo_bytes": echo_bytes,
+            "request_bytes_median": int(median(len(r) for r in requests)),
+            "token_bytes_mid_deal": {
+                "median": int(median(token_sizes)),
+                "max": max(token_sizes),
+            },
+            "concurrency": concurrency,
+            "seconds_per_round": seconds,
+        }
+        report["side_by_side"] = side_by_side(path, echo_bytes, rounds, seconds, concurrency)
+        report["workers"] = workers_throughput(path, seconds, concurrency)
+    finally:
+        path.unlink()
+    report["targets"] = [
+        target(
+            "Play/echo throughput ratio", report["side_by_side"]["ratio"], 0.6, "", at_least=True
+        ),
+        target(
+            "Play/echo throughput ratio (goal)",
+            report["side_by_side"]["ratio"],
+            0.8,
+            "",
+            at_least=True,
+            goal=True,
+        ),
+        target(
+            "4-player mid-deal token (goal)",
+            report["token_bytes_mid_deal"]["max"],
+            600,
+            "bytes",
+            goal=True,
+        ),
+    ]
+    return report
+
+
+def render(report: Json) -> str:
+    sides = report["side_by_side"]
+    rows = [
+        [
+            name,
+            sides[name]["throughput_rps"],
+            sides[name]["latency"]["p50_us"],
+            sides[name]["latency"]["p99_us"],
+            sides[name]["server_cpu_us_per_call"],
+            sides[name]["failures"],
+        ]
+        for name in ("play", "echo")
+    ]
+    lines = [
+        "gRPC: Play beside an echo of the same size "
+        f"({report['echo_bytes']} B), concurrency {report['concurrency']}",
+        table(["call", "req/s", "p50 µs", "p99 µs", "server CPU µs/call", "failures"], rows),
+        f"throughput ratio Play/echo: {sides['ratio']} (rounds {sides['ratios']})",
+        f"state token, 4 players mid-deal: median {report['token_bytes_mid_deal']['median']} B, "
+        f"max {report['token_bytes_mid_deal']['max']} B",
+        table(
+            ["server", "Play/s", "p50 µs", "p99 µs", "failures"],
+            [
+                [
+                    name,
+                    w["throughput_rps"],
+                    w["latency"]["p50_us"],
+                    w["latency"]["p99_us"],
+                    w["failures"],
+                ]
+                for name, w in report["workers"].items()
+            ],
+        ),
+    ]
+    return "\n".join(lines)

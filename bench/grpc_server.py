@@ -1,0 +1,63 @@
+"""A benchmark server: the real Krypkasino servicer and an echo service in one grpc.aio server.
+
+Both services share the process, the port, the server options and the
+logging set-up, so ``bench.grpc`` can compare ``Play`` with a call that does
+no work at all but move a payload of the same size. Run as
+``python -m bench.grpc_server PORT_FILE ECHO_BYTES``; stops on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import grpc
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
+from prometheus_client import CollectorRegistry
+
+from service.calls import CallRunner
+from service.config import ServerConfig
+from service.grpc_service import KrypkasinoServicer
+from service.logs import configure_logging
+from service.server import build_api, new_metrics
+from service.tokens import KeyRing
+
+ECHO_METHOD = "/cardrules.bench.v1.EchoService/Echo"
+BENCH_KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+
+def echo_handler(payload: bytes) -> grpc.GenericRpcHandler:
+    async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        return payload
+
+    return grpc.method_handlers_generic_handler(
+        "cardrules.bench.v1.EchoService",
+        {"Echo": grpc.unary_unary_rpc_method_handler(echo)},
+    )
+
+
+async def serve(port_file: Path, echo_bytes: int) -> None:
+    config = ServerConfig(host="127.0.0.1", grpc_port=0, metrics_port=0, log_format="json")
+    configure_logging(config.log_format, config.log_level)
+    server = grpc.aio.server(
+        options=[("grpc.max_receive_message_length", config.max_request_bytes)]
+    )
+    metrics = new_metrics(CollectorRegistry())
+    api = build_api(config, KeyRing.parse(BENCH_KEY), metrics)
+    krypkasino_pb2_grpc.add_KrypkasinoServiceServicer_to_server(
+        KrypkasinoServicer(api, CallRunner(metrics)), server
+    )
+    server.add_generic_rpc_handlers((echo_handler(b"\x01" * echo_bytes),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    port_file.write_text(str(port))
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop(1)
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(Path(sys.argv[1]), int(sys.argv[2])))

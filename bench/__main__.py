@@ -49,14 +49,25 @@ ENGINE_SIZES = {
 }
 
 
-def configure_engine(parser: argparse.ArgumentParser) -> None:
-    for name, size in ENGINE_SIZES.items():
+def add_sizes(parser: argparse.ArgumentParser, sizes: dict[str, Size]) -> None:
+    for name, size in sizes.items():
         parser.add_argument(
             "--" + name.replace("_", "-"),
             type=positive,
             metavar="N",
             help=f"{size.help} (default {size.full}, {size.quick} with --quick)",
         )
+
+
+def chosen_sizes(args: argparse.Namespace, sizes: dict[str, Size]) -> dict[str, int]:
+    return {
+        name: getattr(args, name) or (size.quick if args.quick else size.full)
+        for name, size in sizes.items()
+    }
+
+
+def configure_engine(parser: argparse.ArgumentParser) -> None:
+    add_sizes(parser, ENGINE_SIZES)
     parser.add_argument("--seed", type=int, default=0, help="seed of the captures tables")
     parser.add_argument(
         "--only",
@@ -67,10 +78,7 @@ def configure_engine(parser: argparse.ArgumentParser) -> None:
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    sizes = {
-        name: getattr(args, name) or (size.quick if args.quick else size.full)
-        for name, size in ENGINE_SIZES.items()
-    }
+    sizes = chosen_sizes(args, ENGINE_SIZES)
     parts = args.only or list(ENGINE_PARTS)
     report: Json = {"command": "engine", "meta": meta(), "params": {**sizes, "seed": args.seed}}
     targets: list[Json] = []
@@ -107,22 +115,13 @@ GRPC_SIZES = {
 
 
 def configure_grpc(parser: argparse.ArgumentParser) -> None:
-    for name, size in GRPC_SIZES.items():
-        parser.add_argument(
-            "--" + name,
-            type=positive,
-            metavar="N",
-            help=f"{size.help} (default {size.full}, {size.quick} with --quick)",
-        )
+    add_sizes(parser, GRPC_SIZES)
 
 
 def run_grpc(args: argparse.Namespace) -> int:
     from bench import grpc as grpc_bench  # imports the service: only for this command
 
-    sizes = {
-        name: getattr(args, name) or (size.quick if args.quick else size.full)
-        for name, size in GRPC_SIZES.items()
-    }
+    sizes = chosen_sizes(args, GRPC_SIZES)
     report: Json = {"command": "grpc", "meta": meta(), "params": sizes}
     result = grpc_bench.run(sizes["games"], sizes["rounds"], sizes["seconds"], sizes["concurrency"])
     report["grpc"] = result

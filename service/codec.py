@@ -288,21 +288,12 @@ def legal_move_to_proto(table: Sequence[Card], move: Move, nordic: bool) -> pb.L
 # --- scores ----------------------------------------------------------------
 
 
+# SeatScore and the SeatScore message share their field names (K12.1 items).
+_SEAT_SCORE_FIELDS = ("seat", *SeatScore.item_names())
+
+
 def _seat_score_to_proto(s: SeatScore) -> pb.SeatScore:
-    return pb.SeatScore(
-        seat=s.seat,
-        storan=s.storan,
-        lillan=s.lillan,
-        ace_of_spades=s.ace_of_spades,
-        other_spades=s.other_spades,
-        other_aces=s.other_aces,
-        card_points=s.card_points,
-        sweeps_made=s.sweeps_made,
-        sweeps_conceded=s.sweeps_conceded,
-        last_capture=s.last_capture,
-        bordstabbe=s.bordstabbe,
-        total=s.total,
-    )
+    return pb.SeatScore(**{name: getattr(s, name) for name in _SEAT_SCORE_FIELDS})
 
 
 def deal_result_to_proto(result: DealResult) -> pb.DealScore:
@@ -323,21 +314,7 @@ def deal_result_from_proto(msg: pb.DealScore) -> DealResult:
         dealer=msg.dealer,
         recipient=msg.recipient,
         scores=tuple(
-            SeatScore(
-                seat=s.seat,
-                storan=s.storan,
-                lillan=s.lillan,
-                ace_of_spades=s.ace_of_spades,
-                other_spades=s.other_spades,
-                other_aces=s.other_aces,
-                card_points=s.card_points,
-                sweeps_made=s.sweeps_made,
-                sweeps_conceded=s.sweeps_conceded,
-                last_capture=s.last_capture,
-                bordstabbe=s.bordstabbe,
-                total=s.total,
-            )
-            for s in msg.seats
+            SeatScore(**{name: getattr(s, name) for name in _SEAT_SCORE_FIELDS}) for s in msg.seats
         ),
         team_totals=tuple(msg.team_totals),
     )

@@ -1,0 +1,222 @@
+"""Helpers for tests that talk to a real ``cardrules serve`` over gRPC (design sections 5, 7).
+
+They build requests from engine cards without going through ``service.codec``
+(the code under test) and decode refusals from the wire: the
+``google.rpc.Status`` in the ``grpc-status-details-bin`` trailer.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar, cast
+
+import google.rpc.error_details_pb2 as error_details_pb2
+import grpc
+from cardrules.cards.v1 import cards_pb2
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from grpc_status import rpc_status
+
+from engine.cards import Card, full_deck, parse_cards
+from engine.krypkasino import Config, Move, new_game
+
+DOMAIN = "cardrules"
+TIMEOUT = 10.0
+_UPPER_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)*")
+
+Stub = krypkasino_pb2_grpc.KrypkasinoServiceStub
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
+
+
+@contextmanager
+def connect(target: str) -> Iterator[Stub]:
+    """A stub on a fresh insecure channel to ``target``, closed afterwards."""
+    with grpc.insecure_channel(target) as channel:
+        yield Stub(channel)
+
+
+# -- cards ------------------------------------------------------------------------
+
+
+def card_proto(card: Card) -> cards_pb2.Card:
+    """The API card of an engine card code (rank and suit enums start at 1, K1.1)."""
+    return cards_pb2.Card(
+        rank=cards_pb2.Rank.ValueType(card // 4 + 1), suit=cards_pb2.Suit.ValueType(card % 4 + 1)
+    )
+
+
+def card_code(card: cards_pb2.Card) -> Card:
+    """The engine card code of a well-formed API card."""
+    assert 1 <= card.rank <= 13 and 1 <= card.suit <= 4, card
+    return Card((card.rank - 1) * 4 + card.suit - 1)
+
+
+def move_proto(move: Move) -> pb.Move:
+    return pb.Move(card=card_proto(move.card), captures=[card_proto(c) for c in move.captures])
+
+
+def move_of(text: str) -> pb.Move:
+    """A request move in the transcript notation: ``8D`` crawls, ``8D>AH+7C`` captures."""
+    return move_proto(Move.parse(text))
+
+
+def deck_proto(cards: Iterable[Card]) -> cards_pb2.Deck:
+    return cards_pb2.Deck(cards=[card_proto(c) for c in cards])
+
+
+def stacked_deck(config: Config, hands: Mapping[int, str], table: str) -> tuple[Card, ...]:
+    """A full deck whose first distribution deals ``hands`` (seat -> cards) and ``table``.
+
+    Follows the canonical dealing order of K5.3 for ``config.first_dealer``;
+    the other cards fill the remaining slots in canonical order. The result is
+    checked against the engine, so a wrong stacking fails loudly here.
+    """
+    n, dealer = config.players, config.first_dealer
+    slots: list[int | None] = []  # a seat, or None for the table
+    for hand_cards, table_cards in config.schedule.first_rounds:
+        for i in range(1, n + 1):
+            slots += [(dealer + i) % n] * hand_cards
+        slots += [None] * table_cards
+    wanted: dict[int | None, list[Card]] = {s: parse_cards(c) for s, c in hands.items()}
+    wanted[None] = parse_cards(table)
+    rest = Counter(full_deck(config.copies))
+    for cards in wanted.values():
+        shortfall = Counter(cards) - rest
+        assert not shortfall, f"more copies than the deck holds: {shortfall}"
+        rest -= Counter(cards)
+    filler = iter(sorted(rest.elements()))
+    queues = {slot: iter(cards) for slot, cards in wanted.items()}
+
+    def take(slot: int | None) -> Card:
+        card = next(queues[slot], None) if slot in queues else None
+        return next(filler) if card is None else card
+
+    deck = [take(slot) for slot in slots]
+    for slot, queue in queues.items():
+        assert next(queue, None) is None, f"too many cards for {slot}"
+    deck += filler
+    state = new_game(config, decks=[deck])
+    for seat, text in hands.items():
+        assert list(state.hands[seat]) == sorted(parse_cards(text)), (seat, state.hands[seat])
+    assert list(state.table) == parse_cards(table), state.table
+    return tuple(deck)
+
+
+# -- refusals ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refused call as the wire carries it: code, ErrorInfo and field violations."""
+
+    code: grpc.StatusCode
+    message: str
+    reason: str
+    metadata: dict[str, str]
+    violations: dict[str, str]  # field path -> description
+    has_bad_request: bool
+
+
+def refusal_of(error: grpc.RpcError) -> Refusal:
+    """Decode and check the rich status of a failed call (design section 5).
+
+    Exactly one ``ErrorInfo`` in domain ``cardrules`` with an UPPER_SNAKE
+    reason, at most one ``BadRequest``, nothing else; never INTERNAL or UNKNOWN.
+    """
+    call = cast(grpc.Call, error)  # every error a stub raises is also the call
+    code = call.code()
+    assert code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN), error
+    status = rpc_status.from_call(call)
+    assert status is not None, f"{code} without a google.rpc.Status: {call.details()}"
+    assert status.code == code.value[0]
+    infos = [d for d in status.details if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR)]
+    bad_requests = [d for d in status.details if d.Is(error_details_pb2.BadRequest.DESCRIPTOR)]
+    assert len(infos) == 1, status
+    assert len(bad_requests) <= 1, status
+    assert len(status.details) == len(infos) + len(bad_requests), status
+    info = error_details_pb2.ErrorInfo()
+    infos[0].Unpack(info)
+    assert info.domain == DOMAIN, info
+    assert _UPPER_SNAKE.fullmatch(info.reason), info.reason
+    violations: dict[str, str] = {}
+    for packed in bad_requests:
+        bad_request = error_details_pb2.BadRequest()
+        packed.Unpack(bad_request)
+        assert bad_request.field_violations, bad_request
+        for violation in bad_request.field_violations:
+            assert violation.field and violation.description, violation
+            violations[violation.field] = violation.description
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        assert violations, f"malformed input without a field violation: {status}"
+    return Refusal(
+        code, status.message, info.reason, dict(info.metadata), violations, bool(bad_requests)
+    )
+
+
+def refused(
+    rpc: grpc.UnaryUnaryMultiCallable[RequestT, ResponseT],
+    request: RequestT,
+    metadata: tuple[tuple[str, str], ...] = (),
+) -> Refusal:
+    """Call ``rpc`` expecting a refusal, and decode it."""
+    try:
+        rpc(request, timeout=TIMEOUT, metadata=metadata)
+    except grpc.RpcError as error:
+        return refusal_of(error)
+    raise AssertionError(f"{type(request).__name__} was accepted")
+
+
+def outcome(call: Callable[[], object]) -> Refusal | None:
+    """``None`` when ``call`` succeeds, else its checked refusal."""
+    try:
+        call()
+    except grpc.RpcError as error:
+        return refusal_of(error)
+    return None
+
+
+# -- tokens (design section 4), built from the documented format ----------------
+
+KEY_ID_BYTES = 4
+NONCE_BYTES = 12
+SEALED_OVERHEAD = 1 + KEY_ID_BYTES + NONCE_BYTES + 16  # version, key id, nonce, GCM tag
+PLAIN_FLAG = 0x80
+
+
+def key_id(key_text: str) -> bytes:
+    return hashlib.sha256(base64.b64decode(key_text)).digest()[:KEY_ID_BYTES]
+
+
+def _associated(game: str, version: int) -> bytes:
+    return b"cardrules/" + game.encode() + b"/" + bytes([version])
+
+
+def seal(payload: bytes, key_text: str, game: str = "krypkasino", version: int = 1) -> bytes:
+    """``version | key id | nonce | AES-256-GCM(payload)``, as a server with that key seals."""
+    nonce = os.urandom(NONCE_BYTES)
+    aead = AESGCM(base64.b64decode(key_text))
+    sealed = aead.encrypt(nonce, payload, _associated(game, version))
+    return bytes([version]) + key_id(key_text) + nonce + sealed
+
+
+def unseal(token: bytes, key_text: str, game: str = "krypkasino") -> bytes:
+    """The payload of a sealed token (the test shares the server's key)."""
+    assert token[1 : 1 + KEY_ID_BYTES] == key_id(key_text)
+    nonce_end = 1 + KEY_ID_BYTES + NONCE_BYTES
+    aead = AESGCM(base64.b64decode(key_text))
+    return aead.decrypt(
+        token[1 + KEY_ID_BYTES : nonce_end], token[nonce_end:], _associated(game, token[0])
+    )
+
+
+def game_state(token: bytes, key_text: str) -> pb.GameState:
+    return pb.GameState.FromString(unseal(token, key_text))

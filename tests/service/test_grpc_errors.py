@@ -1,0 +1,1283 @@
+"""Every refusal of the gRPC API, against a real server on loopback (design sections 4-6).
+
+Each error path is checked on the wire: its status code, exactly one
+``ErrorInfo`` (domain ``cardrules``, the stable reason, dynamic values in
+metadata) and ``BadRequest`` field violations for malformed input. Rule
+violations are ``FAILED_PRECONDITION`` with the spec rule ID; ``INTERNAL``
+never happens, not even for fuzzed requests; the request log never holds a
+token.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import grpc
+import pytest
+from cardrules.cards.v1 import cards_pb2
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from engine.cards import (
+    CARDS_PER_DECK,
+    Card,
+    CardError,
+    check_deck,
+    full_deck,
+    parse_card,
+    parse_cards,
+)
+from engine.krypkasino import (
+    Config,
+    ConfigError,
+    IllegalMoveError,
+    Move,
+    Removal,
+    Rules,
+    State,
+    Teams,
+    TieRule,
+    legal_moves,
+    new_game,
+    play,
+)
+from tests.service.grpc_helpers import (
+    PLAIN_FLAG,
+    SEALED_OVERHEAD,
+    Refusal,
+    Stub,
+    card_code,
+    card_proto,
+    connect,
+    deck_proto,
+    game_state,
+    key_id,
+    move_of,
+    move_proto,
+    outcome,
+    refused,
+    seal,
+    stacked_deck,
+)
+from tests.service.server_process import TEST_KEY, ServerProcess, start_server
+
+OTHER_KEY = base64.b64encode(bytes(range(32))).decode()
+SMALL_LIMIT = 4096
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+DENIED = grpc.StatusCode.PERMISSION_DENIED
+PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+
+# Position A (K7.2-K7.4), seat 1 to move after dealer 0: 8D takes AH+7C and 8S.
+CAPTURE_TABLE = "AH 7C 8S 10D"
+CAPTURE_HAND = "3H 4S 5H 8D 9C JD"
+# Position B (K7.6): only 7C sweeps 2H 3C 4D 5S (2+5, 3+4); 9H and 10H could capture.
+SWEEP_TABLE = "2H 3C 4D 5S"
+SWEEP_HAND = "6D 7C 8S 9H 10H KH"
+OPPONENT_HAND = "6C 6H 6S 7D 7H 7S"
+
+
+@pytest.fixture(scope="module")
+def stub(grpc_target: str) -> Iterator[Stub]:
+    with connect(grpc_target) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def game(stub: Stub) -> pb.NewGameResponse:
+    """A fresh 2-player game (seed 1): seat 1 is to move."""
+    return stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+
+
+@pytest.fixture(scope="module")
+def other_server() -> Iterator[ServerProcess]:
+    """A second server with another state key and a small request limit."""
+    running = start_server(args=["--max-request-bytes", str(SMALL_LIMIT)], keys=OTHER_KEY)
+    yield running
+    assert running.terminate() == 0
+
+
+def stacked_game(
+    stub: Stub, hand: str, table: str, rules: pb.Rules | None = None
+) -> pb.NewGameResponse:
+    """A 2-player game whose first distribution gives seat 1 ``hand`` and the table ``table``."""
+    deck = stacked_deck(Config(players=2), {1: hand, 0: OPPONENT_HAND}, table)
+    config = pb.GameConfig(players=2, rules=rules)
+    response = stub.NewGame(pb.NewGameRequest(config=config, decks=[deck_proto(deck)], seed=3))
+    assert response.view.turn == 1
+    assert [card_proto(c) for c in parse_cards(table)] == list(response.view.table)
+    return response
+
+
+def play_request(game: pb.NewGameResponse, seat: int, move: str) -> pb.PlayRequest:
+    return pb.PlayRequest(
+        state=game.state, seat=seat, seat_token=game.seat_tokens[seat], move=move_of(move)
+    )
+
+
+def state_calls(stub: Stub, token: bytes, game: pb.NewGameResponse) -> dict[str, Refusal]:
+    """The refusal of every RPC that reads a state token, with otherwise valid fields."""
+    seat, seat_token = 1, game.seat_tokens[1]
+    return {
+        "LegalMoves": refused(
+            stub.LegalMoves, pb.LegalMovesRequest(state=token, seat=seat, seat_token=seat_token)
+        ),
+        "Play": refused(
+            stub.Play,
+            pb.PlayRequest(state=token, seat=seat, seat_token=seat_token, move=move_of("AS")),
+        ),
+        "Score": refused(stub.Score, pb.ScoreRequest(state=token)),
+        "GetView": refused(stub.GetView, pb.GetViewRequest(state=token)),
+    }
+
+
+def assert_state_refused(refusals: dict[str, Refusal], reason: str) -> None:
+    for method, refusal in refusals.items():
+        assert (refusal.code, refusal.reason) == (INVALID, reason), (method, refusal)
+        assert set(refusal.violations) == {"state"}, (method, refusal)
+        assert refusal.metadata == {}, (method, refusal)
+
+
+def public_view(stub: Stub, token: bytes) -> Refusal:
+    return refused(stub.GetView, pb.GetViewRequest(state=token))
+
+
+def token_reason(token: bytes) -> str:
+    """The reason the design's token format gives for bytes that are not a token of ours."""
+    version = token[0] & ~PLAIN_FLAG
+    if version == 0:
+        return "TOKEN_MALFORMED"
+    if version != 1:
+        return "TOKEN_SCHEMA_UNSUPPORTED"
+    if token[0] & PLAIN_FLAG:
+        return "TOKEN_PLAIN_DISABLED"
+    if len(token) < SEALED_OVERHEAD:
+        return "TOKEN_MALFORMED"
+    if token[1:5] != key_id(TEST_KEY):
+        return "TOKEN_UNKNOWN_KEY"
+    return "TOKEN_INVALID"
+
+
+# -- state tokens (design section 4) -------------------------------------------------
+
+
+def test_an_empty_state_is_state_missing(stub, game):
+    assert_state_refused(state_calls(stub, b"", game), "STATE_MISSING")
+
+
+def test_a_sealed_token_is_accepted_by_every_rpc(stub, game):
+    """The baseline of the token tests: the same calls succeed with the real token."""
+    seat, seat_token = 1, game.seat_tokens[1]
+    moves = stub.LegalMoves(
+        pb.LegalMovesRequest(state=game.state, seat=seat, seat_token=seat_token)
+    ).moves
+    assert moves
+    request = pb.PlayRequest(state=game.state, seat=seat, seat_token=seat_token, move=moves[0].move)
+    assert stub.Play(request).view.move_number == 1
+    assert not stub.Score(pb.ScoreRequest(state=game.state)).game_over
+    assert stub.GetView(pb.GetViewRequest(state=game.state)).view.game_id == game.game_id
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_bytes_are_refused_by_their_header(stub, game, seed):
+    rng = random.Random(seed)
+    # Bias the first byte towards the interesting headers: 0x01, 0x81, 0x00, others.
+    first = rng.choice([0x01, 0x01, 0x81, 0x00, 0x80, rng.randrange(256)])
+    token = bytes([first]) + rng.randbytes(rng.choice([0, 3, 31, 32, 33, 64, 240, 1000]))
+    assert_state_refused(state_calls(stub, token, game), token_reason(token))
+
+
+def test_random_bytes_under_the_servers_key_id_fail_authentication(stub, game):
+    token = b"\x01" + key_id(TEST_KEY) + random.Random(7).randbytes(200)
+    assert_state_refused(state_calls(stub, token, game), "TOKEN_INVALID")
+
+
+@pytest.mark.parametrize("length", [1, 2, 5, 17, 32, 33, 34, 100, -16, -1])
+def test_truncated_tokens_are_refused(stub, game, length):
+    token = game.state[:length]
+    assert 0 < len(token) < len(game.state)
+    expected = "TOKEN_MALFORMED" if len(token) < SEALED_OVERHEAD else "TOKEN_INVALID"
+    assert_state_refused(state_calls(stub, token, game), expected)
+
+
+def test_every_bit_flip_is_refused(stub, game):
+    """One flipped bit anywhere: header, key id, nonce, ciphertext or tag."""
+    token = game.state
+    seen = set()
+    for position in range(1, len(token)):
+        flipped = bytearray(token)
+        flipped[position] ^= 1 << (position % 8)
+        refusal = public_view(stub, bytes(flipped))
+        assert (refusal.code, refusal.reason) == (INVALID, token_reason(bytes(flipped))), position
+        seen.add(refusal.reason)
+    assert seen == {"TOKEN_UNKNOWN_KEY", "TOKEN_INVALID"}
+    version_flips = {}
+    for bit in range(8):
+        flipped_version = bytes([token[0] ^ (1 << bit)]) + token[1:]
+        refusal = public_view(stub, flipped_version)
+        assert refusal.reason == token_reason(flipped_version), bit
+        version_flips[bit] = refusal.reason
+    assert version_flips[0] == "TOKEN_MALFORMED"
+    assert version_flips[1] == "TOKEN_SCHEMA_UNSUPPORTED"
+    assert version_flips[7] == "TOKEN_PLAIN_DISABLED"
+
+
+def test_a_token_sealed_with_another_key_is_an_unknown_key(stub, game, other_server):
+    with connect(other_server.target) as other:
+        foreign = other.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+        assert other.GetView(pb.GetViewRequest(state=foreign.state)).view.game_id
+        assert_state_refused(state_calls(stub, foreign.state, game), "TOKEN_UNKNOWN_KEY")
+        assert public_view(other, game.state).reason == "TOKEN_UNKNOWN_KEY"
+
+
+def test_tokens_of_another_game_or_schema_version_do_not_open(stub, game):
+    payload = game_state(game.state, TEST_KEY).SerializeToString()
+    assert stub.GetView(pb.GetViewRequest(state=seal(payload, TEST_KEY))).view.game_id
+    assert_state_refused(
+        state_calls(stub, seal(payload, TEST_KEY, game="crates"), game), "TOKEN_INVALID"
+    )
+    assert_state_refused(
+        state_calls(stub, seal(payload, TEST_KEY, version=2), game), "TOKEN_SCHEMA_UNSUPPORTED"
+    )
+
+
+def test_a_plain_token_is_refused_by_a_sealing_server(stub, game):
+    payload = game_state(game.state, TEST_KEY).SerializeToString()
+    token = bytes([PLAIN_FLAG | 1]) + payload
+    assert_state_refused(state_calls(stub, token, game), "TOKEN_PLAIN_DISABLED")
+
+
+def broken_payloads(game: pb.NewGameResponse) -> dict[str, bytes]:
+    """Serialized payloads that are no valid game state (K15 and the token's own checks)."""
+    good = game_state(game.state, TEST_KEY)
+    swapped = pb.GameState()
+    swapped.CopyFrom(good)
+    hand = bytearray(swapped.hands[0])
+    hand[0] = (hand[0] + 1) % CARDS_PER_DECK  # a third copy of some card (K15.1)
+    swapped.hands[0] = bytes(sorted(hand))
+    bad_turn = pb.GameState()
+    bad_turn.CopyFrom(good)
+    bad_turn.turn = 7
+    bad_config = pb.GameState()
+    bad_config.CopyFrom(good)
+    bad_config.config.players = 9
+    no_card = pb.GameState()
+    no_card.CopyFrom(good)
+    no_card.table = bytes([200]) + no_card.table[1:]
+    return {
+        "not protobuf": b"\xff\xff\xff",
+        "empty": b"",
+        "config": bad_config.SerializeToString(),
+        "conservation": swapped.SerializeToString(),
+        "turn": bad_turn.SerializeToString(),
+        "card byte": no_card.SerializeToString(),
+    }
+
+
+@pytest.fixture(scope="module")
+def plain_server() -> Iterator[ServerProcess]:
+    """A server in the debugging mode of plain (unsealed) state tokens."""
+    running = start_server(args=["--plain-state"])
+    yield running
+    assert running.terminate() == 0
+
+
+@pytest.fixture(scope="module")
+def plain_stub(plain_server: ServerProcess) -> Iterator[Stub]:
+    with connect(plain_server.target) as client:
+        yield client
+
+
+def plain(payload: bytes) -> bytes:
+    """A plain token: ``0x80 | schema version``, then the payload (design section 4)."""
+    return bytes([PLAIN_FLAG | 1]) + payload
+
+
+@pytest.mark.parametrize("name", ["not protobuf", "empty", "config"])
+def test_an_authentic_token_of_no_game_state_is_state_invalid(stub, game, name):
+    token = seal(broken_payloads(game)[name], TEST_KEY)
+    assert_state_refused(state_calls(stub, token, game), "STATE_INVALID")
+
+
+def test_a_plain_server_plays_from_plain_tokens(plain_stub):
+    started = plain_stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+    assert started.state[0] == PLAIN_FLAG | 1
+    seat, token = started.view.turn, started.seat_tokens[started.view.turn]
+    request = pb.LegalMovesRequest(state=started.state, seat=seat, seat_token=token)
+    move = plain_stub.LegalMoves(request).moves[0].move
+    played = plain_stub.Play(
+        pb.PlayRequest(state=started.state, seat=seat, seat_token=token, move=move)
+    )
+    assert played.state[0] == PLAIN_FLAG | 1
+    assert played.view.move_number == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["not protobuf", "empty", "config", "conservation", "turn", "card byte"]
+)
+def test_a_plain_token_of_an_inconsistent_state_is_state_invalid(plain_stub, game, name):
+    """A plain token can hold anything, so every field is checked (design section 4)."""
+    token = plain(broken_payloads(game)[name])
+    assert_state_refused(state_calls(plain_stub, token, game), "STATE_INVALID")
+
+
+# -- seats and seat tokens (design section 4) -------------------------------------------
+
+
+def seat_calls(stub: Stub, game: pb.NewGameResponse, seat: int, token: bytes) -> dict[str, Refusal]:
+    """The refusal of every RPC that acts for a seat."""
+    return {
+        "LegalMoves": refused(
+            stub.LegalMoves, pb.LegalMovesRequest(state=game.state, seat=seat, seat_token=token)
+        ),
+        "Play": refused(
+            stub.Play,
+            pb.PlayRequest(state=game.state, seat=seat, seat_token=token, move=move_of("AS")),
+        ),
+        "GetView": refused(
+            stub.GetView, pb.GetViewRequest(state=game.state, seat=seat, seat_token=token)
+        ),
+    }
+
+
+def assert_seat_refused(refusals: dict[str, Refusal], code: grpc.StatusCode, reason: str) -> None:
+    for method, refusal in refusals.items():
+        assert (refusal.code, refusal.reason) == (code, reason), (method, refusal)
+
+
+@pytest.mark.parametrize("seat", [0, 1])
+def test_a_missing_seat_token_is_permission_denied(stub, game, seat):
+    refusals = seat_calls(stub, game, seat, b"")
+    assert_seat_refused(refusals, DENIED, "SEAT_TOKEN_MISSING")
+    for refusal in refusals.values():
+        assert refusal.metadata == {"seat": str(seat)}
+        assert not refusal.has_bad_request
+
+
+@pytest.mark.parametrize("seat", [0, 1])
+def test_another_seats_token_is_permission_denied(stub, game, seat):
+    refusals = seat_calls(stub, game, seat, game.seat_tokens[1 - seat])
+    assert_seat_refused(refusals, DENIED, "SEAT_TOKEN_INVALID")
+    for refusal in refusals.values():
+        assert refusal.metadata == {"seat": str(seat)}
+
+
+def test_another_games_token_for_the_same_seat_is_permission_denied(stub, game):
+    other = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+    assert other.game_id != game.game_id
+    assert_seat_refused(
+        seat_calls(stub, game, 1, other.seat_tokens[1]), DENIED, "SEAT_TOKEN_INVALID"
+    )
+
+
+def test_a_seat_token_of_another_key_is_permission_denied(stub, game, other_server):
+    with connect(other_server.target) as other:
+        foreign = other.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+    assert_seat_refused(
+        seat_calls(stub, game, 1, foreign.seat_tokens[1]), DENIED, "SEAT_TOKEN_INVALID"
+    )
+
+
+@pytest.mark.parametrize("token", [b"\x00", b"x" * 20, b"y" * 21, bytes(64)])
+def test_garbage_seat_tokens_are_permission_denied(stub, game, token):
+    assert_seat_refused(seat_calls(stub, game, 1, token), DENIED, "SEAT_TOKEN_INVALID")
+
+
+def test_a_flipped_bit_in_a_seat_token_is_permission_denied(stub, game):
+    token = game.seat_tokens[1]
+    for position in range(len(token)):
+        flipped = bytearray(token)
+        flipped[position] ^= 0x10
+        refusal = refused(
+            stub.LegalMoves,
+            pb.LegalMovesRequest(state=game.state, seat=1, seat_token=bytes(flipped)),
+        )
+        assert (refusal.code, refusal.reason) == (DENIED, "SEAT_TOKEN_INVALID"), position
+
+
+@pytest.mark.parametrize("seat", [-1, 2, 6, 2**31 - 1, -(2**31)])
+def test_a_seat_out_of_range_is_invalid(stub, game, seat):
+    for token in (game.seat_tokens[0], b""):
+        refusals = seat_calls(stub, game, seat, token)
+        assert_seat_refused(refusals, INVALID, "SEAT_INVALID")
+        for refusal in refusals.values():
+            assert set(refusal.violations) == {"seat"}
+
+
+def test_a_seat_token_without_its_seat_is_invalid(stub, game):
+    refusal = refused(
+        stub.GetView, pb.GetViewRequest(state=game.state, seat_token=game.seat_tokens[0])
+    )
+    assert (refusal.code, refusal.reason) == (INVALID, "SEAT_MISSING")
+    assert set(refusal.violations) == {"seat"}
+
+
+# -- malformed moves --------------------------------------------------------------------
+
+
+def test_a_play_without_a_move_is_invalid(stub, game):
+    request = pb.PlayRequest(state=game.state, seat=1, seat_token=game.seat_tokens[1])
+    refusal = refused(stub.Play, request)
+    assert (refusal.code, refusal.reason, set(refusal.violations)) == (
+        INVALID,
+        "MOVE_MISSING",
+        {"move"},
+    )
+
+
+def bad_card(rank: int, suit: int) -> cards_pb2.Card:
+    return cards_pb2.Card(rank=cards_pb2.Rank.ValueType(rank), suit=cards_pb2.Suit.ValueType(suit))
+
+
+@pytest.mark.parametrize(
+    ("move", "field"),
+    [
+        (pb.Move(), "move.card"),
+        (pb.Move(captures=[card_proto(parse_card("AS"))]), "move.card"),
+        (pb.Move(card=bad_card(0, 1)), "move.card.rank"),
+        (pb.Move(card=bad_card(1, 0)), "move.card.suit"),
+        (pb.Move(card=bad_card(0, 0)), "move.card.rank"),
+        (pb.Move(card=bad_card(14, 1)), "move.card.rank"),
+        (pb.Move(card=bad_card(-1, 1)), "move.card.rank"),
+        (pb.Move(card=bad_card(13, 5)), "move.card.suit"),
+        (pb.Move(card=bad_card(13, -3)), "move.card.suit"),
+        (
+            pb.Move(card=card_proto(parse_card("8D")), captures=[bad_card(1, 1), bad_card(7, 0)]),
+            "move.captures[1].suit",
+        ),
+        (
+            pb.Move(card=card_proto(parse_card("8D")), captures=[bad_card(99, 2)]),
+            "move.captures[0].rank",
+        ),
+    ],
+)
+def test_a_malformed_move_names_its_field(stub, game, move, field):
+    request = pb.PlayRequest(state=game.state, seat=1, seat_token=game.seat_tokens[1], move=move)
+    refusal = refused(stub.Play, request)
+    assert (refusal.code, refusal.reason) == (INVALID, "FIELD_INVALID")
+    assert set(refusal.violations) == {field}
+
+
+# -- moves the rules forbid (FAILED_PRECONDITION, K4.4, K7, K8.1, K13.2) -----------------
+
+
+def assert_illegal(refusal: Refusal, reason: str, rule: str, seat: int) -> None:
+    assert (refusal.code, refusal.reason) == (PRECONDITION, reason), refusal
+    assert refusal.metadata == {"rule": rule, "seat": str(seat)}, refusal
+    assert not refusal.has_bad_request
+
+
+@pytest.fixture(scope="module")
+def capture_game(stub: Stub) -> pb.NewGameResponse:
+    return stacked_game(stub, CAPTURE_HAND, CAPTURE_TABLE)
+
+
+def legal_texts(stub: Stub, game: pb.NewGameResponse, seat: int) -> set[str]:
+    """The seat's legal moves from the server, in the transcript notation."""
+    request = pb.LegalMovesRequest(state=game.state, seat=seat, seat_token=game.seat_tokens[seat])
+    return {
+        str(Move.of(card_code(m.move.card), [card_code(c) for c in m.move.captures]))
+        for m in stub.LegalMoves(request).moves
+    }
+
+
+def test_the_capture_position_is_what_the_rule_tests_assume(stub, capture_game):
+    assert legal_texts(stub, capture_game, 1) == {
+        "3H",
+        "4S",
+        "5H",
+        "8D>AH+7C+8S",
+        "9C>AH+8S",
+        "JD>AH+10D",
+    }
+    assert stub.Play(play_request(capture_game, 1, "8D>7C+8S+AH")).view.table == [
+        card_proto(parse_card("10D"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("move", "reason", "rule"),
+    [
+        ("6H", "CARD_NOT_IN_HAND", "K8.1"),
+        ("KS>AH", "CARD_NOT_IN_HAND", "K8.1"),
+        ("8D>8H", "CAPTURE_NOT_ON_TABLE", "K7.3"),
+        ("8D>AH+7C+8S+8S", "CAPTURE_NOT_ON_TABLE", "K7.3"),
+        ("8D>AH+8S", "CAPTURE_NOT_VALID", "K7.2"),
+        ("9C>AH+7C+8S", "CAPTURE_NOT_VALID", "K7.2"),
+        ("8D>AH+7C", "CAPTURE_NOT_MAXIMAL", "K7.3"),
+        ("8D>8S", "CAPTURE_NOT_MAXIMAL", "K7.3"),
+        ("8D", "MUST_CAPTURE", "K7.4"),
+        ("9C", "MUST_CAPTURE", "K7.4"),
+    ],
+)
+def test_an_illegal_move_is_a_failed_precondition_with_its_rule(
+    stub, capture_game, move, reason, rule
+):
+    assert_illegal(refused(stub.Play, play_request(capture_game, 1, move)), reason, rule, 1)
+
+
+def test_a_move_out_of_turn_is_not_your_turn(stub, capture_game):
+    refusal = refused(stub.Play, play_request(capture_game, 0, "6C"))
+    assert_illegal(refusal, "NOT_YOUR_TURN", "K4.4", 0)
+    assert legal_texts(stub, capture_game, 0) == set()
+
+
+def test_crawling_while_any_card_captures_is_must_capture_with_the_variant(stub):
+    game = stacked_game(stub, CAPTURE_HAND, CAPTURE_TABLE, pb.Rules(must_capture_if_able=True))
+    assert legal_texts(stub, game, 1) == {"8D>AH+7C+8S", "9C>AH+8S", "JD>AH+10D"}
+    assert_illegal(refused(stub.Play, play_request(game, 1, "3H")), "MUST_CAPTURE", "K16.8", 1)
+
+
+@pytest.mark.parametrize("move", ["KH", "7C", "9H>4D+5S", "10H>2H+3C+5S", "7C>2H+5S", "6D>2H+4D"])
+def test_anything_but_the_forced_sweep_is_must_sweep(stub, move):
+    game = stacked_game(stub, SWEEP_HAND, SWEEP_TABLE)
+    assert legal_texts(stub, game, 1) == {"7C>2H+3C+4D+5S"}
+    assert_illegal(refused(stub.Play, play_request(game, 1, move)), "MUST_SWEEP", "K7.6", 1)
+
+
+def test_without_the_forced_sweep_the_same_capture_is_legal(stub):
+    game = stacked_game(stub, SWEEP_HAND, SWEEP_TABLE, pb.Rules(no_forced_sweep=True))
+    response = stub.Play(play_request(game, 1, "9H>5S+4D"))
+    assert [e.WhichOneof("kind") for e in response.events] == ["captured"]
+
+
+@pytest.fixture(scope="module")
+def finished_game(stub: Stub) -> tuple[pb.NewGameResponse, bytes, State]:
+    """A one-deal match (single deck, target 1) played to its end over the wire."""
+    config = pb.GameConfig(players=2, rules=pb.Rules(single_deck=True), target_score=1)
+    started = stub.NewGame(pb.NewGameRequest(config=config, seed=11))
+    state = new_game(Config(players=2, rules=Rules(single_deck=True), target_score=1), seed=11)
+    token = started.state
+    while not state.over:
+        seat = state.turn
+        move = legal_moves(state, seat)[0]
+        request = pb.PlayRequest(
+            state=token, seat=seat, seat_token=started.seat_tokens[seat], move=move_proto(move)
+        )
+        token = stub.Play(request).state
+        state, _ = play(state, seat, move)
+    return started, token, state
+
+
+@pytest.mark.parametrize("seat", [0, 1])
+def test_a_move_after_the_match_is_game_over(stub, finished_game, seat):
+    started, token, _ = finished_game
+    assert stub.Score(pb.ScoreRequest(state=token)).game_over
+    request = pb.PlayRequest(
+        state=token, seat=seat, seat_token=started.seat_tokens[seat], move=move_of("AS")
+    )
+    assert_illegal(refused(stub.Play, request), "GAME_OVER", "K13.2", seat)
+    legal = stub.LegalMoves(
+        pb.LegalMovesRequest(state=token, seat=seat, seat_token=started.seat_tokens[seat])
+    )
+    assert list(legal.moves) == []
+
+
+# -- NewGame: configs, decks and draws (K3, K4.2, K5.2, K13.2, K16) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "flag", "field"),
+    [
+        (pb.GameConfig(players=7), "players", "config.players"),
+        (pb.GameConfig(players=1), "players", "config.players"),
+        (pb.GameConfig(), "players", "config.players"),
+        (pb.GameConfig(players=-3), "players", "config.players"),
+        (pb.GameConfig(players=5, teams=pb.TEAM_MODE_PAIRS), "teams", "config.teams"),
+        (pb.GameConfig(players=4, teams=pb.TEAM_MODE_TRIOS), "teams", "config.teams"),
+        (pb.GameConfig(players=2, match_deals=3), "match_deals", "config.match_deals"),
+        (pb.GameConfig(players=4, match_deals=6), "match_deals", "config.match_deals"),
+        (pb.GameConfig(players=2, match_deals=0), "match_deals", "config.match_deals"),
+        (pb.GameConfig(players=2, target_score=0), "target_score", "config.target_score"),
+        (pb.GameConfig(players=2, first_dealer=2), "first_dealer", "config.first_dealer"),
+        (pb.GameConfig(players=3, first_dealer=-1), "first_dealer", "config.first_dealer"),
+        (
+            pb.GameConfig(players=3, rules=pb.Rules(two_player_five_six=True)),
+            "two_player_five_six",
+            "config.rules.two_player_five_six",
+        ),
+        (
+            pb.GameConfig(players=5, rules=pb.Rules(single_deck=True)),
+            "single_deck",
+            "config.rules.single_deck",
+        ),
+        (
+            pb.GameConfig(players=3, rules=pb.Rules(four_four=True)),
+            "four_four",
+            "config.rules.four_four",
+        ),
+    ],
+)
+def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag, field):
+    refusal = refused(stub.NewGame, pb.NewGameRequest(config=config))
+    assert (refusal.code, refusal.reason) == (INVALID, "CONFIG_INVALID")
+    assert refusal.metadata == {"flag": flag}
+    assert set(refusal.violations) == {field}
+
+
+def test_a_match_deals_multiple_or_a_target_score_is_accepted(stub):
+    """The counterpart of the match_deals refusals: K13.2 allows these."""
+    for config in (
+        pb.GameConfig(players=2, match_deals=4),
+        pb.GameConfig(players=2, match_deals=3, target_score=50),
+    ):
+        assert stub.NewGame(pb.NewGameRequest(config=config)).view.deal_number == 1
+
+
+def enum_config(field: str, value: int) -> pb.GameConfig:
+    config = pb.GameConfig(players=4)
+    if field == "config.rules.removal":
+        config.rules.removal = pb.Removal.ValueType(value)
+    elif field == "config.teams":
+        config.teams = pb.TeamMode.ValueType(value)
+    else:
+        config.tie_rule = pb.TieRule.ValueType(value)
+    return config
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("config.teams", 4),
+        ("config.teams", -1),
+        ("config.rules.removal", 4),
+        ("config.rules.removal", 2**31 - 1),
+        ("config.tie_rule", 3),
+        ("config.tie_rule", -(2**31)),
+    ],
+)
+def test_an_unknown_enum_number_is_field_invalid(stub, field, value):
+    refusal = refused(stub.NewGame, pb.NewGameRequest(config=enum_config(field, value)))
+    assert (refusal.code, refusal.reason) == (INVALID, "FIELD_INVALID")
+    assert set(refusal.violations) == {field}
+
+
+def two_player_new_game(
+    decks: list[cards_pb2.Deck] | None = None, draw: cards_pb2.Deck | None = None
+) -> pb.NewGameRequest:
+    return pb.NewGameRequest(config=pb.GameConfig(players=2), decks=decks, draw=draw)
+
+
+@pytest.mark.parametrize(
+    ("decks", "field"),
+    [
+        ([full_deck(1)], "decks[0]"),  # one deck where the config needs two (K2.1)
+        ([(*full_deck(2)[:-1], parse_card("AS"))], "decks[0]"),  # a third AS, one KC short
+        ([full_deck(2), full_deck(2)[1:]], "decks[1]"),
+        ([()], "decks[0]"),
+        ([(*full_deck(2), parse_card("2H"))], "decks[0]"),
+    ],
+)
+def test_an_explicit_deck_that_is_not_full_is_deck_invalid(stub, decks, field):
+    request = two_player_new_game(decks=[deck_proto(deck) for deck in decks])
+    refusal = refused(stub.NewGame, request)
+    assert (refusal.code, refusal.reason) == (INVALID, "DECK_INVALID")
+    assert set(refusal.violations) == {field}
+
+
+def test_a_malformed_card_in_a_deck_names_its_field(stub):
+    deck = deck_proto(full_deck(2))
+    deck.cards[5].rank = cards_pb2.RANK_UNSPECIFIED
+    refusal = refused(stub.NewGame, two_player_new_game(decks=[deck_proto(full_deck(2)), deck]))
+    assert (refusal.code, refusal.reason) == (INVALID, "FIELD_INVALID")
+    assert set(refusal.violations) == {"decks[1].cards[5].rank"}
+
+
+def test_too_many_explicit_decks_are_refused(stub):
+    refusal = refused(stub.NewGame, two_player_new_game(decks=[cards_pb2.Deck()] * 65))
+    assert (refusal.code, refusal.reason, set(refusal.violations)) == (
+        INVALID,
+        "TOO_MANY_DECKS",
+        {"decks"},
+    )
+
+
+def test_a_draw_without_draw_for_deal_is_refused(stub):
+    refusal = refused(stub.NewGame, two_player_new_game(draw=deck_proto(full_deck(2))))
+    assert (refusal.code, refusal.reason, set(refusal.violations)) == (
+        INVALID,
+        "DRAW_WITHOUT_DRAW_FOR_DEAL",
+        {"draw"},
+    )
+
+
+@pytest.mark.parametrize("draw", ["AS", "AS AH", "KS KH 2C"])
+def test_a_draw_that_runs_out_before_a_dealer_is_found_is_refused(stub, draw):
+    config = pb.GameConfig(players=2, draw_for_deal=True)
+    request = pb.NewGameRequest(config=config, draw=deck_proto(parse_cards(draw)))
+    refusal = refused(stub.NewGame, request)
+    assert (refusal.code, refusal.reason, set(refusal.violations)) == (
+        INVALID,
+        "DRAW_EXHAUSTED",
+        {"draw"},
+    )
+
+
+def test_a_malformed_card_in_the_draw_names_its_field(stub):
+    config = pb.GameConfig(players=2, draw_for_deal=True)
+    request = pb.NewGameRequest(config=config, draw=cards_pb2.Deck(cards=[bad_card(3, 0)]))
+    refusal = refused(stub.NewGame, request)
+    assert (refusal.code, refusal.reason, set(refusal.violations)) == (
+        INVALID,
+        "FIELD_INVALID",
+        {"draw.cards[0].suit"},
+    )
+
+
+# -- request size (design section 6: a limit on the maximum request size) ----------------
+
+
+def test_a_request_over_the_default_limit_is_resource_exhausted(stub, game):
+    limit = 64 * 1024
+    assert public_view(stub, b"\x01" + bytes(limit - 100)).reason == "TOKEN_UNKNOWN_KEY"
+    # gRPC refuses it before the service sees it: no ErrorInfo can be attached here.
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.GetView(pb.GetViewRequest(state=b"\x01" + bytes(limit)))
+    assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    # The server keeps serving after refusing it.
+    assert stub.GetView(pb.GetViewRequest(state=game.state)).view.game_id == game.game_id
+
+
+def test_the_request_limit_is_configurable(other_server):
+    with connect(other_server.target) as other:
+        assert public_view(other, b"\x01" + bytes(SMALL_LIMIT - 100)).reason == "TOKEN_UNKNOWN_KEY"
+        with pytest.raises(grpc.RpcError) as caught:
+            other.GetView(pb.GetViewRequest(state=b"\x01" + bytes(SMALL_LIMIT)))
+        assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+# -- the request log (design section 6: never a token or a hand) ------------------------
+
+FORBIDDEN_LOG_KEYS = {"state", "seat_token", "seat_tokens", "hand", "hands", "stock", "token"}
+
+
+def encodings(secret: bytes) -> set[str]:
+    """Ways a token could end up in a log line."""
+    return {
+        secret.hex(),
+        secret.hex().upper(),
+        base64.b64encode(secret).decode(),
+        base64.urlsafe_b64encode(secret).decode().rstrip("="),
+        repr(secret)[2:-1],
+    }
+
+
+def test_the_request_log_never_holds_a_token_or_a_hand(server, stub, capture_game):
+    prefix = f"log-{uuid.uuid4().hex}-"
+    sent: list[bytes] = [capture_game.state, *capture_game.seat_tokens]
+    request_ids = []
+
+    def tagged(name: str) -> tuple[tuple[str, str]]:
+        request_ids.append(prefix + name)
+        return (("x-request-id", prefix + name),)
+
+    state, tokens = capture_game.state, capture_game.seat_tokens
+    stub.LegalMoves(
+        pb.LegalMovesRequest(state=state, seat=1, seat_token=tokens[1]), metadata=tagged("legal")
+    )
+    played = stub.Play(play_request(capture_game, 1, "8D>AH+7C+8S"), metadata=tagged("play"))
+    sent.append(played.state)
+    stub.GetView(
+        pb.GetViewRequest(state=played.state, seat=0, seat_token=tokens[0]),
+        metadata=tagged("view"),
+    )
+    refused(stub.Play, play_request(capture_game, 1, "8D"), tagged("illegal"))
+    refused(
+        stub.LegalMoves,
+        pb.LegalMovesRequest(state=state, seat=0, seat_token=tokens[1]),
+        tagged("seat-token"),
+    )
+    flipped = bytearray(state)
+    flipped[-1] ^= 1
+    sent.append(bytes(flipped))
+    refused(stub.GetView, pb.GetViewRequest(state=bytes(flipped)), tagged("bad-token"))
+    started = stub.NewGame(
+        pb.NewGameRequest(config=pb.GameConfig(players=3)), metadata=tagged("new")
+    )
+    sent += [started.state, *started.seat_tokens]
+
+    lines = wait_for_request_lines(server, request_ids)
+    assert {line["request_id"]: line["code"] for line in lines} == {
+        prefix + "legal": "OK",
+        prefix + "play": "OK",
+        prefix + "view": "OK",
+        prefix + "illegal": "FailedPrecondition",
+        prefix + "seat-token": "PermissionDenied",
+        prefix + "bad-token": "InvalidArgument",
+        prefix + "new": "OK",
+    }
+    assert {line["game_id"] for line in lines if line["code"] == "OK"} == {
+        capture_game.game_id,
+        started.game_id,
+    }
+    secrets = set().union(*(encodings(secret) for secret in sent))
+    for line in list(server.logs):
+        assert not FORBIDDEN_LOG_KEYS & set(line), line
+        text = json.dumps(line)
+        leaked = [secret for secret in secrets if secret in text]
+        assert not leaked, line
+
+
+def wait_for_request_lines(
+    server: ServerProcess, request_ids: list[str]
+) -> list[dict[str, object]]:
+    """The request lines of ``request_ids``; the log reader thread may lag a little."""
+    wanted = set(request_ids)
+    deadline = time.monotonic() + 20
+    while True:
+        lines = [line for line in server.log_events("request") if line.get("request_id") in wanted]
+        if len(lines) >= len(wanted) or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert len(lines) == len(wanted), lines
+    return lines
+
+
+# -- fuzzing: no request makes the server fail (design section 5) -----------------------
+#
+# Each fuzzed request is checked against an order-free oracle: the set of
+# refusals the design allows for it (any one may win when several apply),
+# ``set()`` when it must succeed, or ``None`` when only the generic checks
+# apply (no INTERNAL, exactly one ErrorInfo, field violations when malformed).
+
+
+@dataclass(frozen=True)
+class Known:
+    """A state token whose game the test knows in-process, with its seat tokens."""
+
+    token: bytes
+    state: State
+    seat_tokens: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class FuzzPool:
+    known: tuple[Known, ...]
+    foreign: bytes  # a state token of a server with another key
+    seat_tokens: tuple[bytes, ...]  # of every game, the foreign one included
+
+
+@pytest.fixture(scope="module")
+def fuzz_pool(stub, game, capture_game, finished_game, other_server) -> FuzzPool:
+    capture_deck = stacked_deck(
+        Config(players=2), {1: CAPTURE_HAND, 0: OPPONENT_HAND}, CAPTURE_TABLE
+    )
+    four = pb.GameConfig(
+        players=4, teams=pb.TEAM_MODE_PAIRS, rules=pb.Rules(must_capture_if_able=True)
+    )
+    four_game = stub.NewGame(pb.NewGameRequest(config=four, seed=99))
+    four_state = new_game(
+        Config(players=4, teams=Teams.PAIRS, rules=Rules(must_capture_if_able=True)), seed=99
+    )
+    started, finished_token, finished_state = finished_game
+    known = (
+        Known(game.state, new_game(Config(players=2), seed=1), tuple(game.seat_tokens)),
+        Known(
+            capture_game.state,
+            new_game(Config(players=2), seed=3, decks=[capture_deck]),
+            tuple(capture_game.seat_tokens),
+        ),
+        Known(finished_token, finished_state, tuple(started.seat_tokens)),
+        Known(four_game.state, four_state, tuple(four_game.seat_tokens)),
+    )
+    for item in known:  # the in-process twin is the game the server holds
+        view = stub.GetView(pb.GetViewRequest(state=item.token)).view
+        assert (view.move_number, list(view.table)) == (
+            item.state.move_number,
+            [card_proto(c) for c in item.state.table],
+        )
+    with connect(other_server.target) as other:
+        foreign = other.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=3), seed=5))
+    seat_tokens = (*(t for item in known for t in item.seat_tokens), *foreign.seat_tokens)
+    return FuzzPool(known, foreign.state, seat_tokens)
+
+
+GAME_STATE_INTS = (
+    "first_dealer",
+    "deal",
+    "dealer",
+    "distribution",
+    "turn",
+    "last_capturer",
+    "bordstabbe_seat",
+    "move_number",
+)
+GAME_STATE_BYTES = ("stock", "table", "set_aside", "dealer_draw_seats", "dealer_draw_cards")
+
+
+@st.composite
+def mutated_state(draw: st.DrawFn, token: bytes) -> bytes:
+    """A plain token of a GameState with one field changed.
+
+    Plain, for the plain-state server: sealed tokens are trusted (AES-GCM
+    proves the server made them), so only plain ones reach the state checks.
+    """
+    message = game_state(token, TEST_KEY)
+    kind = draw(st.sampled_from(["int", "bytes", "repeated", "config", "results", "over"]))
+    if kind == "int":
+        value = draw(st.one_of(st.integers(-3, 300), st.sampled_from([2**31 - 1, -(2**31)])))
+        setattr(message, draw(st.sampled_from(GAME_STATE_INTS)), value)
+    elif kind == "bytes":
+        name = draw(st.sampled_from(GAME_STATE_BYTES))
+        old = getattr(message, name)
+        new = draw(st.one_of(st.binary(max_size=12), st.just(old[1:]), st.just(old + old[:1])))
+        setattr(message, name, new)
+    elif kind == "repeated":
+        field = getattr(message, draw(st.sampled_from(["hands", "piles", "markers", "decks"])))
+        if field and draw(st.booleans()):
+            field[draw(st.integers(0, len(field) - 1))] = draw(st.binary(max_size=12))
+        else:
+            field.append(draw(st.binary(max_size=12)))
+    elif kind == "config":
+        message.config.players = draw(st.integers(-1, 8))
+        message.config.rules.single_deck = draw(st.booleans())
+        message.config.teams = pb.TeamMode.ValueType(draw(st.integers(-1, 4)))
+    elif kind == "results":
+        message.results.add(
+            deal_number=draw(st.integers(-1, 3)), recipient=draw(st.integers(-1, 3))
+        )
+        message.winners.append(draw(st.integers(-1, 3)))
+    else:
+        message.over = not message.over
+    return plain(message.SerializeToString())
+
+
+@st.composite
+def broken_token(draw: st.DrawFn, pool: FuzzPool) -> tuple[bool, bytes]:
+    """``(for the plain server, token)``: bytes that are no token of the sealing server,
+    or for the plain-state server a plain token of a broken state."""
+    token = draw(st.sampled_from([k.token for k in pool.known]))
+    how = draw(st.sampled_from(["random", "truncated", "flipped", "plain", "plain", "foreign"]))
+    if how == "random":
+        return False, draw(st.binary(max_size=300))
+    if how == "truncated":
+        return False, token[: draw(st.integers(0, len(token) - 1))]
+    if how == "flipped":
+        flipped = bytearray(token)
+        flipped[draw(st.integers(0, len(token) - 1))] ^= 1 << draw(st.integers(0, 7))
+        return False, bytes(flipped)
+    if how == "plain":
+        return draw(st.booleans()), draw(mutated_state(token))
+    return False, pool.foreign
+
+
+def any_card() -> st.SearchStrategy[cards_pb2.Card]:
+    valid = st.integers(0, CARDS_PER_DECK - 1).map(lambda c: card_proto(Card(c)))
+    raw = st.builds(bad_card, st.integers(-2, 15), st.integers(-2, 6))
+    return st.one_of(valid, valid, valid, raw)
+
+
+def any_cards(max_size: int) -> st.SearchStrategy[list[cards_pb2.Card]]:
+    return st.lists(any_card(), max_size=max_size)
+
+
+def any_move() -> st.SearchStrategy[pb.Move]:
+    return st.builds(
+        lambda card, captures: pb.Move(card=card, captures=captures),
+        st.one_of(st.none(), any_card()),
+        any_cards(5),
+    )
+
+
+@st.composite
+def hand_move(draw: st.DrawFn, state: State, seat: int) -> pb.Move:
+    """A well-formed move from the seat's hand, capturing table cards: legal or nearly so."""
+    hand = state.hands[seat] or full_deck(1)
+    card = draw(st.sampled_from(hand))
+    captures = draw(st.lists(st.sampled_from(state.table or hand), max_size=4))
+    return pb.Move(card=card_proto(card), captures=[card_proto(c) for c in captures])
+
+
+SEATS = st.one_of(st.integers(-2, 7), st.sampled_from([2**31 - 1, -(2**31)]))
+
+
+@st.composite
+def seat_and_token(draw: st.DrawFn, pool: FuzzPool, known: Known) -> tuple[int, bytes]:
+    """Mostly a seat of the game with its own token; otherwise anything."""
+    if draw(st.integers(0, 3)):
+        seat = draw(st.integers(0, known.state.players - 1))
+        return seat, known.seat_tokens[seat]
+    return draw(SEATS), draw(st.one_of(st.sampled_from(pool.seat_tokens), st.binary(max_size=40)))
+
+
+def well_formed_move(move: pb.Move) -> Move | None:
+    cards = [move.card, *move.captures]
+    if not move.HasField("card") or not all(1 <= c.rank <= 13 and 1 <= c.suit <= 4 for c in cards):
+        return None
+    return Move.of(card_code(move.card), [card_code(c) for c in move.captures])
+
+
+def allowed_refusals(
+    known: Known, request: pb.PlayRequest | pb.LegalMovesRequest | pb.GetViewRequest
+) -> set[tuple[str, str]]:
+    """The refusals the design allows for a request on a known, valid state token."""
+    allowed: set[tuple[str, str]] = set()
+    seat, seat_token = request.seat, request.seat_token
+    if isinstance(request, pb.GetViewRequest) and not request.HasField("seat"):
+        return {("INVALID_ARGUMENT", "SEAT_MISSING")} if seat_token else set()
+    if not 0 <= seat < known.state.players:
+        allowed.add(("INVALID_ARGUMENT", "SEAT_INVALID"))
+    elif not seat_token:
+        allowed.add(("PERMISSION_DENIED", "SEAT_TOKEN_MISSING"))
+    elif seat_token != known.seat_tokens[seat]:
+        allowed.add(("PERMISSION_DENIED", "SEAT_TOKEN_INVALID"))
+    if not isinstance(request, pb.PlayRequest):
+        return allowed
+    move = well_formed_move(request.move)
+    if not request.HasField("move"):
+        allowed.add(("INVALID_ARGUMENT", "MOVE_MISSING"))
+    elif move is None:
+        allowed.add(("INVALID_ARGUMENT", "FIELD_INVALID"))
+    elif not allowed:
+        try:
+            play(known.state, seat, move)
+        except IllegalMoveError as error:
+            allowed.add(("FAILED_PRECONDITION", error.reason.value))
+    return allowed
+
+
+def check_outcome(
+    stub: Stub, method: str, request: object, allowed: set[tuple[str, str]] | None
+) -> object:
+    """Call, decode (no INTERNAL, one ErrorInfo...), and hold the outcome to the oracle.
+
+    Returns the response, or ``None`` for a refusal.
+    """
+    rpc = getattr(stub, method)
+    response = None
+
+    def call() -> None:
+        nonlocal response
+        response = rpc(request, timeout=10)
+
+    refusal = outcome(call)
+    got = None if refusal is None else (refusal.code.name, refusal.reason)
+    event(f"{method}: {got or 'OK'}")
+    if allowed is not None:
+        assert got in allowed if allowed else got is None, (got, allowed, request)
+    if refusal is not None and refusal.code is PRECONDITION:
+        assert set(refusal.metadata) == {"rule", "seat"}, refusal
+    return response
+
+
+@settings(max_examples=70, deadline=None, database=None)
+@given(data=st.data())
+def test_fuzzed_requests_on_a_valid_state_get_the_designed_answer(stub, fuzz_pool, data):
+    known = data.draw(st.sampled_from(fuzz_pool.known), label="game")
+    seat, seat_token = data.draw(seat_and_token(fuzz_pool, known), label="seat")
+    method = data.draw(st.sampled_from(["Play"] * 4 + ["LegalMoves", "GetView"]), label="rpc")
+    request: pb.PlayRequest | pb.LegalMovesRequest | pb.GetViewRequest
+    if method == "GetView":
+        with_seat = data.draw(st.integers(0, 3), label="with seat")
+        request = pb.GetViewRequest(
+            state=known.token,
+            seat=seat if with_seat else None,
+            seat_token=seat_token if with_seat != 1 else b"",
+        )
+    elif method == "LegalMoves":
+        request = pb.LegalMovesRequest(state=known.token, seat=seat, seat_token=seat_token)
+    else:
+        kind = data.draw(st.sampled_from(["any", "hand", "legal", "legal"]), label="kind")
+        move: pb.Move | None
+        if kind == "legal" and not known.state.over:  # the mover's own legal move
+            seat = known.state.turn
+            seat_token = known.seat_tokens[seat]
+            legal = legal_moves(known.state, seat)
+            move = move_proto(data.draw(st.sampled_from(legal), label="move"))
+        elif kind == "hand" and 0 <= seat < known.state.players:
+            move = data.draw(hand_move(known.state, seat), label="move")
+        else:
+            move = data.draw(st.one_of(st.none(), any_move()), label="move")
+        request = pb.PlayRequest(state=known.token, seat=seat, seat_token=seat_token, move=move)
+    response = check_outcome(stub, method, request, allowed_refusals(known, request))
+    if isinstance(response, pb.LegalMovesResponse):
+        assert [m.move for m in response.moves] == [
+            move_proto(m) for m in legal_moves(known.state, seat)
+        ]
+    if isinstance(response, pb.PlayResponse):
+        assert isinstance(request, pb.PlayRequest)
+        played = well_formed_move(request.move)
+        assert played is not None
+        after, _ = play(known.state, seat, played)
+        assert list(response.view.hand) == [card_proto(c) for c in after.hands[seat]]
+        assert response.view.move_number == after.move_number
+
+
+@settings(max_examples=50, deadline=None, database=None)
+@given(data=st.data())
+def test_fuzzed_state_tokens_never_fail_the_server(stub, plain_stub, fuzz_pool, data):
+    to_plain_server, token = data.draw(broken_token(fuzz_pool), label="token")
+    known = data.draw(st.sampled_from(fuzz_pool.known), label="game")
+    seat, seat_token = data.draw(seat_and_token(fuzz_pool, known), label="seat")
+    method, request = data.draw(
+        st.sampled_from(
+            [
+                ("Score", pb.ScoreRequest(state=token)),
+                ("GetView", pb.GetViewRequest(state=token)),
+                ("GetView", pb.GetViewRequest(state=token, seat=seat, seat_token=seat_token)),
+                ("LegalMoves", pb.LegalMovesRequest(state=token, seat=seat, seat_token=seat_token)),
+                (
+                    "Play",
+                    pb.PlayRequest(
+                        state=token, seat=seat, seat_token=seat_token, move=move_of("AS")
+                    ),
+                ),
+            ]
+        ),
+        label="call",
+    )
+    if to_plain_server:  # a broken state may still be a game: only the generic checks
+        check_outcome(plain_stub, method, request, None)
+    else:  # nothing here opens on the sealing server, whatever else is wrong
+        reason = token_reason(token) if token else "STATE_MISSING"
+        check_outcome(stub, method, request, {("INVALID_ARGUMENT", reason)})
+
+
+def enum_number(known: int) -> st.SearchStrategy[int]:
+    """Mostly a known enum number (``0..known-1``), sometimes one just outside."""
+    return st.one_of(st.integers(0, known - 1), st.integers(0, known - 1), st.integers(-1, known))
+
+
+def any_config() -> st.SearchStrategy[pb.GameConfig]:
+    rules = st.builds(
+        pb.Rules,
+        two_player_five_six=st.booleans(),
+        four_four=st.booleans(),
+        single_deck=st.booleans(),
+        last_capture_point=st.booleans(),
+        removal=enum_number(4),
+        no_forced_sweep=st.booleans(),
+        court_cards_rank_only=st.booleans(),
+        must_capture_if_able=st.booleans(),
+        nordic_scoring=st.booleans(),
+        bordstabbe=st.booleans(),
+    )
+    return st.builds(
+        pb.GameConfig,
+        players=st.one_of(st.integers(2, 6), st.integers(2, 6), st.integers(-1, 8)),
+        teams=st.one_of(st.just(0), enum_number(4)),
+        rules=st.one_of(st.none(), rules),
+        first_dealer=st.one_of(st.just(0), st.integers(-1, 7)),
+        draw_for_deal=st.booleans(),
+        match_deals=st.one_of(st.none(), st.none(), st.integers(-1, 13)),
+        target_score=st.one_of(st.none(), st.none(), st.integers(-1, 100)),
+        tie_rule=enum_number(3),
+    )
+
+
+def any_deck() -> st.SearchStrategy[cards_pb2.Deck]:
+    full = st.sampled_from([1, 2]).flatmap(
+        lambda copies: st.permutations(full_deck(copies)).map(deck_proto)
+    )
+    return st.one_of(full, full, any_cards(8).map(lambda cards: cards_pb2.Deck(cards=cards)))
+
+
+TEAM_MODES = (Teams.INDIVIDUAL, Teams.INDIVIDUAL, Teams.PAIRS, Teams.TRIOS)
+REMOVALS = (Removal.COURTS, Removal.COURTS, Removal.SPADES, Removal.NONE)
+TIE_RULES = (TieRule.SHARED, TieRule.SHARED, TieRule.TIEBREAK_DEAL)
+
+
+def engine_config(message: pb.GameConfig) -> Config | None:
+    """The engine config of known enum numbers (``*_UNSPECIFIED`` = default), else None."""
+    r = message.rules
+    if not (0 <= message.teams < 4 and 0 <= r.removal < 4 and 0 <= message.tie_rule < 3):
+        return None
+    rules = Rules(
+        two_player_five_six=r.two_player_five_six,
+        four_four=r.four_four,
+        single_deck=r.single_deck,
+        last_capture_point=r.last_capture_point,
+        removal=REMOVALS[r.removal],
+        no_forced_sweep=r.no_forced_sweep,
+        court_cards_rank_only=r.court_cards_rank_only,
+        must_capture_if_able=r.must_capture_if_able,
+        nordic_scoring=r.nordic_scoring,
+        bordstabbe=r.bordstabbe,
+    )
+    return Config(
+        players=message.players,
+        teams=TEAM_MODES[message.teams],
+        rules=rules,
+        first_dealer=message.first_dealer,
+        draw_for_deal=message.draw_for_deal,
+        match_deals=message.match_deals if message.HasField("match_deals") else None,
+        target_score=message.target_score if message.HasField("target_score") else None,
+        tie_rule=TIE_RULES[message.tie_rule],
+    )
+
+
+def well_formed(cards: Iterable[cards_pb2.Card]) -> list[Card] | None:
+    cards = list(cards)
+    if not all(1 <= c.rank <= 13 and 1 <= c.suit <= 4 for c in cards):
+        return None
+    return [card_code(c) for c in cards]
+
+
+def new_game_refusals(request: pb.NewGameRequest) -> tuple[set[tuple[str, str]], State | None]:
+    """The refusals the design allows for a NewGame request, and the game it starts if none."""
+    allowed: set[tuple[str, str]] = set()
+    config = engine_config(request.config)
+    if config is None:
+        allowed.add(("INVALID_ARGUMENT", "FIELD_INVALID"))
+    else:
+        try:
+            config.validate()
+        except ConfigError:
+            allowed.add(("INVALID_ARGUMENT", "CONFIG_INVALID"))
+    decks = [well_formed(deck.cards) for deck in request.decks]
+    draw = well_formed(request.draw.cards) if request.HasField("draw") else []
+    if draw is None or any(deck is None for deck in decks):
+        allowed.add(("INVALID_ARGUMENT", "FIELD_INVALID"))
+    if allowed or config is None:
+        return allowed, None
+    for deck in decks:
+        assert deck is not None
+        try:
+            check_deck(deck, config.copies)
+        except CardError:
+            allowed.add(("INVALID_ARGUMENT", "DECK_INVALID"))
+    if request.HasField("draw") and not config.draw_for_deal:
+        allowed.add(("INVALID_ARGUMENT", "DRAW_WITHOUT_DRAW_FOR_DEAL"))
+    if allowed:
+        return allowed, None
+    try:
+        state = new_game(
+            config,
+            seed=request.seed,
+            decks=[deck for deck in decks if deck is not None],
+            draw=draw if request.HasField("draw") else None,
+        )
+    except ValueError:
+        return {("INVALID_ARGUMENT", "DRAW_EXHAUSTED")}, None
+    return set(), state
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(
+    config=any_config(),
+    seed=st.integers(0, 2**64 - 1),
+    decks=st.lists(any_deck(), max_size=2),
+    draw=st.one_of(st.none(), any_cards(8).map(lambda cards: cards_pb2.Deck(cards=cards))),
+)
+def test_fuzzed_new_games_get_the_designed_answer(stub, config, seed, decks, draw):
+    request = pb.NewGameRequest(config=config, seed=seed, decks=decks, draw=draw)
+    allowed, state = new_game_refusals(request)
+    response = check_outcome(stub, "NewGame", request, allowed)
+    if state is not None:
+        assert isinstance(response, pb.NewGameResponse)
+        assert len(response.seat_tokens) == state.players
+        assert (list(response.view.hand), response.view.turn) == ([], state.turn)
+        assert list(response.view.table) == [card_proto(c) for c in state.table]
+
+
+def test_the_servers_logged_no_unhandled_error(server, plain_server, other_server):
+    """Whatever ran before in this process: no bug surfaced as an exception in the log."""
+    for running in (server, plain_server, other_server):
+        assert running.log_events("unhandled error") == []
+        assert [line for line in running.log_events("request") if line["code"] == "Internal"] == []

@@ -138,6 +138,15 @@ class _NamedPrintLogger(structlog.PrintLogger):
         super().__init__(sys.stdout)
         self.name = name
 
+    def msg(self, message: str) -> None:
+        """One ``write`` per line: workers share stdout, and ``print`` writes the newline
+        separately, so two unbuffered workers could interleave their lines."""
+        stream = sys.stdout
+        stream.write(message + "\n")
+        stream.flush()
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
+
 
 def _logger_factory(*args: Any) -> _NamedPrintLogger:
     return _NamedPrintLogger(args[0] if args else None)

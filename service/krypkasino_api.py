@@ -11,7 +11,7 @@ import secrets
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf.message import DecodeError
@@ -21,6 +21,7 @@ from engine.krypkasino import (
     Config,
     ConfigError,
     IllegalMoveError,
+    Rules,
     State,
     SweepKind,
     legal_moves,
@@ -37,24 +38,11 @@ from service.metrics import ServiceMetrics, move_kind, variant_label
 from service.tokens import PLAIN_FLAG, SeatTokenError, SeatTokens, StateSealer, TokenError
 
 GAME = "krypkasino"
-SERVICE_NAME = "cardrules.krypkasino.v1.KrypkasinoService"
-METHODS = ("NewGame", "LegalMoves", "Play", "Score", "GetView")
+_SERVICE = pb.DESCRIPTOR.services_by_name["KrypkasinoService"]
+SERVICE_NAME = _SERVICE.full_name
+METHODS = tuple(method.name for method in _SERVICE.methods)
 MAX_DECKS = 64
-
-_RULE_FLAGS = frozenset(
-    (
-        "two_player_five_six",
-        "four_four",
-        "single_deck",
-        "last_capture_point",
-        "removal",
-        "no_forced_sweep",
-        "court_cards_rank_only",
-        "must_capture_if_able",
-        "nordic_scoring",
-        "bordstabbe",
-    )
-)
+_RULE_FLAGS = frozenset(f.name for f in fields(Rules))
 
 
 @dataclass(frozen=True, slots=True)

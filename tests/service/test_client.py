@@ -397,6 +397,19 @@ def test_without_the_client_channel_options_unavailable_is_not_retried() -> None
     assert servicer.calls == 1
 
 
+def test_caller_options_override_the_client_defaults() -> None:
+    # grpc keeps the first of two equal options, so the caller's must come first.
+    servicer = ScriptedServicer([UNAVAILABLE])
+    with (
+        scripted_server(servicer) as target,
+        KrypkasinoClient(target, options=[("grpc.enable_retries", 0)]) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"s")
+    assert raised.value.code() == UNAVAILABLE
+    assert servicer.calls == 1
+
+
 def test_service_config_holds_the_retry_policy() -> None:
     options = dict(channel_options())
     assert options["grpc.enable_retries"] == 1

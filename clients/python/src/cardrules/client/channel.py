@@ -60,14 +60,16 @@ def channel_options(
 ) -> ChannelOptions:
     """Options for ``grpc.insecure_channel`` / ``grpc.secure_channel`` (or their ``aio`` twins).
 
-    Use them to build your own channel with the client's retry policy; ``extra``
-    options come last so they override.
+    Use them to build your own channel with the client's retry policy. When an
+    option is given twice, grpc keeps the first, so ``extra`` options go first
+    and override the client's.
     """
-    return [
+    given = {name for name, _ in extra}
+    defaults = [
         ("grpc.enable_retries", 1),
         ("grpc.service_config", json.dumps(service_config(load_balancing))),
-        *extra,
     ]
+    return [*extra, *(option for option in defaults if option[0] not in given)]
 
 
 class UseDefault(enum.Enum):

@@ -12,7 +12,6 @@ from engine.krypkasino.moves import Move, SweepKind
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.state import State
 
-
 _FULL_DECKS = {copies: Counter(full_deck(copies)) for copies in (1, 2)}
 
 

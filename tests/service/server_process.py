@@ -5,29 +5,48 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 CARDRULES = str(Path(sys.executable).parent / "cardrules")
-TEST_KEY = "q83vEjRWeJASNFZ4kBI0VniQEjRWeJASNFZ4kBI0Vng="  # fixed test key, never used in production
+TEST_KEY = (
+    "q83vEjRWeJASNFZ4kBI0VniQEjRWeJASNFZ4kBI0Vng="  # fixed test key, never used in production
+)
 
 
 @dataclass
 class ServerProcess:
-    """A running ``cardrules serve``; ``logs`` collects its JSON log lines."""
+    """A running ``cardrules serve``; ``logs`` collects its JSON log lines.
+
+    ``metrics_port`` is filled in from the ``metrics`` log line (0 until then,
+    and for good when metrics are off); ``http_port`` from the ``listening`` line.
+    """
 
     process: subprocess.Popen[str]
     grpc_port: int
     logs: list[dict[str, object]] = field(default_factory=list)
     _reader: threading.Thread | None = None
+    metrics_port: int = 0
+    http_port: int = 0
 
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        """The HTTP/JSON gateway, e.g. ``http://127.0.0.1:8080`` (no trailing slash)."""
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def terminate(self, timeout: float = 30) -> int:
         """SIGTERM, wait, and return the exit status."""
@@ -38,8 +57,49 @@ class ServerProcess:
             self._reader.join(timeout)
         return code
 
+    def kill(self) -> None:
+        """SIGKILL if still running: clean-up after a failed test, never a test step."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
     def log_events(self, event: str) -> list[dict[str, object]]:
         return [line for line in list(self.logs) if line.get("event") == event]
+
+    def wait_for_logs(
+        self, event: str, count: int = 1, timeout: float = 30
+    ) -> list[dict[str, object]]:
+        """The ``event`` lines once there are at least ``count``; raises on timeout."""
+        deadline = time.monotonic() + timeout
+        while len(found := self.log_events(event)) < count:
+            if time.monotonic() > deadline or (
+                self.process.poll() is not None
+                and self._reader is not None
+                and not self._reader.is_alive()
+            ):
+                raise RuntimeError(f"expected {count} {event!r} log lines: {self.logs}")
+            time.sleep(0.02)
+        return found
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (for options that need a fixed port)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def server_environment(
+    env: Mapping[str, str] | None = None, keys: str = TEST_KEY
+) -> dict[str, str]:
+    """This process's environment without ``CARDRULES_*``, plus the keys, JSON logs and ``env``."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CARDRULES_")}
+    environ.update({"CARDRULES_STATE_KEYS": keys, "CARDRULES_LOG_FORMAT": "json"})
+    # A free HTTP port unless the test picks one: parallel servers must not all want 8080.
+    environ["CARDRULES_HTTP_PORT"] = "0"
+    environ.update(env or {})
+    return environ
 
 
 def start_server(
@@ -47,16 +107,27 @@ def start_server(
     env: Mapping[str, str] | None = None,
     keys: str = TEST_KEY,
     timeout: float = 30,
+    *,
+    loopback_flags: bool = True,
 ) -> ServerProcess:
-    """Start ``cardrules serve`` on a free port and wait for its ``listening`` line."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("CARDRULES_")}
-    environ.update({"CARDRULES_STATE_KEYS": keys, "CARDRULES_LOG_FORMAT": "json"})
-    environ.update(env or {})
-    command = [CARDRULES, "serve", "--host", "127.0.0.1", *args]
-    if "--grpc-port" not in args:
-        command += ["--grpc-port", "0"]
-    if "--metrics-port" not in args:
-        command += ["--metrics-port", "0"]
+    """Start ``cardrules serve`` on a free port and wait for its ``listening`` line.
+
+    With ``loopback_flags=False`` no ``--host``/``--grpc-port``/``--metrics-port``
+    flags are added: ``env`` (or ``args``) must say where to listen.
+    """
+    environ = server_environment(env, keys)
+    command = [CARDRULES, "serve", *(("--host", "127.0.0.1") if loopback_flags else ()), *args]
+    if loopback_flags:
+        if "--grpc-port" not in args:
+            command += ["--grpc-port", "0"]
+        if "--metrics-port" not in args:
+            command += ["--metrics-port", "0"]
+    if (
+        "--workers" in args
+        and "--http-port" not in args
+        and "CARDRULES_HTTP_PORT" not in (env or {})
+    ):
+        command += ["--http-port", str(free_port())]  # workers share one fixed port
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
     )
@@ -70,9 +141,14 @@ def start_server(
                 line = json.loads(raw)
             except ValueError:
                 line = {"event": "raw", "text": raw.rstrip()}
+            if not isinstance(line, dict):
+                line = {"event": "raw", "text": raw.rstrip()}
+            if line.get("event") == "metrics" and not server.metrics_port:
+                server.metrics_port = int(str(line["address"]).rsplit(":", 1)[1])
             server.logs.append(line)
             if line.get("event") == "listening" and not ready.is_set():
                 server.grpc_port = int(str(line["grpc_port"]))
+                server.http_port = int(str(line.get("http_port", 0)))
                 ready.set()
 
     server._reader = threading.Thread(target=read, daemon=True)

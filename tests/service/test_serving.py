@@ -1,0 +1,679 @@
+"""Serving (design sections 4 and 6, issue 3 "Tests"): real ``cardrules serve`` processes on
+loopback.
+
+Statelessness across processes, key rotation, ``--workers 2`` with aggregated
+metrics, draining on SIGTERM under load, health and reflection, a committed
+token that later releases must still open, and configuration by environment.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import grpc
+import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
+from google.protobuf import json_format
+from google.protobuf.descriptor_pool import DescriptorPool
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+from grpc_status import rpc_status
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine.cards import parse_cards
+from engine.krypkasino import Move, State, legal_moves, open_game, play, score
+from service import codec
+from service.tokens import KeyRing
+from tests.service.server_process import (
+    CARDRULES,
+    TEST_KEY,
+    ServerProcess,
+    free_port,
+    server_environment,
+    start_server,
+)
+
+SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
+HEALTH = "grpc.health.v1.Health"
+FIXTURE = Path(__file__).with_name("fixtures") / "krypkasino_v1_token.json"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+# One TCP connection per channel: by default channels to one target share a
+# connection, and SO_REUSEPORT spreads connections, not calls.
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+@contextmanager
+def krypkasino(target: str) -> Iterator[krypkasino_pb2_grpc.KrypkasinoServiceStub]:
+    """A stub on a channel (and connection) of its own, closed afterwards."""
+    with grpc.insecure_channel(target, options=OWN_CONNECTION) as channel:
+        yield krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+
+
+@contextmanager
+def running(
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    keys: str = TEST_KEY,
+    timeout: float = 30,
+) -> Iterator[ServerProcess]:
+    """A server for one test; it must drain and exit 0, and is killed if the test failed."""
+    server = start_server(args, env, keys, timeout)
+    try:
+        yield server
+    except BaseException:
+        server.kill()
+        raise
+    assert server.terminate() == 0
+
+
+def refusal(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
+    """The status code and the ``ErrorInfo`` reason of a failed call (design section 5)."""
+    status = rpc_status.from_call(cast(grpc.Call, error))
+    assert status is not None, f"no rich status: {error}"
+    infos = [error_details_pb2.ErrorInfo() for _ in status.details]
+    reasons = [
+        info.reason for info, any_ in zip(infos, status.details, strict=True) if any_.Unpack(info)
+    ]
+    assert len(reasons) == 1, status
+    return error.code(), reasons[0]
+
+
+def key_id(key_text: str) -> bytes:
+    return KeyRing.key_id(KeyRing.parse(key_text).keys[0])
+
+
+def sealed_under(token: bytes) -> bytes:
+    """The key id in a sealed token's header: ``version | key id | nonce | ...`` (section 4)."""
+    assert token[0] == 1, "schema version 1, sealed (not plain)"
+    return token[1:5]
+
+
+def health(channel: grpc.Channel) -> Any:
+    """The Health stub (its type stubs lack the methods)."""
+    return health_pb2_grpc.HealthStub(channel)
+
+
+@dataclass
+class Game:
+    """A game played over the wire, with the engine's state alongside."""
+
+    state: bytes
+    tokens: list[bytes]
+    view: pb.View
+    engine: State
+    moves: int = 0
+
+
+def new_wire_game(
+    stub: krypkasino_pb2_grpc.KrypkasinoServiceStub, request: pb.NewGameRequest
+) -> Game:
+    game = stub.NewGame(request)
+    engine, _ = open_game(codec.config_from_proto(request.config), seed=request.seed)
+    return Game(game.state, list(game.seat_tokens), game.view, engine)
+
+
+def play_on(
+    game: Game,
+    stubs: Callable[[], krypkasino_pb2_grpc.KrypkasinoServiceStub],
+    choose: Callable[[int], int],
+    moves: int | None = None,
+) -> None:
+    """Play ``moves`` moves (all, when ``None``): the next stub of ``stubs`` serves each call.
+
+    At every turn the wire's legal moves must be the engine's, annotations
+    included; ``choose(n)`` picks the index played, on the wire and in the engine.
+    """
+    played = 0
+    while not game.view.game_over and (moves is None or played < moves):
+        seat = game.view.turn
+        assert seat == game.engine.turn
+        offered = (
+            stubs()
+            .LegalMoves(
+                pb.LegalMovesRequest(state=game.state, seat=seat, seat_token=game.tokens[seat])
+            )
+            .moves
+        )
+        expected = legal_moves(game.engine, seat)
+        nordic = game.engine.config.rules.nordic_scoring
+        assert list(offered) == [
+            codec.legal_move_to_proto(game.engine.table, move, nordic) for move in expected
+        ]
+        index = choose(len(expected))
+        answer = stubs().Play(
+            pb.PlayRequest(
+                state=game.state,
+                seat=seat,
+                seat_token=game.tokens[seat],
+                move=offered[index].move,
+            )
+        )
+        game.engine, _ = play(game.engine, seat, expected[index])
+        game.state, game.view = answer.state, answer.view
+        game.moves += 1
+        played += 1
+        assert game.view.move_number == game.engine.move_number
+
+
+def alternate(*stubs: krypkasino_pb2_grpc.KrypkasinoServiceStub) -> Callable[[], Any]:
+    turn = iter(range(1 << 62))
+    return lambda: stubs[next(turn) % len(stubs)]
+
+
+# -- statelessness ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        pb.GameConfig(players=2),
+        pb.GameConfig(
+            players=4, teams=pb.TEAM_MODE_PAIRS, rules=pb.Rules(must_capture_if_able=True)
+        ),
+    ],
+    ids=["two_players", "four_players_pairs"],
+)
+def test_two_processes_with_the_same_keys_serve_alternate_calls_of_one_game(config):
+    """Design section 4: any replica serves any request; the game equals the engine's."""
+    seed = 4242 + config.players
+    with running() as a, running() as b:
+        assert a.log_events("listening")[0]["pid"] != b.log_events("listening")[0]["pid"]
+        with krypkasino(a.target) as on_a, krypkasino(b.target) as on_b:
+            game = new_wire_game(on_a, pb.NewGameRequest(config=config, seed=seed))
+            rng = random.Random(seed)
+            play_on(game, alternate(on_b, on_a), rng.randrange)
+            assert game.engine.over and game.moves > 100
+            expected = codec.score_to_proto(score(game.engine))
+            assert on_b.Score(pb.ScoreRequest(state=game.state)) == expected
+            assert on_a.Score(pb.ScoreRequest(state=game.state)) == expected
+            assert expected.game_over and list(expected.winners)
+
+
+# -- key rotation --------------------------------------------------------------------------
+
+
+def test_key_rotation_opens_old_tokens_and_seals_under_the_new_primary():
+    """Design section 4: keys are a list, the first seals and all open."""
+    old, new = KeyRing.generate_key_text(), KeyRing.generate_key_text()
+    request = pb.NewGameRequest(config=pb.GameConfig(players=2), seed=77)
+    with (
+        running(keys=old) as before,
+        running(keys=f"{new},{old}") as rotated,
+        krypkasino(before.target) as on_old,
+        krypkasino(rotated.target) as on_rotated,
+    ):
+        game = new_wire_game(on_old, request)
+        play_on(game, lambda: on_old, lambda n: 0, moves=5)
+        assert sealed_under(game.state) == key_id(old)
+        old_state, old_seat_tokens = game.state, list(game.tokens)
+
+        # The rotated server opens the old token and accepts the seat tokens
+        # issued under the old key, and seals what it returns under the new one.
+        view = on_rotated.GetView(
+            pb.GetViewRequest(state=old_state, seat=0, seat_token=old_seat_tokens[0])
+        ).view
+        assert view.move_number == 5 and len(view.hand) == game.view.hand_sizes[0]
+        play_on(game, lambda: on_rotated, lambda n: n - 1, moves=5)
+        assert sealed_under(game.state) == key_id(new)
+        assert game.tokens == old_seat_tokens
+
+        # A server that has only the old key cannot open the new token.
+        with pytest.raises(grpc.RpcError) as refused:
+            on_old.GetView(pb.GetViewRequest(state=game.state))
+        assert refusal(refused.value) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKEN_UNKNOWN_KEY")
+
+        play_on(game, lambda: on_rotated, lambda n: n // 2)
+        assert on_rotated.Score(pb.ScoreRequest(state=game.state)) == codec.score_to_proto(
+            score(game.engine)
+        )
+
+    # Once the old key is retired, its tokens stop opening; the new ones still do.
+    with running(keys=new) as retired, krypkasino(retired.target) as on_new:
+        with pytest.raises(grpc.RpcError) as refused:
+            on_new.GetView(pb.GetViewRequest(state=old_state))
+        assert refusal(refused.value) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKEN_UNKNOWN_KEY")
+        assert on_new.GetView(pb.GetViewRequest(state=game.state)).view.game_over
+        with pytest.raises(grpc.RpcError) as refused:
+            on_new.GetView(pb.GetViewRequest(state=game.state, seat=0, seat_token=game.tokens[0]))
+        assert refusal(refused.value) == (grpc.StatusCode.PERMISSION_DENIED, "SEAT_TOKEN_INVALID")
+
+
+# -- workers ------------------------------------------------------------------------------
+
+
+def metric_samples(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def new_games_handled(samples: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> float:
+    labels = {
+        "grpc_type": "unary",
+        "grpc_service": SERVICE,
+        "grpc_method": "NewGame",
+        "grpc_code": "OK",
+    }
+    return samples[("grpc_server_handled_total", frozenset(labels.items()))]
+
+
+def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_path):
+    """Design section 6: ``--workers`` shares the port (SO_REUSEPORT); multiprocess metrics."""
+    port, metrics_port, folder = free_port(), free_port(), tmp_path / "metrics"
+    args = ("--workers", "2", "--grpc-port", str(port), "--metrics-port", str(metrics_port))
+    connections = 24  # the kernel picks a worker per connection: 2**-23 that one takes all
+    # PYTHONUNBUFFERED=1 as container images set it: every write reaches the shared pipe.
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder), "PYTHONUNBUFFERED": "1"}
+    with running(args, env, timeout=10) as server:
+        workers = {int(str(line["pid"])) for line in server.wait_for_logs("listening", 2)}
+        assert len(workers) == 2 and server.process.pid not in workers
+        server.wait_for_logs("metrics")
+        assert server.metrics_port == metrics_port
+        for seed in range(connections):
+            with krypkasino(server.target) as stub:
+                stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=seed))
+
+        # Each worker writes its own file (named by its pid); read them one by one.
+        per_worker = {}
+        for pid in workers:
+            files = [str(folder / f"counter_{pid}.db")]
+            found = {
+                (s.name, frozenset(s.labels.items())): s.value
+                for family in MultiProcessCollector.merge(files)  # type: ignore[no-untyped-call]
+                for s in family.samples
+            }
+            per_worker[pid] = new_games_handled(found)
+        assert all(count > 0 for count in per_worker.values()), per_worker
+        assert sum(per_worker.values()) == connections
+
+        # Both workers log at once: each line must still be one whole JSON object.
+        def views(state: bytes) -> None:
+            with krypkasino(server.target) as stub:
+                for _ in range(25):
+                    stub.GetView(pb.GetViewRequest(state=state))
+
+        with krypkasino(server.target) as stub:
+            state = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2))).state
+        with ThreadPoolExecutor(8) as pool:
+            for done in [pool.submit(views, state) for _ in range(8)]:
+                done.result(30)
+
+        aggregated = metric_samples(server.metrics_url)
+        assert new_games_handled(aggregated) == connections + 1
+        started = sum(
+            v for (name, _), v in aggregated.items() if name == "cardrules_games_started_total"
+        )
+        assert started == connections + 1
+    assert {line["pid"] for line in server.log_events("stopped")} == workers
+    assert server.log_events("raw") == [], "log lines of the two workers ran into each other"
+    assert len(server.log_events("request")) == connections + 1 + 8 * 25
+
+
+# -- SIGTERM under load ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    request_id: str
+    started: float
+    ended: float
+    code: grpc.StatusCode
+
+
+@dataclass
+class Load:
+    """Client threads playing games in a loop until the server refuses them."""
+
+    target: str
+    calls: list[CallRecord] = field(default_factory=list)
+    last_codes: list[grpc.StatusCode] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ok_calls(self) -> int:
+        with self.lock:
+            return sum(1 for c in self.calls if c.code == grpc.StatusCode.OK)
+
+    def run(self, seed: int) -> None:
+        with krypkasino(self.target) as stub:
+            rng = random.Random(seed)
+            try:
+                while True:
+                    game = self._call(
+                        stub.NewGame, pb.NewGameRequest(config=pb.GameConfig(players=2))
+                    )
+                    state, tokens, view = game.state, game.seat_tokens, game.view
+                    while not view.game_over:
+                        seat = view.turn
+                        asked = pb.LegalMovesRequest(
+                            state=state, seat=seat, seat_token=tokens[seat]
+                        )
+                        moves = self._call(stub.LegalMoves, asked).moves
+                        move = moves[rng.randrange(len(moves))].move
+                        answer = self._call(
+                            stub.Play,
+                            pb.PlayRequest(
+                                state=state, seat=seat, seat_token=tokens[seat], move=move
+                            ),
+                        )
+                        state, view = answer.state, answer.view
+            except grpc.RpcError as error:
+                with self.lock:
+                    self.last_codes.append(error.code())
+
+    def _call(self, method: Any, request: Any) -> Any:
+        """One call; a CANCELLED call never reached the servicer (checked) and is re-sent."""
+        while True:
+            request_id = uuid.uuid4().hex
+            started = time.monotonic()
+            code = grpc.StatusCode.OK
+            try:
+                return method(request, metadata=[("x-request-id", request_id)], timeout=30)
+            except grpc.RpcError as error:
+                code = error.code()
+                if code != grpc.StatusCode.CANCELLED:
+                    raise
+            finally:
+                with self.lock:
+                    self.calls.append(CallRecord(request_id, started, time.monotonic(), code))
+
+
+class HealthWatch:
+    """A Health/Watch stream read by a thread: every status the server sent."""
+
+    def __init__(self, channel: grpc.Channel, service: str) -> None:
+        self.statuses: list[int] = []
+        self.call = health(channel).Watch(
+            health_pb2.HealthCheckRequest(service=service), timeout=60
+        )
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for answer in self.call:
+                self.statuses.append(answer.status)
+        except grpc.RpcError:
+            pass  # our own cancel ends the stream
+
+    def wait_for(self, status: int, timeout: float = 15) -> bool:
+        deadline = time.monotonic() + timeout
+        while status not in self.statuses and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return status in self.statuses
+
+    def stop(self) -> None:
+        self.call.cancel()
+        self._thread.join(10)
+
+
+def test_sigterm_under_load_drains_every_accepted_call_and_exits_0():
+    """Design section 6: SIGTERM turns readiness NOT_SERVING, stops accepting, finishes
+    in-flight requests within the grace period and exits 0."""
+    server = start_server(("--grace-seconds", "10"))
+    try:
+        with grpc.insecure_channel(server.target, options=OWN_CONNECTION) as observer:
+            readiness, liveness = (
+                HealthWatch(observer, "readiness"),
+                HealthWatch(observer, "liveness"),
+            )
+            assert readiness.wait_for(SERVING) and liveness.wait_for(SERVING)
+            load = Load(server.target)
+            clients = [threading.Thread(target=load.run, args=(seed,)) for seed in range(6)]
+            for client in clients:
+                client.start()
+            deadline = time.monotonic() + 30
+            while load.ok_calls() < 150 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            signalled = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            # The watch streams are in-flight calls too: end them once seen, or the
+            # drain would wait for them for the whole grace period.
+            drained_readiness = readiness.wait_for(NOT_SERVING)
+            readiness.stop()
+            liveness.stop()
+            exit_code = server.process.wait(30)
+            for client in clients:
+                client.join(30)
+    finally:
+        server.kill()
+    assert exit_code == 0
+    assert drained_readiness and readiness.statuses == [SERVING, NOT_SERVING]
+    assert liveness.statuses == [SERVING]  # liveness stays up while draining
+
+    server.terminate()  # reap the log reader
+    events = [line.get("event") for line in server.logs]
+    assert events.count("draining") == 1 and events[-1] == "stopped"
+    assert server.log_events("draining")[0]["grace_seconds"] == 10
+    handled = {str(line["request_id"]): line for line in server.log_events("request")}
+    after_drain_began = [
+        str(line["request_id"])
+        for line in server.logs[events.index("draining") :]
+        if line.get("event") == "request"
+    ]
+    calls = {call.request_id: call for call in load.calls}
+    assert len(calls) == len(load.calls) and load.ok_calls() >= 150
+
+    # Every call that reached the servicer completed OK, also while draining.
+    for request_id, line in handled.items():
+        assert line["code"] == "OK", line
+        assert calls[request_id].code == grpc.StatusCode.OK, calls[request_id]
+    assert after_drain_began, "no request was in flight when SIGTERM came"
+    # Every call that failed never reached the servicer, and failed only after the
+    # signal: UNAVAILABLE (refused), or CANCELLED (grpc/grpc#41785: gRPC core
+    # cancels calls it had received but not yet handed over when shutdown began).
+    refused = [call for call in load.calls if call.request_id not in handled]
+    assert refused, "the server never stopped accepting"
+    for call in refused:
+        assert call.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), call
+        assert call.ended > signalled, call
+    # Each client ended on UNAVAILABLE: the server no longer accepts anything.
+    assert load.last_codes == [grpc.StatusCode.UNAVAILABLE] * len(clients)
+
+
+# -- health and reflection -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("service", ["", "liveness", "readiness", SERVICE])
+def test_health_reports_serving(grpc_target, service):
+    """Design section 6: the standard health service answers for every probe name."""
+    with grpc.insecure_channel(grpc_target) as channel:
+        answer = health(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+    assert answer.status == SERVING
+
+
+def test_health_does_not_know_other_services(grpc_target):
+    with grpc.insecure_channel(grpc_target) as channel, pytest.raises(grpc.RpcError) as unknown:
+        health(channel).Check(
+            health_pb2.HealthCheckRequest(service="cardrules.crates.v1.CratesService"), timeout=10
+        )
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_reflection_lists_and_describes_the_services(grpc_target):
+    """Design section 6: server reflection, so grpcurl and friends need no proto files."""
+    with grpc.insecure_channel(grpc_target) as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)
+        services = set(database.get_services())
+        assert {SERVICE, HEALTH} <= services
+        described = DescriptorPool(database).FindServiceByName(SERVICE)
+        assert [m.name for m in described.methods] == [
+            "NewGame",
+            "LegalMoves",
+            "Play",
+            "Score",
+            "GetView",
+        ]
+        assert described.methods_by_name["Play"].input_type.full_name == (
+            "cardrules.krypkasino.v1.PlayRequest"
+        )
+
+
+# -- token compatibility across releases --------------------------------------------------
+
+
+def load_fixture() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(FIXTURE.read_text())
+    return document
+
+
+def recorded(live: dict[str, Any], fixture: dict[str, Any]) -> dict[str, Any]:
+    """``live`` restricted to the fields the fixture recorded: later releases may add fields."""
+    return {name: live.get(name) for name in fixture}
+
+
+def as_dict(message: Any) -> dict[str, Any]:
+    found: dict[str, Any] = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return found
+
+
+def test_a_token_committed_by_this_release_opens_and_plays_to_the_end():
+    """Issue 3: tokens survive rolling upgrades. Never regenerate the fixture to pass."""
+    fixture = load_fixture()
+    state = base64.b64decode(fixture["state"])
+    tokens = [base64.b64decode(token) for token in fixture["seat_tokens"]]
+    seat = fixture["seat_to_move"]
+    config = json_format.ParseDict(fixture["config"], pb.GameConfig())
+    decks = [parse_cards(deck) for deck in fixture["decks"]]
+    engine, _ = open_game(codec.config_from_proto(config), seed=fixture["seed"], decks=decks)
+    for move in fixture["moves_played"]:
+        engine, _ = play(engine, engine.turn, Move.parse(move))
+
+    with running(keys=fixture["key"]) as server, krypkasino(server.target) as stub:
+        public = as_dict(stub.GetView(pb.GetViewRequest(state=state)).view)
+        assert recorded(public, fixture["public_view"]) == fixture["public_view"]
+        assert public["game_id"] == fixture["game_id"]
+        own = as_dict(
+            stub.GetView(pb.GetViewRequest(state=state, seat=seat, seat_token=tokens[seat])).view
+        )
+        assert recorded(own, fixture["seat_view"]) == fixture["seat_view"]
+        legal = as_dict(
+            stub.LegalMoves(pb.LegalMovesRequest(state=state, seat=seat, seat_token=tokens[seat]))
+        )["moves"]
+        expected = fixture["legal_moves"]["moves"]
+        assert len(legal) == len(expected)
+        assert [
+            recorded(move, want) for move, want in zip(legal, expected, strict=True)
+        ] == expected
+
+        game = Game(state, tokens, pb.View(turn=seat, move_number=engine.move_number), engine)
+        play_on(game, lambda: stub, lambda n: n - 1)
+        final = stub.Score(pb.ScoreRequest(state=game.state))
+        assert final.game_over and final == codec.score_to_proto(score(game.engine))
+
+
+def test_the_fixture_is_sealed_under_its_own_test_key():
+    fixture = load_fixture()
+    assert sealed_under(base64.b64decode(fixture["state"])) == key_id(fixture["key"])
+    assert fixture["schema_version"] == 1 and len(fixture["seat_tokens"]) == 4
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+def test_environment_variables_alone_configure_the_server():
+    """Design section 6: ``CARDRULES_*`` variables, no flags."""
+    port, http_port, metrics_port = free_port(), free_port(), free_port()
+    env = {
+        "CARDRULES_HOST": "127.0.0.1",
+        "CARDRULES_GRPC_PORT": str(port),
+        "CARDRULES_HTTP_PORT": str(http_port),
+        "CARDRULES_METRICS_PORT": str(metrics_port),
+        "CARDRULES_GRACE_SECONDS": "3",
+        "CARDRULES_MAX_REQUEST_BYTES": "2048",
+    }
+    server = start_server(env=env, loopback_flags=False)
+    try:
+        listening = server.log_events("listening")[0]
+        assert listening["grpc"] == f"127.0.0.1:{port}" and server.grpc_port == port
+        assert server.http_port == http_port
+        server.wait_for_logs("metrics")
+        assert server.metrics_port == metrics_port
+        assert new_games_handled(metric_samples(server.metrics_url)) == 0
+        with krypkasino(server.target) as stub:
+            game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+            assert stub.Score(pb.ScoreRequest(state=game.state)).totals == [0, 0]
+            with pytest.raises(grpc.RpcError) as too_big:
+                stub.GetView(pb.GetViewRequest(state=bytes(4096)))
+            assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert new_games_handled(metric_samples(server.metrics_url)) == 1
+    except BaseException:
+        server.kill()
+        raise
+    assert server.terminate() == 0
+    assert server.log_events("draining")[0]["grace_seconds"] == 3
+
+
+def test_a_flag_wins_over_its_environment_variable():
+    with running(("--workers", "1"), {"CARDRULES_WORKERS": "abc"}) as server:
+        assert len(server.log_events("listening")) == 1
+
+
+def serve_and_fail(env: dict[str, str], keys: str) -> subprocess.CompletedProcess[str]:
+    """Run ``cardrules serve`` expecting it to refuse its configuration."""
+    environ = server_environment(env, keys)
+    return subprocess.run(
+        [CARDRULES, "serve", "--host", "127.0.0.1", "--grpc-port", "0", "--metrics-port", "0"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("CARDRULES_WORKERS", "abc"),
+        ("CARDRULES_WORKERS", "0"),
+        ("CARDRULES_MAX_REQUEST_BYTES", "-1"),
+        ("CARDRULES_GRACE_SECONDS", "soon"),
+        ("CARDRULES_LOG_FORMAT", "xml"),
+        ("CARDRULES_PLAIN_STATE", "maybe"),
+    ],
+)
+def test_a_bad_environment_value_exits_2_with_one_line_naming_it(variable, value):
+    result = serve_and_fail({variable: value}, TEST_KEY)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cardrules: error: "), result.stderr
+    assert variable in lines[0]
+
+
+@pytest.mark.parametrize("bad", ["c2VjcmV0LWtleS10b28tc2hvcnQ=", "th1s-is-N0T*base64!"])
+def test_a_bad_state_key_exits_2_without_echoing_any_key(bad):
+    good = KeyRing.generate_key_text()
+    result = serve_and_fail({}, f"{good},{bad}")
+    assert result.returncode == 2
+    output = result.stdout + result.stderr
+    assert "key 2" in output
+    for secret in (good, bad, good.rstrip("="), bad.rstrip("=")):
+        assert secret not in output
+    assert "listening" not in output

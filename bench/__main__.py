@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import captures, deals, legal_moves
+from bench import captures, deals, http, legal_moves
 from bench.common import Json, note, render_targets
 
 DEFAULT_COMMAND = "engine"
@@ -136,6 +136,11 @@ def run_grpc(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Command] = {
     "engine": Command(
         "engine benchmarks: legal_moves, captures, deals", configure_engine, run_engine
+    ),
+    "http": Command(
+        "Play over HTTP/JSON beside gRPC on one server: requests/s, p50, p99",
+        http.configure,
+        http.run,
     ),
     "grpc": Command(
         "gRPC: Play beside an echo call, CPU per Play, token size, workers 1 and 2",

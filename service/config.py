@@ -1,8 +1,8 @@
 """Server configuration from flags and ``CARDRULES_*`` environment variables (design section 6).
 
 A flag wins over its environment variable, which wins over the embedded
-default. The defaults run a one-machine server: gRPC on 50051, metrics on
-9464, one worker, an ephemeral state key.
+default. The defaults run a one-machine server: gRPC on 50051, HTTP/JSON on
+8080, metrics on 9464, one worker, an ephemeral state key, no CORS origins.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from service.http_cors import parse_origins
 
 ENV_PREFIX = "CARDRULES_"
 LOG_FORMATS = ("auto", "json", "console")
@@ -25,6 +27,7 @@ class ServerConfig:
 
     host: str = "0.0.0.0"
     grpc_port: int = 50051
+    http_port: int = 8080
     metrics_port: int = 9464
     workers: int = 1
     state_keys: str | None = None
@@ -33,12 +36,14 @@ class ServerConfig:
     log_level: str = "info"
     max_request_bytes: int = 64 * 1024
     grace_seconds: float = 10.0
+    cors_origins: tuple[str, ...] = ()
 
 
 # flag name -> (ServerConfig field, help). The env var is CARDRULES_ + FIELD upper-cased.
 _OPTIONS: dict[str, tuple[str, str]] = {
     "--host": ("host", "address to listen on"),
     "--grpc-port": ("grpc_port", "gRPC port"),
+    "--http-port": ("http_port", "HTTP/JSON gateway port (0 = any free port)"),
     "--metrics-port": ("metrics_port", "Prometheus metrics port (0 = off)"),
     "--workers": ("workers", "worker processes sharing the ports (one per core)"),
     "--state-keys": (
@@ -52,6 +57,11 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--log-level": ("log_level", "debug, info, warning or error"),
     "--max-request-bytes": ("max_request_bytes", "largest request accepted"),
     "--grace-seconds": ("grace_seconds", "how long SIGTERM waits for in-flight requests"),
+    "--cors-origins": (
+        "cors_origins",
+        "comma-separated browser origins allowed to call the HTTP gateway, e.g. "
+        "https://play.example.com (default: none; * allows any)",
+    ),
 }
 
 
@@ -125,6 +135,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         values["host"] = host[1]
     for name, low, high in (
         ("grpc_port", 0, 65535),
+        ("http_port", 0, 65535),
         ("metrics_port", 0, 65535),
         ("workers", 1, 64),
         ("max_request_bytes", 1024, 64 * 1024 * 1024),
@@ -133,6 +144,11 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             values[name] = _int(*item, low, high)
     if (item := raw("grace_seconds")) is not None:
         values["grace_seconds"] = _seconds(*item)
+    if (item := raw("cors_origins")) is not None:
+        try:
+            values["cors_origins"] = parse_origins(item[1])
+        except ValueError as error:
+            raise ConfigValueError(f"{item[0]}: {error}") from None
     if (item := raw("log_format")) is not None:
         values["log_format"] = _choice(*item, LOG_FORMATS)
     if (item := raw("log_level")) is not None:

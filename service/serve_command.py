@@ -22,8 +22,8 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     serve = subparsers.add_parser(
         "serve",
-        help="run the gRPC service",
-        description="Run the cardrules gRPC service. Every flag can also be set with the "
+        help="run the gRPC and HTTP/JSON service",
+        description="Run the cardrules service: gRPC, the HTTP/JSON gateway and metrics. Every flag can also be set with the "
         "CARDRULES_* environment variable shown in brackets.",
     )
     add_server_arguments(serve)
@@ -43,6 +43,10 @@ def run_serve(args: argparse.Namespace) -> int:
     if config.workers > 1:
         if config.grpc_port == 0:
             print("cardrules: error: --workers needs a fixed --grpc-port", file=sys.stderr)
+            return 2
+        if config.http_port == 0:
+            # Each worker would get a port of its own instead of sharing one.
+            print("cardrules: error: --workers needs a fixed --http-port", file=sys.stderr)
             return 2
         _prepare_multiprocess_dir()
     from service.server import serve

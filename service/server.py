@@ -1,10 +1,11 @@
-"""The server process: gRPC with health and reflection, metrics, workers, draining
-(design section 6).
+"""The server process: gRPC with health and reflection, the HTTP/JSON gateway,
+metrics, workers, draining (design section 6).
 
 With ``--workers N`` the supervisor forks N workers before any server
-starts; each binds the same port with SO_REUSEPORT and the kernel spreads
-connections. The supervisor serves the metrics of all workers (prometheus
-multiprocess mode) and forwards SIGTERM. The multiprocess directory must be
+starts; each binds the same ports (gRPC and HTTP) with SO_REUSEPORT and the
+kernel spreads connections. gRPC and HTTP share one asyncio loop, one API
+object and one ``CallRunner`` per process. The supervisor serves the metrics
+of all workers (prometheus multiprocess mode) and forwards SIGTERM. The multiprocess directory must be
 chosen before ``prometheus_client`` is first imported, which is why
 ``service.serve_command`` imports this module only after setting it.
 """
@@ -27,6 +28,8 @@ from prometheus_client import CollectorRegistry
 from service.calls import CallRunner
 from service.config import ServerConfig
 from service.grpc_service import KrypkasinoServicer
+from service.http_cors import CorsPolicy
+from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
 from service.logs import configure_logging, get_logger
 from service.metrics import (
@@ -35,6 +38,7 @@ from service.metrics import (
     start_metrics_http,
     worker_exited,
 )
+from service.openapi import SERVICES, served_document
 from service.tokens import KeyRing, SeatTokens, StateSealer
 
 HEALTH_SERVICES = ("", "liveness", "readiness", SERVICE_NAME)
@@ -70,13 +74,17 @@ def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
 
 
 async def serve_grpc(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> int:
-    """Run one gRPC server until SIGTERM or SIGINT, then drain; returns the exit status."""
+    """Run the gRPC server and the HTTP gateway until SIGTERM or SIGINT, then drain both.
+
+    Returns the exit status.
+    """
     options = [("grpc.max_receive_message_length", config.max_request_bytes)]
     options.append(("grpc.so_reuseport", 1 if config.workers > 1 else 0))
     server = grpc.aio.server(options=options)
     api = build_api(config, keys, metrics)
+    runner = CallRunner(metrics)
     krypkasino_pb2_grpc.add_KrypkasinoServiceServicer_to_server(
-        KrypkasinoServicer(api, CallRunner(metrics)), server
+        KrypkasinoServicer(api, runner), server
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -94,6 +102,9 @@ async def serve_grpc(config: ServerConfig, keys: KeyRing, metrics: ServiceMetric
     except RuntimeError as error:
         _log.error("cannot listen", address=address, error=str(error))
         return 1
+    http = await _start_gateway(config, api, runner)
+    if http is None:
+        return 1
     await server.start()
     for name in HEALTH_SERVICES:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -101,14 +112,46 @@ async def serve_grpc(config: ServerConfig, keys: KeyRing, metrics: ServiceMetric
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    _log.info("listening", grpc=f"{config.host}:{port}", grpc_port=port, pid=os.getpid())
+    _log.info(
+        "listening",
+        grpc=f"{config.host}:{port}",
+        grpc_port=port,
+        http=f"{config.host}:{http.port}",
+        http_port=http.port,
+        pid=os.getpid(),
+    )
     await stop.wait()
     _log.info("draining", grace_seconds=config.grace_seconds, pid=os.getpid())
     for name in DRAINED_ON_SHUTDOWN:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    await server.stop(config.grace_seconds)
+    await asyncio.gather(server.stop(config.grace_seconds), http.stop())
     _log.info("stopped", pid=os.getpid())
     return 0
+
+
+async def _start_gateway(
+    config: ServerConfig, api: KrypkasinoApi, runner: CallRunner
+) -> HttpServer | None:
+    """The HTTP/JSON gateway on ``config.http_port``; None (logged) if it cannot listen."""
+    gateway = HttpGateway(
+        api,
+        runner,
+        SERVICES,
+        max_request_bytes=config.max_request_bytes,
+        cors=CorsPolicy(config.cors_origins),
+        openapi=served_document(),
+    )
+    try:
+        return await start_http(
+            gateway,
+            config.host,
+            config.http_port,
+            reuse_port=config.workers > 1,
+            grace_seconds=config.grace_seconds,
+        )
+    except OSError as error:
+        _log.error("cannot listen", address=f"{config.host}:{config.http_port}", error=str(error))
+        return None
 
 
 def serve(config: ServerConfig) -> int:

@@ -1,0 +1,276 @@
+"""``python -m bench http``: ``Play`` over HTTP/JSON beside ``Play`` over gRPC, one server.
+
+One ``cardrules serve`` (one worker, request logging on, as in production)
+answers both transports. The request stream is seeded: ``Play`` requests
+taken from random games of 2 to 6 players, played once over gRPC at set-up,
+so every request is a real, legal move. Each round sends the whole stream
+once per transport from ``--clients`` concurrent clients, each on a
+connection of its own (a gRPC channel, an HTTP keep-alive connection); the
+order of the transports alternates between rounds. Per round: requests per
+second and client-side latency p50/p99; the report gives the medians over
+the rounds. Client and server share the machine, so the figures compare the
+transports, they do not size a deployment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import grpc
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
+from google.protobuf import json_format
+
+from bench.common import Json, median, note, percentile, table
+from service.tokens import KeyRing
+
+CARDRULES = str(Path(sys.executable).parent / "cardrules")
+TRANSPORTS = ("grpc", "http")
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    clients: int
+    requests: int
+    rounds: int
+    games: int
+    moves: int
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
+    parser.add_argument(
+        "--requests", type=int, help="Play requests per round and transport (default 3000)"
+    )
+    parser.add_argument("--rounds", type=int, help="measured rounds (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the request stream")
+
+
+def sizes(args: argparse.Namespace) -> Sizes:
+    quick = bool(args.quick)
+    return Sizes(
+        clients=args.clients,
+        requests=args.requests or (100 if quick else 3000),
+        rounds=args.rounds or (2 if quick else 5),
+        games=4 if quick else 20,
+        moves=40,
+    )
+
+
+# -- the server ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ports:
+    grpc: int
+    http: int
+
+
+@contextmanager
+def server() -> Iterator[Ports]:
+    """A ``cardrules serve`` on free loopback ports, its log in a temporary file."""
+    with tempfile.TemporaryDirectory(prefix="cardrules-bench-") as folder:
+        log_path = Path(folder) / "server.log"
+        with log_path.open("w") as log:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CARDRULES_")}
+            env["CARDRULES_STATE_KEYS"] = KeyRing.generate_key_text()
+            env["CARDRULES_LOG_FORMAT"] = "json"
+            command = [CARDRULES, "serve", "--host", "127.0.0.1", "--grpc-port", "0"]
+            command += ["--http-port", "0", "--metrics-port", "0"]
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                yield _wait_listening(log_path, process)
+            finally:
+                process.terminate()
+                process.wait(30)
+
+
+def _wait_listening(log_path: Path, process: subprocess.Popen[bytes]) -> Ports:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and process.poll() is None:
+        for raw in log_path.read_text().splitlines():
+            line = json.loads(raw) if raw.startswith("{") else {}
+            if line.get("event") == "listening":
+                return Ports(int(line["grpc_port"]), int(line["http_port"]))
+        time.sleep(0.05)
+    raise RuntimeError(f"the server did not start: {log_path.read_text()}")
+
+
+# -- the request stream ----------------------------------------------------------------
+
+
+def request_stream(port: int, games: int, moves: int, seed: int) -> list[pb.PlayRequest]:
+    """Legal ``Play`` requests from seeded random games (2 to 6 players)."""
+    choose = random.Random(seed)
+    stream: list[pb.PlayRequest] = []
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+        for game in range(games):
+            config = pb.GameConfig(players=2 + game % 5)
+            started = stub.NewGame(pb.NewGameRequest(config=config, seed=seed + game))
+            state, tokens, view = started.state, started.seat_tokens, started.view
+            for _ in range(moves):
+                if not view.HasField("turn"):
+                    break
+                seat = view.turn
+                legal = stub.LegalMoves(
+                    pb.LegalMovesRequest(state=state, seat=seat, seat_token=tokens[seat])
+                ).moves
+                request = pb.PlayRequest(
+                    state=state, seat=seat, seat_token=tokens[seat], move=choose.choice(legal).move
+                )
+                stream.append(request)
+                played = stub.Play(request)
+                state, view = played.state, played.view
+    choose.shuffle(stream)
+    return stream
+
+
+# -- load --------------------------------------------------------------------------------
+
+Call = Callable[[int], Awaitable[bool]]
+
+
+async def _load(calls: list[Call], requests: int) -> Json:
+    """Send ``requests`` calls from ``len(calls)`` concurrent clients; figures of the round."""
+    latencies: list[int] = []
+    failures = 0
+    counter = iter(range(requests))
+
+    async def client(call: Call) -> None:
+        nonlocal failures
+        for index in counter:
+            start = time.perf_counter_ns()
+            ok = await call(index)
+            latencies.append(time.perf_counter_ns() - start)
+            failures += not ok
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(call) for call in calls))
+    seconds = time.perf_counter() - started
+    ordered = sorted(latencies)
+    return {
+        "requests": len(ordered),
+        "failures": failures,
+        "rps": round(len(ordered) / seconds, 1),
+        "p50_us": round(percentile(ordered, 0.50) / 1000, 1),
+        "p99_us": round(percentile(ordered, 0.99) / 1000, 1),
+    }
+
+
+async def _measure(
+    ports: Ports, stream: list[pb.PlayRequest], size: Sizes
+) -> dict[str, list[Json]]:
+    bodies = [json_format.MessageToJson(r, indent=None).encode() for r in stream]
+    url = f"http://127.0.0.1:{ports.http}/v1/krypkasino:play"
+    headers = {"Content-Type": "application/json"}
+    channels = [
+        grpc.aio.insecure_channel(f"127.0.0.1:{ports.grpc}", options=OWN_CONNECTION)
+        for _ in range(size.clients)
+    ]
+    sessions = [
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) for _ in range(size.clients)
+    ]
+    try:
+
+        def grpc_call(channel: grpc.aio.Channel) -> Call:
+            stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+
+            async def call(index: int) -> bool:
+                try:
+                    await stub.Play(stream[index % len(stream)], timeout=10)
+                except grpc.RpcError:
+                    return False
+                return True
+
+            return call
+
+        def http_call(session: aiohttp.ClientSession) -> Call:
+            async def call(index: int) -> bool:
+                body = bodies[index % len(bodies)]
+                async with session.post(url, data=body, headers=headers) as response:
+                    await response.read()
+                    return response.status == 200
+
+            return call
+
+        calls = {
+            "grpc": [grpc_call(channel) for channel in channels],
+            "http": [http_call(session) for session in sessions],
+        }
+        for transport in TRANSPORTS:  # warm-up: connections, caches, the JIT-less interpreter
+            await _load(calls[transport], max(50, size.requests // 10))
+        rounds: dict[str, list[Json]] = {transport: [] for transport in TRANSPORTS}
+        for number in range(size.rounds):
+            order = TRANSPORTS if number % 2 == 0 else TRANSPORTS[::-1]
+            for transport in order:
+                rounds[transport].append(await _load(calls[transport], size.requests))
+                note(f"round {number + 1} {transport}: {rounds[transport][-1]}")
+        return rounds
+    finally:
+        for session in sessions:
+            await session.close()
+        for channel in channels:
+            await channel.close()
+
+
+def summarize(rounds: dict[str, list[Json]]) -> Json:
+    """Medians over the rounds per transport, and HTTP relative to gRPC."""
+    result: Json = {}
+    for transport, figures in rounds.items():
+        result[transport] = {
+            key: round(median([f[key] for f in figures]), 1) for key in ("rps", "p50_us", "p99_us")
+        }
+        result[transport]["failures"] = sum(f["failures"] for f in figures)
+    result["http_to_grpc_rps"] = round(result["http"]["rps"] / result["grpc"]["rps"], 2)
+    return result
+
+
+def render(size: Sizes, stream: int, summary: Json) -> str:
+    rows = [
+        (t, summary[t]["rps"], summary[t]["p50_us"], summary[t]["p99_us"], summary[t]["failures"])
+        for t in TRANSPORTS
+    ]
+    heading = (
+        f"Play over gRPC and HTTP/JSON, one server process: {size.clients} clients, "
+        f"{size.requests} requests x {size.rounds} rounds per transport, "
+        f"{stream} distinct requests (medians over rounds)"
+    )
+    text = table(("transport", "requests/s", "p50 µs", "p99 µs", "failures"), rows)
+    return f"{heading}\n{text}\nHTTP/gRPC throughput: {summary['http_to_grpc_rps']}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from bench.__main__ import finish, meta  # the command registry imports this module
+
+    size = sizes(args)
+    with server() as ports:
+        stream = request_stream(ports.grpc, size.games, size.moves, args.seed)
+        note(f"{len(stream)} Play requests from {size.games} seeded games")
+        rounds = asyncio.run(_measure(ports, stream, size))
+    summary = summarize(rounds)
+    print(render(size, len(stream), summary), flush=True)
+    report: Json = {
+        "command": "http",
+        "meta": meta(),
+        "params": {**size.__dict__, "seed": args.seed, "stream": len(stream)},
+        "rounds": rounds,
+        "summary": summary,
+    }
+    finish(report, args.json)
+    failures = summary["grpc"]["failures"] + summary["http"]["failures"]
+    return 1 if failures else 0

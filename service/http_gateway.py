@@ -1,0 +1,343 @@
+"""The HTTP/JSON face of the API on aiohttp (design sections 3, 5 and 6).
+
+Routes come from the ``google.api.http`` annotations (``service.http_routes``);
+every call on a route goes through the same ``CallRunner`` as gRPC, with
+``transport="http"``, so it is counted under the same go-grpc-prometheus
+series and logged in the same one line per request. Refusals are the
+``google.rpc.Status`` as JSON with the standard HTTP mapping of its code;
+what only HTTP can get wrong has a reason of its own:
+
+=========================  ======  ====================  =======================
+reason                     HTTP    code                  when
+=========================  ======  ====================  =======================
+``NOT_FOUND_ROUTE``        404     ``NOT_FOUND``         no route has this path
+``METHOD_NOT_ALLOWED``     405     ``UNIMPLEMENTED``     the path has no route for the method
+``UNSUPPORTED_MEDIA_TYPE`` 415     ``INVALID_ARGUMENT``  a body that is not ``application/json``
+``REQUEST_TOO_LARGE``      413     ``RESOURCE_EXHAUSTED`` a body over ``--max-request-bytes``
+``JSON_INVALID``           400     ``INVALID_ARGUMENT``  malformed JSON, an unknown field, a bad value
+=========================  ======  ====================  =======================
+
+The last three happen on a route, so they pass through the ``CallRunner`` too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from aiohttp import web
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
+
+from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, request_id_from
+from service.errors import HTTP_STATUS, ServiceError
+from service.http_cors import CorsPolicy
+from service.http_json import message_json, parse_request, status_json
+from service.http_routes import Route, routes
+from service.logs import get_logger, request_log_fields
+from service.metrics import code_label
+
+JSON_TYPE = "application/json"
+OPENAPI_PATH = "/openapi.json"
+TRANSPORT = "http"
+
+NOT_FOUND_ROUTE = "NOT_FOUND_ROUTE"
+METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+
+# Protocol refusals whose HTTP status is more precise than the mapping of their code.
+_HTTP_STATUS_OF_REASON = {
+    METHOD_NOT_ALLOWED: 405,
+    UNSUPPORTED_MEDIA_TYPE: 415,
+    REQUEST_TOO_LARGE: 413,
+}
+_ECHOED_CHARS = 120
+_READ_CHUNK = 16 * 1024
+
+Handler = Callable[[Any, CallInfo], Message]
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    route: Route
+    handler: Handler
+
+
+class RouteConflictError(ValueError):
+    """Two annotations claim one method and path, or a route has no API method."""
+
+
+def http_status(error: ServiceError) -> int:
+    """The HTTP status of a refusal: the standard mapping of its code (design section 5)."""
+    specific = _HTTP_STATUS_OF_REASON.get(error.reason)
+    code: Any = error.code.value[0]  # a google.rpc.Code number
+    return specific if specific is not None else HTTP_STATUS[code]
+
+
+def _refusal(code: grpc.StatusCode, reason: str, message: str, **metadata: str) -> ServiceError:
+    return ServiceError(code, reason, message, metadata)
+
+
+class HttpGateway:
+    """Serves the annotated RPCs of ``services`` from ``api`` as HTTP/JSON."""
+
+    def __init__(
+        self,
+        api: object,
+        runner: CallRunner,
+        services: Sequence[ServiceDescriptor],
+        *,
+        max_request_bytes: int,
+        cors: CorsPolicy,
+        openapi: bytes,
+    ) -> None:
+        self._runner = runner
+        self._max_request_bytes = max_request_bytes
+        self._cors = cors
+        self._openapi = openapi
+        self._log = get_logger("cardrules.requests")
+        self._table: dict[str, dict[str, _Bound]] = {}
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._draining = False
+        for service in services:
+            for route in routes(service):
+                self._add(route, api)
+
+    def _add(self, route: Route, api: object) -> None:
+        handler = getattr(api, route.handler_name, None)
+        if not callable(handler):
+            raise RouteConflictError(
+                f"{route.service}/{route.method} is annotated but "
+                f"{type(api).__name__} has no method {route.handler_name}"
+            )
+        by_method = self._table.setdefault(route.path, {})
+        if route.http_method in by_method or route.path == OPENAPI_PATH:
+            raise RouteConflictError(f"{route.http_method} {route.path} is bound twice")
+        by_method[route.http_method] = _Bound(route, handler)
+
+    @property
+    def routes(self) -> list[Route]:
+        """Every bound route, for documentation and tests."""
+        return [bound.route for by_method in self._table.values() for bound in by_method.values()]
+
+    def application(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Every request, counted while in flight so that a drain can wait for it."""
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            response = await self._respond(request)
+            if self._draining:
+                response.force_close()  # the client reconnects, to a replica still serving
+            return response
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+
+    async def drain(self, timeout: float) -> None:
+        """Wait until no request is in flight (a body still arriving included), at most ``timeout``."""
+        self._draining = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+
+    async def _respond(self, request: web.Request) -> web.StreamResponse:
+        request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+        origin = request.headers.get("Origin")
+        headers = {"X-Request-Id": request_id, **self._cors.response_headers(origin)}
+        path = request.path
+        if path == OPENAPI_PATH:
+            methods: Sequence[str] = ("GET", "HEAD")
+            by_method: Mapping[str, _Bound] = {}
+        else:
+            by_method = self._table.get(path, {})
+            methods = sorted(by_method)
+        if not methods:
+            refusal = _refusal(
+                grpc.StatusCode.NOT_FOUND,
+                NOT_FOUND_ROUTE,
+                "no route for this path",
+                path=path[:_ECHOED_CHARS],
+            )
+            return self._unrouted(request, request_id, refusal, headers)
+        allow = ", ".join((*methods, "OPTIONS"))
+        if request.method == "OPTIONS":
+            preflight = self._cors.preflight_headers(origin, request.headers, methods)
+            headers = {"X-Request-Id": request_id, **preflight, "Allow": allow}
+            return web.Response(status=204, headers=headers)
+        if request.method not in methods:
+            refusal = _refusal(
+                grpc.StatusCode.UNIMPLEMENTED,
+                METHOD_NOT_ALLOWED,
+                f"{request.method} is not allowed here; use {' or '.join(methods)}",
+                method=request.method[:_ECHOED_CHARS],
+            )
+            return self._unrouted(request, request_id, refusal, {**headers, "Allow": allow})
+        if path == OPENAPI_PATH:
+            return web.Response(body=self._openapi, content_type=JSON_TYPE, headers=headers)
+        bound = by_method[request.method]
+        payload = await self._read_body(request)
+        outcome = self._runner.run(
+            bound.route.service,
+            bound.route.method,
+            TRANSPORT,
+            request_id,
+            lambda body, info: _call(bound, body, info),
+            payload,
+            _peer(request),
+        )
+        if outcome.error is not None:
+            return self._error_response(outcome.error, headers)
+        assert outcome.response is not None
+        return web.Response(
+            body=message_json(outcome.response), content_type=JSON_TYPE, headers=headers
+        )
+
+    async def _read_body(self, request: web.Request) -> bytes | ServiceError:
+        """The body, or the refusal the ``CallRunner`` will raise for it."""
+        content_type = request.headers.get("Content-Type")
+        if content_type is not None and not _is_json(content_type):
+            return _refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                UNSUPPORTED_MEDIA_TYPE,
+                f"the body must be {JSON_TYPE} (UTF-8)",
+                content_type=content_type[:_ECHOED_CHARS],
+            )
+        limit = self._max_request_bytes
+        too_large = _refusal(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            REQUEST_TOO_LARGE,
+            f"the body is larger than {limit} bytes",
+            limit=str(limit),
+        )
+        if request.content_length is not None and request.content_length > limit:
+            return too_large
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_chunked(_READ_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                return too_large
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        if content_type is None and body.strip():
+            return _refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                UNSUPPORTED_MEDIA_TYPE,
+                f"a body needs Content-Type: {JSON_TYPE}",
+            )
+        return body
+
+    def _error_response(self, error: ServiceError, headers: Mapping[str, str]) -> web.Response:
+        return web.Response(
+            status=http_status(error),
+            body=status_json(error),
+            content_type=JSON_TYPE,
+            headers=headers,
+        )
+
+    def _unrouted(
+        self,
+        request: web.Request,
+        request_id: str,
+        error: ServiceError,
+        headers: Mapping[str, str],
+    ) -> web.Response:
+        """A request no RPC sees still gets its one log line (design section 6)."""
+        fields = request_log_fields(
+            request_id=request_id,
+            method=f"{request.method[:16]} {request.path[:_ECHOED_CHARS]}",
+            code=code_label(error.code),
+            duration_ms=0.0,
+            game_id=None,
+            transport=TRANSPORT,
+            peer=_peer(request),
+        )
+        self._log.info("request", reason=error.reason, **fields)
+        return self._error_response(error, headers)
+
+
+def _call(bound: _Bound, body: bytes | ServiceError, info: CallInfo) -> Message:
+    """Inside the ``CallRunner``: so protocol refusals on a route are counted and logged too."""
+    if isinstance(body, ServiceError):
+        raise body
+    return bound.handler(parse_request(body, bound.route.request_class), info)
+
+
+def _is_json(content_type: str) -> bool:
+    media_type, _, parameters = content_type.partition(";")
+    if media_type.strip().lower() != JSON_TYPE:
+        return False
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() != "utf-8":
+            return False
+    return True
+
+
+def _peer(request: web.Request) -> str | None:
+    """``ipv4:127.0.0.1:50123``, spelled as gRPC spells its peers."""
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    if not isinstance(peer, tuple) or len(peer) < 2:
+        return None
+    host, port = peer[0], peer[1]
+    return f"ipv6:[{host}]:{port}" if ":" in str(host) else f"ipv4:{host}:{port}"
+
+
+# aiohttp's own shutdown stops reading request bodies at once, so the drain
+# waits for requests in flight first; this is only for a handler still stuck then.
+_FINAL_SHUTDOWN_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class HttpServer:
+    """A started gateway: its port, and ``stop`` for the SIGTERM drain (design section 6)."""
+
+    gateway: HttpGateway
+    runner: web.AppRunner
+    port: int
+    grace_seconds: float
+
+    async def stop(self) -> None:
+        """Stop accepting, let requests in flight finish within the grace period, close."""
+        for site in list(self.runner.sites):
+            await site.stop()
+        await self.gateway.drain(self.grace_seconds)
+        await self.runner.cleanup()
+
+
+async def start_http(
+    gateway: HttpGateway, host: str, port: int, *, reuse_port: bool, grace_seconds: float
+) -> HttpServer:
+    """Listen on ``host:port`` (0 = any free port) in the running event loop."""
+    runner = web.AppRunner(
+        gateway.application(), access_log=None, shutdown_timeout=_FINAL_SHUTDOWN_SECONDS
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return HttpServer(gateway, runner, _bound_port(runner.addresses), grace_seconds)
+
+
+def _bound_port(addresses: Iterable[Any]) -> int:
+    for address in addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            port: int = address[1]
+            return port
+    raise RuntimeError("the HTTP site has no TCP address")

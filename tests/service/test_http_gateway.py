@@ -1,0 +1,315 @@
+"""The HTTP gateway in process, over real HTTP on loopback (issue 4, design sections 3 and 5).
+
+Routes derived from the annotations (a new annotated RPC is served with no
+gateway change; unservable annotations fail at start-up), the proto3 JSON
+parsing with the offending field named, the HTTP status of every code, and
+CORS. The server-level behaviour is in ``test_http_server.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.api import annotations_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+
+from service.calls import CallInfo, CallRunner
+from service.config import ServerConfig
+from service.errors import ServiceError, failed_precondition, invalid_argument, permission_denied
+from service.http_cors import CorsPolicy, parse_origins
+from service.http_gateway import HttpGateway, RouteConflictError, http_status, start_http
+from service.http_json import parse_request
+from service.http_routes import UnsupportedRouteError, routes, snake_case
+from service.openapi import SERVICES
+from service.server import build_api
+from service.tokens import KeyRing
+from tests.service.server_process import TEST_KEY
+
+Scenario = Callable[[aiohttp.ClientSession, str], Awaitable[None]]
+ORIGIN = "https://play.example"
+
+
+def krypkasino_gateway(cors: tuple[str, ...] = (), limit: int = 4096) -> HttpGateway:
+    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
+    return HttpGateway(
+        api,
+        CallRunner(None),
+        SERVICES,
+        max_request_bytes=limit,
+        cors=CorsPolicy(cors),
+        openapi=b'{"openapi": "3.1.0"}',
+    )
+
+
+def run(gateway: HttpGateway, scenario: Scenario) -> None:
+    """Serve ``gateway`` on a free loopback port for the length of ``scenario``."""
+
+    async def main() -> None:
+        server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=1)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await scenario(session, f"http://127.0.0.1:{server.port}")
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
+# -- routes from the annotations ------------------------------------------------------
+
+
+def test_the_routes_are_those_of_the_annotations_in_design_section_3():
+    gateway = krypkasino_gateway()
+    assert [(r.http_method, r.path, r.method, r.handler_name) for r in gateway.routes] == [
+        ("POST", "/v1/krypkasino:newGame", "NewGame", "new_game"),
+        ("POST", "/v1/krypkasino:legalMoves", "LegalMoves", "legal_moves"),
+        ("POST", "/v1/krypkasino:play", "Play", "play"),
+        ("POST", "/v1/krypkasino:score", "Score", "score"),
+        ("POST", "/v1/krypkasino:getView", "GetView", "get_view"),
+    ]
+    assert {r.service for r in gateway.routes} == {"cardrules.krypkasino.v1.KrypkasinoService"}
+    by_method = {r.method: r for r in gateway.routes}
+    assert by_method["Play"].request_class is pb.PlayRequest
+    assert by_method["Play"].response_class is pb.PlayResponse
+
+
+@pytest.mark.parametrize(
+    ("rpc", "handler"),
+    [
+        ("NewGame", "new_game"),
+        ("GetView", "get_view"),
+        ("LegalMoves", "legal_moves"),
+        ("Play", "play"),
+        ("GetHTTPStatus", "get_http_status"),
+        ("V2Thing", "v2_thing"),
+    ],
+)
+def test_snake_case_names_the_api_method_of_an_rpc(rpc, handler):
+    assert snake_case(rpc) == handler
+
+
+def echo_service(
+    path: str = "/v1/echo:pingPong", verb: str = "post", body: str = "*"
+) -> ServiceDescriptor:
+    """A service that exists nowhere in the code base, annotated like ours."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name=f"test/echo_{abs(hash((path, verb, body)))}.proto", package="test.v1", syntax="proto3"
+    )
+    request = file.message_type.add(name="PingRequest")
+    request.field.add(name="text_value", number=1, type=9, label=1, json_name="textValue")
+    request.field.add(name="times", number=2, type=3, label=1, json_name="times")
+    reply = file.message_type.add(name="PingResponse")
+    reply.field.add(name="echo", number=1, type=9, label=3, json_name="echo")
+    method = file.service.add(name="EchoService").method.add(
+        name="PingPong", input_type=".test.v1.PingRequest", output_type=".test.v1.PingResponse"
+    )
+    http: Any = annotations_pb2.http  # the stubs do not type it as an extension
+    rule = method.options.Extensions[http]
+    setattr(rule, verb, path)
+    rule.body = body
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return pool.FindServiceByName("test.v1.EchoService")
+
+
+class EchoApi:
+    def __init__(self, service: ServiceDescriptor) -> None:
+        method = service.methods_by_name["PingPong"]
+        self.reply_class = GetMessageClass(method.output_type)
+
+    def ping_pong(self, request: Any, info: CallInfo) -> Message:
+        if request.text_value == "refuse":
+            raise invalid_argument("ECHO_REFUSED", "no", "text_value")
+        return self.reply_class(echo=[request.text_value] * request.times)
+
+
+def test_a_newly_annotated_rpc_is_served_with_no_change_to_the_gateway():
+    service = echo_service()
+    gateway = HttpGateway(
+        EchoApi(service),
+        CallRunner(None),
+        [service],
+        max_request_bytes=1024,
+        cors=CorsPolicy(()),
+        openapi=b"{}",
+    )
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        async with session.post(
+            f"{url}/v1/echo:pingPong", json={"textValue": "hi", "times": "2"}
+        ) as r:
+            assert r.status == 200
+            assert await r.json() == {"echo": ["hi", "hi"]}
+        async with session.post(f"{url}/v1/echo:pingPong", json={"text_value": "refuse"}) as r:
+            assert r.status == 400
+            assert (await r.json())["details"][0]["reason"] == "ECHO_REFUSED"
+
+    run(gateway, scenario)
+
+
+def test_an_annotated_rpc_without_an_api_method_fails_at_start_up():
+    with pytest.raises(RouteConflictError, match="has no method ping_pong"):
+        HttpGateway(
+            object(),
+            CallRunner(None),
+            [echo_service()],
+            max_request_bytes=1024,
+            cors=CorsPolicy(()),
+            openapi=b"{}",
+        )
+
+
+@pytest.mark.parametrize(
+    ("path", "verb", "body", "complaint"),
+    [
+        ("/v1/echo/{text_value}", "post", "*", "literal paths"),
+        ("/v1/echo:ping", "get", "", 'body "\\*"'),
+        ("/v1/echo:ping", "post", "text_value", 'body "\\*"'),
+        ("v1/echo:ping", "post", "*", "literal paths"),
+    ],
+)
+def test_annotations_the_gateway_cannot_serve_fail_at_start_up(path, verb, body, complaint):
+    with pytest.raises(UnsupportedRouteError, match=complaint):
+        list(routes(echo_service(path, verb, body)))
+
+
+# -- proto3 JSON in ---------------------------------------------------------------------
+
+
+def violation(error: ServiceError) -> str:
+    assert error.reason == "JSON_INVALID"
+    (only,) = error.violations
+    return only.field
+
+
+def test_proto3_json_accepts_camel_case_proto_names_enum_numbers_and_int64_numbers():
+    camel = parse_request(
+        b'{"config": {"players": 4, "teams": "TEAM_MODE_PAIRS", "matchDeals": 2}, "seed": "7"}',
+        pb.NewGameRequest,
+    )
+    snake = parse_request(
+        b'{"config": {"players": 4, "teams": 2, "match_deals": 2}, "seed": 7}', pb.NewGameRequest
+    )
+    assert camel == snake
+    assert camel.config.teams == pb.TEAM_MODE_PAIRS and camel.seed == 7
+    assert camel.config.HasField("match_deals") and not camel.config.HasField("target_score")
+    assert parse_request(b"", pb.ScoreRequest) == pb.ScoreRequest()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"config": {"players": 2, "bogus": 1}}', "config.bogus"),
+        (b'{"cofnig": {}}', "cofnig"),
+        (b'{"config": {"rules": {"nordicScoring": "yes"}}}', "config.rules.nordic_scoring"),
+        (
+            b'{"decks": [{"cards": []}, {"cards": [{"rank": "RANK_ACE"}, {"rank": "X"}]}]}',
+            "decks[1].cards[1].rank",
+        ),
+        (b'{"seed": "-1"}', "seed"),
+        (b'{"seed": "seven"}', "seed"),
+        (b'{"config": {"players": 2.5}}', "config.players"),
+        (b'{"config": {"players": 2, "players": 3}}', "players"),
+        (b'{"config": "two players"}', "config"),
+    ],
+)
+def test_a_body_that_is_not_the_request_names_the_offending_field(body, field):
+    with pytest.raises(ServiceError) as refused:
+        parse_request(body, pb.NewGameRequest)
+    assert violation(refused.value) == field
+    assert refused.value.code.name == "INVALID_ARGUMENT"
+
+
+@pytest.mark.parametrize("body", [b"{", b"[1, 2]", b'"state"', b"\xff\xfe{}", b"null"])
+def test_a_body_that_is_no_json_object_is_refused_for_the_whole_body(body):
+    with pytest.raises(ServiceError) as refused:
+        parse_request(body, pb.ScoreRequest)
+    assert violation(refused.value) == ""
+
+
+# -- HTTP statuses ------------------------------------------------------------------------
+
+
+def test_refusals_take_the_standard_http_mapping_of_their_code():
+    assert http_status(invalid_argument("STATE_MISSING", "x", "state")) == 400
+    assert http_status(failed_precondition("NOT_YOUR_TURN", "x", rule="K4.4")) == 400
+    assert http_status(permission_denied("SEAT_TOKEN_INVALID", "x")) == 403
+
+
+# -- CORS -----------------------------------------------------------------------------------
+
+
+def test_origins_parse_from_a_comma_separated_list():
+    assert parse_origins(" https://a.example, http://b.example:8000/ ,") == (
+        "https://a.example",
+        "http://b.example:8000",
+    )
+    assert parse_origins("*") == ("*",)
+    assert parse_origins("") == ()
+    for bad in ("a.example", "ftp://a.example", "https://a.example/path", "https://"):
+        with pytest.raises(ValueError, match="not an origin"):
+            parse_origins(bad)
+
+
+def preflight_headers(origin: str, method: str = "POST") -> dict[str, str]:
+    return {
+        "Origin": origin,
+        "Access-Control-Request-Method": method,
+        "Access-Control-Request-Headers": "content-type",
+    }
+
+
+def test_cors_answers_allowed_origins_only():
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        async with session.options(score, headers=preflight_headers(ORIGIN)) as r:
+            assert r.status == 204
+            assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+            assert r.headers["Access-Control-Allow-Methods"] == "POST"
+            assert "Content-Type" in r.headers["Access-Control-Allow-Headers"]
+            assert r.headers["Vary"] == "Origin"
+        async with session.options(score, headers=preflight_headers("https://evil.example")) as r:
+            assert r.status == 204
+            assert "Access-Control-Allow-Origin" not in r.headers
+        async with session.options(score, headers=preflight_headers(ORIGIN, "DELETE")) as r:
+            assert "Access-Control-Allow-Origin" not in r.headers
+        async with session.post(score, json={}, headers={"Origin": ORIGIN}) as r:
+            assert r.status == 400  # a refusal is still readable by the allowed page
+            assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+            assert r.headers["Access-Control-Expose-Headers"] == "X-Request-Id"
+        async with session.post(score, json={}, headers={"Origin": "https://evil.example"}) as r:
+            assert "Access-Control-Allow-Origin" not in r.headers
+            assert r.headers["Vary"] == "Origin"
+
+    run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
+
+
+def test_no_cors_headers_without_configured_origins():
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        async with session.options(score, headers=preflight_headers(ORIGIN)) as r:
+            assert r.status == 204 and r.headers["Allow"] == "POST, OPTIONS"
+            assert not [h for h in r.headers if h.lower().startswith("access-control-")]
+        async with session.post(score, json={}, headers={"Origin": ORIGIN}) as r:
+            assert not [h for h in r.headers if h.lower().startswith("access-control-")]
+            assert "Vary" not in r.headers
+
+    run(krypkasino_gateway(), scenario)
+
+
+def test_any_origin_with_a_star():
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        async with session.get(f"{url}/openapi.json", headers={"Origin": ORIGIN}) as r:
+            assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == "*"
+            assert json.loads(await r.read()) == {"openapi": "3.1.0"}
+
+    run(krypkasino_gateway(cors=("*",)), scenario)

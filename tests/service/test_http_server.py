@@ -1,0 +1,420 @@
+"""The HTTP/JSON gateway of a real ``cardrules serve`` (issue 4, design sections 5 and 6).
+
+Same process and loop as gRPC: tokens cross transports, calls land in the
+same metrics series and request log lines (``transport: http``). Every
+refusal is the ``google.rpc.Status`` JSON with one ``ErrorInfo`` and the
+standard HTTP status. Configuration by flags and environment (port, CORS
+origins, request limit), ``--workers`` sharing the HTTP port, and the SIGTERM
+drain of an HTTP request in flight.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+import pytest
+from cardrules.cards.v1 import cards_pb2
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.service.server_process import (
+    CARDRULES,
+    ServerProcess,
+    free_port,
+    server_environment,
+    start_server,
+)
+
+SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
+ORIGIN = "https://play.example"
+
+
+def exchange(
+    url: str,
+    body: bytes | None = None,
+    *,
+    method: str = "POST",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], Any]:
+    """One HTTP request; the status, headers and JSON body, whatever the status."""
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    if body is not None and "Content-Type" not in (headers or {}):
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+def rpc(server: ServerProcess, name: str, body: dict[str, Any]) -> Any:
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:{name}", json.dumps(body).encode()
+    )
+    assert status == 200, value
+    return value
+
+
+def refusal(status_json: Any) -> tuple[int, str, dict[str, str], dict[str, str]]:
+    """Code, reason, metadata and field violations of a Status; exactly one ErrorInfo."""
+    assert set(status_json) <= {"code", "message", "details"}
+    infos = [d for d in status_json["details"] if d["@type"].endswith("/google.rpc.ErrorInfo")]
+    bad = [d for d in status_json["details"] if d["@type"].endswith("/google.rpc.BadRequest")]
+    assert (
+        len(infos) == 1 and len(bad) <= 1 and len(infos) + len(bad) == len(status_json["details"])
+    )
+    assert infos[0]["domain"] == "cardrules"
+    violations = {v.get("field", ""): v["description"] for b in bad for v in b["fieldViolations"]}
+    return status_json["code"], infos[0]["reason"], infos[0].get("metadata", {}), violations
+
+
+@pytest.fixture(scope="module")
+def game(server: ServerProcess) -> Any:
+    return rpc(server, "newGame", {"config": {"players": 2}, "seed": "7"})
+
+
+# -- the API in JSON ----------------------------------------------------------------------
+
+
+def test_json_is_proto3_canonical_and_tokens_cross_transports(server, game):
+    assert set(game) == {"gameId", "state", "seatTokens", "view", "events"}
+    view = game["view"]
+    assert view["moveNumber"] == "0" and isinstance(view["handSizes"], list)
+    assert "seat" not in view and view["hand"] == []  # public view: no seat, empty hand
+    assert game["events"][0]["distributionDealt"]["dealNumber"] == 1
+    turn = view["turn"]
+    # A state token from HTTP plays over gRPC, and the next one back over HTTP.
+    with grpc.insecure_channel(server.target) as channel:
+        stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+        tokens = [base64.b64decode(t) for t in game["seatTokens"]]
+        legal = stub.LegalMoves(
+            pb.LegalMovesRequest(
+                state=base64.b64decode(game["state"]), seat=turn, seat_token=tokens[turn]
+            )
+        )
+        played = stub.Play(
+            pb.PlayRequest(
+                state=base64.b64decode(game["state"]),
+                seat=turn,
+                seat_token=tokens[turn],
+                move=legal.moves[0].move,
+            )
+        )
+    after = rpc(server, "getView", {"state": base64.b64encode(played.state).decode()})
+    assert after["view"]["moveNumber"] == "1" and after["view"]["gameId"] == game["gameId"]
+    by_names = rpc(
+        server,
+        "legalMoves",
+        {"state": game["state"], "seat": turn, "seat_token": game["seatTokens"][turn]},
+    )
+    assert by_names["moves"][0]["move"]["card"] == {
+        "rank": cards_pb2.Rank.Name(legal.moves[0].move.card.rank),
+        "suit": cards_pb2.Suit.Name(legal.moves[0].move.card.suit),
+    }
+
+
+# -- refusals -------------------------------------------------------------------------------
+
+
+def test_an_unknown_path_is_404_not_found_route(server):
+    status, headers, body = exchange(f"{server.http_url}/v1/krypkasino:shuffle", b"{}")
+    assert status == 404 and headers["Content-Type"].startswith("application/json")
+    assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": "/v1/krypkasino:shuffle"})
+
+
+def test_a_wrong_method_is_405_with_allow(server):
+    status, headers, body = exchange(f"{server.http_url}/v1/krypkasino:score", method="GET")
+    assert status == 405 and headers["Allow"] == "POST, OPTIONS"
+    assert refusal(body)[:2] == (12, "METHOD_NOT_ALLOWED")
+    status, headers, _ = exchange(f"{server.http_url}/openapi.json", b"{}", method="PUT")
+    assert status == 405 and headers["Allow"] == "GET, HEAD, OPTIONS"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1", None],
+)
+def test_a_body_that_is_not_json_is_415(server, content_type):
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    request = urllib.request.Request(
+        f"{server.http_url}/v1/krypkasino:score", data=b'{"state": "AA=="}', headers=headers
+    )
+    if content_type is None:
+        request.remove_header("Content-type")  # urllib adds a form type to every body
+        request.unredirected_hdrs.pop("Content-type", None)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 415
+    assert refusal(json.loads(refused.value.read()))[:2] == (3, "UNSUPPORTED_MEDIA_TYPE")
+
+
+def test_json_with_a_charset_is_fine(server, game):
+    status, _, body = exchange(
+        f"{server.http_url}/v1/krypkasino:score",
+        json.dumps({"state": game["state"]}).encode(),
+        headers={"Content-Type": "application/json; charset=UTF-8"},
+    )
+    assert status == 200 and body["totals"] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"state": ', ""),
+        (b'{"state": "AA==", "seed": "1"}', "seed"),
+        (b'{"state": "AA==", "extra": {"deep": 1}}', "extra"),
+    ],
+)
+def test_malformed_json_or_an_unknown_field_is_400_naming_it(server, body, field):
+    status, _, value = exchange(f"{server.http_url}/v1/krypkasino:score", body)
+    code, reason, _, violations = refusal(value)
+    assert (status, code, reason) == (400, 3, "JSON_INVALID")
+    assert list(violations) == [field]
+
+
+def test_a_bad_nested_field_is_named_by_its_proto_path(server, game):
+    move = {"card": {"rank": "RANK_ACE", "suit": "SUIT_SPADES"}, "captures": [{}, {"rnak": 1}]}
+    body = {"state": game["state"], "seat": 0, "seatToken": game["seatTokens"][0], "move": move}
+    status, _, value = exchange(f"{server.http_url}/v1/krypkasino:play", json.dumps(body).encode())
+    assert status == 400
+    assert refusal(value)[1:] == (
+        "JSON_INVALID",
+        {},
+        {"move.captures[1].rnak": refusal(value)[3]["move.captures[1].rnak"]},
+    )
+
+
+def test_service_refusals_take_the_standard_http_mapping(server, game):
+    url = f"{server.http_url}/v1/krypkasino"
+    turn = game["view"]["turn"]
+    other = 1 - turn
+    status, _, value = exchange(f"{url}:score", b"{}")
+    assert (status, refusal(value)[1]) == (400, "STATE_MISSING")
+    assert refusal(value)[3] == {"state": "the state token is required"}
+    wrong_token = {"state": game["state"], "seat": turn, "seatToken": game["seatTokens"][other]}
+    status, _, value = exchange(f"{url}:legalMoves", json.dumps(wrong_token).encode())
+    assert (status, refusal(value)[:2]) == (403, (7, "SEAT_TOKEN_INVALID"))
+    out_of_turn = {
+        "state": game["state"],
+        "seat": other,
+        "seatToken": game["seatTokens"][other],
+        "move": {"card": {"rank": "RANK_ACE", "suit": "SUIT_SPADES"}},
+    }
+    status, _, value = exchange(f"{url}:play", json.dumps(out_of_turn).encode())
+    code, reason, metadata, _ = refusal(value)
+    assert (status, code, reason) == (400, 9, "NOT_YOUR_TURN")
+    assert metadata == {"rule": "K4.4", "seat": str(other)}
+
+
+def test_a_body_over_the_limit_is_413_with_or_without_a_length(server):
+    limit = 64 * 1024
+    big = json.dumps({"state": "A" * limit}).encode()
+    status, _, value = exchange(f"{server.http_url}/v1/krypkasino:score", big)
+    assert status == 413 and refusal(value)[:3] == (8, "REQUEST_TOO_LARGE", {"limit": str(limit)})
+    # Chunked, so the server finds out only while reading.
+    request = urllib.request.Request(
+        f"{server.http_url}/v1/krypkasino:score",
+        data=iter([big[:40_000], big[40_000:]]),
+        headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 413
+
+
+# -- observability ----------------------------------------------------------------------------
+
+
+def handled(server: ServerProcess, method: str, code: str) -> float:
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as answer:
+        text = answer.read().decode()
+    wanted = {
+        "grpc_service": SERVICE,
+        "grpc_method": method,
+        "grpc_code": code,
+        "grpc_type": "unary",
+    }
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "grpc_server_handled_total" and sample.labels == wanted
+    )
+
+
+# -- configuration, workers and drain ---------------------------------------------------------
+
+
+@contextmanager
+def running(
+    args: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> Iterator[ServerProcess]:
+    server = start_server(args, env)
+    try:
+        yield server
+    except BaseException:
+        server.kill()
+        raise
+    assert server.terminate() == 0
+
+
+def test_http_calls_share_the_grpc_metrics_and_log_lines():
+    with running(("--metrics-port", str(free_port()))) as server:
+        server.wait_for_logs("metrics")
+        game = rpc(server, "newGame", {"config": {"players": 2}, "seed": "7"})
+        check_shared_metrics_and_logs(server, game)
+
+
+def check_shared_metrics_and_logs(server: ServerProcess, game: Any) -> None:
+    before = handled(server, "Score", "OK"), handled(server, "Score", "InvalidArgument")
+    request_id = "http-metrics-test-1"
+    status, headers, _ = exchange(
+        f"{server.http_url}/v1/krypkasino:score",
+        json.dumps({"state": game["state"]}).encode(),
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+    )
+    assert status == 200 and headers["X-Request-Id"] == request_id
+    exchange(f"{server.http_url}/v1/krypkasino:score", b"{not json")
+    with grpc.insecure_channel(server.target) as channel:
+        stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+        stub.Score(pb.ScoreRequest(state=base64.b64decode(game["state"])))
+    after = handled(server, "Score", "OK"), handled(server, "Score", "InvalidArgument")
+    assert (after[0] - before[0], after[1] - before[1]) == (2, 1)
+    deadline = time.monotonic() + 10
+    while not (lines := [r for r in server.log_events("request") if r["request_id"] == request_id]):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    (line,) = lines
+    assert line["transport"] == "http" and line["method"] == f"{SERVICE}/Score"
+    assert line["code"] == "OK" and line["game_id"] == game["gameId"]
+    assert str(line["peer"]).startswith("ipv4:127.0.0.1:")
+    assert game["state"] not in json.dumps(server.logs), "a state token was logged"
+
+
+def test_port_cors_origins_and_limit_come_from_the_environment():
+    port = free_port()
+    env = {
+        "CARDRULES_HTTP_PORT": str(port),
+        "CARDRULES_CORS_ORIGINS": f"{ORIGIN}, https://other.example",
+        "CARDRULES_MAX_REQUEST_BYTES": "2048",
+    }
+    with running(env=env) as server:
+        (listening,) = server.log_events("listening")
+        assert listening["http_port"] == port and listening["http"] == f"127.0.0.1:{port}"
+        url = f"http://127.0.0.1:{port}/v1/krypkasino:newGame"
+        preflight = urllib.request.Request(
+            url,
+            method="OPTIONS",
+            headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"},
+        )
+        with urllib.request.urlopen(preflight, timeout=10) as answer:
+            assert answer.status == 204
+            assert answer.headers["Access-Control-Allow-Origin"] == ORIGIN
+        status, headers, _ = exchange(
+            url,
+            b'{"config": {"players": 2}}',
+            headers={"Content-Type": "application/json", "Origin": "https://elsewhere.example"},
+        )
+        assert status == 200 and "Access-Control-Allow-Origin" not in headers
+        status, _, value = exchange(url, json.dumps({"decks": [{}] * 1000}).encode())
+        assert status == 413 and refusal(value)[2] == {"limit": "2048"}
+
+
+def serve_exit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``cardrules serve`` expecting it to refuse its configuration and exit."""
+    return subprocess.run(
+        [CARDRULES, "serve", "--grpc-port", str(free_port()), *args],
+        env=server_environment(env),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "complaint"),
+    [
+        ({"CARDRULES_CORS_ORIGINS": "play.example"}, "CARDRULES_CORS_ORIGINS: 'play.example'"),
+        ({"CARDRULES_HTTP_PORT": "80000"}, "CARDRULES_HTTP_PORT: 80000 is outside 0..65535"),
+    ],
+)
+def test_bad_cors_origins_or_http_port_stop_the_server_at_start(env, complaint):
+    done = serve_exit(env=env)
+    assert done.returncode == 2 and complaint in done.stderr
+
+
+def test_workers_share_one_http_port():
+    port, grpc_port = free_port(), free_port()
+    args = ("--workers", "2", "--grpc-port", str(grpc_port), "--http-port", str(port))
+    with running(args) as server:
+        listening = server.wait_for_logs("listening", 2)
+        assert {line["http_port"] for line in listening} == {port}
+        assert len({line["pid"] for line in listening}) == 2
+        for _ in range(6):
+            status, _, _ = exchange(f"http://127.0.0.1:{port}/v1/krypkasino:newGame", b"{}")
+            assert status == 400  # no players: CONFIG_INVALID from whichever worker
+
+
+def test_an_http_port_in_use_stops_the_server_with_status_1():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = serve_exit("--host", "127.0.0.1", "--http-port", str(port), "--metrics-port", "0")
+    assert done.returncode == 1
+    (line,) = [json.loads(raw) for raw in done.stdout.splitlines() if "cannot listen" in raw]
+    assert line["address"] == f"127.0.0.1:{port}"
+
+
+def test_workers_refuse_an_ephemeral_http_port():
+    """Each worker would bind a port of its own: a fixed one is needed to share it."""
+    done = serve_exit("--workers", "2", "--http-port", "0")
+    assert done.returncode == 2
+    assert "--workers needs a fixed --http-port" in done.stderr
+
+
+def refuses_connections(port: int, within: float = 10) -> bool:
+    """Whether new connections to ``port`` are refused before ``within`` seconds pass."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_sigterm_lets_an_http_request_in_flight_finish():
+    """Design section 6: stop accepting, finish what is in flight (a body still arriving too)."""
+    with running() as server:
+        game = rpc(server, "newGame", {"config": {"players": 2}, "seed": "1"})
+        body = json.dumps({"state": game["state"]}).encode()
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+            head = (
+                "POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            )
+            connection.sendall(head.encode() + body[:10])
+            time.sleep(0.2)  # the handler is now waiting for the rest of the body
+            server.process.terminate()
+            server.wait_for_logs("draining")
+            assert refuses_connections(server.http_port), "still accepting while draining"
+            connection.sendall(body[10:])
+            answer = http.client.HTTPResponse(connection)
+            answer.begin()
+            assert answer.status == 200
+            assert json.loads(answer.read())["totals"] == [0, 0]
+        assert server.terminate() == 0

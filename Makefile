@@ -56,6 +56,7 @@ $(NODE_STAMP): package.json package-lock.json
 
 test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + ruff format --check + mypy + pytest -n auto
 	$(BUF) lint
+	$(BIN)/hadolint Dockerfile
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

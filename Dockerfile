@@ -1,0 +1,69 @@
+# cardrules: the stateless rules service (design section 6), as an OCI image.
+#
+#   docker build -t cardrules .        (or: podman build --format docker -t cardrules .)
+#   docker run --rm -p 50051:50051 -p 8080:8080 -p 9464:9464 \
+#       -e CARDRULES_STATE_KEYS="$(cardrules keygen)" cardrules
+#
+# The base is pinned by tag; a release build should pin it by digest too
+# (python:3.11-slim@sha256:...), see docs/operations.md.
+
+# ---- builder: a virtual environment with the hash-pinned runtime lock and the project ----
+FROM python:3.11-slim AS builder
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+WORKDIR /src
+
+# Wheels only, every file checked against the lock's hashes: nothing is compiled,
+# so the builder needs no compiler either. hatchling (build backend) is in the
+# lock so that the project itself builds without fetching anything else.
+COPY requirements/runtime.lock requirements/runtime.lock
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --require-hashes --only-binary=:all: \
+        -r requirements/runtime.lock
+
+# The server imports the generated stubs from the client package (cardrules-client).
+COPY pyproject.toml ./
+COPY engine engine
+COPY service service
+COPY clients/python clients/python
+# Then the build backend and its helpers go (pip check proves that nothing installed
+# depends on them), and last the installers themselves: the final stage gets a venv
+# that can run the service and nothing else.
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation ./clients/python . \
+    && /opt/venv/bin/pip uninstall --yes hatchling editables packaging pathspec pluggy \
+        tomlkit trove-classifiers \
+    && /opt/venv/bin/pip check \
+    && /opt/venv/bin/python -m pip uninstall --yes setuptools pip
+
+# ---- runtime: the base image, the venv and an unprivileged user; no compiler, no cache ----
+FROM python:3.11-slim
+
+# A fixed numeric UID/GID so that Kubernetes runAsNonRoot can verify it.
+RUN groupadd --system --gid 10001 cardrules \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home \
+        --home-dir /nonexistent --shell /usr/sbin/nologin cardrules
+
+COPY --from=builder /opt/venv /opt/venv
+
+# JSON logs: a container has no terminal, and log collectors read JSON lines.
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    CARDRULES_LOG_FORMAT=json
+
+USER 10001:10001
+
+# gRPC, HTTP/JSON gateway, Prometheus metrics.
+EXPOSE 50051 8080 9464
+
+# Docker/Podman only (Kubernetes uses the native gRPC probes of k8s/): ask the
+# standard health service for "readiness" on the configured gRPC port.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import os, sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; port = os.environ.get('CARDRULES_GRPC_PORT', '50051'); channel = grpc.insecure_channel('127.0.0.1:' + port); reply = g.HealthStub(channel).Check(h.HealthCheckRequest(service='readiness'), timeout=3); sys.exit(0 if reply.status == h.HealthCheckResponse.SERVING else 1)"]
+
+# Exec form: the server is PID 1 and gets SIGTERM itself. It handles SIGTERM
+# (readiness NOT_SERVING, drain for --grace-seconds, exit 0) and, with one
+# worker, starts no child processes, so no init process is needed.
+ENTRYPOINT ["cardrules", "serve"]

@@ -1,0 +1,305 @@
+"""The manifests and the image fit the server (issue 5, "Checked in make test").
+
+Names, ports and settings come from the server's own code (service/config.py,
+service/server.py) at test time, and the probes are asked of a real
+``cardrules serve`` started with the manifests' environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from service.server import DRAINED_ON_SHUTDOWN, HEALTH_SERVICES
+from service.tokens import KeyRing
+from tests.deploy.manifests import (
+    CONFIG_PREFIX,
+    OVERLAYS,
+    accepted_env_names,
+    all_of,
+    config_fields,
+    container,
+    container_ports,
+    effective_config,
+    example_secret,
+    final_stage,
+    loopback_args,
+    manifest_env,
+    manifest_env_names,
+    one,
+    pre_stop_seconds,
+    quantity,
+    rendered,
+)
+from tests.service.server_process import TEST_KEY, free_port, start_server
+
+SECRETS = {"CARDRULES_STATE_KEYS": TEST_KEY}
+DESIGN_HTTP_PORT = 8080  # design section 6: HTTP/JSON on 8080
+
+
+def health_stub(channel: grpc.Channel) -> Any:
+    """The Health stub (its type stubs lack the methods)."""
+    return health_pb2_grpc.HealthStub(channel)
+
+
+def probes(overlay: str) -> dict[str, dict[str, object]]:
+    spec = container(rendered(overlay))
+    return {kind: spec[kind] for kind in ("livenessProbe", "readinessProbe")}
+
+
+# -- configuration names and values ------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_cardrules_variable_is_one_the_server_reads(overlay):
+    names = {name for name in manifest_env_names(rendered(overlay)) if name.startswith("CARDRULES")}
+    assert names, "the manifests configure nothing"
+    assert names <= accepted_env_names(), names - accepted_env_names()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_manifest_values_parse_to_one_worker_with_sealed_state(overlay):
+    environ = manifest_env(rendered(overlay), SECRETS)
+    config = effective_config(environ)
+    assert config.workers == 1  # one process per pod; scale pods (design section 6)
+    assert config.state_keys == TEST_KEY and not config.plain_state
+    assert config.log_format == "json"
+    for name, value in environ.items():
+        if name.startswith(CONFIG_PREFIX) and name != "CARDRULES_STATE_KEYS":
+            current = getattr(config, name.removeprefix(CONFIG_PREFIX).lower())
+            assert not isinstance(current, bool), name  # bool("false") would be True
+            assert current == type(current)(value), name
+
+
+def test_the_state_keys_come_from_the_secret_the_example_describes():
+    (entry,) = [
+        e for e in container(rendered("base"))["env"] if e["name"] == "CARDRULES_STATE_KEYS"
+    ]
+    reference = entry["valueFrom"]["secretKeyRef"]
+    secret = example_secret()
+    assert secret["metadata"]["name"] == reference["name"]
+    assert reference["key"] in secret["stringData"]
+    assert reference.get("optional") is not True  # no key: the pod must not start on a made-up one
+    with pytest.raises(ValueError):  # a placeholder, not key material
+        KeyRing.parse(secret["stringData"][reference["key"]])
+    for overlay in OVERLAYS:
+        assert all_of(rendered(overlay), "Secret") == []  # real keys never live in the repo
+
+
+# -- ports -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_container_ports_are_the_servers_ports(overlay):
+    objects = rendered(overlay)
+    ports = container_ports(objects)
+    config = effective_config(manifest_env(objects, SECRETS))
+    assert ports["grpc"] == config.grpc_port
+    assert ports["metrics"] == config.metrics_port != 0
+    if "http_port" in config_fields():
+        assert ports["http"] == dataclasses.asdict(config)["http_port"]
+    else:
+        # No gateway yet: the port is reserved where design section 6 puts it, and
+        # no manifest sets a variable the server would not read (tested above).
+        assert ports["http"] == DESIGN_HTTP_PORT
+        assert "CARDRULES_HTTP_PORT" not in manifest_env_names(objects)
+    for probe in probes(overlay).values():
+        assert probe["grpc"]["port"] == config.grpc_port  # type: ignore[index]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_services_route_to_named_container_ports(overlay):
+    objects = rendered(overlay)
+    ports = container_ports(objects)
+    labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    services = {item["metadata"]["name"]: item for item in all_of(objects, "Service")}
+    for service in services.values():
+        assert service["spec"]["selector"].items() <= labels.items()
+        for port in service["spec"]["ports"]:
+            assert port["targetPort"] in ports, port
+            assert port["port"] == ports[port["targetPort"]]
+    headless = [s for s in services.values() if s["spec"].get("clusterIP") == "None"]
+    cluster_ip = [s for s in services.values() if s["spec"].get("clusterIP") != "None"]
+    assert [p["targetPort"] for s in headless for p in s["spec"]["ports"]] == ["grpc"]
+    assert sorted(p["targetPort"] for s in cluster_ip for p in s["spec"]["ports"]) == [
+        "http",
+        "metrics",
+    ]
+    monitor = one(objects, "ServiceMonitor")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    scraped = [
+        port
+        for service in services.values()
+        if selector.items() <= service["metadata"]["labels"].items()
+        for port in service["spec"]["ports"]
+        if port["name"] in {e["port"] for e in monitor["spec"]["endpoints"]}
+    ]
+    assert [port["targetPort"] for port in scraped] == ["metrics"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_network_policy_opens_exactly_the_container_ports(overlay):
+    objects = rendered(overlay)
+    policy = one(objects, "NetworkPolicy")
+    labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    opened = sorted(p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"])
+    assert opened == sorted(container_ports(objects).values())
+    (metrics_rule,) = [
+        rule
+        for rule in policy["spec"]["ingress"]
+        if [p["port"] for p in rule["ports"]] == [container_ports(objects)["metrics"]]
+    ]
+    assert all("namespaceSelector" in peer for peer in metrics_rule["from"])
+
+
+def test_kubernetes_service_links_cannot_set_server_variables():
+    """A Service named ``cardrules-grpc`` would inject ``CARDRULES_GRPC_PORT=tcp://...``."""
+    for overlay in OVERLAYS:
+        objects = rendered(overlay)
+        pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+        assert pod["enableServiceLinks"] is False
+        for service in all_of(objects, "Service"):
+            prefix = service["metadata"]["name"].upper().replace("-", "_")
+            injected = {f"{prefix}_SERVICE_HOST", f"{prefix}_SERVICE_PORT", f"{prefix}_PORT"}
+            injected |= {
+                f"{prefix}_SERVICE_PORT_{p['name'].upper()}" for p in service["spec"]["ports"]
+            }
+            assert not injected & accepted_env_names(), injected & accepted_env_names()
+
+
+# -- probes and draining -----------------------------------------------------------------
+
+
+def test_the_probes_ask_health_names_the_server_registers():
+    for overlay in OVERLAYS:
+        found = probes(overlay)
+        liveness = found["livenessProbe"]["grpc"]["service"]  # type: ignore[index]
+        readiness = found["readinessProbe"]["grpc"]["service"]  # type: ignore[index]
+        assert {liveness, readiness} <= set(HEALTH_SERVICES)
+        # Readiness drops on SIGTERM so traffic moves away; liveness must not, or the
+        # kubelet would kill a draining pod.
+        assert readiness in DRAINED_ON_SHUTDOWN
+        assert liveness not in DRAINED_ON_SHUTDOWN
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_server_with_the_manifests_environment_answers_the_probes(overlay):
+    objects = rendered(overlay)
+    environ = manifest_env(objects, SECRETS)
+    # Flags (loopback, ephemeral ports) win over the manifests' ports; all else is theirs.
+    server = start_server(args=loopback_args(), env=environ)
+    try:
+        assert server.log_events("listening"), server.logs
+        with grpc.insecure_channel(server.target) as channel:
+            stub = health_stub(channel)
+            for probe in probes(overlay).values():
+                name = probe["grpc"]["service"]  # type: ignore[index]
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=10)
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING, name
+            with pytest.raises(grpc.RpcError) as unknown:
+                stub.Check(health_pb2.HealthCheckRequest(service="no-such-probe"), timeout=10)
+            assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+        assert not [line for line in server.logs if line.get("level") in ("warning", "error")]
+    finally:
+        code = server.terminate()
+    assert code == 0
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_grace_period_outlasts_the_pre_stop_pause_and_the_drain(overlay):
+    objects = rendered(overlay)
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    config = effective_config(manifest_env(objects, SECRETS))
+    assert config.grace_seconds > 0
+    assert pod["terminationGracePeriodSeconds"] > pre_stop_seconds(objects) + config.grace_seconds
+
+
+# -- resources and security --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_one_core_per_pod_with_requests_within_limits(overlay):
+    resources = container(rendered(overlay))["resources"]
+    for name in ("cpu", "memory"):
+        assert quantity(resources["requests"][name]) <= quantity(resources["limits"][name])
+    assert quantity(resources["limits"]["cpu"]) == 1.0  # one worker process uses one core
+    # Measured resident size under load is under 80 MiB (docs/operations.md).
+    assert quantity(resources["requests"]["memory"]) >= 96 * 2**20
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_pod_runs_unprivileged(overlay):
+    pod = one(rendered(overlay), "Deployment")["spec"]["template"]["spec"]
+    spec = container(rendered(overlay))
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False
+    context = spec["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    user = dict(final_stage())["USER"]
+    assert user == f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}"
+
+
+def test_hpa_and_pdb_point_at_the_deployment():
+    for overlay in OVERLAYS:
+        objects = rendered(overlay)
+        deployment = one(objects, "Deployment")
+        hpa = one(objects, "HorizontalPodAutoscaler")
+        assert hpa["spec"]["scaleTargetRef"] == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": deployment["metadata"]["name"],
+        }
+        assert 1 <= hpa["spec"]["minReplicas"] <= deployment["spec"]["replicas"]
+        assert deployment["spec"]["replicas"] <= hpa["spec"]["maxReplicas"]
+        (metric,) = hpa["spec"]["metrics"]
+        assert metric["resource"]["name"] == "cpu"
+        pdb = one(objects, "PodDisruptionBudget")
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+# -- the image ---------------------------------------------------------------------------
+
+
+def test_the_image_exposes_the_container_ports_and_execs_the_server():
+    stage = final_stage()
+    exposed = {int(port) for name, args in stage if name == "EXPOSE" for port in args.split()}
+    assert exposed == set(container_ports(rendered("base")).values())
+    (entrypoint,) = [json.loads(args) for name, args in stage if name == "ENTRYPOINT"]
+    assert entrypoint == ["cardrules", "serve"]  # exec form: SIGTERM reaches the server
+    assert "args" not in container(rendered("base")) and "command" not in container(
+        rendered("base")
+    )
+
+
+def healthcheck_command() -> list[str]:
+    (arguments,) = [args for name, args in final_stage() if name == "HEALTHCHECK"]
+    command: list[str] = json.loads(arguments[arguments.index("CMD") + 3 :])
+    assert command[0] == "python"
+    return [sys.executable, *command[1:]]
+
+
+def test_the_image_healthcheck_asks_the_grpc_health_service():
+    command = healthcheck_command()
+    server = start_server(args=loopback_args())
+    try:
+        environ = {"CARDRULES_GRPC_PORT": str(server.grpc_port)}
+        healthy = subprocess.run(command, env=environ, capture_output=True, timeout=30)
+        assert healthy.returncode == 0, healthy.stderr
+    finally:
+        assert server.terminate() == 0
+    nobody = subprocess.run(
+        command, env={"CARDRULES_GRPC_PORT": str(free_port())}, capture_output=True, timeout=30
+    )
+    assert nobody.returncode != 0

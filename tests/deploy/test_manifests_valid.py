@@ -1,0 +1,133 @@
+"""Every manifest of ``k8s/`` is valid Kubernetes (issue 5, "Checked in make test").
+
+Kubernetes objects go through kubernetes-validate's strict schemas (unknown
+fields rejected) for Kubernetes 1.30 and for the newest version it ships; the
+ServiceMonitor goes through its CRD schema (a hand-reduced copy of
+prometheus-operator's, ``fixtures/servicemonitor-crd.yaml``) made strict the
+same way.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+from kubernetes_validate.utils import SchemaNotFoundError  # type: ignore[import-untyped]
+
+from tests.deploy.kustomize import Manifest, load_documents
+from tests.deploy.manifests import OVERLAYS, example_secret, rendered
+
+OLDEST_SUPPORTED = "1.30.0"
+NEWEST = kubernetes_validate.utils.latest_version()
+VERSIONS = (OLDEST_SUPPORTED, NEWEST)
+CRD = Path(__file__).with_name("fixtures") / "servicemonitor-crd.yaml"
+CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+def validate_k8s(item: Manifest, version: str) -> None:
+    kubernetes_validate.validate(item, version, strict=True)
+
+
+def strict(schema: Any) -> Any:
+    """The schema with unknown properties rejected wherever properties are listed.
+
+    The API server prunes unknown fields of a CRD silently; like
+    ``kubernetes-validate --strict``, the test turns them into errors.
+    """
+    if isinstance(schema, dict):
+        result = {key: strict(value) for key, value in schema.items()}
+        if "properties" in result and "additionalProperties" not in result:
+            result["additionalProperties"] = False
+        return result
+    if isinstance(schema, list):
+        return [strict(item) for item in schema]
+    return schema
+
+
+def servicemonitor_schema() -> dict[str, Any]:
+    (crd,) = load_documents(CRD)
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    schema: dict[str, Any] = strict(version["schema"]["openAPIV3Schema"])
+    return schema
+
+
+def validate_servicemonitor(item: Manifest) -> None:
+    jsonschema.Draft7Validator(servicemonitor_schema()).validate(item)
+
+
+def test_the_validator_ships_both_versions():
+    versions = kubernetes_validate.utils.all_versions()
+    assert "1.30.0" in versions
+    assert versions[-1] == NEWEST != OLDEST_SUPPORTED
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_rendered_object_is_valid(overlay, version):
+    objects = rendered(overlay)
+    kinds = {item["kind"] for item in objects}
+    assert {"Deployment", "Service", "ConfigMap", "HorizontalPodAutoscaler"} <= kinds
+    checked = 0
+    for item in objects:
+        if (item["apiVersion"], item["kind"]) in CRD_KINDS:
+            validate_servicemonitor(item)
+        else:
+            validate_k8s(item, version)
+        checked += 1
+    assert checked == len(objects) >= 8
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_example_secret_and_the_crd_fixture_are_valid(version):
+    validate_k8s(example_secret(), version)
+    (crd,) = load_documents(CRD)
+    validate_k8s(crd, version)
+
+
+def test_only_the_servicemonitor_lacks_a_kubernetes_schema():
+    for overlay in OVERLAYS:
+        for item in rendered(overlay):
+            if (item["apiVersion"], item["kind"]) in CRD_KINDS:
+                with pytest.raises(SchemaNotFoundError):
+                    validate_k8s(item, NEWEST)
+
+
+# -- the checks can fail ---------------------------------------------------------------
+
+
+def test_strict_validation_rejects_an_unknown_field():
+    deployment = copy.deepcopy(next(i for i in rendered("base") if i["kind"] == "Deployment"))
+    deployment["spec"]["template"]["spec"]["terminationGracePeriod"] = 30
+    with pytest.raises(jsonschema.ValidationError):
+        validate_k8s(deployment, OLDEST_SUPPORTED)
+
+
+def test_validation_rejects_a_wrong_type():
+    deployment = copy.deepcopy(next(i for i in rendered("base") if i["kind"] == "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["grpc"]["port"] = (
+        "grpc"  # gRPC probes take a number, not a port name
+    )
+    with pytest.raises(jsonschema.ValidationError):
+        validate_k8s(deployment, OLDEST_SUPPORTED)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda spec: spec["endpoints"][0].update(intervall="15s"), "intervall"),
+        (lambda spec: spec["endpoints"][0].update(interval="15 seconds"), "15 seconds"),
+        (lambda spec: spec["endpoints"][0].update(scheme="grpc"), "grpc"),
+        (lambda spec: spec.pop("selector"), "selector"),
+        (lambda spec: spec["selector"].update(matchLabels={"app": 1}), "1"),
+    ],
+)
+def test_the_crd_schema_rejects_bad_servicemonitors(change, expected):
+    monitor = copy.deepcopy(next(i for i in rendered("base") if i["kind"] == "ServiceMonitor"))
+    validate_servicemonitor(monitor)
+    change(monitor["spec"])
+    with pytest.raises(jsonschema.ValidationError, match=expected):
+        validate_servicemonitor(monitor)

@@ -6,7 +6,7 @@ from the service descriptors and those comments. The output depends only on
 the proto files, so ``tests/service/test_http_openapi.py`` regenerates it and
 insists on identical bytes.
 
-Usage: python scripts/generate_openapi.py [OUTPUT]   (default: openapi/cardrules.openapi.json)
+Usage: python scripts/generate_openapi.py [OUTPUT]   (default: service/cardrules.openapi.json)
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ integers as strings, bytes as base64, enums by name), error responses are the
 ``google.rpc.Status`` of design section 5. Descriptions are the proto comments,
 which only a descriptor set made with ``--include_source_info`` carries:
 ``scripts/generate_openapi.py`` makes one and writes the committed
-``openapi/cardrules.openapi.json``; the server serves that file, or, when
-installed without the repository, the same document without descriptions.
+``service/cardrules.openapi.json``, which ships inside the package and is
+what the server serves at ``/openapi.json``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from service.http_routes import message_descriptor, routes
 
 Json = dict[str, Any]
 
-COMMITTED = Path(__file__).resolve().parent.parent / "openapi" / "cardrules.openapi.json"
+COMMITTED = Path(__file__).resolve().parent / "cardrules.openapi.json"
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "v1"
 SERVICES: tuple[ServiceDescriptor, ...] = (
@@ -359,8 +359,5 @@ def render(document: Json) -> bytes:
 
 
 def served_document() -> bytes:
-    """The committed document, or (installed without the repository) one without comments."""
-    try:
-        return COMMITTED.read_bytes()
-    except FileNotFoundError:
-        return render(build_document())
+    """The committed document (package data, so an installed server has it too)."""
+    return COMMITTED.read_bytes()

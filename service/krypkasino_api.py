@@ -31,7 +31,7 @@ from engine.krypkasino import (
     view,
 )
 from engine.krypkasino.events import Captured, Crawled, Event
-from service import codec
+from service import codec, state_codec
 from service.calls import CallInfo
 from service.errors import ServiceError, failed_precondition, invalid_argument, permission_denied
 from service.metrics import ServiceMetrics, move_kind, variant_label
@@ -184,15 +184,17 @@ class KrypkasinoApi:
             ) from None
         try:
             # AES-GCM proves a sealed token came from this service; only plain ones are checked.
-            state, game_id = codec.state_from_proto(message, trusted=not token[0] & PLAIN_FLAG)
+            state, game_id = state_codec.state_from_proto(
+                message, trusted=not token[0] & PLAIN_FLAG
+            )
         except codec.CodecError as error:
             raise invalid_argument("STATE_INVALID", error.description, "state") from None
         info.game_id = game_id
-        return OpenedState(state, game_id, codec.state_id(payload))
+        return OpenedState(state, game_id, state_codec.state_id(payload))
 
     def _seal(self, state: State, game_id: str) -> tuple[bytes, str]:
-        payload = codec.state_to_proto(state, game_id).SerializeToString(deterministic=True)
-        return self._sealer.seal(payload), codec.state_id(payload)
+        payload = state_codec.state_to_proto(state, game_id).SerializeToString(deterministic=True)
+        return self._sealer.seal(payload), state_codec.state_id(payload)
 
     def _authorise(self, opened: OpenedState, seat: int, token: bytes) -> int:
         """Design section 4: anything private to a seat needs that seat's token."""

@@ -66,11 +66,9 @@ from service.codec import (
     move_from_proto,
     move_to_proto,
     score_to_proto,
-    state_from_proto,
-    state_id,
-    state_to_proto,
     view_to_proto,
 )
+from service.state_codec import state_from_proto, state_id, state_to_proto
 
 GAME_ID = "0123456789abcdef0123456789abcdef"  # as long as a UUID in hex
 # Seed 45 is the first whose random 2-player game with target_score 1 ties (K13.3);

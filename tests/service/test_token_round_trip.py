@@ -14,7 +14,7 @@ import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.krypkasino import State, legal_moves, new_game, play_unchecked
-from service import codec
+from service import state_codec
 from service.tokens import KeyRing, StateSealer
 from tests.conftest import random_games
 from tests.engine.krypkasino.test_random_play import CONFIGS, _label
@@ -27,13 +27,15 @@ GAMES = [
 
 
 def _round_trip(state: State, game_id: str) -> State:
-    token = SEALER.seal(codec.state_to_proto(state, game_id).SerializeToString(deterministic=True))
+    token = SEALER.seal(
+        state_codec.state_to_proto(state, game_id).SerializeToString(deterministic=True)
+    )
     message = pb.GameState.FromString(SEALER.open(token))
-    decoded, decoded_id = codec.state_from_proto(message)
+    decoded, decoded_id = state_codec.state_from_proto(message)
     assert decoded_id == game_id
     assert decoded == state
     # The fast path for sealed tokens decodes the same state without the checks.
-    assert codec.state_from_proto(message, trusted=True) == (state, game_id)
+    assert state_codec.state_from_proto(message, trusted=True) == (state, game_id)
     return decoded
 
 

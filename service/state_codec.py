@@ -1,0 +1,474 @@
+"""The internal ``GameState`` inside state tokens: encoding, decoding, checking (design section 4).
+
+Token format decisions (the proto is silent on them):
+
+- ``GameState.results`` stores each deal score compactly: per seat only the
+  independent items ``storan``, ``lillan``, ``ace_of_spades``,
+  ``other_spades``, ``other_aces``, ``sweeps_made`` and ``bordstabbe``. The
+  derived items (``seat``, ``card_points``, ``sweeps_conceded``,
+  ``last_capture``, ``total``) and ``team_totals`` are recomputed by the K12.1
+  formulas when a state is read, and any stored value of them is ignored, so
+  a later release may write them without breaking this one. API messages
+  (views, scores, events) always carry every item.
+- ``state_from_proto`` checks every field against the rules before a
+  ``State`` is built, because a plain-mode token can hold anything; states
+  from sealed tokens, which only this service can make, skip the checks.
+  A game's config and finished deals repeat in every token it produces, so
+  their checked conversions are kept in small LRU caches keyed by their
+  serialized bytes (256 configs, 1024 deal histories per process).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections import Counter
+from typing import NamedTuple, cast
+
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from engine.cards import CARDS_PER_DECK, JACK, SPADES, Card, cards_str
+from engine.krypkasino.config import Config, ConfigError, Removal
+from engine.krypkasino.dealing import draw_for_deal
+from engine.krypkasino.scoring import DealResult, SeatScore, match_outcome, team_totals
+from engine.krypkasino.state import State
+from service.codec import CodecError, config_from_proto, config_to_proto
+
+
+def _compact_result(result: DealResult) -> pb.DealScore:
+    """A deal score as stored in tokens: only the items the others derive from (K12.1)."""
+    return pb.DealScore(
+        deal_number=result.number,
+        dealer=result.dealer,
+        recipient=result.recipient,
+        seats=[
+            pb.SeatScore(
+                storan=s.storan,
+                lillan=s.lillan,
+                ace_of_spades=s.ace_of_spades,
+                other_spades=s.other_spades,
+                other_aces=s.other_aces,
+                sweeps_made=s.sweeps_made,
+                bordstabbe=s.bordstabbe,
+            )
+            for s in result.scores
+        ],
+    )
+
+
+def state_to_proto(state: State, game_id: str) -> pb.GameState:
+    """The internal ``GameState`` sealed inside state tokens (design section 4)."""
+    draw = state.dealer_draw
+    return pb.GameState(
+        game_id=game_id,
+        config=config_to_proto(state.config),
+        seed=state.seed,
+        decks=[bytes(deck) for deck in state.decks],
+        first_dealer=state.first_dealer,
+        dealer_draw_seats=bytes(seat for seat, _ in draw),
+        dealer_draw_cards=bytes(card for _, card in draw),
+        deal=state.deal,
+        dealer=state.dealer,
+        distribution=state.distribution,
+        stock=bytes(state.stock),
+        hands=[bytes(hand) for hand in state.hands],
+        table=bytes(state.table),
+        set_aside=bytes(state.set_aside),
+        piles=[bytes(pile) for pile in state.piles],
+        markers=[bytes(markers) for markers in state.markers],
+        turn=state.turn,
+        last_capturer=state.last_capturer,
+        bordstabbe_seat=state.bordstabbe_seat,
+        results=[_compact_result(r) for r in state.results],
+        tiebreak=state.tiebreak,
+        winners=state.winners,
+        over=state.over,
+        move_number=state.move_number,
+    )
+
+
+def state_id(serialized_state: bytes) -> str:
+    """16 hex digits of SHA-256 of a serialized ``GameState``, for optimistic concurrency."""
+    return hashlib.sha256(serialized_state).hexdigest()[:16]
+
+
+def _cards(data: bytes) -> tuple[Card, ...]:
+    # Card is a NewType of int: the byte values already are engine card codes.
+    return cast(tuple[Card, ...], tuple(data))
+
+
+_FULL_DECKS = {copies: bytes(sorted(list(range(CARDS_PER_DECK)) * copies)) for copies in (1, 2)}
+_COURTS = bytes(range(JACK * 4, CARDS_PER_DECK))
+_SPADES = bytes(range(SPADES, CARDS_PER_DECK, 4))
+
+
+class _StateError(Exception):
+    """Internal: one inconsistency of a GameState; becomes ``CodecError("state", ...)``."""
+
+
+def state_from_proto(msg: pb.GameState, *, trusted: bool = False) -> tuple[State, str]:
+    """``(state, game_id)`` of a ``GameState``, checked against the rules first.
+
+    ``trusted`` skips the consistency checks: for states that came out of a
+    sealed token, which AES-GCM proves this service made. A plain-mode token
+    can hold anything, so without ``trusted`` this raises ``CodecError`` with
+    field ``state`` and a precise description for any inconsistency: config
+    (K3, K16), card codes, seats, dealer rotation (K4), dealing counts (K15.2),
+    K15.1 conservation, markers (K8.4), exact hand sizes (K15.3), the move
+    number, deal scores (K12.1) and the match outcome (K13). Never another
+    exception type. Descriptions are only formatted on failure: this is the
+    hot path of every request.
+    """
+    try:
+        return (_trusted_state(msg) if trusted else _state_from_proto(msg)), msg.game_id
+    except _StateError as error:
+        raise CodecError("state", str(error)) from None
+
+
+class _Layout(NamedTuple):
+    """A checked config with the dealing numbers of K5.1/K5.2 that state checks need."""
+
+    config: Config
+    full_deck: list[int]  # every card code ``copies`` times, sorted (K2.1)
+    distributions: int
+    first_hand: int
+    later_hand: int
+    stock_after_first: int
+    per_distribution: int  # cards each later distribution takes from the stock
+    per_deal: int  # moves in a deal: every card dealt to a hand is played
+
+
+# Errors are not cached: lru_cache only keeps returned values.
+@functools.lru_cache(maxsize=256)
+def _layout(data: bytes) -> _Layout:
+    try:
+        config = config_from_proto(pb.GameConfig.FromString(data)).validate()
+    except CodecError as error:
+        raise _StateError(f"{error.field}: {error.description}") from None
+    except ConfigError as error:
+        raise _StateError(f"config.{error.flag}: {error.reason}") from None
+    n, schedule = config.players, config.schedule
+    later_hand = sum(h for h, _ in schedule.later_rounds)
+    later_table = sum(t for _, t in schedule.later_rounds)
+    return _Layout(
+        config=config,
+        full_deck=list(_FULL_DECKS[config.copies]),
+        distributions=config.distributions,
+        first_hand=schedule.first_hand,
+        later_hand=later_hand,
+        stock_after_first=config.deck_size - n * schedule.first_hand - schedule.first_table,
+        per_distribution=n * later_hand + later_table,
+        per_deal=n * (schedule.first_hand + later_hand * (config.distributions - 1)),
+    )
+
+
+def _state_from_proto(msg: pb.GameState) -> State:
+    config_data = msg.config.SerializeToString()
+    layout = _layout(config_data)
+    config = layout.config
+    n, copies, rules = config.players, config.copies, config.rules
+    hands_b, piles_b, markers_b = list(msg.hands), list(msg.piles), list(msg.markers)
+    if not len(hands_b) == len(piles_b) == len(markers_b) == n:
+        raise _StateError(
+            f"{len(hands_b)} hands, {len(piles_b)} piles and {len(markers_b)} marker lists "
+            f"for {n} players"
+        )
+    deal, dealer, distribution, turn, over = (
+        msg.deal,
+        msg.dealer,
+        msg.distribution,
+        msg.turn,
+        msg.over,
+    )
+    first_dealer = msg.first_dealer
+    last_capturer = msg.last_capturer if msg.HasField("last_capturer") else None
+    bordstabbe_seat = msg.bordstabbe_seat if msg.HasField("bordstabbe_seat") else None
+    for name, seat in (
+        ("turn", turn),
+        ("dealer", dealer),
+        ("first_dealer", first_dealer),
+        ("last_capturer", last_capturer),
+        ("bordstabbe_seat", bordstabbe_seat),
+    ):
+        if seat is not None and not 0 <= seat < n:
+            raise _StateError(f"{name} {seat} is not a seat of {n} players")
+    dealer_draw, drawn_dealer = _dealer_draw(msg, config)
+    if first_dealer != drawn_dealer:
+        raise _StateError(f"first_dealer {first_dealer} is not seat {drawn_dealer} (K4.2)")
+    if deal < 1 or dealer != (first_dealer + deal - 1) % n:
+        raise _StateError(
+            f"deal {deal} with dealer {dealer} does not follow the rotation "
+            f"from seat {first_dealer} (K4.3)"
+        )
+    distributions = layout.distributions
+    if not 1 <= distribution <= distributions:
+        raise _StateError(f"distribution {distribution} is not in 1..{distributions} (K5.2)")
+
+    stock_b, table_b, aside_b = msg.stock, msg.table, msg.set_aside
+    everything = b"".join((stock_b, table_b, aside_b, *hands_b, *piles_b))
+    if sorted(everything) != layout.full_deck:
+        raise _StateError(_conservation_problem(msg, everything, copies))
+    for seat, markers in enumerate(markers_b):
+        if markers and (
+            max(markers) >= CARDS_PER_DECK
+            or any(piles_b[seat].count(m) < markers.count(m) for m in set(markers))
+        ):
+            raise _StateError(f"markers[{seat}] are not all in piles[{seat}] (K8.4)")
+
+    first_hand, later_hand = layout.first_hand, layout.later_hand
+    stock_left = layout.stock_after_first - layout.per_distribution * (distribution - 1)
+    if len(stock_b) != stock_left:
+        raise _StateError(
+            f"the stock holds {len(stock_b)} cards, not {stock_left} "
+            f"after distribution {distribution} (K15.2)"
+        )
+    for seat, hand in enumerate(hands_b):
+        if bytes(sorted(hand)) != hand:
+            raise _StateError(f"hands[{seat}] is not sorted")
+    sizes = [len(hand) for hand in hands_b]
+    first_player = (dealer + 1) % n
+    if over:
+        if any(sizes) or table_b or aside_b or distribution != distributions:
+            raise _StateError("the match is over but its last deal is not (K15.8)")
+        if turn != first_player:
+            raise _StateError(f"turn {turn}: a finished deal ends at seat {first_player}")
+    else:
+        _check_hand_sizes(
+            sizes, turn, first_player, first_hand if distribution == 1 else later_hand
+        )
+        if (last_capturer is None) == any(piles_b) or (
+            last_capturer is not None and not piles_b[last_capturer]
+        ):
+            raise _StateError(f"last_capturer {last_capturer} does not match the piles (K8.3)")
+    if aside_b and (
+        rules.removal is Removal.NONE
+        or aside_b.translate(None, _COURTS if rules.removal is Removal.COURTS else _SPADES)
+    ):
+        raise _StateError(f"set_aside holds a card that removal {rules.removal.value} keeps (K6.1)")
+    if bordstabbe_seat is not None and not (rules.bordstabbe and bordstabbe_seat == first_player):
+        raise _StateError(
+            f"bordstabbe_seat {bordstabbe_seat}: only the first player, with bordstabbe (K16.10)"
+        )
+
+    decks = []
+    for i, deck in enumerate(msg.decks):
+        if bytes(sorted(deck)) != _FULL_DECKS[copies]:
+            raise _StateError(f"decks[{i}] is not a full deck of {config.deck_size} cards (K2.1)")
+        decks.append(_cards(deck))
+    if deal <= len(decks) and not msg.decks[deal - 1].endswith(stock_b):
+        raise _StateError(f"the stock is not the rest of decks[{deal - 1}]")
+
+    history = _history(config_data, first_dealer, tuple(r.SerializeToString() for r in msg.results))
+    results = history.results
+    if len(results) != (deal if over else deal - 1):
+        raise _StateError(f"{len(results)} finished deals in deal {deal}, over={over}")
+    tiebreak, winners = tuple(msg.tiebreak), tuple(msg.winners)
+    if over:
+        if history.outcome != (True, winners, ()) or tiebreak:
+            raise _StateError(f"winners {list(winners)} are not the match outcome (K13.3)")
+    elif history.pending or history.outcome != (False, (), tiebreak) or winners:
+        raise _StateError(
+            f"after deal {len(results)} the match is not in play as stored (K13.2, K13.3)"
+        )
+    played = (deal - 1) * layout.per_deal + n * (first_hand + later_hand * (distribution - 1))
+    played -= sum(sizes)
+    if msg.move_number != played:
+        raise _StateError(f"move_number {msg.move_number}, but {played} cards were played")
+
+    return State(
+        config=config,
+        seed=msg.seed,
+        decks=tuple(decks),
+        first_dealer=first_dealer,
+        dealer_draw=dealer_draw,
+        deal=deal,
+        dealer=dealer,
+        distribution=distribution,
+        stock=_cards(stock_b),
+        hands=tuple(_cards(hand) for hand in hands_b),
+        table=_cards(table_b),
+        set_aside=_cards(aside_b),
+        piles=tuple(_cards(pile) for pile in piles_b),
+        markers=tuple(_cards(markers) for markers in markers_b),
+        turn=turn,
+        last_capturer=last_capturer,
+        bordstabbe_seat=bordstabbe_seat,
+        results=results,
+        tiebreak=tiebreak,
+        winners=winners,
+        over=over,
+        move_number=msg.move_number,
+    )
+
+
+def _trusted_state(msg: pb.GameState) -> State:
+    """The State of a GameState this service sealed itself: no checks, only decoding."""
+    config_data = msg.config.SerializeToString()
+    first_dealer = msg.first_dealer
+    history = _history(config_data, first_dealer, tuple(r.SerializeToString() for r in msg.results))
+    draw = msg.dealer_draw_cards
+    return State(
+        config=_layout(config_data).config,
+        seed=msg.seed,
+        decks=tuple(_cards(deck) for deck in msg.decks),
+        first_dealer=first_dealer,
+        dealer_draw=tuple(zip(msg.dealer_draw_seats, _cards(draw), strict=True)) if draw else (),
+        deal=msg.deal,
+        dealer=msg.dealer,
+        distribution=msg.distribution,
+        stock=_cards(msg.stock),
+        hands=tuple(_cards(hand) for hand in msg.hands),
+        table=_cards(msg.table),
+        set_aside=_cards(msg.set_aside),
+        piles=tuple(_cards(pile) for pile in msg.piles),
+        markers=tuple(_cards(markers) for markers in msg.markers),
+        turn=msg.turn,
+        last_capturer=msg.last_capturer if msg.HasField("last_capturer") else None,
+        bordstabbe_seat=msg.bordstabbe_seat if msg.HasField("bordstabbe_seat") else None,
+        results=history.results,
+        tiebreak=tuple(msg.tiebreak),
+        winners=tuple(msg.winners),
+        over=msg.over,
+        move_number=msg.move_number,
+    )
+
+
+def _conservation_problem(msg: pb.GameState, everything: bytes, copies: int) -> str:
+    """The precise K15.1 failure: a byte that is no card, or the missing and extra cards."""
+    places = [("stock", msg.stock), ("table", msg.table), ("set_aside", msg.set_aside)]
+    places += [(f"hands[{seat}]", hand) for seat, hand in enumerate(msg.hands)]
+    places += [(f"piles[{seat}]", pile) for seat, pile in enumerate(msg.piles)]
+    for name, data in places:
+        if data and max(data) >= CARDS_PER_DECK:
+            return f"{name} holds byte {max(data)}, which is no card code (0-51)"
+    full = Counter(_FULL_DECKS[copies])
+    counts = Counter(everything)
+    parts = [f"cards are not conserved (K15.1): {len(everything)} cards, not {full.total()}"]
+    missing = cast(list[Card], sorted((full - counts).elements()))
+    extra = cast(list[Card], sorted((counts - full).elements()))
+    if missing:
+        parts.append("missing " + cards_str(missing))
+    if extra:
+        parts.append("too many " + cards_str(extra))
+    return "; ".join(parts)
+
+
+def _dealer_draw(msg: pb.GameState, config: Config) -> tuple[tuple[tuple[int, Card], ...], int]:
+    """K4.2: ``(draws, first dealer)``; a stored draw must be what the rule makes of its cards."""
+    seats, cards = msg.dealer_draw_seats, msg.dealer_draw_cards
+    if not config.draw_for_deal:
+        if seats or cards:
+            raise _StateError("a dealer draw without draw_for_deal (K4.2)")
+        return (), config.first_dealer
+    if not cards or max(cards) >= CARDS_PER_DECK:
+        raise _StateError("dealer_draw_cards is empty or holds a byte that is no card (K4.2)")
+    try:
+        dealer, draws = draw_for_deal(config.players, iter(_cards(cards)))
+    except ValueError:
+        raise _StateError("dealer_draw_cards run out before a dealer is found (K4.2)") from None
+    if len(seats) != len(cards) or draws != tuple(zip(seats, _cards(cards), strict=True)):
+        raise _StateError("dealer_draw_seats and dealer_draw_cards are not a draw for deal (K4.2)")
+    return draws, dealer
+
+
+def _check_hand_sizes(sizes: list[int], turn: int, first_player: int, dealt: int) -> None:
+    """K15.3 made exact: the seats that moved this round hold one card less than the mover."""
+    n = len(sizes)
+    moved = (turn - first_player) % n
+    mover = sizes[turn]
+    if not 0 < mover <= dealt or any(
+        size != (mover - 1 if (seat - first_player) % n < moved else mover)
+        for seat, size in enumerate(sizes)
+    ):
+        raise _StateError(f"hand sizes {sizes} with seat {turn} to move (K7.8, K15.3)")
+
+
+class _History(NamedTuple):
+    """The finished deals and the K13 outcome they lead to."""
+
+    results: tuple[DealResult, ...]
+    pending: tuple[int, ...]  # tie-break teams decided after the second-last deal
+    outcome: tuple[bool, tuple[int, ...], tuple[int, ...]]  # match_outcome after the last deal
+
+
+@functools.lru_cache(maxsize=1024)
+def _history(config_data: bytes, first_dealer: int, stored: tuple[bytes, ...]) -> _History:
+    """Finished deals from their stored items (derived items recomputed, K12.1), then K13."""
+    config = _layout(config_data).config
+    results = tuple(
+        _result(config, first_dealer, i, pb.DealScore.FromString(data))
+        for i, data in enumerate(stored)
+    )
+    if not results:
+        return _History((), (), (False, (), ()))
+    # Up to the last two deals the match must not have ended at all (K13.2).
+    totals = [0] * config.team_count
+    limit, target = config.deal_limit, config.target_score
+    for number, result in enumerate(results[:-2], start=1):
+        for team, points in enumerate(result.team_totals):
+            totals[team] += points
+        if (target is not None and max(totals) >= target) or (
+            limit is not None and number >= limit
+        ):
+            raise _StateError(f"the match ended after deal {number} (K13.2)")
+    pending: tuple[int, ...] = ()
+    if len(results) > 1:
+        ended, _, pending = match_outcome(config, results[:-1], ())
+        if ended:
+            raise _StateError(f"the match ended after deal {len(results) - 1} (K13.2)")
+    return _History(results, pending, match_outcome(config, results, pending))
+
+
+def _result(config: Config, first_dealer: int, i: int, stored: pb.DealScore) -> DealResult:
+    """One finished deal; every card ends in a pile, so item columns add up to the deck's."""
+    n, copies, rules = config.players, config.copies, config.rules
+    nordic = rules.nordic_scoring
+    lillan_unit = 1 if nordic else 2
+    deck_points = (
+        0 if nordic else 3 * copies,
+        lillan_unit * copies,
+        2 * copies,
+        11 * copies,
+        3 * copies,
+    )
+    # A deal has fewer captures than cards, each worth at most a double sweep (K9.1).
+    max_made = 10 * config.deck_size
+    dealer = (first_dealer + i) % n
+    recipient = stored.recipient
+    seats = stored.seats
+    if (
+        stored.deal_number != i + 1
+        or stored.dealer != dealer
+        or not 0 <= recipient < n
+        or len(seats) != n
+    ):
+        raise _StateError(
+            f"results[{i}] is not deal {i + 1} dealt by seat {dealer} with {n} seat scores "
+            "and a seat as recipient"
+        )
+    first_player = (dealer + 1) % n
+    rows = []
+    for seat, s in enumerate(seats):
+        row = (s.storan, s.lillan, s.ace_of_spades, s.other_spades, s.other_aces)
+        made, table = s.sweeps_made, s.bordstabbe
+        if (
+            min(row) < 0
+            or row[0] % 3
+            or row[1] % lillan_unit
+            or row[2] % 2
+            or not 0 <= made <= max_made
+            or made % 5
+            or (table and (table != -5 or not rules.bordstabbe or seat != first_player))
+        ):
+            raise _StateError(f"results[{i}].seats[{seat}] holds no K12.1 score items")
+        rows.append((row, made, table))
+    if tuple(map(sum, zip(*(row for row, _, _ in rows), strict=True))) != deck_points:
+        raise _StateError(f"results[{i}]: the card points do not add up to the deck's (K2.4)")
+    scores = []
+    for seat, (row, made, table) in enumerate(rows):
+        points = sum(row)
+        conceded = -rows[(seat + 1) % n][1]
+        last = int(rules.last_capture_point and seat == recipient)
+        total = points + made + conceded + last + table
+        scores.append(SeatScore(seat, *row, points, made, conceded, last, table, total))
+    return DealResult(i + 1, dealer, recipient, tuple(scores), team_totals(config, scores))

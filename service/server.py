@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
-from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
@@ -73,7 +73,7 @@ def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
     return ServiceMetrics(registry, {SERVICE_NAME: METHODS})
 
 
-async def serve_grpc(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> int:
+async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> int:
     """Run the gRPC server and the HTTP gateway until SIGTERM or SIGINT, then drain both.
 
     Returns the exit status.
@@ -90,7 +90,7 @@ async def serve_grpc(config: ServerConfig, keys: KeyRing, metrics: ServiceMetric
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (
-            krypkasino_pb2.DESCRIPTOR.services_by_name["KrypkasinoService"].full_name,
+            SERVICE_NAME,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         ),
@@ -174,7 +174,7 @@ def serve(config: ServerConfig) -> int:
         metrics = new_metrics(registry)
         stop_metrics = _start_metrics(config, registry)
         try:
-            return asyncio.run(serve_grpc(config, keys.ring, metrics))
+            return asyncio.run(run_servers(config, keys.ring, metrics))
         finally:
             stop_metrics()
     return _supervise(config, keys.ring)
@@ -229,7 +229,7 @@ def _run_worker(config: ServerConfig, keys: KeyRing) -> int:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         # A registry of its own: in multiprocess mode values go to the shared files.
-        return asyncio.run(serve_grpc(config, keys, new_metrics(CollectorRegistry())))
+        return asyncio.run(run_servers(config, keys, new_metrics(CollectorRegistry())))
     except BaseException:
         _log.exception("worker crashed")
         sys.stderr.flush()

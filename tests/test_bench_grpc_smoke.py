@@ -1,0 +1,30 @@
+"""The gRPC benchmark still runs end to end (a smoke run; timings are never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "grpc.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "grpc", "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "throughput ratio Play/echo" in done.stdout
+    report = json.loads(out.read_text())["grpc"]
+    for call in ("play", "echo"):
+        side = report["side_by_side"][call]
+        assert side["failures"] == 0 and side["throughput_rps"] > 0, side
+        assert side["latency"]["p50_us"] <= side["latency"]["p99_us"]
+    assert report["side_by_side"]["ratio"] > 0
+    assert 0 < report["token_bytes_mid_deal"]["median"] <= report["token_bytes_mid_deal"]["max"]
+    for workers in ("workers_1", "workers_2"):
+        assert report["workers"][workers]["failures"] == 0
+        assert report["workers"][workers]["throughput_rps"] > 0

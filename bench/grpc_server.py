@@ -24,17 +24,35 @@ from service.logs import configure_logging
 from service.server import build_api, new_metrics
 from service.tokens import KeyRing
 
-ECHO_METHOD = "/cardrules.bench.v1.EchoService/Echo"
+ECHO_SERVICE = "cardrules.bench.v1.EchoService"
+ECHO_METHOD = f"/{ECHO_SERVICE}/Echo"
+INSTRUMENTED_ECHO_METHOD = f"/{ECHO_SERVICE}/InstrumentedEcho"
 BENCH_KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
 
-def echo_handler(payload: bytes) -> grpc.GenericRpcHandler:
+def echo_handler(payload: bytes, runner: CallRunner) -> grpc.GenericRpcHandler:
+    """``Echo`` moves the payload and nothing else; ``InstrumentedEcho`` also goes
+    through the ``CallRunner`` (metrics and the request log line), as every RPC
+    of the real service does."""
+
     async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         return payload
 
+    async def instrumented(
+        request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> bytes:
+        outcome = runner.run(
+            ECHO_SERVICE, "InstrumentedEcho", "grpc", "bench", lambda _r, _i: payload, request
+        )
+        assert outcome.response is not None
+        return outcome.response
+
     return grpc.method_handlers_generic_handler(
-        "cardrules.bench.v1.EchoService",
-        {"Echo": grpc.unary_unary_rpc_method_handler(echo)},
+        ECHO_SERVICE,
+        {
+            "Echo": grpc.unary_unary_rpc_method_handler(echo),
+            "InstrumentedEcho": grpc.unary_unary_rpc_method_handler(instrumented),
+        },
     )
 
 
@@ -46,10 +64,11 @@ async def serve(port_file: Path, echo_bytes: int) -> None:
     )
     metrics = new_metrics(CollectorRegistry())
     api = build_api(config, KeyRing.parse(BENCH_KEY), metrics)
+    runner = CallRunner(metrics)
     krypkasino_pb2_grpc.add_KrypkasinoServiceServicer_to_server(
-        KrypkasinoServicer(api, CallRunner(metrics)), server
+        KrypkasinoServicer(api, runner), server
     )
-    server.add_generic_rpc_handlers((echo_handler(b"\x01" * echo_bytes),))
+    server.add_generic_rpc_handlers((echo_handler(b"\x01" * echo_bytes, runner),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     port_file.write_text(str(port))

@@ -273,8 +273,13 @@ def _seat_score_to_proto(s: SeatScore) -> pb.SeatScore:
     return pb.SeatScore(**{name: getattr(s, name) for name in _SEAT_SCORE_FIELDS})
 
 
+@functools.lru_cache(maxsize=4096)
 def deal_result_to_proto(result: DealResult) -> pb.DealScore:
-    """A finished deal's itemised score sheet (K12.1), every item filled."""
+    """A finished deal's itemised score sheet (K12.1), every item filled.
+
+    Cached: every view of a match repeats its finished deals. Callers only
+    assign the message into others, which copies it, and never mutate it.
+    """
     return pb.DealScore(
         deal_number=result.number,
         dealer=result.dealer,

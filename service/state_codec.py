@@ -30,7 +30,13 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from engine.cards import CARDS_PER_DECK, JACK, SPADES, Card, cards_str
 from engine.krypkasino.config import Config, ConfigError, Removal
 from engine.krypkasino.dealing import draw_for_deal
-from engine.krypkasino.scoring import DealResult, SeatScore, match_outcome, team_totals
+from engine.krypkasino.scoring import (
+    CARD_POINT_ITEMS,
+    DealResult,
+    assemble_scores,
+    match_outcome,
+    team_totals,
+)
 from engine.krypkasino.state import State
 from service.codec import CodecError, config_from_proto, config_to_proto
 
@@ -464,11 +470,11 @@ def _result(config: Config, first_dealer: int, i: int, stored: pb.DealScore) -> 
         rows.append((row, made, table))
     if tuple(map(sum, zip(*(row for row, _, _ in rows), strict=True))) != deck_points:
         raise _StateError(f"results[{i}]: the card points do not add up to the deck's (K2.4)")
-    scores = []
-    for seat, (row, made, table) in enumerate(rows):
-        points = sum(row)
-        conceded = -rows[(seat + 1) % n][1]
-        last = int(rules.last_capture_point and seat == recipient)
-        total = points + made + conceded + last + table
-        scores.append(SeatScore(seat, *row, points, made, conceded, last, table, total))
-    return DealResult(i + 1, dealer, recipient, tuple(scores), team_totals(config, scores))
+    scores = assemble_scores(
+        config,
+        [dict(zip(CARD_POINT_ITEMS, row, strict=True)) for row, _, _ in rows],
+        [made for _, made, _ in rows],
+        recipient,
+        first_player if any(table for _, _, table in rows) else None,
+    )
+    return DealResult(i + 1, dealer, recipient, scores, team_totals(config, scores))

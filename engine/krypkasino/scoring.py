@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
 from engine.cards import ACE, Card, make_card
@@ -71,6 +71,9 @@ def card_points(pile: Sequence[Card], nordic: bool) -> dict[str, int]:
     }
 
 
+CARD_POINT_ITEMS = ("storan", "lillan", "ace_of_spades", "other_spades", "other_aces")
+
+
 def score_deal(
     config: Config,
     piles: Sequence[Sequence[Card]],
@@ -78,14 +81,32 @@ def score_deal(
     recipient: int,
     bordstabbe_seat: int | None,
 ) -> tuple[SeatScore, ...]:
-    """K12.1: every seat's breakdown, sweeps paid by the previous seat (K9.1)."""
+    """K12.1: every seat's breakdown from its pile and its sweep markers."""
+    nordic = config.rules.nordic_scoring
+    return assemble_scores(
+        config,
+        [card_points(pile, nordic) for pile in piles],
+        [SWEEP_POINTS * len(m) for m in markers],
+        recipient,
+        bordstabbe_seat,
+    )
+
+
+def assemble_scores(
+    config: Config,
+    items: Sequence[Mapping[str, int]],
+    sweeps_made: Sequence[int],
+    recipient: int,
+    bordstabbe_seat: int | None,
+) -> tuple[SeatScore, ...]:
+    """K12.1 from the independent items: per seat its card-point ``items`` (K2.4) and
+    sweep points; the rest is derived, sweeps paid by the previous seat (K9.1)."""
     n = config.players
     scores = []
     for seat in range(n):
-        items = card_points(piles[seat], config.rules.nordic_scoring)
-        points = sum(items.values())
-        made = SWEEP_POINTS * len(markers[seat])
-        conceded = -SWEEP_POINTS * len(markers[(seat + 1) % n])
+        points = sum(items[seat].values())
+        made = sweeps_made[seat]
+        conceded = -sweeps_made[(seat + 1) % n]
         last = 1 if config.rules.last_capture_point and seat == recipient else 0
         table = BORDSTABBE_POINTS if seat == bordstabbe_seat else 0
         scores.append(
@@ -97,7 +118,7 @@ def score_deal(
                 last_capture=last,
                 bordstabbe=table,
                 total=points + made + conceded + last + table,
-                **items,
+                **items[seat],
             )
         )
     return tuple(scores)

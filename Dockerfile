@@ -64,6 +64,7 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import os, sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; port = os.environ.get('CARDRULES_GRPC_PORT', '50051'); channel = grpc.insecure_channel('127.0.0.1:' + port); reply = g.HealthStub(channel).Check(h.HealthCheckRequest(service='readiness'), timeout=3); sys.exit(0 if reply.status == h.HealthCheckResponse.SERVING else 1)"]
 
 # Exec form: the server is PID 1 and gets SIGTERM itself. It handles SIGTERM
-# (readiness NOT_SERVING, drain for --grace-seconds, exit 0) and, with one
+# (readiness NOT_SERVING, keep serving for --drain-delay-seconds, then finish
+# in-flight calls within --grace-seconds, exit 0) and, with one
 # worker, starts no child processes, so no init process is needed.
 ENTRYPOINT ["cardrules", "serve"]

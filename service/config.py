@@ -36,6 +36,7 @@ class ServerConfig:
     log_level: str = "info"
     max_request_bytes: int = 64 * 1024
     grace_seconds: float = 10.0
+    drain_delay_seconds: float = 1.0
     cors_origins: tuple[str, ...] = ()
 
 
@@ -56,7 +57,15 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--log-format": ("log_format", "json, console, or auto (console on a terminal)"),
     "--log-level": ("log_level", "debug, info, warning or error"),
     "--max-request-bytes": ("max_request_bytes", "largest request accepted"),
-    "--grace-seconds": ("grace_seconds", "how long SIGTERM waits for in-flight requests"),
+    "--drain-delay-seconds": (
+        "drain_delay_seconds",
+        "how long SIGTERM keeps serving after readiness turns NOT_SERVING, so that "
+        "health-checking clients move away first (0 = stop at once; SIGINT skips it)",
+    ),
+    "--grace-seconds": (
+        "grace_seconds",
+        "how long the stop after the drain delay waits for in-flight requests",
+    ),
     "--cors-origins": (
         "cors_origins",
         "comma-separated browser origins allowed to call the HTTP gateway, e.g. "
@@ -142,8 +151,9 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     ):
         if (item := raw(name)) is not None:
             values[name] = _int(*item, low, high)
-    if (item := raw("grace_seconds")) is not None:
-        values["grace_seconds"] = _seconds(*item)
+    for name in ("drain_delay_seconds", "grace_seconds"):
+        if (item := raw(name)) is not None:
+            values[name] = _seconds(*item)
     if (item := raw("cors_origins")) is not None:
         try:
             values["cors_origins"] = parse_origins(item[1])

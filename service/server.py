@@ -13,6 +13,7 @@ chosen before ``prometheus_client`` is first imported, which is why
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -86,7 +87,7 @@ async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetri
     krypkasino_pb2_grpc.add_KrypkasinoServiceServicer_to_server(
         KrypkasinoServicer(api, runner), server
     )
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = DrainingHealth()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (
@@ -108,10 +109,7 @@ async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetri
     await server.start()
     for name in HEALTH_SERVICES:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    signals = StopSignals(asyncio.get_running_loop())
     _log.info(
         "listening",
         grpc=f"{config.host}:{port}",
@@ -120,13 +118,118 @@ async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetri
         http_port=http.port,
         pid=os.getpid(),
     )
-    await stop.wait()
-    _log.info("draining", grace_seconds=config.grace_seconds, pid=os.getpid())
-    for name in DRAINED_ON_SHUTDOWN:
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    await asyncio.gather(server.stop(config.grace_seconds), http.stop())
+    await signals.received.wait()
+    await _shut_down(config, server, http, health_servicer, signals)
     _log.info("stopped", pid=os.getpid())
     return 0
+
+
+class StopSignals:
+    """SIGTERM or SIGINT ends serving; SIGINT (Ctrl-C) also skips the drain delay.
+
+    A SIGINT that comes during a SIGTERM's drain delay cuts the delay short: a
+    second Ctrl-C, or the one a terminal sends to the workers of ``--workers N``.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.received = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self.first: signal.Signals | None = None
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._on_signal, signum)
+
+    def _on_signal(self, signum: signal.Signals) -> None:
+        if self.first is None:
+            self.first = signum
+        self.received.set()
+        if signum == signal.SIGINT:
+            self._hurry.set()
+
+    def drain_delay(self, configured: float) -> float:
+        """The delay to keep serving for: none once SIGINT came."""
+        return 0.0 if self._hurry.is_set() else configured
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or until SIGINT."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), seconds)
+
+
+class DrainingHealth(health.aio.HealthServicer):
+    """The standard health service, whose Watch streams end when the server stops.
+
+    A Watch stream is an in-flight call like any other: left open, it would hold
+    ``server.stop`` for the whole grace period. gRPC's client-side health checking
+    keeps a server whose stream ended out of rotation until a new stream says
+    SERVING, which a stopping server never sends.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stopping = asyncio.Event()
+
+    async def Watch(  # noqa: N802 - the name is the RPC's
+        self,
+        request: health_pb2.HealthCheckRequest,
+        context: grpc.aio.ServicerContext[
+            health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+        ],
+    ) -> None:
+        watching = asyncio.ensure_future(super().Watch(request, context))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((watching, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            stopping.cancel()
+        if watching.done() and not watching.cancelled():
+            watching.result()  # the stream's own error, if it failed
+
+    def end_watches(self) -> None:
+        """End every Watch stream, and each one opened from now on, with status OK."""
+        self._stopping.set()
+
+
+async def _shut_down(
+    config: ServerConfig,
+    server: grpc.aio.Server,
+    http: HttpServer,
+    health_servicer: DrainingHealth,
+    signals: StopSignals,
+) -> None:
+    """Drain in three steps (design section 6, docs/operations.md "Termination").
+
+    1. ``""``, ``readiness`` and the service name turn NOT_SERVING (``liveness``
+       stays SERVING): probes and health-checking clients move away.
+    2. Keep serving for the drain delay. Calls that clients sent before they saw
+       NOT_SERVING are still answered; stopping at once would let gRPC core cancel
+       the ones it had received but not yet handed over (grpc/grpc#41785).
+    3. Stop both servers: listeners close, new calls are refused, calls in flight
+       get ``grace_seconds`` to finish.
+    """
+    delay = signals.drain_delay(config.drain_delay_seconds)
+    _log.info(
+        "draining",
+        signal=signals.first.name if signals.first else None,
+        readiness="NOT_SERVING",
+        drain_delay_seconds=delay,
+        grace_seconds=config.grace_seconds,
+        pid=os.getpid(),
+    )
+    for name in DRAINED_ON_SHUTDOWN:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await signals.sleep(delay)
+    _log.info(
+        "stopping",
+        new_calls="refused",
+        grace_seconds=config.grace_seconds,
+        pid=os.getpid(),
+    )
+    stopped = asyncio.gather(server.stop(config.grace_seconds), http.stop())
+    # Only once the stop has begun: a client re-opens an ended Watch, and that
+    # new stream must meet a server that no longer accepts calls.
+    health_servicer.end_watches()
+    await stopped
 
 
 async def _start_gateway(

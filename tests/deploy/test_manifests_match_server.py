@@ -219,7 +219,10 @@ def test_the_grace_period_outlasts_the_pre_stop_pause_and_the_drain(overlay):
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     config = effective_config(manifest_env(objects, SECRETS))
     assert config.grace_seconds > 0
-    assert pod["terminationGracePeriodSeconds"] > pre_stop_seconds(objects) + config.grace_seconds
+    # On SIGTERM the server serves on for the drain delay, then waits up to the grace.
+    assert config.drain_delay_seconds > 0, "health-checking clients need time to move away"
+    drain = config.drain_delay_seconds + config.grace_seconds
+    assert pod["terminationGracePeriodSeconds"] > pre_stop_seconds(objects) + drain
 
 
 # -- resources and security --------------------------------------------------------------

@@ -98,6 +98,8 @@ def server_environment(
     environ.update({"CARDRULES_STATE_KEYS": keys, "CARDRULES_LOG_FORMAT": "json"})
     # A free HTTP port unless the test picks one: parallel servers must not all want 8080.
     environ["CARDRULES_HTTP_PORT"] = "0"
+    # Tests stop servers often; the ones about draining set their own delay.
+    environ["CARDRULES_DRAIN_DELAY_SECONDS"] = "0"
     environ.update(env or {})
     return environ
 

@@ -43,6 +43,7 @@ from cardrules.client import (
 from cardrules.client import codes as client_codes
 from cardrules.client import errors as client_errors
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from engine.cards import card_str, full_deck
 from engine.krypkasino import Config, legal_moves, new_game, play, score
@@ -319,8 +320,11 @@ class ScriptedServicer:
 
 
 @contextlib.contextmanager
-def scripted_server(servicer: ScriptedServicer) -> Iterator[str]:
-    """A real in-process gRPC server of the Krypkasino service that serves ``Score`` only."""
+def scripted_server(
+    servicer: ScriptedServicer, health_checks: health.HealthServicer | None = None
+) -> Iterator[str]:
+    """A real in-process gRPC server of the Krypkasino service that serves ``Score`` only,
+    and the health service if ``health_checks`` is given."""
     handler = grpc.unary_unary_rpc_method_handler(
         servicer.score,
         request_deserializer=pb.ScoreRequest.FromString,
@@ -330,6 +334,8 @@ def scripted_server(servicer: ScriptedServicer) -> Iterator[str]:
     server.add_generic_rpc_handlers(
         [grpc.method_handlers_generic_handler(SERVICE, {"Score": handler})]
     )
+    if health_checks is not None:
+        health_pb2_grpc.add_HealthServicer_to_server(health_checks, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
@@ -419,9 +425,10 @@ def test_service_config_holds_the_retry_policy() -> None:
     assert method["name"] == [{"service": SERVICE}]
     assert method["retryPolicy"]["maxAttempts"] == 4
     assert method["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]
-    assert "loadBalancingConfig" not in config
+    assert "loadBalancingConfig" not in config and "healthCheckConfig" not in config
     balanced = json.loads(dict(channel_options("round_robin"))["grpc.service_config"])
     assert balanced["loadBalancingConfig"] == [{"round_robin": {}}]
+    assert balanced["healthCheckConfig"] == {"serviceName": "readiness"}
     assert pb.DESCRIPTOR.services_by_name["KrypkasinoService"].full_name == SERVICE
 
 
@@ -438,7 +445,27 @@ def calls_per_server(load_balancing: str | None) -> list[int]:
 
 
 def test_round_robin_spreads_calls_over_every_address() -> None:
+    # The scripted servers have no health service: health checking counts them healthy.
     assert all(calls_per_server("round_robin"))
+
+
+def test_a_balanced_channel_sends_nothing_to_a_server_whose_readiness_is_not_serving() -> None:
+    """Design section 6: a draining server reports NOT_SERVING, and a client with a
+    load-balancing policy stops sending it calls (client-side health checking)."""
+    servicer, checks = ScriptedServicer(), health.HealthServicer()
+    checks.set("readiness", health_pb2.HealthCheckResponse.NOT_SERVING)
+    with scripted_server(servicer, checks) as target:
+        # The control: without a balancing policy gRPC checks no health and sends the call.
+        with KrypkasinoClient(target) as plain:
+            assert list(plain.score(state=b"s").totals) == [1]
+        with KrypkasinoClient(target, load_balancing="round_robin") as balanced:
+            with pytest.raises(grpc.RpcError) as refused:
+                balanced.score(state=b"s", wait_for_ready=False)
+            assert refused.value.code() == UNAVAILABLE
+            assert servicer.calls == 1  # refused in the client, every retry too
+            checks.set("readiness", health_pb2.HealthCheckResponse.SERVING)
+            # The channel follows the server's health: it sends again once SERVING.
+            assert list(balanced.score(state=b"s", wait_for_ready=True).totals) == [2]
 
 
 def test_the_default_policy_sticks_to_one_address() -> None:

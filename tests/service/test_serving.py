@@ -26,6 +26,7 @@ from typing import Any, cast
 
 import grpc
 import pytest
+from cardrules.client import channel_options
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
@@ -349,9 +350,15 @@ class CallRecord:
 
 @dataclass
 class Load:
-    """Client threads playing games in a loop until the server refuses them."""
+    """Client threads playing games in a loop until a call fails; every call is recorded.
+
+    ``health_checked`` clients use the Python client's channel settings with
+    ``round_robin``, hence gRPC's client-side health checking of ``readiness``;
+    the others use a plain channel (``pick_first``, no health checking).
+    """
 
     target: str
+    health_checked: bool
     calls: list[CallRecord] = field(default_factory=list)
     last_codes: list[grpc.StatusCode] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -360,8 +367,16 @@ class Load:
         with self.lock:
             return sum(1 for c in self.calls if c.code == grpc.StatusCode.OK)
 
+    def channel(self) -> grpc.Channel:
+        if self.health_checked:
+            options = channel_options("round_robin", OWN_CONNECTION)
+            assert '"healthCheckConfig"' in dict(options)["grpc.service_config"]
+            return grpc.insecure_channel(self.target, options)
+        return grpc.insecure_channel(self.target, OWN_CONNECTION)
+
     def run(self, seed: int) -> None:
-        with krypkasino(self.target) as stub:
+        with self.channel() as channel:
+            stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
             rng = random.Random(seed)
             try:
                 while True:
@@ -388,29 +403,28 @@ class Load:
                     self.last_codes.append(error.code())
 
     def _call(self, method: Any, request: Any) -> Any:
-        """One call; a CANCELLED call never reached the servicer (checked) and is re-sent."""
-        while True:
-            request_id = uuid.uuid4().hex
-            started = time.monotonic()
-            code = grpc.StatusCode.OK
-            try:
-                return method(request, metadata=[("x-request-id", request_id)], timeout=30)
-            except grpc.RpcError as error:
-                code = error.code()
-                if code != grpc.StatusCode.CANCELLED:
-                    raise
-            finally:
-                with self.lock:
-                    self.calls.append(CallRecord(request_id, started, time.monotonic(), code))
+        request_id = uuid.uuid4().hex
+        started = time.monotonic()
+        code = grpc.StatusCode.OK
+        try:
+            return method(request, metadata=[("x-request-id", request_id)], timeout=60)
+        except grpc.RpcError as error:
+            code = error.code()
+            raise
+        finally:
+            with self.lock:
+                self.calls.append(CallRecord(request_id, started, time.monotonic(), code))
 
 
 class HealthWatch:
-    """A Health/Watch stream read by a thread: every status the server sent."""
+    """A Health/Watch stream read by a thread: every status the server sent, and how the
+    stream ended (``None`` while open)."""
 
     def __init__(self, channel: grpc.Channel, service: str) -> None:
         self.statuses: list[int] = []
+        self.ended: grpc.StatusCode | None = None
         self.call = health(channel).Watch(
-            health_pb2.HealthCheckRequest(service=service), timeout=60
+            health_pb2.HealthCheckRequest(service=service), timeout=120
         )
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -419,82 +433,164 @@ class HealthWatch:
         try:
             for answer in self.call:
                 self.statuses.append(answer.status)
-        except grpc.RpcError:
-            pass  # our own cancel ends the stream
+            self.ended = self.call.code()
+        except grpc.RpcError as error:
+            self.ended = error.code()
 
-    def wait_for(self, status: int, timeout: float = 15) -> bool:
+    def wait_for(self, status: int, timeout: float = 30) -> bool:
         deadline = time.monotonic() + timeout
         while status not in self.statuses and time.monotonic() < deadline:
             time.sleep(0.005)
         return status in self.statuses
 
+    def join(self, timeout: float = 30) -> None:
+        self._thread.join(timeout)
+
     def stop(self) -> None:
         self.call.cancel()
-        self._thread.join(10)
+        self.join()
 
 
-def test_sigterm_under_load_drains_every_accepted_call_and_exits_0():
-    """Design section 6: SIGTERM turns readiness NOT_SERVING, stops accepting, finishes
-    in-flight requests within the grace period and exits 0."""
-    server = start_server(("--grace-seconds", "10"))
+@dataclass
+class SigtermRun:
+    """What a server under load did from SIGTERM to its exit."""
+
+    server: ServerProcess
+    load: Load
+    signalled: float
+    exit_code: int
+
+    def handled(self) -> dict[str, dict[str, object]]:
+        """The server's ``request`` log lines by request id: the calls the servicer ran."""
+        return {str(line["request_id"]): line for line in self.server.log_events("request")}
+
+    def requests_logged_between(self, first: str, last: str) -> list[str]:
+        """Request ids the server logged after its ``first`` line and before ``last``."""
+        events = [line.get("event") for line in self.server.logs]
+        window = self.server.logs[events.index(first) + 1 : events.index(last)]
+        return [str(line["request_id"]) for line in window if line.get("event") == "request"]
+
+
+def sigterm_under_load(
+    server: ServerProcess, health_checked: bool, watches: tuple[HealthWatch, ...] = ()
+) -> SigtermRun:
+    """Six clients play until 150 calls succeeded; then SIGTERM, and wait for the exit.
+
+    The ``watches`` (on another channel) are left open: the server must end them.
+    """
+    load = Load(server.target, health_checked)
+    clients = [threading.Thread(target=load.run, args=(seed,)) for seed in range(6)]
+    for client in clients:
+        client.start()
+    deadline = time.monotonic() + 60
+    while load.ok_calls() < 150 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    signalled = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    exit_code = server.process.wait(90)
+    for thread in clients:
+        thread.join(60)
+    for watch in watches:
+        watch.join()
+    server.terminate()  # reap the log reader
+    assert not any(thread.is_alive() for thread in clients), "a client never stopped"
+    assert load.ok_calls() >= 150, load.calls[-6:]
+    assert len({call.request_id for call in load.calls}) == len(load.calls)
+    return SigtermRun(server, load, signalled, exit_code)
+
+
+def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0():
+    """Design section 6, issue 3: on SIGTERM readiness turns NOT_SERVING, the server serves
+    on for the drain delay while health-checking clients move away, then stops and exits 0.
+
+    No call fails but those the clients refuse themselves, with UNAVAILABLE, once they
+    know the server is not ready: nothing is CANCELLED (grpc/grpc#41785 cancels calls
+    gRPC core received but had not handed over when the stop began; the delay lets
+    core hand over every call received before the clients heard NOT_SERVING).
+    """
+    server = start_server(("--grace-seconds", "20", "--drain-delay-seconds", "3"))
     try:
         with grpc.insecure_channel(server.target, options=OWN_CONNECTION) as observer:
-            readiness, liveness = (
-                HealthWatch(observer, "readiness"),
-                HealthWatch(observer, "liveness"),
-            )
+            readiness = HealthWatch(observer, "readiness")
+            liveness = HealthWatch(observer, "liveness")
             assert readiness.wait_for(SERVING) and liveness.wait_for(SERVING)
-            load = Load(server.target)
-            clients = [threading.Thread(target=load.run, args=(seed,)) for seed in range(6)]
-            for client in clients:
-                client.start()
-            deadline = time.monotonic() + 30
-            while load.ok_calls() < 150 and time.monotonic() < deadline:
-                time.sleep(0.005)
-            signalled = time.monotonic()
-            server.process.send_signal(signal.SIGTERM)
-            # The watch streams are in-flight calls too: end them once seen, or the
-            # drain would wait for them for the whole grace period.
-            drained_readiness = readiness.wait_for(NOT_SERVING)
-            readiness.stop()
-            liveness.stop()
-            exit_code = server.process.wait(30)
-            for client in clients:
-                client.join(30)
+            run = sigterm_under_load(server, health_checked=True, watches=(readiness, liveness))
     finally:
         server.kill()
-    assert exit_code == 0
-    assert drained_readiness and readiness.statuses == [SERVING, NOT_SERVING]
-    assert liveness.statuses == [SERVING]  # liveness stays up while draining
+    assert run.exit_code == 0
+    # The Watch streams saw readiness drop, liveness stay up, and were ended by the
+    # server (OK) when it stopped, not cut off at the end of the grace period.
+    assert (readiness.statuses, readiness.ended) == ([SERVING, NOT_SERVING], grpc.StatusCode.OK)
+    assert (liveness.statuses, liveness.ended) == ([SERVING], grpc.StatusCode.OK)
 
-    server.terminate()  # reap the log reader
     events = [line.get("event") for line in server.logs]
-    assert events.count("draining") == 1 and events[-1] == "stopped"
-    assert server.log_events("draining")[0]["grace_seconds"] == 10
-    handled = {str(line["request_id"]): line for line in server.log_events("request")}
-    after_drain_began = [
-        str(line["request_id"])
-        for line in server.logs[events.index("draining") :]
-        if line.get("event") == "request"
-    ]
-    calls = {call.request_id: call for call in load.calls}
-    assert len(calls) == len(load.calls) and load.ok_calls() >= 150
+    assert events.count("draining") == events.count("stopping") == 1
+    assert events.index("draining") < events.index("stopping") and events[-1] == "stopped"
+    draining = server.log_events("draining")[0]
+    assert (draining["signal"], draining["drain_delay_seconds"]) == ("SIGTERM", 3)
+    assert draining["grace_seconds"] == 20
 
-    # Every call that reached the servicer completed OK, also while draining.
-    for request_id, line in handled.items():
-        assert line["code"] == "OK", line
-        assert calls[request_id].code == grpc.StatusCode.OK, calls[request_id]
-    assert after_drain_began, "no request was in flight when SIGTERM came"
-    # Every call that failed never reached the servicer, and failed only after the
-    # signal: UNAVAILABLE (refused), or CANCELLED (grpc/grpc#41785: gRPC core
-    # cancels calls it had received but not yet handed over when shutdown began).
-    refused = [call for call in load.calls if call.request_id not in handled]
-    assert refused, "the server never stopped accepting"
-    for call in refused:
-        assert call.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), call
-        assert call.ended > signalled, call
-    # Each client ended on UNAVAILABLE: the server no longer accepts anything.
-    assert load.last_codes == [grpc.StatusCode.UNAVAILABLE] * len(clients)
+    handled = run.handled()
+    for call in run.load.calls:
+        if call.started < run.signalled:  # in flight or done when SIGTERM came
+            assert call.code == grpc.StatusCode.OK, call
+        else:  # OK, or refused by the client: never CANCELLED, never anything else
+            assert call.code in (grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE), call
+        if call.code == grpc.StatusCode.OK:
+            assert handled[call.request_id]["code"] == "OK", call
+        else:
+            assert call.request_id not in handled, call
+    assert len(handled) == run.load.ok_calls()
+    # The drain delay is real: the server went on serving calls after SIGTERM, some
+    # of them sent after the signal, and only then stopped.
+    served_while_draining = run.requests_logged_between("draining", "stopping")
+    assert served_while_draining, "no call was served during the drain delay"
+    sent_after_signal = [
+        call
+        for call in run.load.calls
+        if call.started > run.signalled and call.code == grpc.StatusCode.OK
+    ]
+    assert sent_after_signal, "no call sent after SIGTERM reached the server"
+    # Each client ended on UNAVAILABLE: it heard NOT_SERVING, then the server was gone.
+    assert run.load.last_codes == [grpc.StatusCode.UNAVAILABLE] * 6
+
+
+def test_sigterm_under_load_completes_every_call_the_servicer_accepted_without_health_checks():
+    """Design section 6: clients that check no health (``pick_first``) do not hear
+    NOT_SERVING and may lose calls to the stop (UNAVAILABLE, or CANCELLED by
+    grpc/grpc#41785), but never one the servicer began; and the exit status is 0."""
+    with running(("--grace-seconds", "20", "--drain-delay-seconds", "0")) as server:
+        run = sigterm_under_load(server, health_checked=False)
+    assert run.exit_code == 0
+    assert server.log_events("draining")[0]["drain_delay_seconds"] == 0
+    handled = run.handled()
+    for call in run.load.calls:
+        if call.request_id in handled:
+            assert handled[call.request_id]["code"] == "OK", call
+            assert call.code == grpc.StatusCode.OK, call
+        else:
+            assert call.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), call
+            assert call.ended > run.signalled, call
+    assert len(run.load.last_codes) == 6
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGINT,), (signal.SIGTERM, signal.SIGINT)],
+    ids=["sigint", "sigint_during_the_drain_delay"],
+)
+def test_sigint_skips_the_drain_delay(signals):
+    """``make serve`` stops on Ctrl-C without the drain delay (here ten minutes), also
+    when Ctrl-C comes while a SIGTERM's delay runs."""
+    with running(("--drain-delay-seconds", "600")) as server:
+        for signum in signals:
+            server.process.send_signal(signum)
+            server.wait_for_logs("draining")
+        assert server.process.wait(60) == 0  # well before the delay would have ended
+    draining = server.log_events("draining")[0]
+    assert draining["signal"] == signals[0].name
+    assert draining["drain_delay_seconds"] == (600 if signals[0] == signal.SIGTERM else 0)
+    assert [line.get("event") for line in server.logs][-2:] == ["stopping", "stopped"]
 
 
 # -- health and reflection -----------------------------------------------------------------
@@ -606,6 +702,7 @@ def test_environment_variables_alone_configure_the_server():
         "CARDRULES_HTTP_PORT": str(http_port),
         "CARDRULES_METRICS_PORT": str(metrics_port),
         "CARDRULES_GRACE_SECONDS": "3",
+        "CARDRULES_DRAIN_DELAY_SECONDS": "0.5",
         "CARDRULES_MAX_REQUEST_BYTES": "2048",
     }
     server = start_server(env=env, loopback_flags=False)
@@ -627,7 +724,8 @@ def test_environment_variables_alone_configure_the_server():
         server.kill()
         raise
     assert server.terminate() == 0
-    assert server.log_events("draining")[0]["grace_seconds"] == 3
+    draining = server.log_events("draining")[0]
+    assert (draining["grace_seconds"], draining["drain_delay_seconds"]) == (3, 0.5)
 
 
 def test_a_flag_wins_over_its_environment_variable():
@@ -654,6 +752,7 @@ def serve_and_fail(env: dict[str, str], keys: str) -> subprocess.CompletedProces
         ("CARDRULES_WORKERS", "0"),
         ("CARDRULES_MAX_REQUEST_BYTES", "-1"),
         ("CARDRULES_GRACE_SECONDS", "soon"),
+        ("CARDRULES_DRAIN_DELAY_SECONDS", "-1"),
         ("CARDRULES_LOG_FORMAT", "xml"),
         ("CARDRULES_PLAIN_STATE", "maybe"),
     ],

@@ -1,10 +1,16 @@
-"""Channel settings: the retry policy and load balancing as a gRPC service config.
+"""Channel settings: the retry policy, load balancing and health checking as a gRPC
+service config.
 
 Every cardrules RPC is a pure function of its request (design section 3), so
 retrying one after ``UNAVAILABLE`` can never play a move twice: the retried
 request carries the same state token and yields the same answer. The policy
 lives in the channel's service config, where gRPC applies it with backoff and
 within the call's overall deadline.
+
+With a load-balancing policy the channel also checks each server's health:
+a server that is shutting down turns ``readiness`` NOT_SERVING and keeps
+serving for a moment (``--drain-delay-seconds``), and the channel stops
+sending it calls as soon as it hears so (design section 6).
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ RETRY_POLICY: dict[str, Any] = {
     "retryableStatusCodes": ["UNAVAILABLE"],
 }
 
+#: The health service name that client-side health checking watches: the
+#: server's readiness, which turns NOT_SERVING when the server begins to drain.
+HEALTH_CHECK_SERVICE = "readiness"
+
 #: Default deadline of every call, in seconds (the proto documents 1 s per RPC;
 #: the slack covers retries and a cold connection).
 DEFAULT_TIMEOUT = 5.0
@@ -41,6 +51,16 @@ def service_config(
     ``load_balancing="round_robin"`` spreads calls over every address that a
     ``dns:///`` target resolves to, such as the pods behind a headless
     Kubernetes Service; gRPC's default (``pick_first``) sticks to one of them.
+
+    A load-balancing policy comes with client-side health checking
+    (``healthCheckConfig``): the channel watches each server's
+    ``HEALTH_CHECK_SERVICE`` and sends calls only to servers that report
+    SERVING. A draining server reports NOT_SERVING before it stops, so no
+    call is sent to it once it has begun to stop. A call with no healthy
+    server left fails at once with ``UNAVAILABLE`` (and is retried). Servers
+    without a health service count as healthy. gRPC applies health checking
+    under ``round_robin`` and similar policies and ignores it under
+    ``pick_first``.
     """
     config: dict[str, Any] = {
         "methodConfig": [
@@ -52,6 +72,7 @@ def service_config(
     }
     if load_balancing is not None:
         config["loadBalancingConfig"] = [{load_balancing: {}}]
+        config["healthCheckConfig"] = {"serviceName": HEALTH_CHECK_SERVICE}
     return config
 
 

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from itertools import combinations, product
 from typing import NamedTuple
@@ -92,17 +92,11 @@ _REACH = tuple((1 << (4 * min(target, 13))) - 1 for target in range(15))
 class _TableIndex:
     """The table's value vector, shared by every card of one hand; cards by rank on demand."""
 
-    __slots__ = ("_by_rank", "choices", "has_courts", "packed", "packed_plain", "size", "table")
+    __slots__ = ("_by_rank", "choices", "packed", "table")
 
     def __init__(self, table: Sequence[Card]) -> None:
-        packed = 0
-        for card in table:
-            packed += 1 << ((card >> 2) << 2)
         self.table = table
-        self.size = len(table)
-        self.packed = packed
-        self.packed_plain = packed & ~_COURT_FIELDS
-        self.has_courts = packed != self.packed_plain
+        self.packed = _packed(table)
         self._by_rank: list[list[Card]] | None = None
         self.choices: dict[tuple[int, int], list[tuple[Card, ...]]] = {}
 
@@ -132,29 +126,33 @@ class _TableIndex:
         return [sum(parts, ()) for parts in product(*per_rank)]
 
 
-def _options(card: Card, index: _TableIndex, rank_only: bool) -> tuple[tuple[int, ...], bool]:
-    """Legal captured value vectors of one card (K7.1-K7.3) and whether it sweeps (K7.6)."""
+# Per card code: its unit in a value vector (four bits per rank, ace lowest; see
+# ``captures``) and its table value (K2.2); a lookup is cheaper than the shifts.
+_UNIT = tuple(1 << ((card >> 2) << 2) for card in range(52))
+_VALUE = tuple((card >> 2) + 1 for card in range(52))
+
+
+def _packed(cards: Iterable[Card]) -> int:
+    """The value vector of some cards."""
+    return sum(map(_UNIT.__getitem__, cards))
+
+
+def _options(card: Card, table: int, rank_only: bool) -> tuple[int, ...]:
+    """Legal captured value vectors of one card against a table value vector (K7.1-K7.3).
+
+    Only the table values the card can reach take part, so tables that differ
+    only in unreachable cards share one cached search. The card sweeps (K7.6)
+    exactly when the last, largest option is the whole (non-empty) table.
+    """
     rank = card >> 2
     if rank_only:
         if rank >= JACK:
             # K7.1/K7.2 with court_cards_rank_only: each same-rank card is a group.
-            vector = index.packed & (15 << (4 * rank))
-            return ((vector,) if vector else ()), bool(vector) and vector == index.packed
-        reachable = index.packed_plain & _REACH[hand_value(card)]
-        options = value_options(reachable, hand_value(card))
-        return options, _sweeps(options, reachable, index.packed)
-    reachable = index.packed & _REACH[hand_value(card)]
-    options = value_options(reachable, hand_value(card))
-    return options, _sweeps(options, reachable, index.packed)
-
-
-def _sweeps(options: tuple[int, ...], reachable: int, table: int) -> bool:
-    """K7.6: the whole table is an option; it is the largest vector, so it can only be last.
-
-    Keying the capture search on the reachable part of the table alone lets
-    tables that differ only in unreachable cards share one cached search.
-    """
-    return bool(options) and reachable == table != 0 and options[-1] == table
+            vector = table & (15 << (rank << 2))
+            return (vector,) if vector else ()
+        table &= ~_COURT_FIELDS
+    value = 14 if rank == ACE else rank + 1
+    return value_options(table & _REACH[value], value)
 
 
 def table_moves(hand: Sequence[Card], table: Sequence[Card], rules: Rules) -> list[Move]:
@@ -162,16 +160,17 @@ def table_moves(hand: Sequence[Card], table: Sequence[Card], rules: Rules) -> li
     if not hand:
         return []
     index = _TableIndex(table)
+    packed = index.packed
     rank_only = rules.court_cards_rank_only
-    per_card = [(card, *_options(card, index, rank_only)) for card in sorted(set(hand))]
+    per_card = [(card, _options(card, packed, rank_only)) for card in sorted(set(hand))]
     if not rules.no_forced_sweep:
         whole = tuple(sorted(table))
-        forced = [Move(card, whole) for card, _, sweeps in per_card if sweeps]
+        forced = [Move(card, whole) for card, options in per_card if _takes_all(options, packed)]
         if forced:
             return forced
-    crawl_allowed = not (rules.must_capture_if_able and any(opts for _, opts, _ in per_card))
+    crawl_allowed = not (rules.must_capture_if_able and any(opts for _, opts in per_card))
     moves: list[Move] = []
-    for card, options, _ in per_card:
+    for card, options in per_card:
         if not options:
             if crawl_allowed:
                 moves.append(Move(card))
@@ -184,11 +183,86 @@ def table_moves(hand: Sequence[Card], table: Sequence[Card], rules: Rules) -> li
     return moves
 
 
+def _takes_all(options: tuple[int, ...], table: int) -> bool:
+    """K7.6: the whole table is an option; it is the largest vector, so it can only be last."""
+    return bool(options) and options[-1] == table
+
+
+def is_legal(hand: Sequence[Card], table: Sequence[Card], rules: Rules, move: Move) -> bool:
+    """K7.8: whether ``Move.of(*move)`` is in ``table_moves(hand, table, rules)``.
+
+    Decides on the one move without generating the others: a capture is legal
+    exactly when its cards lie on the table and their value vector is one of
+    the card's options (K7.3; K7.5 makes every such multiset a move of its
+    own). The rest of the hand matters only through K7.6 (a sweep is forced)
+    and, for a crawl, K16.8 (a capture is forced).
+    """
+    card, captures = move
+    if card not in hand:
+        return False
+    packed = total = 0
+    for placed in table:
+        packed += _UNIT[placed]
+        total += _VALUE[placed]
+    rank_only = rules.court_cards_rank_only
+    if captures:
+        if not (captures[0] in table if len(captures) == 1 else _holds(table, captures)):
+            return False
+        taken = 0
+        for taken_card in captures:
+            taken += _UNIT[taken_card]
+        if taken not in _options(card, packed, rank_only):
+            return False
+        # A legal capture of the whole table is itself the sweep K7.6 asks for.
+        return (
+            taken == packed
+            or rules.no_forced_sweep
+            or not _sweep_in(hand, table, packed, total, rank_only)
+        )
+    if _options(card, packed, rank_only):
+        return False  # K7.4: a card that can capture may not crawl
+    if not rules.no_forced_sweep and _sweep_in(hand, table, packed, total, rank_only):
+        return False
+    return not (
+        rules.must_capture_if_able and any(_options(held, packed, rank_only) for held in hand)
+    )
+
+
+def _holds(cards: Sequence[Card], part: Sequence[Card]) -> bool:
+    """Multiset inclusion (K1.4): ``cards`` has every card of ``part``, copies counted."""
+    return all(part.count(card) <= cards.count(card) for card in part)
+
+
+def _sweep_in(
+    hand: Sequence[Card], table: Sequence[Card], packed: int, total: int, rank_only: bool
+) -> bool:
+    """K7.6 (K16.7): some card of the hand takes the whole table, whose values sum to ``total``.
+
+    A sweeping value is at least the table's highest value and divides its
+    total; only the cards that pass both tests need the cached search.
+    """
+    if not table:
+        return False
+    top = max(table) >> 2
+    for card in hand:
+        rank = card >> 2
+        if rank_only and rank >= JACK:
+            if packed == packed & (15 << (rank << 2)):
+                return True  # K16.7: a court takes a table of its own rank
+            continue
+        if rank_only and packed & _COURT_FIELDS:
+            continue  # K16.7: only a court takes a court
+        value = 14 if rank == ACE else rank + 1
+        if top < value and total % value == 0 and sweeps(packed, value):
+            return True
+    return False
+
+
 def sweep_ranks(table: Sequence[Card], rules: Rules) -> tuple[int, ...]:
     """K14.1: rank indices (0 = ace) of the cards that would sweep this table."""
     if not table:
         return ()
-    return _sweep_ranks(_TableIndex(table).packed, rules.court_cards_rank_only)
+    return _sweep_ranks(_packed(table), rules.court_cards_rank_only)
 
 
 @lru_cache(maxsize=1 << 14)

@@ -11,7 +11,15 @@ from engine.cards import Card, card_str
 from engine.krypkasino.captures import pack, sweeps
 from engine.krypkasino.dealing import distribute, start_deal
 from engine.krypkasino.events import Captured, Crawled, DealEnded, Event, MatchEnded, TiebreakDeal
-from engine.krypkasino.moves import Move, SweepKind, hand_value, is_court, sweep_kind, table_moves
+from engine.krypkasino.moves import (
+    Move,
+    SweepKind,
+    hand_value,
+    is_court,
+    is_legal,
+    sweep_kind,
+    table_moves,
+)
 from engine.krypkasino.scoring import (
     DealResult,
     ScoreSheet,
@@ -61,10 +69,18 @@ def play(state: State, seat: int, move: Move) -> tuple[State, list[Event]]:
         raise IllegalMoveError(
             Reason.NOT_YOUR_TURN, "K4.4", f"it is seat {state.turn}'s turn, not seat {seat}'s"
         )
-    move = Move.of(move.card, move.captures)
-    if move not in legal_moves(state, seat):
+    move = _canonical(move)
+    if not is_legal(state.hands[seat], state.table, state.config.rules, move):
         raise _why_illegal(state, seat, move)
     return play_unchecked(state, move)
+
+
+def _canonical(move: Move) -> Move:
+    """K7.5: the move with its captures sorted; a move that already is one passes through."""
+    captures = move.captures
+    if type(move) is Move and type(captures) is tuple and len(captures) < 2:
+        return move
+    return Move.of(move.card, captures)
 
 
 def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
@@ -114,39 +130,48 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
 def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
     """Execute a move known to be legal (K8); the fast twin of ``play``."""
     seat = state.turn
-    n = state.players
-    hand = remove_cards(state.hands[seat], (move.card,))
-    events: list[Event] = []
-    if move.captures:
-        kind = sweep_kind(state.table, move)
-        table = remove_cards(state.table, move.captures)
-        pile = state.piles[seat] + (move.card,) + move.captures
+    n = state.config.players
+    card, captures = move
+    hand = state.hands[seat]
+    at = hand.index(card)
+    hands = list(state.hands)
+    hands[seat] = hand[:at] + hand[at + 1 :]
+    event: Event
+    if captures:
+        table = state.table
+        kind = sweep_kind(table, move)
+        piles = list(state.piles)
+        piles[seat] += (card, *captures)
         markers = state.markers
-        if kind is SweepKind.SWEEP:
-            markers = replace_at(markers, seat, markers[seat] + (move.card,))
-        elif kind is SweepKind.DOUBLE:
-            markers = replace_at(markers, seat, markers[seat] + (move.card, move.card))
+        if kind is not SweepKind.NONE:
+            # K8.3: the capturing card lies face up, twice for a double sweep.
+            marked = list(markers)
+            marked[seat] += (card,) if kind is SweepKind.SWEEP else (card, card)
+            markers = tuple(marked)
+        # A sweep leaves nothing; otherwise the captured copies come off the table (K8.3).
+        rest = () if len(captures) == len(table) else remove_cards(table, captures)
         state = evolve(
             state,
-            hands=replace_at(state.hands, seat, hand),
-            table=table,
-            piles=replace_at(state.piles, seat, pile),
+            hands=tuple(hands),
+            table=rest,
+            piles=tuple(piles),
             markers=markers,
             last_capturer=seat,
             turn=(seat + 1) % n,
             move_number=state.move_number + 1,
         )
-        events.append(Captured(seat, move.card, move.captures, kind, (seat - 1) % n))
+        event = Captured(seat, card, captures, kind, (seat - 1) % n)
     else:
         state = evolve(
             state,
-            hands=replace_at(state.hands, seat, hand),
-            table=(*state.table, move.card),
+            hands=tuple(hands),
+            table=(*state.table, card),
             turn=(seat + 1) % n,
             move_number=state.move_number + 1,
         )
-        events.append(Crawled(seat, move.card))
-    if state.turn == (state.dealer + 1) % n and not any(state.hands):
+        event = Crawled(seat, card)
+    events: list[Event] = [event]
+    if state.turn == (state.dealer + 1) % n and not any(hands):
         if state.stock:
             return distribute(state, events)  # K10.1
         return _end_deal(state, events)

@@ -7,7 +7,7 @@ engine on random hands and tables full of small cards and twins.
 
 from __future__ import annotations
 
-from itertools import product
+from itertools import combinations, product
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from engine.cards import Card, parse_cards
 from engine.krypkasino import Move, Rules, sweep_ranks, table_moves
+from engine.krypkasino.moves import is_legal
 from tests.engine.krypkasino import reference
 
 FLAG_NAMES = ("no_forced_sweep", "must_capture_if_able", "court_cards_rank_only")
@@ -191,3 +192,47 @@ def test_sweep_ranks_equal_reference(rank_only, position):
     # Hand and table together make a second, larger table of up to 11 cards.
     for cards in (table, (hand + table)[:11]):
         assert sweep_ranks(cards, rules) == reference.sweep_ranks(cards, rules)
+
+
+def _candidates(hand: list[Card], table: list[Card]) -> list[Move]:
+    """Every card of the hand (and one that is not in it) with every sub-multiset of the
+    table, plus captures naming a card the table lacks or holds too few copies of."""
+    played = [*sorted(set(hand)), Card(next(c for c in range(52) if c not in hand))]
+    takes = {taken for size in range(len(table) + 1) for taken in combinations(sorted(table), size)}
+    absent = Card(next(c for c in range(52) if c not in table))
+    takes.add((absent,))
+    if table:
+        takes.add(tuple(sorted((*table, absent))))
+        takes.add((table[0],) * (table.count(table[0]) + 1))
+    return [Move(card, taken) for card in played for taken in sorted(takes)]
+
+
+def _accepted(hand: list[Card], table: list[Card], rules: Rules) -> set[Move]:
+    """The candidates ``is_legal`` accepts, checking that capture order never matters (K7.5)."""
+    accepted = set()
+    for move in _candidates(hand, table):
+        verdict = is_legal(hand, table, rules, move)
+        assert is_legal(hand, table, rules, Move(move.card, move.captures[::-1])) == verdict
+        if verdict:
+            accepted.add(move)
+    return accepted
+
+
+@pytest.mark.parametrize(
+    ("hand", "table", "flags", "expected"),
+    [pytest.param(*case[1:], id=case[0]) for case in SPEC_EXAMPLES],
+)
+def test_is_legal_accepts_exactly_the_spec_examples(hand, table, flags, expected):
+    """K18 / K7.8: play's validation accepts the spec's legal set and nothing else."""
+    got = _accepted(parse_cards(hand), parse_cards(table), _rules(flags))
+    assert got == set(_moves(expected))
+
+
+@pytest.mark.parametrize("flags", FLAG_COMBOS, ids=_ids)
+@settings(max_examples=100, deadline=None)
+@given(position=positions())
+def test_is_legal_decides_membership_of_the_legal_set(flags, position):
+    """K7.8: ``is_legal`` (play's validation) accepts exactly the moves of ``table_moves``."""
+    hand, table = position
+    rules = Rules(**flags)
+    assert _accepted(hand, table, rules) == set(table_moves(hand, table, rules))

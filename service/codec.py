@@ -1,7 +1,8 @@
 """Conversions between the Krypkasino engine's values and the v1 protobuf messages.
 
-Runs on every request (design sections 3 and 4), so conversions are plain
-constructor calls over precomputed tables. API cards are ``cards.v1.Card``
+Runs on every request (design sections 3 and 4), so conversions copy
+prebuilt messages (cards, a view's slowly changing part) and fill hot messages
+in place rather than build and copy nested ones. API cards are ``cards.v1.Card``
 (rank and suit enums, ace = ``RANK_ACE`` = 1); inside the internal
 ``GameState`` cards are bytes of engine card codes (spec K1.1).
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -66,6 +67,11 @@ __all__ = [
     "score_to_proto",
     "view_to_proto",
 ]
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
+    RepeatedCards = RepeatedCompositeFieldContainer[cards_pb2.Card]
 
 T = TypeVar("T")
 
@@ -227,6 +233,13 @@ def _protos(cards: Iterable[Card]) -> list[cards_pb2.Card]:
     return [_CARD_PROTOS[c] for c in cards]
 
 
+def _add_cards(field: RepeatedCards, cards: Iterable[Card]) -> None:
+    """Append copies of the cards' prototypes (``add`` then ``CopyFrom`` beats ``extend``)."""
+    add = field.add
+    for card in cards:
+        add().CopyFrom(_CARD_PROTOS[card])
+
+
 def deck_from_proto(msg: cards_pb2.Deck, field: str) -> tuple[Card, ...]:
     """The cards of a deck, top first; the engine checks that it is a full deck (K2.1)."""
     return _cards_from_proto(msg.cards, f"{field}.cards")
@@ -240,9 +253,17 @@ def move_from_proto(msg: pb.Move, field: str = "move") -> Move:
     return Move.of(card, _cards_from_proto(msg.captures, f"{field}.captures"))
 
 
+def _fill_move(msg: pb.Move, move: Move) -> None:
+    msg.card.CopyFrom(_CARD_PROTOS[move.card])
+    if move.captures:
+        _add_cards(msg.captures, move.captures)
+
+
 def move_to_proto(move: Move) -> pb.Move:
     """The API move; no captures is a crawl (K8.2)."""
-    return pb.Move(card=_CARD_PROTOS[move.card], captures=_protos(move.captures))
+    msg = pb.Move()
+    _fill_move(msg, move)
+    return msg
 
 
 def _point_table(nordic: bool) -> tuple[int, ...]:
@@ -253,13 +274,19 @@ _CARD_POINTS = (_point_table(False), _point_table(True))
 
 
 def legal_move_to_proto(table: Sequence[Card], move: Move, nordic: bool) -> pb.LegalMove:
-    """A legal move annotated with its K8 kind and the K2.4 card points it takes (0 for a crawl)."""
+    """A legal move annotated with its K8 kind and the K2.4 card points it takes (0 for a crawl).
+
+    Filled in place: building the ``Move`` first would copy it once more.
+    """
+    msg = pb.LegalMove()
+    _fill_move(msg.move, move)
     if not move.captures:
-        return pb.LegalMove(move=move_to_proto(move), kind=pb.MOVE_KIND_CRAWL)
+        msg.kind = pb.MOVE_KIND_CRAWL
+        return msg
     points = _CARD_POINTS[nordic]
-    taken = points[move.card] + sum(points[c] for c in move.captures)
-    kind = _KIND_TO[sweep_kind(table, move)]
-    return pb.LegalMove(move=move_to_proto(move), kind=kind, card_points=taken)
+    msg.kind = _KIND_TO[sweep_kind(table, move)]
+    msg.card_points = points[move.card] + sum(points[c] for c in move.captures)
+    return msg
 
 
 # --- scores ----------------------------------------------------------------
@@ -315,54 +342,118 @@ def score_to_proto(sheet: ScoreSheet) -> pb.ScoreResponse:
 # --- outputs -----------------------------------------------------------------
 
 
-def view_to_proto(view: View, game_id: str, state_id: str) -> pb.View:
-    """The API view (design section 3); optional fields stay unset when ``None``."""
-    config = view.config
+# The public, slowly changing part of a view: fixed per game (config, seat
+# teams, distributions), per finished deal (deal sheets, totals: ``view``
+# derives both from the config and results), per sweep (markers) and per deal
+# (set-aside cards). A game's consecutive requests share it, so it is built
+# once and copied into each view in one native call instead of a message per
+# card and field. Keyed by the identity of the config and results objects,
+# which a game's decoded tokens share (``service.state_codec`` caches them);
+# an entry holds both, so their ids cannot be reused while it exists. Only
+# public fields go in: never a hand.
+_TemplateKey = tuple[int, int, tuple[tuple[Card, ...], ...], tuple[Card, ...]]
+_TEMPLATES: dict[_TemplateKey, tuple[Config, tuple[DealResult, ...], pb.View]] = {}
+_TEMPLATE_LIMIT = 2048
+
+
+@functools.lru_cache(maxsize=256)
+def _config_template(config: Config) -> pb.View:
+    """The ``View`` holding only the config and the seats' teams (K3.2); never mutated."""
     return pb.View(
-        game_id=game_id,
         config=config_to_proto(config),
         team_of_seat=[config.team_of(seat) for seat in range(config.players)],
-        seat=view.seat,
-        hand=_protos(view.hand),
-        dealer=view.dealer,
-        turn=view.turn,
-        deal_number=view.deal,
-        distribution=view.distribution,
-        distributions=view.distributions,
-        last_distribution=view.last_distribution,
-        table=_protos(view.table),
-        hand_sizes=view.hand_sizes,
-        stock_size=view.stock_size,
-        pile_sizes=view.pile_sizes,
-        markers=[pb.SeatMarkers(cards=_protos(m)) for m in view.markers],
-        set_aside=_protos(view.set_aside),
-        last_capturer=view.last_capturer,
-        bordstabbe_seat=view.bordstabbe_seat,
-        sweep_ranks=[_RANKS[rank] for rank in view.sweep_ranks],
-        deals=[deal_result_to_proto(r) for r in view.results],
-        totals=view.totals,
-        tiebreak_teams=view.tiebreak,
-        game_over=view.over,
-        winners=view.winners,
-        move_number=view.move_number,
-        state_id=state_id,
     )
 
 
+def _view_template(view: View) -> pb.View:
+    """The ``View`` holding only the fields fixed by ``_TemplateKey``; never mutated."""
+    config, results = view.config, view.results
+    key = (id(config), id(results), view.markers, view.set_aside)
+    entry = _TEMPLATES.get(key)
+    if entry is not None:
+        return entry[2]
+    template = pb.View()
+    template.CopyFrom(_config_template(config))
+    template.distributions = view.distributions
+    add_markers = template.markers.add
+    for cards in view.markers:
+        seat_markers = add_markers()  # every seat has an entry, even an empty one
+        if cards:
+            _add_cards(seat_markers.cards, cards)
+    if view.set_aside:
+        _add_cards(template.set_aside, view.set_aside)
+    if results:
+        add_deal = template.deals.add
+        for result in results:
+            add_deal().CopyFrom(deal_result_to_proto(result))
+    template.totals.extend(view.totals)
+    if len(_TEMPLATES) >= _TEMPLATE_LIMIT:
+        _TEMPLATES.pop(next(iter(_TEMPLATES)), None)  # the oldest entry
+    _TEMPLATES[key] = (config, results, template)
+    return template
+
+
+def view_to_proto(view: View, game_id: str, state_id: str) -> pb.View:
+    """The API view (design section 3); optional fields stay unset when ``None``.
+
+    Zero values and empty lists are skipped: proto3 writes neither, so the
+    message is the same, and each skipped field saves a conversion.
+    """
+    msg = pb.View()
+    msg.CopyFrom(_view_template(view))
+    msg.game_id = game_id
+    msg.state_id = state_id
+    if view.seat is not None:
+        msg.seat = view.seat
+    if view.hand:
+        _add_cards(msg.hand, view.hand)
+    msg.dealer = view.dealer
+    if view.turn is not None:
+        msg.turn = view.turn
+    msg.deal_number = view.deal
+    msg.distribution = view.distribution
+    msg.last_distribution = view.last_distribution
+    if view.table:
+        _add_cards(msg.table, view.table)
+    msg.hand_sizes.extend(view.hand_sizes)
+    msg.stock_size = view.stock_size
+    msg.pile_sizes.extend(view.pile_sizes)
+    if view.last_capturer is not None:
+        msg.last_capturer = view.last_capturer
+    if view.bordstabbe_seat is not None:
+        msg.bordstabbe_seat = view.bordstabbe_seat
+    if view.sweep_ranks:
+        msg.sweep_ranks.extend([_RANKS[rank] for rank in view.sweep_ranks])
+    if view.tiebreak:
+        msg.tiebreak_teams.extend(view.tiebreak)
+    if view.over:
+        msg.game_over = True
+    if view.winners:
+        msg.winners.extend(view.winners)
+    msg.move_number = view.move_number
+    return msg
+
+
 def _event_to_proto(event: Event) -> pb.Event:
+    # Crawls and captures are nearly every Play's events: they are filled in
+    # place, which skips building and copying the inner message. Their card is
+    # never all zero values, so the oneof member is always set.
     match event:
         case Crawled():
-            return pb.Event(crawled=pb.Crawled(seat=event.seat, card=_CARD_PROTOS[event.card]))
+            msg = pb.Event()
+            crawled = msg.crawled
+            crawled.seat = event.seat
+            crawled.card.CopyFrom(_CARD_PROTOS[event.card])
+            return msg
         case Captured():
-            return pb.Event(
-                captured=pb.Captured(
-                    seat=event.seat,
-                    card=_CARD_PROTOS[event.card],
-                    captures=_protos(event.captures),
-                    kind=_KIND_TO[event.sweep],
-                    conceded_by=event.conceded_by,
-                )
-            )
+            msg = pb.Event()
+            captured = msg.captured
+            captured.seat = event.seat
+            captured.card.CopyFrom(_CARD_PROTOS[event.card])
+            _add_cards(captured.captures, event.captures)
+            captured.kind = _KIND_TO[event.sweep]
+            captured.conceded_by = event.conceded_by
+            return msg
         case DistributionDealt():
             return pb.Event(
                 distribution_dealt=pb.DistributionDealt(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine.cards import Card
 from engine.krypkasino.config import Config
@@ -11,13 +11,16 @@ from engine.krypkasino.scoring import DealResult, match_totals
 from engine.krypkasino.state import State
 
 
-@dataclass(frozen=True, slots=True)
-class View:
+class View(NamedTuple):
     """A seat's view (``seat`` set, ``hand`` its cards) or the public view (``seat`` None).
 
     Hidden from everyone: the stock's order and the face-down pile contents;
     hidden from other seats: each hand. ``sweep_ranks`` (K14.1) are rank
     indices, 0 = ace.
+
+    Immutable like the engine's dataclasses, but a named tuple: every response
+    builds one, and a tuple is made in one step where a frozen dataclass sets
+    its 24 fields one call at a time.
     """
 
     config: Config
@@ -46,32 +49,62 @@ class View:
     move_number: int
 
 
+class _Derived(NamedTuple):
+    """View fields that depend only on the config and the finished deals."""
+
+    config: Config
+    results: tuple[DealResult, ...]
+    distributions: int  # K5.2
+    totals: tuple[int, ...]  # K13.1
+
+
+# A game's states share their config and results objects (as do the states
+# decoded from its tokens, see ``service.state_codec``), so the derived fields
+# are kept by the identity of both. An entry holds the two objects, so their
+# ids cannot be reused while it exists.
+_DERIVED: dict[tuple[int, int], _Derived] = {}
+_DERIVED_LIMIT = 1024
+
+
+def _derived(config: Config, results: tuple[DealResult, ...]) -> _Derived:
+    key = (id(config), id(results))
+    found = _DERIVED.get(key)
+    if found is None:
+        found = _Derived(config, results, config.distributions, match_totals(config, results))
+        if len(_DERIVED) >= _DERIVED_LIMIT:
+            _DERIVED.pop(next(iter(_DERIVED)), None)  # the oldest entry
+        _DERIVED[key] = found
+    return found
+
+
 def view(state: State, seat: int | None = None) -> View:
     """The view of ``seat``, or the public view for ``None``."""
-    config = state.config
+    config, results = state.config, state.results
+    derived = _derived(config, results)
+    # Positional, in field order: keywords cost a third more on every response.
     return View(
-        config=config,
-        seat=seat,
-        hand=() if seat is None else state.hands[seat],
-        dealer=state.dealer,
-        turn=None if state.over else state.turn,
-        deal=state.deal,
-        distribution=state.distribution,
-        distributions=config.distributions,
-        last_distribution=state.last_distribution,
-        table=state.table,
-        hand_sizes=tuple(len(h) for h in state.hands),
-        stock_size=len(state.stock),
-        pile_sizes=tuple(len(p) for p in state.piles),
-        markers=state.markers,
-        set_aside=state.set_aside,
-        last_capturer=state.last_capturer,
-        bordstabbe_seat=state.bordstabbe_seat,
-        sweep_ranks=sweep_ranks(state.table, config.rules),
-        results=state.results,
-        totals=match_totals(config, state.results),
-        tiebreak=state.tiebreak,
-        over=state.over,
-        winners=state.winners,
-        move_number=state.move_number,
+        config,
+        seat,
+        () if seat is None else state.hands[seat],  # hand
+        state.dealer,
+        None if state.over else state.turn,  # turn
+        state.deal,
+        state.distribution,
+        derived.distributions,
+        state.last_distribution,
+        state.table,
+        tuple(map(len, state.hands)),  # hand_sizes
+        len(state.stock),  # stock_size
+        tuple(map(len, state.piles)),  # pile_sizes
+        state.markers,
+        state.set_aside,
+        state.last_capturer,
+        state.bordstabbe_seat,
+        sweep_ranks(state.table, config.rules),
+        results,
+        derived.totals,
+        state.tiebreak,
+        state.over,
+        state.winners,
+        state.move_number,
     )

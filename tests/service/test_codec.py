@@ -52,6 +52,7 @@ from engine.krypkasino.events import (
 )
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.scoring import card_points
+from service import codec
 from service.codec import (
     CodecError,
     card_from_proto,
@@ -572,6 +573,39 @@ def test_views_carry_every_field_of_the_engine_view() -> None:
     final = view_to_proto(view(state), GAME_ID, "x")
     assert not final.HasField("turn") and not final.HasField("seat")
     assert not final.hand and final.game_over and final.winners
+
+
+@pytest.mark.parametrize("limit", [2048, 2], ids=["cache", "evicting"])
+def test_interleaved_games_views_keep_their_own_cached_parts(
+    limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Views copy their public, slowly changing part (config, markers, set-aside
+    cards, finished deals) from a cache keyed by the config and results objects
+    and the markers and set-aside cards. Two games share one config object and
+    their decoded tokens share cached configs and results; interleaved with two
+    more, every view must still carry its own state's fields, also when entries
+    are evicted.
+    """
+    monkeypatch.setattr(codec, "_TEMPLATE_LIMIT", limit)
+    config = Config(3, match_deals=3, rules=Rules(removal=Removal.SPADES))
+    runs = [[state for state, _ in games(config, seed)] for seed in (1, 2)]
+    # No removal: every deal opens with no markers and nothing set aside, so
+    # these views differ only by results or by config.
+    plain = replace(config, rules=Rules(removal=Removal.NONE))
+    runs += [[state for state, _ in games(c, 3)] for c in (plain, replace(plain, first_dealer=1))]
+    seen = {"markers": 0, "set_aside": 0, "results": 0}
+    for step in range(max(len(run) for run in runs)):
+        for run in runs:
+            state = run[min(step, len(run) - 1)]
+            sid = state_id(serialize(state))
+            decoded, _ = state_from_proto(pb.GameState.FromString(serialize(state)))
+            for s, seat in ((state, None), (decoded, step % config.players)):
+                v = view(s, seat)
+                assert_view_matches(v, view_to_proto(v, GAME_ID, sid), sid)
+            seen["markers"] += any(state.markers)
+            seen["set_aside"] += bool(state.set_aside)
+            seen["results"] += bool(state.results)
+    assert all(count > 10 for count in seen.values()), seen
 
 
 def test_view_sweep_ranks_are_api_ranks() -> None:

@@ -1,0 +1,84 @@
+"""Views (design section 3, K14): fields, immutability and the fields derived per game."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from engine.krypkasino import Config, Rules, State, legal_moves, open_game, play, view
+from engine.krypkasino import views as views_module
+from engine.krypkasino.scoring import match_totals
+from engine.krypkasino.views import View
+from tests.engine.krypkasino.helpers import finish_deal
+
+
+def deal_starts(config: Config, seed: int) -> list[State]:
+    """The opening state of every deal of a seeded match, and its final state."""
+    state, _ = open_game(config, seed=seed)
+    starts = [state]
+    while not state.over:
+        state, _ = finish_deal(state)
+        starts.append(state)
+    return starts
+
+
+def test_a_view_is_immutable_and_names_its_fields() -> None:
+    state, _ = open_game(Config(2), seed=1)
+    v = view(state, 0)
+    with pytest.raises(AttributeError):
+        v.seat = 1  # type: ignore[misc]
+    assert v.hand == state.hands[0] and v._replace(seat=None).seat is None
+    assert view(state, None).hand == () and repr(v).startswith("View(config=Config(")
+    assert View._fields[:3] == ("config", "seat", "hand")
+
+
+@pytest.mark.parametrize("limit", [1024, 1], ids=["cache", "evicting"])
+def test_interleaved_games_views_derive_their_own_totals_and_distributions(
+    limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``distributions`` (K5.2) and ``totals`` (K13.1) are kept per config and
+    results object: games with a shared config, an equal config and another
+    config, interleaved deal by deal, each get their own."""
+    monkeypatch.setattr(views_module, "_DERIVED_LIMIT", limit)
+    config = Config(2, match_deals=4)
+    other = Config(2, match_deals=4, rules=Rules(single_deck=True))
+    runs = [
+        deal_starts(config, 1),
+        deal_starts(config, 2),
+        deal_starts(replace(config), 3),
+        deal_starts(other, 4),
+    ]
+    assert config.distributions != other.distributions
+    for deal in range(max(len(run) for run in runs)):
+        for run in runs:
+            state = run[min(deal, len(run) - 1)]
+            for seat in (None, 0, 1):
+                v = view(state, seat)
+                assert v.distributions == state.config.distributions
+                assert v.totals == match_totals(state.config, state.results)
+                assert v.results is state.results
+    assert all(any(state.results[-1].team_totals) for state in (run[-1] for run in runs))
+
+
+def test_a_view_reports_the_state_it_was_made_of() -> None:
+    state, _ = open_game(Config(3), seed=5)
+    state, _ = play(state, state.turn, legal_moves(state, state.turn)[0])
+    v = view(state, 1)
+    assert (v.dealer, v.turn, v.deal, v.distribution) == (
+        state.dealer,
+        state.turn,
+        state.deal,
+        state.distribution,
+    )
+    assert v.hand_sizes == tuple(len(h) for h in state.hands)
+    assert v.pile_sizes == tuple(len(p) for p in state.piles)
+    assert (v.stock_size, v.last_distribution) == (len(state.stock), not state.stock)
+    assert (v.table, v.markers, v.set_aside) == (state.table, state.markers, state.set_aside)
+    assert (v.last_capturer, v.bordstabbe_seat) == (state.last_capturer, state.bordstabbe_seat)
+    assert (v.tiebreak, v.over, v.winners, v.move_number) == (
+        state.tiebreak,
+        state.over,
+        state.winners,
+        state.move_number,
+    )

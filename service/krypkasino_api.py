@@ -45,13 +45,22 @@ MAX_DECKS = 64
 _RULE_FLAGS = frozenset(f.name for f in fields(Rules))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OpenedState:
-    """A decoded state token; ``state_id`` names the plaintext, not the sealed bytes."""
+    """A decoded state token and the plaintext ``payload`` it held.
+
+    Not frozen: this lives for one request, and a frozen dataclass pays an
+    ``object.__setattr__`` per field on every one.
+    """
 
     state: State
     game_id: str
-    state_id: str
+    payload: bytes
+
+    @property
+    def state_id(self) -> str:
+        """Names the plaintext, not the sealed bytes; only GetView needs it, so computed then."""
+        return state_codec.state_id(self.payload)
 
 
 class KrypkasinoApi:
@@ -190,9 +199,10 @@ class KrypkasinoApi:
         except codec.CodecError as error:
             raise invalid_argument("STATE_INVALID", error.description, "state") from None
         info.game_id = game_id
-        return OpenedState(state, game_id, state_codec.state_id(payload))
+        return OpenedState(state, game_id, payload)
 
     def _seal(self, state: State, game_id: str) -> tuple[bytes, str]:
+        """The sealed token of ``state`` and its ``state_id`` (design section 4)."""
         payload = state_codec.state_to_proto(state, game_id).SerializeToString(deterministic=True)
         return self._sealer.seal(payload), state_codec.state_id(payload)
 

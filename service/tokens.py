@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import os
@@ -38,6 +39,7 @@ SEALED_OVERHEAD = 1 + KEY_ID_BYTES + NONCE_BYTES + TAG_BYTES
 SEAT_MAC_BYTES = 16
 SEAT_TOKEN_BYTES = KEY_ID_BYTES + SEAT_MAC_BYTES
 SEAT_KEY_INFO = b"cardrules seat token v1"
+SEAT_MAC_CACHE_SIZE = 4096  # (key id, game id, seat) triples: about 1 MB
 _MAX_SEAT = 2**32 - 1
 
 TokenReason = Literal[
@@ -208,17 +210,22 @@ class SeatTokens:
     """Issues and verifies seat tokens: HMAC of game id and seat (design section 4)."""
 
     def __init__(self, keys: KeyRing) -> None:
-        # A keyed HMAC object per key, copied per use: the key schedule runs once.
+        # A keyed HMAC object per key, copied per use: the key schedule runs once
+        # (cheaper than the one-shot ``hmac.digest``, which redoes it every call).
         self._macs = {
             KeyRing.key_id(key): hmac.new(_seat_key(key), digestmod="sha256") for key in keys.keys
         }
         self._primary_id = KeyRing.key_id(keys.keys[0])
+        # A player sends the same seat token with every move of a game, so the
+        # MACs of recent (key id, game id, seat) triples are kept, not recomputed:
+        # a pure function of its arguments, compared in constant time as before.
+        self._expected = functools.lru_cache(maxsize=SEAT_MAC_CACHE_SIZE)(self._mac)
 
     def issue(self, game_id: str, seat: int) -> bytes:
         """The token that lets its holder act for ``seat`` in ``game_id``, under the primary key."""
         if not 0 <= seat <= _MAX_SEAT:
             raise ValueError(f"seat must be 0..{_MAX_SEAT}, not {seat}")
-        return self._primary_id + self._mac(self._primary_id, game_id, seat)
+        return self._primary_id + self._expected(self._primary_id, game_id, seat)
 
     def verify(self, game_id: str, seat: int, token: bytes) -> None:
         """Accept a token made for this game and seat with any key of the ring, else raise."""
@@ -229,7 +236,7 @@ class SeatTokens:
             len(token) == SEAT_TOKEN_BYTES
             and key_id in self._macs
             and 0 <= seat <= _MAX_SEAT
-            and hmac.compare_digest(token[KEY_ID_BYTES:], self._mac(key_id, game_id, seat))
+            and hmac.compare_digest(token[KEY_ID_BYTES:], self._expected(key_id, game_id, seat))
         ):
             raise SeatTokenError("SEAT_TOKEN_INVALID", f"not a valid seat token for seat {seat}")
 

@@ -12,7 +12,14 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.tokens import KeyRing, SeatTokenError, SeatTokens, StateSealer, TokenError
+from service.tokens import (
+    SEAT_MAC_CACHE_SIZE,
+    KeyRing,
+    SeatTokenError,
+    SeatTokens,
+    StateSealer,
+    TokenError,
+)
 
 GAME = "krypkasino"
 PAYLOAD = b"\x08\x02\x12\x04state bytes of a game in progress"
@@ -291,6 +298,27 @@ def test_seat_token_encoding_separates_game_and_seat():
     }
     assert len(tokens) == 7 * 4
     seat_error(seats, "g", 1, seats.issue("g1", 1))
+
+
+def test_seat_tokens_verify_the_same_beyond_the_mac_cache():
+    """Recent MACs are kept (design section 4 hot path); evicted ones are recomputed alike."""
+    seats = SeatTokens(ring(KEY_A, KEY_B))
+    games = [f"game-{i}" for i in range(SEAT_MAC_CACHE_SIZE + 10)]
+    issued = {game_id: seats.issue(game_id, 1) for game_id in games}
+    fresh = SeatTokens(ring(KEY_A, KEY_B))
+    for game_id in (games[0], games[-1], games[0]):  # evicted, cached, evicted again
+        assert fresh.issue(game_id, 1) == issued[game_id]
+        seats.verify(game_id, 1, issued[game_id])
+        # A cached MAC of one game and seat never stands in for another's.
+        assert seat_error(seats, game_id, 2, issued[game_id]).reason == "SEAT_TOKEN_INVALID"
+        assert seat_error(seats, games[1], 1, issued[game_id]).reason == "SEAT_TOKEN_INVALID"
+    # Tokens of a secondary key are checked with that key, cached or not.
+    old = SeatTokens(ring(KEY_B)).issue(games[5], 3)
+    for _ in range(2):
+        seats.verify(games[5], 3, old)
+        assert seat_error(seats, games[5], 3, KeyRing.key_id(KEY_A) + old[4:]).reason == (
+            "SEAT_TOKEN_INVALID"
+        )
 
 
 def test_seat_token_rotation():

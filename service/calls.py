@@ -4,12 +4,17 @@
 ``ServiceError`` (and any other exception into ``INTERNAL``, logged as the bug
 it is), records the go-grpc-prometheus metrics and writes the one log line
 per request. gRPC and HTTP only render the outcome.
+
+It runs on every request, so it is kept lean (issue 3): no uuid (a
+``getrandom`` system call) per request id, a plain (not frozen) ``Outcome``,
+and a logger bound once (``CallRunner`` is built after ``configure_logging``).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -17,7 +22,7 @@ from typing import Generic, TypeVar
 import grpc
 
 from service.errors import ServiceError, internal_error
-from service.logs import get_logger, request_log_fields
+from service.logs import bound_logger, request_log_fields
 from service.metrics import ServiceMetrics, code_label
 
 RequestT = TypeVar("RequestT")
@@ -25,6 +30,7 @@ ResponseT = TypeVar("ResponseT")
 
 REQUEST_ID_HEADER = "x-request-id"
 _MAX_REQUEST_ID = 128
+_OK = code_label(grpc.StatusCode.OK)
 
 
 @dataclass(slots=True)
@@ -34,7 +40,8 @@ class CallInfo:
     game_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs three object.__setattr__ calls per request.
+@dataclass(slots=True)
 class Outcome(Generic[ResponseT]):
     """Exactly one of ``response`` and ``error`` is set."""
 
@@ -43,11 +50,43 @@ class Outcome(Generic[ResponseT]):
     request_id: str
 
 
+class _RequestIds:
+    """Request ids: a random per-process prefix and a counter.
+
+    Ids only correlate log lines and responses, they are no secret and need
+    not be unguessable: 64 random bits per process (drawn again in each forked
+    worker) and a 64-bit counter give 32 hex digits, as ``uuid4().hex`` did,
+    unique across processes and calls without a system call per request.
+    """
+
+    def __init__(self) -> None:
+        self.reseed()
+
+    def reseed(self) -> None:
+        """A new prefix and counter: at start and in every forked child."""
+        self.prefix = os.urandom(8).hex()
+        self.counter = itertools.count()
+
+    def new(self) -> str:
+        # next() on itertools.count is atomic under the GIL: threads never share an id.
+        return f"{self.prefix}{next(self.counter):016x}"
+
+
+_REQUEST_IDS = _RequestIds()
+# Workers fork from one supervisor: without this they would hand out the same ids.
+os.register_at_fork(after_in_child=_REQUEST_IDS.reseed)
+
+
+def new_request_id() -> str:
+    """A request id unique to this process and call (32 hex digits)."""
+    return _REQUEST_IDS.new()
+
+
 def request_id_from(value: str | None) -> str:
     """The caller's request id if it is usable, else a new one."""
     if value and len(value) <= _MAX_REQUEST_ID and value.isprintable():
         return value
-    return uuid.uuid4().hex
+    return _REQUEST_IDS.new()
 
 
 class CallRunner:
@@ -55,7 +94,7 @@ class CallRunner:
 
     def __init__(self, metrics: ServiceMetrics | None) -> None:
         self._metrics = metrics
-        self._log = get_logger("cardrules.requests")
+        self._log = bound_logger("cardrules.requests")
 
     def run(
         self,
@@ -68,9 +107,10 @@ class CallRunner:
         peer: str | None = None,
     ) -> Outcome[ResponseT]:
         info = CallInfo()
+        metrics = self._metrics
         started = time.perf_counter()
-        if self._metrics is not None:
-            self._metrics.rpc_started(service, method)
+        if metrics is not None:
+            metrics.rpc_started(service, method)
         response: ResponseT | None = None
         error: ServiceError | None = None
         try:
@@ -81,14 +121,14 @@ class CallRunner:
             self._log.exception("unhandled error", method=method, request_id=request_id)
             error = internal_error()
         seconds = time.perf_counter() - started
-        code = code_label(grpc.StatusCode.OK if error is None else error.code)
-        if self._metrics is not None:
-            self._metrics.rpc_handled(service, method, code, seconds)
+        code = _OK if error is None else code_label(error.code)
+        if metrics is not None:
+            metrics.rpc_handled(service, method, code, seconds)
         fields = request_log_fields(
             request_id=request_id,
             method=f"{service}/{method}",
             code=code,
-            duration_ms=round(seconds * 1000, 3),
+            duration_ms=seconds * 1000,
             game_id=info.game_id,
             transport=transport,
             peer=peer,

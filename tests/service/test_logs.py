@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 import structlog
+import structlog.testing
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
+import service.logs
+from service.calls import CallInfo, CallRunner
+from service.errors import invalid_argument
 from service.logs import (
     REDACTED_KEYS,
     configure_logging,
     get_logger,
     request_log_fields,
+    utc_timestamp,
 )
 
 SECRET = "S3CRET-VALUE-7f3a"
@@ -227,3 +236,190 @@ def test_auto_is_console_on_a_terminal(monkeypatch):
 def test_bad_settings_are_refused(fmt, level):
     with pytest.raises(ValueError):
         configure_logging(fmt, level)
+
+
+# -- the fast JSON path (issue 3): same lines, cheaper ---------------------------------
+
+
+def test_timestamps_are_what_datetime_isoformat_writes():
+    """ISO 8601 UTC, microseconds truncated (omitted when zero, as isoformat does), ``Z``."""
+
+    def iso(ns: int) -> str:
+        when = datetime.fromtimestamp(ns // 10**9, UTC).replace(microsecond=ns // 1000 % 10**6)
+        return when.isoformat().replace("+00:00", "Z")
+
+    moments = [
+        1_780_000_000_123_456_789,
+        1_780_000_000_999_999_999,  # truncated, not rounded up into the next second
+        1_780_000_001_000_000_000,  # a new second, and no fraction at all
+        1_780_000_001_000_000_999,
+        1_780_000_000_000_001_000,  # back into a second seen before (the clock may step back)
+        951_782_400_500_000_000,  # 2000-02-29
+    ]
+    for ns in moments:
+        assert utc_timestamp(itertools.repeat(ns).__next__) == iso(ns)
+    assert utc_timestamp(lambda: 1_780_000_000_123_456_789) == "2026-05-28T20:26:40.123456Z"
+    live = utc_timestamp()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z", live)
+    assert datetime.fromisoformat(live).tzinfo == UTC
+
+
+def test_json_line_timestamp_has_the_same_form(capsys):
+    configure_logging("json")
+    get_logger().info("stamped")
+    (line,) = json_lines(capsys.readouterr().out)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z", str(line["timestamp"]))
+
+
+def test_json_key_order_and_level_aliases(capsys):
+    """Leading keys, then the caller's in order, then context, logger; structlog's level names."""
+    configure_logging("json", "debug")
+    log = get_logger("order")
+    structlog.contextvars.bind_contextvars(bound_id="b-1", zeta=0)
+    log.info("first", zeta=1, alpha=2, level="spoofed", timestamp="spoofed", logger="spoofed")
+    log.warn("warned")
+    log.fatal("fatal")
+    log.msg("message")
+    log.debug("%s and %d", "interpolated", 2)
+    log.info("%(who)s named", {"who": "mapping"})
+    lines = [
+        json.loads(line, object_pairs_hook=list) for line in capsys.readouterr().out.splitlines()
+    ]
+    first = [key for key, _ in lines[0]]
+    assert first == ["timestamp", "level", "event", "zeta", "alpha", "logger", "bound_id"]
+    assert dict(lines[0])["zeta"] == 1  # the call's value wins over the context's
+    assert dict(lines[0])["level"] == "info" and dict(lines[0])["logger"] == "order"
+    assert dict(lines[0])["timestamp"] != "spoofed"
+    assert [(dict(line)["level"], dict(line)["event"]) for line in lines[1:]] == [
+        ("warning", "warned"),
+        ("critical", "fatal"),
+        ("info", "message"),
+        ("debug", "interpolated and 2"),
+        ("info", "mapping named"),
+    ]
+
+
+def test_exceptions_and_stacks_in_json(capsys):
+    configure_logging("json")
+    log = get_logger()
+    try:
+        raise KeyError("missing")
+    except KeyError:
+        log.exception("failed", attempt=1)
+    log.info("where", stack_info=True)
+    failed, where = json_lines(capsys.readouterr().out)
+    assert failed["level"] == "error" and failed["attempt"] == 1 and "exc_info" not in failed
+    assert (
+        isinstance(failed["exception"], list) and failed["exception"][0]["exc_type"] == "KeyError"
+    )
+    # The stack ends at the caller, not inside the logging code.
+    stack = str(where["stack"]).splitlines()
+    assert stack[-2].endswith(", in test_exceptions_and_stacks_in_json")
+    assert "service/logs.py" not in "\n".join(stack)
+
+
+def test_values_orjson_refuses_still_log(capsys):
+    configure_logging("json")
+    get_logger().info(
+        "odd values",
+        big=10**30,
+        lone_surrogate="\udc80",
+        numbered={1: "one"},
+        text="žluťoučký ♠",
+        obj=object(),
+        when=datetime(2020, 1, 2, tzinfo=UTC),
+        protocol=_Custom(),
+    )
+    (line,) = json_lines(capsys.readouterr().out)
+    assert line["big"] == 10**30
+    assert line["lone_surrogate"] == "\udc80"
+    assert line["numbered"] == {"1": "one"}
+    assert line["text"] == "žluťoučký ♠"
+    assert str(line["obj"]).startswith("<object object at")
+    assert line["when"] == repr(datetime(2020, 1, 2, tzinfo=UTC))  # as json.dumps's default did
+    assert line["protocol"] == {"custom": True}
+
+
+class _Custom:
+    def __structlog__(self) -> dict[str, bool]:
+        return {"custom": True}
+
+
+def test_json_lines_go_to_the_binary_buffer_after_pending_text(monkeypatch):
+    """One write of bytes per line; text already written to stdout stays first."""
+    raw = io.BytesIO()
+    stdout = io.TextIOWrapper(raw, encoding="utf-8")  # not write_through: text waits
+    monkeypatch.setattr(sys, "stdout", stdout)
+    configure_logging("json")
+    stdout.write("plain text first\n")
+    get_logger().info("then the line", text="♠")
+    logging.getLogger("lib").warning("then a record")
+    text, line, record = raw.getvalue().decode().splitlines()
+    assert text == "plain text first"
+    assert json.loads(line)["event"] == "then the line" and json.loads(line)["text"] == "♠"
+    assert json.loads(record)["event"] == "then a record"
+
+
+def test_json_lines_on_a_text_only_stdout(monkeypatch):
+    stdout = io.StringIO()  # no .buffer
+    monkeypatch.setattr(sys, "stdout", stdout)
+    configure_logging("json")
+    get_logger().info("text only", text="♠")
+    (line,) = json_lines(stdout.getvalue())
+    assert line["event"] == "text only" and line["text"] == "♠"
+
+
+def test_loggers_follow_every_reconfiguration_and_bind_still_works(capsys):
+    log = get_logger("early")  # made before any configure_logging of this test
+    configure_logging("console")
+    log.info("as console")
+    configure_logging("json")
+    log.info("as json")
+    log.bind(extra=1).info("bound", seat_token=SECRET)
+    console, as_json, bound = capsys.readouterr().out.splitlines()
+    assert "as console" in console and not console.startswith("{")
+    assert json.loads(as_json)["logger"] == "early"
+    assert json.loads(bound)["extra"] == 1 and SECRET not in bound
+    assert json.loads(bound)["logger"] == "early"
+
+
+def test_request_line_from_the_call_runner(capsys):
+    """CallRunner writes request_log_fields' fields, in its order, after the leading keys."""
+    configure_logging("json")
+    runner = CallRunner(None)
+
+    def handler(request: str, info: CallInfo) -> str:
+        info.game_id = "g-7"
+        return request
+
+    def refuse(request: str, info: CallInfo) -> str:
+        raise invalid_argument("bad_thing", "no")
+
+    runner.run("svc.S", "Ok", "grpc", "rid-1", handler, "x", "ipv4:127.0.0.1:1")
+    runner.run("svc.S", "No", "http", "rid-2", refuse, "x")
+    ok, refused = (
+        json.loads(line, object_pairs_hook=list) for line in capsys.readouterr().out.splitlines()
+    )
+    expected = request_log_fields(
+        request_id="rid-1",
+        method="svc.S/Ok",
+        code="OK",
+        duration_ms=0,
+        game_id="g-7",
+        transport="grpc",
+        peer="ipv4:127.0.0.1:1",
+    )
+    assert [key for key, _ in ok] == ["timestamp", "level", "event", *expected, "logger"]
+    ok_line = dict(ok)
+    assert {key: ok_line[key] for key in expected if key != "duration_ms"} == {
+        key: value for key, value in expected.items() if key != "duration_ms"
+    }
+    assert isinstance(ok_line["duration_ms"], float) and ok_line["duration_ms"] >= 0
+    assert [key for key, _ in refused][:4] == ["timestamp", "level", "event", "reason"]
+    refused_line = dict(refused)
+    assert refused_line["reason"] == "bad_thing" and refused_line["code"] == "InvalidArgument"
+    assert refused_line["game_id"] is None and "peer" not in refused_line
+
+
+def test_the_known_public_keys_are_not_secret():
+    assert not any(service.logs._secret_key(key) for key in service.logs._PUBLIC_KEYS)

@@ -71,18 +71,29 @@ class KrypkasinoServicer(krypkasino_pb2_grpc.KrypkasinoServiceServicer):
         request: RequestT,
         context: grpc.aio.ServicerContext[RequestT, ResponseT],
     ) -> ResponseT:
-        metadata = dict(context.invocation_metadata() or ())
-        supplied = metadata.get(REQUEST_ID_HEADER)
-        request_id = request_id_from(supplied if isinstance(supplied, str) else None)
-        outcome = self._runner.run(
-            SERVICE_NAME, method, "grpc", request_id, handler, request, context.peer()
+        return await serve_call(self._runner, SERVICE_NAME, method, handler, request, context)
+
+
+async def serve_call(
+    runner: CallRunner,
+    service: str,
+    method: str,
+    handler: Callable[[RequestT, CallInfo], ResponseT],
+    request: RequestT,
+    context: grpc.aio.ServicerContext[RequestT, ResponseT],
+) -> ResponseT:
+    """One gRPC call through ``runner``: the caller's request id, metrics, the log line,
+    and a refusal aborted as the rich ``google.rpc.Status``. Every RPC takes this path."""
+    metadata = dict(context.invocation_metadata() or ())
+    supplied = metadata.get(REQUEST_ID_HEADER)
+    request_id = request_id_from(supplied if isinstance(supplied, str) else None)
+    outcome = runner.run(service, method, "grpc", request_id, handler, request, context.peer())
+    if outcome.error is not None:
+        status = rpc_status.to_status(outcome.error.to_status())
+        await context.abort(
+            status.code,
+            status.details,
+            (*status.trailing_metadata, (REQUEST_ID_HEADER, request_id)),
         )
-        if outcome.error is not None:
-            status = rpc_status.to_status(outcome.error.to_status())
-            await context.abort(
-                status.code,
-                status.details,
-                (*status.trailing_metadata, (REQUEST_ID_HEADER, request_id)),
-            )
-        assert outcome.response is not None
-        return outcome.response
+    assert outcome.response is not None
+    return outcome.response

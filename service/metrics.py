@@ -210,11 +210,11 @@ class ServiceMetrics:
         for service, names in methods.items():
             for method in names:
                 self._rpc(service, method)
+        # The children a move counts in, looked up once: a Play counts one move.
+        self._move_series: dict[tuple[str, str], tuple[Counter, ...]] = {}
         for game, reasons in games.items():
             for kind in MOVE_KINDS:
-                self.moves.labels(game, kind)
-            for kind in SWEEP_KINDS:
-                self.sweeps.labels(game, kind)
+                self._move_counters(game, kind)
             for reason in reasons:
                 self.illegal_moves.labels(game, reason)
 
@@ -257,11 +257,20 @@ class ServiceMetrics:
 
     def move_played(self, game: str, kind: str) -> None:
         """A legal move was played; sweeps also count in ``cardrules_sweeps_total``."""
-        if kind not in MOVE_KINDS:
-            raise ValueError(f"unknown move kind {kind!r}; expected one of {MOVE_KINDS}")
-        self.moves.labels(game, kind).inc()
-        if kind in SWEEP_KINDS:
-            self.sweeps.labels(game, kind).inc()
+        for counter in self._move_counters(game, kind):
+            counter.inc()
+
+    def _move_counters(self, game: str, kind: str) -> tuple[Counter, ...]:
+        """The children a move of ``kind`` counts in (sweeps count twice), looked up once."""
+        series = self._move_series.get((game, kind))
+        if series is None:
+            if kind not in MOVE_KINDS:
+                raise ValueError(f"unknown move kind {kind!r}; expected one of {MOVE_KINDS}")
+            series = (self.moves.labels(game, kind),)
+            if kind in SWEEP_KINDS:
+                series += (self.sweeps.labels(game, kind),)
+            self._move_series[game, kind] = series
+        return series
 
     def illegal_move(self, game: str, reason: str) -> None:
         """The rules refused a move with ``reason`` (the ErrorInfo reason)."""

@@ -53,6 +53,7 @@ from engine.krypkasino.views import View
 
 __all__ = [
     "CodecError",
+    "add_events",
     "card_from_proto",
     "card_to_proto",
     "config_from_proto",
@@ -61,6 +62,7 @@ __all__ = [
     "deal_result_to_proto",
     "deck_from_proto",
     "events_to_proto",
+    "fill_view",
     "legal_move_to_proto",
     "move_from_proto",
     "move_to_proto",
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
     from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
     RepeatedCards = RepeatedCompositeFieldContainer[cards_pb2.Card]
+    RepeatedEvents = RepeatedCompositeFieldContainer[pb.Event]
 
 T = TypeVar("T")
 
@@ -394,12 +397,19 @@ def _view_template(view: View) -> pb.View:
 
 
 def view_to_proto(view: View, game_id: str, state_id: str) -> pb.View:
-    """The API view (design section 3); optional fields stay unset when ``None``.
+    """The API view (design section 3); optional fields stay unset when ``None``."""
+    msg = pb.View()
+    fill_view(msg, view, game_id, state_id)
+    return msg
+
+
+def fill_view(msg: pb.View, view: View, game_id: str, state_id: str) -> None:
+    """``view_to_proto`` written into ``msg`` (an empty View, such as a response's
+    ``view`` field), which saves copying the whole view into the response.
 
     Zero values and empty lists are skipped: proto3 writes neither, so the
     message is the same, and each skipped field saves a conversion.
     """
-    msg = pb.View()
     msg.CopyFrom(_view_template(view))
     msg.game_id = game_id
     msg.state_id = state_id
@@ -431,29 +441,31 @@ def view_to_proto(view: View, game_id: str, state_id: str) -> pb.View:
     if view.winners:
         msg.winners.extend(view.winners)
     msg.move_number = view.move_number
-    return msg
 
 
-def _event_to_proto(event: Event) -> pb.Event:
+def _fill_event(msg: pb.Event, event: Event) -> None:
+    """The API event of ``event`` written into ``msg``, an empty Event."""
     # Crawls and captures are nearly every Play's events: they are filled in
     # place, which skips building and copying the inner message. Their card is
     # never all zero values, so the oneof member is always set.
     match event:
         case Crawled():
-            msg = pb.Event()
             crawled = msg.crawled
             crawled.seat = event.seat
             crawled.card.CopyFrom(_CARD_PROTOS[event.card])
-            return msg
         case Captured():
-            msg = pb.Event()
             captured = msg.captured
             captured.seat = event.seat
             captured.card.CopyFrom(_CARD_PROTOS[event.card])
             _add_cards(captured.captures, event.captures)
             captured.kind = _KIND_TO[event.sweep]
             captured.conceded_by = event.conceded_by
-            return msg
+        case _:
+            msg.CopyFrom(_rare_event_to_proto(event))
+
+
+def _rare_event_to_proto(event: Event) -> pb.Event:
+    match event:
         case DistributionDealt():
             return pb.Event(
                 distribution_dealt=pb.DistributionDealt(
@@ -489,11 +501,24 @@ def _event_to_proto(event: Event) -> pb.Event:
             return pb.Event(tiebreak_deal=pb.TiebreakDeal(teams=event.teams))
         case MatchEnded():
             return pb.Event(match_ended=pb.MatchEnded(totals=event.totals, winners=event.winners))
+    raise TypeError(f"not a Krypkasino event: {event!r}")
 
 
 def events_to_proto(events: Sequence[Event]) -> list[pb.Event]:
     """API events, in order; each sets exactly one member of the ``kind`` oneof."""
-    return [_event_to_proto(event) for event in events]
+    out = []
+    for event in events:
+        msg = pb.Event()
+        _fill_event(msg, event)
+        out.append(msg)
+    return out
+
+
+def add_events(field: RepeatedEvents, events: Sequence[Event]) -> None:
+    """``events_to_proto`` appended to ``field`` (a response's ``events``) in place."""
+    add = field.add
+    for event in events:
+        _fill_event(add(), event)
 
 
 _KIND_FROM = {kind: sweep for sweep, kind in _KIND_TO.items()}

@@ -140,8 +140,10 @@ class KrypkasinoApi:
         seat = self._authorise(opened, request.seat, request.seat_token)
         if not request.HasField("move"):
             raise invalid_argument("MOVE_MISSING", "a move is required", "move")
-        with _field_errors():
+        try:
             move = codec.move_from_proto(request.move)
+        except codec.CodecError as error:
+            raise _field_error(error) from None
         try:
             state, events = play(opened.state, seat, move)
         except IllegalMoveError as error:
@@ -153,11 +155,11 @@ class KrypkasinoApi:
         if self._metrics is not None:
             self._count_moves(events)
         token, state_id = self._seal(state, opened.game_id)
-        return pb.PlayResponse(
-            state=token,
-            events=codec.events_to_proto(events),
-            view=codec.view_to_proto(view(state, seat), opened.game_id, state_id),
-        )
+        # Filled in place: building the view and events apart would copy them once more.
+        response = pb.PlayResponse(state=token)
+        codec.add_events(response.events, events)
+        codec.fill_view(response.view, view(state, seat), opened.game_id, state_id)
+        return response
 
     def score(self, request: pb.ScoreRequest, info: CallInfo) -> pb.ScoreResponse:
         return codec.score_to_proto(score(self._open(request.state, info).state))
@@ -248,7 +250,11 @@ def _field_errors() -> Iterator[None]:
     try:
         yield
     except codec.CodecError as error:
-        raise invalid_argument("FIELD_INVALID", error.description, error.field) from None
+        raise _field_error(error) from None
+
+
+def _field_error(error: codec.CodecError) -> ServiceError:
+    return invalid_argument("FIELD_INVALID", error.description, error.field)
 
 
 __all__ = ["GAME", "METHODS", "SERVICE_NAME", "CallInfo", "KrypkasinoApi", "ServiceError"]

@@ -64,34 +64,50 @@ def _compact_result(result: DealResult) -> pb.DealScore:
 
 
 def state_to_proto(state: State, game_id: str) -> pb.GameState:
-    """The internal ``GameState`` sealed inside state tokens (design section 4)."""
-    draw = state.dealer_draw
-    return pb.GameState(
+    """The internal ``GameState`` sealed inside state tokens (design section 4).
+
+    Fields that are often zero, empty or unset are only written when they are
+    not: proto3 leaves them out either way, and a constructor argument costs
+    more than a test on every Play.
+    """
+    msg = pb.GameState(
         game_id=game_id,
         config=config_to_proto(state.config),
-        seed=state.seed,
-        decks=[bytes(deck) for deck in state.decks],
-        first_dealer=state.first_dealer,
-        dealer_draw_seats=bytes(seat for seat, _ in draw),
-        dealer_draw_cards=bytes(card for _, card in draw),
         deal=state.deal,
         dealer=state.dealer,
         distribution=state.distribution,
         stock=bytes(state.stock),
         hands=[bytes(hand) for hand in state.hands],
         table=bytes(state.table),
-        set_aside=bytes(state.set_aside),
         piles=[bytes(pile) for pile in state.piles],
         markers=[bytes(markers) for markers in state.markers],
         turn=state.turn,
-        last_capturer=state.last_capturer,
-        bordstabbe_seat=state.bordstabbe_seat,
-        results=[_compact_result(r) for r in state.results],
-        tiebreak=state.tiebreak,
-        winners=state.winners,
-        over=state.over,
         move_number=state.move_number,
     )
+    if state.seed:
+        msg.seed = state.seed
+    if state.decks:
+        msg.decks.extend([bytes(deck) for deck in state.decks])
+    if state.first_dealer:
+        msg.first_dealer = state.first_dealer
+    if draw := state.dealer_draw:
+        msg.dealer_draw_seats = bytes(seat for seat, _ in draw)
+        msg.dealer_draw_cards = bytes(card for _, card in draw)
+    if state.set_aside:
+        msg.set_aside = bytes(state.set_aside)
+    if state.last_capturer is not None:
+        msg.last_capturer = state.last_capturer
+    if state.bordstabbe_seat is not None:
+        msg.bordstabbe_seat = state.bordstabbe_seat
+    if state.results:
+        msg.results.extend([_compact_result(r) for r in state.results])
+    if state.tiebreak:
+        msg.tiebreak.extend(state.tiebreak)
+    if state.winners:
+        msg.winners.extend(state.winners)
+    if state.over:
+        msg.over = True
+    return msg
 
 
 def state_id(serialized_state: bytes) -> str:

@@ -4,7 +4,8 @@
   same server process (``bench.grpc_server``), alternating in rounds so both
   see the same machine; the ratio of their throughputs is the share of the
   transport's capacity that the rules leave (target 0.6, goal 0.8). A second
-  echo goes through the same metrics and request logging as every real RPC.
+  echo takes ``serve_call``, the path of every real RPC (request id, metrics,
+  the request log line), so beside it Play differs only by the rules work.
 - Server CPU per call comes from ``/proc/<pid>/stat`` around each round.
 - The token size is that of 4-player states in the middle of the first deal.
 - Throughput of a real ``cardrules serve`` with ``--workers 1`` and ``2``.

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -89,11 +88,13 @@ class KrypkasinoApi:
             raise invalid_argument(
                 "TOO_MANY_DECKS", f"at most {MAX_DECKS} explicit decks are accepted", "decks"
             )
-        with _field_errors():
+        try:
             decks = [
                 codec.deck_from_proto(deck, f"decks[{i}]") for i, deck in enumerate(request.decks)
             ]
             draw = codec.deck_from_proto(request.draw, "draw") if request.HasField("draw") else None
+        except codec.CodecError as error:
+            raise _field_error(error) from None
         for i, deck in enumerate(decks):
             try:
                 check_deck(deck, config.copies)
@@ -115,13 +116,14 @@ class KrypkasinoApi:
             self._metrics.game_started(
                 GAME, config.players, config.teams.value, variant_label(config.rules.enabled())
             )
-        return pb.NewGameResponse(
+        response = pb.NewGameResponse(
             game_id=game_id,
             state=token,
             seat_tokens=[self._seat_tokens.issue(game_id, s) for s in range(config.players)],
-            view=codec.view_to_proto(view(state, None), game_id, state_id),
-            events=codec.events_to_proto(events),
         )
+        codec.add_events(response.events, events)
+        codec.fill_view(response.view, view(state, None), game_id, state_id)
+        return response
 
     def legal_moves(self, request: pb.LegalMovesRequest, info: CallInfo) -> pb.LegalMovesResponse:
         opened = self._open(request.state, info)
@@ -155,7 +157,6 @@ class KrypkasinoApi:
         if self._metrics is not None:
             self._count_moves(events)
         token, state_id = self._seal(state, opened.game_id)
-        # Filled in place: building the view and events apart would copy them once more.
         response = pb.PlayResponse(state=token)
         codec.add_events(response.events, events)
         codec.fill_view(response.view, view(state, seat), opened.game_id, state_id)
@@ -173,9 +174,9 @@ class KrypkasinoApi:
             raise invalid_argument(
                 "SEAT_MISSING", "a seat token was given without its seat", "seat"
             )
-        return pb.GetViewResponse(
-            view=codec.view_to_proto(view(opened.state, seat), opened.game_id, opened.state_id)
-        )
+        response = pb.GetViewResponse()
+        codec.fill_view(response.view, view(opened.state, seat), opened.game_id, opened.state_id)
+        return response
 
     # -- shared steps -------------------------------------------------------
 
@@ -231,8 +232,10 @@ class KrypkasinoApi:
 
 
 def _config(message: pb.GameConfig) -> Config:
-    with _field_errors():
+    try:
         config = codec.config_from_proto(message)
+    except codec.CodecError as error:
+        raise _field_error(error) from None
     try:
         return config.validate()
     except ConfigError as error:
@@ -244,16 +247,8 @@ def _config(message: pb.GameConfig) -> Config:
         ) from None
 
 
-@contextmanager
-def _field_errors() -> Iterator[None]:
-    """A malformed field of the request becomes INVALID_ARGUMENT with its path."""
-    try:
-        yield
-    except codec.CodecError as error:
-        raise _field_error(error) from None
-
-
 def _field_error(error: codec.CodecError) -> ServiceError:
+    """A malformed field of the request becomes INVALID_ARGUMENT with its path."""
     return invalid_argument("FIELD_INVALID", error.description, error.field)
 
 

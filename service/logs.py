@@ -5,15 +5,14 @@ seat token, a hand or a key: ``redact`` runs on every event, including the
 stdlib ``logging`` records of libraries (grpc), which are rendered the same way.
 Tracebacks never include local variables, which could hold any of those.
 
-The JSON path is on every request, so it is built for speed (issue 3): one
-processor (``_json_line``) does what the chain of small processors did and
-serializes with orjson; ``bound_logger`` resolves structlog's lazy proxy once;
-the line goes to ``sys.stdout.buffer`` as bytes in one write.
+The JSON path is on every request, so it is kept lean (issue 3): structlog's
+``JSONRenderer`` serializes with orjson, the timestamp is formatted once a
+second, ``bound_logger`` resolves structlog's lazy proxy once, and the line
+goes to ``sys.stdout.buffer`` as bytes in one write.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import json
 import logging
@@ -179,8 +178,12 @@ def _json_fallback(value: object) -> object:
 _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
-def _dumps(event_dict: EventDict) -> bytes:
-    """One compact JSON object (orjson; json.dumps for what orjson refuses)."""
+def _dumps(event_dict: EventDict, **_json_dumps_options: Any) -> bytes:
+    """One compact JSON object (orjson; json.dumps for what orjson refuses).
+
+    The serializer of structlog's ``JSONRenderer``, whose ``json.dumps``
+    options (a ``default``) are not needed: ``_json_fallback`` is orjson's.
+    """
     try:
         return orjson.dumps(event_dict, default=_json_fallback, option=_ORJSON_OPTIONS)
     except orjson.JSONEncodeError:
@@ -200,38 +203,6 @@ def _dumps(event_dict: EventDict) -> bytes:
 def _json_text(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> str:
     """Renderer for stdlib records, whose formatter must return ``str``."""
     return _dumps(event_dict).decode()
-
-
-# structlog's add_log_level: ``warn`` and ``exception`` are aliases.
-_LEVEL_OF_METHOD = {"warn": "warning", "exception": "error"}
-_STRUCTLOG_PREFIX = structlog.contextvars.STRUCTLOG_KEY_PREFIX
-_STRUCTLOG_PREFIX_LEN = len(_STRUCTLOG_PREFIX)
-# Our own frames (``_json_line``) are not the call site either.
-_STACKS = structlog.processors.StackInfoRenderer(additional_ignores=[__name__])
-# show_locals defaults to True: a frame's locals may hold a token or a hand.
-_EXCEPTIONS = structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
-
-
-def _json_line(logger: WrappedLogger, method: str, event_dict: EventDict) -> bytes:
-    """The whole JSON chain in one pass: the same keys, values and order as
-    merge_contextvars, add_log_level, logger name, TimeStamper, StackInfoRenderer,
-    ExceptionRenderer, ``redact``, ``_leading_keys_first`` and JSONRenderer would give."""
-    line: EventDict = {"timestamp": None, "level": None, "event": None}
-    line.update(event_dict)
-    for var, value in contextvars.copy_context().items():
-        var_name = var.name
-        if var_name.startswith(_STRUCTLOG_PREFIX) and value is not Ellipsis:
-            line.setdefault(var_name[_STRUCTLOG_PREFIX_LEN:], value)
-    if "event" not in event_dict:
-        del line["event"]
-    line["level"] = _LEVEL_OF_METHOD.get(method, method)
-    name = getattr(logger, "name", None)
-    if name:
-        line["logger"] = name
-    line["timestamp"] = utc_timestamp()
-    if "stack_info" in line or "exc_info" in line:
-        line = _EXCEPTIONS(logger, method, _STACKS(logger, method, line))
-    return _dumps(redact(logger, method, line))
 
 
 def request_log_fields(
@@ -358,12 +329,13 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         renderer = _json_text
         tail = [
             structlog.processors.StackInfoRenderer(),
-            _EXCEPTIONS,
+            # show_locals defaults to True: a frame's locals may hold a token or a hand.
+            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
             redact,
             _leading_keys_first,
         ]
-        # The same result as [*shared, *tail, JSONRenderer], in bytes, in one processor.
-        processors = [_json_line]
+        # Bytes for structlog's loggers (one write to stdout's buffer), text for stdlib records.
+        processors = [*shared, *tail, structlog.processors.JSONRenderer(serializer=_dumps)]
 
     structlog.configure(
         processors=processors,

@@ -215,7 +215,7 @@ def _state_from_proto(msg: pb.GameState) -> State:
     ):
         if seat is not None and not 0 <= seat < n:
             raise _StateError(f"{name} {seat} is not a seat of {n} players")
-    dealer_draw, drawn_dealer = _dealer_draw(msg, config)
+    drawn_dealer = _drawn_dealer(msg, config)
     if first_dealer != drawn_dealer:
         raise _StateError(f"first_dealer {first_dealer} is not seat {drawn_dealer} (K4.2)")
     if deal < 1 or dealer != (first_dealer + deal - 1) % n:
@@ -273,12 +273,10 @@ def _state_from_proto(msg: pb.GameState) -> State:
             f"bordstabbe_seat {bordstabbe_seat}: only the first player, with bordstabbe (K16.10)"
         )
 
-    decks = []
     for i, deck in enumerate(msg.decks):
         if bytes(sorted(deck)) != _FULL_DECKS[copies]:
             raise _StateError(f"decks[{i}] is not a full deck of {config.deck_size} cards (K2.1)")
-        decks.append(_cards(deck))
-    if deal <= len(decks) and not msg.decks[deal - 1].endswith(stock_b):
+    if deal <= len(msg.decks) and not msg.decks[deal - 1].endswith(stock_b):
         raise _StateError(f"the stock is not the rest of decks[{deal - 1}]")
 
     history = _history(config_data, first_dealer, tuple(r.SerializeToString() for r in msg.results))
@@ -298,30 +296,8 @@ def _state_from_proto(msg: pb.GameState) -> State:
     if msg.move_number != played:
         raise _StateError(f"move_number {msg.move_number}, but {played} cards were played")
 
-    return State(
-        config=config,
-        seed=msg.seed,
-        decks=tuple(decks),
-        first_dealer=first_dealer,
-        dealer_draw=dealer_draw,
-        deal=deal,
-        dealer=dealer,
-        distribution=distribution,
-        stock=_cards(stock_b),
-        hands=tuple(_cards(hand) for hand in hands_b),
-        table=_cards(table_b),
-        set_aside=_cards(aside_b),
-        piles=tuple(_cards(pile) for pile in piles_b),
-        markers=tuple(_cards(markers) for markers in markers_b),
-        turn=turn,
-        last_capturer=last_capturer,
-        bordstabbe_seat=bordstabbe_seat,
-        results=results,
-        tiebreak=tiebreak,
-        winners=winners,
-        over=over,
-        move_number=msg.move_number,
-    )
+    # Every field is checked now: the state is built as a sealed one's is.
+    return _trusted_state(msg)
 
 
 _serialize_deal = pb.DealScore.SerializeToString
@@ -387,13 +363,13 @@ def _conservation_problem(msg: pb.GameState, everything: bytes, copies: int) -> 
     return "; ".join(parts)
 
 
-def _dealer_draw(msg: pb.GameState, config: Config) -> tuple[tuple[tuple[int, Card], ...], int]:
-    """K4.2: ``(draws, first dealer)``; a stored draw must be what the rule makes of its cards."""
+def _drawn_dealer(msg: pb.GameState, config: Config) -> int:
+    """K4.2: the first dealer; a stored draw must be what the rule makes of its cards."""
     seats, cards = msg.dealer_draw_seats, msg.dealer_draw_cards
     if not config.draw_for_deal:
         if seats or cards:
             raise _StateError("a dealer draw without draw_for_deal (K4.2)")
-        return (), config.first_dealer
+        return config.first_dealer
     if not cards or max(cards) >= CARDS_PER_DECK:
         raise _StateError("dealer_draw_cards is empty or holds a byte that is no card (K4.2)")
     try:
@@ -402,7 +378,7 @@ def _dealer_draw(msg: pb.GameState, config: Config) -> tuple[tuple[tuple[int, Ca
         raise _StateError("dealer_draw_cards run out before a dealer is found (K4.2)") from None
     if len(seats) != len(cards) or draws != tuple(zip(seats, _cards(cards), strict=True)):
         raise _StateError("dealer_draw_seats and dealer_draw_cards are not a draw for deal (K4.2)")
-    return draws, dealer
+    return dealer
 
 
 def _check_hand_sizes(sizes: list[int], turn: int, first_player: int, dealt: int) -> None:

@@ -30,10 +30,6 @@ def pack(counts: list[int] | tuple[int, ...]) -> int:
     return packed
 
 
-def unpack(packed: int) -> list[int]:
-    return [(packed >> (_BITS * i)) & _FIELD for i in range(VALUES)]
-
-
 def _present(packed: int) -> list[tuple[int, int]]:
     """``(value, count)`` for every value held, highest value first."""
     return [

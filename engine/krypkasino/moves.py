@@ -14,7 +14,7 @@ from functools import lru_cache
 from itertools import combinations, product
 from typing import NamedTuple
 
-from engine.cards import ACE, JACK, SPADES, Card, card_str, parse_card, parse_cards
+from engine.cards import ACE, JACK, Card, card_str, parse_card, parse_cards
 from engine.krypkasino.captures import sweeps, value_options
 from engine.krypkasino.config import Rules
 
@@ -69,10 +69,6 @@ def hand_value(card: Card) -> int:
 
 def is_court(card: Card) -> bool:
     return card >> 2 >= JACK
-
-
-def is_spade(card: Card) -> bool:
-    return card & 3 == SPADES
 
 
 def sweep_kind(table: Sequence[Card], move: Move) -> SweepKind:
@@ -281,7 +277,3 @@ def _sweep_ranks(packed: int, rank_only: bool) -> tuple[int, ...]:
         if sweeps_all:
             ranks.append(rank)
     return tuple(ranks)
-
-
-def moves_str(moves: Sequence[Move]) -> str:
-    return ", ".join(str(m) for m in moves)

@@ -129,9 +129,12 @@ class StopSignals:
 
     A SIGINT that comes during a SIGTERM's drain delay cuts the delay short: a
     second Ctrl-C, or the one a terminal sends to the workers of ``--workers N``.
+    Once stopping, further SIGTERMs are ignored, also after the event loop has
+    closed (which would restore the default action, death by SIGTERM).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
         self.received = asyncio.Event()
         self._hurry = asyncio.Event()
         self.first: signal.Signals | None = None
@@ -141,6 +144,8 @@ class StopSignals:
     def _on_signal(self, signum: signal.Signals) -> None:
         if self.first is None:
             self.first = signum
+            self._loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         self.received.set()
         if signum == signal.SIGINT:
             self._hurry.set()
@@ -306,6 +311,8 @@ def _supervise(config: ServerConfig, keys: KeyRing) -> int:
 
     def forward(signum: int, _frame: object) -> None:
         nonlocal stopping
+        if stopping:
+            return  # the workers already drain; a second SIGTERM could catch one exiting
         stopping = True
         for pid in workers:
             os.kill(pid, signal.SIGTERM)

@@ -593,6 +593,22 @@ def test_sigint_skips_the_drain_delay(signals):
     assert [line.get("event") for line in server.logs][-2:] == ["stopping", "stopped"]
 
 
+def test_sigterm_repeated_until_the_process_is_gone_still_exits_0():
+    """Only the first SIGTERM counts: more of them, up to the last moment of the exit
+    (after the event loop, whose handlers they met, has closed), change nothing."""
+    with running(("--drain-delay-seconds", "0.2")) as server:
+        server.process.send_signal(signal.SIGTERM)
+        server.wait_for_logs("draining")
+        while server.process.poll() is None:
+            try:
+                server.process.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                break
+            time.sleep(0.0005)
+        assert server.process.wait(60) == 0
+    assert [line.get("event") for line in server.logs][-2:] == ["stopping", "stopped"]
+
+
 # -- health and reflection -----------------------------------------------------------------
 
 

@@ -28,11 +28,11 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 
 .DEFAULT_GOAL := help
 .DELETE_ON_ERROR:
-.PHONY: help venv test lint fmt serve bench lock generate clean
+.PHONY: help venv test coverage lint fmt serve bench lock generate clean
 
 help: ## List targets
 	@echo "Targets:"
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 	@echo "Variables: PYTHON=$(PYTHON) RANDOM_GAMES=$(RANDOM_GAMES) PYTEST_ARGS BENCH_ARGS LOCK_ARGS"
 
 venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
@@ -61,6 +61,9 @@ test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + ruff format --check
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) $(BIN)/pytest -n auto $(PYTEST_ARGS)
+
+coverage: $(VENV_STAMP) ## pytest with line coverage of engine/ and service/, servers started by tests included
+	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
 lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + mypy
 	$(BUF) lint

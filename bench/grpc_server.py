@@ -21,7 +21,7 @@ from service.calls import CallRunner
 from service.config import ServerConfig
 from service.grpc_service import KrypkasinoServicer, serve_call
 from service.logs import configure_logging
-from service.server import build_api, new_metrics
+from service.server import build_api, grpc_server_options, new_metrics
 from service.tokens import KeyRing
 
 ECHO_SERVICE = "cardrules.bench.v1.EchoService"
@@ -57,9 +57,7 @@ def echo_handler(payload: bytes, runner: CallRunner) -> grpc.GenericRpcHandler:
 async def serve(port_file: Path, echo_bytes: int) -> None:
     config = ServerConfig(host="127.0.0.1", grpc_port=0, metrics_port=0, log_format="json")
     configure_logging(config.log_format, config.log_level)
-    server = grpc.aio.server(
-        options=[("grpc.max_receive_message_length", config.max_request_bytes)]
-    )
+    server = grpc.aio.server(options=grpc_server_options(config))
     metrics = new_metrics(CollectorRegistry())
     api = build_api(config, KeyRing.parse(BENCH_KEY), metrics)
     runner = CallRunner(metrics)

@@ -37,6 +37,7 @@ class ServerConfig:
     max_request_bytes: int = 64 * 1024
     grace_seconds: float = 10.0
     drain_delay_seconds: float = 1.0
+    max_connection_age_seconds: float = 0.0
     cors_origins: tuple[str, ...] = ()
 
 
@@ -65,6 +66,11 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--grace-seconds": (
         "grace_seconds",
         "how long the stop after the drain delay waits for in-flight requests",
+    ),
+    "--max-connection-age-seconds": (
+        "max_connection_age_seconds",
+        "close each gRPC connection after about this long (GOAWAY, calls in flight "
+        "finish), so that clients reconnect, re-resolve DNS and find new pods (0 = never)",
     ),
     "--cors-origins": (
         "cors_origins",
@@ -102,13 +108,13 @@ def _int(source: str, text: str, low: int, high: int) -> int:
     return value
 
 
-def _seconds(source: str, text: str) -> float:
+def _seconds(source: str, text: str, high: int = 3600) -> float:
     try:
         value = float(text)
     except ValueError:
         raise ConfigValueError(f"{source}: {text!r} is not a number of seconds") from None
-    if not 0 <= value <= 3600:
-        raise ConfigValueError(f"{source}: {value} is outside 0..3600 seconds")
+    if not 0 <= value <= high:
+        raise ConfigValueError(f"{source}: {value} is outside 0..{high} seconds")
     return value
 
 
@@ -154,6 +160,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     for name in ("drain_delay_seconds", "grace_seconds"):
         if (item := raw(name)) is not None:
             values[name] = _seconds(*item)
+    if (item := raw("max_connection_age_seconds")) is not None:
+        values["max_connection_age_seconds"] = _seconds(*item, high=7 * 24 * 3600)
     if (item := raw("cors_origins")) is not None:
         try:
             values["cors_origins"] = parse_origins(item[1])

@@ -74,14 +74,26 @@ def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
     return ServiceMetrics(registry, {SERVICE_NAME: METHODS})
 
 
+def grpc_server_options(config: ServerConfig) -> list[tuple[str, int]]:
+    """The grpc core options of ``config``: request limit, port sharing, connection age."""
+    options = [
+        ("grpc.max_receive_message_length", config.max_request_bytes),
+        ("grpc.so_reuseport", 1 if config.workers > 1 else 0),
+    ]
+    if config.max_connection_age_seconds:
+        # grpc adds +-10% jitter, so the clients of one server do not all reconnect at once.
+        # Its grace stays unlimited: calls in flight at the GOAWAY are unary, so they end.
+        age_ms = max(1, round(config.max_connection_age_seconds * 1000))
+        options.append(("grpc.max_connection_age_ms", age_ms))
+    return options
+
+
 async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> int:
     """Run the gRPC server and the HTTP gateway until SIGTERM or SIGINT, then drain both.
 
     Returns the exit status.
     """
-    options = [("grpc.max_receive_message_length", config.max_request_bytes)]
-    options.append(("grpc.so_reuseport", 1 if config.workers > 1 else 0))
-    server = grpc.aio.server(options=options)
+    server = grpc.aio.server(options=grpc_server_options(config))
     api = build_api(config, keys, metrics)
     runner = CallRunner(metrics)
     krypkasino_pb2_grpc.add_KrypkasinoServiceServicer_to_server(

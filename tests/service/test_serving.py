@@ -8,6 +8,7 @@ token that later releases must still open, and configuration by environment.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import random
@@ -43,6 +44,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine.cards import parse_cards
 from engine.krypkasino import Move, State, legal_moves, open_game, play, score
 from service import codec
+from service.config import add_server_arguments, resolve
+from service.server import grpc_server_options
 from service.tokens import KeyRing
 from tests.service.server_process import (
     CARDRULES,
@@ -706,7 +709,58 @@ def test_the_fixture_is_sealed_under_its_own_test_key():
     assert fixture["schema_version"] == 1 and len(fixture["seat_tokens"]) == 4
 
 
+# -- connection ageing -------------------------------------------------------------------
+
+
+def get_views_for(target: str, seconds: float, threads: int = 4) -> int:
+    """GetView calls from ``threads`` threads on one channel for ``seconds``, so that
+    some are in flight whenever the server ages the connection out; each must succeed.
+    Returns how many calls were made, NewGame included."""
+    with krypkasino(target) as stub:
+        game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=3))
+        deadline = time.monotonic() + seconds
+
+        def calls() -> int:
+            made = 0
+            while time.monotonic() < deadline:
+                stub.GetView(pb.GetViewRequest(state=game.state))
+                made += 1
+            return made
+
+        with ThreadPoolExecutor(threads) as pool:
+            return 1 + sum(pool.map(lambda _: calls(), range(threads)))
+
+
+@pytest.mark.parametrize(("age", "least", "most"), [("0.4", 3, 12), ("0", 1, 1)])
+def test_connections_are_aged_out_and_the_client_reconnects_without_a_failed_call(age, least, most):
+    """--max-connection-age-seconds: grpc sends GOAWAY after about that long (+-10%), the
+    channel opens a new connection (a new client port in the log's ``peer``), and no
+    call fails; 0, the default, keeps the one connection."""
+    with running(("--max-connection-age-seconds", age)) as server:
+        calls = get_views_for(server.target, 2.0)
+        requests = server.wait_for_logs("request", calls)
+    assert calls > 50 and all(line["code"] == "OK" for line in requests)
+    peers = {line["peer"] for line in requests}
+    assert least <= len(peers) <= most, peers
+
+
 # -- configuration -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "age_ms"),
+    [
+        ((), None),
+        (("--max-connection-age-seconds", "300"), 300_000),
+        (("--max-connection-age-seconds", "0.0001"), 1),
+    ],
+)
+def test_the_connection_age_becomes_grpcs_option_in_milliseconds(flags, age_ms):
+    parser = argparse.ArgumentParser()
+    add_server_arguments(parser)
+    options = dict(grpc_server_options(resolve(parser.parse_args(flags), environ={})))
+    assert options.get("grpc.max_connection_age_ms") == age_ms
+    assert "grpc.max_connection_age_grace_ms" not in options  # unary calls end by themselves
 
 
 def test_environment_variables_alone_configure_the_server():
@@ -769,6 +823,8 @@ def serve_and_fail(env: dict[str, str], keys: str) -> subprocess.CompletedProces
         ("CARDRULES_MAX_REQUEST_BYTES", "-1"),
         ("CARDRULES_GRACE_SECONDS", "soon"),
         ("CARDRULES_DRAIN_DELAY_SECONDS", "-1"),
+        ("CARDRULES_MAX_CONNECTION_AGE_SECONDS", "forever"),
+        ("CARDRULES_MAX_CONNECTION_AGE_SECONDS", "-5"),
         ("CARDRULES_LOG_FORMAT", "xml"),
         ("CARDRULES_PLAIN_STATE", "maybe"),
     ],

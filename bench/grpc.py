@@ -6,7 +6,9 @@
   transport's capacity that the rules leave (target 0.6, goal 0.8). A second
   echo takes ``serve_call``, the path of every real RPC (request id, metrics,
   the request log line), so beside it Play differs only by the rules work.
-- Server CPU per call comes from ``/proc/<pid>/stat`` around each round.
+- Server CPU per call comes from ``/proc/<pid>/stat`` around each round, and
+  what the main (asyncio) thread did from ``/proc/<pid>/schedstat``: the share
+  of the round it ran, the share it waited for a core, times scheduled per call.
 - The token size is that of 4-player states in the middle of the first deal.
 - Throughput of a real ``cardrules serve`` with ``--workers 1`` and ``2``.
 The load generator (``bench.grpc_load``) runs in its own process.
@@ -77,6 +79,13 @@ def _write_requests(requests: list[bytes]) -> Path:
         for request in requests:
             handle.write(len(request).to_bytes(4, "big") + request)
     return Path(handle.name)
+
+
+def _main_thread_schedule(pid: int) -> tuple[int, int, int]:
+    """The server's main (asyncio) thread: ns on a core, ns runnable but waiting for one,
+    and times scheduled (``/proc/<pid>/schedstat``)."""
+    run_ns, wait_ns, slices = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(run_ns), int(wait_ns), int(slices)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -160,8 +169,15 @@ def side_by_side(
             for round_number in range(rounds):
                 for name, method in calls:
                     cpu = _cpu_seconds(server.pid)
+                    schedule = _main_thread_schedule(server.pid)
                     result = _load(address, method, path, concurrency, seconds, 1)
                     result["server_cpu"] = _cpu_seconds(server.pid) - cpu
+                    result["main_thread"] = [
+                        after - before
+                        for after, before in zip(
+                            _main_thread_schedule(server.pid), schedule, strict=True
+                        )
+                    ]
                     runs[name].append(result)
                     note(f"round {round_number + 1}/{rounds} {name}: {result['calls']} calls")
         finally:
@@ -175,6 +191,16 @@ def side_by_side(
             "latency": summarize_ns(ns for r in results for ns in r["ns"]),
             "server_cpu_us_per_call": round(
                 median(r["server_cpu"] / max(r["calls"], 1) * 1e6 for r in results), 1
+            ),
+            # Where the asyncio thread, which every call needs, spent the round.
+            "main_thread_running_pct": round(
+                median(r["main_thread"][0] / (r["seconds"] * 1e7) for r in results), 1
+            ),
+            "main_thread_waiting_for_a_core_pct": round(
+                median(r["main_thread"][1] / (r["seconds"] * 1e7) for r in results), 1
+            ),
+            "main_thread_scheduled_per_call": round(
+                median(r["main_thread"][2] / max(r["calls"], 1) for r in results), 1
             ),
             "failures": failures,
         }
@@ -286,6 +312,9 @@ def render(report: Json) -> str:
             sides[name]["latency"]["p50_us"],
             sides[name]["latency"]["p99_us"],
             sides[name]["server_cpu_us_per_call"],
+            sides[name]["main_thread_running_pct"],
+            sides[name]["main_thread_waiting_for_a_core_pct"],
+            sides[name]["main_thread_scheduled_per_call"],
             sides[name]["failures"],
         ]
         for name in ("play", "echo", "echo_instrumented")
@@ -293,7 +322,20 @@ def render(report: Json) -> str:
     lines = [
         "gRPC: Play beside an echo of the same size "
         f"({report['echo_bytes']} B), concurrency {report['concurrency']}",
-        table(["call", "req/s", "p50 µs", "p99 µs", "server CPU µs/call", "failures"], rows),
+        table(
+            [
+                "call",
+                "req/s",
+                "p50 µs",
+                "p99 µs",
+                "server CPU µs/call",
+                "main thread running %",
+                "waiting for a core %",
+                "scheduled/call",
+                "failures",
+            ],
+            rows,
+        ),
         f"throughput ratio Play/echo: {sides['ratio']} (rounds {sides['ratios']}); "
         f"Play/instrumented echo: {sides['ratio_instrumented']}",
         f"state token, 4 players mid-deal: median {report['token_bytes_mid_deal']['median']} B, "

@@ -23,6 +23,11 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
         side = report["side_by_side"][call]
         assert side["failures"] == 0 and side["throughput_rps"] > 0, side
         assert side["latency"]["p50_us"] <= side["latency"]["p99_us"]
+        assert (
+            0 < side["main_thread_running_pct"] <= 100
+            and side["main_thread_scheduled_per_call"] > 0
+        )
+        assert 0 <= side["main_thread_waiting_for_a_core_pct"] <= 100
     assert report["side_by_side"]["ratio"] > 0
     assert 0 < report["token_bytes_mid_deal"]["median"] <= report["token_bytes_mid_deal"]["max"]
     for workers in ("workers_1", "workers_2"):

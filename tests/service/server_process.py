@@ -10,7 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,3 +160,20 @@ def start_server(
         process.kill()
         raise RuntimeError(f"server did not start: {server.logs}")
     return server
+
+
+@contextmanager
+def running(
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    keys: str = TEST_KEY,
+    timeout: float = 30,
+) -> Iterator[ServerProcess]:
+    """A server for one test; it must drain and exit 0, and is killed if the test failed."""
+    server = start_server(args, env, keys, timeout)
+    try:
+        yield server
+    except BaseException:
+        server.kill()
+        raise
+    assert server.terminate() == 0

@@ -17,8 +17,6 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import grpc
@@ -32,8 +30,8 @@ from tests.service.server_process import (
     CARDRULES,
     ServerProcess,
     free_port,
+    running,
     server_environment,
-    start_server,
 )
 
 SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
@@ -254,19 +252,6 @@ def handled(server: ServerProcess, method: str, code: str) -> float:
 
 
 # -- configuration, workers and drain ---------------------------------------------------------
-
-
-@contextmanager
-def running(
-    args: tuple[str, ...] = (), env: dict[str, str] | None = None
-) -> Iterator[ServerProcess]:
-    server = start_server(args, env)
-    try:
-        yield server
-    except BaseException:
-        server.kill()
-        raise
-    assert server.terminate() == 0
 
 
 def test_http_calls_share_the_grpc_metrics_and_log_lines():

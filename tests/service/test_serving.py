@@ -52,6 +52,7 @@ from tests.service.server_process import (
     TEST_KEY,
     ServerProcess,
     free_port,
+    running,
     server_environment,
     start_server,
 )
@@ -74,23 +75,6 @@ def krypkasino(target: str) -> Iterator[krypkasino_pb2_grpc.KrypkasinoServiceStu
     """A stub on a channel (and connection) of its own, closed afterwards."""
     with grpc.insecure_channel(target, options=OWN_CONNECTION) as channel:
         yield krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
-
-
-@contextmanager
-def running(
-    args: tuple[str, ...] = (),
-    env: dict[str, str] | None = None,
-    keys: str = TEST_KEY,
-    timeout: float = 30,
-) -> Iterator[ServerProcess]:
-    """A server for one test; it must drain and exit 0, and is killed if the test failed."""
-    server = start_server(args, env, keys, timeout)
-    try:
-        yield server
-    except BaseException:
-        server.kill()
-        raise
-    assert server.terminate() == 0
 
 
 def refusal(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:

@@ -58,6 +58,7 @@ from engine.krypkasino.events import (
     DistributionDealt,
     Event,
 )
+from service import codec
 from tests.service.grpc_helpers import Stub, card_code, card_proto, connect, move_proto
 
 CARD = cards_pb2.Card.DESCRIPTOR.full_name
@@ -213,19 +214,6 @@ def check_score(response: pb.ScoreResponse, state: State) -> None:
 # -- random matches over the wire ------------------------------------------------------
 
 
-TEAM_MODES = {
-    Teams.INDIVIDUAL: pb.TEAM_MODE_INDIVIDUAL,
-    Teams.PAIRS: pb.TEAM_MODE_PAIRS,
-    Teams.TRIOS: pb.TEAM_MODE_TRIOS,
-}
-REMOVALS = {
-    Removal.COURTS: pb.REMOVAL_COURTS,
-    Removal.SPADES: pb.REMOVAL_SPADES,
-    Removal.NONE: pb.REMOVAL_NONE,
-}
-TIE_RULES = {TieRule.SHARED: pb.TIE_RULE_SHARED, TieRule.TIEBREAK_DEAL: pb.TIE_RULE_TIEBREAK_DEAL}
-
-
 def config_for(players: int, data: st.DataObject) -> tuple[Config, pb.GameConfig]:
     """A random valid configuration of the K16 variants, ending after one or a few deals."""
     draw = data.draw
@@ -262,27 +250,7 @@ def config_for(players: int, data: st.DataObject) -> tuple[Config, pb.GameConfig
         config.validate()
     except ConfigError as error:  # the strategy only builds valid configurations
         raise AssertionError(error) from None
-    message = pb.GameConfig(
-        players=players,
-        teams=TEAM_MODES[config.teams],
-        rules=pb.Rules(
-            two_player_five_six=rules.two_player_five_six,
-            four_four=rules.four_four,
-            single_deck=rules.single_deck,
-            last_capture_point=rules.last_capture_point,
-            removal=REMOVALS[rules.removal],
-            no_forced_sweep=rules.no_forced_sweep,
-            court_cards_rank_only=rules.court_cards_rank_only,
-            must_capture_if_able=rules.must_capture_if_able,
-            nordic_scoring=rules.nordic_scoring,
-            bordstabbe=rules.bordstabbe,
-        ),
-        first_dealer=config.first_dealer,
-        draw_for_deal=config.draw_for_deal,
-        target_score=config.target_score,
-        tie_rule=TIE_RULES[config.tie_rule],
-    )
-    return config, message
+    return config, codec.config_to_proto(config)
 
 
 def check_match(stub: Stub, config: Config, message: pb.GameConfig, seed: int) -> None:

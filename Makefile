@@ -11,8 +11,10 @@ VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUF        := node_modules/.bin/buf
 
-# Size knob for the random-play tests (exported as CARDRULES_RANDOM_GAMES).
+# Size knobs of the long tests: random games played (CARDRULES_RANDOM_GAMES) and
+# the factor on every property/fuzz test's examples (CARDRULES_FUZZ_SCALE).
 RANDOM_GAMES ?= 300
+FUZZ_SCALE   ?= 1
 # Extra arguments for pytest, e.g. make test PYTEST_ARGS='-k deck -x'
 PYTEST_ARGS  ?=
 # Extra arguments for the server, e.g. make serve SERVE_ARGS='--workers 2'
@@ -33,7 +35,7 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 help: ## List targets
 	@echo "Targets:"
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
-	@echo "Variables: PYTHON=$(PYTHON) RANDOM_GAMES=$(RANDOM_GAMES) PYTEST_ARGS BENCH_ARGS LOCK_ARGS"
+	@echo "Variables: PYTHON=$(PYTHON) RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) PYTEST_ARGS BENCH_ARGS LOCK_ARGS"
 
 venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
 
@@ -60,10 +62,10 @@ test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + ruff format --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) $(BIN)/pytest -n auto $(PYTEST_ARGS)
+	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) CARDRULES_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto $(PYTEST_ARGS)
 
 coverage: $(VENV_STAMP) ## pytest with line coverage of engine/ and service/, servers started by tests included
-	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
+	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) CARDRULES_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
 lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + mypy
 	$(BUF) lint

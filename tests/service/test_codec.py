@@ -70,6 +70,7 @@ from service.codec import (
     view_to_proto,
 )
 from service.state_codec import state_from_proto, state_id, state_to_proto
+from tests.sizes import fuzz_examples
 
 GAME_ID = "0123456789abcdef0123456789abcdef"  # as long as a UUID in hex
 # Seed 45 is the first whose random 2-player game with target_score 1 ties (K13.3);
@@ -1104,7 +1105,9 @@ FUZZERS = (
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=fuzz_examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(data=st.data())
 def test_fuzzed_game_states_decode_to_sound_states_or_raise_codec_error(
     data: st.DataObject,

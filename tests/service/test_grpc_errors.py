@@ -67,6 +67,7 @@ from tests.service.grpc_helpers import (
     stacked_deck,
 )
 from tests.service.server_process import TEST_KEY, ServerProcess, start_server
+from tests.sizes import fuzz_examples
 
 OTHER_KEY = base64.b64encode(bytes(range(32))).decode()
 SMALL_LIMIT = 4096
@@ -1066,7 +1067,7 @@ def check_outcome(
     return response
 
 
-@settings(max_examples=70, deadline=None, database=None)
+@settings(max_examples=fuzz_examples(70), deadline=None, database=None)
 @given(data=st.data())
 def test_fuzzed_requests_on_a_valid_state_get_the_designed_answer(stub, fuzz_pool, data):
     known = data.draw(st.sampled_from(fuzz_pool.known), label="game")
@@ -1109,7 +1110,7 @@ def test_fuzzed_requests_on_a_valid_state_get_the_designed_answer(stub, fuzz_poo
         assert response.view.move_number == after.move_number
 
 
-@settings(max_examples=50, deadline=None, database=None)
+@settings(max_examples=fuzz_examples(50), deadline=None, database=None)
 @given(data=st.data())
 def test_fuzzed_state_tokens_never_fail_the_server(stub, plain_stub, fuzz_pool, data):
     to_plain_server, token = data.draw(broken_token(fuzz_pool), label="token")
@@ -1258,7 +1259,7 @@ def new_game_refusals(request: pb.NewGameRequest) -> tuple[set[tuple[str, str]],
     return set(), state
 
 
-@settings(max_examples=40, deadline=None, database=None)
+@settings(max_examples=fuzz_examples(40), deadline=None, database=None)
 @given(
     config=any_config(),
     seed=st.integers(0, 2**64 - 1),

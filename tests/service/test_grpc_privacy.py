@@ -60,6 +60,7 @@ from engine.krypkasino.events import (
 )
 from service import codec
 from tests.service.grpc_helpers import Stub, card_code, card_proto, connect, move_proto
+from tests.sizes import fuzz_examples
 
 CARD = cards_pb2.Card.DESCRIPTOR.full_name
 VIEW_PUBLIC = frozenset({"table", "set_aside", "markers.cards"})
@@ -301,7 +302,7 @@ def check_match(stub: Stub, config: Config, message: pb.GameConfig, seed: int) -
 
 
 @pytest.mark.parametrize("players", [2, 3, 4, 5, 6])
-@settings(max_examples=3, deadline=None, database=None)
+@settings(max_examples=fuzz_examples(3), deadline=None, database=None)
 @given(data=st.data())
 def test_no_response_shows_a_hidden_card(stub, players, data):
     config, message = config_for(players, data)

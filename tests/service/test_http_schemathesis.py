@@ -38,6 +38,7 @@ from schemathesis.specs.openapi.checks import (
 from service.http_gateway import OPENAPI_PATH
 from service.openapi import COMMITTED
 from tests.service.server_process import ServerProcess
+from tests.sizes import fuzz_examples
 
 CHECKS = [
     not_a_server_error,
@@ -45,7 +46,7 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-EXAMPLES_PER_OPERATION = 30
+EXAMPLES_PER_OPERATION = fuzz_examples(30)
 # schemathesis leaves out the operation that serves the schema it loaded (/openapi.json).
 OPERATIONS = [
     f"{method.upper()} {path}"

@@ -16,8 +16,8 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from engine.krypkasino import State, legal_moves, new_game, play_unchecked
 from service import state_codec
 from service.tokens import KeyRing, StateSealer
-from tests.conftest import random_games
 from tests.engine.krypkasino.test_random_play import CONFIGS, _label
+from tests.sizes import random_games
 
 SEALER = StateSealer(KeyRing.ephemeral(), game="krypkasino")
 # A quarter of the harness' budget, but every configuration at least once.

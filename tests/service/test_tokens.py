@@ -20,6 +20,7 @@ from service.tokens import (
     StateSealer,
     TokenError,
 )
+from tests.sizes import fuzz_examples
 
 GAME = "krypkasino"
 PAYLOAD = b"\x08\x02\x12\x04state bytes of a game in progress"
@@ -203,7 +204,7 @@ def test_sealer_configuration_errors():
 payloads = st.binary(max_size=80)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=fuzz_examples(40), deadline=None)
 @given(payloads)
 def test_every_truncation_and_every_bit_flip_of_a_real_token_is_refused(payload):
     s = sealer(KEY_A, KEY_B)
@@ -219,7 +220,7 @@ def test_every_truncation_and_every_bit_flip_of_a_real_token_is_refused(payload)
             s.open(bytes(flipped))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=fuzz_examples(300), deadline=None)
 @given(
     st.one_of(
         st.binary(max_size=200),
@@ -241,7 +242,7 @@ def test_random_bytes_never_open(data):
             plain.open(data)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=fuzz_examples(60), deadline=None)
 @given(payloads, st.sampled_from(["othergame", "krypkasino ", "Krypkasino", "krypkasin"]))
 def test_tokens_of_other_games_never_open(payload, other_game):
     token = sealer(game=other_game).seal(payload)
@@ -342,7 +343,7 @@ def test_issue_refuses_impossible_seats():
         seats.issue("game-1", -1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=fuzz_examples(300), deadline=None)
 @given(st.binary(max_size=40), st.text(max_size=20), st.integers(-5, 2**33))
 def test_seat_verify_raises_only_seat_token_error(token, game_id, seat):
     seats = SeatTokens(ring(KEY_A))
@@ -350,7 +351,7 @@ def test_seat_verify_raises_only_seat_token_error(token, game_id, seat):
         seats.verify(game_id, seat, token)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=fuzz_examples(30), deadline=None)
 @given(st.text(max_size=20), st.integers(0, 3))
 def test_every_bit_flip_of_a_seat_token_is_refused(game_id, seat):
     seats = SeatTokens(ring(KEY_A, KEY_B))

@@ -9,7 +9,7 @@ every deal end the deal total is K15.7's; at the end the match length, dealers
 and winners follow K4.3/K13, every view is checked once more and nothing can be
 played any more. Replaying the moves gives equal states (determinism).
 
-``tests.conftest.random_games()`` games are spread round-robin over ``CONFIGS``.
+``tests.sizes.random_games()`` games are spread round-robin over ``CONFIGS``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from engine.krypkasino import (
 )
 from engine.krypkasino.events import DealEnded, TiebreakDeal
 from engine.krypkasino.invariants import check_state, check_transition
-from tests.conftest import random_games
+from tests.sizes import random_games
 
 
 def _config(players: int, teams: str = "individual", **settings: Any) -> Config:

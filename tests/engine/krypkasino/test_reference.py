@@ -18,6 +18,7 @@ from engine.cards import Card, parse_cards
 from engine.krypkasino import Move, Rules, sweep_ranks, table_moves
 from engine.krypkasino.moves import is_legal
 from tests.engine.krypkasino import reference
+from tests.sizes import fuzz_examples
 
 FLAG_NAMES = ("no_forced_sweep", "must_capture_if_able", "court_cards_rank_only")
 FLAG_COMBOS = [
@@ -170,7 +171,7 @@ def positions(draw: st.DrawFn) -> tuple[list[Card], list[Card]]:
 
 
 @pytest.mark.parametrize("flags", FLAG_COMBOS, ids=_ids)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=fuzz_examples(300), deadline=None)
 @given(position=positions())
 def test_table_moves_equal_reference(flags, position):
     """K7.7: the engine's legal set is the reference's, in canonical order, once each."""
@@ -183,7 +184,7 @@ def test_table_moves_equal_reference(flags, position):
 
 
 @pytest.mark.parametrize("rank_only", [False, True], ids=["defaults", "court_cards_rank_only"])
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=fuzz_examples(200), deadline=None)
 @given(position=positions())
 def test_sweep_ranks_equal_reference(rank_only, position):
     """K14.1: the engine's sweep ranks are the reference's."""
@@ -229,7 +230,7 @@ def test_is_legal_accepts_exactly_the_spec_examples(hand, table, flags, expected
 
 
 @pytest.mark.parametrize("flags", FLAG_COMBOS, ids=_ids)
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=fuzz_examples(100), deadline=None)
 @given(position=positions())
 def test_is_legal_decides_membership_of_the_legal_set(flags, position):
     """K7.8: ``is_legal`` (play's validation) accepts exactly the moves of ``table_moves``."""

@@ -1,0 +1,44 @@
+"""The size knobs of the long tests: small in CI, large on demand.
+
+``CARDRULES_RANDOM_GAMES`` (``make test RANDOM_GAMES=N``) is how many random
+games the random-play harnesses play; ``CARDRULES_FUZZ_SCALE``
+(``make test FUZZ_SCALE=N``) multiplies the examples of every property and
+fuzz test. Both are whole numbers >= 1. The scale cannot shrink a test below
+its CI number of examples, which some tests need to reach what they assert.
+A bad value stops the run with one line naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+
+RANDOM_GAMES_VARIABLE = "CARDRULES_RANDOM_GAMES"
+FUZZ_SCALE_VARIABLE = "CARDRULES_FUZZ_SCALE"
+DEFAULT_RANDOM_GAMES = 300
+
+
+class SizeKnobError(ValueError):
+    """A size knob's environment variable holds something unusable."""
+
+
+def _whole_number(variable: str, default: int) -> int:
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SizeKnobError(f"{variable} must be a whole number >= 1, not {text!r}")
+    return value
+
+
+def random_games() -> int:
+    """How many random games the harnesses play."""
+    return _whole_number(RANDOM_GAMES_VARIABLE, DEFAULT_RANDOM_GAMES)
+
+
+def fuzz_examples(base: int) -> int:
+    """``base`` (a test's CI number of examples) times ``CARDRULES_FUZZ_SCALE``."""
+    return base * _whole_number(FUZZ_SCALE_VARIABLE, 1)

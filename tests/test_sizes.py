@@ -1,0 +1,38 @@
+"""The size knobs of the long tests (``tests.sizes``)."""
+
+import pytest
+
+from tests.sizes import (
+    DEFAULT_RANDOM_GAMES,
+    FUZZ_SCALE_VARIABLE,
+    RANDOM_GAMES_VARIABLE,
+    SizeKnobError,
+    fuzz_examples,
+    random_games,
+)
+
+
+def test_unset_or_blank_knobs_take_the_ci_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(RANDOM_GAMES_VARIABLE, raising=False)
+    monkeypatch.setenv(FUZZ_SCALE_VARIABLE, " ")
+    assert random_games() == DEFAULT_RANDOM_GAMES
+    assert fuzz_examples(300) == 300
+
+
+def test_knobs_scale_the_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RANDOM_GAMES_VARIABLE, "5000")
+    monkeypatch.setenv(FUZZ_SCALE_VARIABLE, "20")
+    assert random_games() == 5000
+    assert fuzz_examples(40) == 800
+
+
+@pytest.mark.parametrize("variable", [RANDOM_GAMES_VARIABLE, FUZZ_SCALE_VARIABLE])
+@pytest.mark.parametrize("text", ["many", "0", "-3", "2.5"])
+def test_bad_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, text: str
+) -> None:
+    monkeypatch.setenv(variable, text)
+    with pytest.raises(
+        SizeKnobError, match=f"{variable} must be a whole number >= 1, not {text!r}"
+    ):
+        random_games() if variable == RANDOM_GAMES_VARIABLE else fuzz_examples(10)

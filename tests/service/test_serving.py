@@ -459,9 +459,13 @@ class SigtermRun:
 
 
 def sigterm_under_load(
-    server: ServerProcess, health_checked: bool, watches: tuple[HealthWatch, ...] = ()
+    server: ServerProcess,
+    health_checked: bool,
+    watches: tuple[HealthWatch, ...] = (),
+    after_signal: Callable[[], None] = lambda: None,
 ) -> SigtermRun:
-    """Six clients play until 150 calls succeeded; then SIGTERM, and wait for the exit.
+    """Six clients play until 150 calls succeeded; then SIGTERM, ``after_signal()``, and
+    wait for the exit.
 
     The ``watches`` (on another channel) are left open: the server must end them.
     """
@@ -474,6 +478,7 @@ def sigterm_under_load(
         time.sleep(0.005)
     signalled = time.monotonic()
     server.process.send_signal(signal.SIGTERM)
+    after_signal()
     exit_code = server.process.wait(90)
     for thread in clients:
         thread.join(60)
@@ -501,7 +506,25 @@ def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0
             readiness = HealthWatch(observer, "readiness")
             liveness = HealthWatch(observer, "liveness")
             assert readiness.wait_for(SERVING) and liveness.wait_for(SERVING)
-            run = sigterm_under_load(server, health_checked=True, watches=(readiness, liveness))
+            late_calls: list[str] = []
+
+            def call_while_draining() -> None:
+                """A client that checks no health calls after readiness turned NOT_SERVING."""
+                server.wait_for_logs("draining")
+                late_calls.append(uuid.uuid4().hex)
+                with grpc.insecure_channel(server.target, OWN_CONNECTION) as channel:
+                    krypkasino_pb2_grpc.KrypkasinoServiceStub(channel).NewGame(
+                        pb.NewGameRequest(config=pb.GameConfig(players=2)),
+                        metadata=(("x-request-id", late_calls[0]),),
+                        timeout=10,
+                    )
+
+            run = sigterm_under_load(
+                server,
+                health_checked=True,
+                watches=(readiness, liveness),
+                after_signal=call_while_draining,
+            )
     finally:
         server.kill()
     assert run.exit_code == 0
@@ -527,17 +550,12 @@ def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0
             assert handled[call.request_id]["code"] == "OK", call
         else:
             assert call.request_id not in handled, call
-    assert len(handled) == run.load.ok_calls()
-    # The drain delay is real: the server went on serving calls after SIGTERM, some
-    # of them sent after the signal, and only then stopped.
-    served_while_draining = run.requests_logged_between("draining", "stopping")
-    assert served_while_draining, "no call was served during the drain delay"
-    sent_after_signal = [
-        call
-        for call in run.load.calls
-        if call.started > run.signalled and call.code == grpc.StatusCode.OK
-    ]
-    assert sent_after_signal, "no call sent after SIGTERM reached the server"
+    assert len(handled) == run.load.ok_calls() + len(late_calls)
+    # The drain delay is real: a call that arrived once the server was draining was
+    # served, and only then did the server stop. (Whether a health-checking client
+    # still sends a call after the signal is a race it may lose, so a client without
+    # health checks makes that call.)
+    assert late_calls[0] in run.requests_logged_between("draining", "stopping")
     # Each client ended on UNAVAILABLE: it heard NOT_SERVING, then the server was gone.
     assert run.load.last_codes == [grpc.StatusCode.UNAVAILABLE] * 6
 

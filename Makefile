@@ -56,7 +56,7 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + ruff format --check + mypy + pytest -n auto
+test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff format --check + mypy + pytest -n auto
 	$(BUF) lint
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/ruff check .
@@ -67,8 +67,9 @@ test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + ruff format --check
 coverage: $(VENV_STAMP) ## pytest with line coverage of engine/ and service/, servers started by tests included
 	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) CARDRULES_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
-lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + ruff check + mypy
+lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + mypy
 	$(BUF) lint
+	$(BIN)/hadolint Dockerfile
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

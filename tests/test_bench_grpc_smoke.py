@@ -17,7 +17,7 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "throughput ratio Play/echo" in done.stdout
+    assert "throughput ratio Play/echo" in done.stdout and "the ceiling" in done.stdout
     report = json.loads(out.read_text())["grpc"]
     for call in ("play", "echo"):
         side = report["side_by_side"][call]
@@ -28,7 +28,10 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
             and side["main_thread_scheduled_per_call"] > 0
         )
         assert 0 <= side["main_thread_waiting_for_a_core_pct"] <= 100
-    assert report["side_by_side"]["ratio"] > 0
+    sides = report["side_by_side"]
+    for ratio in ("ratio", "ratio_instrumented", "ceiling"):
+        rounds = sides[ratio + "_rounds"]
+        assert rounds and 0 < min(rounds) <= sides[ratio] <= max(rounds), (ratio, sides)
     assert 0 < report["token_bytes_mid_deal"]["median"] <= report["token_bytes_mid_deal"]["max"]
     for workers in ("workers_1", "workers_2"):
         assert report["workers"][workers]["failures"] == 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,7 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--workers": ("workers", "worker processes sharing the ports (one per core)"),
     "--state-keys": (
         "state_keys",
-        "comma-separated base64 AES-256 keys; the first seals, all open "
-        "(default: an ephemeral key, with a warning)",
+        "comma-separated base64 AES-256 keys; the first seals, all open",
     ),
     "--state-keys-file": ("state_keys_file", "file holding the state keys, one per line"),
     "--plain-state": ("plain_state", "DEBUGGING ONLY: unsealed state tokens"),
@@ -75,23 +74,59 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--cors-origins": (
         "cors_origins",
         "comma-separated browser origins allowed to call the HTTP gateway, e.g. "
-        "https://play.example.com (default: none; * allows any)",
+        "https://play.example.com (* allows any)",
     ),
 }
+
+
+# What an unset option means where the ServerConfig default does not say it.
+_DEFAULT_TEXTS = {
+    "state_keys": "an ephemeral key, with a warning",
+    "state_keys_file": "none",
+    "plain_state": "off",
+    "cors_origins": "none",
+}
+_CONFIG_DEFAULTS = {f.name: f.default for f in fields(ServerConfig)}
+
+
+@dataclass(frozen=True, slots=True)
+class OptionDoc:
+    """One serve option as ``--help`` and docs/operations.md show it."""
+
+    flag: str
+    field: str
+    variable: str
+    default: str
+    text: str
 
 
 def env_name(field_name: str) -> str:
     return ENV_PREFIX + field_name.upper()
 
 
+def _default_text(name: str) -> str:
+    if name in _DEFAULT_TEXTS:
+        return _DEFAULT_TEXTS[name]
+    value = _CONFIG_DEFAULTS[name]
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def server_options() -> list[OptionDoc]:
+    """Every serve option with its variable and embedded default, in ``--help`` order."""
+    return [
+        OptionDoc(flag, name, env_name(name), _default_text(name), text)
+        for flag, (name, text) in _OPTIONS.items()
+    ]
+
+
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     """The serve flags; their defaults come from the environment at parse time."""
-    for flag, (name, text) in _OPTIONS.items():
-        env = env_name(name)
-        if name == "plain_state":
-            parser.add_argument(flag, action="store_true", default=None, help=f"{text} [{env}]")
+    for option in server_options():
+        text = f"{option.text} (default: {option.default}) [{option.variable}]"
+        if option.field == "plain_state":
+            parser.add_argument(option.flag, action="store_true", default=None, help=text)
         else:
-            parser.add_argument(flag, dest=name, default=None, help=f"{text} [{env}]")
+            parser.add_argument(option.flag, dest=option.field, default=None, help=text)
 
 
 class ConfigValueError(ValueError):

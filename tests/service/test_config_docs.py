@@ -1,0 +1,77 @@
+"""docs/operations.md, "Configuration", is the server's own option list (``service.config``):
+the same flags, variables, defaults and help texts, and the accepted values it states are
+the ones ``resolve`` accepts."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from service.config import ConfigValueError, add_server_arguments, resolve, server_options
+
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+
+def configuration_rows() -> list[dict[str, str]]:
+    """The rows of the Configuration table, by column name, code quotes removed."""
+    section = OPERATIONS.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    names = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    return [
+        dict(
+            zip(
+                names, (cell.strip().strip("`") for cell in line.strip("|").split("|")), strict=True
+            )
+        )
+        for line in lines[2:]
+    ]
+
+
+ROWS = configuration_rows()
+
+
+def parser() -> argparse.ArgumentParser:
+    built = argparse.ArgumentParser()
+    add_server_arguments(built)
+    return built
+
+
+def resolved(variable: str, value: str) -> object:
+    return resolve(parser().parse_args([]), environ={variable: value})
+
+
+def test_the_table_lists_every_option_with_its_variable_default_and_text() -> None:
+    documented = [(r["flag"], r["variable"], r["default"], r["what"]) for r in ROWS]
+    assert documented == [(o.flag, o.variable, o.default, o.text) for o in server_options()]
+
+
+def test_help_shows_each_default_and_variable() -> None:
+    text = " ".join(parser().format_help().split())
+    for option in server_options():
+        assert f"(default: {option.default}) [{option.variable}]" in text, option
+
+
+@pytest.mark.parametrize(
+    "row", [r for r in ROWS if re.fullmatch(r"\d+\.\.\d+", r["accepts"])], ids=lambda r: r["flag"]
+)
+def test_each_documented_range_is_the_accepted_one(row: dict[str, str]) -> None:
+    low, high = (int(end) for end in row["accepts"].split(".."))
+    for inside in (low, high):
+        resolved(row["variable"], str(inside))
+    for outside in (low - 1, high + 1):
+        with pytest.raises(ConfigValueError, match=row["variable"]):
+            resolved(row["variable"], str(outside))
+
+
+@pytest.mark.parametrize(
+    "flag", ["--log-format", "--log-level", "--plain-state"], ids=lambda flag: flag
+)
+def test_each_documented_choice_is_accepted_and_nothing_else(flag: str) -> None:
+    (row,) = [r for r in ROWS if r["flag"] == flag]
+    for choice in row["accepts"].split(", "):
+        resolved(row["variable"], choice)
+    with pytest.raises(ConfigValueError, match=row["variable"]):
+        resolved(row["variable"], "sometimes")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from service.http_cors import parse_origins
+from service.tokens import KeyRing
 
 ENV_PREFIX = "CARDRULES_"
 LOG_FORMATS = ("auto", "json", "console")
@@ -221,4 +222,12 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             raise ConfigValueError(f"{keys_file[0]}: cannot read {keys_file[1]}: {error}") from None
     elif keys:
         values["state_keys"] = keys[1]
+    if source := keys_file or keys:
+        # Parsed here too, so that a bad key is reported like any other bad value,
+        # naming where it came from (the message never quotes key text). Set but
+        # empty is an error, not the ephemeral key: it is a Secret gone wrong.
+        try:
+            KeyRing.parse(values["state_keys"])
+        except ValueError as error:
+            raise ConfigValueError(f"{source[0]}: {error}") from None
     return ServerConfig(**values)

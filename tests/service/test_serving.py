@@ -845,8 +845,34 @@ def test_a_bad_state_key_exits_2_without_echoing_any_key(bad):
     good = KeyRing.generate_key_text()
     result = serve_and_fail({}, f"{good},{bad}")
     assert result.returncode == 2
-    output = result.stdout + result.stderr
-    assert "key 2" in output
+    assert result.stdout == ""
+    assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS: key 2 ")
+    assert len(result.stderr.splitlines()) == 1
     for secret in (good, bad, good.rstrip("="), bad.rstrip("=")):
-        assert secret not in output
-    assert "listening" not in output
+        assert secret not in result.stderr
+
+
+def test_state_keys_set_but_empty_exit_2_instead_of_an_ephemeral_key() -> None:
+    """An empty Secret must not leave a pod serving tokens no other replica can open."""
+    result = serve_and_fail({}, "")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "cardrules: error: CARDRULES_STATE_KEYS: no keys given: "
+        "expected base64 AES-256 keys, comma-separated\n"
+    )
+
+
+def test_a_bad_key_in_the_keys_file_names_the_file_variable(tmp_path: Path) -> None:
+    keys_file = tmp_path / "state-keys"
+    keys_file.write_text(KeyRing.generate_key_text() + "\nc2hvcnQ=\n")
+    environ = server_environment({"CARDRULES_STATE_KEYS_FILE": str(keys_file)})
+    del environ["CARDRULES_STATE_KEYS"]
+    result = subprocess.run(
+        [CARDRULES, "serve", "--grpc-port", "0", "--metrics-port", "0"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS_FILE: key 2 ")

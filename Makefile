@@ -35,7 +35,7 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 help: ## List targets
 	@echo "Targets:"
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
-	@echo "Variables: PYTHON=$(PYTHON) RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) PYTEST_ARGS BENCH_ARGS LOCK_ARGS"
+	@echo "Variables: PYTHON=$(PYTHON) RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) PYTEST_ARGS SERVE_ARGS BENCH_ARGS LOCK_ARGS"
 
 venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
 
@@ -77,7 +77,7 @@ fmt: $(VENV_STAMP) ## ruff format + ruff check --fix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, metrics :9464)
+serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, HTTP :8080, metrics :9464)
 	$(BIN)/cardrules serve $(SERVE_ARGS)
 
 bench: $(VENV_STAMP) ## Run the benchmark (python -m bench $(BENCH_ARGS))

@@ -44,20 +44,38 @@ class ServiceError(Exception):
     def to_status(self) -> status_pb2.Status:
         """The ``google.rpc.Status`` with ErrorInfo first and BadRequest if any."""
         info = error_details_pb2.ErrorInfo(
-            reason=self.reason, domain=DOMAIN, metadata=dict(self.metadata)
+            reason=self.reason,
+            domain=DOMAIN,
+            metadata={_utf8(k): _utf8(v) for k, v in self.metadata.items()},
         )
         details = [_pack(info)]
         if self.violations:
             bad_request = error_details_pb2.BadRequest(
                 field_violations=[
                     error_details_pb2.BadRequest.FieldViolation(
-                        field=v.field, description=v.description
+                        field=_utf8(v.field), description=_utf8(v.description)
                     )
                     for v in self.violations
                 ]
             )
             details.append(_pack(bad_request))
-        return status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
+        return status_pb2.Status(
+            code=self.code.value[0], message=_utf8(self.message), details=details
+        )
+
+
+def _utf8(text: str) -> str:
+    """``text`` as protobuf strings must be, valid UTF-8.
+
+    Refusals echo the caller's input (a header, a JSON name), which may hold
+    a lone surrogate (aiohttp decodes headers with ``surrogateescape``; JSON
+    allows a lone ``\\udXXX`` escape); it is shown backslash-escaped.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -> any_pb2.Any:

@@ -27,6 +27,8 @@ MessageT = TypeVar("MessageT", bound=Message)
 
 JSON_INVALID = "JSON_INVALID"
 _NESTED_PREFIX = re.compile(r"Failed to parse \w+ field: ")
+# A UTF-8 body can only hold a surrogate as a \uD800-\uDFFF escape.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class _DuplicateKeyError(ValueError):
@@ -55,8 +57,13 @@ def parse_request(body: bytes, message_class: type[MessageT]) -> MessageT:
         raise _json_invalid(str(error), f"the name {error} appears twice") from None
     except ValueError as error:
         raise _json_invalid("", f"malformed JSON: {error}") from None
+    except RecursionError:
+        raise _json_invalid("", "the JSON nests too deeply") from None
     if not isinstance(value, dict):
         raise _json_invalid("", f"the body must be a JSON object, not {type(value).__name__}")
+    if _SURROGATE_ESCAPE.search(body) and _holds_lone_surrogate(value):
+        # json_format fails on these with SystemError, not ParseError.
+        raise _json_invalid("", "a string holds an unpaired UTF-16 surrogate escape")
     message = message_class()
     try:
         json_format.ParseDict(value, message)
@@ -64,6 +71,15 @@ def parse_request(body: bytes, message_class: type[MessageT]) -> MessageT:
         field = offending_field(value, message_descriptor(message_class))
         raise _json_invalid(field, _innermost(str(error))) from None
     return message
+
+
+def _holds_lone_surrogate(value: object) -> bool:
+    """Whether a name or string of the parsed JSON is not valid Unicode text."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _json_invalid(field: str, description: str) -> ServiceError:

@@ -181,6 +181,38 @@ def test_malformed_json_or_an_unknown_field_is_400_naming_it(server, body, field
     assert list(violations) == [field]
 
 
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("score", b"[" * 5000 + b"]" * 5000, ""),
+        ("score", b'{"state": "AA==", "\\ud800": 1}', ""),
+        ("newGame", b'{"config": {"players": 2, "teams": "\\udfff"}}', ""),
+        ("score", b'{"\\ud800": 1, "\\ud800": 2}', "\\ud800"),
+    ],
+    ids=["nested-too-deep", "lone-surrogate-name", "lone-surrogate-enum", "duplicate-surrogate"],
+)
+def test_json_python_cannot_hold_is_400_json_invalid_not_a_server_error(server, route, body, field):
+    """Nesting past Python's recursion limit and lone UTF-16 surrogate escapes are bad
+    input like any other: a Status with its ErrorInfo, never a 500."""
+    status, headers, value = exchange(f"{server.http_url}/v1/krypkasino:{route}", body)
+    code, reason, _, violations = refusal(value)
+    assert (status, code, reason) == (400, 3, "JSON_INVALID"), value
+    assert list(violations) == [field]
+    assert headers["X-Request-Id"]
+
+
+def test_a_content_type_that_is_not_utf8_is_415_with_its_status(server):
+    """aiohttp decodes header bytes with surrogateescape; echoing one back in the
+    ErrorInfo must not turn the refusal into a 500."""
+    status, headers, value = exchange(
+        f"{server.http_url}/v1/krypkasino:score", b"{}", headers={"Content-Type": "text/\xff"}
+    )
+    code, reason, metadata, _ = refusal(value)
+    assert (status, code, reason) == (415, 3, "UNSUPPORTED_MEDIA_TYPE"), value
+    assert metadata["content_type"] == "text/\\udcff"
+    assert headers["X-Request-Id"]
+
+
 def test_a_bad_nested_field_is_named_by_its_proto_path(server, game):
     move = {"card": {"rank": "RANK_ACE", "suit": "SUIT_SPADES"}, "captures": [{}, {"rnak": 1}]}
     body = {"state": game["state"], "seat": 0, "seatToken": game["seatTokens"][0], "move": move}

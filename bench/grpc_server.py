@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import grpc
-from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
@@ -61,9 +60,7 @@ async def serve(port_file: Path, echo_bytes: int) -> None:
     metrics = new_metrics(CollectorRegistry())
     api = build_api(config, KeyRing.parse(BENCH_KEY), metrics)
     runner = CallRunner(metrics)
-    krypkasino_pb2_grpc.add_KrypkasinoServiceServicer_to_server(
-        KrypkasinoServicer(api, runner), server
-    )
+    server.add_generic_rpc_handlers((KrypkasinoServicer(api, runner).rpc_handler(),))
     server.add_generic_rpc_handlers((echo_handler(b"\x01" * echo_bytes, runner),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

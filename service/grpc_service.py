@@ -1,77 +1,88 @@
 """The gRPC face of the Krypkasino API (design section 3): a thin grpc.aio servicer.
 
-Each RPC hands its request to the shared ``CallRunner`` and the transport-free
-``KrypkasinoApi``; a refusal becomes the rich ``google.rpc.Status`` in the
-trailing metadata (``grpc-status-details-bin``).
+Every RPC of ``KrypkasinoService`` takes the raw request bytes, parses them
+inside the shared ``CallRunner`` and hands the message to the transport-free
+``KrypkasinoApi`` method of the same name (``GetView`` -> ``get_view``, as the
+HTTP gateway does). Bytes that are not the request message are therefore
+refused like any other bad input (``INVALID_ARGUMENT`` ``REQUEST_MALFORMED``,
+counted and logged) rather than by grpc's deserializer with ``UNKNOWN``. A
+refusal becomes the rich ``google.rpc.Status`` in the trailing metadata
+(``grpc-status-details-bin``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
-from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
-from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.message_factory import GetMessageClass
 from grpc_status import rpc_status
 
 from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, request_id_from
-from service.krypkasino_api import SERVICE_NAME, KrypkasinoApi
+from service.errors import FieldViolation, ServiceError
+from service.http_routes import snake_case
+from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoApi
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
 
+Handler = Callable[[Any, CallInfo], Message]
 
-class KrypkasinoServicer(krypkasino_pb2_grpc.KrypkasinoServiceServicer):
+
+class KrypkasinoServicer:
     """Serves ``cardrules.krypkasino.v1.KrypkasinoService`` over gRPC."""
 
     def __init__(self, api: KrypkasinoApi, runner: CallRunner) -> None:
         self._api = api
         self._runner = runner
 
-    async def NewGame(  # noqa: N802 - names fixed by the generated base class
-        self,
-        request: pb.NewGameRequest,
-        context: grpc.aio.ServicerContext[pb.NewGameRequest, pb.NewGameResponse],
-    ) -> pb.NewGameResponse:
-        return await self._call("NewGame", self._api.new_game, request, context)
+    def rpc_handler(self) -> grpc.GenericRpcHandler:
+        """The handler of every RPC of the service, for ``server.add_generic_rpc_handlers``."""
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+        for method in SERVICE_DESCRIPTOR.methods:
+            parse_then_handle = _parsing(
+                GetMessageClass(method.input_type), getattr(self._api, snake_case(method.name))
+            )
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                self._serving(method.name, parse_then_handle),
+                response_serializer=GetMessageClass(method.output_type).SerializeToString,
+            )
+        return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
-    async def LegalMoves(  # noqa: N802
-        self,
-        request: pb.LegalMovesRequest,
-        context: grpc.aio.ServicerContext[pb.LegalMovesRequest, pb.LegalMovesResponse],
-    ) -> pb.LegalMovesResponse:
-        return await self._call("LegalMoves", self._api.legal_moves, request, context)
+    def _serving(
+        self, method: str, handler: Handler
+    ) -> Callable[[bytes, grpc.aio.ServicerContext[bytes, Message]], Awaitable[Message]]:
+        runner = self._runner
 
-    async def Play(  # noqa: N802
-        self,
-        request: pb.PlayRequest,
-        context: grpc.aio.ServicerContext[pb.PlayRequest, pb.PlayResponse],
-    ) -> pb.PlayResponse:
-        return await self._call("Play", self._api.play, request, context)
+        async def serve(
+            request: bytes, context: grpc.aio.ServicerContext[bytes, Message]
+        ) -> Message:
+            return await serve_call(runner, SERVICE_NAME, method, handler, request, context)
 
-    async def Score(  # noqa: N802
-        self,
-        request: pb.ScoreRequest,
-        context: grpc.aio.ServicerContext[pb.ScoreRequest, pb.ScoreResponse],
-    ) -> pb.ScoreResponse:
-        return await self._call("Score", self._api.score, request, context)
+        return serve
 
-    async def GetView(  # noqa: N802
-        self,
-        request: pb.GetViewRequest,
-        context: grpc.aio.ServicerContext[pb.GetViewRequest, pb.GetViewResponse],
-    ) -> pb.GetViewResponse:
-        return await self._call("GetView", self._api.get_view, request, context)
 
-    async def _call(
-        self,
-        method: str,
-        handler: Callable[[RequestT, CallInfo], ResponseT],
-        request: RequestT,
-        context: grpc.aio.ServicerContext[RequestT, ResponseT],
-    ) -> ResponseT:
-        return await serve_call(self._runner, SERVICE_NAME, method, handler, request, context)
+def _parsing(request_class: type[Message], handler: Handler) -> Handler:
+    """``handler`` behind the parsing of its request message from the raw bytes."""
+    name = request_class.DESCRIPTOR.full_name
+
+    def parse_then_handle(raw: bytes, info: CallInfo) -> Message:
+        try:
+            request = request_class.FromString(raw)
+        except DecodeError:
+            # A violation without a field, as for a malformed JSON body: the whole request.
+            description = f"the request bytes are not a {name} message"
+            raise ServiceError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "REQUEST_MALFORMED",
+                description,
+                violations=(FieldViolation("", description),),
+            ) from None
+        return handler(request, info)
+
+    return parse_then_handle
 
 
 async def serve_call(

@@ -37,9 +37,9 @@ from service.metrics import ServiceMetrics, move_kind, variant_label
 from service.tokens import PLAIN_FLAG, SeatTokenError, SeatTokens, StateSealer, TokenError
 
 GAME = "krypkasino"
-_SERVICE = pb.DESCRIPTOR.services_by_name["KrypkasinoService"]
-SERVICE_NAME = _SERVICE.full_name
-METHODS = tuple(method.name for method in _SERVICE.methods)
+SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["KrypkasinoService"]
+SERVICE_NAME = SERVICE_DESCRIPTOR.full_name
+METHODS = tuple(method.name for method in SERVICE_DESCRIPTOR.methods)
 MAX_DECKS = 64
 _RULE_FLAGS = frozenset(f.name for f in fields(Rules))
 

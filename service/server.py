@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
-from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
@@ -96,9 +95,7 @@ async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetri
     server = grpc.aio.server(options=grpc_server_options(config))
     api = build_api(config, keys, metrics)
     runner = CallRunner(metrics)
-    krypkasino_pb2_grpc.add_KrypkasinoServiceServicer_to_server(
-        KrypkasinoServicer(api, runner), server
-    )
+    server.add_generic_rpc_handlers((KrypkasinoServicer(api, runner).rpc_handler(),))
     health_servicer = DrainingHealth()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -153,7 +153,9 @@ def refusal_of(error: grpc.RpcError) -> Refusal:
         packed.Unpack(bad_request)
         assert bad_request.field_violations, bad_request
         for violation in bad_request.field_violations:
-            assert violation.field and violation.description, violation
+            # Only a request that is no request message at all names no field.
+            assert violation.description, violation
+            assert violation.field or info.reason == "REQUEST_MALFORMED", violation
             violations[violation.field] = violation.description
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         assert violations, f"malformed input without a field violation: {status}"

@@ -48,6 +48,7 @@ from engine.krypkasino import (
     new_game,
     play,
 )
+from service.krypkasino_api import METHODS, SERVICE_NAME
 from tests.service.grpc_helpers import (
     PLAIN_FLAG,
     SEALED_OVERHEAD,
@@ -1282,3 +1283,39 @@ def test_the_servers_logged_no_unhandled_error(server, plain_server, other_serve
     for running in (server, plain_server, other_server):
         assert running.log_events("unhandled error") == []
         assert [line for line in running.log_events("request") if line["code"] == "Internal"] == []
+
+
+# -- request bytes that are no request message ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def channel(grpc_target: str) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(grpc_target) as opened:
+        yield opened
+
+
+def raw_call(channel: grpc.Channel, method: str) -> grpc.UnaryUnaryMultiCallable[bytes, bytes]:
+    """``method`` called with the given bytes as the request, whatever they hold."""
+    return channel.unary_unary(f"/{SERVICE_NAME}/{method}")
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize(
+    "raw",
+    [b"\xff\xff\xff", b"\x0a\x05ab", b"\x08\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80"],
+    ids=["invalid-tag", "truncated-bytes", "overlong-varint"],
+)
+def test_request_bytes_that_are_no_request_message_are_request_malformed(channel, method, raw):
+    """Refused inside the service like any bad input (counted, logged, one ErrorInfo),
+    not by grpc's deserializer with UNKNOWN and no details."""
+    refusal = refused(raw_call(channel, method), raw)
+    assert (refusal.code, refusal.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "REQUEST_MALFORMED")
+    assert f".{method}Request message" in refusal.message
+
+
+@settings(max_examples=fuzz_examples(60), deadline=None, database=None)
+@given(method=st.sampled_from(METHODS), raw=st.binary(max_size=120))
+def test_random_request_bytes_are_answered_or_refused_with_their_error_info(channel, method, raw):
+    refusal = outcome(lambda: raw_call(channel, method)(raw, timeout=10))
+    event(f"{method}: {'OK' if refusal is None else refusal.reason}")
+    assert refusal is None or refusal.code is not grpc.StatusCode.INTERNAL, refusal

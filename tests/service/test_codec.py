@@ -69,7 +69,7 @@ from service.codec import (
     score_to_proto,
     view_to_proto,
 )
-from service.state_codec import state_from_proto, state_id, state_to_proto
+from service.state_codec import MAX_PLAIN_TABLE, state_from_proto, state_id, state_to_proto
 from tests.sizes import fuzz_examples
 
 GAME_ID = "0123456789abcdef0123456789abcdef"  # as long as a UUID in hex
@@ -802,7 +802,20 @@ def seats_item(index: int, item: str, delta: int) -> Mutation:
     return mutate
 
 
+def table_from_stock(count: int) -> Mutation:
+    def mutate(msg: pb.GameState) -> None:
+        msg.table, msg.stock = msg.table + msg.stock[:count], msg.stock[count:]
+
+    return mutate
+
+
 MID_CASES: dict[str, tuple[Mutation, str]] = {
+    # Cards stay conserved: only the table's size is wrong, and it is refused before
+    # anything enumerates the moves of a table that large.
+    "a table no game reaches": (
+        table_from_stock(MAX_PLAIN_TABLE + 1),
+        f"no game reaches more than {MAX_PLAIN_TABLE}",
+    ),
     "card byte out of range": (
         set_item("hands", 0, lambda m: m.hands[0][:-1] + bytes([60])),
         "hands[0] holds byte 60",

@@ -60,7 +60,9 @@ async def serve(port_file: Path, echo_bytes: int) -> None:
     metrics = new_metrics(CollectorRegistry())
     api = build_api(config, KeyRing.parse(BENCH_KEY), metrics)
     runner = CallRunner(metrics)
-    server.add_generic_rpc_handlers((KrypkasinoServicer(api, runner).rpc_handler(),))
+    server.add_generic_rpc_handlers(
+        (KrypkasinoServicer(api, runner, config.max_request_bytes).rpc_handler(),)
+    )
     server.add_generic_rpc_handlers((echo_handler(b"\x01" * echo_bytes, runner),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

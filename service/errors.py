@@ -101,6 +101,19 @@ def failed_precondition(reason: str, message: str, **metadata: str) -> ServiceEr
     return ServiceError(grpc.StatusCode.FAILED_PRECONDITION, reason, message, metadata)
 
 
+REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+
+
+def request_too_large(what: str, limit: int) -> ServiceError:
+    """``what`` (a request, a body) is over ``--max-request-bytes``; metadata ``limit``."""
+    return ServiceError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        REQUEST_TOO_LARGE,
+        f"the {what} is larger than {limit} bytes",
+        {"limit": str(limit)},
+    )
+
+
 def internal_error() -> ServiceError:
     """A bug: details stay in the server log, never in the response."""
     return ServiceError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error")

@@ -1,13 +1,14 @@
 """The gRPC face of the Krypkasino API (design section 3): a thin grpc.aio servicer.
 
-Every RPC of ``KrypkasinoService`` takes the raw request bytes, parses them
-inside the shared ``CallRunner`` and hands the message to the transport-free
-``KrypkasinoApi`` method of the same name (``GetView`` -> ``get_view``, as the
-HTTP gateway does). Bytes that are not the request message are therefore
-refused like any other bad input (``INVALID_ARGUMENT`` ``REQUEST_MALFORMED``,
-counted and logged) rather than by grpc's deserializer with ``UNKNOWN``. A
-refusal becomes the rich ``google.rpc.Status`` in the trailing metadata
-(``grpc-status-details-bin``).
+Every RPC of ``KrypkasinoService`` takes the raw request bytes, checks their
+size and parses them inside the shared ``CallRunner``, and hands the message
+to the transport-free ``KrypkasinoApi`` method of the same name (``GetView``
+-> ``get_view``, as the HTTP gateway does). A request over
+``--max-request-bytes`` and bytes that are not the request message are
+therefore refused like any other bad input (``REQUEST_TOO_LARGE``,
+``REQUEST_MALFORMED``: counted, logged, one ``ErrorInfo``) rather than by
+grpc itself without details. A refusal becomes the rich ``google.rpc.Status``
+in the trailing metadata (``grpc-status-details-bin``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from google.protobuf.message_factory import GetMessageClass
 from grpc_status import rpc_status
 
 from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, request_id_from
-from service.errors import FieldViolation, ServiceError
+from service.errors import FieldViolation, ServiceError, request_too_large
 from service.http_routes import snake_case
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoApi
 
@@ -34,16 +35,19 @@ Handler = Callable[[Any, CallInfo], Message]
 class KrypkasinoServicer:
     """Serves ``cardrules.krypkasino.v1.KrypkasinoService`` over gRPC."""
 
-    def __init__(self, api: KrypkasinoApi, runner: CallRunner) -> None:
+    def __init__(self, api: KrypkasinoApi, runner: CallRunner, max_request_bytes: int) -> None:
         self._api = api
         self._runner = runner
+        self._max_request_bytes = max_request_bytes
 
     def rpc_handler(self) -> grpc.GenericRpcHandler:
         """The handler of every RPC of the service, for ``server.add_generic_rpc_handlers``."""
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for method in SERVICE_DESCRIPTOR.methods:
             parse_then_handle = _parsing(
-                GetMessageClass(method.input_type), getattr(self._api, snake_case(method.name))
+                GetMessageClass(method.input_type),
+                getattr(self._api, snake_case(method.name)),
+                self._max_request_bytes,
             )
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
                 self._serving(method.name, parse_then_handle),
@@ -64,11 +68,13 @@ class KrypkasinoServicer:
         return serve
 
 
-def _parsing(request_class: type[Message], handler: Handler) -> Handler:
-    """``handler`` behind the parsing of its request message from the raw bytes."""
+def _parsing(request_class: type[Message], handler: Handler, limit: int) -> Handler:
+    """``handler`` behind the size check and parsing of its request from the raw bytes."""
     name = request_class.DESCRIPTOR.full_name
 
     def parse_then_handle(raw: bytes, info: CallInfo) -> Message:
+        if len(raw) > limit:
+            raise request_too_large("request", limit)
         try:
             request = request_class.FromString(raw)
         except DecodeError:

@@ -34,7 +34,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
 from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, request_id_from
-from service.errors import HTTP_STATUS, ServiceError
+from service.errors import HTTP_STATUS, REQUEST_TOO_LARGE, ServiceError, request_too_large
 from service.http_cors import CorsPolicy
 from service.http_json import message_json, parse_request, status_json
 from service.http_routes import Route, routes
@@ -48,7 +48,6 @@ TRANSPORT = "http"
 NOT_FOUND_ROUTE = "NOT_FOUND_ROUTE"
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
 UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
-REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
 
 # Protocol refusals whose HTTP status is more precise than the mapping of their code.
 _HTTP_STATUS_OF_REASON = {
@@ -215,12 +214,7 @@ class HttpGateway:
                 content_type=content_type[:_ECHOED_CHARS],
             )
         limit = self._max_request_bytes
-        too_large = _refusal(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            REQUEST_TOO_LARGE,
-            f"the body is larger than {limit} bytes",
-            limit=str(limit),
-        )
+        too_large = request_too_large("body", limit)
         if request.content_length is not None and request.content_length > limit:
             return too_large
         chunks: list[bytes] = []

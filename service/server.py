@@ -73,10 +73,16 @@ def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
     return ServiceMetrics(registry, {SERVICE_NAME: METHODS})
 
 
+TRANSPORT_LIMIT_FACTOR = 4
+
+
 def grpc_server_options(config: ServerConfig) -> list[tuple[str, int]]:
     """The grpc core options of ``config``: request limit, port sharing, connection age."""
     options = [
-        ("grpc.max_receive_message_length", config.max_request_bytes),
+        # grpc refuses a larger message itself, with no ErrorInfo; up to this bound the
+        # servicer refuses requests over the limit (REQUEST_TOO_LARGE), and the bound
+        # keeps what one call can make the server buffer small.
+        ("grpc.max_receive_message_length", config.max_request_bytes * TRANSPORT_LIMIT_FACTOR),
         ("grpc.so_reuseport", 1 if config.workers > 1 else 0),
     ]
     if config.max_connection_age_seconds:
@@ -95,7 +101,9 @@ async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetri
     server = grpc.aio.server(options=grpc_server_options(config))
     api = build_api(config, keys, metrics)
     runner = CallRunner(metrics)
-    server.add_generic_rpc_handlers((KrypkasinoServicer(api, runner).rpc_handler(),))
+    server.add_generic_rpc_handlers(
+        (KrypkasinoServicer(api, runner, config.max_request_bytes).rpc_handler(),)
+    )
     health_servicer = DrainingHealth()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -735,23 +735,30 @@ def test_a_malformed_card_in_the_draw_names_its_field(stub):
 # -- request size (design section 6: a limit on the maximum request size) ----------------
 
 
-def test_a_request_over_the_default_limit_is_resource_exhausted(stub, game):
-    limit = 64 * 1024
+def assert_too_large(stub: Stub, limit: int) -> None:
+    """Over the limit: the service's REQUEST_TOO_LARGE. Beyond four times the limit gRPC
+    refuses the message itself, before the service sees it, so without an ErrorInfo."""
     assert public_view(stub, b"\x01" + bytes(limit - 100)).reason == "TOKEN_UNKNOWN_KEY"
-    # gRPC refuses it before the service sees it: no ErrorInfo can be attached here.
+    refusal = public_view(stub, b"\x01" + bytes(limit))
+    assert (refusal.code, refusal.reason) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "REQUEST_TOO_LARGE",
+    )
+    assert refusal.metadata == {"limit": str(limit)}
     with pytest.raises(grpc.RpcError) as caught:
-        stub.GetView(pb.GetViewRequest(state=b"\x01" + bytes(limit)))
+        stub.GetView(pb.GetViewRequest(state=bytes(4 * limit)))
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_request_over_the_default_limit_is_request_too_large(stub, game):
+    assert_too_large(stub, 64 * 1024)
     # The server keeps serving after refusing it.
     assert stub.GetView(pb.GetViewRequest(state=game.state)).view.game_id == game.game_id
 
 
 def test_the_request_limit_is_configurable(other_server):
     with connect(other_server.target) as other:
-        assert public_view(other, b"\x01" + bytes(SMALL_LIMIT - 100)).reason == "TOKEN_UNKNOWN_KEY"
-        with pytest.raises(grpc.RpcError) as caught:
-            other.GetView(pb.GetViewRequest(state=b"\x01" + bytes(SMALL_LIMIT)))
-        assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert_too_large(other, SMALL_LIMIT)
 
 
 # -- the request log (design section 6: never a token or a hand) ------------------------

@@ -86,7 +86,7 @@ def request_id_from(value: str | None) -> str:
     """The caller's request id if it is usable, else a new one."""
     if value and len(value) <= _MAX_REQUEST_ID and value.isprintable():
         return value
-    return _REQUEST_IDS.new()
+    return new_request_id()
 
 
 class CallRunner:

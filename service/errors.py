@@ -87,8 +87,9 @@ def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -
 def invalid_argument(
     reason: str, message: str, field_path: str | None = None, **metadata: str
 ) -> ServiceError:
-    """A malformed request (``INVALID_ARGUMENT``), with a field violation when a field is named."""
-    violations = (FieldViolation(field_path, message),) if field_path else ()
+    """A malformed request (``INVALID_ARGUMENT``), with a field violation unless ``field_path``
+    is ``None``; ``""`` names no field, the whole request (as Google APIs do)."""
+    violations = (FieldViolation(field_path, message),) if field_path is not None else ()
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata, violations)
 
 

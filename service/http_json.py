@@ -14,13 +14,12 @@ import json
 import re
 from typing import Any, TypeVar
 
-import grpc
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from service.errors import FieldViolation, ServiceError
+from service.errors import ServiceError, invalid_argument
 from service.http_routes import message_descriptor
 
 MessageT = TypeVar("MessageT", bound=Message)
@@ -83,9 +82,8 @@ def _holds_lone_surrogate(value: object) -> bool:
 
 
 def _json_invalid(field: str, description: str) -> ServiceError:
-    # The field is "" for the whole body: a violation without a field, as Google APIs do.
-    violations = (FieldViolation(field, description),)
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, JSON_INVALID, description, {}, violations)
+    """``field`` is "" for the whole body."""
+    return invalid_argument(JSON_INVALID, description, field)
 
 
 def _innermost(text: str) -> str:

@@ -805,9 +805,12 @@ def test_a_flag_wins_over_its_environment_variable():
         assert len(server.log_events("listening")) == 1
 
 
-def serve_and_fail(env: dict[str, str], keys: str) -> subprocess.CompletedProcess[str]:
-    """Run ``cardrules serve`` expecting it to refuse its configuration."""
-    environ = server_environment(env, keys)
+def serve_and_fail(env: dict[str, str], keys: str | None) -> subprocess.CompletedProcess[str]:
+    """Run ``cardrules serve`` expecting it to refuse its configuration
+    (``keys`` ``None``: no ``CARDRULES_STATE_KEYS`` at all)."""
+    environ = server_environment(env, "" if keys is None else keys)
+    if keys is None:
+        del environ["CARDRULES_STATE_KEYS"]
     return subprocess.run(
         [CARDRULES, "serve", "--host", "127.0.0.1", "--grpc-port", "0", "--metrics-port", "0"],
         env=environ,
@@ -865,14 +868,6 @@ def test_state_keys_set_but_empty_exit_2_instead_of_an_ephemeral_key() -> None:
 def test_a_bad_key_in_the_keys_file_names_the_file_variable(tmp_path: Path) -> None:
     keys_file = tmp_path / "state-keys"
     keys_file.write_text(KeyRing.generate_key_text() + "\nc2hvcnQ=\n")
-    environ = server_environment({"CARDRULES_STATE_KEYS_FILE": str(keys_file)})
-    del environ["CARDRULES_STATE_KEYS"]
-    result = subprocess.run(
-        [CARDRULES, "serve", "--grpc-port", "0", "--metrics-port", "0"],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    result = serve_and_fail({"CARDRULES_STATE_KEYS_FILE": str(keys_file)}, None)
     assert result.returncode == 2
     assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS_FILE: key 2 ")

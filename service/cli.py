@@ -1,7 +1,7 @@
 """The ``cardrules`` command line: ``cardrules simulate krypkasino ...`` (more commands later).
 
 Exit status: 0 success, 1 an invariant failed during a simulation (an engine
-bug), 2 bad input (usage, unknown rule, malformed card or deck, a
+bug) or the ``--server`` could not be reached, 2 bad input (usage, unknown rule, malformed card or deck, a
 configuration the rules reject). Errors are one line on stderr, never a
 traceback.
 """
@@ -74,6 +74,20 @@ def _positive(text: str) -> int:
     return value
 
 
+def _server_target(text: str) -> str:
+    """A gRPC target such as ``host:port``: not blank, and a numeric port in range.
+
+    An empty ``--server "$SERVER"`` must not quietly fall back to in-process play,
+    and grpc would wrap an out-of-range port silently (99999 becomes 34463).
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the server address is empty")
+    port = text.rpartition(":")[2]
+    if port.isdigit() and not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 1 to 65535, not {port}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; each subcommand sets ``handler``."""
     parser = _Parser(prog=PROG, description="cardrules: card-game rules engine and service")
@@ -119,6 +133,7 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     sim.add_argument("--json", action="store_true", help="print JSON")
     sim.add_argument(
         "--server",
+        type=_server_target,
         metavar="HOST:PORT",
         help="play through a running cardrules gRPC service instead of in-process",
     )
@@ -145,7 +160,7 @@ def _simulate(args: argparse.Namespace) -> int:
     except (InputError, ConfigError, CardError) as error:
         return _fail(str(error))
     player = play_game
-    if args.server:
+    if args.server is not None:
         player = functools.partial(play_remote_game, target=args.server)
     try:
         if args.games == 1:

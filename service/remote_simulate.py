@@ -4,7 +4,7 @@ The policy sees exactly what it sees in-process (the seat's table, the rules
 and the legal moves from ``LegalMoves``) and draws from the same seeded
 generator, so a seeded match gives the same transcript as ``play_game``; the
 tests hold the service to that. The engine's invariants cannot be checked
-from outside, so remote records count no invariant checks.
+from outside, so remote records say ``invariant_checks=None`` (``null`` in JSON).
 """
 
 from __future__ import annotations
@@ -107,6 +107,6 @@ def _play(
         tuple(codec.deal_result_from_proto(d) for d in sheet.deals),
         tuple(sheet.winners),
         moves,
-        0,
+        None,
         outcomes,
     )

@@ -124,7 +124,8 @@ class GameRecord:
     results: tuple[DealResult, ...]
     winners: tuple[int, ...]
     moves: int
-    invariant_checks: int
+    #: K15 checks passed; None when the game ran elsewhere (through a server) and none could run.
+    invariant_checks: int | None
     outcomes: Counter[str]
 
 
@@ -257,7 +258,8 @@ class Summary:
     games: int = 0
     deals: int = 0
     turns: int = 0
-    invariant_checks: int = 0
+    #: None once any game's invariants could not be checked (played through a server).
+    invariant_checks: int | None = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     seat_scores: list[int] = field(default_factory=list)
     team_scores: list[int] = field(default_factory=list)
@@ -274,7 +276,10 @@ class Summary:
         self.games += 1
         self.deals += len(record.results)
         self.turns += record.moves
-        self.invariant_checks += record.invariant_checks
+        if self.invariant_checks is not None and record.invariant_checks is not None:
+            self.invariant_checks += record.invariant_checks
+        else:
+            self.invariant_checks = None
         for result in record.results:
             for score in result.scores:
                 self.seat_scores[score.seat] += score.total

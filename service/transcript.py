@@ -292,6 +292,12 @@ def render_summary(summary: Json) -> str:
         f"sweeps per deal: {summary['sweeps_per_deal']:.3f}   "
         f"double sweeps per deal: {summary['double_sweeps_per_deal']:.3f}",
         f"crawl rate: {summary['crawl_rate']:.3f}   capture rate: {summary['capture_rate']:.3f}",
-        f"invariant checks passed: {summary['invariant_checks']}",
+        _invariant_line(summary["invariant_checks"]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _invariant_line(checks: int | None) -> str:
+    if checks is None:
+        return "invariant checks: not run (the games were played through --server)"
+    return f"invariant checks passed: {checks}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -65,3 +66,28 @@ def test_unreachable_server_is_one_line_and_status_1():
     )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "complaint"),
+    [("", "the server address is empty"), ("  ", "empty"), ("localhost:99999", "65535")],
+)
+def test_a_blank_or_out_of_range_server_address_is_bad_input(address, complaint):
+    done = subprocess.run(
+        [CARDRULES, "simulate", "krypkasino", "--players", "2", "--server", address],
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert complaint in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_summary_through_the_server_says_no_invariant_was_checked(grpc_target):
+    args = ["simulate", "krypkasino", "--players", "2", "--games", "2", "--server", grpc_target]
+    as_json = subprocess.run([CARDRULES, *args, "--json"], capture_output=True, text=True)
+    as_text = subprocess.run([CARDRULES, *args], capture_output=True, text=True)
+    assert (as_json.returncode, as_text.returncode) == (0, 0)
+    summary = json.loads(as_json.stdout)
+    assert summary["invariant_checks"] is None and summary["turns"] > 0
+    assert "invariant checks: not run" in as_text.stdout
+    assert "invariant checks passed" not in as_text.stdout

@@ -154,6 +154,21 @@ def _seconds(source: str, text: str, high: int = 3600) -> float:
     return value
 
 
+def _host(source: str, text: str) -> str:
+    """A host name or address; an IPv6 address may come in brackets (``[::1]``)."""
+    host = text.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or any(c.isspace() or c in "[]/" for c in host):
+        raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
+    return host
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 address in brackets (``[::1]:50051``)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _choice(source: str, text: str, choices: tuple[str, ...]) -> str:
     if text not in choices:
         raise ConfigValueError(f"{source}: {text!r} is not one of {', '.join(choices)}")
@@ -182,8 +197,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         return None
 
     values: dict[str, Any] = {}
-    if (host := raw("host")) is not None:
-        values["host"] = host[1]
+    if (item := raw("host")) is not None:
+        values["host"] = _host(*item)
     for name, low, high in (
         ("grpc_port", 0, 65535),
         ("http_port", 0, 65535),

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from service.config import ConfigValueError, add_server_arguments, resolve
+from service.signals import PendingSignals
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -35,23 +37,37 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    pending = PendingSignals()  # from here on SIGTERM stops the server cleanly, exit 0
     try:
         config = resolve(args)
     except ConfigValueError as error:
-        print(f"cardrules: error: {error}", file=sys.stderr)
-        return 2
+        return _fail(str(error))
+    made_folder = None
     if config.workers > 1:
         if config.grpc_port == 0:
-            print("cardrules: error: --workers needs a fixed --grpc-port", file=sys.stderr)
-            return 2
+            return _fail("--workers needs a fixed --grpc-port")
         if config.http_port == 0:
             # Each worker would get a port of its own instead of sharing one.
-            print("cardrules: error: --workers needs a fixed --http-port", file=sys.stderr)
-            return 2
-        _prepare_multiprocess_dir()
+            return _fail("--workers needs a fixed --http-port")
+        try:
+            made_folder = _prepare_multiprocess_dir()
+        except OSError as error:
+            return _fail(
+                f"--workers needs a writable folder for the workers' metrics ({error}); "
+                f"set {MULTIPROC_ENV} to one"
+            )
     from service.server import serve
 
-    return serve(config)
+    try:
+        return serve(config, pending)
+    finally:
+        if made_folder is not None:
+            shutil.rmtree(made_folder, ignore_errors=True)
+
+
+def _fail(message: str) -> int:
+    print(f"cardrules: error: {message}", file=sys.stderr)
+    return 2
 
 
 def run_keygen(args: argparse.Namespace) -> int:
@@ -61,13 +77,22 @@ def run_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prepare_multiprocess_dir() -> None:
-    """Point prometheus at an empty folder shared by the workers."""
+def _prepare_multiprocess_dir() -> str | None:
+    """Point prometheus at an empty folder shared by the workers.
+
+    Returns the folder if it was made here (a temporary one, removed at exit),
+    None if ``PROMETHEUS_MULTIPROC_DIR`` named it. Raises ``OSError`` when the
+    folder cannot be made or written.
+    """
     folder = os.environ.get(MULTIPROC_ENV)
     if folder is None:
-        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="cardrules-metrics-")
-        return
+        made = tempfile.mkdtemp(prefix="cardrules-metrics-")
+        os.environ[MULTIPROC_ENV] = made
+        return made
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(f"{folder} is not writable")
     for stale in path.glob("*.db"):  # left by an earlier run: would be added in
         stale.unlink()
+    return None

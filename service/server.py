@@ -5,8 +5,9 @@ With ``--workers N`` the supervisor forks N workers before any server
 starts; each binds the same ports (gRPC and HTTP) with SO_REUSEPORT and the
 kernel spreads connections. gRPC and HTTP share one asyncio loop, one API
 object and one ``CallRunner`` per process. The supervisor serves the metrics
-of all workers (prometheus multiprocess mode) and forwards SIGTERM. The multiprocess directory must be
-chosen before ``prometheus_client`` is first imported, which is why
+of all workers (prometheus multiprocess mode) and forwards SIGTERM and
+SIGINT. The multiprocess directory must be chosen before
+``prometheus_client`` is first imported, which is why
 ``service.serve_command`` imports this module only after setting it.
 """
 
@@ -26,7 +27,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
-from service.config import ServerConfig
+from service.config import ServerConfig, host_port
 from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
@@ -39,6 +40,7 @@ from service.metrics import (
     worker_exited,
 )
 from service.openapi import SERVICES, served_document
+from service.signals import STOP_SIGNALS, PendingSignals, StopSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
 
 HEALTH_SERVICES = ("", "liveness", "readiness", SERVICE_NAME)
@@ -93,11 +95,18 @@ def grpc_server_options(config: ServerConfig) -> list[tuple[str, int]]:
     return options
 
 
-async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> int:
+async def run_servers(
+    config: ServerConfig,
+    keys: KeyRing,
+    metrics: ServiceMetrics | None,
+    pending: PendingSignals,
+) -> int:
     """Run the gRPC server and the HTTP gateway until SIGTERM or SIGINT, then drain both.
 
-    Returns the exit status.
+    A signal ``pending`` recorded during start-up stops the server as soon as it
+    serves. Returns the exit status.
     """
+    signals = StopSignals(asyncio.get_running_loop(), pending)
     server = grpc.aio.server(options=grpc_server_options(config))
     api = build_api(config, keys, metrics)
     runner = CallRunner(metrics)
@@ -114,7 +123,7 @@ async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetri
         ),
         server,
     )
-    address = f"{config.host}:{config.grpc_port}"
+    address = host_port(config.host, config.grpc_port)
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as error:
@@ -126,12 +135,11 @@ async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetri
     await server.start()
     for name in HEALTH_SERVICES:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    signals = StopSignals(asyncio.get_running_loop())
     _log.info(
         "listening",
-        grpc=f"{config.host}:{port}",
+        grpc=host_port(config.host, port),
         grpc_port=port,
-        http=f"{config.host}:{http.port}",
+        http=host_port(config.host, http.port),
         http_port=http.port,
         pid=os.getpid(),
     )
@@ -139,42 +147,6 @@ async def run_servers(config: ServerConfig, keys: KeyRing, metrics: ServiceMetri
     await _shut_down(config, server, http, health_servicer, signals)
     _log.info("stopped", pid=os.getpid())
     return 0
-
-
-class StopSignals:
-    """SIGTERM or SIGINT ends serving; SIGINT (Ctrl-C) also skips the drain delay.
-
-    A SIGINT that comes during a SIGTERM's drain delay cuts the delay short: a
-    second Ctrl-C, or the one a terminal sends to the workers of ``--workers N``.
-    Once stopping, further SIGTERMs are ignored, also after the event loop has
-    closed (which would restore the default action, death by SIGTERM).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.received = asyncio.Event()
-        self._hurry = asyncio.Event()
-        self.first: signal.Signals | None = None
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self._on_signal, signum)
-
-    def _on_signal(self, signum: signal.Signals) -> None:
-        if self.first is None:
-            self.first = signum
-            self._loop.remove_signal_handler(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        self.received.set()
-        if signum == signal.SIGINT:
-            self._hurry.set()
-
-    def drain_delay(self, configured: float) -> float:
-        """The delay to keep serving for: none once SIGINT came."""
-        return 0.0 if self._hurry.is_set() else configured
-
-    async def sleep(self, seconds: float) -> None:
-        """Wait ``seconds``, or until SIGINT."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._hurry.wait(), seconds)
 
 
 class DrainingHealth(health.aio.HealthServicer):
@@ -275,12 +247,16 @@ async def _start_gateway(
             grace_seconds=config.grace_seconds,
         )
     except OSError as error:
-        _log.error("cannot listen", address=f"{config.host}:{config.http_port}", error=str(error))
+        address = host_port(config.host, config.http_port)
+        _log.error("cannot listen", address=address, error=str(error))
         return None
 
 
-def serve(config: ServerConfig) -> int:
-    """Start the configured server(s); returns the process exit status."""
+def serve(config: ServerConfig, pending: PendingSignals) -> int:
+    """Start the configured server(s); returns the process exit status.
+
+    ``pending`` holds the stop signals that came while the process started.
+    """
     configure_logging(config.log_format, config.log_level)
     try:
         keys = load_keys(config)
@@ -294,69 +270,104 @@ def serve(config: ServerConfig) -> int:
         )
     if config.plain_state:
         _log.warning("plain state tokens: anyone can read and forge game states (debugging only)")
-    if config.workers == 1:
-        registry = CollectorRegistry()
-        metrics = new_metrics(registry)
-        stop_metrics = _start_metrics(config, registry)
-        try:
-            return asyncio.run(run_servers(config, keys.ring, metrics))
-        finally:
-            stop_metrics()
-    return _supervise(config, keys.ring)
+    if config.workers > 1:
+        return _supervise(config, keys.ring, pending)
+    registry = CollectorRegistry()
+    metrics = new_metrics(registry)
+    stop_metrics = _start_metrics(config, registry)
+    if stop_metrics is None:
+        return 1
+    try:
+        return asyncio.run(run_servers(config, keys.ring, metrics, pending))
+    finally:
+        stop_metrics()
 
 
-def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callable[[], None]:
+def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callable[[], None] | None:
+    """Serve ``registry`` on the metrics port; None (logged) if it cannot listen."""
     if not config.metrics_port:
         return lambda: None
-    server = start_metrics_http(config.metrics_port, registry, config.host)
-    _log.info("metrics", address=f"{config.host}:{server.port}", path="/metrics")
+    try:
+        server = start_metrics_http(config.metrics_port, registry, config.host)
+    except OSError as error:  # the port is taken, or the host is no address of this machine
+        address = host_port(config.host, config.metrics_port)
+        _log.error("cannot listen", address=address, error=str(error))
+        return None
+    _log.info("metrics", address=host_port(config.host, server.port), path="/metrics")
     return server
 
 
-def _supervise(config: ServerConfig, keys: KeyRing) -> int:
-    """Fork the workers, serve their aggregated metrics, forward SIGTERM, reap them."""
+def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> int:
+    """Fork the workers, serve their aggregated metrics, forward stop signals, reap them.
+
+    Workers are not restarted one by one: when one exits on its own (a crash,
+    ``kill -9``), the supervisor stops the others and exits 1, so that the
+    orchestrator restarts the whole server (docs/operations.md "Workers").
+    """
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
-    workers: set[int] = set()
-    for _ in range(config.workers):
-        pid = os.fork()
-        if pid == 0:
-            os._exit(_run_worker(config, keys))
-        workers.add(pid)
-    stop_metrics = _start_metrics(config, multiprocess_registry())
+    workers = _fork_workers(config, keys)
     stopping = False
 
     def forward(signum: int, _frame: object) -> None:
         nonlocal stopping
-        if stopping:
+        if stopping and signum != signal.SIGINT:
             return  # the workers already drain; a second SIGTERM could catch one exiting
         stopping = True
-        for pid in workers:
-            os.kill(pid, signal.SIGTERM)
+        for pid in list(workers):
+            with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
+                os.kill(pid, signum)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, forward)
+    for signum in pending.received:
+        forward(signum, None)
     status = 0
+    stop_metrics = _start_metrics(config, multiprocess_registry())
+    if stop_metrics is None:
+        status = 1
+        forward(signal.SIGINT, None)  # nothing was served yet: no drain delay
     while workers:
         pid, wait_status = os.wait()
         workers.discard(pid)
         worker_exited(pid)
         code = os.waitstatus_to_exitcode(wait_status)
         if code != 0 or not stopping:
-            _log.error("worker exited", pid=pid, exit_code=code)
-            status = status or code or 1
-            if not stopping:
-                forward(signal.SIGTERM, None)
-    stop_metrics()
+            killed_by = signal.Signals(-code).name if code < 0 else None
+            _log.error("worker exited", pid=pid, exit_code=code, signal=killed_by)
+            status = 1
+            forward(signal.SIGTERM, None)
+    if stop_metrics is not None:
+        stop_metrics()
     return status
 
 
-def _run_worker(config: ServerConfig, keys: KeyRing) -> int:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _fork_workers(config: ServerConfig, keys: KeyRing) -> set[int]:
+    """Fork ``config.workers`` workers; each runs ``run_servers`` and exits with its status.
+
+    Stop signals stay blocked across the forks, so one that comes meanwhile
+    waits until each process has its own handlers: a child must never run the
+    supervisor's, nor die of the default action.
+    """
+    workers: set[int] = set()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        for _ in range(config.workers):
+            pid = os.fork()
+            if pid == 0:
+                pending = PendingSignals()
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                os._exit(_run_worker(config, keys, pending))
+            workers.add(pid)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return workers
+
+
+def _run_worker(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> int:
     try:
         # A registry of its own: in multiprocess mode values go to the shared files.
-        return asyncio.run(run_servers(config, keys, new_metrics(CollectorRegistry())))
+        return asyncio.run(run_servers(config, keys, new_metrics(CollectorRegistry()), pending))
     except BaseException:
         _log.exception("worker crashed")
         sys.stderr.flush()

@@ -1,0 +1,67 @@
+"""SIGTERM and SIGINT, from the first moment of ``cardrules serve`` (design section 6).
+
+SIGTERM or SIGINT ends serving; SIGINT (Ctrl-C) also skips the drain delay.
+``PendingSignals`` records them while the process is still starting, before an
+event loop can take them: with the default action a pod deleted just after it
+started would die by SIGTERM (status 143) instead of exiting 0. ``StopSignals``
+takes over in the event loop and replays what was recorded, so a signal that
+came during start-up makes the server stop as soon as it serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class PendingSignals:
+    """Records stop signals until ``StopSignals`` (or the supervisor) takes them over."""
+
+    def __init__(self) -> None:
+        self.received: list[signal.Signals] = []
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._record)
+
+    def _record(self, signum: int, _frame: object) -> None:
+        self.received.append(signal.Signals(signum))
+
+
+class StopSignals:
+    """Stop signals in the event loop, after the ones ``pending`` recorded.
+
+    A SIGINT that comes during a SIGTERM's drain delay cuts the delay short: a
+    second Ctrl-C, or the one a terminal sends to the workers of ``--workers N``.
+    Once stopping, further SIGTERMs are ignored, also after the event loop has
+    closed (which would restore the default action, death by SIGTERM).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pending: PendingSignals) -> None:
+        self._loop = loop
+        self.received = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self.first: signal.Signals | None = None
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, self._on_signal, signum)
+        for signum in pending.received:
+            self._on_signal(signum)
+
+    def _on_signal(self, signum: signal.Signals) -> None:
+        if self.first is None:
+            self.first = signum
+            self._loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        self.received.set()
+        if signum == signal.SIGINT:
+            self._hurry.set()
+
+    def drain_delay(self, configured: float) -> float:
+        """The delay to keep serving for: none once SIGINT came."""
+        return 0.0 if self._hurry.is_set() else configured
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or until SIGINT."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), seconds)

@@ -1,0 +1,195 @@
+"""How a ``cardrules serve`` process starts and ends (design section 6, docs/operations.md):
+stop signals during start-up, listeners that cannot bind, the workers' supervisor
+(signals, a dead worker, its metrics folder) and IPv6 hosts. Real processes on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.service.server_process import (
+    CARDRULES,
+    free_port,
+    running,
+    server_environment,
+    start_server,
+)
+
+WORKERS = ("--workers", "2")
+
+
+def workers() -> tuple[str, ...]:
+    """Two workers on a fixed gRPC port, as ``--workers`` needs."""
+    return (*WORKERS, "--grpc-port", str(free_port()))
+
+
+def launch(args: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``cardrules serve`` on loopback with free ports and no state keys (so that its first
+    log line, the ephemeral-key warning, comes before anything listens)."""
+    environ = server_environment(env)
+    del environ["CARDRULES_STATE_KEYS"]
+    command = [CARDRULES, "serve", "--host", "127.0.0.1", "--http-port", str(free_port())]
+    if "--grpc-port" not in args:
+        command += ["--grpc-port", str(free_port())]
+    if "--metrics-port" not in args:
+        command += ["--metrics-port", str(free_port())]
+    return subprocess.Popen(
+        [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
+    )
+
+
+def events(output: str) -> list[dict[str, object]]:
+    """The JSON log lines of ``output``; any other line (a traceback) fails the test."""
+    return [json.loads(line) for line in output.splitlines()]
+
+
+@contextmanager
+def port_taken() -> Iterator[int]:
+    """A loopback port that something else listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def nothing_listens_on(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.parametrize("args", [(), WORKERS], ids=["one_process", "workers"])
+def test_sigterm_during_start_up_still_drains_and_exits_0(args):
+    """Sent as soon as the first log line appears, before any server listens: with the
+    default action the process would die by SIGTERM (status 143)."""
+    process = launch(args)
+    assert process.stdout is not None
+    first = json.loads(process.stdout.readline())
+    assert first["event"].startswith("no state keys configured")
+    process.send_signal(signal.SIGTERM)
+    output = process.stdout.read()
+    assert process.wait(60) == 0
+    lines = events(output)
+    workers = 2 if args else 1
+    assert [line["event"] for line in lines].count("stopped") == workers
+    assert all(line["signal"] == "SIGTERM" for line in lines if line["event"] == "draining")
+    assert not [line for line in lines if line["level"] == "error"]
+
+
+@pytest.mark.parametrize("args", [(), WORKERS], ids=["one_process", "workers"])
+def test_a_taken_metrics_port_exits_1_with_a_cannot_listen_line_and_leaves_nothing_running(
+    args,
+):
+    grpc_port = free_port()
+    with port_taken() as metrics_port:
+        process = launch(
+            [*args, "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port)]
+        )
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode == 1
+        lines = events(output)
+        failures = [line for line in lines if line["event"] == "cannot listen"]
+        assert [line["address"] for line in failures] == [f"127.0.0.1:{metrics_port}"]
+        # The workers had started; the supervisor stopped and reaped them.
+        assert nothing_listens_on(grpc_port)
+        assert [line["event"] for line in lines].count("stopped") == len(
+            [line for line in lines if line["event"] == "listening"]
+        )
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGINT,), (signal.SIGTERM, signal.SIGINT)],
+    ids=["sigint", "sigint_during_the_drain_delay"],
+)
+def test_the_supervisor_forwards_sigint_so_workers_skip_the_drain_delay(signals):
+    with running((*workers(), "--drain-delay-seconds", "600"), timeout=30) as server:
+        server.wait_for_logs("listening", 2)
+        for signum in signals:
+            server.process.send_signal(signum)
+            server.wait_for_logs("draining", 2)
+        assert server.process.wait(60) == 0  # well before the delay would have ended
+    draining = server.log_events("draining")
+    assert {line["signal"] for line in draining} == {signals[0].name}
+    assert {line["drain_delay_seconds"] for line in draining} == {
+        600 if signals[0] == signal.SIGTERM else 0
+    }
+    assert len(server.log_events("stopped")) == 2
+
+
+def test_a_worker_that_dies_stops_the_server_with_status_1():
+    """Workers are not restarted one by one: the orchestrator restarts the server."""
+    server = start_server(workers())
+    try:
+        pids = [int(str(line["pid"])) for line in server.wait_for_logs("listening", 2)]
+        os.kill(pids[0], signal.SIGKILL)
+        assert server.process.wait(60) == 1
+    finally:
+        server.kill()
+    server.wait_for_logs("stopped")
+    [exited] = server.log_events("worker exited")
+    assert (exited["pid"], exited["signal"], exited["level"]) == (pids[0], "SIGKILL", "error")
+    assert [line["pid"] for line in server.log_events("stopped")] == [pids[1]]
+
+
+def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):
+    with running(workers(), {"TMPDIR": str(tmp_path)}) as server:
+        server.wait_for_logs("listening", 2)
+        [folder] = tmp_path.glob("cardrules-metrics-*")
+        assert list(folder.glob("*.db"))
+    assert not folder.exists()
+
+
+def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    process = launch(WORKERS, {"PROMETHEUS_MULTIPROC_DIR": str(blocker / "metrics")})
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert output.startswith("cardrules: error: --workers needs a writable folder")
+    assert "PROMETHEUS_MULTIPROC_DIR" in output and output.count("\n") == 1
+
+
+@pytest.mark.parametrize("host", ["::1", "[::1]"])
+def test_an_ipv6_host_serves_grpc_http_and_metrics(host):
+    args = ("--host", host, "--grpc-port", "0", "--metrics-port", str(free_port()))
+    server = start_server(args, loopback_flags=False)
+    try:
+        [listening] = server.log_events("listening")
+        assert listening["grpc"] == f"[::1]:{server.grpc_port}"
+        with grpc.insecure_channel(f"[::1]:{server.grpc_port}") as channel:
+            stub: Any = health_pb2_grpc.HealthStub(channel)  # its type stubs lack the methods
+            reply = stub.Check(health_pb2.HealthCheckRequest(service="readiness"), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        with urllib.request.urlopen(f"http://[::1]:{server.http_port}/openapi.json") as reply:
+            assert json.load(reply)["openapi"].startswith("3.1")
+        with urllib.request.urlopen(f"http://[::1]:{server.metrics_port}/metrics") as reply:
+            assert b"grpc_server_started_total" in reply.read()
+    except BaseException:
+        server.kill()
+        raise
+    assert server.terminate() == 0
+
+
+@pytest.mark.parametrize("host", ["", " ", "[]", "a b", "http://x"])
+def test_a_host_that_is_no_name_or_address_exits_2(host):
+    done = subprocess.run(
+        [CARDRULES, "serve", "--host", host, "--grpc-port", "0", "--metrics-port", "0"],
+        env=server_environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"cardrules: error: --host: {host!r} is not a host name or address\n"

@@ -103,6 +103,7 @@ def failed_precondition(reason: str, message: str, **metadata: str) -> ServiceEr
 
 
 REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+REQUEST_MALFORMED = "REQUEST_MALFORMED"
 
 
 def request_too_large(what: str, limit: int) -> ServiceError:

@@ -22,7 +22,7 @@ from google.protobuf.message_factory import GetMessageClass
 from grpc_status import rpc_status
 
 from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, request_id_from
-from service.errors import invalid_argument, request_too_large
+from service.errors import REQUEST_MALFORMED, invalid_argument, request_too_large
 from service.http_routes import snake_case
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoApi
 
@@ -79,7 +79,7 @@ def _parsing(request_class: type[Message], handler: Handler, limit: int) -> Hand
             request = request_class.FromString(raw)
         except DecodeError:
             raise invalid_argument(
-                "REQUEST_MALFORMED", f"the request bytes are not a {name} message", ""
+                REQUEST_MALFORMED, f"the request bytes are not a {name} message", ""
             ) from None
         return handler(request, info)
 

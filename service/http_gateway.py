@@ -15,9 +15,10 @@ reason                     HTTP    code                  when
 ``UNSUPPORTED_MEDIA_TYPE`` 415     ``INVALID_ARGUMENT``  a body that is not ``application/json``
 ``REQUEST_TOO_LARGE``      413     ``RESOURCE_EXHAUSTED`` a body over ``--max-request-bytes``
 ``JSON_INVALID``           400     ``INVALID_ARGUMENT``  malformed JSON, an unknown field, a bad value
+``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body that cannot be read (broken chunks, cut short)
 =========================  ======  ====================  =======================
 
-The last three happen on a route, so they pass through the ``CallRunner`` too.
+The last four happen on a route, so they pass through the ``CallRunner`` too.
 """
 
 from __future__ import annotations
@@ -30,11 +31,19 @@ from typing import Any
 
 import grpc
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
 from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, request_id_from
-from service.errors import HTTP_STATUS, REQUEST_TOO_LARGE, ServiceError, request_too_large
+from service.errors import (
+    HTTP_STATUS,
+    REQUEST_MALFORMED,
+    REQUEST_TOO_LARGE,
+    ServiceError,
+    invalid_argument,
+    request_too_large,
+)
 from service.http_cors import CorsPolicy
 from service.http_json import message_json, parse_request, status_json
 from service.http_routes import Route, routes
@@ -219,11 +228,18 @@ class HttpGateway:
             return too_large
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.content.iter_chunked(_READ_CHUNK):
-            size += len(chunk)
-            if size > limit:
-                return too_large
-            chunks.append(chunk)
+        try:
+            async for chunk in request.content.iter_chunked(_READ_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    return too_large
+                chunks.append(chunk)
+        except (HttpProcessingError, ConnectionResetError) as error:
+            # Broken chunk framing, or the client went before the whole body came. The
+            # error's text quotes the body, which may hold a token: only its type is told.
+            return invalid_argument(
+                REQUEST_MALFORMED, f"the body could not be read ({type(error).__name__})", ""
+            )
         body = b"".join(chunks)
         if content_type is None and body.strip():
             return _refusal(

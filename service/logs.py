@@ -3,7 +3,8 @@
 One line per request (``request_log_fields``), and never a state token, a
 seat token, a hand or a key: ``redact`` runs on every event, including the
 stdlib ``logging`` records of libraries (grpc), which are rendered the same way.
-Tracebacks never include local variables, which could hold any of those.
+Tracebacks never include local variables, which could hold any of those, and
+the HTTP server's exceptions lose their message, which can quote the request.
 
 The JSON path is on every request, so it is kept lean (issue 3): structlog's
 ``JSONRenderer`` serializes with orjson, the timestamp is formatted once a
@@ -125,6 +126,35 @@ def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> Event
                 _PUBLIC_KEYS.add(key)
             if type(value) not in _PLAIN:
                 event_dict[key] = _scrub(value)
+    return event_dict
+
+
+class MessageWithheldError(Exception):
+    """Stands in for the exception of a library log record whose text may quote the request."""
+
+
+# Loggers whose exceptions quote raw request bytes: aiohttp's parser errors put the
+# malformed chunk or header in the message, and a body holds tokens.
+_REQUEST_ECHOING_LOGGERS = ("aiohttp.",)
+
+
+def _withhold_request_text(
+    _logger: WrappedLogger, _method: str, event_dict: EventDict
+) -> EventDict:
+    """Keep the type and frames of such a record's exception, not its message."""
+    name = event_dict.get("logger")
+    exc_info = event_dict.get("exc_info")
+    if (
+        isinstance(name, str)
+        and name.startswith(_REQUEST_ECHOING_LOGGERS)
+        and isinstance(exc_info, tuple)
+        and exc_info[0] is not None
+    ):
+        kind, _message, trace = exc_info
+        withheld = MessageWithheldError(
+            f"{kind.__name__}: message withheld, it may quote the request"
+        )
+        event_dict["exc_info"] = (kind, withheld, trace)
     return event_dict
 
 
@@ -351,6 +381,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         foreign_pre_chain=[
             *shared,
             structlog.stdlib.ExtraAdder(),
+            _withhold_request_text,
             *tail,
         ],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],

@@ -402,6 +402,53 @@ def test_workers_refuse_an_ephemeral_http_port():
     assert "--workers needs a fixed --http-port" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Chunked, but the JSON comes without its chunk framing.
+        b'{"state":"SECRETSTATETOKEN","seatToken":"SECRETSEATTOKEN"}\r\n0\r\n\r\n',
+        # A chunk longer than its announced size.
+        b'4\r\n{"state":"SECRETSTATETOKEN"}\r\n0\r\n\r\n',
+    ],
+    ids=["no_framing", "wrong_size"],
+)
+def test_a_body_with_broken_chunks_is_400_and_its_text_stays_out_of_the_log(body):
+    """aiohttp's parser refuses it (its plain-text 400, docs/api.md) and logs the error,
+    whose message quotes the body: the log keeps only the exception's type."""
+    with running() as server:
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+            head = (
+                "POST /v1/krypkasino:getView HTTP/1.1\r\nHost: test\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            connection.sendall(head.encode() + body)
+            answer = http.client.HTTPResponse(connection)
+            answer.begin()
+            answer.read()
+        assert answer.status == 400
+        [error] = server.wait_for_logs("Error handling request from 127.0.0.1")
+    assert "SECRET" not in json.dumps(server.logs)
+    assert error["exception"][0]["exc_value"].endswith("message withheld, it may quote the request")
+
+
+def test_a_body_cut_short_is_logged_as_one_refused_request():
+    """The client says 1,000 bytes, sends 20 and stops writing: the call still has its line."""
+    head = (
+        "POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    with (
+        running() as server,
+        socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection,
+    ):
+        connection.sendall(head.encode() + b'{"state":"SECRETSTAT')
+        connection.shutdown(socket.SHUT_WR)
+        [line] = server.wait_for_logs("request")
+    assert (line["code"], line["reason"]) == ("InvalidArgument", "REQUEST_MALFORMED")
+    assert not [entry for entry in server.logs if entry.get("level") == "error"]
+    assert "SECRET" not in json.dumps(server.logs)
+
+
 def refuses_connections(port: int, within: float = 10) -> bool:
     """Whether new connections to ``port`` are refused before ``within`` seconds pass."""
     deadline = time.monotonic() + within

@@ -423,3 +423,18 @@ def test_request_line_from_the_call_runner(capsys):
 
 def test_the_known_public_keys_are_not_secret():
     assert not any(service.logs._secret_key(key) for key in service.logs._PUBLIC_KEYS)
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_the_http_servers_exceptions_keep_their_type_but_not_their_text(capsys, fmt):
+    """aiohttp's parser errors quote the request, whose body holds tokens (design section 4)."""
+    configure_logging(fmt)
+    try:
+        raise ValueError(f"Invalid character in chunk size: b'{SECRET}'")
+    except ValueError:
+        logging.getLogger("aiohttp.server").exception("Error handling request")
+        logging.getLogger("service.elsewhere").exception("our own failure")
+    out = capsys.readouterr().out
+    assert out.count(SECRET) == 1  # only in the line of the logger that is not aiohttp's
+    assert "ValueError: message withheld, it may quote the request" in out
+    assert "Error handling request" in out

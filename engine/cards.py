@@ -101,6 +101,23 @@ def check_deck(deck: Sequence[Card], copies: int) -> None:
     raise CardError("; ".join(parts))
 
 
+def check_cards_of_one_deck(cards: Sequence[Card], copies: int) -> None:
+    """Raise CardError unless ``cards`` could all come from one deck of ``copies`` copies.
+
+    A draw for deal is taken from one shuffled full deck (K4.2), so no code may
+    appear more than ``copies`` times.
+    """
+    counts = [0] * CARDS_PER_DECK
+    for card in cards:
+        counts[card] += 1
+    extra = [Card(c) for c in range(CARDS_PER_DECK) if counts[c] > copies]
+    if extra:
+        raise CardError(
+            f"the cards must come from one deck, each code at most {copies} time(s); "
+            f"too many {cards_str(extra)}"
+        )
+
+
 def seeded_rng(seed: int, *stream: str | int) -> random.Random:
     """A generator for one named stream of chance derived from the game seed.
 

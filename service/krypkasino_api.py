@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf.message import DecodeError
 
-from engine.cards import CardError, check_deck
+from engine.cards import CardError, check_cards_of_one_deck, check_deck
 from engine.krypkasino import (
     Config,
     ConfigError,
@@ -104,6 +104,11 @@ class KrypkasinoApi:
             raise invalid_argument(
                 "DRAW_WITHOUT_DRAW_FOR_DEAL", "a draw sequence needs config.draw_for_deal", "draw"
             )
+        if draw is not None:
+            try:
+                check_cards_of_one_deck(draw, config.copies)
+            except CardError as error:
+                raise invalid_argument("DRAW_INVALID", str(error), "draw") from None
         seed = request.seed if request.HasField("seed") else self._new_seed()
         try:
             state, events = open_game(config, seed=seed, decks=decks, draw=draw)

@@ -721,6 +721,33 @@ def test_a_draw_that_runs_out_before_a_dealer_is_found_is_refused(stub, draw):
     )
 
 
+@pytest.mark.parametrize(
+    ("rules", "draw"),
+    [
+        (pb.Rules(single_deck=True), "AS AS AS 2S"),  # three aces of spades from one deck
+        (pb.Rules(), "AS AS AS 2S"),  # the two-deck game has two
+        (pb.Rules(), " ".join(["AS"] * 9000 + ["2S"])),  # a draw that would bloat the token
+    ],
+    ids=["single_deck", "two_decks", "long"],
+)
+def test_a_draw_that_could_not_come_from_one_deck_is_refused(stub, rules, draw):
+    config = pb.GameConfig(players=2, draw_for_deal=True, rules=rules)
+    request = pb.NewGameRequest(config=config, draw=deck_proto(parse_cards(draw)))
+    refusal = refused(stub.NewGame, request)
+    assert (refusal.code, refusal.reason, set(refusal.violations)) == (
+        INVALID,
+        "DRAW_INVALID",
+        {"draw"},
+    )
+    assert "too many AS" in refusal.violations["draw"]
+
+
+def test_a_draw_of_one_decks_cards_is_accepted(stub):
+    config = pb.GameConfig(players=2, draw_for_deal=True, rules=pb.Rules(single_deck=True))
+    request = pb.NewGameRequest(config=config, draw=deck_proto(parse_cards("AS AH 2S KS")))
+    assert stub.NewGame(request).view.dealer == 1  # AS and AH tie; then seat 1 draws KS
+
+
 def test_a_malformed_card_in_the_draw_names_its_field(stub):
     config = pb.GameConfig(players=2, draw_for_deal=True)
     request = pb.NewGameRequest(config=config, draw=cards_pb2.Deck(cards=[bad_card(3, 0)]))

@@ -185,14 +185,16 @@ def _layout(data: bytes) -> _Layout:
     )
 
 
-# The legal moves of a table grow exponentially with its size (a random table of 28
-# cards: 35,000 moves, 0.1 s; of 40: 460,000 moves, 1.2 s), so a plain token may not
-# ask for one that no game reaches. Only the first distribution's table cards (6 at
-# most, K5.1) can repeat a value: a crawled card's value was no subset sum of the
+# The legal moves of a table grow exponentially with its size, so a plain token may
+# not ask for one that no game reaches. Only the first distribution's table cards (6
+# at most, K5.1) can repeat a value: a crawled card's value was no subset sum of the
 # table (K7.4), so it differs from every table value, and values run 1..13; aces,
-# crawled for their hand value 14, are the only other way to add a duplicate. 24
-# leaves room above that reasoning; random play stays at or below about 12.
-MAX_PLAIN_TABLE = 24
+# crawled for their hand value 14, are the only other way to add a duplicate. Random
+# play stays at or below about 12 cards. The worst table a reviewer built, low cards
+# against a hand of A J Q K (values 14, 11, 12, 13), has 6,949 legal moves at 20
+# cards (a 0.6 MB gRPC answer, a 4 MB JSON one that takes 0.5 s to render) and
+# 61,202 at 24 (10 s over HTTP): 20 bounds what one forged request can cost.
+MAX_PLAIN_TABLE = 20
 
 
 def _state_from_proto(msg: pb.GameState) -> State:

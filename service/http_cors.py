@@ -2,7 +2,9 @@
 
 Only origins listed in ``--cors-origins`` (``CARDRULES_CORS_ORIGINS``) get an
 ``Access-Control-Allow-Origin``; none are listed by default, so browsers on
-other sites cannot call the service. ``*`` allows every origin. No credentials
+other sites cannot call the service. ``*`` allows every origin. Origins are
+compared as browsers serialise them: scheme and host in lowercase, no default
+port (``https://Play.Example:443`` is ``https://play.example``). No credentials
 are involved: the game travels in the request body, never in cookies.
 """
 
@@ -13,13 +15,14 @@ from collections.abc import Iterable, Mapping
 ALLOWED_HEADERS = "Content-Type, X-Request-Id"
 EXPOSED_HEADERS = "X-Request-Id"
 MAX_AGE_SECONDS = "600"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class CorsPolicy:
     """Which browser origins may call; the headers that tell the browser so."""
 
     def __init__(self, origins: Iterable[str]) -> None:
-        self._origins = frozenset(origins)
+        self._origins = frozenset(normal_origin(origin) or origin for origin in origins)
         self._any = "*" in self._origins
 
     @property
@@ -27,7 +30,10 @@ class CorsPolicy:
         return bool(self._origins)
 
     def allows(self, origin: str | None) -> bool:
-        return origin is not None and (self._any or origin in self._origins)
+        """Whether ``origin`` (the request's ``Origin``, e.g. ``null``) is allowed."""
+        if origin is None:
+            return False
+        return self._any or normal_origin(origin) in self._origins
 
     def response_headers(self, origin: str | None) -> dict[str, str]:
         """Headers for an actual (non-preflight) response to ``origin``."""
@@ -57,13 +63,36 @@ class CorsPolicy:
         return headers
 
 
+def normal_origin(origin: str) -> str | None:
+    """``origin`` as a browser sends it (lowercase scheme and host, no default port),
+    or None when it is no http(s) origin."""
+    scheme, separator, rest = origin.partition("://")
+    scheme = scheme.lower()
+    if not separator or scheme not in _DEFAULT_PORTS or not rest or "/" in rest:
+        return None
+    host, colon, port = rest.rpartition(":")
+    ipv6_colons = "[" in host and not host.endswith("]")
+    if not colon or ipv6_colons or (port and not port.isdigit()):
+        host, port = rest, ""  # no port, or the colons of an IPv6 address
+    elif not port or int(port) == _DEFAULT_PORTS[scheme]:
+        port = ""  # "https://a.example:" and ":443" are the default port
+    else:
+        port = str(int(port))
+    return f"{scheme}://{host.lower()}" + (f":{port}" if port else "")
+
+
 def parse_origins(text: str) -> tuple[str, ...]:
-    """``"https://a.example, https://b.example"`` -> the origins; raises ``ValueError``."""
-    origins = tuple(part.strip().rstrip("/") for part in text.split(",") if part.strip())
-    for origin in origins:
-        if origin == "*":
+    """``"https://a.example, https://b.example"`` -> the origins, as browsers send them;
+    raises ``ValueError``."""
+    origins: list[str] = []
+    for part in text.split(","):
+        origin = part.strip().rstrip("/")
+        if not origin:
             continue
-        scheme, _, rest = origin.partition("://")
-        if scheme not in ("http", "https") or not rest or "/" in rest:
+        if origin == "*":
+            origins.append(origin)
+        elif (normal := normal_origin(origin)) is not None:
+            origins.append(normal)
+        else:
             raise ValueError(f"{origin!r} is not an origin like https://example.com[:port]")
-    return origins
+    return tuple(origins)

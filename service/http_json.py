@@ -3,9 +3,14 @@
 Requests are parsed by ``google.protobuf.json_format`` exactly as the proto3
 JSON mapping says (lowerCamelCase or the proto field names, enum names or
 numbers, 64-bit integers as strings or numbers, bytes as base64), and unknown
-fields are refused. A refusal is ``INVALID_ARGUMENT`` with reason
-``JSON_INVALID`` and a ``BadRequest`` naming the offending field by its proto
-path (``decks[0].cards[3].rank``), like every other field violation.
+fields are refused. Before json_format sees it, the body is walked alongside
+the request's descriptor, which refuses what json_format would let through or
+report in Python's words: a field given under both its names (``firstDealer``
+and ``first_dealer``), bytes that are not base64 (json_format's decoder drops
+stray characters), and values of the wrong JSON type. A refusal is
+``INVALID_ARGUMENT`` with reason ``JSON_INVALID`` and a ``BadRequest`` naming
+the offending field by its proto path (``decks[0].cards[3].rank``), like
+every other field violation.
 """
 
 from __future__ import annotations
@@ -28,6 +33,22 @@ JSON_INVALID = "JSON_INVALID"
 _NESTED_PREFIX = re.compile(r"Failed to parse \w+ field: ")
 # A UTF-8 body can only hold a surrogate as a \uD800-\uDFFF escape.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# json_format ends its reasons with " at NewGameRequest.config.players" and a dot per level.
+_PARSER_SUFFIX = re.compile(r'(?: at "?[A-Za-z_][\w.\[\]]*"?)?\.*$')
+# proto3 JSON bytes: standard or URL-safe base64, with or without padding.
+_BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
+_BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
+# The proto3 JSON of an integer as a string: a JSON number (json_format checks the value).
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_INTEGER_TYPES = frozenset(
+    {
+        FieldDescriptor.CPPTYPE_INT32,
+        FieldDescriptor.CPPTYPE_INT64,
+        FieldDescriptor.CPPTYPE_UINT32,
+        FieldDescriptor.CPPTYPE_UINT64,
+    }
+)
+_FLOAT_TYPES = frozenset({FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE})
 
 
 class _DuplicateKeyError(ValueError):
@@ -63,13 +84,137 @@ def parse_request(body: bytes, message_class: type[MessageT]) -> MessageT:
     if _SURROGATE_ESCAPE.search(body) and _holds_lone_surrogate(value):
         # json_format fails on these with SystemError, not ParseError.
         raise _json_invalid("", "a string holds an unpaired UTF-16 surrogate escape")
+    descriptor = message_descriptor(message_class)
+    try:
+        check_message(value, descriptor)
+    except RecursionError:
+        raise _json_invalid("", "the JSON nests too deeply") from None
     message = message_class()
     try:
         json_format.ParseDict(value, message)
     except json_format.ParseError as error:
-        field = offending_field(value, message_descriptor(message_class))
+        field = offending_field(value, descriptor)
         raise _json_invalid(field, _innermost(str(error))) from None
     return message
+
+
+def check_message(value: object, descriptor: Descriptor, path: str = "") -> None:
+    """Refuse what json_format accepts or words badly, walking ``value`` with ``descriptor``.
+
+    A field named twice (by its proto and its JSON name), bytes that are not
+    base64 and values of the wrong JSON type raise ``JSON_INVALID`` naming the
+    field by its proto path. Unknown names, nulls and the values json_format
+    judges well itself (ranges, enum names, numbers) are left to json_format;
+    so are the well-known types, whose JSON is their own.
+    """
+    if not isinstance(value, dict) or descriptor.full_name.startswith("google.protobuf."):
+        return
+    fields: dict[str, FieldDescriptor] = {}
+    for declared in descriptor.fields:
+        fields[declared.name] = declared
+        fields[declared.json_name] = declared
+    seen: dict[str, str] = {}  # proto name -> the JSON name it was given under
+    for key, item in value.items():
+        field = fields.get(key)
+        if field is None:
+            continue  # json_format refuses unknown names and offending_field names them
+        name = f"{path}.{field.name}".lstrip(".")
+        if field.name in seen:
+            raise _json_invalid(
+                name, f"the field {name} appears twice, as {seen[field.name]} and {key}"
+            )
+        seen[field.name] = key
+        _check_field(item, field, name)
+
+
+def _check_field(value: object, field: FieldDescriptor, path: str) -> None:
+    if value is None:
+        return  # null is the default value; json_format refuses it where it is not allowed
+    nested = field.message_type
+    if nested is not None and nested.GetOptions().map_entry:
+        if not isinstance(value, dict):
+            raise _wrong_type(path, "a JSON object", value)
+        value_field = nested.fields_by_name["value"]
+        for key, item in value.items():
+            _check_single(item, value_field, f"{path}[{json.dumps(key, ensure_ascii=False)}]")
+    elif field.is_repeated:
+        if not isinstance(value, list):
+            raise _wrong_type(path, "a JSON array", value)
+        for index, element in enumerate(value):
+            _check_single(element, field, f"{path}[{index}]")
+    else:
+        _check_single(value, field, path)
+
+
+def _check_single(value: object, field: FieldDescriptor, path: str) -> None:
+    """One value of ``field`` (an element if it is repeated)."""
+    if value is None:
+        return
+    cpp_type = field.cpp_type
+    if (nested := field.message_type) is not None:
+        if nested.full_name.startswith("google.protobuf."):
+            return  # well-known types have JSON of their own, e.g. a Timestamp string
+        if not isinstance(value, dict):
+            raise _wrong_type(path, "a JSON object", value)
+        check_message(value, nested, path)
+    elif cpp_type in _INTEGER_TYPES:
+        if isinstance(value, str):
+            if not _NUMBER.fullmatch(value):
+                raise _json_invalid(path, f"{path} must be an integer, not {_quoted(value)}")
+        elif isinstance(value, bool) or not isinstance(value, int | float):
+            raise _wrong_type(path, "an integer (a JSON number or string)", value)
+    elif cpp_type in _FLOAT_TYPES:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise _wrong_type(path, "a number (a JSON number or string)", value)
+    elif cpp_type == FieldDescriptor.CPPTYPE_BOOL:
+        if not isinstance(value, bool):
+            raise _wrong_type(path, "true or false", value)
+    elif cpp_type == FieldDescriptor.CPPTYPE_ENUM:
+        if isinstance(value, bool) or not (
+            isinstance(value, str | int) or (isinstance(value, float) and value.is_integer())
+        ):
+            raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
+    elif field.type == FieldDescriptor.TYPE_BYTES:
+        if not isinstance(value, str):
+            raise _wrong_type(path, "base64 (a JSON string)", value)
+        if (problem := _base64_problem(value)) is not None:
+            raise _json_invalid(path, f"{path} is not base64: {problem}")
+    elif not isinstance(value, str):
+        raise _wrong_type(path, "a JSON string", value)
+
+
+def _base64_problem(text: str) -> str | None:
+    """Why ``text`` is not standard or URL-safe base64 (padding optional), or None."""
+    if (bad := _BASE64_CHAR.search(text)) is not None:
+        return f"{_quoted(bad.group())} at offset {bad.start()} is not a base64 character"
+    match = _BASE64.fullmatch(text)
+    if match is None:
+        return '"=" may only pad the end'
+    data, padding = match.groups()
+    if len(data) % 4 == 1 or (padding and (len(data) + len(padding)) % 4 != 0):
+        return f"{len(text)} characters cannot be base64 (a character is missing or extra)"
+    return None
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    """``text`` as a JSON string, cut short: a refusal should not echo a whole body."""
+    return json.dumps(text if len(text) <= limit else text[:limit] + "...", ensure_ascii=False)
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _wrong_type(path: str, expected: str, value: object) -> ServiceError:
+    return _json_invalid(path, f"{path} must be {expected}, not {_json_kind(value)}")
 
 
 def _holds_lone_surrogate(value: object) -> bool:
@@ -87,8 +232,12 @@ def _json_invalid(field: str, description: str) -> ServiceError:
 
 
 def _innermost(text: str) -> str:
-    """json_format nests "Failed to parse x field: " per level; the last part says why."""
-    return _NESTED_PREFIX.split(text.split("\n", 1)[0])[-1]
+    """json_format nests "Failed to parse x field: " per level; the last part says why.
+
+    Its trailing " at Message.path" and dots go: the violation names the field.
+    """
+    reason = _NESTED_PREFIX.split(text.split("\n", 1)[0])[-1]
+    return _PARSER_SUFFIX.sub("", reason, count=1) or reason
 
 
 def offending_field(value: object, descriptor: Descriptor, path: str = "") -> str:

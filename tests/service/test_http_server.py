@@ -17,7 +17,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -428,7 +428,8 @@ def test_a_body_with_broken_chunks_is_400_and_its_text_stays_out_of_the_log(body
         assert answer.status == 400
         [error] = server.wait_for_logs("Error handling request from 127.0.0.1")
     assert "SECRET" not in json.dumps(server.logs)
-    assert error["exception"][0]["exc_value"].endswith("message withheld, it may quote the request")
+    [exception] = cast(list[dict[str, str]], error["exception"])
+    assert exception["exc_value"].endswith("message withheld, it may quote the request")
 
 
 def test_a_body_cut_short_is_logged_as_one_refused_request():

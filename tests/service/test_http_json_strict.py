@@ -1,0 +1,316 @@
+"""What the HTTP/JSON gateway refuses beyond json_format (design section 5, docs/api.md).
+
+A field given under both its names (``seat_token`` and ``seatToken``) is one
+field given twice; bytes must be base64 (standard or URL-safe, padding
+optional) rather than whatever json_format's forgiving decoder makes of them;
+a value of the wrong JSON type is refused in words, not Python's. Each is
+``JSON_INVALID`` naming the field by its proto path, at any depth. Also the
+CORS origins, compared as browsers send them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import aiohttp
+import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+
+from service.errors import ServiceError
+from service.http_cors import CorsPolicy, parse_origins
+from service.http_json import parse_request
+from tests.service.server_process import ServerProcess
+from tests.service.test_http_gateway import krypkasino_gateway, preflight_headers, run
+from tests.service.test_http_server import exchange, refusal, rpc
+
+
+@pytest.fixture(scope="module")
+def game(server: ServerProcess) -> Any:
+    return rpc(server, "newGame", {"config": {"players": 2}, "seed": "7"})
+
+
+def refused_field(server: ServerProcess, route: str, body: dict[str, Any]) -> str:
+    """The one field violation of a ``JSON_INVALID`` refusal of ``body``."""
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:{route}", json.dumps(body).encode()
+    )
+    code, reason, _, violations = refusal(value)
+    assert (status, code, reason) == (400, 3, "JSON_INVALID"), value
+    (field,) = violations
+    return field
+
+
+def violation(error: ServiceError) -> tuple[str, str]:
+    assert error.reason == "JSON_INVALID"
+    (only,) = error.violations
+    return only.field, only.description
+
+
+def refusal_of(body: bytes, message_class: type[Message]) -> tuple[str, str]:
+    with pytest.raises(ServiceError) as refused:
+        parse_request(body, message_class)
+    return violation(refused.value)
+
+
+# -- one field under both its names ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("seat_token_first", [True, False])
+def test_a_seat_token_under_both_names_is_refused_whichever_comes_last(
+    server, game, seat_token_first
+):
+    """Last-one-wins let a request carry one seat's token for the server and another
+    for a reviewer or proxy that reads the other spelling."""
+    own, other = game["seatTokens"][0], game["seatTokens"][1]
+    names = [("seat_token", other), ("seatToken", own)]
+    if not seat_token_first:
+        names.reverse()
+    body = {"state": game["state"], "seat": 0, **dict(names)}
+    assert refused_field(server, "getView", body) == "seat_token"
+
+
+def test_a_nested_field_under_both_names_is_refused_with_its_path(server):
+    body = {"config": {"players": 2, "first_dealer": 1, "firstDealer": 0}}
+    assert refused_field(server, "newGame", body) == "config.first_dealer"
+    with pytest.raises(ServiceError) as refused:
+        parse_request(json.dumps(body).encode(), pb.NewGameRequest)
+    field, description = violation(refused.value)
+    assert field == "config.first_dealer"
+    assert "first_dealer" in description and "firstDealer" in description
+
+
+def holder_class() -> type[Message]:
+    """A request with what the krypkasino requests lack: two-word fields inside repeated
+    messages and map values, and bytes in a map."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="test/strict_holder.proto", package="test.strict.v1", syntax="proto3"
+    )
+    one, many = FieldDescriptor.LABEL_OPTIONAL, FieldDescriptor.LABEL_REPEATED
+    text, data, message = (
+        FieldDescriptor.TYPE_STRING,
+        FieldDescriptor.TYPE_BYTES,
+        FieldDescriptor.TYPE_MESSAGE,
+    )
+    item = file.message_type.add(name="Item")
+    item.field.add(name="item_name", number=1, type=text, label=one, json_name="itemName")
+    item.field.add(name="item_data", number=2, type=data, label=one, json_name="itemData")
+    holder = file.message_type.add(name="Holder")
+    holder.field.add(
+        name="items", number=1, type=message, label=many, type_name=".test.strict.v1.Item"
+    )
+    by_name = holder.nested_type.add(name="ByNameEntry")
+    by_name.options.map_entry = True
+    by_name.field.add(name="key", number=1, type=text, label=one)
+    by_name.field.add(
+        name="value", number=2, type=message, label=one, type_name=".test.strict.v1.Item"
+    )
+    holder.field.add(
+        name="by_name",
+        number=2,
+        type=message,
+        label=many,
+        json_name="byName",
+        type_name=".test.strict.v1.Holder.ByNameEntry",
+    )
+    blobs = holder.nested_type.add(name="BlobsEntry")
+    blobs.options.map_entry = True
+    blobs.field.add(name="key", number=1, type=text, label=one)
+    blobs.field.add(name="value", number=2, type=data, label=one)
+    holder.field.add(
+        name="blobs",
+        number=3,
+        type=message,
+        label=many,
+        type_name=".test.strict.v1.Holder.BlobsEntry",
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return GetMessageClass(pool.FindMessageTypeByName("test.strict.v1.Holder"))
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"items": [{}, {"itemName": "a", "item_name": "b"}]}, "items[1].item_name"),
+        ({"byName": {"k": {"item_data": "AA==", "itemData": "AA=="}}}, 'by_name["k"].item_data'),
+        ({"items": [], "byName": {}, "by_name": {}}, "by_name"),
+    ],
+)
+def test_both_names_in_repeated_messages_and_maps_are_refused_with_their_path(body, field):
+    assert refusal_of(json.dumps(body).encode(), holder_class())[0] == field
+
+
+def test_the_same_name_twice_is_still_refused_in_repeated_messages():
+    body = b'{"decks": [{"cards": [{"rank": 1}, {"rank": 1, "suit": 1, "suit": 2}]}]}'
+    assert refusal_of(body, pb.NewGameRequest)[0] == "suit"
+
+
+# -- bytes are base64 ---------------------------------------------------------------------
+
+
+def with_star(token: str) -> str:
+    middle = len(token) // 2
+    return token[:middle] + "*" + token[middle:]
+
+
+def whole_quanta(token: str) -> str:
+    """``token`` cut to whole groups of four characters, unpadded."""
+    data = token.rstrip("=")
+    return data[: len(data) // 4 * 4]
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("score", lambda g: {"state": "!!!"}, "state"),
+        ("score", lambda g: {"state": with_star(g["state"])}, "state"),
+        ("score", lambda g: {"state": whole_quanta(g["state"]) + "="}, "state"),
+        ("score", lambda g: {"state": "AA="}, "state"),
+        ("score", lambda g: {"state": "AAAA="}, "state"),
+        (
+            "getView",
+            lambda g: {"state": g["state"], "seat": 0, "seatToken": with_star(g["seatTokens"][0])},
+            "seat_token",
+        ),
+        (
+            "legalMoves",
+            lambda g: {"state": g["state"], "seat": 0, "seat_token": "A=A="},
+            "seat_token",
+        ),
+    ],
+    ids=[
+        "bad-chars",
+        "star-inside",
+        "padding-after-whole-token",
+        "short-padding",
+        "padding-after-quantum",
+        "seat-token-star",
+        "padding-inside",
+    ],
+)
+def test_bytes_that_are_not_base64_are_refused_naming_the_field(server, game, route, body, field):
+    assert refused_field(server, route, body(game)) == field
+
+
+@pytest.mark.parametrize("text", ["!!!", "AA*A", "AAAAA", "AA=", "AAAA=", "A=AA", "AA\nAA", " AA"])
+def test_invalid_base64_is_json_invalid_for_the_bytes_field(text):
+    field, description = refusal_of(json.dumps({"state": text}).encode(), pb.ScoreRequest)
+    assert field == "state" and "base64" in description
+
+
+def test_invalid_base64_is_named_at_any_depth():
+    holder = holder_class()
+    body = {"items": [{"itemData": "AA=="}, {"itemData": "A*A="}], "blobs": {"k": "AAAAA"}}
+    assert refusal_of(json.dumps(body).encode(), holder)[0] == "items[1].item_data"
+    assert refusal_of(b'{"blobs": {"k": "AAAAA"}}', holder)[0] == 'blobs["k"]'
+    good = {
+        "items": [{"itemName": "a"}],
+        "byName": {"k": {"item_data": "-_8"}},
+        "blobs": {"k": "+/8="},
+    }
+    parsed: Any = parse_request(json.dumps(good).encode(), holder)
+    assert parsed.by_name["k"].item_data == parsed.blobs["k"] == b"\xfb\xff"
+
+
+@pytest.mark.parametrize(
+    "text", ["+/+/", "-_-_", "+/8=", "-_8=", "-_8", "+/8", "AA==", "AA", "AAA=", "AAA", ""]
+)
+def test_standard_and_url_safe_base64_with_or_without_padding_are_accepted(text):
+    expected = base64.urlsafe_b64decode(
+        text.replace("+", "-").replace("/", "_") + "=" * (-len(text.rstrip("=")) % 4)
+    )
+    assert parse_request(json.dumps({"state": text}).encode(), pb.ScoreRequest).state == expected
+
+
+def test_a_real_token_works_in_every_base64_spelling(server, game):
+    url = f"{server.http_url}/v1/krypkasino:score"
+    token = game["state"]
+    for spelling in (
+        token,
+        token.rstrip("="),
+        token.replace("+", "-").replace("/", "_"),
+        token.replace("+", "-").replace("/", "_").rstrip("="),
+    ):
+        status, _, value = exchange(url, json.dumps({"state": spelling}).encode())
+        assert status == 200 and value["totals"] == [0, 0], value
+
+
+# -- refusals in words ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"config": {"players": "0x10"}}', "config.players"),
+        (b'{"config": {"players": [2]}}', "config.players"),
+        (b'{"config": {"players": 99999999999}}', "config.players"),
+        (b'{"config": {"rules": 5}}', "config.rules"),
+        (b'{"config": {"teams": "TEAM_MODE_NONE_SUCH"}}', "config.teams"),
+        (b'{"config": {"drawForDeal": 1}}', "config.draw_for_deal"),
+        (b'{"decks": [5]}', "decks[0]"),
+        (b'{"decks": [{"cards": {}}]}', "decks[0].cards"),
+    ],
+)
+def test_a_wrong_value_is_refused_in_words_without_python_internals(body, field):
+    named, description = refusal_of(body, pb.NewGameRequest)
+    assert named == field
+    for python in ("int()", "len()", "object is not", "operand", ".."):
+        assert python not in description
+    assert not description.endswith(".")
+
+
+def test_bytes_of_the_wrong_json_type_are_refused_in_words():
+    field, description = refusal_of(b'{"state": 5}', pb.ScoreRequest)
+    assert field == "state" and "len()" not in description
+    assert description == "state must be base64 (a JSON string), not a number"
+
+
+# -- CORS origins as browsers send them -----------------------------------------------------
+
+
+def test_configured_origins_are_normalised_as_browsers_send_them():
+    assert parse_origins(
+        "https://Play.Example.com, https://x.example:443, HTTP://Y.example:80,"
+        " http://z.example:443, https://[::1]:8443/"
+    ) == (
+        "https://play.example.com",
+        "https://x.example",
+        "http://y.example",
+        "http://z.example:443",
+        "https://[::1]:8443",
+    )
+    for bad in ("a.example", "ftp://a.example", "https://a.example/path", "https://", "null"):
+        with pytest.raises(ValueError, match="not an origin"):
+            parse_origins(bad)
+
+
+def test_origins_match_whatever_their_case_and_default_port():
+    policy = CorsPolicy(("https://Play.Example:443",))
+    assert policy.allows("https://play.example")
+    assert policy.allows("HTTPS://PLAY.EXAMPLE")
+    assert not policy.allows("https://play.example:8443")
+    assert not policy.allows("null") and not policy.allows(None)
+    headers = policy.response_headers("https://play.example")
+    assert headers["Access-Control-Allow-Origin"] == "https://play.example"
+
+
+def test_a_browser_origin_matches_a_configured_origin_in_capitals_with_its_port():
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        origin = "https://play.example"
+        async with session.options(score, headers=preflight_headers(origin)) as r:
+            assert r.status == 204
+            assert r.headers["Access-Control-Allow-Origin"] == origin
+        async with session.post(score, json={}, headers={"Origin": origin}) as r:
+            assert r.status == 400
+            assert r.headers["Access-Control-Allow-Origin"] == origin
+        async with session.post(score, json={}, headers={"Origin": "https://evil.example"}) as r:
+            assert "Access-Control-Allow-Origin" not in r.headers
+
+    run(krypkasino_gateway(cors=parse_origins("https://Play.Example:443")), scenario)

@@ -321,22 +321,25 @@ class ScriptedServicer:
 
 @contextlib.contextmanager
 def scripted_server(
-    servicer: ScriptedServicer, health_checks: health.HealthServicer | None = None
+    servicer: ScriptedServicer, health_checks: health.HealthServicer | None = None, port: int = 0
 ) -> Iterator[str]:
     """A real in-process gRPC server of the Krypkasino service that serves ``Score`` only,
-    and the health service if ``health_checks`` is given."""
+    and the health service if ``health_checks`` is given, on ``port`` (0: a free one)."""
     handler = grpc.unary_unary_rpc_method_handler(
         servicer.score,
         request_deserializer=pb.ScoreRequest.FromString,
         response_serializer=pb.ScoreResponse.SerializeToString,
     )
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    # Without SO_REUSEPORT a fixed port that is taken fails to bind instead of being shared.
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)]
+    )
     server.add_generic_rpc_handlers(
         [grpc.method_handlers_generic_handler(SERVICE, {"Score": handler})]
     )
     if health_checks is not None:
         health_pb2_grpc.add_HealthServicer_to_server(health_checks, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     try:
         yield f"127.0.0.1:{port}"
@@ -390,6 +393,100 @@ def test_the_async_client_retries_too() -> None:
     assert list(answer.totals) == [3]
 
 
+def free_loopback_port() -> int:
+    """A loopback port that nothing listens on (it was free a moment ago)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def server_listening_later(
+    servicer: ScriptedServicer, delay: float, port: int | None = None
+) -> Iterator[str]:
+    """The address of a scripted server that starts listening ``delay`` seconds from now
+    (until then connections to it are refused); it stops when the block ends."""
+    port = free_loopback_port() if port is None else port
+    stop, failures = threading.Event(), list[BaseException]()
+
+    def serve() -> None:
+        if stop.wait(delay):
+            return
+        try:
+            with scripted_server(servicer, port=port):
+                stop.wait()
+        except BaseException as error:  # reported by the test, not lost in the thread
+            failures.append(error)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not failures, f"the late server could not start: {failures}"
+
+
+# The server starts listening well inside the retries (up to ~1.5 s after the call;
+# the policy's attempts span 2.1 s to 3.1 s): before the fix every attempt failed
+# within 0.7 s, while the channel still waited a second to reconnect.
+LATE_START_DELAYS = [0.3, 1.0]
+
+
+@pytest.mark.parametrize("delay", LATE_START_DELAYS)
+def test_a_call_made_before_the_server_listens_gets_through(delay: float) -> None:
+    servicer = ScriptedServicer()
+    with (
+        server_listening_later(servicer, delay) as target,
+        KrypkasinoClient(target) as client,
+    ):
+        answer = client.score(state=b"s")
+    assert list(answer.totals) == [1]
+    assert servicer.calls == 1  # the refused attempts never reached the server
+
+
+@pytest.mark.parametrize("delay", LATE_START_DELAYS)
+def test_an_async_call_made_before_the_server_listens_gets_through(delay: float) -> None:
+    async def run(target: str) -> pb.ScoreResponse:
+        async with AsyncKrypkasinoClient(target) as client:
+            # The outer guard turns a missing deadline into a failure, not a hang.
+            return await asyncio.wait_for(client.score(state=b"s"), 20)
+
+    servicer = ScriptedServicer()
+    with server_listening_later(servicer, delay) as target:
+        answer = asyncio.run(run(target))
+    assert list(answer.totals) == [1]
+    assert servicer.calls == 1
+
+
+def test_a_call_during_a_quick_restart_gets_through() -> None:
+    first, second = ScriptedServicer(), ScriptedServicer()
+    port = free_loopback_port()
+    with KrypkasinoClient(f"127.0.0.1:{port}") as client:
+        with scripted_server(first, port=port):
+            assert list(client.score(state=b"s").totals) == [1]
+        # The server is gone and comes back on the same port 0.3 s after the next call.
+        with server_listening_later(second, 0.3, port=port):
+            answer = client.score(state=b"s")
+    assert list(answer.totals) == [1]
+    assert (first.calls, second.calls) == (1, 1)
+
+
+def test_a_late_server_is_not_retried_past_a_code_other_than_unavailable() -> None:
+    # The reconnection that lets a late call through does not widen what is retried.
+    servicer = ScriptedServicer([grpc.StatusCode.FAILED_PRECONDITION, UNAVAILABLE])
+    with (
+        server_listening_later(servicer, 0.3) as target,
+        KrypkasinoClient(target) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"s")
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert servicer.calls == 1
+
+
 def test_without_the_client_channel_options_unavailable_is_not_retried() -> None:
     # The control: the retries above come from the client's service config.
     servicer = ScriptedServicer([UNAVAILABLE])
@@ -401,6 +498,12 @@ def test_without_the_client_channel_options_unavailable_is_not_retried() -> None
         KrypkasinoClient(channel=channel).score(state=b"s")
     assert raised.value.code() == UNAVAILABLE
     assert servicer.calls == 1
+
+
+def test_caller_options_override_the_reconnect_defaults() -> None:
+    options = channel_options(extra=[("grpc.max_reconnect_backoff_ms", 30_000)])
+    assert [value for name, value in options if name == "grpc.max_reconnect_backoff_ms"] == [30_000]
+    assert dict(options)["grpc.initial_reconnect_backoff_ms"] == 100
 
 
 def test_caller_options_override_the_client_defaults() -> None:
@@ -416,6 +519,11 @@ def test_caller_options_override_the_client_defaults() -> None:
     assert servicer.calls == 1
 
 
+def seconds(duration: str) -> float:
+    assert duration.endswith("s")
+    return float(duration[:-1])
+
+
 def test_service_config_holds_the_retry_policy() -> None:
     options = dict(channel_options())
     assert options["grpc.enable_retries"] == 1
@@ -423,8 +531,24 @@ def test_service_config_holds_the_retry_policy() -> None:
     assert config == service_config()
     (method,) = config["methodConfig"]
     assert method["name"] == [{"service": SERVICE}]
-    assert method["retryPolicy"]["maxAttempts"] == 4
-    assert method["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]
+    policy = method["retryPolicy"]
+    assert policy["maxAttempts"] == 4
+    assert policy["retryableStatusCodes"] == ["UNAVAILABLE"]
+    # The waits between attempts (each jittered by up to 20 %) outlast a reconnection,
+    # and end well inside the default deadline.
+    wait = seconds(policy["initialBackoff"])
+    waits = []
+    for _ in range(policy["maxAttempts"] - 1):
+        waits.append(min(wait, seconds(policy["maxBackoff"])))
+        wait *= policy["backoffMultiplier"]
+    assert 1.5 <= sum(waits) <= 3.0
+    assert sum(waits) * 1.2 <= DEFAULT_TIMEOUT - 1.5
+    # The channel reconnects soon, backing off to seconds, not gRPC's two minutes;
+    # the minimum connect timeout (min_reconnect_backoff_ms) keeps gRPC's 20 s.
+    assert options["grpc.initial_reconnect_backoff_ms"] == 100
+    assert 1000 <= options["grpc.max_reconnect_backoff_ms"] <= 2000
+    assert options["grpc.max_reconnect_backoff_ms"] * 1.2 < sum(waits) * 0.8 * 1000
+    assert "grpc.min_reconnect_backoff_ms" not in options
     assert "loadBalancingConfig" not in config and "healthCheckConfig" not in config
     balanced = json.loads(dict(channel_options("round_robin"))["grpc.service_config"])
     assert balanced["loadBalancingConfig"] == [{"round_robin": {}}]

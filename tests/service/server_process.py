@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -59,10 +60,12 @@ class ServerProcess:
         return code
 
     def kill(self) -> None:
-        """SIGKILL if still running: clean-up after a failed test, never a test step."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        """SIGKILL the server and its workers: clean-up after a failed test, never a test step.
+
+        The server leads a process group of its own (``start_server``), so workers a
+        dead supervisor left behind go too.
+        """
+        kill_group(self.process)
 
     def log_events(self, event: str) -> list[dict[str, object]]:
         return [line for line in list(self.logs) if line.get("event") == event]
@@ -83,12 +86,28 @@ class ServerProcess:
         return found
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` different loopback ports that were free a moment ago (for options that
+    need fixed ports). The probes stay bound until all are chosen, so no two are equal."""
+    with contextlib.ExitStack() as probes:
+        ports = []
+        for _ in range(count):
+            probe = probes.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            probe.bind(("127.0.0.1", 0))
+            ports.append(int(probe.getsockname()[1]))
+        return ports
+
+
 def free_port() -> int:
-    """A loopback port that was free a moment ago (for options that need a fixed port)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A loopback port that was free a moment ago (for an option that needs a fixed port)."""
+    return free_ports(1)[0]
+
+
+def kill_group(process: subprocess.Popen[str]) -> None:
+    """SIGKILL ``process``, started with ``start_new_session=True``, and all it forked."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def server_environment(
@@ -132,7 +151,12 @@ def start_server(
     ):
         command += ["--http-port", str(free_port())]  # workers share one fixed port
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environ,
+        start_new_session=True,  # a group of its own, for kill()
     )
     server = ServerProcess(process, 0)
     ready = threading.Event()
@@ -157,7 +181,7 @@ def start_server(
     server._reader = threading.Thread(target=read, daemon=True)
     server._reader.start()
     if not ready.wait(timeout):
-        process.kill()
+        kill_group(process)
         raise RuntimeError(f"server did not start: {server.logs}")
     return server
 

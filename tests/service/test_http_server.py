@@ -30,6 +30,7 @@ from tests.service.server_process import (
     CARDRULES,
     ServerProcess,
     free_port,
+    free_ports,
     running,
     server_environment,
 )
@@ -373,7 +374,7 @@ def test_bad_cors_origins_or_http_port_stop_the_server_at_start(env, complaint):
 
 
 def test_workers_share_one_http_port():
-    port, grpc_port = free_port(), free_port()
+    port, grpc_port = free_ports(2)
     args = ("--workers", "2", "--grpc-port", str(grpc_port), "--http-port", str(port))
     with running(args) as server:
         listening = server.wait_for_logs("listening", 2)

@@ -22,6 +22,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.service.server_process import (
     CARDRULES,
     free_port,
+    free_ports,
+    kill_group,
     running,
     server_environment,
     start_server,
@@ -35,19 +37,33 @@ def workers() -> tuple[str, ...]:
     return (*WORKERS, "--grpc-port", str(free_port()))
 
 
-def launch(args: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+@contextmanager
+def launched(
+    args: Sequence[str], env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
     """``cardrules serve`` on loopback with free ports and no state keys (so that its first
-    log line, the ephemeral-key warning, comes before anything listens)."""
+    log line, the ephemeral-key warning, comes before anything listens); it and its
+    workers are killed afterwards if the test left them running."""
     environ = server_environment(env)
     del environ["CARDRULES_STATE_KEYS"]
-    command = [CARDRULES, "serve", "--host", "127.0.0.1", "--http-port", str(free_port())]
+    http_port, grpc_port, metrics_port = free_ports(3)
+    command = [CARDRULES, "serve", "--host", "127.0.0.1", "--http-port", str(http_port)]
     if "--grpc-port" not in args:
-        command += ["--grpc-port", str(free_port())]
+        command += ["--grpc-port", str(grpc_port)]
     if "--metrics-port" not in args:
-        command += ["--metrics-port", str(free_port())]
-    return subprocess.Popen(
-        [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
+        command += ["--metrics-port", str(metrics_port)]
+    process = subprocess.Popen(
+        [*command, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environ,
+        start_new_session=True,
     )
+    try:
+        yield process
+    finally:
+        kill_group(process)
 
 
 def events(output: str) -> list[dict[str, object]]:
@@ -73,13 +89,13 @@ def nothing_listens_on(port: int) -> bool:
 def test_sigterm_during_start_up_still_drains_and_exits_0(args):
     """Sent as soon as the first log line appears, before any server listens: with the
     default action the process would die by SIGTERM (status 143)."""
-    process = launch(args)
-    assert process.stdout is not None
-    first = json.loads(process.stdout.readline())
-    assert first["event"].startswith("no state keys configured")
-    process.send_signal(signal.SIGTERM)
-    output = process.stdout.read()
-    assert process.wait(60) == 0
+    with launched(args) as process:
+        assert process.stdout is not None
+        first = json.loads(process.stdout.readline())
+        assert first["event"].startswith("no state keys configured")
+        process.send_signal(signal.SIGTERM)
+        output = process.stdout.read()
+        assert process.wait(60) == 0
     lines = events(output)
     workers = 2 if args else 1
     assert [line["event"] for line in lines].count("stopped") == workers
@@ -92,10 +108,12 @@ def test_a_taken_metrics_port_exits_1_with_a_cannot_listen_line_and_leaves_nothi
     args,
 ):
     grpc_port = free_port()
-    with port_taken() as metrics_port:
-        process = launch(
+    with (
+        port_taken() as metrics_port,
+        launched(
             [*args, "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port)]
-        )
+        ) as process,
+    ):
         output, _ = process.communicate(timeout=60)
         assert process.returncode == 1
         lines = events(output)
@@ -154,8 +172,8 @@ def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):
 def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    process = launch(WORKERS, {"PROMETHEUS_MULTIPROC_DIR": str(blocker / "metrics")})
-    output, _ = process.communicate(timeout=60)
+    with launched(WORKERS, {"PROMETHEUS_MULTIPROC_DIR": str(blocker / "metrics")}) as process:
+        output, _ = process.communicate(timeout=60)
     assert process.returncode == 2
     assert output.startswith("cardrules: error: --workers needs a writable folder")
     assert "PROMETHEUS_MULTIPROC_DIR" in output and output.count("\n") == 1

@@ -59,7 +59,8 @@ USER 10001:10001
 EXPOSE 50051 8080 9464
 
 # Docker/Podman only (Kubernetes uses the native gRPC probes of k8s/): ask the
-# standard health service for "readiness" on the configured gRPC port.
+# standard health service for "readiness" on 127.0.0.1:$CARDRULES_GRPC_PORT (default
+# 50051); it runs apart from the server and cannot see a --grpc-port flag.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import os, sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; port = os.environ.get('CARDRULES_GRPC_PORT', '50051'); channel = grpc.insecure_channel('127.0.0.1:' + port); reply = g.HealthStub(channel).Check(h.HealthCheckRequest(service='readiness'), timeout=3); sys.exit(0 if reply.status == h.HealthCheckResponse.SERVING else 1)"]
 

@@ -8,9 +8,10 @@ once, when it is first imported: if ``PROMETHEUS_MULTIPROC_DIR`` is set then,
 every value lives in an mmap file ``<dir>/<kind>_<pid>.db``; otherwise in
 process memory, where the other workers and the scraper can never see it. So:
 
-1. the supervisor clears the directory (``clear_multiprocess_dir``) and sets
+1. ``cardrules serve`` (``serve_command.prepare_multiprocess_dir``) makes a
+   temporary directory or empties the one given, and sets
    ``PROMETHEUS_MULTIPROC_DIR`` *before anything imports prometheus_client*
-   (this module included), then forks the workers;
+   (this module included); the supervisor then forks the workers;
 2. each worker builds its ``ServiceMetrics`` after the fork, with
    ``registry=None`` (or a private ``CollectorRegistry`` that is never served):
    the values go to the worker's own files whatever the registry;
@@ -24,8 +25,6 @@ since the scrape would then silently report nothing.
 
 from __future__ import annotations
 
-import glob
-import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
@@ -292,12 +291,6 @@ def multiprocess_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped upstream
     return registry
-
-
-def clear_multiprocess_dir(path: str) -> None:
-    """Remove the value files of a previous run (else its counts would be added in)."""
-    for name in glob.glob(os.path.join(path, "*.db")):
-        os.remove(name)
 
 
 def worker_exited(pid: int) -> None:

@@ -50,7 +50,7 @@ def run_serve(args: argparse.Namespace) -> int:
             # Each worker would get a port of its own instead of sharing one.
             return _fail("--workers needs a fixed --http-port")
         try:
-            made_folder = _prepare_multiprocess_dir()
+            made_folder = prepare_multiprocess_dir()
         except OSError as error:
             return _fail(
                 f"--workers needs a writable folder for the workers' metrics ({error}); "
@@ -77,7 +77,7 @@ def run_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prepare_multiprocess_dir() -> str | None:
+def prepare_multiprocess_dir() -> str | None:
     """Point prometheus at an empty folder shared by the workers.
 
     Returns the folder if it was made here (a temporary one, removed at exit),

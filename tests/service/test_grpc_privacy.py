@@ -23,8 +23,9 @@ added later is checked too (it fails until it is classified here).
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import hypothesis
 import pytest
@@ -59,7 +60,7 @@ from engine.krypkasino.events import (
     Event,
 )
 from service import codec
-from tests.service.grpc_helpers import Stub, card_code, card_proto, connect, move_proto
+from tests.service.grpc_helpers import Stub, card_code, card_proto, move_proto
 from tests.sizes import fuzz_examples
 
 CARD = cards_pb2.Card.DESCRIPTOR.full_name
@@ -75,12 +76,6 @@ EVENT_PUBLIC = frozenset(
         "dealer_drawn.cards",
     }
 )
-
-
-@pytest.fixture(scope="module")
-def stub(grpc_target: str) -> Iterator[Stub]:
-    with connect(grpc_target) as client:
-        yield client
 
 
 # -- the checks ---------------------------------------------------------------------
@@ -156,8 +151,19 @@ def check_view(view: pb.View, state: State, seat: int | None, events: Sequence[E
     assert view.HasField("seat") == (seat is not None)
     if seat is not None:
         assert view.seat == seat
-    own = state.hands[seat] if seat is not None else ()
-    assert [card_code(c) for c in view.hand] == sorted(own)
+    own = sorted(state.hands[seat] if seat is not None else ())
+    shown_hand = [card_code(c) for c in view.hand]
+    assert shown_hand == own, (
+        f"view.hand shows {cards_str(shown_hand)}, not the viewer's hand {cards_str(own)}"
+    )
+    # The privacy of the other card fields first: a hidden card in the table must be
+    # caught as a leak, not only as a table that differs from the engine's.
+    pool, hidden = public_cards(state, events), hidden_cards(state, seat)
+    for path, shown in card_fields(view).items():
+        if path == "hand":
+            continue
+        assert path in VIEW_PUBLIC, f"unclassified card field View.{path}"
+        assert_public(f"view.{path}", shown, pool, hidden)
     assert list(view.hand_sizes) == [len(hand) for hand in state.hands]
     assert view.stock_size == len(state.stock)
     assert list(view.pile_sizes) == [len(pile) for pile in state.piles]
@@ -165,12 +171,6 @@ def check_view(view: pb.View, state: State, seat: int | None, events: Sequence[E
     assert [r - 1 for r in view.sweep_ranks] == list(sweep_ranks(state.table, state.config.rules))
     assert view.move_number == state.move_number
     assert view.game_over == state.over
-    pool, hidden = public_cards(state, events), hidden_cards(state, seat)
-    for path, shown in card_fields(view).items():
-        if path == "hand":
-            continue
-        assert path in VIEW_PUBLIC, f"unclassified card field View.{path}"
-        assert_public(f"view.{path}", shown, pool, hidden)
 
 
 def check_events(
@@ -327,13 +327,15 @@ def a_hidden_card(state: State, seat: int | None) -> Card:
     return next(c for c in sorted(hidden_cards(state, seat)) if not pool[c])
 
 
-def leaks(check: object, *args: object) -> bool:
-    assert callable(check)
-    try:
+def assert_leak_caught(path: str, card: Card, check: Callable[..., None], *args: object) -> None:
+    """``check(*args)`` fails with ``assert_public``'s message for ``card`` hidden in
+    ``path``: the privacy check caught it, not some other assertion of ``check``."""
+    message = (
+        f"{path} shows {cards_str([card])}, which are not public; "
+        f"hidden from the viewer among them: {cards_str([card])}"
+    )
+    with pytest.raises(AssertionError, match=re.escape(message)):
         check(*args)
-    except AssertionError:
-        return True
-    return False
 
 
 def test_the_checks_accept_the_real_responses(stub, opening):
@@ -341,24 +343,27 @@ def test_the_checks_accept_the_real_responses(stub, opening):
     view = stub.GetView(
         pb.GetViewRequest(state=started.state, seat=1, seat_token=started.seat_tokens[1])
     ).view
-    assert not leaks(check_view, view, state, 1)
-    assert not leaks(check_view, started.view, state, None)
+    check_view(view, state, 1)
+    check_view(started.view, state, None)
 
 
-def test_the_checks_catch_a_hidden_card_in_a_public_field(stub, opening):
+@pytest.mark.parametrize("field", ["table", "set_aside", "markers.cards"])
+def test_the_checks_catch_a_hidden_card_in_a_public_field(stub, opening, field):
     started, state = opening
     view = stub.GetView(
         pb.GetViewRequest(state=started.state, seat=1, seat_token=started.seat_tokens[1])
     ).view
-    for field in ("table", "set_aside"):
-        leaky = pb.View()
-        leaky.CopyFrom(view)
-        getattr(leaky, field).append(card_proto(a_hidden_card(state, 1)))
-        assert leaks(check_view, leaky, state, 1), field
+    card = a_hidden_card(state, 1)
     leaky = pb.View()
     leaky.CopyFrom(view)
-    leaky.markers[0].cards.append(card_proto(a_hidden_card(state, 1)))
-    assert leaks(check_view, leaky, state, 1)
+    if field == "table":  # swapped in: the table keeps its size
+        assert leaky.table, "the opening deals table cards"
+        leaky.table[0].CopyFrom(card_proto(card))
+    elif field == "set_aside":
+        leaky.set_aside.append(card_proto(card))
+    else:
+        leaky.markers[0].cards.append(card_proto(card))
+    assert_leak_caught(f"view.{field}", card, check_view, leaky, state, 1)
 
 
 def test_the_checks_catch_a_hand_in_the_public_view(opening):
@@ -366,16 +371,21 @@ def test_the_checks_catch_a_hand_in_the_public_view(opening):
     leaky = pb.View()
     leaky.CopyFrom(started.view)
     leaky.hand.extend(card_proto(c) for c in state.hands[0])
-    assert leaks(check_view, leaky, state, None)
+    shown = cards_str(state.hands[0])
+    with pytest.raises(AssertionError, match=re.escape(f"view.hand shows {shown}, not the")):
+        check_view(leaky, state, None)
 
 
 def test_the_checks_catch_a_hidden_card_in_an_event(opening):
     started, state = opening
     _, events = open_game(Config(players=3), seed=21)
-    assert not leaks(check_events, started.events, events, state, 0)
+    check_events(started.events, events, state, 0)
+    card = a_hidden_card(state, 0)
     doctored = [pb.Event() for _ in started.events]
     for copy, original in zip(doctored, started.events, strict=True):
         copy.CopyFrom(original)
         if copy.WhichOneof("kind") == "distribution_dealt":
-            copy.distribution_dealt.table.append(card_proto(a_hidden_card(state, 0)))
-    assert leaks(check_events, doctored, events, state, 0)
+            copy.distribution_dealt.table.append(card_proto(card))
+    assert_leak_caught(
+        "events.distribution_dealt.table", card, check_events, doctored, events, state, 0
+    )

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import grpc
 import pytest
@@ -32,12 +32,10 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 from google.protobuf.descriptor_pool import DescriptorPool
-from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
-from grpc_status import rpc_status
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -47,11 +45,12 @@ from service import codec
 from service.config import add_server_arguments, resolve
 from service.server import grpc_server_options
 from service.tokens import KeyRing
+from tests.service.grpc_helpers import key_id, refused
 from tests.service.server_process import (
     CARDRULES,
     TEST_KEY,
     ServerProcess,
-    free_port,
+    free_ports,
     running,
     server_environment,
     start_server,
@@ -75,22 +74,6 @@ def krypkasino(target: str) -> Iterator[krypkasino_pb2_grpc.KrypkasinoServiceStu
     """A stub on a channel (and connection) of its own, closed afterwards."""
     with grpc.insecure_channel(target, options=OWN_CONNECTION) as channel:
         yield krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
-
-
-def refusal(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
-    """The status code and the ``ErrorInfo`` reason of a failed call (design section 5)."""
-    status = rpc_status.from_call(cast(grpc.Call, error))
-    assert status is not None, f"no rich status: {error}"
-    infos = [error_details_pb2.ErrorInfo() for _ in status.details]
-    reasons = [
-        info.reason for info, any_ in zip(infos, status.details, strict=True) if any_.Unpack(info)
-    ]
-    assert len(reasons) == 1, status
-    return error.code(), reasons[0]
-
-
-def key_id(key_text: str) -> bytes:
-    return KeyRing.key_id(KeyRing.parse(key_text).keys[0])
 
 
 def sealed_under(token: bytes) -> bytes:
@@ -229,9 +212,11 @@ def test_key_rotation_opens_old_tokens_and_seals_under_the_new_primary():
         assert game.tokens == old_seat_tokens
 
         # A server that has only the old key cannot open the new token.
-        with pytest.raises(grpc.RpcError) as refused:
-            on_old.GetView(pb.GetViewRequest(state=game.state))
-        assert refusal(refused.value) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKEN_UNKNOWN_KEY")
+        unknown = refused(on_old.GetView, pb.GetViewRequest(state=game.state))
+        assert (unknown.code, unknown.reason) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "TOKEN_UNKNOWN_KEY",
+        )
 
         play_on(game, lambda: on_rotated, lambda n: n // 2)
         assert on_rotated.Score(pb.ScoreRequest(state=game.state)) == codec.score_to_proto(
@@ -240,13 +225,18 @@ def test_key_rotation_opens_old_tokens_and_seals_under_the_new_primary():
 
     # Once the old key is retired, its tokens stop opening; the new ones still do.
     with running(keys=new) as retired, krypkasino(retired.target) as on_new:
-        with pytest.raises(grpc.RpcError) as refused:
-            on_new.GetView(pb.GetViewRequest(state=old_state))
-        assert refusal(refused.value) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKEN_UNKNOWN_KEY")
+        retired_key = refused(on_new.GetView, pb.GetViewRequest(state=old_state))
+        assert (retired_key.code, retired_key.reason) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "TOKEN_UNKNOWN_KEY",
+        )
         assert on_new.GetView(pb.GetViewRequest(state=game.state)).view.game_over
-        with pytest.raises(grpc.RpcError) as refused:
-            on_new.GetView(pb.GetViewRequest(state=game.state, seat=0, seat_token=game.tokens[0]))
-        assert refusal(refused.value) == (grpc.StatusCode.PERMISSION_DENIED, "SEAT_TOKEN_INVALID")
+        own_view = pb.GetViewRequest(state=game.state, seat=0, seat_token=game.tokens[0])
+        old_seat_token = refused(on_new.GetView, own_view)
+        assert (old_seat_token.code, old_seat_token.reason) == (
+            grpc.StatusCode.PERMISSION_DENIED,
+            "SEAT_TOKEN_INVALID",
+        )
 
 
 # -- workers ------------------------------------------------------------------------------
@@ -274,7 +264,7 @@ def new_games_handled(samples: dict[tuple[str, frozenset[tuple[str, str]]], floa
 
 def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_path):
     """Design section 6: ``--workers`` shares the port (SO_REUSEPORT); multiprocess metrics."""
-    port, metrics_port, folder = free_port(), free_port(), tmp_path / "metrics"
+    (port, metrics_port), folder = free_ports(2), tmp_path / "metrics"
     args = ("--workers", "2", "--grpc-port", str(port), "--metrics-port", str(metrics_port))
     connections = 24  # the kernel picks a worker per connection: 2**-23 that one takes all
     # PYTHONUNBUFFERED=1 as container images set it: every write reaches the shared pipe.
@@ -714,36 +704,64 @@ def test_the_fixture_is_sealed_under_its_own_test_key():
 # -- connection ageing -------------------------------------------------------------------
 
 
-def get_views_for(target: str, seconds: float, threads: int = 4) -> int:
-    """GetView calls from ``threads`` threads on one channel for ``seconds``, so that
-    some are in flight whenever the server ages the connection out; each must succeed.
-    Returns how many calls were made, NewGame included."""
+def get_views_until(
+    target: str, enough: Callable[[], bool], timeout: float = 120, threads: int = 4
+) -> int:
+    """GetView calls from ``threads`` threads on one channel, so that some are in flight
+    whenever the server ages the connection out, until ``enough()`` (each thread makes
+    at least one call). A failed call fails the test, and so does ``enough()`` still
+    false after ``timeout`` seconds. Returns how many calls were made, NewGame included."""
+    stop = threading.Event()
     with krypkasino(target) as stub:
         game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=3))
-        deadline = time.monotonic() + seconds
 
         def calls() -> int:
             made = 0
-            while time.monotonic() < deadline:
-                stub.GetView(pb.GetViewRequest(state=game.state))
+            while not (made and stop.is_set()):
+                stub.GetView(pb.GetViewRequest(state=game.state), timeout=30)
                 made += 1
             return made
 
         with ThreadPoolExecutor(threads) as pool:
-            return 1 + sum(pool.map(lambda _: calls(), range(threads)))
+            callers = [pool.submit(calls) for _ in range(threads)]
+            deadline = time.monotonic() + timeout
+            try:
+                # A caller that is done before the stop has failed: result() raises below.
+                while not enough() and not any(caller.done() for caller in callers):
+                    assert time.monotonic() < deadline, f"not enough after {timeout} s"
+                    time.sleep(0.02)
+            finally:
+                stop.set()
+            return 1 + sum(caller.result() for caller in callers)
 
 
-@pytest.mark.parametrize(("age", "least", "most"), [("0.4", 3, 12), ("0", 1, 1)])
-def test_connections_are_aged_out_and_the_client_reconnects_without_a_failed_call(age, least, most):
-    """--max-connection-age-seconds: grpc sends GOAWAY after about that long (+-10%), the
-    channel opens a new connection (a new client port in the log's ``peer``), and no
-    call fails; 0, the default, keeps the one connection."""
-    with running(("--max-connection-age-seconds", age)) as server:
-        calls = get_views_for(server.target, 2.0)
-        requests = server.wait_for_logs("request", calls)
-    assert calls > 50 and all(line["code"] == "OK" for line in requests)
-    peers = {line["peer"] for line in requests}
-    assert least <= len(peers) <= most, peers
+def peers(server: ServerProcess) -> set[object]:
+    """The client addresses (``host:port``) in ``server``'s request log: one per connection."""
+    return {line["peer"] for line in server.log_events("request")}
+
+
+def test_connections_are_aged_out_and_the_client_reconnects_without_a_failed_call():
+    """--max-connection-age-seconds: grpc sends GOAWAY after about that long, the channel
+    opens a new connection (a new client port in the log's ``peer``), and no call fails."""
+    with running(("--max-connection-age-seconds", "0.4")) as server:
+        calls = get_views_until(server.target, lambda: len(peers(server)) >= 3)
+    # The server has stopped and its log reader is joined: every request line is in.
+    requests = server.log_events("request")
+    assert len(requests) == calls
+    assert [line for line in requests if line["code"] != "OK"] == []
+    assert len(peers(server)) >= 3
+
+
+def test_without_a_connection_age_the_connection_is_kept():
+    """0, the default, never ages a connection out: calls spread over two seconds (five
+    times the age above) all go over the one connection."""
+    with running(("--max-connection-age-seconds", "0")) as server:
+        until = time.monotonic() + 2
+        calls = get_views_until(server.target, lambda: time.monotonic() >= until)
+    requests = server.log_events("request")
+    assert len(requests) == calls
+    assert [line for line in requests if line["code"] != "OK"] == []
+    assert len(peers(server)) == 1, peers(server)
 
 
 # -- configuration -------------------------------------------------------------------------
@@ -767,7 +785,7 @@ def test_the_connection_age_becomes_grpcs_option_in_milliseconds(flags, age_ms):
 
 def test_environment_variables_alone_configure_the_server():
     """Design section 6: ``CARDRULES_*`` variables, no flags."""
-    port, http_port, metrics_port = free_port(), free_port(), free_port()
+    port, http_port, metrics_port = free_ports(3)
     env = {
         "CARDRULES_HOST": "127.0.0.1",
         "CARDRULES_GRPC_PORT": str(port),

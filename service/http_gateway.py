@@ -15,10 +15,11 @@ reason                     HTTP    code                  when
 ``UNSUPPORTED_MEDIA_TYPE`` 415     ``INVALID_ARGUMENT``  a body that is not ``application/json``
 ``REQUEST_TOO_LARGE``      413     ``RESOURCE_EXHAUSTED`` a body over ``--max-request-bytes``
 ``JSON_INVALID``           400     ``INVALID_ARGUMENT``  malformed JSON, an unknown field, a bad value
-``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body that cannot be read (broken chunks, cut short)
+``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body cut short: the client closed the connection
+``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s
 =========================  ======  ====================  =======================
 
-The last four happen on a route, so they pass through the ``CallRunner`` too.
+The last five happen on a route, so they pass through the ``CallRunner`` too.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ _HTTP_STATUS_OF_REASON = {
 }
 _ECHOED_CHARS = 120
 _READ_CHUNK = 16 * 1024
+# A whole body must arrive within this long; aiohttp itself never times a body out, so a
+# client that stalls (or a chunk the parser rejects mid-body) would hold the call forever.
+BODY_SECONDS = 15.0
+BODY_TIMEOUT = "BODY_TIMEOUT"
+# How long a connection may stay idle between two requests (aiohttp's default is an
+# hour). Longer than the idle timeouts of common load balancers (60 s), so that they,
+# not the server, close a kept-alive connection, and no request meets a closing socket.
+KEEPALIVE_SECONDS = 75.0
+# Refusals after which the connection's byte stream cannot be trusted or was never read.
+_CLOSING = frozenset({REQUEST_MALFORMED, BODY_TIMEOUT})
 
 Handler = Callable[[Any, CallInfo], Message]
 
@@ -103,9 +114,11 @@ class HttpGateway:
         max_request_bytes: int,
         cors: CorsPolicy,
         openapi: bytes,
+        body_seconds: float = BODY_SECONDS,
     ) -> None:
         self._runner = runner
         self._max_request_bytes = max_request_bytes
+        self._body_seconds = body_seconds
         self._cors = cors
         self._openapi = openapi
         self._log = get_logger("cardrules.requests")
@@ -206,7 +219,10 @@ class HttpGateway:
             _peer(request),
         )
         if outcome.error is not None:
-            return self._error_response(outcome.error, headers)
+            response = self._error_response(outcome.error, headers)
+            if outcome.error.reason in _CLOSING:
+                response.force_close()
+            return response
         assert outcome.response is not None
         return web.Response(body=outcome.response, content_type=JSON_TYPE, headers=headers)
 
@@ -227,11 +243,16 @@ class HttpGateway:
         chunks: list[bytes] = []
         size = 0
         try:
-            async for chunk in request.content.iter_chunked(_READ_CHUNK):
-                size += len(chunk)
-                if size > limit:
-                    return too_large
-                chunks.append(chunk)
+            async with asyncio.timeout(self._body_seconds):
+                async for chunk in request.content.iter_chunked(_READ_CHUNK):
+                    size += len(chunk)
+                    if size > limit:
+                        return too_large
+                    chunks.append(chunk)
+        except TimeoutError:
+            return invalid_argument(
+                BODY_TIMEOUT, f"the body did not arrive within {self._body_seconds:g} s", ""
+            )
         except (HttpProcessingError, ConnectionResetError) as error:
             # Broken chunk framing, or the client went before the whole body came. The
             # error's text quotes the body, which may hold a token: only its type is told.
@@ -329,11 +350,20 @@ class HttpServer:
 
 
 async def start_http(
-    gateway: HttpGateway, host: str, port: int, *, reuse_port: bool, grace_seconds: float
+    gateway: HttpGateway,
+    host: str,
+    port: int,
+    *,
+    reuse_port: bool,
+    grace_seconds: float,
+    keepalive_seconds: float = KEEPALIVE_SECONDS,
 ) -> HttpServer:
     """Listen on ``host:port`` (0 = any free port) in the running event loop."""
     runner = web.AppRunner(
-        gateway.application(), access_log=None, shutdown_timeout=_FINAL_SHUTDOWN_SECONDS
+        gateway.application(),
+        access_log=None,
+        shutdown_timeout=_FINAL_SHUTDOWN_SECONDS,
+        keepalive_timeout=keepalive_seconds,
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)

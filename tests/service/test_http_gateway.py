@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -313,3 +314,82 @@ def test_any_origin_with_a_star():
             assert json.loads(await r.read()) == {"openapi": "3.1.0"}
 
     run(krypkasino_gateway(cors=("*",)), scenario)
+
+
+# -- slow and idle clients ------------------------------------------------------------
+
+
+async def raw_exchange(
+    url: str, data: bytes, then: bytes = b"", *, until_closed: bool = False
+) -> tuple[bytes, bytes]:
+    """Send ``data``, wait a moment, send ``then``; the head and body of the answer. With
+    ``until_closed``, read on until the server closes the connection (bounded wait)."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(data)
+        await writer.drain()
+        if then:
+            await asyncio.sleep(0.1)
+            writer.write(then)
+            await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        length = int(re.search(rb"Content-Length: (\d+)", head)[1])  # type: ignore[index]
+        body = await asyncio.wait_for(reader.readexactly(length), 30)
+        if until_closed:
+            assert await asyncio.wait_for(reader.read(), 30) == b""
+    finally:
+        writer.close()
+    return head, body
+
+
+SCORE_HEAD = (
+    b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("head", "body", "then"),
+    [
+        (b"Content-Length: 100\r\n\r\n", b'{"state": "', b""),  # stalls mid-body
+        # A bad chunk after a good one: aiohttp's parser stops feeding the body, silently.
+        (b"Transfer-Encoding: chunked\r\n\r\n", b'2\r\n{"\r\n', b"ZZ\r\n"),
+    ],
+    ids=["stalled", "bad_chunk_mid_body"],
+)
+def test_a_body_that_does_not_arrive_in_time_is_refused_and_the_connection_closed(head, body, then):
+    gateway = krypkasino_gateway()
+    gateway._body_seconds = 0.5  # the default (BODY_SECONDS) is 15 s
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        answer, status = await raw_exchange(url, SCORE_HEAD + head + body, then)
+        assert answer.startswith(b"HTTP/1.1 400 ")
+        assert b"Connection: close" in answer
+        info = json.loads(status)["details"][0]
+        assert (info["reason"], info["domain"]) == ("BODY_TIMEOUT", "cardrules")
+
+    run(gateway, scenario)
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout():
+    async def main() -> None:
+        server = await start_http(
+            krypkasino_gateway(),
+            "127.0.0.1",
+            0,
+            reuse_port=False,
+            grace_seconds=1,
+            keepalive_seconds=0.5,
+        )
+        try:
+            request = b"GET /openapi.json HTTP/1.1\r\nHost: test\r\n\r\n"
+            answer, _ = await raw_exchange(
+                f"http://127.0.0.1:{server.port}", request, until_closed=True
+            )
+            # Kept alive after the answer (HTTP/1.1), then closed by the server once idle.
+            assert answer.startswith(b"HTTP/1.1 200 ")
+            assert b"Connection: close" not in answer
+        finally:
+            await server.stop()
+
+    asyncio.run(main())

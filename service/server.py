@@ -76,22 +76,32 @@ def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
 
 
 TRANSPORT_LIMIT_FACTOR = 4
+# Calls open at once on one connection. grpc core sets no limit, and a call whose
+# request never comes holds about 20 KB until its client gives up: one connection could
+# hold tens of thousands. 100 is what HTTP/2 servers commonly allow; a client needs more
+# only with more than 100 calls in flight, and then opens more connections.
+MAX_CONCURRENT_STREAMS = 100
+# What the calls open at a connection's age limit get to finish. Unary calls take
+# milliseconds; a call whose request never came would otherwise keep the connection.
+CONNECTION_AGE_GRACE_MS = 30_000
 
 
 def grpc_server_options(config: ServerConfig) -> list[tuple[str, int]]:
-    """The grpc core options of ``config``: request limit, port sharing, connection age."""
+    """The grpc core options of ``config``: request limit, streams per connection, port
+    sharing, connection age."""
     options = [
         # grpc refuses a larger message itself, with no ErrorInfo; up to this bound the
         # servicer refuses requests over the limit (REQUEST_TOO_LARGE), and the bound
         # keeps what one call can make the server buffer small.
         ("grpc.max_receive_message_length", config.max_request_bytes * TRANSPORT_LIMIT_FACTOR),
+        ("grpc.max_concurrent_streams", MAX_CONCURRENT_STREAMS),
         ("grpc.so_reuseport", 1 if config.workers > 1 else 0),
     ]
     if config.max_connection_age_seconds:
         # grpc adds +-10% jitter, so the clients of one server do not all reconnect at once.
-        # Its grace stays unlimited: calls in flight at the GOAWAY are unary, so they end.
         age_ms = max(1, round(config.max_connection_age_seconds * 1000))
         options.append(("grpc.max_connection_age_ms", age_ms))
+        options.append(("grpc.max_connection_age_grace_ms", CONNECTION_AGE_GRACE_MS))
     return options
 
 

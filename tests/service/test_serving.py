@@ -780,7 +780,9 @@ def test_the_connection_age_becomes_grpcs_option_in_milliseconds(flags, age_ms):
     add_server_arguments(parser)
     options = dict(grpc_server_options(resolve(parser.parse_args(flags), environ={})))
     assert options.get("grpc.max_connection_age_ms") == age_ms
-    assert "grpc.max_connection_age_grace_ms" not in options  # unary calls end by themselves
+    # Calls open at the age limit get 30 s: a call whose request never came ends too.
+    assert options.get("grpc.max_connection_age_grace_ms") == (age_ms and 30_000)
+    assert options["grpc.max_concurrent_streams"] == 100
 
 
 def test_environment_variables_alone_configure_the_server():
@@ -889,3 +891,30 @@ def test_a_bad_key_in_the_keys_file_names_the_file_variable(tmp_path: Path) -> N
     result = serve_and_fail({"CARDRULES_STATE_KEYS_FILE": str(keys_file)}, None)
     assert result.returncode == 2
     assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS_FILE: key 2 ")
+
+
+def test_one_connection_holds_at_most_100_calls_whose_request_never_comes(grpc_target):
+    """A call open without its request holds server memory until its client gives up:
+    one connection may hold 100 (``grpc.max_concurrent_streams``), then its next call
+    waits for one of them to end instead of reaching the server."""
+    method = f"/{SERVICE}/NewGame"
+    request = pb.NewGameRequest(config=pb.GameConfig(players=2)).SerializeToString()
+    stop = threading.Event()
+
+    def never_sent() -> Iterator[bytes]:
+        stop.wait()
+        yield from ()
+
+    with grpc.insecure_channel(grpc_target, options=OWN_CONNECTION) as channel:
+        stalled_call: Any = channel.stream_unary(method)  # bytes in, bytes out
+        new_game: Any = channel.unary_unary(method)
+        stalled = [stalled_call.future(never_sent()) for _ in range(100)]
+        try:
+            with pytest.raises(grpc.RpcError) as waited:
+                new_game(request, timeout=3)
+            assert waited.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        finally:
+            for call in stalled:
+                call.cancel()
+            stop.set()
+        assert new_game(request, timeout=10)  # a stream is free again

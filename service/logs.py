@@ -25,6 +25,7 @@ from typing import Any, TextIO, cast
 
 import orjson
 import structlog
+from aiohttp.http_exceptions import BadHttpMessage
 from google.protobuf.message import Message
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
@@ -393,6 +394,27 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     handler.setFormatter(formatter)
     root.addHandler(handler)
     root.setLevel(threshold)
+    http_server = logging.getLogger("aiohttp.server")
+    for old in [f for f in http_server.filters if isinstance(f, _ClientErrorsAtDebug)]:
+        http_server.removeFilter(old)
+    http_server.addFilter(_ClientErrorsAtDebug(threshold))
+
+
+class _ClientErrorsAtDebug(logging.Filter):
+    """aiohttp logs every request its parser refuses (a line too long, broken chunks) as
+    an error with a traceback: the client's mistake, which it already got a 400 for, and
+    which anyone could repeat to flood the log and trip error alerts. Those records are
+    debug-level here, so shown only at ``--log-level debug``."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__()
+        self._threshold = threshold
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], BadHttpMessage):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return self._threshold <= logging.DEBUG
+        return True
 
 
 def get_logger(name: str | None = None) -> FilteringBoundLogger:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import pytest
 import structlog
 import structlog.testing
+from aiohttp.http_exceptions import BadHttpMessage
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 import service.logs
@@ -438,3 +439,19 @@ def test_the_http_servers_exceptions_keep_their_type_but_not_their_text(capsys, 
     assert out.count(SECRET) == 1  # only in the line of the logger that is not aiohttp's
     assert "ValueError: message withheld, it may quote the request" in out
     assert "Error handling request" in out
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_requests_the_http_parser_refused_are_logged_at_debug_only(capsys, level):
+    """Anyone can send them, and they already got their 400: no error line, no alert."""
+    configure_logging("json", level)
+    http_server = logging.getLogger("aiohttp.server")
+    for error in (BadHttpMessage("Invalid character in chunk size"), OSError("disk full")):
+        try:
+            raise error
+        except Exception:
+            http_server.exception("Error handling request")
+    lines = json_lines(capsys.readouterr().out)
+    kinds = [(line["level"], line["exception"][0]["exc_type"]) for line in lines]  # type: ignore[index]
+    expected = [("error", "OSError")]
+    assert kinds == ([("debug", "BadHttpMessage"), *expected] if level == "debug" else expected)

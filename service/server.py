@@ -78,8 +78,8 @@ def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
 TRANSPORT_LIMIT_FACTOR = 4
 # Calls open at once on one connection. grpc core sets no limit, and a call whose
 # request never comes holds about 20 KB until its client gives up: one connection could
-# hold tens of thousands. 100 is what HTTP/2 servers commonly allow; a client needs more
-# only with more than 100 calls in flight, and then opens more connections.
+# hold tens of thousands. 100 is what HTTP/2 servers commonly allow; a gRPC client
+# queues its 101st call on the connection until one ends.
 MAX_CONCURRENT_STREAMS = 100
 # What the calls open at a connection's age limit get to finish. Unary calls take
 # milliseconds; a call whose request never came would otherwise keep the connection.

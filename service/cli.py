@@ -1,9 +1,9 @@
 """The ``cardrules`` command line: ``cardrules simulate krypkasino ...`` (more commands later).
 
 Exit status: 0 success, 1 an invariant failed during a simulation (an engine
-bug) or the ``--server`` could not be reached, 2 bad input (usage, unknown rule, malformed card or deck, a
-configuration the rules reject). Errors are one line on stderr, never a
-traceback.
+bug) or the ``--server`` could not be reached, 2 bad input (usage, unknown
+rule, malformed card or deck, a configuration the rules reject). Errors are
+one line on stderr, never a traceback.
 """
 
 from __future__ import annotations

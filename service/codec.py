@@ -357,6 +357,11 @@ def score_to_proto(sheet: ScoreSheet) -> pb.ScoreResponse:
 _TemplateKey = tuple[int, int, tuple[tuple[Card, ...], ...], tuple[Card, ...]]
 _TEMPLATES: dict[_TemplateKey, tuple[Config, tuple[DealResult, ...], pb.View]] = {}
 _TEMPLATE_LIMIT = 2048
+# A template copies every finished deal (about 0.6 KB each with 6 players) and a match
+# may last 240 deals: only templates of at most this many are kept, so the cache holds
+# at most 16,384 deals (about 10 MB). Default matches (6 deals at most, and a
+# tie-break deal) are all kept.
+CACHED_TEMPLATE_DEALS = 8
 
 
 @functools.lru_cache(maxsize=256)
@@ -390,6 +395,8 @@ def _view_template(view: View) -> pb.View:
         for result in results:
             add_deal().CopyFrom(deal_result_to_proto(result))
     template.totals.extend(view.totals)
+    if len(results) > CACHED_TEMPLATE_DEALS:
+        return template  # a long match's template is built each time, not kept
     if len(_TEMPLATES) >= _TEMPLATE_LIMIT:
         _TEMPLATES.pop(next(iter(_TEMPLATES)), None)  # the oldest entry
     _TEMPLATES[key] = (config, results, template)

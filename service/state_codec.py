@@ -15,7 +15,8 @@ Token format decisions (the proto is silent on them):
   from sealed tokens, which only this service can make, skip the checks.
   A game's config and finished deals repeat in every token it produces, so
   their checked conversions are kept in small LRU caches keyed by their
-  serialized bytes (256 configs, 1024 deal histories per process).
+  serialized bytes (256 configs, 1024 deal histories of at most
+  ``CACHED_HISTORY_DEALS`` deals per process).
 """
 
 from __future__ import annotations
@@ -417,14 +418,24 @@ class _History(NamedTuple):
     outcome: tuple[bool, tuple[int, ...], tuple[int, ...]]  # match_outcome after the last deal
 
 
-@functools.lru_cache(maxsize=1024)
+# Histories of longer matches are decoded on every request instead (from their cached
+# deals, ``_deal``): a match may last 240 deals (``MAX_MATCH_DEALS``), and 1,024 such
+# histories would hold 250,000 decoded deals. Default matches (one deal per player, 6
+# at most, and a tie-break deal) are all cached.
+CACHED_HISTORY_DEALS = 8
+
+
 def _history(config_data: bytes, first_dealer: int, stored: tuple[bytes, ...]) -> _History:
+    """The finished deals of a token (``_decode_history``), cached unless many."""
+    if len(stored) > CACHED_HISTORY_DEALS:
+        return _decode_history(config_data, first_dealer, stored)
+    return _cached_history(config_data, first_dealer, stored)
+
+
+def _decode_history(config_data: bytes, first_dealer: int, stored: tuple[bytes, ...]) -> _History:
     """Finished deals from their stored items (derived items recomputed, K12.1), then K13."""
     config = _layout(config_data).config
-    results = tuple(
-        _result(config, first_dealer, i, pb.DealScore.FromString(data))
-        for i, data in enumerate(stored)
-    )
+    results = tuple(_deal(config_data, first_dealer, i, data) for i, data in enumerate(stored))
     if not results:
         return _History((), (), (False, (), ()))
     # Up to the last two deals the match must not have ended at all (K13.2).
@@ -443,6 +454,16 @@ def _history(config_data: bytes, first_dealer: int, stored: tuple[bytes, ...]) -
         if ended:
             raise _StateError(f"the match ended after deal {len(results) - 1} (K13.2)")
     return _History(results, pending, match_outcome(config, results, pending))
+
+
+# Errors are not cached: lru_cache keeps only returned values.
+_cached_history = functools.lru_cache(maxsize=1024)(_decode_history)
+
+
+@functools.lru_cache(maxsize=4096)
+def _deal(config_data: bytes, first_dealer: int, i: int, data: bytes) -> DealResult:
+    """Finished deal ``i`` of a stored history; errors are not cached."""
+    return _result(_layout(config_data).config, first_dealer, i, pb.DealScore.FromString(data))
 
 
 def _result(config: Config, first_dealer: int, i: int, stored: pb.DealScore) -> DealResult:

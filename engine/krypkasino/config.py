@@ -99,6 +99,16 @@ _FIVE_SIX_FIRST = ((3, 3), (2, 3))
 _FOUR_FOUR_FIRST = ((2, 0), (2, 4))
 _LATER = ((2, 0), (2, 0))
 
+# Bounds of the match parameters (K13.2 sets none; docs/krypkasino-decisions.md). Every
+# finished deal travels in the state token, so a match may not outlast what a token of
+# the service can hold: 240 deals (a multiple of every player count) keep the token of
+# a finished match far below the 64 KiB request limit. Without ``match_deals`` as a
+# cap, a target score of at most 480 ends every match within 240 deals, since each
+# deal adds at least 12 points (K15.7: 17 - 5) to the teams' totals, at least 2 to the
+# highest of 6; with the cap, any target is allowed (K13.2: whichever comes first).
+MAX_MATCH_DEALS = 240
+MAX_TARGET_SCORE = 480
+
 
 @dataclass(frozen=True, slots=True)
 class Config:
@@ -192,6 +202,12 @@ class Config:
             raise ConfigError("first_dealer", f"must be a seat from 0 to {n - 1} (K4.2)")
         if self.match_deals is not None and self.match_deals < 1:
             raise ConfigError("match_deals", "must be a positive number of deals (K13.2)")
+        if self.match_deals is not None and self.match_deals > MAX_MATCH_DEALS:
+            raise ConfigError(
+                "match_deals",
+                f"at most {MAX_MATCH_DEALS} deals, not {self.match_deals}: every "
+                "finished deal travels in the state token (K13.2)",
+            )
         if self.target_score is None:
             if self.match_deals is not None and self.match_deals % n:
                 raise ConfigError(
@@ -201,6 +217,12 @@ class Config:
                 )
         elif self.target_score < 1:
             raise ConfigError("target_score", "must be a positive score (K13.2)")
+        elif self.target_score > MAX_TARGET_SCORE and self.match_deals is None:
+            raise ConfigError(
+                "target_score",
+                f"at most {MAX_TARGET_SCORE} without match_deals, not {self.target_score}: "
+                f"a higher target could outlast {MAX_MATCH_DEALS} deals (K13.2, K15.7)",
+            )
         return self
 
     @property

@@ -62,8 +62,13 @@ class _Derived(NamedTuple):
 # decoded from its tokens, see ``service.state_codec``), so the derived fields
 # are kept by the identity of both. An entry holds the two objects, so their
 # ids cannot be reused while it exists.
+# An entry keeps its finished deals alive, and a match may last 240 deals
+# (``MAX_MATCH_DEALS``): only the fields of at most this many are kept, so the
+# cache holds at most 8,192 deals. Default matches (6 deals at most, and a
+# tie-break deal) are all kept.
 _DERIVED: dict[tuple[int, int], _Derived] = {}
 _DERIVED_LIMIT = 1024
+CACHED_DERIVED_DEALS = 8
 
 
 def _derived(config: Config, results: tuple[DealResult, ...]) -> _Derived:
@@ -71,6 +76,8 @@ def _derived(config: Config, results: tuple[DealResult, ...]) -> _Derived:
     found = _DERIVED.get(key)
     if found is None:
         found = _Derived(config, results, config.distributions, match_totals(config, results))
+        if len(results) > CACHED_DERIVED_DEALS:
+            return found
         if len(_DERIVED) >= _DERIVED_LIMIT:
             _DERIVED.pop(next(iter(_DERIVED)), None)  # the oldest entry
         _DERIVED[key] = found

@@ -1,0 +1,200 @@
+"""Long matches: the config bounds on the wire, the token they allow, and caches bounded
+by the deals they hold (docs/krypkasino-decisions.md, "Match length").
+
+Every finished deal travels in the state token, and the service caches decoded deal
+histories and view templates: with no bound on ``match_deals`` or ``target_score`` a
+match's token outgrew the request limit, and caches bounded by entries alone held
+every deal of every cached history (hundreds of megabytes for one long match).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import random
+
+import aiohttp
+import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from engine.krypkasino import Config, Rules, new_game, view, views
+from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_TARGET_SCORE
+from engine.krypkasino.play import play_unchecked
+from engine.krypkasino.policies import Situation, random_policy
+from service import codec, state_codec
+from service.calls import CallRunner
+from service.cli import main
+from service.codec import CodecError
+from service.config import ServerConfig
+from service.http_cors import CorsPolicy
+from service.http_gateway import HttpGateway, start_http
+from service.openapi import SERVICES
+from service.server import build_api
+from service.tokens import SEALED_OVERHEAD, KeyRing
+from tests.service.grpc_helpers import refused
+from tests.service.server_process import TEST_KEY
+
+INVALID_CONFIGS = [
+    ({"players": 4, "match_deals": MAX_MATCH_DEALS + 4}, "match_deals"),
+    ({"players": 2, "match_deals": 2**31 - 1, "target_score": 50}, "match_deals"),
+    ({"players": 4, "target_score": MAX_TARGET_SCORE + 1}, "target_score"),
+    ({"players": 3, "target_score": 2**31 - 1}, "target_score"),
+]
+
+
+# -- the bounds on the wire ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fields", "flag"), INVALID_CONFIGS)
+def test_grpc_refuses_a_match_too_long_for_its_token(stub, fields, flag):
+    refusal = refused(stub.NewGame, pb.NewGameRequest(config=pb.GameConfig(**fields)))
+    assert (refusal.code.name, refusal.reason) == ("INVALID_ARGUMENT", "CONFIG_INVALID")
+    assert refusal.metadata == {"flag": flag}
+    assert set(refusal.violations) == {f"config.{flag}"}
+
+
+def test_grpc_accepts_the_longest_allowed_match(stub):
+    for config in (
+        pb.GameConfig(players=6, match_deals=MAX_MATCH_DEALS),
+        pb.GameConfig(players=5, target_score=MAX_TARGET_SCORE, match_deals=MAX_MATCH_DEALS),
+    ):
+        assert stub.NewGame(pb.NewGameRequest(config=config)).view.deal_number == 1
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def test_http_refuses_a_match_too_long_for_its_token():
+    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
+    gateway = HttpGateway(
+        api,
+        CallRunner(None),
+        SERVICES,
+        max_request_bytes=4096,
+        cors=CorsPolicy(()),
+        openapi=b'{"openapi": "3.1.0"}',
+    )
+    answers = []
+
+    async def scenario() -> None:
+        server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=1)
+        try:
+            async with aiohttp.ClientSession() as session:
+                for fields, _ in INVALID_CONFIGS:
+                    body = {"config": {camel(k): v for k, v in fields.items()}}
+                    url = f"http://127.0.0.1:{server.port}/v1/krypkasino:newGame"
+                    async with session.post(url, json=body) as r:
+                        answers.append((r.status, await r.json()))
+        finally:
+            await server.stop()
+
+    asyncio.run(scenario())
+    for (status, answer), (_, flag) in zip(answers, INVALID_CONFIGS, strict=True):
+        assert status == 400, answer
+        info = next(d for d in answer["details"] if "reason" in d)
+        assert (info["reason"], info["metadata"]) == ("CONFIG_INVALID", {"flag": flag})
+        violations = next(d for d in answer["details"] if "fieldViolations" in d)
+        assert [v["field"] for v in violations["fieldViolations"]] == [f"config.{flag}"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--players", "4", "--deals", str(MAX_MATCH_DEALS + 4)], "match_deals"),
+        (["--players", "2", "--target-score", str(MAX_TARGET_SCORE + 1)], "target_score"),
+    ],
+)
+def test_simulate_refuses_the_bounds_with_status_2(capsys, argv, flag):
+    assert main(["simulate", "krypkasino", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"error: {flag}: at most" in err and "Traceback" not in err
+
+
+def test_a_plain_token_cannot_carry_an_unbounded_config():
+    config = Config(2, target_score=MAX_TARGET_SCORE)
+    msg = state_codec.state_to_proto(new_game(config, seed=1), "g")
+    msg.config.target_score = 2**31 - 1
+    with pytest.raises(CodecError, match=r"config\.target_score: at most 480"):
+        state_codec.state_from_proto(msg)
+
+
+# -- a finished long match --------------------------------------------------------------
+
+
+def long_match(seed: int) -> list[bytes]:
+    """The serialized GameState at the end of each deal of a random 6-player match of the
+    longest length, with the rules that make deal scores largest in the token."""
+    config = Config(
+        6,
+        rules=Rules(bordstabbe=True, last_capture_point=True),
+        match_deals=MAX_MATCH_DEALS,
+    ).validate()
+    state, rng = new_game(config, seed=seed), random.Random(seed)
+    payloads = []
+    while not state.over:
+        finished = len(state.results)
+        state, _ = play_unchecked(state, random_policy(Situation.of(state), rng))
+        if len(state.results) != finished:
+            payloads.append(state_codec.state_to_proto(state, "g" * 32).SerializeToString())
+    return payloads
+
+
+@pytest.fixture(scope="module")
+def long_matches() -> list[list[bytes]]:
+    return [long_match(seed) for seed in (1, 2)]
+
+
+def test_the_token_of_the_longest_match_stays_far_below_the_request_limit(long_matches):
+    """Measured: about 15 KB sealed, 20 KB as base64 in JSON; the limit is 64 KiB."""
+    for payloads in long_matches:
+        final = pb.GameState.FromString(payloads[-1])
+        assert final.over and len(final.results) == MAX_MATCH_DEALS
+        token = len(payloads[-1]) + SEALED_OVERHEAD
+        assert len(base64.b64encode(bytes(token))) < ServerConfig().max_request_bytes // 2
+
+
+def decode_and_view(payload: bytes) -> None:
+    """What GetView does with a sealed token's plaintext."""
+    state, game_id = state_codec.state_from_proto(pb.GameState.FromString(payload), trusted=True)
+    codec.view_to_proto(view(state, None), game_id, "0" * 16)
+
+
+def test_caches_keep_no_long_history_whatever_the_tokens(long_matches):
+    """The reviewer's replay: every token of long matches through GetView. The tokens
+    hold 57,360 deals in all; the caches keep only short histories, so what they hold
+    stays bounded by their entries times a few deals."""
+    for payloads in long_matches:
+        for payload in payloads:
+            decode_and_view(payload)
+    templates = [results for _, results, _ in codec._TEMPLATES.values()]
+    derived = [entry.results for entry in views._DERIVED.values()]
+    assert templates and derived  # the short histories were kept
+    assert max(map(len, templates)) <= codec.CACHED_TEMPLATE_DEALS
+    assert max(map(len, derived)) <= views.CACHED_DERIVED_DEALS
+    assert state_codec._deal.cache_info().currsize <= 4096
+    assert codec.deal_result_to_proto.cache_info().currsize <= 4096
+    # Decoded histories: a long one never reaches the cache, a short one does.
+    history_cache = state_codec._cached_history.cache_info
+    long, short = long_matches[0][-1], long_matches[0][state_codec.CACHED_HISTORY_DEALS - 1]
+    for payload, consulted in ((long, 0), (short, 2)):
+        before = history_cache()
+        for _ in range(2):
+            decode_and_view(payload)
+        after = history_cache()
+        assert (after.hits + after.misses) - (before.hits + before.misses) == consulted
+
+
+def test_the_histories_of_one_match_share_their_decoded_deals(long_matches):
+    """Each token of a match holds another history; their deals are decoded once, so the
+    histories that views keep add a reference per deal, not a decoded deal."""
+    payloads = long_matches[0]
+    results = [
+        state_codec.state_from_proto(pb.GameState.FromString(p), trusted=True)[0].results
+        for p in payloads[-20:]
+    ]
+    for shorter, longer in itertools.pairwise(results):
+        assert len(longer) == len(shorter) + 1
+        assert all(a is b for a, b in zip(shorter, longer, strict=False))

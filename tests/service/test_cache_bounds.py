@@ -1,5 +1,5 @@
-"""Long matches: the config bounds on the wire, the token they allow, and caches bounded
-by the deals they hold (docs/krypkasino-decisions.md, "Match length").
+"""Long matches: the config bounds on the wire, the token they allow, and caches that keep
+only short histories (docs/krypkasino-decisions.md, "Match length").
 
 Every finished deal travels in the state token, and the service caches decoded deal
 histories and view templates: with no bound on ``match_deals`` or ``target_score`` a

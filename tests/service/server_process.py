@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -86,15 +87,37 @@ class ServerProcess:
         return found
 
 
+def _ephemeral_ports() -> range:
+    """The ports the kernel hands out for port 0 and outgoing connections."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+_FIXED_PORTS = random.Random()
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` different loopback ports that were free a moment ago (for options that
-    need fixed ports). The probes stay bound until all are chosen, so no two are equal."""
+    need fixed ports). They are drawn outside the kernel's ephemeral range, which the
+    many client connections and port-0 servers of a parallel test run keep using, so
+    none of those can take a port between this choice and the server's bind. The
+    probes stay bound until all are chosen, so no two are equal."""
+    ephemeral = _ephemeral_ports()
     with contextlib.ExitStack() as probes:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        while len(ports) < count:
+            port = _FIXED_PORTS.randrange(10_000, 65_536)
+            if port in ephemeral:
+                continue
             probe = probes.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            probe.bind(("127.0.0.1", 0))
-            ports.append(int(probe.getsockname()[1]))
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken: draw again
+            ports.append(port)
         return ports
 
 

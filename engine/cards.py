@@ -85,9 +85,7 @@ def full_deck(copies: int) -> tuple[Card, ...]:
 
 def check_deck(deck: Sequence[Card], copies: int) -> None:
     """Raise CardError unless ``deck`` holds every card exactly ``copies`` times."""
-    counts = [0] * CARDS_PER_DECK
-    for card in deck:
-        counts[card] += 1
+    counts = _card_counts(deck)
     missing = [c for c in range(CARDS_PER_DECK) if counts[c] < copies]
     extra = [c for c in range(CARDS_PER_DECK) if counts[c] > copies]
     if not missing and not extra:
@@ -107,15 +105,21 @@ def check_cards_of_one_deck(cards: Sequence[Card], copies: int) -> None:
     A draw for deal is taken from one shuffled full deck (K4.2), so no code may
     appear more than ``copies`` times.
     """
-    counts = [0] * CARDS_PER_DECK
-    for card in cards:
-        counts[card] += 1
+    counts = _card_counts(cards)
     extra = [Card(c) for c in range(CARDS_PER_DECK) if counts[c] > copies]
     if extra:
         raise CardError(
             f"the cards must come from one deck, each code at most {copies} time(s); "
             f"too many {cards_str(extra)}"
         )
+
+
+def _card_counts(cards: Sequence[Card]) -> list[int]:
+    """How often each card code appears in ``cards``."""
+    counts = [0] * CARDS_PER_DECK
+    for card in cards:
+        counts[card] += 1
+    return counts
 
 
 def seeded_rng(seed: int, *stream: str | int) -> random.Random:

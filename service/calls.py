@@ -17,9 +17,10 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from service.errors import ServiceError, internal_error
 from service.logs import bound_logger, request_log_fields
@@ -38,6 +39,10 @@ class CallInfo:
     """What a handler learns about its call, for the request log line."""
 
     game_id: str | None = None
+
+
+#: An API method as both transports call it: a request message in, a response out.
+Handler = Callable[[Any, CallInfo], Message]
 
 
 # Not frozen: a frozen dataclass's __init__ costs three object.__setattr__ calls per request.

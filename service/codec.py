@@ -29,7 +29,7 @@ from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.cards import CARDS_PER_DECK, Card
-from engine.krypkasino.config import Config, Removal, Rules, Teams, TieRule
+from engine.krypkasino.config import CACHED_MATCH_DEALS, Config, Removal, Rules, Teams, TieRule
 from engine.krypkasino.events import (
     Bordstabbe,
     Captured,
@@ -357,11 +357,6 @@ def score_to_proto(sheet: ScoreSheet) -> pb.ScoreResponse:
 _TemplateKey = tuple[int, int, tuple[tuple[Card, ...], ...], tuple[Card, ...]]
 _TEMPLATES: dict[_TemplateKey, tuple[Config, tuple[DealResult, ...], pb.View]] = {}
 _TEMPLATE_LIMIT = 2048
-# A template copies every finished deal (about 0.6 KB each with 6 players) and a match
-# may last 240 deals: only templates of at most this many are kept, so the cache holds
-# at most 16,384 deals (about 10 MB). Default matches (6 deals at most, and a
-# tie-break deal) are all kept.
-CACHED_TEMPLATE_DEALS = 8
 
 
 @functools.lru_cache(maxsize=256)
@@ -381,7 +376,17 @@ def _view_template(view: View) -> pb.View:
     if entry is not None:
         return entry[2]
     template = pb.View()
-    template.CopyFrom(_config_template(config))
+    _fill_template(template, view)
+    if len(_TEMPLATES) >= _TEMPLATE_LIMIT:
+        _TEMPLATES.pop(next(iter(_TEMPLATES)), None)  # the oldest entry
+    _TEMPLATES[key] = (config, results, template)
+    return template
+
+
+def _fill_template(template: pb.View, view: View) -> None:
+    """Write the fields fixed by ``_TemplateKey`` into the empty ``template``."""
+    results = view.results
+    template.CopyFrom(_config_template(view.config))
     template.distributions = view.distributions
     add_markers = template.markers.add
     for cards in view.markers:
@@ -395,12 +400,6 @@ def _view_template(view: View) -> pb.View:
         for result in results:
             add_deal().CopyFrom(deal_result_to_proto(result))
     template.totals.extend(view.totals)
-    if len(results) > CACHED_TEMPLATE_DEALS:
-        return template  # a long match's template is built each time, not kept
-    if len(_TEMPLATES) >= _TEMPLATE_LIMIT:
-        _TEMPLATES.pop(next(iter(_TEMPLATES)), None)  # the oldest entry
-    _TEMPLATES[key] = (config, results, template)
-    return template
 
 
 def view_to_proto(view: View, game_id: str, state_id: str) -> pb.View:
@@ -417,7 +416,10 @@ def fill_view(msg: pb.View, view: View, game_id: str, state_id: str) -> None:
     Zero values and empty lists are skipped: proto3 writes neither, so the
     message is the same, and each skipped field saves a conversion.
     """
-    msg.CopyFrom(_view_template(view))
+    if len(view.results) > CACHED_MATCH_DEALS:
+        _fill_template(msg, view)  # a long match's is not kept: written straight in
+    else:
+        msg.CopyFrom(_view_template(view))
     msg.game_id = game_id
     msg.state_id = state_id
     if view.seat is not None:

@@ -21,15 +21,13 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 from grpc_status import rpc_status
 
-from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, request_id_from
+from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, Handler, request_id_from
 from service.errors import REQUEST_MALFORMED, invalid_argument, request_too_large
 from service.http_routes import snake_case
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoApi
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
-
-Handler = Callable[[Any, CallInfo], Message]
 
 
 class KrypkasinoServicer:

@@ -31,8 +31,8 @@ class CorsPolicy:
 
     def allows(self, origin: str | None) -> bool:
         """Whether ``origin`` (the request's ``Origin``, e.g. ``null``) is allowed."""
-        if origin is None:
-            return False
+        if origin is None or not self._origins:
+            return False  # none configured (the default): no Origin needs parsing
         return self._any or normal_origin(origin) in self._origins
 
     def response_headers(self, origin: str | None) -> dict[str, str]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,8 @@ import grpc
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf.descriptor import ServiceDescriptor
-from google.protobuf.message import Message
 
-from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, request_id_from
+from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, Handler, request_id_from
 from service.errors import (
     HTTP_STATUS,
     REQUEST_MALFORMED,
@@ -77,8 +76,6 @@ BODY_TIMEOUT = "BODY_TIMEOUT"
 KEEPALIVE_SECONDS = 75.0
 # Refusals after which the connection's byte stream cannot be trusted or was never read.
 _CLOSING = frozenset({REQUEST_MALFORMED, BODY_TIMEOUT})
-
-Handler = Callable[[Any, CallInfo], Message]
 
 
 @dataclass(frozen=True, slots=True)

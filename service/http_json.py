@@ -15,6 +15,7 @@ every other field violation.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, TypeVar
@@ -109,10 +110,7 @@ def check_message(value: object, descriptor: Descriptor, path: str = "") -> None
     """
     if not isinstance(value, dict) or descriptor.full_name.startswith("google.protobuf."):
         return
-    fields: dict[str, FieldDescriptor] = {}
-    for declared in descriptor.fields:
-        fields[declared.name] = declared
-        fields[declared.json_name] = declared
+    fields = _fields_by_name(descriptor)
     seen: dict[str, str] = {}  # proto name -> the JSON name it was given under
     for key, item in value.items():
         field = fields.get(key)
@@ -185,10 +183,10 @@ def _check_single(value: object, field: FieldDescriptor, path: str) -> None:
 
 def _base64_problem(text: str) -> str | None:
     """Why ``text`` is not standard or URL-safe base64 (padding optional), or None."""
-    if (bad := _BASE64_CHAR.search(text)) is not None:
-        return f"{_quoted(bad.group())} at offset {bad.start()} is not a base64 character"
     match = _BASE64.fullmatch(text)
     if match is None:
+        if (bad := _BASE64_CHAR.search(text)) is not None:
+            return f"{_quoted(bad.group())} at offset {bad.start()} is not a base64 character"
         return '"=" may only pad the end'
     data, padding = match.groups()
     if len(data) % 4 == 1 or (padding and (len(data) + len(padding)) % 4 != 0):
@@ -240,6 +238,12 @@ def _innermost(text: str) -> str:
     return _PARSER_SUFFIX.sub("", reason, count=1) or reason
 
 
+@functools.cache
+def _fields_by_name(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
+    """A message's fields by proto name and by JSON name (proto3 JSON takes both)."""
+    return {name: field for field in descriptor.fields for name in (field.name, field.json_name)}
+
+
 def offending_field(value: object, descriptor: Descriptor, path: str = "") -> str:
     """The proto path of the deepest field of ``value`` that json_format refuses.
 
@@ -248,10 +252,7 @@ def offending_field(value: object, descriptor: Descriptor, path: str = "") -> st
     """
     if not isinstance(value, dict):
         return path
-    fields: dict[str, FieldDescriptor] = {}
-    for declared in descriptor.fields:
-        fields[declared.name] = declared
-        fields[declared.json_name] = declared
+    fields = _fields_by_name(descriptor)
     message_class = GetMessageClass(descriptor)
     for key, item in value.items():
         field = fields.get(key)

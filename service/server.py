@@ -268,11 +268,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     ``pending`` holds the stop signals that came while the process started.
     """
     configure_logging(config.log_format, config.log_level)
-    try:
-        keys = load_keys(config)
-    except ValueError as error:
-        _log.error("bad state keys", error=str(error))
-        return 2
+    keys = load_keys(config)  # resolve() has refused bad keys already, naming their source
     if keys.ephemeral:
         _log.warning(
             "no state keys configured: using an ephemeral key; tokens die with this "

@@ -16,7 +16,7 @@ Token format decisions (the proto is silent on them):
   A game's config and finished deals repeat in every token it produces, so
   their checked conversions are kept in small LRU caches keyed by their
   serialized bytes (256 configs, 1024 deal histories of at most
-  ``CACHED_HISTORY_DEALS`` deals per process).
+  ``CACHED_MATCH_DEALS`` deals per process).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import NamedTuple, cast
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.cards import CARDS_PER_DECK, JACK, SPADES, Card, cards_str
-from engine.krypkasino.config import Config, ConfigError, Removal
+from engine.krypkasino.config import CACHED_MATCH_DEALS, Config, ConfigError, Removal
 from engine.krypkasino.dealing import draw_for_deal
 from engine.krypkasino.scoring import (
     CARD_POINT_ITEMS,
@@ -314,21 +314,28 @@ def _state_from_proto(msg: pb.GameState) -> State:
         raise _StateError(f"move_number {msg.move_number}, but {played} cards were played")
 
     # Every field is checked now: the state is built as a sealed one's is.
-    return _trusted_state(msg)
+    return _trusted_state(msg, results)
 
 
 _serialize_deal = pb.DealScore.SerializeToString
 
 
-def _trusted_state(msg: pb.GameState) -> State:
+def _trusted_state(msg: pb.GameState, results: tuple[DealResult, ...] | None = None) -> State:
     """The State of a GameState this service sealed itself: no checks, only decoding.
 
     The hot path of every request: each field is read once from the message,
-    and the deal history is only looked up when there is one.
+    and the deal history is only looked up when there is one (``results``, when
+    the checked path has already decoded it).
     """
     config_data = msg.config.SerializeToString()
     first_dealer = msg.first_dealer
     stored = msg.results
+    if results is None:
+        results = (
+            _trusted_results(config_data, first_dealer, tuple(map(_serialize_deal, stored)))
+            if stored
+            else ()
+        )
     draw = msg.dealer_draw_cards
     return State(
         config=_layout(config_data).config,
@@ -348,11 +355,7 @@ def _trusted_state(msg: pb.GameState) -> State:
         turn=msg.turn,
         last_capturer=msg.last_capturer if msg.HasField("last_capturer") else None,
         bordstabbe_seat=msg.bordstabbe_seat if msg.HasField("bordstabbe_seat") else None,
-        results=(
-            _history(config_data, first_dealer, tuple(map(_serialize_deal, stored))).results
-            if stored
-            else ()
-        ),
+        results=results,
         tiebreak=tuple(msg.tiebreak),
         winners=tuple(msg.winners),
         over=msg.over,
@@ -418,18 +421,21 @@ class _History(NamedTuple):
     outcome: tuple[bool, tuple[int, ...], tuple[int, ...]]  # match_outcome after the last deal
 
 
-# Histories of longer matches are decoded on every request instead (from their cached
-# deals, ``_deal``): a match may last 240 deals (``MAX_MATCH_DEALS``), and 1,024 such
-# histories would hold 250,000 decoded deals. Default matches (one deal per player, 6
-# at most, and a tie-break deal) are all cached.
-CACHED_HISTORY_DEALS = 8
-
-
 def _history(config_data: bytes, first_dealer: int, stored: tuple[bytes, ...]) -> _History:
-    """The finished deals of a token (``_decode_history``), cached unless many."""
-    if len(stored) > CACHED_HISTORY_DEALS:
+    """The finished deals of a plain token, checked (K13; ``_decode_history``), cached unless many."""
+    if len(stored) > CACHED_MATCH_DEALS:
         return _decode_history(config_data, first_dealer, stored)
     return _cached_history(config_data, first_dealer, stored)
+
+
+def _trusted_results(
+    config_data: bytes, first_dealer: int, stored: tuple[bytes, ...]
+) -> tuple[DealResult, ...]:
+    """The finished deals of a sealed token: its match was checked when it was played, so
+    a long history is only put together from its cached deals, without the K13 checks."""
+    if len(stored) > CACHED_MATCH_DEALS:
+        return tuple(_deal(config_data, first_dealer, i, data) for i, data in enumerate(stored))
+    return _cached_history(config_data, first_dealer, stored).results
 
 
 def _decode_history(config_data: bytes, first_dealer: int, stored: tuple[bytes, ...]) -> _History:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from engine.cards import Card
-from engine.krypkasino.config import Config
+from engine.krypkasino.config import CACHED_MATCH_DEALS, Config
 from engine.krypkasino.moves import sweep_ranks
 from engine.krypkasino.scoring import DealResult, match_totals
 from engine.krypkasino.state import State
@@ -62,13 +62,10 @@ class _Derived(NamedTuple):
 # decoded from its tokens, see ``service.state_codec``), so the derived fields
 # are kept by the identity of both. An entry holds the two objects, so their
 # ids cannot be reused while it exists.
-# An entry keeps its finished deals alive, and a match may last 240 deals
-# (``MAX_MATCH_DEALS``): only the fields of at most this many are kept, so the
-# cache holds at most 8,192 deals. Default matches (6 deals at most, and a
-# tie-break deal) are all kept.
+# An entry keeps its finished deals alive: only histories of at most
+# ``CACHED_MATCH_DEALS`` are kept.
 _DERIVED: dict[tuple[int, int], _Derived] = {}
 _DERIVED_LIMIT = 1024
-CACHED_DERIVED_DEALS = 8
 
 
 def _derived(config: Config, results: tuple[DealResult, ...]) -> _Derived:
@@ -76,7 +73,7 @@ def _derived(config: Config, results: tuple[DealResult, ...]) -> _Derived:
     found = _DERIVED.get(key)
     if found is None:
         found = _Derived(config, results, config.distributions, match_totals(config, results))
-        if len(results) > CACHED_DERIVED_DEALS:
+        if len(results) > CACHED_MATCH_DEALS:
             return found
         if len(_DERIVED) >= _DERIVED_LIMIT:
             _DERIVED.pop(next(iter(_DERIVED)), None)  # the oldest entry

@@ -11,11 +11,10 @@ import dataclasses
 import json
 import subprocess
 import sys
-from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from service.server import DRAINED_ON_SHUTDOWN, HEALTH_SERVICES
 from service.tokens import KeyRing
@@ -38,15 +37,11 @@ from tests.deploy.manifests import (
     quantity,
     rendered,
 )
+from tests.service.grpc_helpers import health
 from tests.service.server_process import TEST_KEY, free_port, start_server
 
 SECRETS = {"CARDRULES_STATE_KEYS": TEST_KEY}
 DESIGN_HTTP_PORT = 8080  # design section 6: HTTP/JSON on 8080
-
-
-def health_stub(channel: grpc.Channel) -> Any:
-    """The Health stub (its type stubs lack the methods)."""
-    return health_pb2_grpc.HealthStub(channel)
 
 
 def probes(overlay: str) -> dict[str, dict[str, object]]:
@@ -199,7 +194,7 @@ def test_a_server_with_the_manifests_environment_answers_the_probes(overlay):
     try:
         assert server.log_events("listening"), server.logs
         with grpc.insecure_channel(server.target) as channel:
-            stub = health_stub(channel)
+            stub = health(channel)
             for probe in probes(overlay).values():
                 name = probe["grpc"]["service"]  # type: ignore[index]
                 reply = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=10)

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import google.rpc.error_details_pb2 as error_details_pb2
 import grpc
@@ -23,6 +23,7 @@ from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from grpc_health.v1 import health_pb2_grpc
 from grpc_status import rpc_status
 
 from engine.cards import Card, full_deck, parse_cards
@@ -42,6 +43,11 @@ def connect(target: str) -> Iterator[Stub]:
     """A stub on a fresh insecure channel to ``target``, closed afterwards."""
     with grpc.insecure_channel(target) as channel:
         yield Stub(channel)
+
+
+def health(channel: grpc.Channel) -> Any:
+    """The Health stub (its type stubs lack the methods)."""
+    return health_pb2_grpc.HealthStub(channel)
 
 
 # -- cards ------------------------------------------------------------------------

@@ -134,11 +134,14 @@ def kill_group(process: subprocess.Popen[str]) -> None:
 
 
 def server_environment(
-    env: Mapping[str, str] | None = None, keys: str = TEST_KEY
+    env: Mapping[str, str] | None = None, keys: str | None = TEST_KEY
 ) -> dict[str, str]:
-    """This process's environment without ``CARDRULES_*``, plus the keys, JSON logs and ``env``."""
+    """This process's environment without ``CARDRULES_*``, plus the keys, JSON logs and ``env``
+    (``keys`` ``None``: no ``CARDRULES_STATE_KEYS`` at all)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CARDRULES_")}
-    environ.update({"CARDRULES_STATE_KEYS": keys, "CARDRULES_LOG_FORMAT": "json"})
+    if keys is not None:
+        environ["CARDRULES_STATE_KEYS"] = keys
+    environ["CARDRULES_LOG_FORMAT"] = "json"
     # A free HTTP port unless the test picks one: parallel servers must not all want 8080.
     environ["CARDRULES_HTTP_PORT"] = "0"
     # Tests stop servers often; the ones about draining set their own delay.
@@ -215,12 +218,81 @@ def running(
     env: dict[str, str] | None = None,
     keys: str = TEST_KEY,
     timeout: float = 30,
+    *,
+    loopback_flags: bool = True,
 ) -> Iterator[ServerProcess]:
-    """A server for one test; it must drain and exit 0, and is killed if the test failed."""
-    server = start_server(args, env, keys, timeout)
+    """A server for one test; it must drain and exit 0, and is killed if the test failed.
+
+    ``loopback_flags`` as for ``start_server``.
+    """
+    server = start_server(args, env, keys, timeout, loopback_flags=loopback_flags)
     try:
         yield server
     except BaseException:
         server.kill()
         raise
     assert server.terminate() == 0
+
+
+def serve_and_fail(
+    *args: str, env: Mapping[str, str] | None = None, keys: str | None = TEST_KEY
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cardrules serve`` on loopback expecting it to refuse to start and exit.
+
+    ``args`` come after ``--host 127.0.0.1 --grpc-port <free> --metrics-port 0`` and so
+    win over them; ``env`` and ``keys`` as for ``server_environment``.
+    """
+    return subprocess.run(
+        [
+            CARDRULES,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--grpc-port",
+            str(free_port()),
+            "--metrics-port",
+            "0",
+            *args,
+        ],
+        env=server_environment(env, keys),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+@contextmanager
+def port_taken() -> Iterator[int]:
+    """A loopback port that something else listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+# Events that only a bug logs: an exception a handler let through, a worker that died.
+FAILURE_EVENTS = frozenset({"unhandled error", "worker crashed"})
+
+
+def failure_lines(server: ServerProcess) -> list[dict[str, object]]:
+    """The log lines of ``server`` that show a bug: anything at level error or critical,
+    an unhandled error or crashed worker, a call answered ``Internal``, or a raw line.
+
+    The server logs JSON only (``server_environment``), so a line that is no JSON object
+    was written past the logger: a traceback, or an error of gRPC's core.
+    """
+    return [
+        line
+        for line in list(server.logs)
+        if line.get("level") in ("error", "critical")
+        or line.get("event") in FAILURE_EVENTS | {"raw"}
+        or (line.get("event") == "request" and line.get("code") == "Internal")
+    ]
+
+
+def stop_and_check(server: ServerProcess) -> None:
+    """Stop a shared server at the end of its fixture: it must exit 0, and its whole log
+    (complete once ``terminate`` has joined the log reader) must show no failure, whatever
+    the tests that used it did."""
+    assert server.terminate() == 0
+    assert failure_lines(server) == []

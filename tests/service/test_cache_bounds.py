@@ -9,7 +9,6 @@ every deal of every cached history (hundreds of megabytes for one long match).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import itertools
 import random
@@ -19,21 +18,16 @@ import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.krypkasino import Config, Rules, new_game, view, views
-from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_TARGET_SCORE
+from engine.krypkasino.config import CACHED_MATCH_DEALS, MAX_MATCH_DEALS, MAX_TARGET_SCORE
 from engine.krypkasino.play import play_unchecked
 from engine.krypkasino.policies import Situation, random_policy
 from service import codec, state_codec
-from service.calls import CallRunner
 from service.cli import main
 from service.codec import CodecError
 from service.config import ServerConfig
-from service.http_cors import CorsPolicy
-from service.http_gateway import HttpGateway, start_http
-from service.openapi import SERVICES
-from service.server import build_api
-from service.tokens import SEALED_OVERHEAD, KeyRing
+from service.tokens import SEALED_OVERHEAD
 from tests.service.grpc_helpers import refused
-from tests.service.server_process import TEST_KEY
+from tests.service.test_http_gateway import krypkasino_gateway, run
 
 INVALID_CONFIGS = [
     ({"players": 4, "match_deals": MAX_MATCH_DEALS + 4}, "match_deals"),
@@ -68,30 +62,15 @@ def camel(name: str) -> str:
 
 
 def test_http_refuses_a_match_too_long_for_its_token():
-    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
-    gateway = HttpGateway(
-        api,
-        CallRunner(None),
-        SERVICES,
-        max_request_bytes=4096,
-        cors=CorsPolicy(()),
-        openapi=b'{"openapi": "3.1.0"}',
-    )
     answers = []
 
-    async def scenario() -> None:
-        server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=1)
-        try:
-            async with aiohttp.ClientSession() as session:
-                for fields, _ in INVALID_CONFIGS:
-                    body = {"config": {camel(k): v for k, v in fields.items()}}
-                    url = f"http://127.0.0.1:{server.port}/v1/krypkasino:newGame"
-                    async with session.post(url, json=body) as r:
-                        answers.append((r.status, await r.json()))
-        finally:
-            await server.stop()
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        for fields, _ in INVALID_CONFIGS:
+            body = {"config": {camel(k): v for k, v in fields.items()}}
+            async with session.post(f"{url}/v1/krypkasino:newGame", json=body) as r:
+                answers.append((r.status, await r.json()))
 
-    asyncio.run(scenario())
+    run(krypkasino_gateway(), scenario)
     for (status, answer), (_, flag) in zip(answers, INVALID_CONFIGS, strict=True):
         assert status == 400, answer
         info = next(d for d in answer["details"] if "reason" in d)
@@ -172,13 +151,13 @@ def test_caches_keep_no_long_history_whatever_the_tokens(long_matches):
     templates = [results for _, results, _ in codec._TEMPLATES.values()]
     derived = [entry.results for entry in views._DERIVED.values()]
     assert templates and derived  # the short histories were kept
-    assert max(map(len, templates)) <= codec.CACHED_TEMPLATE_DEALS
-    assert max(map(len, derived)) <= views.CACHED_DERIVED_DEALS
+    assert max(map(len, templates)) <= CACHED_MATCH_DEALS
+    assert max(map(len, derived)) <= CACHED_MATCH_DEALS
     assert state_codec._deal.cache_info().currsize <= 4096
     assert codec.deal_result_to_proto.cache_info().currsize <= 4096
     # Decoded histories: a long one never reaches the cache, a short one does.
     history_cache = state_codec._cached_history.cache_info
-    long, short = long_matches[0][-1], long_matches[0][state_codec.CACHED_HISTORY_DEALS - 1]
+    long, short = long_matches[0][-1], long_matches[0][CACHED_MATCH_DEALS - 1]
     for payload, consulted in ((long, 0), (short, 2)):
         before = history_cache()
         for _ in range(2):

@@ -5,7 +5,7 @@ Each error path is checked on the wire: its status code, exactly one
 metadata) and ``BadRequest`` field violations for malformed input. Rule
 violations are ``FAILED_PRECONDITION`` with the spec rule ID; ``INTERNAL``
 never happens, not even for fuzzed requests (each server these tests use must have
-logged no failure when its fixture stops it: ``stop_and_check`` in conftest); the
+logged no failure when its fixture stops it: ``stop_and_check`` in server_process); the
 request log never holds a token.
 """
 
@@ -16,7 +16,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import grpc
@@ -68,7 +68,7 @@ from tests.service.grpc_helpers import (
     seal,
     stacked_deck,
 )
-from tests.service.server_process import TEST_KEY, ServerProcess, start_server
+from tests.service.server_process import TEST_KEY, ServerProcess, start_server, stop_and_check
 from tests.sizes import fuzz_examples
 
 OTHER_KEY = base64.b64encode(bytes(range(32))).decode()
@@ -93,12 +93,12 @@ def game(stub: Stub) -> pb.NewGameResponse:
 
 
 @pytest.fixture(scope="module")
-def other_server(stop_cleanly: Callable[[ServerProcess], None]) -> Iterator[ServerProcess]:
+def other_server() -> Iterator[ServerProcess]:
     """A second server with another state key and a small request limit; like the shared
-    server, it must have logged no failure when it stops (conftest ``stop_and_check``)."""
+    server, it must have logged no failure when it stops (``stop_and_check``)."""
     running = start_server(args=["--max-request-bytes", str(SMALL_LIMIT)], keys=OTHER_KEY)
     yield running
-    stop_cleanly(running)
+    stop_and_check(running)
 
 
 def stacked_game(
@@ -279,12 +279,12 @@ def broken_payloads(game: pb.NewGameResponse) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def plain_server(stop_cleanly: Callable[[ServerProcess], None]) -> Iterator[ServerProcess]:
+def plain_server() -> Iterator[ServerProcess]:
     """A server in the debugging mode of plain (unsealed) state tokens; it must have
     logged no failure when it stops."""
     running = start_server(args=["--plain-state"])
     yield running
-    stop_cleanly(running)
+    stop_and_check(running)
 
 
 @pytest.fixture(scope="module")
@@ -658,9 +658,14 @@ def test_an_unknown_enum_number_is_field_invalid(stub, field, value):
 
 
 def two_player_new_game(
-    decks: list[cards_pb2.Deck] | None = None, draw: cards_pb2.Deck | None = None
+    decks: list[cards_pb2.Deck] | None = None,
+    draw: cards_pb2.Deck | None = None,
+    *,
+    draw_for_deal: bool = False,
+    rules: pb.Rules | None = None,
 ) -> pb.NewGameRequest:
-    return pb.NewGameRequest(config=pb.GameConfig(players=2), decks=decks, draw=draw)
+    config = pb.GameConfig(players=2, draw_for_deal=draw_for_deal, rules=rules)
+    return pb.NewGameRequest(config=config, decks=decks, draw=draw)
 
 
 @pytest.mark.parametrize(
@@ -708,8 +713,7 @@ def test_a_draw_without_draw_for_deal_is_refused(stub):
 
 @pytest.mark.parametrize("draw", ["AS", "AS AH", "KS KH 2C"])
 def test_a_draw_that_runs_out_before_a_dealer_is_found_is_refused(stub, draw):
-    config = pb.GameConfig(players=2, draw_for_deal=True)
-    request = pb.NewGameRequest(config=config, draw=deck_proto(parse_cards(draw)))
+    request = two_player_new_game(draw=deck_proto(parse_cards(draw)), draw_for_deal=True)
     refusal = refused(stub.NewGame, request)
     assert (refusal.code, refusal.reason, set(refusal.violations)) == (
         INVALID,
@@ -728,8 +732,9 @@ def test_a_draw_that_runs_out_before_a_dealer_is_found_is_refused(stub, draw):
     ids=["single_deck", "two_decks", "long"],
 )
 def test_a_draw_that_could_not_come_from_one_deck_is_refused(stub, rules, draw):
-    config = pb.GameConfig(players=2, draw_for_deal=True, rules=rules)
-    request = pb.NewGameRequest(config=config, draw=deck_proto(parse_cards(draw)))
+    request = two_player_new_game(
+        draw=deck_proto(parse_cards(draw)), draw_for_deal=True, rules=rules
+    )
     refusal = refused(stub.NewGame, request)
     assert (refusal.code, refusal.reason, set(refusal.violations)) == (
         INVALID,
@@ -740,14 +745,16 @@ def test_a_draw_that_could_not_come_from_one_deck_is_refused(stub, rules, draw):
 
 
 def test_a_draw_of_one_decks_cards_is_accepted(stub):
-    config = pb.GameConfig(players=2, draw_for_deal=True, rules=pb.Rules(single_deck=True))
-    request = pb.NewGameRequest(config=config, draw=deck_proto(parse_cards("AS AH 2S KS")))
+    request = two_player_new_game(
+        draw=deck_proto(parse_cards("AS AH 2S KS")),
+        draw_for_deal=True,
+        rules=pb.Rules(single_deck=True),
+    )
     assert stub.NewGame(request).view.dealer == 1  # AS and AH tie; then seat 1 draws KS
 
 
 def test_a_malformed_card_in_the_draw_names_its_field(stub):
-    config = pb.GameConfig(players=2, draw_for_deal=True)
-    request = pb.NewGameRequest(config=config, draw=cards_pb2.Deck(cards=[bad_card(3, 0)]))
+    request = two_player_new_game(draw=cards_pb2.Deck(cards=[bad_card(3, 0)]), draw_for_deal=True)
     refusal = refused(stub.NewGame, request)
     assert (refusal.code, refusal.reason, set(refusal.violations)) == (
         INVALID,

@@ -27,7 +27,13 @@ from service.calls import CallInfo, CallRunner
 from service.config import ServerConfig
 from service.errors import ServiceError, failed_precondition, invalid_argument, permission_denied
 from service.http_cors import CorsPolicy, parse_origins
-from service.http_gateway import HttpGateway, RouteConflictError, http_status, start_http
+from service.http_gateway import (
+    BODY_SECONDS,
+    HttpGateway,
+    RouteConflictError,
+    http_status,
+    start_http,
+)
 from service.http_json import parse_request
 from service.http_routes import UnsupportedRouteError, routes, snake_case
 from service.openapi import SERVICES
@@ -39,7 +45,9 @@ Scenario = Callable[[aiohttp.ClientSession, str], Awaitable[None]]
 ORIGIN = "https://play.example"
 
 
-def krypkasino_gateway(cors: tuple[str, ...] = (), limit: int = 4096) -> HttpGateway:
+def krypkasino_gateway(
+    cors: tuple[str, ...] = (), limit: int = 4096, body_seconds: float = BODY_SECONDS
+) -> HttpGateway:
     api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
     return HttpGateway(
         api,
@@ -48,14 +56,18 @@ def krypkasino_gateway(cors: tuple[str, ...] = (), limit: int = 4096) -> HttpGat
         max_request_bytes=limit,
         cors=CorsPolicy(cors),
         openapi=b'{"openapi": "3.1.0"}',
+        body_seconds=body_seconds,
     )
 
 
-def run(gateway: HttpGateway, scenario: Scenario) -> None:
-    """Serve ``gateway`` on a free loopback port for the length of ``scenario``."""
+def run(gateway: HttpGateway, scenario: Scenario, **http_options: Any) -> None:
+    """Serve ``gateway`` on a free loopback port for the length of ``scenario``;
+    ``http_options`` go to ``start_http`` (e.g. ``keepalive_seconds``)."""
 
     async def main() -> None:
-        server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=1)
+        server = await start_http(
+            gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=1, **http_options
+        )
         try:
             async with aiohttp.ClientSession() as session:
                 await scenario(session, f"http://127.0.0.1:{server.port}")
@@ -358,8 +370,7 @@ SCORE_HEAD = (
     ids=["stalled", "bad_chunk_mid_body"],
 )
 def test_a_body_that_does_not_arrive_in_time_is_refused_and_the_connection_closed(head, body, then):
-    gateway = krypkasino_gateway()
-    gateway._body_seconds = 0.5  # the default (BODY_SECONDS) is 15 s
+    gateway = krypkasino_gateway(body_seconds=0.5)  # the default (BODY_SECONDS) is 15 s
 
     async def scenario(_: aiohttp.ClientSession, url: str) -> None:
         answer, status = await raw_exchange(url, SCORE_HEAD + head + body, then)
@@ -372,24 +383,11 @@ def test_a_body_that_does_not_arrive_in_time_is_refused_and_the_connection_close
 
 
 def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout():
-    async def main() -> None:
-        server = await start_http(
-            krypkasino_gateway(),
-            "127.0.0.1",
-            0,
-            reuse_port=False,
-            grace_seconds=1,
-            keepalive_seconds=0.5,
-        )
-        try:
-            request = b"GET /openapi.json HTTP/1.1\r\nHost: test\r\n\r\n"
-            answer, _ = await raw_exchange(
-                f"http://127.0.0.1:{server.port}", request, until_closed=True
-            )
-            # Kept alive after the answer (HTTP/1.1), then closed by the server once idle.
-            assert answer.startswith(b"HTTP/1.1 200 ")
-            assert b"Connection: close" not in answer
-        finally:
-            await server.stop()
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        request = b"GET /openapi.json HTTP/1.1\r\nHost: test\r\n\r\n"
+        answer, _body = await raw_exchange(url, request, until_closed=True)
+        # Kept alive after the answer (HTTP/1.1), then closed by the server once idle.
+        assert answer.startswith(b"HTTP/1.1 200 ")
+        assert b"Connection: close" not in answer
 
-    asyncio.run(main())
+    run(krypkasino_gateway(), scenario, keepalive_seconds=0.5)

@@ -14,7 +14,6 @@ import base64
 import http.client
 import json
 import socket
-import subprocess
 import time
 import urllib.request
 from typing import Any, cast
@@ -27,12 +26,12 @@ from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.service.server_process import (
-    CARDRULES,
     ServerProcess,
     free_port,
     free_ports,
+    port_taken,
     running,
-    server_environment,
+    serve_and_fail,
 )
 
 SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
@@ -78,44 +77,39 @@ def refusal(status_json: Any) -> tuple[int, str, dict[str, str], dict[str, str]]
     return status_json["code"], infos[0]["reason"], infos[0].get("metadata", {}), violations
 
 
-@pytest.fixture(scope="module")
-def game(server: ServerProcess) -> Any:
-    return rpc(server, "newGame", {"config": {"players": 2}, "seed": "7"})
-
-
 # -- the API in JSON ----------------------------------------------------------------------
 
 
-def test_json_is_proto3_canonical_and_tokens_cross_transports(server, game):
-    assert set(game) == {"gameId", "state", "seatTokens", "view", "events"}
-    view = game["view"]
+def test_json_is_proto3_canonical_and_tokens_cross_transports(server, json_game):
+    assert set(json_game) == {"gameId", "state", "seatTokens", "view", "events"}
+    view = json_game["view"]
     assert view["moveNumber"] == "0" and isinstance(view["handSizes"], list)
     assert "seat" not in view and view["hand"] == []  # public view: no seat, empty hand
-    assert game["events"][0]["distributionDealt"]["dealNumber"] == 1
+    assert json_game["events"][0]["distributionDealt"]["dealNumber"] == 1
     turn = view["turn"]
     # A state token from HTTP plays over gRPC, and the next one back over HTTP.
     with grpc.insecure_channel(server.target) as channel:
         stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
-        tokens = [base64.b64decode(t) for t in game["seatTokens"]]
+        tokens = [base64.b64decode(t) for t in json_game["seatTokens"]]
         legal = stub.LegalMoves(
             pb.LegalMovesRequest(
-                state=base64.b64decode(game["state"]), seat=turn, seat_token=tokens[turn]
+                state=base64.b64decode(json_game["state"]), seat=turn, seat_token=tokens[turn]
             )
         )
         played = stub.Play(
             pb.PlayRequest(
-                state=base64.b64decode(game["state"]),
+                state=base64.b64decode(json_game["state"]),
                 seat=turn,
                 seat_token=tokens[turn],
                 move=legal.moves[0].move,
             )
         )
     after = rpc(server, "getView", {"state": base64.b64encode(played.state).decode()})
-    assert after["view"]["moveNumber"] == "1" and after["view"]["gameId"] == game["gameId"]
+    assert after["view"]["moveNumber"] == "1" and after["view"]["gameId"] == json_game["gameId"]
     by_names = rpc(
         server,
         "legalMoves",
-        {"state": game["state"], "seat": turn, "seat_token": game["seatTokens"][turn]},
+        {"state": json_game["state"], "seat": turn, "seat_token": json_game["seatTokens"][turn]},
     )
     assert by_names["moves"][0]["move"]["card"] == {
         "rank": cards_pb2.Rank.Name(legal.moves[0].move.card.rank),
@@ -158,10 +152,10 @@ def test_a_body_that_is_not_json_is_415(server, content_type):
     assert refusal(json.loads(refused.value.read()))[:2] == (3, "UNSUPPORTED_MEDIA_TYPE")
 
 
-def test_json_with_a_charset_is_fine(server, game):
+def test_json_with_a_charset_is_fine(server, json_game):
     status, _, body = exchange(
         f"{server.http_url}/v1/krypkasino:score",
-        json.dumps({"state": game["state"]}).encode(),
+        json.dumps({"state": json_game["state"]}).encode(),
         headers={"Content-Type": "application/json; charset=UTF-8"},
     )
     assert status == 200 and body["totals"] == [0, 0]
@@ -214,9 +208,14 @@ def test_a_content_type_that_is_not_utf8_is_415_with_its_status(server):
     assert headers["X-Request-Id"]
 
 
-def test_a_bad_nested_field_is_named_by_its_proto_path(server, game):
+def test_a_bad_nested_field_is_named_by_its_proto_path(server, json_game):
     move = {"card": {"rank": "RANK_ACE", "suit": "SUIT_SPADES"}, "captures": [{}, {"rnak": 1}]}
-    body = {"state": game["state"], "seat": 0, "seatToken": game["seatTokens"][0], "move": move}
+    body = {
+        "state": json_game["state"],
+        "seat": 0,
+        "seatToken": json_game["seatTokens"][0],
+        "move": move,
+    }
     status, _, value = exchange(f"{server.http_url}/v1/krypkasino:play", json.dumps(body).encode())
     assert status == 400
     assert refusal(value)[1:] == (
@@ -226,20 +225,24 @@ def test_a_bad_nested_field_is_named_by_its_proto_path(server, game):
     )
 
 
-def test_service_refusals_take_the_standard_http_mapping(server, game):
+def test_service_refusals_take_the_standard_http_mapping(server, json_game):
     url = f"{server.http_url}/v1/krypkasino"
-    turn = game["view"]["turn"]
+    turn = json_game["view"]["turn"]
     other = 1 - turn
     status, _, value = exchange(f"{url}:score", b"{}")
     assert (status, refusal(value)[1]) == (400, "STATE_MISSING")
     assert refusal(value)[3] == {"state": "the state token is required"}
-    wrong_token = {"state": game["state"], "seat": turn, "seatToken": game["seatTokens"][other]}
+    wrong_token = {
+        "state": json_game["state"],
+        "seat": turn,
+        "seatToken": json_game["seatTokens"][other],
+    }
     status, _, value = exchange(f"{url}:legalMoves", json.dumps(wrong_token).encode())
     assert (status, refusal(value)[:2]) == (403, (7, "SEAT_TOKEN_INVALID"))
     out_of_turn = {
-        "state": game["state"],
+        "state": json_game["state"],
         "seat": other,
-        "seatToken": game["seatTokens"][other],
+        "seatToken": json_game["seatTokens"][other],
         "move": {"card": {"rank": "RANK_ACE", "suit": "SUIT_SPADES"}},
     }
     status, _, value = exchange(f"{url}:play", json.dumps(out_of_turn).encode())
@@ -349,18 +352,6 @@ def test_port_cors_origins_and_limit_come_from_the_environment():
         assert status == 413 and refusal(value)[2] == {"limit": "2048"}
 
 
-def serve_exit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``cardrules serve`` expecting it to refuse its configuration and exit."""
-    return subprocess.run(
-        [CARDRULES, "serve", "--grpc-port", str(free_port()), *args],
-        env=server_environment(env),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize(
     ("env", "complaint"),
     [
@@ -369,7 +360,7 @@ def serve_exit(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     ],
 )
 def test_bad_cors_origins_or_http_port_stop_the_server_at_start(env, complaint):
-    done = serve_exit(env=env)
+    done = serve_and_fail(env=env)
     assert done.returncode == 2 and complaint in done.stderr
 
 
@@ -386,11 +377,8 @@ def test_workers_share_one_http_port():
 
 
 def test_an_http_port_in_use_stops_the_server_with_status_1():
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        done = serve_exit("--host", "127.0.0.1", "--http-port", str(port), "--metrics-port", "0")
+    with port_taken() as port:
+        done = serve_and_fail("--http-port", str(port))
     assert done.returncode == 1
     (line,) = [json.loads(raw) for raw in done.stdout.splitlines() if "cannot listen" in raw]
     assert line["address"] == f"127.0.0.1:{port}"
@@ -398,7 +386,7 @@ def test_an_http_port_in_use_stops_the_server_with_status_1():
 
 def test_workers_refuse_an_ephemeral_http_port():
     """Each worker would bind a port of its own: a fixed one is needed to share it."""
-    done = serve_exit("--workers", "2", "--http-port", "0")
+    done = serve_and_fail("--workers", "2", "--http-port", "0")
     assert done.returncode == 2
     assert "--workers needs a fixed --http-port" in done.stderr
 

@@ -13,18 +13,20 @@ import subprocess
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
+from tests.service.grpc_helpers import health
 from tests.service.server_process import (
     CARDRULES,
     free_port,
     free_ports,
     kill_group,
+    port_taken,
     running,
+    serve_and_fail,
     server_environment,
     start_server,
 )
@@ -44,8 +46,7 @@ def launched(
     """``cardrules serve`` on loopback with free ports and no state keys (so that its first
     log line, the ephemeral-key warning, comes before anything listens); it and its
     workers are killed afterwards if the test left them running."""
-    environ = server_environment(env)
-    del environ["CARDRULES_STATE_KEYS"]
+    environ = server_environment(env, keys=None)
     http_port, grpc_port, metrics_port = free_ports(3)
     command = [CARDRULES, "serve", "--host", "127.0.0.1", "--http-port", str(http_port)]
     if "--grpc-port" not in args:
@@ -69,15 +70,6 @@ def launched(
 def events(output: str) -> list[dict[str, object]]:
     """The JSON log lines of ``output``; any other line (a traceback) fails the test."""
     return [json.loads(line) for line in output.splitlines()]
-
-
-@contextmanager
-def port_taken() -> Iterator[int]:
-    """A loopback port that something else listens on."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def nothing_listens_on(port: int) -> bool:
@@ -182,32 +174,22 @@ def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path):
 @pytest.mark.parametrize("host", ["::1", "[::1]"])
 def test_an_ipv6_host_serves_grpc_http_and_metrics(host):
     args = ("--host", host, "--grpc-port", "0", "--metrics-port", str(free_port()))
-    server = start_server(args, loopback_flags=False)
-    try:
+    with running(args, loopback_flags=False) as server:
         [listening] = server.log_events("listening")
         assert listening["grpc"] == f"[::1]:{server.grpc_port}"
         with grpc.insecure_channel(f"[::1]:{server.grpc_port}") as channel:
-            stub: Any = health_pb2_grpc.HealthStub(channel)  # its type stubs lack the methods
-            reply = stub.Check(health_pb2.HealthCheckRequest(service="readiness"), timeout=10)
+            reply = health(channel).Check(
+                health_pb2.HealthCheckRequest(service="readiness"), timeout=10
+            )
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
         with urllib.request.urlopen(f"http://[::1]:{server.http_port}/openapi.json") as reply:
             assert json.load(reply)["openapi"].startswith("3.1")
         with urllib.request.urlopen(f"http://[::1]:{server.metrics_port}/metrics") as reply:
             assert b"grpc_server_started_total" in reply.read()
-    except BaseException:
-        server.kill()
-        raise
-    assert server.terminate() == 0
 
 
 @pytest.mark.parametrize("host", ["", " ", "[]", "a b", "http://x"])
 def test_a_host_that_is_no_name_or_address_exits_2(host):
-    done = subprocess.run(
-        [CARDRULES, "serve", "--host", host, "--grpc-port", "0", "--metrics-port", "0"],
-        env=server_environment(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = serve_and_fail("--host", host)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"cardrules: error: --host: {host!r} is not a host name or address\n"

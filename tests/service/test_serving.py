@@ -13,7 +13,6 @@ import base64
 import json
 import random
 import signal
-import subprocess
 import threading
 import time
 import urllib.request
@@ -32,7 +31,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 from google.protobuf.descriptor_pool import DescriptorPool
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
@@ -45,14 +44,12 @@ from service import codec
 from service.config import add_server_arguments, resolve
 from service.server import grpc_server_options
 from service.tokens import KeyRing
-from tests.service.grpc_helpers import key_id, refused
+from tests.service.grpc_helpers import health, key_id, refused
 from tests.service.server_process import (
-    CARDRULES,
-    TEST_KEY,
     ServerProcess,
     free_ports,
     running,
-    server_environment,
+    serve_and_fail,
     start_server,
 )
 
@@ -80,11 +77,6 @@ def sealed_under(token: bytes) -> bytes:
     """The key id in a sealed token's header: ``version | key id | nonce | ...`` (section 4)."""
     assert token[0] == 1, "schema version 1, sealed (not plain)"
     return token[1:5]
-
-
-def health(channel: grpc.Channel) -> Any:
-    """The Health stub (its type stubs lack the methods)."""
-    return health_pb2_grpc.HealthStub(channel)
 
 
 @dataclass
@@ -502,8 +494,8 @@ def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0
                 """A client that checks no health calls after readiness turned NOT_SERVING."""
                 server.wait_for_logs("draining")
                 late_calls.append(uuid.uuid4().hex)
-                with grpc.insecure_channel(server.target, OWN_CONNECTION) as channel:
-                    krypkasino_pb2_grpc.KrypkasinoServiceStub(channel).NewGame(
+                with krypkasino(server.target) as stub:
+                    stub.NewGame(
                         pb.NewGameRequest(config=pb.GameConfig(players=2)),
                         metadata=(("x-request-id", late_calls[0]),),
                         timeout=10,
@@ -797,8 +789,7 @@ def test_environment_variables_alone_configure_the_server():
         "CARDRULES_DRAIN_DELAY_SECONDS": "0.5",
         "CARDRULES_MAX_REQUEST_BYTES": "2048",
     }
-    server = start_server(env=env, loopback_flags=False)
-    try:
+    with running(env=env, loopback_flags=False) as server:
         listening = server.log_events("listening")[0]
         assert listening["grpc"] == f"127.0.0.1:{port}" and server.grpc_port == port
         assert server.http_port == http_port
@@ -812,10 +803,6 @@ def test_environment_variables_alone_configure_the_server():
                 stub.GetView(pb.GetViewRequest(state=bytes(4096)))
             assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert new_games_handled(metric_samples(server.metrics_url)) == 1
-    except BaseException:
-        server.kill()
-        raise
-    assert server.terminate() == 0
     draining = server.log_events("draining")[0]
     assert (draining["grace_seconds"], draining["drain_delay_seconds"]) == (3, 0.5)
 
@@ -823,21 +810,6 @@ def test_environment_variables_alone_configure_the_server():
 def test_a_flag_wins_over_its_environment_variable():
     with running(("--workers", "1"), {"CARDRULES_WORKERS": "abc"}) as server:
         assert len(server.log_events("listening")) == 1
-
-
-def serve_and_fail(env: dict[str, str], keys: str | None) -> subprocess.CompletedProcess[str]:
-    """Run ``cardrules serve`` expecting it to refuse its configuration
-    (``keys`` ``None``: no ``CARDRULES_STATE_KEYS`` at all)."""
-    environ = server_environment(env, "" if keys is None else keys)
-    if keys is None:
-        del environ["CARDRULES_STATE_KEYS"]
-    return subprocess.run(
-        [CARDRULES, "serve", "--host", "127.0.0.1", "--grpc-port", "0", "--metrics-port", "0"],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
 
 
 @pytest.mark.parametrize(
@@ -855,7 +827,7 @@ def serve_and_fail(env: dict[str, str], keys: str | None) -> subprocess.Complete
     ],
 )
 def test_a_bad_environment_value_exits_2_with_one_line_naming_it(variable, value):
-    result = serve_and_fail({variable: value}, TEST_KEY)
+    result = serve_and_fail(env={variable: value})
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.splitlines()
@@ -866,7 +838,7 @@ def test_a_bad_environment_value_exits_2_with_one_line_naming_it(variable, value
 @pytest.mark.parametrize("bad", ["c2VjcmV0LWtleS10b28tc2hvcnQ=", "th1s-is-N0T*base64!"])
 def test_a_bad_state_key_exits_2_without_echoing_any_key(bad):
     good = KeyRing.generate_key_text()
-    result = serve_and_fail({}, f"{good},{bad}")
+    result = serve_and_fail(keys=f"{good},{bad}")
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS: key 2 ")
@@ -877,7 +849,7 @@ def test_a_bad_state_key_exits_2_without_echoing_any_key(bad):
 
 def test_state_keys_set_but_empty_exit_2_instead_of_an_ephemeral_key() -> None:
     """An empty Secret must not leave a pod serving tokens no other replica can open."""
-    result = serve_and_fail({}, "")
+    result = serve_and_fail(keys="")
     assert result.returncode == 2
     assert result.stderr == (
         "cardrules: error: CARDRULES_STATE_KEYS: no keys given: "
@@ -888,7 +860,7 @@ def test_state_keys_set_but_empty_exit_2_instead_of_an_ephemeral_key() -> None:
 def test_a_bad_key_in_the_keys_file_names_the_file_variable(tmp_path: Path) -> None:
     keys_file = tmp_path / "state-keys"
     keys_file.write_text(KeyRing.generate_key_text() + "\nc2hvcnQ=\n")
-    result = serve_and_fail({"CARDRULES_STATE_KEYS_FILE": str(keys_file)}, None)
+    result = serve_and_fail(env={"CARDRULES_STATE_KEYS_FILE": str(keys_file)}, keys=None)
     assert result.returncode == 2
     assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS_FILE: key 2 ")
 

@@ -49,15 +49,13 @@ def check_state(state: State) -> None:
 
 
 def check_transition(before: State, move: Move, after: State, events: Sequence[Event]) -> None:
-    """K15.2, K15.4, K15.5 and the deal-end invariants for one executed move."""
+    """K15.2, K15.4, K15.5, K15.8 and the deal-end invariants for one executed move."""
     config = before.config
+    ended = next((e for e in events if isinstance(e, DealEnded)), None)
     for event in events:
         if isinstance(event, Captured):
             _require(event.seat == before.turn and event.card == move.card, "K8.5", "wrong mover")
-            markers = len(after.markers[event.seat]) - len(before.markers[event.seat])
-            if event.sweep is not SweepKind.NONE and after.deal == before.deal:
-                expected = 2 if event.sweep is SweepKind.DOUBLE else 1
-                _require(markers == expected, "K15.5", f"{markers} markers for a {event.sweep}")
+            _check_markers(before, after, event, ended)
         elif isinstance(event, DistributionDealt) and event.deal == after.deal:
             s = config.schedule
             dealt = config.players * s.first_hand + s.first_table
@@ -70,7 +68,27 @@ def check_transition(before: State, move: Move, after: State, events: Sequence[E
             elif removal is Removal.SPADES:
                 _require(all(c & 3 for c in after.table), "K15.4", "a spade stayed")
         elif isinstance(event, DealEnded):
+            # A deal ends only when the stock and every hand are empty (K10.1).
+            left = len(before.stock) + sum(len(hand) for hand in before.hands) - 1
+            _require(left == 0, "K15.8", f"the deal ended with {left} cards to deal or play")
             check_deal_result(before, event.result)
+
+
+_MARKERS_PER_SWEEP = {SweepKind.NONE: 0, SweepKind.SWEEP: 1, SweepKind.DOUBLE: 2}
+
+
+def _check_markers(before: State, after: State, event: Captured, ended: DealEnded | None) -> None:
+    """K15.5: a capture adds one marker per sweep, both of a double sweep the capturing card."""
+    had = len(before.markers[event.seat])
+    if ended is None:
+        added = after.markers[event.seat][had:]
+        count = len(added)
+        _require(all(c == event.card for c in added), "K15.5", "a marker is not the capturing card")
+    else:
+        # The next deal has begun; the finished deal's markers live on in its score (K12.1).
+        count = ended.result.scores[event.seat].sweeps_made // 5 - had
+    expected = _MARKERS_PER_SWEEP[event.sweep]
+    _require(count == expected, "K15.5", f"{count} markers for a {event.sweep.name.lower()}")
 
 
 def check_deal_result(state: State, result: DealResult) -> None:

@@ -12,10 +12,13 @@ reason                     HTTP    code                  when
 =========================  ======  ====================  =======================
 ``NOT_FOUND_ROUTE``        404     ``NOT_FOUND``         no route has this path
 ``METHOD_NOT_ALLOWED``     405     ``UNIMPLEMENTED``     the path has no route for the method
-``UNSUPPORTED_MEDIA_TYPE`` 415     ``INVALID_ARGUMENT``  a body that is not ``application/json``
-``REQUEST_TOO_LARGE``      413     ``RESOURCE_EXHAUSTED`` a body over ``--max-request-bytes``
+``UNSUPPORTED_MEDIA_TYPE`` 415     ``INVALID_ARGUMENT``  a body that is not ``application/json``, or
+                                                         compressed other than by gzip or deflate
+``REQUEST_TOO_LARGE``      413     ``RESOURCE_EXHAUSTED`` a request over ``--max-request-bytes`` as
+                                                         protobuf, or a body over 16 times that
 ``JSON_INVALID``           400     ``INVALID_ARGUMENT``  malformed JSON, an unknown field, a bad value
-``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body cut short: the client closed the connection
+``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body cut short (the client closed the
+                                                         connection) or not decompressible
 ``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s
 =========================  ======  ====================  =======================
 
@@ -66,6 +69,13 @@ _HTTP_STATUS_OF_REASON = {
 }
 _ECHOED_CHARS = 120
 _READ_CHUNK = 16 * 1024
+# A request is held to --max-request-bytes as a protobuf message, as over gRPC, so both
+# transports take the same requests. Its JSON is larger: the largest real request (a
+# NewGame with 64 explicit decks, cards as enum names) is about 7 times its protobuf size
+# in compact JSON, so a body may be 16 times the limit, with room for pretty-printing.
+JSON_BODY_FACTOR = 16
+# aiohttp decompresses these; any other coding would reach the JSON parser as it came.
+_CONTENT_CODINGS = frozenset({"", "identity", "gzip", "deflate"})
 # A whole body must arrive within this long; aiohttp itself never times a body out, so a
 # client that stalls (or a chunk the parser rejects mid-body) would hold the call forever.
 BODY_SECONDS = 15.0
@@ -211,7 +221,7 @@ class HttpGateway:
             bound.route.method,
             TRANSPORT,
             request_id,
-            lambda body, info: _call(bound, body, info),
+            lambda body, info: _call(bound, body, info, self._max_request_bytes),
             payload,
             _peer(request),
         )
@@ -233,7 +243,15 @@ class HttpGateway:
                 f"the body must be {JSON_TYPE} (UTF-8)",
                 content_type=content_type[:_ECHOED_CHARS],
             )
-        limit = self._max_request_bytes
+        coding = request.headers.get("Content-Encoding", "").strip().lower()
+        if coding not in _CONTENT_CODINGS:
+            return _refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                UNSUPPORTED_MEDIA_TYPE,
+                "the body may be sent as it is or with Content-Encoding gzip or deflate",
+                content_encoding=coding[:_ECHOED_CHARS],
+            )
+        limit = self._max_request_bytes * JSON_BODY_FACTOR
         too_large = request_too_large("body", limit)
         if request.content_length is not None and request.content_length > limit:
             return too_large
@@ -250,9 +268,10 @@ class HttpGateway:
             return invalid_argument(
                 BODY_TIMEOUT, f"the body did not arrive within {self._body_seconds:g} s", ""
             )
-        except (HttpProcessingError, ConnectionResetError) as error:
-            # Broken chunk framing, or the client went before the whole body came. The
-            # error's text quotes the body, which may hold a token: only its type is told.
+        except (HttpProcessingError, ConnectionResetError, web.RequestPayloadError) as error:
+            # Broken chunk framing or compression, or the client went before the whole body
+            # came. The error's text may quote the body, which may hold a token: only its
+            # type is told.
             return invalid_argument(
                 REQUEST_MALFORMED, f"the body could not be read ({type(error).__name__})", ""
             )
@@ -294,13 +313,16 @@ class HttpGateway:
         return self._error_response(error, headers)
 
 
-def _call(bound: _Bound, body: bytes | ServiceError, info: CallInfo) -> bytes:
+def _call(bound: _Bound, body: bytes | ServiceError, info: CallInfo, limit: int) -> bytes:
     """Inside the ``CallRunner``: so protocol refusals on a route are counted and logged
     too, and the call's duration includes rendering the JSON answer, which for a long
     list of legal moves costs more than finding them."""
     if isinstance(body, ServiceError):
         raise body
-    return message_json(bound.handler(parse_request(body, bound.route.request_class), info))
+    request = parse_request(body, bound.route.request_class)
+    if request.ByteSize() > limit:
+        raise request_too_large("request", limit)
+    return message_json(bound.handler(request, info))
 
 
 def _is_json(content_type: str) -> bool:

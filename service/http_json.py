@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
@@ -52,36 +53,60 @@ _INTEGER_TYPES = frozenset(
 _FLOAT_TYPES = frozenset({FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE})
 
 
-class _DuplicateKeyError(ValueError):
-    pass
+class _Duplicated(dict[str, Any]):
+    """A JSON object that gave ``duplicate`` twice; refused where the walk meets it."""
+
+    duplicate: str
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """RFC 8259 leaves duplicate names undefined; refusing them keeps one meaning."""
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKeyError(key)
-        result[key] = value
-    return result
+def _objects_noting(duplicates: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A ``json.loads`` object hook that notes each name given twice in one object.
+
+    RFC 8259 leaves duplicate names undefined; refusing them keeps one meaning.
+    The object is marked so that the walk can name the field by its path.
+    """
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result = dict(pairs)
+        if len(result) == len(pairs):
+            return result
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                break
+            seen.add(key)
+        duplicated = _Duplicated(result)
+        duplicated.duplicate = key
+        duplicates.append(key)
+        return duplicated
+
+    return build
+
+
+def _constant(name: str) -> float:
+    """Python's json takes NaN and Infinity, which RFC 8259 does not."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def parse_request(body: bytes, message_class: type[MessageT]) -> MessageT:
     """The request message of a JSON body; raises ``JSON_INVALID`` naming the field."""
     if not body.strip():
         return message_class()  # an empty body is the empty request, as in grpc-gateway
+    duplicates: list[str] = []
     try:
-        value = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        value = json.loads(
+            body.decode("utf-8"),
+            object_pairs_hook=_objects_noting(duplicates),
+            parse_constant=_constant,
+        )
     except UnicodeDecodeError as error:
         raise _json_invalid("", f"the body is not UTF-8: {error.reason}") from None
-    except _DuplicateKeyError as error:
-        raise _json_invalid(str(error), f"the name {error} appears twice") from None
     except ValueError as error:
         raise _json_invalid("", f"malformed JSON: {error}") from None
     except RecursionError:
         raise _json_invalid("", "the JSON nests too deeply") from None
     if not isinstance(value, dict):
-        raise _json_invalid("", f"the body must be a JSON object, not {type(value).__name__}")
+        raise _json_invalid("", f"the body must be a JSON object, not {_json_kind(value)}")
     if _SURROGATE_ESCAPE.search(body) and _holds_lone_surrogate(value):
         # json_format fails on these with SystemError, not ParseError.
         raise _json_invalid("", "a string holds an unpaired UTF-16 surrogate escape")
@@ -90,6 +115,8 @@ def parse_request(body: bytes, message_class: type[MessageT]) -> MessageT:
         check_message(value, descriptor)
     except RecursionError:
         raise _json_invalid("", "the JSON nests too deeply") from None
+    if duplicates:  # where the walk does not go, e.g. inside an unknown name
+        raise _json_invalid("", f"the name {_quoted(duplicates[0])} appears twice")
     message = message_class()
     try:
         json_format.ParseDict(value, message)
@@ -111,6 +138,10 @@ def check_message(value: object, descriptor: Descriptor, path: str = "") -> None
     if not isinstance(value, dict) or descriptor.full_name.startswith("google.protobuf."):
         return
     fields = _fields_by_name(descriptor)
+    if isinstance(value, _Duplicated):
+        field = fields.get(value.duplicate)
+        name = f"{path}.{value.duplicate if field is None else field.name}".lstrip(".")
+        raise _json_invalid(name, f"the field {name} appears twice")
     seen: dict[str, str] = {}  # proto name -> the JSON name it was given under
     for key, item in value.items():
         field = fields.get(key)
@@ -132,6 +163,9 @@ def _check_field(value: object, field: FieldDescriptor, path: str) -> None:
     if nested is not None and nested.GetOptions().map_entry:
         if not isinstance(value, dict):
             raise _wrong_type(path, "a JSON object", value)
+        if isinstance(value, _Duplicated):
+            key_path = f"{path}[{json.dumps(value.duplicate, ensure_ascii=False)}]"
+            raise _json_invalid(key_path, f"the map key of {key_path} appears twice")
         value_field = nested.fields_by_name["value"]
         for key, item in value.items():
             _check_single(item, value_field, f"{path}[{json.dumps(key, ensure_ascii=False)}]")
@@ -200,6 +234,8 @@ def _quoted(text: str, limit: int = 40) -> str:
 
 
 def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):

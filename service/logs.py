@@ -26,6 +26,7 @@ from typing import Any, TextIO, cast
 import orjson
 import structlog
 from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.web import RequestPayloadError
 from google.protobuf.message import Message
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
@@ -400,9 +401,13 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     http_server.addFilter(_ClientErrorsAtDebug(threshold))
 
 
+_CLIENT_ERRORS = (BadHttpMessage, RequestPayloadError)
+
+
 class _ClientErrorsAtDebug(logging.Filter):
     """aiohttp logs every request its parser refuses (a line too long, broken chunks) as
-    an error with a traceback: the client's mistake, which it already got a 400 for, and
+    an error with a traceback, and again a body it could not decompress when it discards
+    the rest after the answer: the client's mistake, which it already got a 400 for, and
     which anyone could repeat to flood the log and trip error alerts. Those records are
     debug-level here, so shown only at ``--log-level debug``."""
 
@@ -411,7 +416,7 @@ class _ClientErrorsAtDebug(logging.Filter):
         self._threshold = threshold
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], BadHttpMessage):
+        if record.exc_info and isinstance(record.exc_info[1], _CLIENT_ERRORS):
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return self._threshold <= logging.DEBUG
         return True

@@ -231,7 +231,7 @@ def test_proto3_json_accepts_camel_case_proto_names_enum_numbers_and_int64_numbe
         (b'{"seed": "-1"}', "seed"),
         (b'{"seed": "seven"}', "seed"),
         (b'{"config": {"players": 2.5}}', "config.players"),
-        (b'{"config": {"players": 2, "players": 3}}', "players"),
+        (b'{"config": {"players": 2, "players": 3}}', "config.players"),
         (b'{"config": "two players"}', "config"),
     ],
 )

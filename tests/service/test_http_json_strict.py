@@ -139,9 +139,52 @@ def test_both_names_in_repeated_messages_and_maps_are_refused_with_their_path(bo
     assert refusal_of(json.dumps(body).encode(), holder_class())[0] == field
 
 
-def test_the_same_name_twice_is_still_refused_in_repeated_messages():
-    body = b'{"decks": [{"cards": [{"rank": 1}, {"rank": 1, "suit": 1, "suit": 2}]}]}'
-    assert refusal_of(body, pb.NewGameRequest)[0] == "suit"
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (
+            b'{"decks": [{"cards": [{"rank": 1}, {"rank": 1, "suit": 1, "suit": 2}]}]}',
+            "decks[0].cards[1].suit",
+        ),
+        (b'{"config": {"players": 2, "firstDealer": 1, "firstDealer": 0}}', "config.first_dealer"),
+        (b'{"seed": "1", "seed": "2"}', "seed"),
+        (b'{"config": {"bogus": 1, "bogus": 2}}', "config.bogus"),
+    ],
+)
+def test_the_same_name_twice_is_refused_with_its_path(body: bytes, field: str) -> None:
+    assert refusal_of(body, pb.NewGameRequest) == (field, f"the field {field} appears twice")
+
+
+def test_the_same_map_key_twice_is_refused_with_its_path() -> None:
+    body = b'{"byName": {"k": {}, "k": {}}}'
+    assert refusal_of(body, holder_class()) == (
+        'by_name["k"]',
+        'the map key of by_name["k"] appears twice',
+    )
+
+
+def test_the_same_name_twice_where_no_field_is_known_is_still_refused() -> None:
+    body = b'{"bogus": {"a": 1, "a": 2}}'
+    assert refusal_of(body, pb.NewGameRequest) == ("", 'the name "a" appears twice')
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_numbers_that_json_does_not_have_are_malformed_json(constant: str) -> None:
+    body = f'{{"config": {{"players": {constant}}}}}'.encode()
+    assert refusal_of(body, pb.NewGameRequest) == (
+        "",
+        f"malformed JSON: {constant} is not a JSON value",
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"), [(b"null", "null"), (b"[]", "an array"), (b"7", "a number")]
+)
+def test_a_body_that_is_no_object_is_named_in_json_words(body: bytes, kind: str) -> None:
+    assert refusal_of(body, pb.NewGameRequest) == (
+        "",
+        f"the body must be a JSON object, not {kind}",
+    )
 
 
 # -- bytes are base64 ---------------------------------------------------------------------

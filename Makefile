@@ -88,8 +88,9 @@ lock: $(VENV_STAMP) ## Regenerate requirements/runtime.lock and requirements/dev
 	$(PIP_COMPILE) --extra dev --constraint requirements/runtime.lock \
 		--output-file requirements/dev.lock pyproject.toml
 
-generate: $(VENV_STAMP) ## Regenerate the Python code of proto/ into clients/python/src
+generate: $(VENV_STAMP) ## Regenerate from proto/: the Python code in clients/python/src and the OpenAPI document
 	$(BIN)/python scripts/generate_protos.py
+	$(BIN)/python scripts/generate_openapi.py
 
 clean: ## Remove .venv and tool caches
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage htmlcov dist build

@@ -335,7 +335,7 @@ def build_document(
             "version": API_VERSION,
             "description": "Stateless card-game rules over HTTP/JSON, generated from the "
             "proto API by scripts/generate_openapi.py: the same RPCs as gRPC, in the proto3 "
-            "JSON mapping. Every call is a pure function of its request and safe to retry.",
+            "JSON mapping. The service keeps nothing between calls: every call is safe to retry.",
         },
         "tags": [*tags, {"name": "OpenApi", "description": "This document."}],
         "paths": paths,

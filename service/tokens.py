@@ -175,20 +175,22 @@ class StateSealer:
         version = version_byte & ~PLAIN_FLAG
         if version == 0:
             raise TokenError("TOKEN_MALFORMED", "state token has no valid header")
+        plain = bool(version_byte & PLAIN_FLAG)
+        if not plain and len(token) < SEALED_OVERHEAD:
+            # Checked before the version: a few stray bytes are no token of another release.
+            raise TokenError("TOKEN_MALFORMED", "state token is too short")
         if version != self._version:
             raise TokenError(
                 "TOKEN_SCHEMA_UNSUPPORTED",
                 f"state token schema version {version} is not supported "
                 f"(this server reads version {self._version})",
             )
-        if version_byte & PLAIN_FLAG:
+        if plain:
             if not self._plain:
                 raise TokenError(
                     "TOKEN_PLAIN_DISABLED", "plain state tokens are disabled on this server"
                 )
             return token[1:]
-        if len(token) < SEALED_OVERHEAD:
-            raise TokenError("TOKEN_MALFORMED", "state token is too short")
         aead = self._aeads.get(token[1 : 1 + KEY_ID_BYTES])
         if aead is None:
             raise TokenError(

@@ -38,6 +38,7 @@ from cardrules.client import (
     channel_options,
     error_info,
     field_violations,
+    request_id,
     service_config,
 )
 from cardrules.client import codes as client_codes
@@ -47,7 +48,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from engine.cards import card_str, full_deck
 from engine.krypkasino import Config, legal_moves, new_game, play, score
-from tests.service.server_process import free_port
+from tests.service.server_process import ServerProcess, free_port
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
 SRC = CLIENT / "src"
@@ -229,8 +230,10 @@ def test_every_view_of_one_state_carries_the_same_state_id(grpc_target: str) -> 
 
 def test_a_request_and_field_keywords_together_are_refused() -> None:
     client = KrypkasinoClient("127.0.0.1:1")
-    with pytest.raises(TypeError, match="not both"):
+    with pytest.raises(TypeError, match=r"not both: \['seat'\]"):
         client.play(pb.PlayRequest(), seat=1)
+    with pytest.raises(TypeError, match=r"not both: \['players'\]"):
+        client.new_game(pb.NewGameRequest(), players=2)
     with pytest.raises(TypeError, match="PlayRequest"):
         client.play(pb.ScoreRequest())  # type: ignore[arg-type]
     client.close()
@@ -357,6 +360,15 @@ def test_unavailable_is_retried_until_an_attempt_succeeds() -> None:
         answer = client.score(state=b"s", wait_for_ready=False)
     assert servicer.calls == 4
     assert list(answer.totals) == [4]
+
+
+def test_cancelled_from_a_stopping_server_is_retried() -> None:
+    """What gRPC core answers to a call it received but never handed over (grpc/grpc#41785)."""
+    servicer = ScriptedServicer([grpc.StatusCode.CANCELLED, UNAVAILABLE])
+    with scripted_server(servicer) as target, KrypkasinoClient(target) as client:
+        answer = client.score(state=b"s")
+    assert servicer.calls == 3
+    assert list(answer.totals) == [3]
 
 
 def test_retries_stop_after_four_attempts() -> None:
@@ -525,7 +537,7 @@ def test_service_config_holds_the_retry_policy() -> None:
     assert method["name"] == [{"service": SERVICE}]
     policy = method["retryPolicy"]
     assert policy["maxAttempts"] == 4
-    assert policy["retryableStatusCodes"] == ["UNAVAILABLE"]
+    assert policy["retryableStatusCodes"] == ["UNAVAILABLE", "CANCELLED"]
     # The waits between attempts (each jittered by up to 20 %) outlast a reconnection,
     # and end well inside the default deadline.
     wait = seconds(policy["initialBackoff"])
@@ -631,6 +643,33 @@ def test_error_info_and_field_violations_of_an_async_call(grpc_target: str) -> N
     info = error_info(error)
     assert info is not None and info.reason.startswith("TOKEN_")
     assert [field for field, _ in field_violations(error)] == ["state"]
+
+
+def test_request_id_names_the_log_line_of_a_refused_call(server: ServerProcess) -> None:
+    with KrypkasinoClient(server.target) as client, pytest.raises(grpc.RpcError) as own:
+        client.score(state=b"x", metadata=[("x-request-id", "support-ticket-42")])
+    assert request_id(own.value) == "support-ticket-42"
+
+    async def refused() -> grpc.RpcError:
+        async with AsyncKrypkasinoClient(server.target) as client:
+            with pytest.raises(grpc.RpcError) as raised:
+                await client.score(state=b"x")
+            return raised.value
+
+    given = request_id(asyncio.run(refused()))
+    assert given is not None and given != "support-ticket-42"
+    logged = {line["request_id"] for line in server.log_events("request")}
+    assert {"support-ticket-42", given} <= logged
+
+
+def test_request_id_of_a_call_that_never_reached_the_service_is_none() -> None:
+    with (
+        refused_address() as target,
+        KrypkasinoClient(target, timeout=0.2) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"x")
+    assert request_id(raised.value) is None
 
 
 @contextlib.contextmanager
@@ -771,10 +810,9 @@ def test_the_client_builds_a_wheel_with_stubs_and_types(tmp_path: Path) -> None:
         for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
         if line.startswith("Requires-Dist:")
     ]
-    assert {re.split(r"[<>=!~ ;]", r)[0] for r in requires} == {
-        "grpcio",
-        "protobuf",
-        "googleapis-common-protos",
-    }
+    runtime = {re.split(r"[<>=!~ ;]", r)[0] for r in requires if "extra ==" not in r}
+    assert runtime == {"grpcio", "protobuf", "googleapis-common-protos"}
+    typing = {re.split(r"[<>=!~ ;]", r)[0] for r in requires if "extra == 'typing'" in r}
+    assert typing == {"types-grpcio", "types-protobuf"}
     # Building leaves no stray files in the source tree.
     assert sorted(p for p in CLIENT.rglob("*") if "__pycache__" not in p.parts) == before

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 
 import google.api
+from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from scripts.generate_protos import DEFAULT_OUTPUT, THIRD_PARTY, generate
 
@@ -29,3 +34,19 @@ def test_vendored_googleapis_protos_match_the_pinned_package() -> None:
     package_dir = Path(next(iter(google.api.__path__)))
     for vendored in (THIRD_PARTY / "google" / "api").glob("*.proto"):
         assert vendored.read_bytes() == (package_dir / vendored.name).read_bytes(), vendored.name
+
+
+def test_the_client_requires_at_least_the_runtimes_its_stubs_were_generated_for() -> None:
+    """Generated code refuses at import a grpcio or protobuf older than its generator's."""
+    project = tomllib.loads((DEFAULT_OUTPUT.parent / "pyproject.toml").read_text())
+    requirements = {r.name: r for r in map(Requirement, project["project"]["dependencies"])}
+    source = Path(krypkasino_pb2.__file__).read_text()
+    protobuf = re.search(r"^# Protobuf Python Version: (\S+)$", source, re.MULTILINE)
+    assert protobuf is not None
+    generated = {
+        "grpcio": Version(krypkasino_pb2_grpc.GRPC_GENERATED_VERSION),
+        "protobuf": Version(protobuf.group(1)),
+    }
+    for name, version in generated.items():
+        (lowest,) = [Version(s.version) for s in requirements[name].specifier if s.operator == ">="]
+        assert lowest >= version, f"{name}>={lowest} admits versions older than {version}"

@@ -149,14 +149,13 @@ def public_view(stub: Stub, token: bytes) -> Refusal:
 def token_reason(token: bytes) -> str:
     """The reason the design's token format gives for bytes that are not a token of ours."""
     version = token[0] & ~PLAIN_FLAG
-    if version == 0:
+    plain = bool(token[0] & PLAIN_FLAG)
+    if version == 0 or (not plain and len(token) < SEALED_OVERHEAD):
         return "TOKEN_MALFORMED"
     if version != 1:
         return "TOKEN_SCHEMA_UNSUPPORTED"
-    if token[0] & PLAIN_FLAG:
+    if plain:
         return "TOKEN_PLAIN_DISABLED"
-    if len(token) < SEALED_OVERHEAD:
-        return "TOKEN_MALFORMED"
     if token[1:5] != key_id(TEST_KEY):
         return "TOKEN_UNKNOWN_KEY"
     return "TOKEN_INVALID"

@@ -21,7 +21,7 @@ def committed() -> dict[str, Any]:
 
 def test_the_committed_document_is_what_the_generator_makes_now():
     assert generate() == COMMITTED.read_bytes(), (
-        "service/cardrules.openapi.json is stale: run python scripts/generate_openapi.py"
+        "service/cardrules.openapi.json is stale: run make generate"
     )
 
 

@@ -163,6 +163,8 @@ def test_plain_mode_both_ways():
         (b"\x00" + bytes(40), "TOKEN_MALFORMED"),
         (b"\x80payload", "TOKEN_MALFORMED"),
         (b"\x01", "TOKEN_MALFORMED"),
+        (b"x", "TOKEN_MALFORMED"),  # a stray byte is no token of another schema version
+        (b"\x07" + bytes(31), "TOKEN_MALFORMED"),
         (b"\x01" + KeyRing.key_id(KEY_A) + bytes(27), "TOKEN_MALFORMED"),
         (b"\x01" + b"\xff\xff\xff\xff" + bytes(28), "TOKEN_UNKNOWN_KEY"),
         (b"\x01" + KeyRing.key_id(KEY_A) + bytes(28), "TOKEN_INVALID"),

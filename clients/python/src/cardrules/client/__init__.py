@@ -1,14 +1,16 @@
-"""Typed Python client of the cardrules Krypkasino service (design section 3).
+"""Typed Python client of the cardrules Krypkasino service (docs/api.md).
 
 >>> from cardrules.client import KrypkasinoClient, card
 >>> card("10D").rank == cards_pb2.RANK_TEN
 True
 
 ``KrypkasinoClient`` blocks, ``AsyncKrypkasinoClient`` runs on asyncio; both
-give every call a default deadline and retry ``UNAVAILABLE`` through the
-channel's service config, which is safe because every RPC is a pure function
-of its request. This package imports only grpcio, protobuf,
-googleapis-common-protos and the generated stubs.
+give every call a default deadline and retry ``UNAVAILABLE`` and
+``CANCELLED`` through the channel's service config, which is safe because the
+service keeps no state: every RPC but ``NewGame`` is a pure function of its
+request, and a retried ``NewGame`` only starts another game. This package
+imports only grpcio, protobuf, googleapis-common-protos and the generated
+stubs.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from cardrules.client.channel import (
     service_config,
 )
 from cardrules.client.codes import card, card_code, cards, cards_code
-from cardrules.client.errors import ErrorReason, error_info, field_violations, rpc_status
+from cardrules.client.errors import (
+    ErrorReason,
+    error_info,
+    field_violations,
+    request_id,
+    rpc_status,
+)
 from cardrules.client.sync import KrypkasinoClient
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
 
@@ -44,6 +52,7 @@ __all__ = [
     "field_violations",
     "krypkasino_pb2",
     "krypkasino_pb2_grpc",
+    "request_id",
     "rpc_status",
     "service_config",
 ]

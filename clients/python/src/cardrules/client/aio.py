@@ -1,4 +1,4 @@
-"""The asyncio client (design section 3): the twin of :mod:`cardrules.client.sync` on ``grpc.aio``."""
+"""The asyncio client (docs/api.md): the twin of :mod:`cardrules.client.sync` on ``grpc.aio``."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ class AsyncKrypkasinoClient:
     :mod:`cardrules.client.channel` (plain text unless ``credentials`` are
     given), or give a ready ``channel``, which the client then does not close.
 
-    Every RPC is a pure function of its request, so every method is safe to
-    retry: the channel retries ``UNAVAILABLE`` up to 4 attempts within the
+    The service keeps no state, so every method is safe to retry: the channel
+    retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the
     call's deadline. Each call has a deadline of ``timeout`` seconds (5 s by
     default, ``None`` for none), which any call may override. Failures raise
     ``grpc.RpcError``; :func:`cardrules.client.error_info` reads its reason.
@@ -74,7 +74,8 @@ class AsyncKrypkasinoClient:
         )
 
     async def close(self) -> None:
-        """Close the channel if the client opened it."""
+        """Close the channel if the client opened it; calls after that raise
+        ``grpc.aio.UsageError``, not an ``RpcError``."""
         if self._owns_channel:
             await self.channel.close()
 
@@ -120,8 +121,8 @@ class AsyncKrypkasinoClient:
     ) -> pb.NewGameResponse:
         """Start a match: sealed state, one seat token per seat, public view (``NewGame``).
 
-        ``players`` sets ``config.players``. Pure and safe to retry: the same
-        seed and configuration always deal the same game.
+        ``players`` sets ``config.players``. Safe to retry: a retry starts another
+        game, with a new game id (and the same cards when a ``seed`` is given).
         """
         message = messages.new_game(request, config, players, seed, decks, draw)
         return await self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)

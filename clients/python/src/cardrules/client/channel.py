@@ -1,9 +1,10 @@
 """Channel settings: the retry policy, load balancing and health checking as a gRPC
 service config.
 
-Every cardrules RPC is a pure function of its request (design section 3), so
-retrying one after ``UNAVAILABLE`` can never play a move twice: the retried
-request carries the same state token and yields the same answer. The policy
+The service keeps nothing between calls, so retrying one can never play a
+move twice: a retried ``Play`` carries the same state token and yields the
+same answer (every RPC but ``NewGame`` is a pure function of its request, and
+a retried ``NewGame`` only starts another game). The policy
 lives in the channel's service config, where gRPC applies it with backoff and
 within the call's overall deadline.
 
@@ -19,7 +20,7 @@ rather wait for the server up to the whole deadline passes
 With a load-balancing policy the channel also checks each server's health:
 a server that is shutting down turns ``readiness`` NOT_SERVING and keeps
 serving for a moment (``--drain-delay-seconds``), and the channel stops
-sending it calls as soon as it hears so (design section 6).
+sending it calls as soon as it hears so (docs/operations.md, "Termination").
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from typing import Any
 #: Fully qualified gRPC service names the retry policy applies to.
 SERVICES = ("cardrules.krypkasino.v1.KrypkasinoService",)
 
-#: The retry policy: up to 4 attempts, only after ``UNAVAILABLE``.
+#: The retry policy: up to 4 attempts, only after ``UNAVAILABLE`` or ``CANCELLED``.
+#:
+#: ``CANCELLED`` is what a stopping server answers to the calls gRPC core had
+#: received but not yet handed to the service (grpc/grpc#41785): such a call
+#: never ran, and a client without health checking (``pick_first``) can meet
+#: one at every rolling restart. A call the caller cancels itself is never
+#: retried: gRPC retries only statuses that a server sent.
 #:
 #: gRPC waits ``initialBackoff`` before the first retry and multiplies the wait
 #: by ``backoffMultiplier`` each time (at most ``maxBackoff``), each wait
@@ -47,7 +54,7 @@ RETRY_POLICY: dict[str, Any] = {
     "initialBackoff": "0.2s",
     "maxBackoff": "1.8s",
     "backoffMultiplier": 3,
-    "retryableStatusCodes": ["UNAVAILABLE"],
+    "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
 }
 
 #: How soon the channel reconnects after a failed connection attempt.
@@ -121,7 +128,8 @@ def channel_options(
     """Options for ``grpc.insecure_channel`` / ``grpc.secure_channel`` (or their ``aio`` twins).
 
     Use them to build your own channel with the client's retry policy
-    (``RETRY_POLICY``: ``UNAVAILABLE`` only, up to 4 attempts over about 2.6 s)
+    (``RETRY_POLICY``: ``UNAVAILABLE`` and ``CANCELLED``, up to 4 attempts over
+    about 2.6 s)
     and its quick reconnection (``RECONNECT_OPTIONS``), so that a call made
     while the server is not listening yet, or restarting, gets through if the
     server listens within about 1.5 s. When an option is given twice, grpc keeps

@@ -1,9 +1,11 @@
-"""The ``google.rpc.ErrorInfo`` of a failed call (design section 5).
+"""The ``google.rpc.ErrorInfo`` of a failed call, and its request id (docs/api.md, "Errors").
 
 The service puts a ``google.rpc.Status`` with exactly one ``ErrorInfo``
 (domain ``cardrules``, a stable UPPER_SNAKE reason such as ``NOT_YOUR_TURN``)
-in the ``grpc-status-details-bin`` trailer. This module decodes it with
-googleapis-common-protos alone, so the client needs no grpcio-status.
+in the ``grpc-status-details-bin`` trailer, and the call's request id, which
+its log line carries too, in the ``x-request-id`` trailer. This module
+decodes them with googleapis-common-protos alone, so the client needs no
+grpcio-status.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
+REQUEST_ID_KEY = "x-request-id"
 
 
 class ErrorReason(NamedTuple):
@@ -30,19 +33,35 @@ def rpc_status(error: grpc.RpcError) -> status_pb2.Status | None:
 
     Works for the errors of both the sync and the asyncio clients.
     """
+    value = _trailer(error, STATUS_DETAILS_KEY)
+    if not isinstance(value, bytes):
+        return None
+    status = status_pb2.Status()
+    try:
+        status.ParseFromString(value)
+    except DecodeError:  # a garbled trailer means "no details", not a new failure
+        return None
+    return status
+
+
+def request_id(error: grpc.RpcError) -> str | None:
+    """The id under which the server logged the failed call (the caller's own, if it sent
+    one as ``x-request-id`` metadata), or ``None`` if the call never reached the service.
+
+    >>> request_id(grpc.RpcError()) is None
+    True
+    """
+    value = _trailer(error, REQUEST_ID_KEY)
+    return value if isinstance(value, str) else None
+
+
+def _trailer(error: grpc.RpcError, name: str) -> str | bytes | None:
+    """One trailing metadata value of a failed call of the sync or the asyncio client."""
     trailing = getattr(error, "trailing_metadata", None)
     if not callable(trailing):
         return None
     pairs: Iterable[tuple[str, str | bytes]] | None = trailing()
-    for key, value in pairs or ():
-        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
-            status = status_pb2.Status()
-            try:
-                status.ParseFromString(value)
-            except DecodeError:  # a garbled trailer means "no details", not a new failure
-                return None
-            return status
-    return None
+    return next((value for key, value in pairs or () if key == name), None)
 
 
 def error_info(error: grpc.RpcError) -> ErrorReason | None:

@@ -28,8 +28,12 @@ def _build(
             f"expected a {message_type.DESCRIPTOR.full_name}, got {type(request).__name__}"
         )
     if given:
-        raise TypeError(f"give either a request or its fields, not both: {sorted(given)}")
+        raise _request_and_fields(given)
     return request
+
+
+def _request_and_fields(names: Iterable[str]) -> TypeError:
+    return TypeError(f"give either a request or its fields, not both: {sorted(names)}")
 
 
 def new_game(
@@ -41,6 +45,8 @@ def new_game(
     draw: cards_pb2.Deck | None,
 ) -> pb.NewGameRequest:
     """``players`` is a shortcut that sets (or overrides) ``config.players``."""
+    if players is not None and request is not None:
+        raise _request_and_fields(["players"])
     if players is not None:
         merged = pb.GameConfig()
         if config is not None:

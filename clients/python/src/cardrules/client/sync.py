@@ -1,4 +1,4 @@
-"""The blocking client (design section 3): one method per RPC, deadline and retries built in."""
+"""The blocking client (docs/api.md): one method per RPC, deadline and retries built in."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ class KrypkasinoClient:
     :mod:`cardrules.client.channel` (plain text unless ``credentials`` are
     given), or give a ready ``channel``, which the client then does not close.
 
-    Every RPC is a pure function of its request, so every method is safe to
-    retry: the channel retries ``UNAVAILABLE`` up to 4 attempts within the
+    The service keeps no state, so every method is safe to retry: the channel
+    retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the
     call's deadline. Each call has a deadline of ``timeout`` seconds (5 s by
     default, ``None`` for none), which any call may override. Failures raise
     ``grpc.RpcError``; :func:`cardrules.client.error_info` reads its reason.
@@ -70,7 +70,8 @@ class KrypkasinoClient:
         self._stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
 
     def close(self) -> None:
-        """Close the channel if the client opened it."""
+        """Close the channel if the client opened it; calls after that raise grpc's
+        ``ValueError``, not an ``RpcError``."""
         if self._owns_channel:
             self.channel.close()
 
@@ -116,8 +117,8 @@ class KrypkasinoClient:
     ) -> pb.NewGameResponse:
         """Start a match: sealed state, one seat token per seat, public view (``NewGame``).
 
-        ``players`` sets ``config.players``. Pure and safe to retry: the same
-        seed and configuration always deal the same game.
+        ``players`` sets ``config.players``. Safe to retry: a retry starts another
+        game, with a new game id (and the same cards when a ``seed`` is given).
         """
         message = messages.new_game(request, config, players, seed, decks, draw)
         return self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)

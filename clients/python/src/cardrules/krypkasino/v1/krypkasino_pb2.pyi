@@ -3,9 +3,11 @@
 isort:skip_file
 Krypkasino, the Swedish "reverse Cassino", as a stateless rules service.
 
-Every RPC is a pure function of its request: the whole game travels in the
-sealed `state` token, so any replica can serve any request and every RPC is
-safe to retry. Rule IDs such as K7.6 refer to the Krypkasino specification.
+The service keeps nothing: the whole game travels in the sealed `state`
+token, so any replica can serve any request and every RPC is safe to retry.
+Every RPC but NewGame is a pure function of its request; NewGame gives each
+game a new id (and a random seed unless one is given), so a retried NewGame
+starts another game, which costs nothing while nobody plays it. Rule IDs such as K7.6 refer to the Krypkasino specification.
 """
 
 from cardrules.cards.v1 import cards_pb2 as _cards_pb2
@@ -214,7 +216,9 @@ class GameConfig(_message.Message):
     teams: Global___TeamMode.ValueType
     """Team mode."""
     first_dealer: _builtins.int
-    """Seat of the first dealer (ignored with draw_for_deal)."""
+    """Seat of the first dealer, 0 to players - 1; with draw_for_deal the draw
+    decides instead.
+    """
     draw_for_deal: _builtins.bool
     """Draw for the first deal instead of using first_dealer (K4.2)."""
     match_deals: _builtins.int

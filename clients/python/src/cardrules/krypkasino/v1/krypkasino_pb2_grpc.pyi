@@ -3,9 +3,11 @@
 isort:skip_file
 Krypkasino, the Swedish "reverse Cassino", as a stateless rules service.
 
-Every RPC is a pure function of its request: the whole game travels in the
-sealed `state` token, so any replica can serve any request and every RPC is
-safe to retry. Rule IDs such as K7.6 refer to the Krypkasino specification.
+The service keeps nothing: the whole game travels in the sealed `state`
+token, so any replica can serve any request and every RPC is safe to retry.
+Every RPC but NewGame is a pure function of its request; NewGame gives each
+game a new id (and a random seed unless one is given), so a retried NewGame
+starts another game, which costs nothing while nobody plays it. Rule IDs such as K7.6 refer to the Krypkasino specification.
 """
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as _krypkasino_pb2

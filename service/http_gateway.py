@@ -23,6 +23,9 @@ reason                     HTTP    code                  when
 =========================  ======  ====================  =======================
 
 The last five happen on a route, so they pass through the ``CallRunner`` too.
+``GET /openapi.json`` serves the OpenAPI document, and ``GET /healthz`` and
+``/readyz`` the gRPC health service's ``liveness`` and ``readiness`` for
+checkers that speak only HTTP.
 """
 
 from __future__ import annotations
@@ -55,6 +58,11 @@ from service.metrics import code_label
 
 JSON_TYPE = "application/json"
 OPENAPI_PATH = "/openapi.json"
+# For load balancers and ingresses that can only check HTTP: the twins of the gRPC
+# health service's ``liveness`` and ``readiness`` (503 from the moment a drain begins).
+LIVENESS_PATH = "/healthz"
+READINESS_PATH = "/readyz"
+_FIXED_PATHS = frozenset({OPENAPI_PATH, LIVENESS_PATH, READINESS_PATH})
 TRANSPORT = "http"
 
 NOT_FOUND_ROUTE = "NOT_FOUND_ROUTE"
@@ -134,6 +142,7 @@ class HttpGateway:
         self._idle = asyncio.Event()
         self._idle.set()
         self._draining = False
+        self._ready = True
         for service in services:
             for route in routes(service):
                 self._add(route, api)
@@ -146,7 +155,7 @@ class HttpGateway:
                 f"{type(api).__name__} has no method {route.handler_name}"
             )
         by_method = self._table.setdefault(route.path, {})
-        if route.http_method in by_method or route.path == OPENAPI_PATH:
+        if route.http_method in by_method or route.path in _FIXED_PATHS:
             raise RouteConflictError(f"{route.http_method} {route.path} is bound twice")
         by_method[route.http_method] = _Bound(route, handler)
 
@@ -174,6 +183,10 @@ class HttpGateway:
             if not self._in_flight:
                 self._idle.set()
 
+    def not_ready(self) -> None:
+        """``/readyz`` answers 503 from now on: the first step of the SIGTERM drain."""
+        self._ready = False
+
     async def drain(self, timeout: float) -> None:
         """Wait until no request is in flight (a body still arriving included), at most ``timeout``."""
         self._draining = True
@@ -185,7 +198,7 @@ class HttpGateway:
         origin = request.headers.get("Origin")
         headers = {"X-Request-Id": request_id, **self._cors.response_headers(origin)}
         path = request.path
-        if path == OPENAPI_PATH:
+        if path in _FIXED_PATHS:
             methods: Sequence[str] = ("GET", "HEAD")
             by_method: Mapping[str, _Bound] = {}
         else:
@@ -214,6 +227,14 @@ class HttpGateway:
             return self._unrouted(request, request_id, refusal, {**headers, "Allow": allow})
         if path == OPENAPI_PATH:
             return web.Response(body=self._openapi, content_type=JSON_TYPE, headers=headers)
+        if path in (LIVENESS_PATH, READINESS_PATH):
+            serving = path == LIVENESS_PATH or self._ready
+            status = "SERVING" if serving else "NOT_SERVING"
+            body = f'{{"status":"{status}"}}'.encode()
+            headers["Cache-Control"] = "no-store"
+            return web.Response(
+                status=200 if serving else 503, body=body, content_type=JSON_TYPE, headers=headers
+            )
         bound = by_method[request.method]
         payload = await self._read_body(request)
         outcome = self._runner.run(

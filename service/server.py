@@ -203,8 +203,9 @@ async def _shut_down(
 ) -> None:
     """Drain in three steps (design section 6, docs/operations.md "Termination").
 
-    1. ``""``, ``readiness`` and the service name turn NOT_SERVING (``liveness``
-       stays SERVING): probes and health-checking clients move away.
+    1. ``""``, ``readiness`` and the service name turn NOT_SERVING, and HTTP
+       ``/readyz`` 503 (``liveness`` and ``/healthz`` stay SERVING): probes and
+       health-checking clients move away.
     2. Keep serving for the drain delay. Calls that clients sent before they saw
        NOT_SERVING are still answered; stopping at once would let gRPC core cancel
        the ones it had received but not yet handed over (grpc/grpc#41785).
@@ -222,6 +223,7 @@ async def _shut_down(
     )
     for name in DRAINED_ON_SHUTDOWN:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    http.gateway.not_ready()
     await signals.sleep(delay)
     _log.info(
         "stopping",

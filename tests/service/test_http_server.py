@@ -528,6 +528,33 @@ def refuses_connections(port: int, within: float = 10) -> bool:
     return False
 
 
+def health_over_http(server: ServerProcess) -> dict[str, tuple[int, str]]:
+    answers = {}
+    for path in ("/healthz", "/readyz"):
+        status, headers, value = exchange(f"{server.http_url}{path}", method="GET")
+        assert headers["Cache-Control"] == "no-store"
+        head = urllib.request.Request(f"{server.http_url}{path}", method="HEAD")
+        try:
+            with urllib.request.urlopen(head, timeout=10) as answer:
+                head_status = answer.status
+        except urllib.error.HTTPError as error:
+            head_status = error.code
+        assert head_status == status
+        answers[path] = (status, value["status"])
+    return answers
+
+
+def test_readyz_turns_503_when_the_drain_begins_and_healthz_stays_200():
+    """The HTTP twins of gRPC's readiness and liveness, for HTTP-only load balancers."""
+    with running(("--drain-delay-seconds", "3")) as server:
+        serving = (200, "SERVING")
+        assert health_over_http(server) == {"/healthz": serving, "/readyz": serving}
+        server.process.terminate()
+        server.wait_for_logs("draining")
+        assert health_over_http(server) == {"/healthz": serving, "/readyz": (503, "NOT_SERVING")}
+        assert server.terminate() == 0
+
+
 def test_sigterm_lets_an_http_request_in_flight_finish():
     """Design section 6: stop accepting, finish what is in flight (a body still arriving too)."""
     with running() as server:

@@ -304,7 +304,7 @@ def _state_from_proto(msg: pb.GameState) -> State:
     if over:
         if history.outcome != (True, winners, ()) or tiebreak:
             raise _StateError(f"winners {list(winners)} are not the match outcome (K13.3)")
-    elif history.pending or history.outcome != (False, (), tiebreak) or winners:
+    elif history.outcome != (False, (), tiebreak) or winners:
         raise _StateError(
             f"after deal {len(results)} the match is not in play as stored (K13.2, K13.3)"
         )
@@ -417,7 +417,6 @@ class _History(NamedTuple):
     """The finished deals and the K13 outcome they lead to."""
 
     results: tuple[DealResult, ...]
-    pending: tuple[int, ...]  # tie-break teams decided after the second-last deal
     outcome: tuple[bool, tuple[int, ...], tuple[int, ...]]  # match_outcome after the last deal
 
 
@@ -443,7 +442,7 @@ def _decode_history(config_data: bytes, first_dealer: int, stored: tuple[bytes, 
     config = _layout(config_data).config
     results = tuple(_deal(config_data, first_dealer, i, data) for i, data in enumerate(stored))
     if not results:
-        return _History((), (), (False, (), ()))
+        return _History((), (False, (), ()))
     # Up to the last two deals the match must not have ended at all (K13.2).
     totals = [0] * config.team_count
     limit, target = config.deal_limit, config.target_score
@@ -459,7 +458,8 @@ def _decode_history(config_data: bytes, first_dealer: int, stored: tuple[bytes, 
         ended, _, pending = match_outcome(config, results[:-1], ())
         if ended:
             raise _StateError(f"the match ended after deal {len(results) - 1} (K13.2)")
-    return _History(results, pending, match_outcome(config, results, pending))
+    # A tie-break deal decided after the second-last deal ends the match (K13.3).
+    return _History(results, match_outcome(config, results, pending))
 
 
 # Errors are not cached: lru_cache keeps only returned values.

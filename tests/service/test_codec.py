@@ -809,12 +809,50 @@ def table_from_stock(count: int) -> Mutation:
     return mutate
 
 
+def pile_cards_to(msg: pb.GameState, count: int, place: str) -> list[int]:
+    """Take ``count`` cards that are not markers off the piles (the fullest first)."""
+    taken: list[int] = []
+    for seat in sorted(range(len(msg.piles)), key=lambda s: -len(msg.piles[s])):
+        pile = bytearray(msg.piles[seat])
+        for card in list(pile):
+            if len(taken) < count and card not in msg.markers[seat]:
+                pile.remove(card)
+                taken.append(card)
+        msg.piles[seat] = bytes(pile)
+    assert len(taken) == count, f"the piles hold too few cards for {place}"
+    return taken
+
+
+def one_more_card_in_every_hand(msg: pb.GameState) -> None:
+    """Hand sizes stay even, but the mover then holds more than a distribution deals."""
+    for seat, card in enumerate(pile_cards_to(msg, len(msg.hands), "the hands")):
+        msg.hands[seat] = bytes(sorted(msg.hands[seat] + bytes([card])))
+
+
+def over_before_the_last_distribution(msg: pb.GameState) -> None:
+    """The stock holds what a distribution before the last leaves; hands and table are empty."""
+    msg.distribution -= 1
+    msg.stock = bytes(pile_cards_to(msg, 4 * msg.config.players, "the stock"))
+
+
+def bordstabbe_of_the_dealer(msg: pb.GameState) -> None:
+    """With the flag on, a bordstabbe of a seat other than the deal's first player (K16.10)."""
+    msg.config.rules.bordstabbe = True
+    result = msg.results[0]
+    result.seats[result.dealer].bordstabbe = -5
+
+
 MID_CASES: dict[str, tuple[Mutation, str]] = {
     # Cards stay conserved: only the table's size is wrong, and it is refused before
     # anything enumerates the moves of a table that large.
     "a table no game reaches": (
         table_from_stock(MAX_PLAIN_TABLE + 1),
         f"no game reaches more than {MAX_PLAIN_TABLE}",
+    ),
+    # 20 cards pass the table check: what refuses them is the stock they came from.
+    "the largest table a plain token may hold": (
+        lambda m: table_from_stock(MAX_PLAIN_TABLE - len(m.table))(m),
+        "the stock holds",
     ),
     "card byte out of range": (
         set_item("hands", 0, lambda m: m.hands[0][:-1] + bytes([60])),
@@ -864,6 +902,15 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         "last_capturer None does not match the piles",
     ),
     "bordstabbe seat without the flag": (flag_off, "bordstabbe_seat"),
+    "bordstabbe seat not the first player": (
+        lambda m: setattr(m, "bordstabbe_seat", (m.dealer + 2) % m.config.players),
+        "bordstabbe_seat",
+    ),
+    "last capturer with an empty pile": (
+        lambda m: setattr(m, "last_capturer", next(s for s, p in enumerate(m.piles) if not p)),
+        "does not match the piles",
+    ),
+    "a card more in every hand": (one_more_card_in_every_hand, "hand sizes"),
     "over mid-deal": (lambda m: setattr(m, "over", True), "the match is over"),
     "winners mid-deal": (lambda m: m.winners.append(0), "not in play"),
     "tiebreak without a tie": (lambda m: m.tiebreak.extend([0, 1]), "not in play"),
@@ -890,6 +937,12 @@ OVER_CASES: dict[str, tuple[Mutation, str]] = {
     "odd sweep points": (seats_item(1, "sweeps_made", 2), "results[0].seats[1]"),
     "negative item": (seats_item(0, "other_aces", -50), "results[0].seats[0]"),
     "bordstabbe without the flag": (seats_item(1, "bordstabbe", -5), "results[0].seats[1]"),
+    "bordstabbe of the dealer": (bordstabbe_of_the_dealer, "holds no K12.1 score items"),
+    "more sweeps than a deal has captures": (
+        seats_item(1, "sweeps_made", 10 * 104 + 5),
+        "results[0].seats[1]",
+    ),
+    "over before the last distribution": (over_before_the_last_distribution, "last deal is not"),
     "recipient out of range": (
         lambda m: setattr(m.results[0], "recipient", 7),
         "results[0] is not deal 1",

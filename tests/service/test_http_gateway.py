@@ -12,6 +12,7 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -22,10 +23,17 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
+from google.rpc import code_pb2
 
 from service.calls import CallInfo, CallRunner
 from service.config import ServerConfig
-from service.errors import ServiceError, failed_precondition, invalid_argument, permission_denied
+from service.errors import (
+    HTTP_STATUS,
+    ServiceError,
+    failed_precondition,
+    invalid_argument,
+    permission_denied,
+)
 from service.http_cors import CorsPolicy, parse_origins
 from service.http_gateway import (
     BODY_SECONDS,
@@ -391,3 +399,14 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout():
         assert b"Connection: close" not in answer
 
     run(krypkasino_gateway(), scenario, keepalive_seconds=0.5)
+
+
+def test_http_statuses_are_the_standard_mapping_of_google_rpc_codes() -> None:
+    """google/rpc/code.proto gives each code its "HTTP Mapping"; the gateway uses exactly it."""
+    proto = Path(code_pb2.__file__).with_name("code.proto").read_text()
+    documented = {
+        code_pb2.Code.Value(name): int(status)
+        for status, name in re.findall(r"HTTP Mapping: (\d+)[^\n]*\n\s*(\w+) = \d+;", proto)
+    }
+    assert len(documented) == len(code_pb2.Code.values())
+    assert documented == HTTP_STATUS

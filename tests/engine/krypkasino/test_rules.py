@@ -39,7 +39,7 @@ from engine.krypkasino import (
     sweep_ranks,
     table_moves,
 )
-from engine.krypkasino.events import DealEnded, DistributionDealt
+from engine.krypkasino.events import Captured, DealEnded, DistributionDealt
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.scoring import match_outcome
 from tests.engine.krypkasino.helpers import (
@@ -542,8 +542,11 @@ def test_k7_8_game_over():
 def test_k7_5_capture_order_does_not_matter():
     state = position("AH 2H 6C 7D 8H 9C JH", {1: "8D 6D"})
     unsorted = Move(cards("8D")[0], cards("8H 7D AH 6C 2H"))
-    after, _ = play(state, 1, unsorted)
+    after, events = play(state, 1, unsorted)
     assert sorted(after.table) == sorted(cards("9C JH"))
+    # The same move as its canonical form: same next state, same events (captures sorted).
+    assert (after, events) == play(state, 1, Move.of(unsorted.card, unsorted.captures))
+    assert only(events, Captured).captures == tuple(sorted(unsorted.captures))
 
 
 def test_k7_7_only_the_mover_has_legal_moves():

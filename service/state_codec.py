@@ -249,10 +249,8 @@ def _state_from_proto(msg: pb.GameState) -> State:
     if sorted(everything) != layout.full_deck:
         raise _StateError(_conservation_problem(msg, everything, copies))
     for seat, markers in enumerate(markers_b):
-        if markers and (
-            max(markers) >= CARDS_PER_DECK
-            or any(piles_b[seat].count(m) < markers.count(m) for m in set(markers))
-        ):
+        # Every pile byte is a card now, so a marker that is none is in no pile either.
+        if any(piles_b[seat].count(m) < markers.count(m) for m in set(markers)):
             raise _StateError(f"markers[{seat}] are not all in piles[{seat}] (K8.4)")
 
     first_hand, later_hand = layout.first_hand, layout.later_hand

@@ -42,6 +42,7 @@ from engine.krypkasino import (
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.scoring import match_outcome
+from engine.krypkasino.state import remove_cards
 from tests.engine.krypkasino.helpers import (
     cards,
     deck_starting_with,
@@ -539,11 +540,15 @@ def test_k7_8_game_over():
     assert (error.reason, error.rule) == (Reason.GAME_OVER, "K13.2")
 
 
-def test_k7_5_capture_order_does_not_matter():
-    state = position("AH 2H 6C 7D 8H 9C JH", {1: "8D 6D"})
-    unsorted = Move(cards("8D")[0], cards("8H 7D AH 6C 2H"))
+@pytest.mark.parametrize(
+    ("table", "captures"),
+    [("AH 2H 6C 7D 8H 9C JH", "8H 7D AH 6C 2H"), ("AH 7D 9C", "7D AH")],
+)
+def test_k7_5_capture_order_does_not_matter(table: str, captures: str) -> None:
+    state = position(table, {1: "8D 6D"})
+    unsorted = Move(cards("8D")[0], cards(captures))
     after, events = play(state, 1, unsorted)
-    assert sorted(after.table) == sorted(cards("9C JH"))
+    assert sorted(after.table) == sorted(remove_cards(state.table, cards(captures)))
     # The same move as its canonical form: same next state, same events (captures sorted).
     assert (after, events) == play(state, 1, Move.of(unsorted.card, unsorted.captures))
     assert only(events, Captured).captures == tuple(sorted(unsorted.captures))

@@ -41,6 +41,7 @@ def test_interleaved_games_views_derive_their_own_totals_and_distributions(
     results object: games with a shared config, an equal config and another
     config, interleaved deal by deal, each get their own."""
     monkeypatch.setattr(views_module, "_DERIVED_LIMIT", limit)
+    monkeypatch.setattr(views_module, "_DERIVED", {})
     config = Config(2, match_deals=4)
     other = Config(2, match_deals=4, rules=Rules(single_deck=True))
     runs = [
@@ -59,6 +60,7 @@ def test_interleaved_games_views_derive_their_own_totals_and_distributions(
                 assert v.totals == match_totals(state.config, state.results)
                 assert v.results is state.results
     assert all(any(state.results[-1].team_totals) for state in (run[-1] for run in runs))
+    assert len(views_module._DERIVED) <= limit
 
 
 def test_a_view_reports_the_state_it_was_made_of() -> None:

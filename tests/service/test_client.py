@@ -145,6 +145,16 @@ def test_async_client_plays_the_same_seeded_game(grpc_target: str) -> None:
     assert sheet.game_over
 
 
+def test_new_games_without_a_seed_are_dealt_at_random(grpc_target: str) -> None:
+    """NewGame without a seed draws one: five such games (2 players, 8 table cards
+    from 104) all dealing one table would mean the same seed each time."""
+    with KrypkasinoClient(grpc_target) as client:
+        tables = {tuple(map(card_code, client.new_game(players=2).view.table)) for _ in range(5)}
+        seeded = {tuple(map(card_code, client.new_game(players=2, seed=5).view.table))}
+        assert seeded == {tuple(map(card_code, client.new_game(players=2, seed=5).view.table))}
+    assert len(tables) > 1
+
+
 def test_a_given_channel_is_used_and_left_open(grpc_target: str) -> None:
     channel = grpc.insecure_channel(grpc_target, channel_options())
     with KrypkasinoClient(channel=channel) as client:

@@ -425,6 +425,11 @@ def test_port_cors_origins_and_limit_come_from_the_environment():
         # 1,100 empty decks: 13 KB of JSON, 2,200 bytes as protobuf.
         status, _, value = exchange(url, json.dumps({"decks": [{}] * 1100}).encode())
         assert status == 413 and refusal(value)[2] == {"limit": "2048"}
+        # The body may be 16 times the limit, to the byte, and not a byte more.
+        for size, expected in ((16 * 2048, 200), (16 * 2048 + 1, 413)):
+            small = b'{"config": {"players": 2}}'
+            status, _, _ = exchange(url, small + b" " * (size - len(small)))
+            assert status == expected, size
 
 
 @pytest.mark.parametrize(
@@ -574,5 +579,6 @@ def test_sigterm_lets_an_http_request_in_flight_finish():
             answer = http.client.HTTPResponse(connection)
             answer.begin()
             assert answer.status == 200
+            assert answer.getheader("Connection") == "close"  # reconnect to a replica serving
             assert json.loads(answer.read())["totals"] == [0, 0]
         assert server.terminate() == 0

@@ -3,8 +3,10 @@ domain counters, the /metrics endpoint and multiprocess aggregation across forke
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -14,10 +16,15 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cardrules.cards.v1 import cards_pb2
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.krypkasino import Reason
+from service.calls import CallInfo
+from service.config import ServerConfig
+from service.errors import ServiceError
 from service.metrics import (
     GRPC_CODES,
     HANDLING_BUCKETS,
@@ -27,6 +34,9 @@ from service.metrics import (
     start_metrics_http,
     variant_label,
 )
+from service.server import build_api, new_metrics
+from service.tokens import KeyRing
+from tests.service.server_process import TEST_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
@@ -372,3 +382,68 @@ def test_multiprocess_registry_refuses_a_late_environment_variable(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("refused:") and "PROMETHEUS_MULTIPROC_DIR" in done.stdout
+
+
+_KIND_LABELS = {
+    pb.MOVE_KIND_CRAWL: "crawl",
+    pb.MOVE_KIND_CAPTURE: "capture",
+    pb.MOVE_KIND_SWEEP: "sweep",
+    pb.MOVE_KIND_DOUBLE_SWEEP: "double_sweep",
+}
+
+
+def test_domain_counters_count_what_the_api_answered(registry: CollectorRegistry) -> None:
+    """Design section 6: games started, moves by kind, sweeps and illegal moves, counted
+    from whole games played through the API, against the events its answers carried."""
+    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), new_metrics(registry))
+    rng = random.Random(3)
+    kinds: collections.Counter[str] = collections.Counter()
+    out_of_turn = 0
+    for seed in (1, 2):
+        game = api.new_game(
+            pb.NewGameRequest(config=pb.GameConfig(players=2), seed=seed), CallInfo()
+        )
+        state, view = game.state, game.view
+        while view.HasField("turn"):
+            seat = view.turn
+            token = game.seat_tokens[seat]
+            if rng.random() < 0.1:
+                with pytest.raises(ServiceError) as refused:
+                    api.play(
+                        pb.PlayRequest(
+                            state=state,
+                            seat=1 - seat,
+                            seat_token=game.seat_tokens[1 - seat],
+                            move=pb.Move(card=cards_pb2.Card(rank=1, suit=1)),
+                        ),
+                        CallInfo(),
+                    )
+                assert refused.value.reason == "NOT_YOUR_TURN"
+                out_of_turn += 1
+            request = pb.LegalMovesRequest(state=state, seat=seat, seat_token=token)
+            move = rng.choice(api.legal_moves(request, CallInfo()).moves)
+            played = api.play(
+                pb.PlayRequest(state=state, seat=seat, seat_token=token, move=move.move),
+                CallInfo(),
+            )
+            for event in played.events:
+                if event.HasField("crawled"):
+                    kinds["crawl"] += 1
+                elif event.HasField("captured"):
+                    kinds[_KIND_LABELS[event.captured.kind]] += 1
+            state, view = played.state, played.view
+    found = samples(exposition(registry))
+    game_labels = {"game": "krypkasino", "players": "2", "teams": "individual"}
+    assert value(found, "cardrules_games_started_total", **game_labels, variant="default") == 2
+    counted = {
+        kind: value(found, "cardrules_moves_total", game="krypkasino", kind=kind)
+        for kind in _KIND_LABELS.values()
+    }
+    assert counted == {kind: kinds[kind] for kind in _KIND_LABELS.values()}
+    assert kinds["sweep"] > 0 and kinds["capture"] > 0 and kinds["crawl"] > 0
+    for kind in ("sweep", "double_sweep"):
+        assert value(found, "cardrules_sweeps_total", game="krypkasino", kind=kind) == kinds[kind]
+    illegal = value(
+        found, "cardrules_illegal_moves_total", game="krypkasino", reason="NOT_YOUR_TURN"
+    )
+    assert illegal == out_of_turn > 0

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -186,6 +187,15 @@ def test_an_ipv6_host_serves_grpc_http_and_metrics(host):
             assert json.load(reply)["openapi"].startswith("3.1")
         with urllib.request.urlopen(f"http://[::1]:{server.metrics_port}/metrics") as reply:
             assert b"grpc_server_started_total" in reply.read()
+        score = urllib.request.Request(
+            f"http://[::1]:{server.http_port}/v1/krypkasino:score",
+            data=b"{}",
+            headers={"Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError):  # STATE_MISSING, but logged with its peer
+            urllib.request.urlopen(score)
+        [line] = server.wait_for_logs("request")
+        assert str(line["peer"]).startswith("ipv6:[::1]:")
 
 
 @pytest.mark.parametrize("host", ["", " ", "[]", "a b", "http://x"])

@@ -414,7 +414,11 @@ def test_domain_counters_count_what_the_api_answered(registry: CollectorRegistry
                             state=state,
                             seat=1 - seat,
                             seat_token=game.seat_tokens[1 - seat],
-                            move=pb.Move(card=cards_pb2.Card(rank=1, suit=1)),
+                            move=pb.Move(
+                                card=cards_pb2.Card(
+                                    rank=cards_pb2.RANK_ACE, suit=cards_pb2.SUIT_SPADES
+                                )
+                            ),
                         ),
                         CallInfo(),
                     )

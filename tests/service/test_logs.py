@@ -118,6 +118,13 @@ def test_secrets_never_reach_the_output(capsys, fmt):
         key=SECRET,
         state_keys=[SECRET],
         other_token=SECRET,
+        # One key for each secret ending (_REDACTED_SUFFIXES).
+        dealer_hand=[SECRET],
+        seat_hands=[[SECRET]],
+        api_key=SECRET,
+        signing_keys=[SECRET],
+        client_secret=SECRET,
+        refresh_tokens=[SECRET],
         nested={"inner": {"seat_token": SECRET, "visible": "yes"}},
         raw=SECRET.encode(),
         buffer=bytearray(SECRET.encode()),

@@ -61,6 +61,7 @@ __all__ = [
     "deal_result_from_proto",
     "deal_result_to_proto",
     "deck_from_proto",
+    "event_from_proto",
     "events_to_proto",
     "fill_view",
     "legal_move_to_proto",

@@ -51,12 +51,11 @@ from service.errors import (
     request_too_large,
 )
 from service.http_cors import CorsPolicy
-from service.http_json import message_json, parse_request, status_json
+from service.http_json import JSON_TYPE, message_json, parse_request, status_json
 from service.http_routes import Route, routes
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
 
-JSON_TYPE = "application/json"
 OPENAPI_PATH = "/openapi.json"
 # For load balancers and ingresses that can only check HTTP: the twins of the gRPC
 # health service's ``liveness`` and ``readiness`` (503 from the moment a drain begins).
@@ -107,9 +106,10 @@ class RouteConflictError(ValueError):
 
 
 def http_status(error: ServiceError) -> int:
-    """The HTTP status of a refusal: the standard mapping of its code (design section 5)."""
+    """The HTTP status of a refusal: a more precise one for a few gateway reasons (405, 413,
+    415), else the standard mapping of its code (design section 5)."""
     specific = _HTTP_STATUS_OF_REASON.get(error.reason)
-    code: Any = error.code.value[0]  # a google.rpc.Code number
+    code: Any = error.code.value[0]  # a google.rpc.Code number (typed as its enum there)
     return specific if specific is not None else HTTP_STATUS[code]
 
 

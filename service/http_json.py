@@ -31,6 +31,7 @@ from service.http_routes import message_descriptor
 
 MessageT = TypeVar("MessageT", bound=Message)
 
+JSON_TYPE = "application/json"
 JSON_INVALID = "JSON_INVALID"
 _NESTED_PREFIX = re.compile(r"Failed to parse \w+ field: ")
 # A UTF-8 body can only hold a surrogate as a \uD800-\uDFFF escape.

@@ -257,4 +257,4 @@ def _field_error(error: codec.CodecError) -> ServiceError:
     return invalid_argument("FIELD_INVALID", error.description, error.field)
 
 
-__all__ = ["GAME", "METHODS", "SERVICE_NAME", "CallInfo", "KrypkasinoApi", "ServiceError"]
+__all__ = ["GAME", "METHODS", "SERVICE_DESCRIPTOR", "SERVICE_NAME", "KrypkasinoApi"]

@@ -31,6 +31,8 @@ from google.protobuf.message import Message
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
+from service.config import LOG_FORMATS, LOG_LEVELS
+
 #: Keys whose values must never reach a log line (design section 4 secrets, hidden cards).
 REDACTED_KEYS: frozenset[str] = frozenset(
     {
@@ -56,14 +58,11 @@ REDACTED_KEYS: frozenset[str] = frozenset(
 _REDACTED_SUFFIXES = ("_token", "_tokens", "_key", "_keys", "_hand", "_hands", "_secret")
 REDACTED = "[REDACTED]"
 
+# The names ``--log-level`` and ``--log-format`` take (``service.config``).
 LEVELS: Mapping[str, int] = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
+    name: logging.getLevelNamesMapping()[name.upper()] for name in LOG_LEVELS
 }
-FORMATS = ("auto", "json", "console")
+FORMATS = LOG_FORMATS
 
 _MAX_DEPTH = 8
 # Values that cannot hide bytes or a nested secret key: the fast path of ``redact``.
@@ -104,7 +103,10 @@ def _scrub(value: object, depth: int = 0) -> object:
     if isinstance(value, Message):
         return f"{REDACTED} {type(value).__name__}"
     if depth >= _MAX_DEPTH:
-        return value
+        # Too deep to look through, so it may hide a secret: shown as its type only.
+        return (
+            value if type(value) in _PLAIN else f"{REDACTED} {type(value).__name__} nested too deep"
+        )
     if isinstance(value, Mapping):
         return {k: REDACTED if _secret_key(k) else _scrub(v, depth + 1) for k, v in value.items()}
     if isinstance(value, tuple):

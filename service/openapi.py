@@ -26,6 +26,7 @@ from google.protobuf.descriptor import (
     ServiceDescriptor,
 )
 
+from service.http_json import JSON_TYPE
 from service.http_routes import message_descriptor, routes
 
 Json = dict[str, Any]
@@ -38,7 +39,6 @@ SERVICES: tuple[ServiceDescriptor, ...] = (
 )
 STATUS = "google.rpc.Status"
 ANY = "google.protobuf.Any"
-JSON_TYPE = "application/json"
 
 _INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
 _UINT32 = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1}

@@ -95,7 +95,8 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
             Reason.CAPTURE_NOT_ON_TABLE, "K7.3", "the capture names cards that are not on the table"
         )
     legal = table_moves(hand, table, rules)
-    if not rules.no_forced_sweep and all(len(m.captures) == len(table) > 0 for m in legal):
+    # K7.6 leaves only sweeps when one is possible, so the first legal move tells.
+    if not rules.no_forced_sweep and len(legal[0].captures) == len(table) > 0:
         return IllegalMoveError(
             Reason.MUST_SWEEP, "K7.6", "a card in hand sweeps the table, so it must"
         )

@@ -86,6 +86,17 @@ class ServerProcess:
             time.sleep(0.02)
         return found
 
+    def request_lines(self, *request_ids: str, timeout: float = 10) -> list[dict[str, object]]:
+        """The request log line of each id, once all have come (lines arrive on a thread)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = {str(line["request_id"]): line for line in self.log_events("request")}
+            if all(request_id in lines for request_id in request_ids):
+                return [lines[request_id] for request_id in request_ids]
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no request line for some of {request_ids}")
+            time.sleep(0.02)
+
 
 def _ephemeral_ports() -> range:
     """The ports the kernel hands out for port 0 and outgoing connections."""

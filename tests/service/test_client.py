@@ -668,8 +668,8 @@ def test_request_id_names_the_log_line_of_a_refused_call(server: ServerProcess) 
 
     given = request_id(asyncio.run(refused()))
     assert given is not None and given != "support-ticket-42"
-    logged = {line["request_id"] for line in server.log_events("request")}
-    assert {"support-ticket-42", given} <= logged
+    supplied, generated = server.request_lines("support-ticket-42", given)
+    assert (supplied["reason"], generated["reason"]) == ("TOKEN_MALFORMED", "TOKEN_MALFORMED")
 
 
 def test_request_id_of_a_call_that_never_reached_the_service_is_none() -> None:

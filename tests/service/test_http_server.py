@@ -386,11 +386,8 @@ def check_shared_metrics_and_logs(server: ServerProcess, game: Any) -> None:
         stub.Score(pb.ScoreRequest(state=base64.b64decode(game["state"])))
     after = handled(server, "Score", "OK"), handled(server, "Score", "InvalidArgument")
     assert (after[0] - before[0], after[1] - before[1]) == (2, 1)
-    deadline = time.monotonic() + 10
-    while not (lines := [r for r in server.log_events("request") if r["request_id"] == request_id]):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    (line,) = lines
+    (line,) = server.request_lines(request_id)
+    assert [r for r in server.log_events("request") if r["request_id"] == request_id] == [line]
     assert line["transport"] == "http" and line["method"] == f"{SERVICE}/Score"
     assert line["code"] == "OK" and line["game_id"] == game["gameId"]
     assert str(line["peer"]).startswith("ipv4:127.0.0.1:")

@@ -140,6 +140,16 @@ def test_secrets_never_reach_the_output(capsys, fmt):
     assert SECRET.encode().hex() not in out
 
 
+def test_what_is_nested_too_deep_to_scrub_is_hidden_whole(capsys):
+    configure_logging("json")
+    deep: dict[str, object] = {"seat_token": SECRET, "raw": SECRET.encode(), "visible": "yes"}
+    for _ in range(10):
+        deep = {"level": deep, "plain": "shown"}
+    get_logger("leak").info("deep", nested=deep)
+    out = capsys.readouterr().out
+    assert SECRET not in out and "dict nested too deep" in out and "shown" in out
+
+
 def test_json_redaction_says_what_was_hidden(capsys):
     configure_logging("json")
     get_logger().info("x", seat_token=SECRET, raw=b"\x00" * 5, message=pb.PlayRequest())

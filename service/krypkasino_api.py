@@ -83,6 +83,8 @@ class KrypkasinoApi:
     # -- the RPCs -----------------------------------------------------------
 
     def new_game(self, request: pb.NewGameRequest, info: CallInfo) -> pb.NewGameResponse:
+        """K4-K6: a new match (a new game id, a random seed unless given), sealed, with
+        one seat token per seat (design section 4) and the public view."""
         config = _config(request.config)
         if len(request.decks) > MAX_DECKS:
             raise invalid_argument(
@@ -131,6 +133,7 @@ class KrypkasinoApi:
         return response
 
     def legal_moves(self, request: pb.LegalMovesRequest, info: CallInfo) -> pb.LegalMovesResponse:
+        """K7.7: the seat's legal moves in K1.6 order (none when it is not its turn)."""
         opened = self._open(request.state, info)
         seat = self._authorise(opened, request.seat, request.seat_token)
         state = opened.state
@@ -143,6 +146,7 @@ class KrypkasinoApi:
         )
 
     def play(self, request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:
+        """K7.8: the move if legal, else the rule it breaks; the next state, events, view."""
         opened = self._open(request.state, info)
         seat = self._authorise(opened, request.seat, request.seat_token)
         if not request.HasField("move"):
@@ -168,9 +172,11 @@ class KrypkasinoApi:
         return response
 
     def score(self, request: pb.ScoreRequest, info: CallInfo) -> pb.ScoreResponse:
+        """K12-K13: the finished deals' score sheets, match totals and winners."""
         return codec.score_to_proto(score(self._open(request.state, info).state))
 
     def get_view(self, request: pb.GetViewRequest, info: CallInfo) -> pb.GetViewResponse:
+        """The public view, or a seat's with its hand given its seat token (design section 3)."""
         opened = self._open(request.state, info)
         seat = None
         if request.HasField("seat"):

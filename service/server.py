@@ -61,17 +61,20 @@ class Keys:
 
 
 def load_keys(config: ServerConfig) -> Keys:
+    """The configured key ring, or an ephemeral key (the caller warns) when none is set."""
     if config.state_keys:
         return Keys(KeyRing.parse(config.state_keys), ephemeral=False)
     return Keys(KeyRing.ephemeral(), ephemeral=True)
 
 
 def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> KrypkasinoApi:
+    """The API that both transports serve, sealing with ``keys`` (plain if configured)."""
     sealer = StateSealer(keys, game=GAME, schema_version=SCHEMA_VERSION, plain=config.plain_state)
     return KrypkasinoApi(sealer, SeatTokens(keys), metrics)
 
 
 def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
+    """The service's metrics in ``registry``, with a series per RPC pre-created."""
     return ServiceMetrics(registry, {SERVICE_NAME: METHODS})
 
 

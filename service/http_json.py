@@ -165,11 +165,11 @@ def _check_field(value: object, field: FieldDescriptor, path: str) -> None:
         if not isinstance(value, dict):
             raise _wrong_type(path, "a JSON object", value)
         if isinstance(value, _Duplicated):
-            key_path = f"{path}[{json.dumps(value.duplicate, ensure_ascii=False)}]"
+            key_path = _map_entry_path(path, value.duplicate)
             raise _json_invalid(key_path, f"the map key of {key_path} appears twice")
         value_field = nested.fields_by_name["value"]
         for key, item in value.items():
-            _check_single(item, value_field, f"{path}[{json.dumps(key, ensure_ascii=False)}]")
+            _check_single(item, value_field, _map_entry_path(path, key))
     elif field.is_repeated:
         if not isinstance(value, list):
             raise _wrong_type(path, "a JSON array", value)
@@ -177,6 +177,11 @@ def _check_field(value: object, field: FieldDescriptor, path: str) -> None:
             _check_single(element, field, f"{path}[{index}]")
     else:
         _check_single(value, field, path)
+
+
+def _map_entry_path(path: str, key: str) -> str:
+    """``by_name["k"]``: the path of one entry of a map field."""
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def _check_single(value: object, field: FieldDescriptor, path: str) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from engine.cards import JACK, full_deck
 from engine.krypkasino.config import Removal
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
-from engine.krypkasino.moves import Move, SweepKind
+from engine.krypkasino.moves import Move
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.state import State
 
@@ -74,9 +74,6 @@ def check_transition(before: State, move: Move, after: State, events: Sequence[E
             check_deal_result(before, event.result)
 
 
-_MARKERS_PER_SWEEP = {SweepKind.NONE: 0, SweepKind.SWEEP: 1, SweepKind.DOUBLE: 2}
-
-
 def _check_markers(before: State, after: State, event: Captured, ended: DealEnded | None) -> None:
     """K15.5: a capture adds one marker per sweep, both of a double sweep the capturing card."""
     had = len(before.markers[event.seat])
@@ -87,7 +84,7 @@ def _check_markers(before: State, after: State, event: Captured, ended: DealEnde
     else:
         # The next deal has begun; the finished deal's markers live on in its score (K12.1).
         count = ended.result.scores[event.seat].sweeps_made // 5 - had
-    expected = _MARKERS_PER_SWEEP[event.sweep]
+    expected = event.sweep.markers
     _require(count == expected, "K15.5", f"{count} markers for a {event.sweep.name.lower()}")
 
 

@@ -60,6 +60,14 @@ class SweepKind(enum.Enum):
     SWEEP = "sweep"
     DOUBLE = "double_sweep"
 
+    @property
+    def markers(self) -> int:
+        """The face-up markers the capture leaves in the mover's pile (K8.3)."""
+        return _MARKERS[self]
+
+
+_MARKERS = {SweepKind.NONE: 0, SweepKind.SWEEP: 1, SweepKind.DOUBLE: 2}
+
 
 def hand_value(card: Card) -> int:
     """K2.3: the capture value of a played card; an ace is 14."""

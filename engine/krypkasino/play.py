@@ -147,7 +147,7 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
         if kind is not SweepKind.NONE:
             # K8.3: the capturing card lies face up, twice for a double sweep.
             marked = list(markers)
-            marked[seat] += (card,) if kind is SweepKind.SWEEP else (card, card)
+            marked[seat] += (card,) * kind.markers
             markers = tuple(marked)
         # A sweep leaves nothing; otherwise the captured copies come off the table (K8.3).
         rest = () if len(captures) == len(table) else remove_cards(table, captures)

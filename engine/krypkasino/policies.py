@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from engine.cards import Card
 from engine.krypkasino.config import Rules
-from engine.krypkasino.moves import Move, SweepKind, sweep_kind, sweep_ranks
+from engine.krypkasino.moves import Move, sweep_kind, sweep_ranks
 from engine.krypkasino.play import legal_moves
 from engine.krypkasino.scoring import SWEEP_POINTS, card_points
 from engine.krypkasino.state import State, remove_cards
@@ -74,8 +74,7 @@ def points_taken(table: Sequence[Card], move: Move, rules: Rules) -> int:
         return 0
     points = sum(card_points((move.card, *move.captures), rules.nordic_scoring).values())
     kind = sweep_kind(table, move)
-    markers = {SweepKind.NONE: 0, SweepKind.SWEEP: 1, SweepKind.DOUBLE: 2}[kind]
-    return points + SWEEP_POINTS * markers
+    return points + SWEEP_POINTS * kind.markers
 
 
 def leaves_sweepable(table: Sequence[Card], move: Move, rules: Rules) -> bool:

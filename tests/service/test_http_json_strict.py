@@ -97,31 +97,27 @@ def holder_class() -> type[Message]:
     holder.field.add(
         name="items", number=1, type=message, label=many, type_name=".test.strict.v1.Item"
     )
-    by_name = holder.nested_type.add(name="ByNameEntry")
-    by_name.options.map_entry = True
-    by_name.field.add(name="key", number=1, type=text, label=one)
-    by_name.field.add(
-        name="value", number=2, type=message, label=one, type_name=".test.strict.v1.Item"
+
+    def add_map(name: str, number: int, value: dict[str, Any], **field: str) -> None:
+        """A ``map<string, value>`` field: its entry message, then the repeated field."""
+        entry_name = "".join(part.title() for part in name.split("_")) + "Entry"
+        entry = holder.nested_type.add(name=entry_name)
+        entry.options.map_entry = True
+        entry.field.add(name="key", number=1, type=text, label=one)
+        entry.field.add(name="value", number=2, label=one, **value)
+        holder.field.add(
+            name=name,
+            number=number,
+            type=message,
+            label=many,
+            type_name=f".test.strict.v1.Holder.{entry_name}",
+            **field,
+        )
+
+    add_map(
+        "by_name", 2, {"type": message, "type_name": ".test.strict.v1.Item"}, json_name="byName"
     )
-    holder.field.add(
-        name="by_name",
-        number=2,
-        type=message,
-        label=many,
-        json_name="byName",
-        type_name=".test.strict.v1.Holder.ByNameEntry",
-    )
-    blobs = holder.nested_type.add(name="BlobsEntry")
-    blobs.options.map_entry = True
-    blobs.field.add(name="key", number=1, type=text, label=one)
-    blobs.field.add(name="value", number=2, type=data, label=one)
-    holder.field.add(
-        name="blobs",
-        number=3,
-        type=message,
-        label=many,
-        type_name=".test.strict.v1.Holder.BlobsEntry",
-    )
+    add_map("blobs", 3, {"type": data})
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return GetMessageClass(pool.FindMessageTypeByName("test.strict.v1.Holder"))

@@ -200,6 +200,22 @@ def _add_timestamp(_logger: WrappedLogger, _method: str, event_dict: EventDict) 
     return event_dict
 
 
+# Fields on every line of this process, whichever thread logs (contextvars would
+# miss grpc's threads): the worker number under ``--workers N``.
+_process_fields: dict[str, object] = {}
+
+
+def bind_process_fields(**fields: object) -> None:
+    """Add ``fields`` to every later log line of this process (e.g. ``worker=2``)."""
+    _process_fields.update(fields)
+
+
+def _add_process_fields(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    if _process_fields:
+        event_dict.update(_process_fields)
+    return event_dict
+
+
 def _json_fallback(value: object) -> object:
     """For what JSON cannot hold: structlog's ``__structlog__`` protocol, else ``repr``."""
     try:
@@ -349,6 +365,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         structlog.processors.add_log_level,
         _add_logger_name,
         _add_timestamp,
+        _add_process_fields,
     ]
     processors: list[Processor]
     renderer: Processor

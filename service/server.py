@@ -32,7 +32,7 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
-from service.logs import configure_logging, get_logger
+from service.logs import bind_process_fields, configure_logging, get_logger
 from service.metrics import (
     ServiceMetrics,
     multiprocess_registry,
@@ -340,12 +340,12 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
         forward(signal.SIGINT, None)  # nothing was served yet: no drain delay
     while workers:
         pid, wait_status = os.wait()
-        workers.discard(pid)
+        worker = workers.pop(pid)
         worker_exited(pid)
         code = os.waitstatus_to_exitcode(wait_status)
         if code != 0 or not stopping:
             killed_by = signal.Signals(-code).name if code < 0 else None
-            _log.error("worker exited", pid=pid, exit_code=code, signal=killed_by)
+            _log.error("worker exited", worker=worker, pid=pid, exit_code=code, signal=killed_by)
             status = 1
             forward(signal.SIGTERM, None)
     if stop_metrics is not None:
@@ -353,23 +353,25 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     return status
 
 
-def _fork_workers(config: ServerConfig, keys: KeyRing) -> set[int]:
+def _fork_workers(config: ServerConfig, keys: KeyRing) -> dict[int, int]:
     """Fork ``config.workers`` workers; each runs ``run_servers`` and exits with its status.
 
-    Stop signals stay blocked across the forks, so one that comes meanwhile
-    waits until each process has its own handlers: a child must never run the
-    supervisor's, nor die of the default action.
+    Returns each worker's number (1 to N) by pid; every log line of a worker
+    carries its number as ``worker``. Stop signals stay blocked across the
+    forks, so one that comes meanwhile waits until each process has its own
+    handlers: a child must never run the supervisor's, nor die of the default action.
     """
-    workers: set[int] = set()
+    workers: dict[int, int] = {}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        for _ in range(config.workers):
+        for worker in range(1, config.workers + 1):
             pid = os.fork()
             if pid == 0:
                 pending = PendingSignals()
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                bind_process_fields(worker=worker)
                 os._exit(_run_worker(config, keys, pending))
-            workers.add(pid)
+            workers[pid] = worker
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return workers

@@ -143,7 +143,8 @@ def test_a_worker_that_dies_stops_the_server_with_status_1():
     """Workers are not restarted one by one: the orchestrator restarts the server."""
     server = start_server(workers())
     try:
-        pids = [int(str(line["pid"])) for line in server.wait_for_logs("listening", 2)]
+        listening = server.wait_for_logs("listening", 2)
+        pids = [int(str(line["pid"])) for line in listening]
         os.kill(pids[0], signal.SIGKILL)
         assert server.process.wait(60) == 1
     finally:
@@ -151,6 +152,7 @@ def test_a_worker_that_dies_stops_the_server_with_status_1():
     server.wait_for_logs("stopped")
     [exited] = server.log_events("worker exited")
     assert (exited["pid"], exited["signal"], exited["level"]) == (pids[0], "SIGKILL", "error")
+    assert exited["worker"] == listening[0]["worker"] and exited["worker"] in {1, 2}
     assert [line["pid"] for line in server.log_events("stopped")] == [pids[1]]
 
 

@@ -303,7 +303,12 @@ def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_
         assert started == connections + 1
     assert {line["pid"] for line in server.log_events("stopped")} == workers
     assert server.log_events("raw") == [], "log lines of the two workers ran into each other"
-    assert len(server.log_events("request")) == connections + 1 + 8 * 25
+    requests = server.log_events("request")
+    assert len(requests) == connections + 1 + 8 * 25
+    # Every worker line names its worker, so an operator can tell them apart.
+    listening = server.log_events("listening")
+    assert {line["worker"] for line in listening} == {1, 2}
+    assert {line["worker"] for line in requests} == {1, 2}
 
 
 # -- SIGTERM under load ------------------------------------------------------------------

@@ -63,6 +63,7 @@ LIVENESS_PATH = "/healthz"
 READINESS_PATH = "/readyz"
 _FIXED_PATHS = frozenset({OPENAPI_PATH, LIVENESS_PATH, READINESS_PATH})
 TRANSPORT = "http"
+SERVER_HEADER = "cardrules"
 
 NOT_FOUND_ROUTE = "NOT_FOUND_ROUTE"
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
@@ -167,6 +168,7 @@ class HttpGateway:
     def application(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/{path:.*}", self.handle)
+        app.on_response_prepare.append(_name_the_server)
         return app
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -370,6 +372,12 @@ def _peer(request: web.Request) -> str | None:
 # aiohttp's own shutdown stops reading request bodies at once, so the drain
 # waits for requests in flight first; this is only for a handler still stuck then.
 _FINAL_SHUTDOWN_SECONDS = 1.0
+
+
+async def _name_the_server(_request: web.Request, response: web.StreamResponse) -> None:
+    # aiohttp's default names Python's and its own version: a hint for anyone
+    # scanning for servers with a known flaw.
+    response.headers["Server"] = SERVER_HEADER
 
 
 @dataclass(slots=True)

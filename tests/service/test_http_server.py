@@ -121,6 +121,17 @@ def test_json_is_proto3_canonical_and_tokens_cross_transports(server, json_game)
     }
 
 
+def test_responses_name_the_service_but_no_versions(server):
+    """aiohttp's default ``Server: Python/3.11 aiohttp/3.x`` tells a scanner what to try."""
+    answers = [
+        exchange(f"{server.http_url}/v1/krypkasino:newGame", b'{"config": {"players": 2}}'),
+        exchange(f"{server.http_url}/v1/krypkasino:shuffle", b"{}"),
+        exchange(f"{server.http_url}/healthz", method="GET"),
+    ]
+    assert [status for status, _, _ in answers] == [200, 404, 200]
+    assert {headers["Server"] for _, headers, _ in answers} == {"cardrules"}
+
+
 # -- refusals -------------------------------------------------------------------------------
 
 

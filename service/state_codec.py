@@ -36,6 +36,7 @@ from engine.krypkasino.scoring import (
     CARD_POINT_ITEMS,
     DealResult,
     assemble_scores,
+    deck_card_points,
     match_outcome,
     team_totals,
 )
@@ -157,8 +158,10 @@ class _Layout(NamedTuple):
     distributions: int
     first_hand: int
     later_hand: int
-    stock_after_first: int
-    per_distribution: int  # cards each later distribution takes from the stock
+    # Indexed by distribution - 1: the stock after it (K15.2) and the cards dealt to
+    # the hands so far in the deal, each of them one move.
+    stock_after: tuple[int, ...]
+    hand_cards_dealt: tuple[int, ...]
     per_deal: int  # moves in a deal: every card dealt to a hand is played
 
 
@@ -171,18 +174,17 @@ def _layout(data: bytes) -> _Layout:
         raise _StateError(f"{error.field}: {error.description}") from None
     except ConfigError as error:
         raise _StateError(f"config.{error.flag}: {error.reason}") from None
-    n, schedule = config.players, config.schedule
-    later_hand = sum(h for h, _ in schedule.later_rounds)
-    later_table = sum(t for _, t in schedule.later_rounds)
+    schedule, distributions = config.schedule, config.distributions
+    numbers = range(1, distributions + 1)
     return _Layout(
         config=config,
         full_deck=list(_FULL_DECKS[config.copies]),
-        distributions=config.distributions,
+        distributions=distributions,
         first_hand=schedule.first_hand,
-        later_hand=later_hand,
-        stock_after_first=config.deck_size - n * schedule.first_hand - schedule.first_table,
-        per_distribution=n * later_hand + later_table,
-        per_deal=n * (schedule.first_hand + later_hand * (config.distributions - 1)),
+        later_hand=schedule.later_hand,
+        stock_after=tuple(map(config.stock_after, numbers)),
+        hand_cards_dealt=tuple(map(config.hand_cards_dealt, numbers)),
+        per_deal=config.hand_cards_dealt(distributions),
     )
 
 
@@ -254,7 +256,7 @@ def _state_from_proto(msg: pb.GameState) -> State:
             raise _StateError(f"markers[{seat}] are not all in piles[{seat}] (K8.4)")
 
     first_hand, later_hand = layout.first_hand, layout.later_hand
-    stock_left = layout.stock_after_first - layout.per_distribution * (distribution - 1)
+    stock_left = layout.stock_after[distribution - 1]
     if len(stock_b) != stock_left:
         raise _StateError(
             f"the stock holds {len(stock_b)} cards, not {stock_left} "
@@ -306,7 +308,7 @@ def _state_from_proto(msg: pb.GameState) -> State:
         raise _StateError(
             f"after deal {len(results)} the match is not in play as stored (K13.2, K13.3)"
         )
-    played = (deal - 1) * layout.per_deal + n * (first_hand + later_hand * (distribution - 1))
+    played = (deal - 1) * layout.per_deal + layout.hand_cards_dealt[distribution - 1]
     played -= sum(sizes)
     if msg.move_number != played:
         raise _StateError(f"move_number {msg.move_number}, but {played} cards were played")
@@ -472,16 +474,10 @@ def _deal(config_data: bytes, first_dealer: int, i: int, data: bytes) -> DealRes
 
 def _result(config: Config, first_dealer: int, i: int, stored: pb.DealScore) -> DealResult:
     """One finished deal; every card ends in a pile, so item columns add up to the deck's."""
-    n, copies, rules = config.players, config.copies, config.rules
+    n, rules = config.players, config.rules
     nordic = rules.nordic_scoring
     lillan_unit = 1 if nordic else 2
-    deck_points = (
-        0 if nordic else 3 * copies,
-        lillan_unit * copies,
-        2 * copies,
-        11 * copies,
-        3 * copies,
-    )
+    deck_points = deck_card_points(config.copies, nordic)
     # A deal has fewer captures than cards, each worth at most a double sweep (K9.1).
     max_made = 10 * config.deck_size
     dealer = (first_dealer + i) % n

@@ -81,11 +81,23 @@ class Schedule:
 
     @property
     def first_hand(self) -> int:
+        """K5.1 ``h1``: cards each player receives in the first distribution."""
         return sum(h for h, _ in self.first_rounds)
 
     @property
     def first_table(self) -> int:
+        """K5.1 ``t1``: cards dealt to the table in the first distribution."""
         return sum(t for _, t in self.first_rounds)
+
+    @property
+    def later_hand(self) -> int:
+        """K5.1: cards each player receives in every later distribution."""
+        return sum(h for h, _ in self.later_rounds)
+
+    @property
+    def later_table(self) -> int:
+        """K5.1: cards dealt to the table in every later distribution (none)."""
+        return sum(t for _, t in self.later_rounds)
 
 
 _STANDARD_FIRST = {
@@ -151,11 +163,32 @@ class Config:
         return Schedule(first, _LATER)
 
     @property
+    def later_distribution_size(self) -> int:
+        """K5.2 / K15.2: the ``4n`` cards every later distribution takes from the stock."""
+        s = self.schedule
+        return self.players * s.later_hand + s.later_table
+
+    def stock_after(self, distribution: int) -> int:
+        """K15.2: cards left in the stock after a deal's distribution ``distribution`` (from 1).
+
+        After the first, ``deck_size - n*h1 - t1``; every later one takes ``4n`` more.
+        """
+        s = self.schedule
+        first = self.deck_size - self.players * s.first_hand - s.first_table
+        return first - self.later_distribution_size * (distribution - 1)
+
+    def hand_cards_dealt(self, distributions: int) -> int:
+        """K5.1: cards dealt to the hands in a deal's first ``distributions`` distributions.
+
+        Each is played once (K8), so this many moves make up those distributions.
+        """
+        s = self.schedule
+        return self.players * (s.first_hand + s.later_hand * (distributions - 1))
+
+    @property
     def distributions(self) -> int:
         """K5.2: ``D = 1 + (deck_size - n*h1 - t1) / (4n)``."""
-        s = self.schedule
-        rest = self.deck_size - self.players * s.first_hand - s.first_table
-        return 1 + rest // (4 * self.players)
+        return 1 + self.stock_after(1) // self.later_distribution_size
 
     @property
     def team_count(self) -> int:
@@ -174,9 +207,14 @@ class Config:
 
     @property
     def card_point_total(self) -> int:
-        """K15.7 ``P``: 42, 21 with ``single_deck``, 34 / 17 with ``nordic_scoring``."""
-        per_deck = 17 if self.rules.nordic_scoring else 21
-        return per_deck * self.copies
+        """K15.7 ``P``: 42, 21 with ``single_deck``, 34 / 17 with ``nordic_scoring``.
+
+        The sum of ``scoring.deck_card_points``, where the K2.4 / K16.9 values live.
+        """
+        # Imported here: scoring imports this module (Config, TieRule).
+        from engine.krypkasino.scoring import deck_card_points
+
+        return sum(deck_card_points(self.copies, self.rules.nordic_scoring))
 
     def validate(self) -> Config:
         """Reject impossible configurations (K3.2, K5.2, K13.2, K16); returns self."""
@@ -191,15 +229,14 @@ class Config:
                     raise ConfigError(
                         "two_player_five_six", f"cannot be combined with {other} (K16.1)"
                     )
-        s = self.schedule
-        rest = self.deck_size - n * s.first_hand - s.first_table
-        if rest < 0 or rest % (4 * n):
+        rest, later = self.stock_after(1), self.later_distribution_size
+        if rest < 0 or rest % later:
             flag = "single_deck" if r.single_deck else "four_four"
             raise ConfigError(
                 flag,
                 f"{self.deck_size} cards cannot be dealt to {n} players: "
                 f"{rest} cards after the first distribution do not divide into "
-                f"distributions of {4 * n} (K5.2)",
+                f"distributions of {later} (K5.2)",
             )
         if self.teams is Teams.PAIRS and n not in (4, 6):
             raise ConfigError("teams", f"pairs need 4 or 6 players, not {n} (K3.2)")

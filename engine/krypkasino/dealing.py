@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from engine.cards import ACE, JACK, Card, check_deck, full_deck, seeded_rng, shuffled
+from engine.cards import ACE, Card, check_deck, full_deck, seeded_rng, shuffled
 from engine.krypkasino.config import Config, Removal
 from engine.krypkasino.events import (
     Bordstabbe,
@@ -13,6 +13,7 @@ from engine.krypkasino.events import (
     DistributionDealt,
     Event,
 )
+from engine.krypkasino.moves import is_court
 from engine.krypkasino.state import State, evolve
 
 
@@ -199,7 +200,7 @@ def split_removal(
     if removal is Removal.NONE:
         return table, ()
     if removal is Removal.COURTS:
-        removed = tuple(card for card in table if card >> 2 >= JACK)
+        removed = tuple(card for card in table if is_court(card))
     else:
         removed = tuple(card for card in table if card & 3 == 0)
     if not removed:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from engine.cards import JACK, full_deck
+from engine.cards import full_deck
 from engine.krypkasino.config import Removal
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
-from engine.krypkasino.moves import Move
+from engine.krypkasino.moves import Move, is_court
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.state import State
 
@@ -57,14 +57,12 @@ def check_transition(before: State, move: Move, after: State, events: Sequence[E
             _require(event.seat == before.turn and event.card == move.card, "K8.5", "wrong mover")
             _check_markers(before, after, event, ended)
         elif isinstance(event, DistributionDealt) and event.deal == after.deal:
-            s = config.schedule
-            dealt = config.players * s.first_hand + s.first_table
-            left = config.deck_size - dealt - 4 * config.players * (event.distribution - 1)
+            left = config.stock_after(event.distribution)
             _require(len(after.stock) == left, "K15.2", f"stock {len(after.stock)} != {left}")
             _require(event.last == (event.distribution == config.distributions), "K15.2", "sistan")
             removal = config.rules.removal
             if removal is Removal.COURTS:
-                _require(all(c >> 2 < JACK for c in after.table), "K15.4", "a court stayed")
+                _require(not any(map(is_court, after.table)), "K15.4", "a court stayed")
             elif removal is Removal.SPADES:
                 _require(all(c & 3 for c in after.table), "K15.4", "a spade stayed")
         elif isinstance(event, DealEnded):

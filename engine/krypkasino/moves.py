@@ -14,7 +14,16 @@ from functools import lru_cache
 from itertools import combinations, product
 from typing import NamedTuple
 
-from engine.cards import ACE, JACK, Card, card_str, parse_card, parse_cards
+from engine.cards import (
+    ACE,
+    CARDS_PER_DECK,
+    JACK,
+    Card,
+    card_str,
+    make_card,
+    parse_card,
+    parse_cards,
+)
 from engine.krypkasino.captures import sweeps, value_options
 from engine.krypkasino.config import Rules
 
@@ -76,6 +85,7 @@ def hand_value(card: Card) -> int:
 
 
 def is_court(card: Card) -> bool:
+    """J, Q or K: the cards K6.1 sets aside and K16.7 restricts."""
     return card >> 2 >= JACK
 
 
@@ -131,9 +141,11 @@ class _TableIndex:
 
 
 # Per card code: its unit in a value vector (four bits per rank, ace lowest; see
-# ``captures``) and its table value (K2.2); a lookup is cheaper than the shifts.
-_UNIT = tuple(1 << ((card >> 2) << 2) for card in range(52))
-_VALUE = tuple((card >> 2) + 1 for card in range(52))
+# ``captures``), its table value (K2.2) and its hand value (K2.3, from ``hand_value``);
+# a lookup is cheaper than the shifts.
+_UNIT = tuple(1 << ((card >> 2) << 2) for card in range(CARDS_PER_DECK))
+_VALUE = tuple((card >> 2) + 1 for card in range(CARDS_PER_DECK))
+_HAND_VALUE = tuple(hand_value(Card(card)) for card in range(CARDS_PER_DECK))
 
 
 def _packed(cards: Iterable[Card]) -> int:
@@ -155,7 +167,7 @@ def _options(card: Card, table: int, rank_only: bool) -> tuple[int, ...]:
             vector = table & (15 << (rank << 2))
             return (vector,) if vector else ()
         table &= ~_COURT_FIELDS
-    value = 14 if rank == ACE else rank + 1
+    value = _HAND_VALUE[card]
     return value_options(table & _REACH[value], value)
 
 
@@ -256,7 +268,7 @@ def _sweep_in(
             continue
         if rank_only and packed & _COURT_FIELDS:
             continue  # K16.7: only a court takes a court
-        value = 14 if rank == ACE else rank + 1
+        value = _HAND_VALUE[card]
         if top < value and total % value == 0 and sweeps(packed, value):
             return True
     return False
@@ -275,13 +287,14 @@ def _sweep_ranks(packed: int, rank_only: bool) -> tuple[int, ...]:
     plain = packed & ~_COURT_FIELDS
     ranks = []
     for rank in range(13):
+        value = hand_value(make_card(rank, 0))
         if rank_only and rank >= JACK:
             # K16.7: a court sweeps only a table of its own rank.
             sweeps_all = packed == packed & (15 << (4 * rank))
         elif rank_only:
-            sweeps_all = plain == packed and sweeps(plain, 14 if rank == ACE else rank + 1)
+            sweeps_all = plain == packed and sweeps(plain, value)
         else:
-            sweeps_all = sweeps(packed, 14 if rank == ACE else rank + 1)
+            sweeps_all = sweeps(packed, value)
         if sweeps_all:
             ranks.append(rank)
     return tuple(ranks)

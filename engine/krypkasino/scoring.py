@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from functools import cache
 
-from engine.cards import ACE, Card, make_card
+from engine.cards import ACE, Card, full_deck, make_card
 from engine.krypkasino.config import Config, TieRule
 
 STORAN = make_card(9, 2)  # 10D
@@ -72,6 +73,17 @@ def card_points(pile: Sequence[Card], nordic: bool) -> dict[str, int]:
 
 
 CARD_POINT_ITEMS = ("storan", "lillan", "ace_of_spades", "other_spades", "other_aces")
+
+
+@cache
+def deck_card_points(copies: int, nordic: bool) -> tuple[int, ...]:
+    """K2.4 / K16.9: each ``CARD_POINT_ITEMS`` item's points in a full deck of ``copies``.
+
+    Every card ends a deal in some pile (K11), so a deal's items add up to these;
+    their sum is K15.7's ``P`` (``Config.card_point_total``).
+    """
+    items = card_points(full_deck(copies), nordic)
+    return tuple(items[name] for name in CARD_POINT_ITEMS)
 
 
 def score_deal(

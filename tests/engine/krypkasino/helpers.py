@@ -156,11 +156,11 @@ def dealer_last_card(
     placed += [c for pile in own_piles.values() for c in pile]
     rest = tuple(rest_of_deck(placed, config.copies))
     own_piles[rest_to] = own_piles.get(rest_to, ()) + rest
-    first_stock = config.deck_size - n * config.schedule.first_hand - config.schedule.first_table
+    dealt = config.stock_after(1) - len(stock)
     base = new_game(config)
     return replace(
         base,
-        distribution=1 + (first_stock - len(stock)) // (4 * n),
+        distribution=1 + dealt // config.later_distribution_size,
         stock=tuple(stock),
         hands=replace_at(((),) * n, dealer, cards(card)),
         table=cards(table),

@@ -1,14 +1,16 @@
-"""Conversions between the Krypkasino engine's values and the v1 protobuf messages.
+"""Conversions between the Krypkasino engine's values and the v1 protobuf messages, server side.
 
 Runs on every request (design sections 3 and 4), so conversions copy
-prebuilt messages (cards, a view's slowly changing part) and fill hot messages
-in place rather than build and copy nested ones. API cards are ``cards.v1.Card``
-(rank and suit enums, ace = ``RANK_ACE`` = 1); inside the internal
-``GameState`` cards are bytes of engine card codes (spec K1.1).
+prebuilt card messages and fill hot messages in place rather than build and
+copy nested ones. API cards are ``cards.v1.Card`` (rank and suit enums, ace =
+``RANK_ACE`` = 1); inside the internal ``GameState`` cards are bytes of engine
+card codes (spec K1.1).
 
 Defaults are written as zero values (``TEAM_MODE_UNSPECIFIED`` for individual
-play, no ``rules`` message with default flags) to keep tokens small. The
-internal ``GameState`` of state tokens is ``service.state_codec``'s.
+play, no ``rules`` message with default flags) to keep tokens small. Views are
+``service.view_codec``'s, the internal ``GameState`` of state tokens is
+``service.state_codec``'s, and events and deal scores read back by clients
+are ``service.client_decode``'s.
 
 >>> from engine.cards import parse_card
 >>> card_to_proto(parse_card("10D"))
@@ -29,7 +31,7 @@ from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.cards import CARDS_PER_DECK, Card
-from engine.krypkasino.config import CACHED_MATCH_DEALS, Config, Removal, Rules, Teams, TieRule
+from engine.krypkasino.config import Config, Removal, Rules, Teams, TieRule
 from engine.krypkasino.events import (
     Bordstabbe,
     Captured,
@@ -49,26 +51,26 @@ from engine.krypkasino.scoring import (
     SeatScore,
     card_points,
 )
-from engine.krypkasino.views import View
 
 __all__ = [
+    "MOVE_KIND_OF_SWEEP",
+    "RANKS",
+    "SEAT_SCORE_FIELDS",
     "CodecError",
+    "add_cards",
     "add_events",
     "card_from_proto",
     "card_to_proto",
+    "cards_from_proto",
     "config_from_proto",
     "config_to_proto",
-    "deal_result_from_proto",
     "deal_result_to_proto",
     "deck_from_proto",
-    "event_from_proto",
     "events_to_proto",
-    "fill_view",
     "legal_move_to_proto",
     "move_from_proto",
     "move_to_proto",
     "score_to_proto",
-    "view_to_proto",
 ]
 
 if TYPE_CHECKING:
@@ -108,7 +110,8 @@ _TIE_TO = {
     TieRule.SHARED: pb.TIE_RULE_UNSPECIFIED,
     TieRule.TIEBREAK_DEAL: pb.TIE_RULE_TIEBREAK_DEAL,
 }
-_KIND_TO = {
+# The API kind of a capture (K8); a crawl is ``MOVE_KIND_CRAWL``.
+MOVE_KIND_OF_SWEEP = {
     SweepKind.NONE: pb.MOVE_KIND_CAPTURE,
     SweepKind.SWEEP: pb.MOVE_KIND_SWEEP,
     SweepKind.DOUBLE: pb.MOVE_KIND_DOUBLE_SWEEP,
@@ -192,11 +195,12 @@ def config_to_proto(config: Config) -> pb.GameConfig:
 
 # --- cards and moves -------------------------------------------------------
 
-_RANKS = tuple(cards_pb2.Rank.ValueType(r + 1) for r in range(13))
+# The API rank of each engine rank (0 = ace, K1.1).
+RANKS = tuple(cards_pb2.Rank.ValueType(r + 1) for r in range(13))
 _SUITS = tuple(cards_pb2.Suit.ValueType(s + 1) for s in range(4))
 # Message constructors and ``extend`` copy their arguments, so these are never aliased.
 _CARD_PROTOS = tuple(
-    cards_pb2.Card(rank=_RANKS[c >> 2], suit=_SUITS[c & 3]) for c in range(CARDS_PER_DECK)
+    cards_pb2.Card(rank=RANKS[c >> 2], suit=_SUITS[c & 3]) for c in range(CARDS_PER_DECK)
 )
 
 
@@ -217,7 +221,7 @@ def card_from_proto(msg: cards_pb2.Card, field: str) -> Card:
     raise _card_error(msg, field)
 
 
-def _cards_from_proto(msgs: Iterable[cards_pb2.Card], field: str) -> tuple[Card, ...]:
+def cards_from_proto(msgs: Iterable[cards_pb2.Card], field: str) -> tuple[Card, ...]:
     """Cards of a repeated field; errors name ``field[i]``."""
     out = []
     for i, msg in enumerate(msgs):
@@ -230,14 +234,14 @@ def _cards_from_proto(msgs: Iterable[cards_pb2.Card], field: str) -> tuple[Card,
 
 def card_to_proto(card: Card) -> cards_pb2.Card:
     """The API card of an engine code."""
-    return cards_pb2.Card(rank=_RANKS[card >> 2], suit=_SUITS[card & 3])
+    return cards_pb2.Card(rank=RANKS[card >> 2], suit=_SUITS[card & 3])
 
 
 def _protos(cards: Iterable[Card]) -> list[cards_pb2.Card]:
     return [_CARD_PROTOS[c] for c in cards]
 
 
-def _add_cards(field: RepeatedCards, cards: Iterable[Card]) -> None:
+def add_cards(field: RepeatedCards, cards: Iterable[Card]) -> None:
     """Append copies of the cards' prototypes (``add`` then ``CopyFrom`` beats ``extend``)."""
     add = field.add
     for card in cards:
@@ -246,7 +250,7 @@ def _add_cards(field: RepeatedCards, cards: Iterable[Card]) -> None:
 
 def deck_from_proto(msg: cards_pb2.Deck, field: str) -> tuple[Card, ...]:
     """The cards of a deck, top first; the engine checks that it is a full deck (K2.1)."""
-    return _cards_from_proto(msg.cards, f"{field}.cards")
+    return cards_from_proto(msg.cards, f"{field}.cards")
 
 
 def move_from_proto(msg: pb.Move, field: str = "move") -> Move:
@@ -254,13 +258,13 @@ def move_from_proto(msg: pb.Move, field: str = "move") -> Move:
     if not msg.HasField("card"):
         raise CodecError(f"{field}.card", "a move needs the card played from hand")
     card = card_from_proto(msg.card, f"{field}.card")
-    return Move.of(card, _cards_from_proto(msg.captures, f"{field}.captures"))
+    return Move.of(card, cards_from_proto(msg.captures, f"{field}.captures"))
 
 
 def _fill_move(msg: pb.Move, move: Move) -> None:
     msg.card.CopyFrom(_CARD_PROTOS[move.card])
     if move.captures:
-        _add_cards(msg.captures, move.captures)
+        add_cards(msg.captures, move.captures)
 
 
 def move_to_proto(move: Move) -> pb.Move:
@@ -288,7 +292,7 @@ def legal_move_to_proto(table: Sequence[Card], move: Move, nordic: bool) -> pb.L
         msg.kind = pb.MOVE_KIND_CRAWL
         return msg
     points = _CARD_POINTS[nordic]
-    msg.kind = _KIND_TO[sweep_kind(table, move)]
+    msg.kind = MOVE_KIND_OF_SWEEP[sweep_kind(table, move)]
     msg.card_points = points[move.card] + sum(points[c] for c in move.captures)
     return msg
 
@@ -297,11 +301,11 @@ def legal_move_to_proto(table: Sequence[Card], move: Move, nordic: bool) -> pb.L
 
 
 # SeatScore and the SeatScore message share their field names (K12.1 items).
-_SEAT_SCORE_FIELDS = ("seat", *SeatScore.item_names())
+SEAT_SCORE_FIELDS = ("seat", *SeatScore.item_names())
 
 
 def _seat_score_to_proto(s: SeatScore) -> pb.SeatScore:
-    return pb.SeatScore(**{name: getattr(s, name) for name in _SEAT_SCORE_FIELDS})
+    return pb.SeatScore(**{name: getattr(s, name) for name in SEAT_SCORE_FIELDS})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -320,19 +324,6 @@ def deal_result_to_proto(result: DealResult) -> pb.DealScore:
     )
 
 
-def deal_result_from_proto(msg: pb.DealScore) -> DealResult:
-    """The engine result of a full ``DealScore``, read field by field (no rule checks)."""
-    return DealResult(
-        number=msg.deal_number,
-        dealer=msg.dealer,
-        recipient=msg.recipient,
-        scores=tuple(
-            SeatScore(**{name: getattr(s, name) for name in _SEAT_SCORE_FIELDS}) for s in msg.seats
-        ),
-        team_totals=tuple(msg.team_totals),
-    )
-
-
 def score_to_proto(sheet: ScoreSheet) -> pb.ScoreResponse:
     """The Score RPC's answer: every deal's sheet, match totals and winners (K12, K13)."""
     return pb.ScoreResponse(
@@ -343,114 +334,7 @@ def score_to_proto(sheet: ScoreSheet) -> pb.ScoreResponse:
     )
 
 
-# --- outputs -----------------------------------------------------------------
-
-
-# The public, slowly changing part of a view: fixed per game (config, seat
-# teams, distributions), per finished deal (deal sheets, totals: ``view``
-# derives both from the config and results), per sweep (markers) and per deal
-# (set-aside cards). A game's consecutive requests share it, so it is built
-# once and copied into each view in one native call instead of a message per
-# card and field. Keyed by the identity of the config and results objects,
-# which a game's decoded tokens share (``service.state_codec`` caches them);
-# an entry holds both, so their ids cannot be reused while it exists. Only
-# public fields go in: never a hand.
-_TemplateKey = tuple[int, int, tuple[tuple[Card, ...], ...], tuple[Card, ...]]
-_TEMPLATES: dict[_TemplateKey, tuple[Config, tuple[DealResult, ...], pb.View]] = {}
-_TEMPLATE_LIMIT = 2048
-
-
-@functools.lru_cache(maxsize=256)
-def _config_template(config: Config) -> pb.View:
-    """The ``View`` holding only the config and the seats' teams (K3.2); never mutated."""
-    return pb.View(
-        config=config_to_proto(config),
-        team_of_seat=[config.team_of(seat) for seat in range(config.players)],
-    )
-
-
-def _view_template(view: View) -> pb.View:
-    """The ``View`` holding only the fields fixed by ``_TemplateKey``; never mutated."""
-    config, results = view.config, view.results
-    key = (id(config), id(results), view.markers, view.set_aside)
-    entry = _TEMPLATES.get(key)
-    if entry is not None:
-        return entry[2]
-    template = pb.View()
-    _fill_template(template, view)
-    if len(_TEMPLATES) >= _TEMPLATE_LIMIT:
-        _TEMPLATES.pop(next(iter(_TEMPLATES)), None)  # the oldest entry
-    _TEMPLATES[key] = (config, results, template)
-    return template
-
-
-def _fill_template(template: pb.View, view: View) -> None:
-    """Write the fields fixed by ``_TemplateKey`` into the empty ``template``."""
-    results = view.results
-    template.CopyFrom(_config_template(view.config))
-    template.distributions = view.distributions
-    add_markers = template.markers.add
-    for cards in view.markers:
-        seat_markers = add_markers()  # every seat has an entry, even an empty one
-        if cards:
-            _add_cards(seat_markers.cards, cards)
-    if view.set_aside:
-        _add_cards(template.set_aside, view.set_aside)
-    if results:
-        add_deal = template.deals.add
-        for result in results:
-            add_deal().CopyFrom(deal_result_to_proto(result))
-    template.totals.extend(view.totals)
-
-
-def view_to_proto(view: View, game_id: str, state_id: str) -> pb.View:
-    """The API view (design section 3); optional fields stay unset when ``None``."""
-    msg = pb.View()
-    fill_view(msg, view, game_id, state_id)
-    return msg
-
-
-def fill_view(msg: pb.View, view: View, game_id: str, state_id: str) -> None:
-    """``view_to_proto`` written into ``msg`` (an empty View, such as a response's
-    ``view`` field), which saves copying the whole view into the response.
-
-    Zero values and empty lists are skipped: proto3 writes neither, so the
-    message is the same, and each skipped field saves a conversion.
-    """
-    if len(view.results) > CACHED_MATCH_DEALS:
-        _fill_template(msg, view)  # a long match's is not kept: written straight in
-    else:
-        msg.CopyFrom(_view_template(view))
-    msg.game_id = game_id
-    msg.state_id = state_id
-    if view.seat is not None:
-        msg.seat = view.seat
-    if view.hand:
-        _add_cards(msg.hand, view.hand)
-    msg.dealer = view.dealer
-    if view.turn is not None:
-        msg.turn = view.turn
-    msg.deal_number = view.deal
-    msg.distribution = view.distribution
-    msg.last_distribution = view.last_distribution
-    if view.table:
-        _add_cards(msg.table, view.table)
-    msg.hand_sizes.extend(view.hand_sizes)
-    msg.stock_size = view.stock_size
-    msg.pile_sizes.extend(view.pile_sizes)
-    if view.last_capturer is not None:
-        msg.last_capturer = view.last_capturer
-    if view.bordstabbe_seat is not None:
-        msg.bordstabbe_seat = view.bordstabbe_seat
-    if view.sweep_ranks:
-        msg.sweep_ranks.extend([_RANKS[rank] for rank in view.sweep_ranks])
-    if view.tiebreak:
-        msg.tiebreak_teams.extend(view.tiebreak)
-    if view.over:
-        msg.game_over = True
-    if view.winners:
-        msg.winners.extend(view.winners)
-    msg.move_number = view.move_number
+# --- events ------------------------------------------------------------------
 
 
 def _fill_event(msg: pb.Event, event: Event) -> None:
@@ -467,8 +351,8 @@ def _fill_event(msg: pb.Event, event: Event) -> None:
             captured = msg.captured
             captured.seat = event.seat
             captured.card.CopyFrom(_CARD_PROTOS[event.card])
-            _add_cards(captured.captures, event.captures)
-            captured.kind = _KIND_TO[event.sweep]
+            add_cards(captured.captures, event.captures)
+            captured.kind = MOVE_KIND_OF_SWEEP[event.sweep]
             captured.conceded_by = event.conceded_by
         case _:
             msg.CopyFrom(_rare_event_to_proto(event))
@@ -529,49 +413,3 @@ def add_events(field: RepeatedEvents, events: Sequence[Event]) -> None:
     add = field.add
     for event in events:
         _fill_event(add(), event)
-
-
-_KIND_FROM = {kind: sweep for sweep, kind in _KIND_TO.items()}
-
-
-def _cards_of(msgs: Iterable[cards_pb2.Card]) -> tuple[Card, ...]:
-    return _cards_from_proto(msgs, "event")
-
-
-def event_from_proto(msg: pb.Event) -> Event:
-    """The engine event of an API event (for clients such as ``simulate --server``)."""
-    match msg.WhichOneof("kind"):
-        case "crawled":
-            return Crawled(msg.crawled.seat, card_from_proto(msg.crawled.card, "event"))
-        case "captured":
-            c = msg.captured
-            return Captured(
-                c.seat,
-                card_from_proto(c.card, "event"),
-                tuple(sorted(_cards_of(c.captures))),
-                _KIND_FROM.get(c.kind, SweepKind.NONE),
-                c.conceded_by,
-            )
-        case "distribution_dealt":
-            d = msg.distribution_dealt
-            return DistributionDealt(
-                d.deal_number, d.distribution, d.dealer, _cards_of(d.table), d.last
-            )
-        case "cards_set_aside":
-            return CardsSetAside(_cards_of(msg.cards_set_aside.cards))
-        case "deal_ended":
-            e = msg.deal_ended
-            return DealEnded(
-                e.deal_number, e.recipient, _cards_of(e.collected), deal_result_from_proto(e.score)
-            )
-        case "dealer_drawn":
-            drawn = msg.dealer_drawn
-            cards = _cards_of(drawn.cards)
-            return DealerDrawn(tuple(zip(drawn.seats, cards, strict=True)), drawn.dealer)
-        case "bordstabbe":
-            return Bordstabbe(msg.bordstabbe.seat)
-        case "tiebreak_deal":
-            return TiebreakDeal(tuple(msg.tiebreak_deal.teams))
-        case "match_ended":
-            return MatchEnded(tuple(msg.match_ended.totals), tuple(msg.match_ended.winners))
-    raise CodecError("event", "no event kind is set")

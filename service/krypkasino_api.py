@@ -30,7 +30,7 @@ from engine.krypkasino import (
     view,
 )
 from engine.krypkasino.events import Captured, Crawled, Event
-from service import codec, state_codec
+from service import codec, state_codec, view_codec
 from service.calls import CallInfo
 from service.errors import ServiceError, failed_precondition, invalid_argument, permission_denied
 from service.metrics import ServiceMetrics, move_kind, variant_label
@@ -129,7 +129,7 @@ class KrypkasinoApi:
             seat_tokens=[self._seat_tokens.issue(game_id, s) for s in range(config.players)],
         )
         codec.add_events(response.events, events)
-        codec.fill_view(response.view, view(state, None), game_id, state_id)
+        view_codec.fill_view(response.view, view(state, None), game_id, state_id)
         return response
 
     def legal_moves(self, request: pb.LegalMovesRequest, info: CallInfo) -> pb.LegalMovesResponse:
@@ -168,7 +168,7 @@ class KrypkasinoApi:
         token, state_id = self._seal(state, opened.game_id)
         response = pb.PlayResponse(state=token)
         codec.add_events(response.events, events)
-        codec.fill_view(response.view, view(state, seat), opened.game_id, state_id)
+        view_codec.fill_view(response.view, view(state, seat), opened.game_id, state_id)
         return response
 
     def score(self, request: pb.ScoreRequest, info: CallInfo) -> pb.ScoreResponse:
@@ -186,7 +186,9 @@ class KrypkasinoApi:
                 "SEAT_MISSING", "a seat token was given without its seat", "seat"
             )
         response = pb.GetViewResponse()
-        codec.fill_view(response.view, view(opened.state, seat), opened.game_id, opened.state_id)
+        view_codec.fill_view(
+            response.view, view(opened.state, seat), opened.game_id, opened.state_id
+        )
         return response
 
     # -- shared steps -------------------------------------------------------

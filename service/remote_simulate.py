@@ -18,7 +18,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 
 from engine.cards import seeded_rng
 from engine.krypkasino.policies import POLICIES, Situation
-from service import codec
+from service import client_decode, codec
 from service.simulate import GameRecord, SimulationRequest, Turn, count_outcomes
 
 DEADLINE_SECONDS = 10.0
@@ -80,7 +80,7 @@ def _play(
             ),
             timeout=DEADLINE_SECONDS,
         )
-        events = tuple(codec.event_from_proto(e) for e in played.events)
+        events = tuple(client_decode.event_from_proto(e) for e in played.events)
         count_outcomes(outcomes, events)
         if record:
             hand = tuple(codec.card_from_proto(c, "hand") for c in seat_view.hand)
@@ -102,9 +102,9 @@ def _play(
     sheet = stub.Score(pb.ScoreRequest(state=state), timeout=DEADLINE_SECONDS)
     return GameRecord(
         request,
-        tuple(codec.event_from_proto(e) for e in started.events),
+        tuple(client_decode.event_from_proto(e) for e in started.events),
         tuple(turns),
-        tuple(codec.deal_result_from_proto(d) for d in sheet.deals),
+        tuple(client_decode.deal_result_from_proto(d) for d in sheet.deals),
         tuple(sheet.winners),
         moves,
         None,

@@ -59,7 +59,7 @@ class _Derived(NamedTuple):
 
 
 # A game's states share their config and results objects (as do the states
-# decoded from its tokens, see ``service.state_codec``), so the derived fields
+# decoded from its tokens, see ``service.state_parts``), so the derived fields
 # are kept by the identity of both. An entry holds the two objects, so their
 # ids cannot be reused while it exists.
 # An entry keeps its finished deals alive: only histories of at most

@@ -26,7 +26,7 @@ from grpc_status import rpc_status
 
 from engine.krypkasino import IllegalMoveError, legal_moves, open_game, play, score, view
 from engine.krypkasino.state import State
-from service import codec
+from service import codec, view_codec
 from service.errors import HTTP_STATUS
 
 Plain = Any
@@ -119,7 +119,7 @@ class EngineDriver:
         draw = codec.deck_from_proto(request.draw, "draw") if request.HasField("draw") else None
         state, events = open_game(config, seed=request.seed, decks=decks, draw=draw)
         result = {
-            "view": plain(codec.view_to_proto(view(state, None), "", "")),
+            "view": plain(view_codec.view_to_proto(view(state, None), "", "")),
             "events": [plain(e) for e in codec.events_to_proto(events)],
         }
         return Started(state, config.players, result)
@@ -140,7 +140,7 @@ class EngineDriver:
             return Refused("FAILED_PRECONDITION", error.reason.value, metadata)
         result = {
             "events": [plain(e) for e in codec.events_to_proto(events)],
-            "view": plain(codec.view_to_proto(view(state, seat), "", "")),
+            "view": plain(view_codec.view_to_proto(view(state, seat), "", "")),
         }
         return Played(state, result)
 
@@ -148,7 +148,7 @@ class EngineDriver:
         return plain(codec.score_to_proto(score(handle)))
 
     def view(self, handle: State, seat: int | None) -> Plain:
-        return plain(codec.view_to_proto(view(handle, seat), "", ""))
+        return plain(view_codec.view_to_proto(view(handle, seat), "", ""))
 
 
 # -- gRPC --------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from engine.krypkasino import Config, Rules, new_game, view, views
 from engine.krypkasino.config import CACHED_MATCH_DEALS, MAX_MATCH_DEALS, MAX_TARGET_SCORE
 from engine.krypkasino.play import play_unchecked
 from engine.krypkasino.policies import Situation, random_policy
-from service import codec, state_codec
+from service import codec, state_codec, state_parts, view_codec
 from service.cli import main
 from service.codec import CodecError
 from service.config import ServerConfig
@@ -138,7 +138,7 @@ def test_the_token_of_the_longest_match_stays_far_below_the_request_limit(long_m
 def decode_and_view(payload: bytes) -> None:
     """What GetView does with a sealed token's plaintext."""
     state, game_id = state_codec.state_from_proto(pb.GameState.FromString(payload), trusted=True)
-    codec.view_to_proto(view(state, None), game_id, "0" * 16)
+    view_codec.view_to_proto(view(state, None), game_id, "0" * 16)
 
 
 def test_caches_keep_no_long_history_whatever_the_tokens(long_matches):
@@ -148,15 +148,15 @@ def test_caches_keep_no_long_history_whatever_the_tokens(long_matches):
     for payloads in long_matches:
         for payload in payloads:
             decode_and_view(payload)
-    templates = [results for _, results, _ in codec._TEMPLATES.values()]
+    templates = [results for _, results, _ in view_codec._TEMPLATES.values()]
     derived = [entry.results for entry in views._DERIVED.values()]
     assert templates and derived  # the short histories were kept
     assert max(map(len, templates)) <= CACHED_MATCH_DEALS
     assert max(map(len, derived)) <= CACHED_MATCH_DEALS
-    assert state_codec._deal.cache_info().currsize <= 4096
+    assert state_parts._deal.cache_info().currsize <= 4096
     assert codec.deal_result_to_proto.cache_info().currsize <= 4096
     # Decoded histories: a long one never reaches the cache, a short one does.
-    history_cache = state_codec._cached_history.cache_info
+    history_cache = state_parts._cached_history.cache_info
     long, short = long_matches[0][-1], long_matches[0][CACHED_MATCH_DEALS - 1]
     for payload, consulted in ((long, 0), (short, 2)):
         before = history_cache()

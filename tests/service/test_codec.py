@@ -52,14 +52,14 @@ from engine.krypkasino.events import (
 )
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.scoring import card_points
-from service import codec
+from service import view_codec
+from service.client_decode import deal_result_from_proto
 from service.codec import (
     CodecError,
     card_from_proto,
     card_to_proto,
     config_from_proto,
     config_to_proto,
-    deal_result_from_proto,
     deal_result_to_proto,
     deck_from_proto,
     events_to_proto,
@@ -67,9 +67,10 @@ from service.codec import (
     move_from_proto,
     move_to_proto,
     score_to_proto,
-    view_to_proto,
 )
-from service.state_codec import MAX_PLAIN_TABLE, state_from_proto, state_id, state_to_proto
+from service.plain_state import MAX_PLAIN_TABLE
+from service.state_codec import state_from_proto, state_id, state_to_proto
+from service.view_codec import view_to_proto
 from tests.sizes import fuzz_examples
 
 GAME_ID = "0123456789abcdef0123456789abcdef"  # as long as a UUID in hex
@@ -587,7 +588,7 @@ def test_interleaved_games_views_keep_their_own_cached_parts(
     more, every view must still carry its own state's fields, also when entries
     are evicted.
     """
-    monkeypatch.setattr(codec, "_TEMPLATE_LIMIT", limit)
+    monkeypatch.setattr(view_codec, "_TEMPLATE_LIMIT", limit)
     config = Config(3, match_deals=3, rules=Rules(removal=Removal.SPADES))
     runs = [[state for state, _ in games(config, seed)] for seed in (1, 2)]
     # No removal: every deal opens with no markers and nothing set aside, so

@@ -1,0 +1,212 @@
+"""The checks of a plain (unsealed) token's GameState before it becomes a State (design
+section 4): a plain token can hold anything, a sealed one only what this service made.
+
+Checked: config (K3, K16), card codes, seats, dealer rotation (K4), dealing counts
+(K15.2), K15.1 conservation, markers (K8.4), exact hand sizes (K15.3), the table's
+size, the move number, deal scores (K12.1) and the match outcome (K13).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import cast
+
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from engine.cards import CARDS_PER_DECK, JACK, SPADES, Card, cards_str
+from engine.krypkasino.config import Config, Removal
+from engine.krypkasino.dealing import draw_for_deal
+from engine.krypkasino.scoring import DealResult
+from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
+
+__all__ = ["MAX_PLAIN_TABLE", "check_plain_state"]
+
+
+_COURTS = bytes(range(JACK * 4, CARDS_PER_DECK))
+_SPADES = bytes(range(SPADES, CARDS_PER_DECK, 4))
+
+
+# The legal moves of a table grow exponentially with its size, so a plain token may
+# not ask for one that no game reaches. Only the first distribution's table cards (6
+# at most, K5.1) can repeat a value: a crawled card's value was no subset sum of the
+# table (K7.4), so it differs from every table value, and values run 1..13; aces,
+# crawled for their hand value 14, are the only other way to add a duplicate. Random
+# play stays at or below about 12 cards. The worst table a reviewer built, low cards
+# against a hand of A J Q K (values 14, 11, 12, 13), has 6,949 legal moves at 20
+# cards (a 0.6 MB gRPC answer, a 4 MB JSON one that takes 0.5 s to render) and
+# 61,202 at 24 (10 s over HTTP): 20 bounds what one forged request can cost.
+MAX_PLAIN_TABLE = 20
+
+
+def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
+    """The finished deals of a plain token's ``GameState``, once every field is checked.
+
+    Raises ``StateError`` describing the first inconsistency; descriptions are
+    only formatted on failure.
+    """
+    config_data = msg.config.SerializeToString()
+    layout = config_layout(config_data)
+    config = layout.config
+    n, copies, rules = config.players, config.copies, config.rules
+    hands_b, piles_b, markers_b = list(msg.hands), list(msg.piles), list(msg.markers)
+    if not len(hands_b) == len(piles_b) == len(markers_b) == n:
+        raise StateError(
+            f"{len(hands_b)} hands, {len(piles_b)} piles and {len(markers_b)} marker lists "
+            f"for {n} players"
+        )
+    deal, dealer, distribution, turn, over = (
+        msg.deal,
+        msg.dealer,
+        msg.distribution,
+        msg.turn,
+        msg.over,
+    )
+    first_dealer = msg.first_dealer
+    last_capturer = msg.last_capturer if msg.HasField("last_capturer") else None
+    bordstabbe_seat = msg.bordstabbe_seat if msg.HasField("bordstabbe_seat") else None
+    for name, seat in (
+        ("turn", turn),
+        ("dealer", dealer),
+        ("first_dealer", first_dealer),
+        ("last_capturer", last_capturer),
+        ("bordstabbe_seat", bordstabbe_seat),
+    ):
+        if seat is not None and not 0 <= seat < n:
+            raise StateError(f"{name} {seat} is not a seat of {n} players")
+    drawn_dealer = _drawn_dealer(msg, config)
+    if first_dealer != drawn_dealer:
+        raise StateError(f"first_dealer {first_dealer} is not seat {drawn_dealer} (K4.2)")
+    if deal < 1 or dealer != (first_dealer + deal - 1) % n:
+        raise StateError(
+            f"deal {deal} with dealer {dealer} does not follow the rotation "
+            f"from seat {first_dealer} (K4.3)"
+        )
+    distributions = layout.distributions
+    if not 1 <= distribution <= distributions:
+        raise StateError(f"distribution {distribution} is not in 1..{distributions} (K5.2)")
+
+    stock_b, table_b, aside_b = msg.stock, msg.table, msg.set_aside
+    if len(table_b) > MAX_PLAIN_TABLE:
+        raise StateError(
+            f"a table of {len(table_b)} cards: no game reaches more than {MAX_PLAIN_TABLE} (K7.4)"
+        )
+    everything = b"".join((stock_b, table_b, aside_b, *hands_b, *piles_b))
+    if sorted(everything) != layout.full_deck:
+        raise StateError(_conservation_problem(msg, everything, copies))
+    for seat, markers in enumerate(markers_b):
+        # Every pile byte is a card now, so a marker that is none is in no pile either.
+        if any(piles_b[seat].count(m) < markers.count(m) for m in set(markers)):
+            raise StateError(f"markers[{seat}] are not all in piles[{seat}] (K8.4)")
+
+    first_hand, later_hand = layout.first_hand, layout.later_hand
+    stock_left = layout.stock_after[distribution - 1]
+    if len(stock_b) != stock_left:
+        raise StateError(
+            f"the stock holds {len(stock_b)} cards, not {stock_left} "
+            f"after distribution {distribution} (K15.2)"
+        )
+    for seat, hand in enumerate(hands_b):
+        if bytes(sorted(hand)) != hand:
+            raise StateError(f"hands[{seat}] is not sorted")
+    sizes = [len(hand) for hand in hands_b]
+    first_player = (dealer + 1) % n
+    if over:
+        if any(sizes) or table_b or aside_b or distribution != distributions:
+            raise StateError("the match is over but its last deal is not (K15.8)")
+        if turn != first_player:
+            raise StateError(f"turn {turn}: a finished deal ends at seat {first_player}")
+    else:
+        _check_hand_sizes(
+            sizes, turn, first_player, first_hand if distribution == 1 else later_hand
+        )
+        if (last_capturer is None) == any(piles_b) or (
+            last_capturer is not None and not piles_b[last_capturer]
+        ):
+            raise StateError(f"last_capturer {last_capturer} does not match the piles (K8.3)")
+    if aside_b and (
+        rules.removal is Removal.NONE
+        or aside_b.translate(None, _COURTS if rules.removal is Removal.COURTS else _SPADES)
+    ):
+        raise StateError(f"set_aside holds a card that removal {rules.removal.value} keeps (K6.1)")
+    if bordstabbe_seat is not None and not (rules.bordstabbe and bordstabbe_seat == first_player):
+        raise StateError(
+            f"bordstabbe_seat {bordstabbe_seat}: only the first player, with bordstabbe (K16.10)"
+        )
+
+    for i, deck in enumerate(msg.decks):
+        if bytes(sorted(deck)) != FULL_DECKS[copies]:
+            raise StateError(f"decks[{i}] is not a full deck of {config.deck_size} cards (K2.1)")
+    if deal <= len(msg.decks) and not msg.decks[deal - 1].endswith(stock_b):
+        raise StateError(f"the stock is not the rest of decks[{deal - 1}]")
+
+    history = checked_history(
+        config_data, first_dealer, tuple(r.SerializeToString() for r in msg.results)
+    )
+    results = history.results
+    if len(results) != (deal if over else deal - 1):
+        raise StateError(f"{len(results)} finished deals in deal {deal}, over={over}")
+    tiebreak, winners = tuple(msg.tiebreak), tuple(msg.winners)
+    if over:
+        if history.outcome != (True, winners, ()) or tiebreak:
+            raise StateError(f"winners {list(winners)} are not the match outcome (K13.3)")
+    elif history.outcome != (False, (), tiebreak) or winners:
+        raise StateError(
+            f"after deal {len(results)} the match is not in play as stored (K13.2, K13.3)"
+        )
+    played = (deal - 1) * layout.per_deal + layout.hand_cards_dealt[distribution - 1]
+    played -= sum(sizes)
+    if msg.move_number != played:
+        raise StateError(f"move_number {msg.move_number}, but {played} cards were played")
+
+    # Every field is checked now: ``state_codec`` builds the state as a sealed one's.
+    return results
+
+
+def _conservation_problem(msg: pb.GameState, everything: bytes, copies: int) -> str:
+    """The precise K15.1 failure: a byte that is no card, or the missing and extra cards."""
+    places = [("stock", msg.stock), ("table", msg.table), ("set_aside", msg.set_aside)]
+    places += [(f"hands[{seat}]", hand) for seat, hand in enumerate(msg.hands)]
+    places += [(f"piles[{seat}]", pile) for seat, pile in enumerate(msg.piles)]
+    for name, data in places:
+        if data and max(data) >= CARDS_PER_DECK:
+            return f"{name} holds byte {max(data)}, which is no card code (0-51)"
+    full = Counter(FULL_DECKS[copies])
+    counts = Counter(everything)
+    parts = [f"cards are not conserved (K15.1): {len(everything)} cards, not {full.total()}"]
+    missing = cast(list[Card], sorted((full - counts).elements()))
+    extra = cast(list[Card], sorted((counts - full).elements()))
+    if missing:
+        parts.append("missing " + cards_str(missing))
+    if extra:
+        parts.append("too many " + cards_str(extra))
+    return "; ".join(parts)
+
+
+def _drawn_dealer(msg: pb.GameState, config: Config) -> int:
+    """K4.2: the first dealer; a stored draw must be what the rule makes of its cards."""
+    seats, cards = msg.dealer_draw_seats, msg.dealer_draw_cards
+    if not config.draw_for_deal:
+        if seats or cards:
+            raise StateError("a dealer draw without draw_for_deal (K4.2)")
+        return config.first_dealer
+    if not cards or max(cards) >= CARDS_PER_DECK:
+        raise StateError("dealer_draw_cards is empty or holds a byte that is no card (K4.2)")
+    try:
+        dealer, draws = draw_for_deal(config.players, iter(as_cards(cards)))
+    except ValueError:
+        raise StateError("dealer_draw_cards run out before a dealer is found (K4.2)") from None
+    if len(seats) != len(cards) or draws != tuple(zip(seats, as_cards(cards), strict=True)):
+        raise StateError("dealer_draw_seats and dealer_draw_cards are not a draw for deal (K4.2)")
+    return dealer
+
+
+def _check_hand_sizes(sizes: list[int], turn: int, first_player: int, dealt: int) -> None:
+    """K15.3 made exact: the seats that moved this round hold one card less than the mover."""
+    n = len(sizes)
+    moved = (turn - first_player) % n
+    mover = sizes[turn]
+    if not 0 < mover <= dealt or any(
+        size != (mover - 1 if (seat - first_player) % n < moved else mover)
+        for seat, size in enumerate(sizes)
+    ):
+        raise StateError(f"hand sizes {sizes} with seat {turn} to move (K7.8, K15.3)")

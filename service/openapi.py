@@ -8,12 +8,28 @@ which only a descriptor set made with ``--include_source_info`` carries:
 ``scripts/generate_openapi.py`` makes one and writes the committed
 ``service/cardrules.openapi.json``, which ships inside the package and is
 what the server serves at ``/openapi.json``.
+
+Response schemas say what the gateway prints (``http_json.message_json``:
+``MessageToDict`` with ``always_print_fields_with_no_presence``): every field
+without presence (plain proto3 scalars and enums, repeated fields, maps) is
+``required``; fields with presence (``optional`` scalars, messages, oneof
+members) may be absent, except the few the service sets in every response
+(``SET_IN_EVERY_RESPONSE``). Request schemas require nothing: the server
+parses any subset of the fields (absent ones take their proto3 defaults) and
+its RPCs refuse what they cannot use with a ``google.rpc.Status`` naming the
+field. A message that requests and responses share therefore has two schemas:
+the response form under its full name and the request form under the full
+name plus ``-Input`` (``cardrules.cards.v1.Card-Input``). Each oneof is a JSON
+Schema ``oneOf`` whose branches each require one member: exactly one member
+where the service always sets one (``SET_IN_EVERY_RESPONSE``), else a last
+branch that holds none of them makes it at most one.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +39,7 @@ from google.protobuf.descriptor import (
     Descriptor,
     EnumDescriptor,
     FieldDescriptor,
+    OneofDescriptor,
     ServiceDescriptor,
 )
 
@@ -39,6 +56,38 @@ SERVICES: tuple[ServiceDescriptor, ...] = (
 )
 STATUS = "google.rpc.Status"
 ANY = "google.protobuf.Any"
+# The request form of a message that responses use too (component names may hold
+# "-", proto names may not, so it names no message).
+INPUT_SUFFIX = "-Input"
+
+# Fields with presence (message fields by their full name, oneofs by theirs) that
+# the service sets in every response it sends, so response schemas require them.
+# Each is read from service/krypkasino_api.py and service/codec.py, which build
+# every response message; tests/service/test_http_openapi_presence.py checks
+# real responses of whole games against the document. When unsure, leave one out:
+# the field is then documented as possibly absent, which is never wrong.
+SET_IN_EVERY_RESPONSE: frozenset[str] = frozenset(
+    {
+        # new_game, play and get_view fill their view with fill_view, which copies
+        # in a template holding the config and sets game_id and state_id.
+        "cardrules.krypkasino.v1.NewGameResponse.view",
+        "cardrules.krypkasino.v1.PlayResponse.view",
+        "cardrules.krypkasino.v1.GetViewResponse.view",
+        # _config_template: every view template is built from View(config=...).
+        "cardrules.krypkasino.v1.View.config",
+        # legal_move_to_proto fills move with _fill_move, which copies in the card;
+        # a Move appears in responses only there.
+        "cardrules.krypkasino.v1.LegalMove.move",
+        "cardrules.krypkasino.v1.Move.card",
+        # _fill_event copies in the card of a crawl or capture, and
+        # _rare_event_to_proto builds DealEnded(score=...).
+        "cardrules.krypkasino.v1.Crawled.card",
+        "cardrules.krypkasino.v1.Captured.card",
+        "cardrules.krypkasino.v1.DealEnded.score",
+        # _fill_event sets a member for every engine event (a TypeError otherwise).
+        "cardrules.krypkasino.v1.Event.kind",
+    }
+)
 
 _INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
 _UINT32 = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1}
@@ -156,27 +205,78 @@ def _ref(name: str, kind: str = "schemas") -> Json:
     return {"$ref": f"#/components/{kind}/{name}"}
 
 
-class _Builder:
-    def __init__(self, notes: Mapping[str, str]) -> None:
+def reachable(messages: Iterable[Descriptor]) -> frozenset[str]:
+    """Full names of ``messages`` and of every message their fields hold, at any depth."""
+    seen: set[str] = set()
+    pending = list(messages)
+    while pending:
+        descriptor = pending.pop()
+        if descriptor.full_name not in seen:
+            seen.add(descriptor.full_name)
+            pending.extend(f.message_type for f in descriptor.fields if f.message_type)
+    return frozenset(seen)
+
+
+@functools.cache
+def real_oneofs(descriptor: Descriptor) -> tuple[OneofDescriptor, ...]:
+    """The message's declared oneofs, without the one-field ones of proto3 ``optional``."""
+    proto = descriptor_pb2.DescriptorProto()
+    descriptor.CopyToProto(proto)
+    declared = {f.oneof_index for f in proto.field if f.HasField("oneof_index")}
+    synthetic = {f.oneof_index for f in proto.field if f.proto3_optional}
+    return tuple(descriptor.oneofs[i] for i in sorted(declared - synthetic))
+
+
+class SchemaBuilder:
+    """Message schemas as requests carry them (``output=False``) or responses do.
+
+    ``outputs`` are the full names of the messages responses hold (``reachable``):
+    their request forms are named with ``INPUT_SUFFIX``.
+    """
+
+    def __init__(self, notes: Mapping[str, str], outputs: frozenset[str]) -> None:
         self.notes = notes
+        self.outputs = outputs
         self.schemas: Json = {}
 
-    def _described(self, schema: Json, name: str) -> Json:
-        if name in self.notes:
-            schema["description"] = self.notes[name]
-        return schema
-
-    def message(self, descriptor: Descriptor) -> Json:
+    def message(self, descriptor: Descriptor, output: bool) -> Json:
         """A ``$ref`` to the message's schema, adding it (and what it uses) on first sight."""
         name = descriptor.full_name
+        if not output and name in self.outputs:
+            name += INPUT_SUFFIX
         if name not in self.schemas:
             self.schemas[name] = {}  # placeholder: recursive messages stop here
-            properties = {field.json_name: self.field(field) for field in descriptor.fields}
-            self.schemas[name] = self._described(
-                {"type": "object", "properties": properties, "additionalProperties": False},
-                name,
-            )
+            schema: Json = {
+                "type": "object",
+                "properties": {f.json_name: self.field(f, output) for f in descriptor.fields},
+            }
+            fields = descriptor.fields
+            if output and (required := [f.json_name for f in fields if _required_in(f)]):
+                schema["required"] = required
+            schema["additionalProperties"] = False
+            choices = [self._oneof(oneof, output) for oneof in real_oneofs(descriptor)]
+            if len(choices) == 1:
+                schema["oneOf"] = choices[0]
+            elif choices:
+                schema["allOf"] = [{"oneOf": choice} for choice in choices]
+            notes = [self.notes[descriptor.full_name]] if descriptor.full_name in self.notes else []
+            if name != descriptor.full_name:
+                notes.append(
+                    f"The request form of `{descriptor.full_name}`: every field may be left "
+                    "out (it takes its proto3 default)."
+                )
+            if notes:
+                schema["description"] = "\n\n".join(notes)
+            self.schemas[name] = schema
         return _ref(name)
+
+    @staticmethod
+    def _oneof(oneof: OneofDescriptor, output: bool) -> list[Json]:
+        """``oneOf`` branches: one per member, requiring it, and one of none unless always set."""
+        branches: list[Json] = [{"required": [field.json_name]} for field in oneof.fields]
+        if not (output and oneof.full_name in SET_IN_EVERY_RESPONSE):
+            branches.append({"not": {"anyOf": [dict(branch) for branch in branches]}})
+        return branches
 
     def enum(self, descriptor: EnumDescriptor) -> Json:
         name = descriptor.full_name
@@ -193,33 +293,55 @@ class _Builder:
             }
         return _ref(name)
 
-    def field(self, field: FieldDescriptor) -> Json:
+    def field(self, field: FieldDescriptor, output: bool) -> Json:
         message = field.message_type
         if message is not None and message.GetOptions().map_entry:
             key, value = message.fields_by_name["key"], message.fields_by_name["value"]
-            schema: Json = {"type": "object", "additionalProperties": self._value(value)}
+            schema: Json = {"type": "object", "additionalProperties": self._value(value, output)}
             if key.type != FieldDescriptor.TYPE_STRING:
                 schema["propertyNames"] = {"pattern": "^-?[0-9]+$|^true$|^false$"}
         elif field.is_repeated:
-            schema = {"type": "array", "items": self._value(field)}
+            schema = {"type": "array", "items": self._value(field, output)}
         else:
-            schema = dict(self._value(field))
+            schema = dict(self._value(field, output))
         notes = [self.notes[field.full_name]] if field.full_name in self.notes else []
-        oneof = field.containing_oneof
-        if message is None and field.has_presence:
+        if (oneof := _declared_oneof(field)) is not None:
+            always = output and oneof.full_name in SET_IN_EVERY_RESPONSE
+            notes.append(
+                f"One of `{oneof.name}`: {'exactly' if always else 'at most'} one of these "
+                "fields is set."
+            )
+        elif message is None and field.has_presence:
             notes.append("Optional: absent when not set.")
-        elif oneof is not None and len(oneof.fields) > 1:
-            notes.append(f"One of `{oneof.name}`: at most one of these fields is set.")
         if notes:
             schema["description"] = "\n\n".join(notes)
         return schema
 
-    def _value(self, field: FieldDescriptor) -> Json:
+    def _value(self, field: FieldDescriptor, output: bool) -> Json:
         if field.message_type is not None:
-            return self.message(field.message_type)
+            return self.message(field.message_type, output)
         if field.enum_type is not None:
             return self.enum(field.enum_type)
         return dict(_SCALARS[field.type])
+
+
+def _declared_oneof(field: FieldDescriptor) -> OneofDescriptor | None:
+    """The field's oneof, unless it is the one-field oneof of a proto3 ``optional``."""
+    oneof = field.containing_oneof
+    if oneof is None or oneof not in real_oneofs(field.containing_type):
+        return None
+    return oneof
+
+
+def _required_in(field: FieldDescriptor) -> bool:
+    """Whether every response holding the field's message holds the field.
+
+    The gateway prints every field without presence, zero values and empty lists
+    included, and one with presence only when set: ``SET_IN_EVERY_RESPONSE`` names
+    those always set. A oneof member is never required alone: its oneof's
+    ``oneOf`` says how many members are present.
+    """
+    return not field.has_presence or field.full_name in SET_IN_EVERY_RESPONSE
 
 
 def _status_schemas() -> Json:
@@ -252,7 +374,7 @@ def _status_schemas() -> Json:
 
 
 def _operation(
-    builder: _Builder,
+    builder: SchemaBuilder,
     service: ServiceDescriptor,
     route_method: str,
     request: Descriptor,
@@ -268,13 +390,13 @@ def _operation(
         operation["description"] = builder.notes[method_name]
     operation["requestBody"] = {
         "required": True,
-        "content": {JSON_TYPE: {"schema": builder.message(request)}},
+        "content": {JSON_TYPE: {"schema": builder.message(request, output=False)}},
     }
     responses: Json = {
         "200": {
             "description": "OK",
             "headers": {"X-Request-Id": _ref("X-Request-Id", "headers")},
-            "content": {JSON_TYPE: {"schema": builder.message(response)}},
+            "content": {JSON_TYPE: {"schema": builder.message(response, output=True)}},
         }
     }
     for status, name, _ in ERROR_RESPONSES:
@@ -287,7 +409,12 @@ def build_document(
     services: Sequence[ServiceDescriptor] = SERVICES, notes: Mapping[str, str] | None = None
 ) -> Json:
     """The whole document; ``notes`` are the proto comments (see ``comments``)."""
-    builder = _Builder(notes or {})
+    responses_of = [
+        message_descriptor(route.response_class)
+        for service in services
+        for route in routes(service)
+    ]
+    builder = SchemaBuilder(notes or {}, reachable(responses_of))
     paths: Json = {}
     tags: list[Json] = []
     for service in services:

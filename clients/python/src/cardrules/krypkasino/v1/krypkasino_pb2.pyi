@@ -174,7 +174,9 @@ class Rules(_message.Message):
     nordic_scoring: _builtins.bool
     """K16.9: every spade and ace 1, 10D 0."""
     bordstabbe: _builtins.bool
-    """K16.10: -5 to the first player when the dealt table is all one value."""
+    """K16.10: -5 to the first player when the table left after the first
+    distribution's removal is non-empty and all one table value.
+    """
     def __init__(
         self,
         *,
@@ -1046,7 +1048,7 @@ class NewGameResponse(_message.Message):
 
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___Event]:
-        """The set-up events: draw for deal, first distribution, removal."""
+        """The set-up events: draw for deal, first distribution, removal, bordstabbe."""
 
     def __init__(
         self,

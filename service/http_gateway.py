@@ -342,7 +342,7 @@ def _call(bound: _Bound, body: bytes | ServiceError, info: CallInfo, limit: int)
     list of legal moves costs more than finding them."""
     if isinstance(body, ServiceError):
         raise body
-    request = parse_request(body, bound.route.request_class)
+    request = parse_request(body, bound.route.request_class, limit)
     if request.ByteSize() > limit:
         raise request_too_large("request", limit)
     return message_json(bound.handler(request, info))

@@ -278,6 +278,23 @@ def test_a_request_over_the_limit_as_protobuf_is_413_as_over_grpc(server):
     assert value["message"] == f"the request is larger than {LIMIT} bytes"
 
 
+def test_a_gzip_bomb_of_empty_values_is_413_before_its_json_is_parsed(server):
+    """A few hundred bytes of gzip hold 33,000 empty cards: at least 2 protobuf bytes
+    each, over the limit. The gateway counts them before json_format, which took
+    5 s to parse and search such a list for the bad last element it ends with."""
+    captures = b",".join([b"{}"] * (LIMIT // 2 + 1))
+    body = b'{"move": {"captures": [' + captures + b', {"rank": "X"}]}}'
+    packed = gzip.compress(body)
+    assert len(packed) < 1000
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:play",
+        packed,
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    assert status == 413
+    assert refusal(value)[:3] == (8, "REQUEST_TOO_LARGE", {"limit": str(LIMIT)})
+
+
 def test_a_body_over_sixteen_times_the_limit_is_413_with_or_without_a_length(server):
     big = _body(state="A" * 16 * LIMIT)
     status, _, value = exchange(f"{server.http_url}/v1/krypkasino:score", big)

@@ -10,12 +10,14 @@ are involved: the game travels in the request body, never in cookies.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 ALLOWED_HEADERS = "Content-Type, X-Request-Id"
 EXPOSED_HEADERS = "X-Request-Id"
 MAX_AGE_SECONDS = "600"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_PORT = re.compile(r"[0-9]{1,5}")
 
 
 class CorsPolicy:
@@ -72,7 +74,8 @@ def normal_origin(origin: str) -> str | None:
         return None
     host, colon, port = rest.rpartition(":")
     ipv6_colons = "[" in host and not host.endswith("]")
-    if not colon or ipv6_colons or (port and not port.isdigit()):
+    # Not str.isdigit, which takes "²", nor any length: int() refuses both, with a 500.
+    if not colon or ipv6_colons or (port and not _PORT.fullmatch(port)):
         host, port = rest, ""  # no port, or the colons of an IPv6 address
     elif not port or int(port) == _DEFAULT_PORTS[scheme]:
         port = ""  # "https://a.example:" and ":443" are the default port

@@ -379,3 +379,22 @@ def test_a_browser_origin_matches_a_configured_origin_in_capitals_with_its_port(
             assert "Access-Control-Allow-Origin" not in r.headers
 
     run(krypkasino_gateway(cors=parse_origins("https://Play.Example:443")), scenario)
+
+
+@pytest.mark.parametrize("port", ["²", "٣", "1" * 5000, "123456"])
+def test_an_origin_with_a_port_that_is_no_port_is_no_allowed_origin(port):
+    """Any client can send one: ``str.isdigit`` took "²" and int() then failed, a 500."""
+    policy = CorsPolicy(("https://play.example",))
+    assert not policy.allows(f"https://play.example:{port}")
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        async with session.post(
+            score, json={}, headers={"Origin": f"https://play.example:{port}"}
+        ) as r:
+            assert r.status == 400 and "Access-Control-Allow-Origin" not in r.headers
+        headers = preflight_headers(f"https://play.example:{port}")
+        async with session.options(score, headers=headers) as r:
+            assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
+
+    run(krypkasino_gateway(cors=parse_origins("https://play.example")), scenario)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
 
 REQUEST_ID_HEADER = "x-request-id"
-_MAX_REQUEST_ID = 128
+_USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
 _OK = code_label(grpc.StatusCode.OK)
 
 
@@ -88,8 +89,13 @@ def new_request_id() -> str:
 
 
 def request_id_from(value: str | None) -> str:
-    """The caller's request id if it is usable, else a new one."""
-    if value and len(value) <= _MAX_REQUEST_ID and value.isprintable():
+    """The caller's request id if it is usable, else a new one.
+
+    Usable: 1 to 128 printable ASCII characters, spaces only inside. gRPC
+    metadata holds nothing else: an "é" echoed in the trailers of a refusal
+    turned the refusal into INTERNAL.
+    """
+    if value and _USABLE_REQUEST_ID.fullmatch(value):
         return value
     return new_request_id()
 

@@ -78,13 +78,17 @@ def test_two_processes_have_different_prefixes():
     assert len(prefixes) == 2
 
 
-@pytest.mark.parametrize("supplied", ["abc-123", "x" * 128, "with space and ünïcode"])
+@pytest.mark.parametrize("supplied", ["abc-123", "x" * 128, "7", "with spaces:{}~!"])
 def test_a_usable_caller_id_is_kept(supplied):
     assert request_id_from(supplied) == supplied
 
 
-@pytest.mark.parametrize("supplied", [None, "", "x" * 129, "line\nbreak", "tab\there"])
+@pytest.mark.parametrize(
+    "supplied",
+    [None, "", "x" * 129, "line\nbreak", "tab\there", "é", "ünïcode", " padded", "padded "],
+)
 def test_an_unusable_caller_id_is_replaced(supplied):
+    """gRPC metadata and HTTP headers carry printable ASCII, the ends not blank."""
     assert ID_FORM.fullmatch(request_id_from(supplied))
 
 

@@ -167,7 +167,9 @@ class HttpGateway:
 
     def application(self) -> web.Application:
         app = web.Application()
-        app.router.add_route("*", "/{path:.*}", self.handle)
+        # [\s\S], not ".": a path with an encoded newline (%0A) would miss the gateway
+        # and get aiohttp's own plain 404, unlogged and uncounted.
+        app.router.add_route("*", r"/{path:[\s\S]*}", self.handle)
         app.on_response_prepare.append(_name_the_server)
         return app
 

@@ -325,8 +325,8 @@ def offending_field(value: object, descriptor: Descriptor, path: str = "") -> st
 
     Each name is tried alone, so the first refused one is found whatever
     json_format's own iteration order; ``path`` itself when nothing narrower fails.
-    Messages are searched field by field and lists by halving, so the search
-    costs about two more parses of the body however deep or long it is.
+    Messages are searched field by field and lists by halving, so a long list
+    costs about two more parses of it, not one per element.
     """
     return _refused_in(value, descriptor, path) or path
 
@@ -343,7 +343,8 @@ def _refused_in(value: object, descriptor: Descriptor, path: str) -> str | None:
         if field is None:
             return name
         nested = field.message_type
-        if nested is not None and not nested.GetOptions().map_entry:
+        # Maps and well-known types are judged whole: a Struct's keys are no fields.
+        if nested is not None and not _whole(nested):
             if field.is_repeated and isinstance(item, list):
                 index = _first_refused(key, item, message_class)
                 if index is None:
@@ -358,6 +359,10 @@ def _refused_in(value: object, descriptor: Descriptor, path: str) -> str | None:
         if not _parses({key: item}, message_class):
             return name
     return None
+
+
+def _whole(descriptor: Descriptor) -> bool:
+    return descriptor.GetOptions().map_entry or descriptor.full_name.startswith("google.protobuf.")
 
 
 def _first_refused(key: str, elements: list[Any], message_class: type[Message]) -> int | None:

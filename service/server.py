@@ -340,7 +340,9 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
         forward(signal.SIGINT, None)  # nothing was served yet: no drain delay
     while workers:
         pid, wait_status = os.wait()
-        worker = workers.pop(pid)
+        worker = workers.pop(pid, None)
+        if worker is None:
+            continue  # an orphan the supervisor reaped as PID 1 (a container), no worker
         worker_exited(pid)
         code = os.waitstatus_to_exitcode(wait_status)
         if code != 0 or not stopping:

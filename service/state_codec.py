@@ -107,12 +107,8 @@ def state_from_proto(msg: pb.GameState, *, trusted: bool = False) -> tuple[State
     ``trusted`` skips the consistency checks: for states that came out of a
     sealed token, which AES-GCM proves this service made. A plain-mode token
     can hold anything, so without ``trusted`` this raises ``CodecError`` with
-    field ``state`` and a precise description for any inconsistency: config
-    (K3, K16), card codes, seats, dealer rotation (K4), dealing counts (K15.2),
-    K15.1 conservation, markers (K8.4), exact hand sizes (K15.3), the move
-    number, deal scores (K12.1) and the match outcome (K13). Never another
-    exception type. Descriptions are only formatted on failure: this is the
-    hot path of every request.
+    field ``state`` and a precise description for any inconsistency that
+    ``service.plain_state`` checks for, and never another exception type.
     """
     try:
         if trusted:

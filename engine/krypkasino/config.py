@@ -205,17 +205,6 @@ class Config:
     def team_seats(self, team: int) -> tuple[int, ...]:
         return tuple(range(team, self.players, self.team_count))
 
-    @property
-    def card_point_total(self) -> int:
-        """K15.7 ``P``: 42, 21 with ``single_deck``, 34 / 17 with ``nordic_scoring``.
-
-        The sum of ``scoring.deck_card_points``, where the K2.4 / K16.9 values live.
-        """
-        # Imported here: scoring imports this module (Config, TieRule).
-        from engine.krypkasino.scoring import deck_card_points
-
-        return sum(deck_card_points(self.copies, self.rules.nordic_scoring))
-
     def validate(self) -> Config:
         """Reject impossible configurations (K3.2, K5.2, K13.2, K16); returns self."""
         n, r = self.players, self.rules

@@ -9,7 +9,7 @@ from engine.cards import full_deck
 from engine.krypkasino.config import Removal
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
 from engine.krypkasino.moves import Move, is_court
-from engine.krypkasino.scoring import DealResult
+from engine.krypkasino.scoring import DealResult, card_point_total
 from engine.krypkasino.state import State
 
 _FULL_DECKS = {copies: Counter(full_deck(copies)) for copies in (1, 2)}
@@ -92,7 +92,7 @@ def check_deal_result(state: State, result: DealResult) -> None:
     balance = sum(s.sweeps_made + s.sweeps_conceded for s in result.scores)
     _require(balance == 0, "K15.6", f"sweep points sum to {balance}")
     bordstabbe = any(s.bordstabbe for s in result.scores)
-    expected = config.card_point_total + int(config.rules.last_capture_point) - 5 * int(bordstabbe)
+    expected = card_point_total(config) + int(config.rules.last_capture_point) - 5 * int(bordstabbe)
     total = sum(s.total for s in result.scores)
     _require(total == expected, "K15.7", f"deal total {total} != {expected}")
     _require(sum(result.team_totals) == total, "K3.3", "team totals do not add up")

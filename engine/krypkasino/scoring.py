@@ -80,10 +80,15 @@ def deck_card_points(copies: int, nordic: bool) -> tuple[int, ...]:
     """K2.4 / K16.9: each ``CARD_POINT_ITEMS`` item's points in a full deck of ``copies``.
 
     Every card ends a deal in some pile (K11), so a deal's items add up to these;
-    their sum is K15.7's ``P`` (``Config.card_point_total``).
+    their sum is K15.7's ``P`` (``card_point_total``).
     """
     items = card_points(full_deck(copies), nordic)
     return tuple(items[name] for name in CARD_POINT_ITEMS)
+
+
+def card_point_total(config: Config) -> int:
+    """K15.7 ``P``: 42, 21 with ``single_deck``, 34 / 17 with ``nordic_scoring``."""
+    return sum(deck_card_points(config.copies, config.rules.nordic_scoring))
 
 
 def score_deal(

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
-from google.protobuf import descriptor_pb2, descriptor_pool, json_format
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
@@ -57,7 +57,7 @@ def refusal_of(body: bytes, message_class: type[Message]) -> tuple[str, str]:
 
 
 def test_values_that_must_pass_the_limit_as_protobuf_are_refused_before_parsing() -> None:
-    """Each card is a message (at least a tag and a length): 4 cards need 8 bytes."""
+    """Each message is at least a tag and a length: the move and its 4 cards need 10 bytes."""
     body = b'{"move": {"captures": [{}, {}, {}, {"rank": "X"}]}}'
     with pytest.raises(ServiceError) as refused:
         parse_request(body, pb.PlayRequest, 7)
@@ -112,9 +112,12 @@ def test_a_nested_field_under_both_names_is_refused_with_its_path(server):
 
 def holder_class() -> type[Message]:
     """A request with what the krypkasino requests lack: two-word fields inside repeated
-    messages and map values, and bytes in a map."""
+    messages and map values, bytes in a map, and a well-known type (Struct)."""
     file = descriptor_pb2.FileDescriptorProto(
-        name="test/strict_holder.proto", package="test.strict.v1", syntax="proto3"
+        name="test/strict_holder.proto",
+        package="test.strict.v1",
+        syntax="proto3",
+        dependency=[struct_pb2.DESCRIPTOR.name],
     )
     one, many = FieldDescriptor.LABEL_OPTIONAL, FieldDescriptor.LABEL_REPEATED
     text, data, message = (
@@ -150,7 +153,13 @@ def holder_class() -> type[Message]:
         "by_name", 2, {"type": message, "type_name": ".test.strict.v1.Item"}, json_name="byName"
     )
     add_map("blobs", 3, {"type": data})
+    holder.field.add(
+        name="meta", number=4, type=message, label=one, type_name=".google.protobuf.Struct"
+    )
     pool = descriptor_pool.DescriptorPool()
+    struct_file = descriptor_pb2.FileDescriptorProto()
+    struct_pb2.DESCRIPTOR.CopyToProto(struct_file)
+    pool.Add(struct_file)
     pool.Add(file)
     return GetMessageClass(pool.FindMessageTypeByName("test.strict.v1.Holder"))
 
@@ -181,6 +190,12 @@ def test_both_names_in_repeated_messages_and_maps_are_refused_with_their_path(bo
 )
 def test_the_same_name_twice_is_refused_with_its_path(body: bytes, field: str) -> None:
     assert refusal_of(body, pb.NewGameRequest) == (field, f"the field {field} appears twice")
+
+
+def test_a_well_known_type_is_parsed_whole_when_the_refused_field_is_sought() -> None:
+    """A Struct's keys are its own, not fields: the refusal names the unknown field."""
+    body = b'{"meta": {"a": 1}, "unknownField": 1}'
+    assert refusal_of(body, holder_class())[0] == "unknownField"
 
 
 def test_the_same_map_key_twice_is_refused_with_its_path() -> None:

@@ -2,27 +2,37 @@
 
 Paths come from the same ``service.http_routes`` the gateway serves, schemas
 from the messages under the proto3 JSON mapping (lowerCamelCase names, 64-bit
-integers as strings, bytes as base64, enums by name), error responses are the
-``google.rpc.Status`` of design section 5. Descriptions are the proto comments,
+integers as strings, bytes as base64 strings with ``contentEncoding``, enums by
+name), error responses are the ``google.rpc.Status`` of design section 5 with
+typed details. Descriptions are the proto comments,
 which only a descriptor set made with ``--include_source_info`` carries:
 ``scripts/generate_openapi.py`` makes one and writes the committed
 ``service/cardrules.openapi.json``, which ships inside the package and is
-what the server serves at ``/openapi.json``.
+what the server serves at ``/openapi.json``. Every component schema has a
+``title``, the message's name without its package (``BadRequestFieldViolation``
+for a nested one), which client generators use as the class name.
 
 Response schemas say what the gateway prints (``http_json.message_json``:
 ``MessageToDict`` with ``always_print_fields_with_no_presence``): every field
 without presence (plain proto3 scalars and enums, repeated fields, maps) is
 ``required``; fields with presence (``optional`` scalars, messages, oneof
 members) may be absent, except the few the service sets in every response
-(``SET_IN_EVERY_RESPONSE``). Request schemas require nothing: the server
-parses any subset of the fields (absent ones take their proto3 defaults) and
-its RPCs refuse what they cannot use with a ``google.rpc.Status`` naming the
-field. A message that requests and responses share therefore has two schemas:
-the response form under its full name and the request form under the full
-name plus ``-Input`` (``cardrules.cards.v1.Card-Input``). Each oneof is a JSON
-Schema ``oneOf`` whose branches each require one member: exactly one member
-where the service always sets one (``SET_IN_EVERY_RESPONSE``), else a last
-branch that holds none of them makes it at most one.
+(``SET_IN_EVERY_RESPONSE``). Response schemas allow further properties: a
+later release may add fields, which clients must ignore. Request schemas
+require what the server refuses a request without (``REQUIRED_IN_REQUESTS``;
+absent fields take their proto3 defaults) and allow no other properties, as
+the server refuses names it does not know.
+
+A message that requests and responses share has one schema for both unless
+its response form requires a field that requests need not send (a repeated
+field counts as sendable: an empty list is harmless) or the reverse; then
+the request form has a schema of its own under the full name plus ``-Input``
+(``cardrules.krypkasino.v1.GameConfig-Input``). A message whose fields are
+exactly the members of one oneof that responses always set (``Event``) is a
+``oneOf`` of one wrapper schema per member (``EventCrawled``: an object
+requiring ``crawled``), which generators turn into one class per kind; any
+other oneof is a JSON Schema ``oneOf`` whose branches each require one member,
+with a last branch that holds none of them unless the oneof is always set.
 """
 
 from __future__ import annotations
@@ -55,9 +65,12 @@ SERVICES: tuple[ServiceDescriptor, ...] = (
     krypkasino_pb2.DESCRIPTOR.services_by_name["KrypkasinoService"],
 )
 STATUS = "google.rpc.Status"
-ANY = "google.protobuf.Any"
-# The request form of a message that responses use too (component names may hold
-# "-", proto names may not, so it names no message).
+ERROR_INFO = "google.rpc.ErrorInfo"
+BAD_REQUEST = "google.rpc.BadRequest"
+FIELD_VIOLATION = "google.rpc.BadRequest.FieldViolation"
+TYPE_URL_PREFIX = "type.googleapis.com/"
+# The request form of a message that responses use too, where the two differ
+# (component names may hold "-", proto names may not, so it names no message).
 INPUT_SUFFIX = "-Input"
 
 # Fields with presence (message fields by their full name, oneofs by theirs) that
@@ -89,6 +102,41 @@ SET_IN_EVERY_RESPONSE: frozenset[str] = frozenset(
     }
 )
 
+# Fields (by full name) without which the server refuses a request, so request
+# schemas require them. Each is read from service/krypkasino_api.py and
+# service/codec.py; tests/service/test_http_openapi_presence.py leaves each out of
+# an otherwise valid request to a real server and expects the refusal named here.
+# Never list a field whose zero value is valid: ``seat`` (0 is a seat, and proto3
+# JSON may omit a zero) or GetView's ``seat_token`` (needed only with a seat).
+REQUIRED_IN_REQUESTS: frozenset[str] = frozenset(
+    {
+        # _config: an absent config has 0 players, CONFIG_INVALID (config.players).
+        "cardrules.krypkasino.v1.NewGameRequest.config",
+        # Config.validate: 2 to 6 players, else CONFIG_INVALID (config.players).
+        "cardrules.krypkasino.v1.GameConfig.players",
+        # _open: no state token is STATE_MISSING (state).
+        "cardrules.krypkasino.v1.LegalMovesRequest.state",
+        # _authorise -> SeatTokens.verify: no seat token is SEAT_TOKEN_MISSING (403).
+        "cardrules.krypkasino.v1.LegalMovesRequest.seat_token",
+        # _open: STATE_MISSING.
+        "cardrules.krypkasino.v1.PlayRequest.state",
+        # _authorise: SEAT_TOKEN_MISSING (403).
+        "cardrules.krypkasino.v1.PlayRequest.seat_token",
+        # play: no move is MOVE_MISSING (move).
+        "cardrules.krypkasino.v1.PlayRequest.move",
+        # _open: STATE_MISSING.
+        "cardrules.krypkasino.v1.ScoreRequest.state",
+        # _open: STATE_MISSING.
+        "cardrules.krypkasino.v1.GetViewRequest.state",
+        # codec.move_from_proto: a move without its card is FIELD_INVALID (move.card).
+        "cardrules.krypkasino.v1.Move.card",
+        # codec.card_from_proto and cards_from_proto: RANK_UNSPECIFIED and
+        # SUIT_UNSPECIFIED are FIELD_INVALID (move.card.rank, decks[0].cards[3].suit).
+        "cardrules.cards.v1.Card.rank",
+        "cardrules.cards.v1.Card.suit",
+    }
+)
+
 _INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
 _UINT32 = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1}
 _INT64 = {"type": "string", "format": "int64", "pattern": "^-?[0-9]+$"}
@@ -108,7 +156,9 @@ _SCALARS: Mapping[int, Json] = {
     FieldDescriptor.TYPE_FIXED32: _UINT32,
     FieldDescriptor.TYPE_BOOL: {"type": "boolean"},
     FieldDescriptor.TYPE_STRING: {"type": "string"},
-    FieldDescriptor.TYPE_BYTES: {"type": "string", "format": "byte", "contentEncoding": "base64"},
+    # OpenAPI 3.1 says base64 with contentEncoding; 3.0's "format: byte" made
+    # generators decode the string as text (datamodel-code-generator's Base64Str).
+    FieldDescriptor.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
 }
 
 # (HTTP status, component name, description): every error a route can answer.
@@ -227,48 +277,196 @@ def real_oneofs(descriptor: Descriptor) -> tuple[OneofDescriptor, ...]:
     return tuple(descriptor.oneofs[i] for i in sorted(declared - synthetic))
 
 
+def title(descriptor: Descriptor | EnumDescriptor) -> str:
+    """The name without the package, parents joined: ``BadRequestFieldViolation``."""
+    package = descriptor.file.package
+    local = descriptor.full_name.removeprefix(f"{package}.") if package else descriptor.full_name
+    return local.replace(".", "")
+
+
+def _schema_message(field: FieldDescriptor) -> Descriptor | None:
+    """The message whose schema the field's schema refers to: a map's value type."""
+    message = field.message_type
+    if message is not None and message.GetOptions().map_entry:
+        return message.fields_by_name["value"].message_type
+    return message
+
+
+def _forms_differ(descriptor: Descriptor) -> bool:
+    """Whether the message's own fields make its request form differ from its response form.
+
+    It does when responses always hold a field that requests need not send (a
+    repeated one aside: sending an empty list is harmless), when requests must
+    send one that responses may leave out, or when responses always set a oneof.
+    """
+    for field in descriptor.fields:
+        in_responses = _declared_oneof(field) is None and _required_in(field)
+        in_requests = field.full_name in REQUIRED_IN_REQUESTS
+        if in_responses != in_requests and not (in_responses and field.is_repeated):
+            return True
+    return any(oneof.full_name in SET_IN_EVERY_RESPONSE for oneof in real_oneofs(descriptor))
+
+
+@functools.cache
+def has_request_form(descriptor: Descriptor) -> bool:
+    """Whether a message responses hold needs a request form of its own (``INPUT_SUFFIX``):
+    its forms differ, or those of a message it holds do (a shared schema refers to
+    shared schemas only)."""
+    under: dict[str, Descriptor] = {}
+    pending = [descriptor]
+    while pending:
+        current = pending.pop()
+        if current.full_name not in under:
+            under[current.full_name] = current
+            pending.extend(m for f in current.fields if (m := _schema_message(f)) is not None)
+    apart = {name for name, message in under.items() if _forms_differ(message)}
+    grown = True
+    while grown:
+        grown = False
+        for name, message in under.items():
+            holds = (_schema_message(f) for f in message.fields)
+            if name not in apart and any(m is not None and m.full_name in apart for m in holds):
+                apart.add(name)
+                grown = True
+    return descriptor.full_name in apart
+
+
+def _kind_oneof(descriptor: Descriptor) -> OneofDescriptor | None:
+    """The oneof that is the whole message and is always set in responses (``Event.kind``)."""
+    oneofs = real_oneofs(descriptor)
+    if len(oneofs) != 1 or oneofs[0].full_name not in SET_IN_EVERY_RESPONSE:
+        return None
+    members = {field.full_name for field in oneofs[0].fields}
+    return oneofs[0] if members == {field.full_name for field in descriptor.fields} else None
+
+
+def _names_a_type(descriptor: Descriptor, name: str) -> bool:
+    """Whether ``name`` is the full name of a message or enum of the descriptor's pool."""
+    pool = descriptor.file.pool
+    for find in (pool.FindMessageTypeByName, pool.FindEnumTypeByName):
+        try:
+            find(name)
+        except KeyError:
+            continue
+        return True
+    return False
+
+
 class SchemaBuilder:
     """Message schemas as requests carry them (``output=False``) or responses do.
 
     ``outputs`` are the full names of the messages responses hold (``reachable``):
-    their request forms are named with ``INPUT_SUFFIX``.
+    a request refers to their response form, which is then shared, unless
+    ``has_request_form`` (then to the request form, named with ``INPUT_SUFFIX``).
+    ``inputs`` are those requests hold, for the descriptions of shared forms.
     """
 
-    def __init__(self, notes: Mapping[str, str], outputs: frozenset[str]) -> None:
+    def __init__(
+        self,
+        notes: Mapping[str, str],
+        outputs: frozenset[str],
+        inputs: frozenset[str] = frozenset(),
+    ) -> None:
         self.notes = notes
         self.outputs = outputs
+        self.inputs = inputs
         self.schemas: Json = {}
 
     def message(self, descriptor: Descriptor, output: bool) -> Json:
         """A ``$ref`` to the message's schema, adding it (and what it uses) on first sight."""
         name = descriptor.full_name
-        if not output and name in self.outputs:
-            name += INPUT_SUFFIX
+        if name in self.outputs:
+            if output or not has_request_form(descriptor):
+                output = True  # the response form, shared with requests
+            else:
+                name += INPUT_SUFFIX
+        else:
+            output = False  # a message only requests hold
         if name not in self.schemas:
             self.schemas[name] = {}  # placeholder: recursive messages stop here
-            schema: Json = {
-                "type": "object",
-                "properties": {f.json_name: self.field(f, output) for f in descriptor.fields},
-            }
-            fields = descriptor.fields
-            if output and (required := [f.json_name for f in fields if _required_in(f)]):
-                schema["required"] = required
-            schema["additionalProperties"] = False
-            choices = [self._oneof(oneof, output) for oneof in real_oneofs(descriptor)]
-            if len(choices) == 1:
-                schema["oneOf"] = choices[0]
-            elif choices:
-                schema["allOf"] = [{"oneOf": choice} for choice in choices]
-            notes = [self.notes[descriptor.full_name]] if descriptor.full_name in self.notes else []
-            if name != descriptor.full_name:
-                notes.append(
-                    f"The request form of `{descriptor.full_name}`: every field may be left "
-                    "out (it takes its proto3 default)."
-                )
-            if notes:
-                schema["description"] = "\n\n".join(notes)
-            self.schemas[name] = schema
+            kind = _kind_oneof(descriptor) if output else None
+            if kind is not None:
+                self.schemas[name] = self._kinds(descriptor, kind)
+            else:
+                self.schemas[name] = self._object(descriptor, output, name)
         return _ref(name)
+
+    def _object(self, descriptor: Descriptor, output: bool, name: str) -> Json:
+        fields = descriptor.fields
+        schema: Json = {
+            "title": title(descriptor) + ("Input" if name != descriptor.full_name else ""),
+            "type": "object",
+            "properties": {f.json_name: self.field(f, output) for f in fields},
+        }
+        if output:
+            required = [f.json_name for f in fields if _required_in(f)]
+        else:
+            required = [f.json_name for f in fields if f.full_name in REQUIRED_IN_REQUESTS]
+        if required:
+            schema["required"] = required
+        if not output:
+            # The server refuses names it does not know; a response may hold fields a
+            # later release added, which clients must ignore, so response forms allow them.
+            schema["additionalProperties"] = False
+        choices = [self._oneof(oneof, output) for oneof in real_oneofs(descriptor)]
+        if len(choices) == 1:
+            schema["oneOf"] = choices[0]
+        elif choices:
+            schema["allOf"] = [{"oneOf": choice} for choice in choices]
+        notes = [self.notes[descriptor.full_name]] if descriptor.full_name in self.notes else []
+        if name != descriptor.full_name:
+            notes.append(
+                f"The request form of `{descriptor.full_name}`, which responses use: it "
+                "requires only the fields the server cannot do without; the others may be "
+                "left out (they take their proto3 defaults)."
+            )
+        elif output and descriptor.full_name in self.inputs:
+            sendable = [
+                f"`{f.json_name}`"
+                for f in fields
+                if _required_in(f) and f.full_name not in REQUIRED_IN_REQUESTS
+            ]
+            notes.append(
+                "Requests and responses share this schema (the server refuses names it "
+                "does not know in requests)"
+                + (
+                    f"; requests may leave out {', '.join(sendable)} (then empty)."
+                    if sendable
+                    else "."
+                )
+            )
+        if notes:
+            schema["description"] = "\n\n".join(notes)
+        return schema
+
+    def _kinds(self, descriptor: Descriptor, oneof: OneofDescriptor) -> Json:
+        """A ``oneOf`` of one wrapper schema per member, each requiring its member."""
+        package = descriptor.file.package
+        branches: list[Json] = []
+        for field in oneof.fields:
+            wrapper = title(descriptor) + field.json_name[:1].upper() + field.json_name[1:]
+            name = f"{package}.{wrapper}" if package else wrapper
+            if _names_a_type(descriptor, name) or name in self.schemas:
+                raise ValueError(
+                    f"the schema {name} of {field.full_name} would take the name of a "
+                    "message or schema there is already"
+                )
+            self.schemas[name] = {}  # placeholder, as in message()
+            self.schemas[name] = {
+                "title": wrapper,
+                "type": "object",
+                "properties": {field.json_name: self.field(field, output=True, wrapped=True)},
+                "required": [field.json_name],
+            }
+            branches.append(_ref(name))
+        schema: Json = {"title": title(descriptor)}
+        notes = [self.notes[descriptor.full_name]] if descriptor.full_name in self.notes else []
+        notes.append(
+            f"Exactly one of `{oneof.name}`: an object holding one member, named by its kind."
+        )
+        schema["description"] = "\n\n".join(notes)
+        schema["oneOf"] = branches
+        return schema
 
     @staticmethod
     def _oneof(oneof: OneofDescriptor, output: bool) -> list[Json]:
@@ -287,13 +485,16 @@ class SchemaBuilder:
             )
             heading = self.notes.get(name)
             self.schemas[name] = {
+                "title": title(descriptor),
                 "type": "string",
                 "enum": [value.name for value in descriptor.values],
                 "description": f"{heading}\n\n{values}" if heading else values,
             }
         return _ref(name)
 
-    def field(self, field: FieldDescriptor, output: bool) -> Json:
+    def field(self, field: FieldDescriptor, output: bool, wrapped: bool = False) -> Json:
+        """The field's schema; ``wrapped`` for a oneof member alone in its wrapper (no oneof
+        note: the wrapper says it)."""
         message = field.message_type
         if message is not None and message.GetOptions().map_entry:
             key, value = message.fields_by_name["key"], message.fields_by_name["value"]
@@ -306,11 +507,12 @@ class SchemaBuilder:
             schema = dict(self._value(field, output))
         notes = [self.notes[field.full_name]] if field.full_name in self.notes else []
         if (oneof := _declared_oneof(field)) is not None:
-            always = output and oneof.full_name in SET_IN_EVERY_RESPONSE
-            notes.append(
-                f"One of `{oneof.name}`: {'exactly' if always else 'at most'} one of these "
-                "fields is set."
-            )
+            if not wrapped:
+                always = output and oneof.full_name in SET_IN_EVERY_RESPONSE
+                notes.append(
+                    f"One of `{oneof.name}`: {'exactly' if always else 'at most'} one of "
+                    "these fields is set."
+                )
         elif message is None and field.has_presence:
             notes.append("Optional: absent when not set.")
         if notes:
@@ -344,9 +546,38 @@ def _required_in(field: FieldDescriptor) -> bool:
     return not field.has_presence or field.full_name in SET_IN_EVERY_RESPONSE
 
 
+def _type_url(name: str) -> str:
+    return TYPE_URL_PREFIX + name
+
+
+def _detail(name: str, description: str, properties: Json, required: list[str]) -> Json:
+    """A ``google.rpc`` detail message as ``Any`` prints it: ``@type`` beside its fields."""
+    return {
+        "title": name.removeprefix("google.rpc.").replace(".", ""),
+        "type": "object",
+        "description": description,
+        "properties": {
+            "@type": {
+                "type": "string",
+                "const": _type_url(name),
+                "description": "The type URL of this detail.",
+            },
+            **properties,
+        },
+        "required": ["@type", *required],
+    }
+
+
 def _status_schemas() -> Json:
+    """``google.rpc.Status`` as ``http_json.status_json`` prints it (``MessageToDict``, which
+    leaves out empty values): ``errors.ServiceError.to_status`` always sets a code other
+    than 0, a message (every refusal is made with one), an ErrorInfo with its reason
+    and domain (metadata only when there is some) and, with field violations, a
+    BadRequest; a violation of the whole request has no ``field``."""
+    details = [ERROR_INFO, BAD_REQUEST]
     return {
         STATUS: {
+            "title": "Status",
             "type": "object",
             "description": "A refusal (design section 5): `code` is the google.rpc.Code, "
             "`details` hold exactly one google.rpc.ErrorInfo (domain `cardrules`, a stable "
@@ -355,22 +586,69 @@ def _status_schemas() -> Json:
             "properties": {
                 "code": {**_INT32, "description": "The google.rpc.Code, e.g. 3 INVALID_ARGUMENT."},
                 "message": {"type": "string", "description": "For developers, in English."},
-                "details": {"type": "array", "items": _ref(ANY)},
+                "details": {
+                    "type": "array",
+                    "items": {
+                        "oneOf": [_ref(name) for name in details],
+                        "discriminator": {
+                            "propertyName": "@type",
+                            "mapping": {_type_url(name): _ref(name)["$ref"] for name in details},
+                        },
+                    },
+                    "description": "The ErrorInfo first, then the BadRequest if any.",
+                },
             },
-            "required": ["code", "details"],
-            "additionalProperties": False,
+            "required": ["code", "message", "details"],
         },
-        ANY: {
+        ERROR_INFO: _detail(
+            ERROR_INFO,
+            "Why the request was refused: a stable `reason` of docs/api.md, in `domain` "
+            "`cardrules`.",
+            {
+                "reason": {"type": "string", "description": "UPPER_SNAKE_CASE, e.g. MUST_CAPTURE."},
+                "domain": {"type": "string", "description": "Always `cardrules`."},
+                "metadata": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Dynamic values, e.g. `rule` and `seat`; absent when none.",
+                },
+            },
+            ["reason", "domain"],
+        ),
+        BAD_REQUEST: _detail(
+            BAD_REQUEST,
+            "The malformed fields of the request.",
+            {"fieldViolations": {"type": "array", "items": _ref(FIELD_VIOLATION)}},
+            ["fieldViolations"],
+        ),
+        FIELD_VIOLATION: {
+            "title": "BadRequestFieldViolation",
             "type": "object",
-            "description": "A message of the type named by `@type`, with its fields beside it: "
-            "`type.googleapis.com/google.rpc.ErrorInfo` (`reason`, `domain`, `metadata`) or "
-            "`type.googleapis.com/google.rpc.BadRequest` (`fieldViolations` of `field` and "
-            "`description`).",
-            "properties": {"@type": {"type": "string"}},
-            "required": ["@type"],
-            "additionalProperties": True,
+            "description": "One malformed field.",
+            "properties": {
+                "field": {
+                    "type": "string",
+                    "description": "The field's proto path, e.g. `move.card.rank`; absent "
+                    "when the whole request is wrong.",
+                },
+                "description": {"type": "string", "description": "What is wrong with it."},
+            },
+            "required": ["description"],
         },
     }
+
+
+def unique_titles(schemas: Json) -> None:
+    """Raise unless every component schema has a title of its own (generators name
+    classes by title, so two alike would make one class or a clash)."""
+    seen: dict[str, str] = {}
+    for name, schema in schemas.items():
+        schema_title = schema.get("title")
+        if not schema_title:
+            raise ValueError(f"the schema {name} has no title")
+        if schema_title in seen:
+            raise ValueError(f"the schemas {seen[schema_title]} and {name} have one title")
+        seen[schema_title] = name
 
 
 def _operation(
@@ -409,12 +687,10 @@ def build_document(
     services: Sequence[ServiceDescriptor] = SERVICES, notes: Mapping[str, str] | None = None
 ) -> Json:
     """The whole document; ``notes`` are the proto comments (see ``comments``)."""
-    responses_of = [
-        message_descriptor(route.response_class)
-        for service in services
-        for route in routes(service)
-    ]
-    builder = SchemaBuilder(notes or {}, reachable(responses_of))
+    all_routes = [route for service in services for route in routes(service)]
+    responses_of = [message_descriptor(route.response_class) for route in all_routes]
+    requests_of = [message_descriptor(route.request_class) for route in all_routes]
+    builder = SchemaBuilder(notes or {}, reachable(responses_of), reachable(requests_of))
     paths: Json = {}
     tags: list[Json] = []
     for service in services:
@@ -455,6 +731,8 @@ def build_document(
             "headers": headers,
             "content": {JSON_TYPE: {"schema": _ref(STATUS)}},
         }
+    schemas = {**builder.schemas, **_status_schemas()}
+    unique_titles(schemas)
     return {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -467,7 +745,7 @@ def build_document(
         "tags": [*tags, {"name": "OpenApi", "description": "This document."}],
         "paths": paths,
         "components": {
-            "schemas": {**builder.schemas, **_status_schemas()},
+            "schemas": schemas,
             "responses": responses,
             "headers": {
                 "X-Request-Id": {

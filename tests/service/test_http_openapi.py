@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from openapi_spec_validator import validate
 
 from scripts.generate_openapi import descriptor_set, generate
 from service.http_routes import routes
-from service.openapi import COMMITTED, SERVICES, build_document, comments
+from service.openapi import COMMITTED, SERVICES, build_document, comments, unique_titles
 from tests.service.server_process import ServerProcess
 
 
@@ -62,13 +64,110 @@ def test_schemas_follow_the_proto3_json_mapping():
     new_game = schemas["cardrules.krypkasino.v1.NewGameRequest"]["properties"]
     assert new_game["seed"]["format"] == "uint64" and new_game["seed"]["type"] == "string"
     state = schemas["cardrules.krypkasino.v1.PlayResponse"]["properties"]["state"]
-    assert state["format"] == "byte" and state["contentEncoding"] == "base64"
+    assert state == {
+        "type": "string",
+        "contentEncoding": "base64",
+        "description": "The next sealed game state.",
+    }
     rank = schemas["cardrules.cards.v1.Rank"]
     assert rank["type"] == "string" and rank["enum"][:2] == ["RANK_UNSPECIFIED", "RANK_ACE"]
     assert "- `RANK_ACE`: Ace (A)." in rank["description"]
-    config = schemas["cardrules.krypkasino.v1.GameConfig"]
-    assert config["additionalProperties"] is False
+    config = schemas["cardrules.krypkasino.v1.GameConfig-Input"]
+    assert config["additionalProperties"] is False, "the server refuses unknown names"
     assert config["properties"]["matchDeals"]["description"].startswith("Number of deals;")
+
+
+def walk(value: Any) -> Iterator[Any]:
+    """Every dict and list inside ``value``, ``value`` first."""
+    yield value
+    children = value.values() if isinstance(value, dict) else value
+    for child in children if isinstance(value, dict | list) else ():
+        if isinstance(child, dict | list):
+            yield from walk(child)
+
+
+def test_bytes_are_base64_strings_without_format_byte():
+    """OpenAPI 3.1's contentEncoding; format byte made datamodel-code-generator decode the
+    base64 text as UTF-8 (Base64Str), which failed on every state token."""
+    document = committed()
+    assert not [v for v in walk(document) if isinstance(v, dict) and v.get("format") == "byte"]
+    assert sum(v.get("contentEncoding") == "base64" for v in walk(document) if isinstance(v, dict))
+
+
+def schemas_reached(document: dict[str, Any], roots: list[Any]) -> set[str]:
+    """The component schemas ``roots`` reach through $refs."""
+    schemas = document["components"]["schemas"]
+    found: set[str] = set()
+    pending = list(roots)
+    while pending:
+        for value in walk(pending.pop()):
+            if isinstance(value, dict) and "$ref" in value:
+                name = value["$ref"].removeprefix("#/components/schemas/")
+                if name in schemas and name not in found:
+                    found.add(name)
+                    pending.append(schemas[name])
+    return found
+
+
+def test_responses_allow_fields_a_later_release_adds_and_requests_none_unknown():
+    document = committed()
+    operations = [op for item in document["paths"].values() for op in item.values()]
+    responses = schemas_reached(
+        document, [op["responses"] for op in operations] + [document["components"]["responses"]]
+    )
+    requests = schemas_reached(document, [op.get("requestBody", {}) for op in operations])
+    schemas = document["components"]["schemas"]
+    assert "google.rpc.Status" in responses and "cardrules.cards.v1.Card" in responses & requests
+    assert set(schemas) == responses | requests, "no schema is unused (google.protobuf.Any)"
+    for name in responses:
+        closed = [
+            v
+            for v in walk(schemas[name])
+            if isinstance(v, dict) and v.get("additionalProperties") is False
+        ]
+        assert not closed, name
+    for name in requests - responses:
+        if schemas[name]["type"] == "object":
+            assert schemas[name]["additionalProperties"] is False, name
+
+
+def test_every_schema_has_a_title_of_its_own():
+    """Generators name classes by title: the name without package, parents joined."""
+    schemas = committed()["components"]["schemas"]
+    titles = {name: schema["title"] for name, schema in schemas.items()}
+    assert len(set(titles.values())) == len(titles)
+    assert titles["cardrules.cards.v1.Card"] == "Card"
+    assert titles["cardrules.krypkasino.v1.GameConfig-Input"] == "GameConfigInput"
+    assert titles["cardrules.krypkasino.v1.EventCrawled"] == "EventCrawled"
+    assert titles["google.rpc.BadRequest.FieldViolation"] == "BadRequestFieldViolation"
+    assert titles["cardrules.krypkasino.v1.TeamMode"] == "TeamMode"
+    with pytest.raises(ValueError, match="one title"):
+        unique_titles({"a.Card": {"title": "Card"}, "b.Card": {"title": "Card"}})
+
+
+def test_status_details_are_typed_by_their_type_url():
+    schemas = committed()["components"]["schemas"]
+    items = schemas["google.rpc.Status"]["properties"]["details"]["items"]
+    refs = {
+        "type.googleapis.com/google.rpc.ErrorInfo": "#/components/schemas/google.rpc.ErrorInfo",
+        "type.googleapis.com/google.rpc.BadRequest": "#/components/schemas/google.rpc.BadRequest",
+    }
+    assert items == {
+        "oneOf": [{"$ref": ref} for ref in refs.values()],
+        "discriminator": {"propertyName": "@type", "mapping": refs},
+    }
+    for url, ref in refs.items():
+        detail = schemas[ref.removeprefix("#/components/schemas/")]
+        assert detail["properties"]["@type"]["const"] == url
+        assert detail["required"][0] == "@type"
+    assert schemas["google.rpc.ErrorInfo"]["required"] == ["@type", "reason", "domain"]
+    assert schemas["google.rpc.ErrorInfo"]["properties"]["metadata"]["additionalProperties"] == {
+        "type": "string"
+    }
+    assert schemas["google.rpc.BadRequest"]["properties"]["fieldViolations"]["items"] == {
+        "$ref": "#/components/schemas/google.rpc.BadRequest.FieldViolation"
+    }
+    assert "google.protobuf.Any" not in schemas
 
 
 def test_descriptions_are_the_proto_comments():

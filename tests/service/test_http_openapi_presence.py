@@ -1,23 +1,29 @@
-"""The document's ``required`` lists and oneOfs say what the gateway really sends.
+"""The document's ``required`` lists and oneOfs say what the gateway really sends and takes.
 
 Responses print every field without presence (``message_json``), so response
 schemas require those fields and the ones the service always sets
-(``SET_IN_EVERY_RESPONSE``); each oneof is a ``oneOf``. Request schemas
-require nothing: the server parses any subset of the fields. Checked against
-the gateway's own printing and parsing and real responses of whole games over HTTP.
+(``SET_IN_EVERY_RESPONSE``); each oneof is a ``oneOf`` (``Event``: of one
+wrapper schema per kind). Request schemas require exactly the fields the
+server refuses a request without (``REQUIRED_IN_REQUESTS``). Checked against
+the gateway's own printing and parsing, real requests and responses of whole
+games over HTTP, and a real server's refusals of requests that leave out one
+required field.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 import pytest
+from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, OneofDescriptor
@@ -31,14 +37,16 @@ from service.http_routes import message_descriptor, routes
 from service.openapi import (
     COMMITTED,
     INPUT_SUFFIX,
+    REQUIRED_IN_REQUESTS,
     SERVICES,
     SET_IN_EVERY_RESPONSE,
+    STATUS,
     SchemaBuilder,
     reachable,
     real_oneofs,
 )
 from tests.service.server_process import ServerProcess
-from tests.service.test_http_server import rpc
+from tests.service.test_http_server import exchange, refusal, rpc
 
 DOCUMENT: dict[str, Any] = json.loads(COMMITTED.read_text())
 SCHEMAS: dict[str, Any] = DOCUMENT["components"]["schemas"]
@@ -47,7 +55,13 @@ ROUTES = [route for service in SERVICES for route in routes(service)]
 RESPONSES = [message_descriptor(route.response_class) for route in ROUTES]
 REQUESTS = [message_descriptor(route.request_class) for route in ROUTES]
 OUTPUTS = reachable(RESPONSES)
+INPUTS = reachable(REQUESTS)
 EVENT = "cardrules.krypkasino.v1.Event"
+# The request message of each RPC by the last part of its path (``newGame``).
+REQUEST_OF = {
+    route.path.rsplit(":", 1)[1]: message_descriptor(route.request_class).full_name
+    for route in ROUTES
+}
 
 
 def validator(name: str, document: dict[str, Any]) -> Any:
@@ -62,7 +76,8 @@ def validator(name: str, document: dict[str, Any]) -> Any:
 
 @cache
 def component(name: str) -> Any:
-    """A validator of the committed document's schema ``name``."""
+    """A validator of the committed document's schema ``name`` (or a JSON pointer below
+    the component, ``...PlayRequest/properties/move``)."""
     return validator(name, DOCUMENT)
 
 
@@ -175,46 +190,80 @@ def request_schema_names() -> set[str]:
     return names
 
 
-def test_request_schemas_require_nothing_as_the_server_parses_any_subset_of_fields():
+def test_each_name_required_in_requests_is_a_field_requests_hold():
+    """A misspelt name would require nothing."""
+    fields = {f.full_name for name in INPUTS for f in MESSAGES[name].fields}
+    assert fields >= REQUIRED_IN_REQUESTS
+    seats = {f for f in fields if f.endswith(".seat")}
+    assert seats and not seats & REQUIRED_IN_REQUESTS, "seat 0 is valid and may be omitted"
+    assert "cardrules.krypkasino.v1.GetViewRequest.seat_token" not in REQUIRED_IN_REQUESTS
+
+
+def test_request_schemas_require_exactly_what_the_server_refuses_requests_without():
     names = request_schema_names()
-    shared = {n.removesuffix(INPUT_SUFFIX) for n in names if n.endswith(INPUT_SUFFIX)}
-    assert shared == {
+    apart = {n.removesuffix(INPUT_SUFFIX) for n in names if n.endswith(INPUT_SUFFIX)}
+    assert apart == {
         "cardrules.krypkasino.v1.GameConfig",
         "cardrules.krypkasino.v1.Rules",
-        "cardrules.cards.v1.Card",
-        "cardrules.krypkasino.v1.Move",
-    }, "the messages requests and responses share have a request form each"
-    assert not names & OUTPUTS, "no request reaches a response form"
+    }, "only messages whose response form requires what requests need not send"
+    shared = names & OUTPUTS
+    assert shared == {"cardrules.cards.v1.Card", "cardrules.krypkasino.v1.Move"}
     for name in names:
-        schema = SCHEMAS[name]
-        assert "required" not in schema, name
-        if schema["type"] == "object":
-            assert component(name).is_valid({}), name
+        if SCHEMAS[name]["type"] != "object":
+            continue  # an enum
+        descriptor = MESSAGES[name.removesuffix(INPUT_SUFFIX)]
+        required = {f.json_name for f in descriptor.fields if f.full_name in REQUIRED_IN_REQUESTS}
+        if name in shared:
+            # The response form, whose other required fields are repeated: sendable as [].
+            extra = set(SCHEMAS[name]["required"]) - required
+            by_json_name = {f.json_name: f for f in descriptor.fields}
+            assert all(by_json_name[key].is_repeated for key in extra), name
+            assert "additionalProperties" not in SCHEMAS[name], name
+        else:
+            assert set(SCHEMAS[name].get("required", [])) == required, name
+            assert SCHEMAS[name]["additionalProperties"] is False, name
     for route in ROUTES:
-        parse_request(b"{}", route.request_class)  # the empty request parses
-    # Parsed too, and valid: the RPCs refuse what they cannot use (a card without
-    # its suit is FIELD_INVALID), not the JSON.
+        parse_request(b"{}", route.request_class)  # the empty request parses; the RPC refuses
+    # Parsed and valid: the RPCs refuse a card without its suit (FIELD_INVALID), not the JSON.
     parse_request(b'{"seat": 1, "move": {"card": {"rank": "RANK_TEN"}}}', pb.PlayRequest)
-    assert component("cardrules.krypkasino.v1.PlayRequest").is_valid(
-        {"seat": 1, "move": {"card": {"rank": "RANK_TEN"}}}
-    )
+    play = component("cardrules.krypkasino.v1.PlayRequest")
+    move = {"card": {"rank": "RANK_TEN", "suit": "SUIT_HEARTS"}, "captures": []}
+    assert play.is_valid({"state": "AA==", "seatToken": "AA==", "move": move})
+    assert not play.is_valid({"state": "AA==", "seatToken": "AA==", "move": {"card": {}}})
+    assert not play.is_valid({"state": "AA==", "seatToken": "AA==", "move": move, "x": 1})
     assert component("cardrules.krypkasino.v1.NewGameRequest").is_valid(
         {"config": {"players": 2, "rules": {"singleDeck": True}}}
     )
 
 
-def test_an_event_holds_exactly_one_kind():
+def test_an_event_is_one_of_a_wrapper_per_kind():
     event = component(EVENT)
     crawled = {"seat": 0, "card": {"rank": "RANK_TWO", "suit": "SUIT_CLUBS"}}
     assert event.is_valid({"crawled": crawled})
     assert not event.is_valid({}), "an event without its kind"
     assert not event.is_valid({"crawled": crawled, "bordstabbe": {"seat": 1}}), "two kinds"
-    assert [branch["required"] for branch in SCHEMAS[EVENT]["oneOf"]] == [
-        [field.json_name] for field in pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
+    kinds = pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
+    schema = SCHEMAS[EVENT]
+    assert set(schema) == {"title", "description", "oneOf"}
+    assert schema["description"].startswith("Something that happened.")
+    names = [
+        f"cardrules.krypkasino.v1.Event{f.json_name[0].upper()}{f.json_name[1:]}" for f in kinds
     ]
-    for field in pb.Event.DESCRIPTOR.fields:
-        description = SCHEMAS[EVENT]["properties"][field.json_name]["description"]
-        assert description.endswith("One of `kind`: exactly one of these fields is set.")
+    assert schema["oneOf"] == [{"$ref": f"#/components/schemas/{name}"} for name in names]
+    assert SCHEMAS["cardrules.krypkasino.v1.EventCrawled"] == {
+        "title": "EventCrawled",
+        "type": "object",
+        "properties": {
+            "crawled": {
+                "$ref": "#/components/schemas/cardrules.krypkasino.v1.Crawled",
+                "description": "A card crawled.",
+            }
+        },
+        "required": ["crawled"],
+    }
+    for name, field in zip(names, kinds, strict=True):
+        assert SCHEMAS[name]["required"] == [field.json_name]
+        assert "additionalProperties" not in SCHEMAS[name], "a later field must not break clients"
 
 
 def test_every_oneof_of_the_protos_is_a_one_of():
@@ -279,6 +328,123 @@ def test_a_oneof_not_always_set_holds_at_most_one_member(output):
         parse_request(b'{"a": 1, "b": "x"}', message_class)
 
 
+def nesting_descriptors() -> tuple[Descriptor, Descriptor]:
+    """``Outer`` holding an ``Inner`` (which prints ``x`` always) and ``Holder`` holding
+    only a repeated field."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="test/openapi_nesting.proto", package="test.openapi.v1", syntax="proto3"
+    )
+    one, many = FieldDescriptor.LABEL_OPTIONAL, FieldDescriptor.LABEL_REPEATED
+    number, message = FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_MESSAGE
+    inner = file.message_type.add(name="Inner")
+    inner.field.add(name="x", number=1, type=number, label=one, json_name="x")
+    outer = file.message_type.add(name="Outer")
+    outer.field.add(
+        name="inner",
+        number=1,
+        type=message,
+        type_name=".test.openapi.v1.Inner",
+        label=one,
+        json_name="inner",
+    )
+    holder = file.message_type.add(name="Holder")
+    holder.field.add(name="xs", number=1, type=number, label=many, json_name="xs")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    find = pool.FindMessageTypeByName
+    return find("test.openapi.v1.Outer"), find("test.openapi.v1.Holder")
+
+
+def test_a_request_form_apart_for_a_message_holding_one_and_none_for_repeated_fields():
+    outer, holder = nesting_descriptors()
+    builder = SchemaBuilder({}, reachable([outer, holder]))
+    assert builder.message(outer, output=False) == {
+        "$ref": "#/components/schemas/test.openapi.v1.Outer-Input"
+    }, "Outer requires nothing itself, but its Inner's forms differ"
+    assert builder.schemas["test.openapi.v1.Outer-Input"]["properties"]["inner"] == {
+        "$ref": "#/components/schemas/test.openapi.v1.Inner-Input"
+    }
+    assert builder.schemas["test.openapi.v1.Outer-Input"]["title"] == "OuterInput"
+    assert builder.message(holder, output=False) == {
+        "$ref": "#/components/schemas/test.openapi.v1.Holder"
+    }, "a request can send the empty list responses always print"
+    shared = builder.schemas["test.openapi.v1.Holder"]
+    assert shared["required"] == ["xs"] and "additionalProperties" not in shared
+
+
+def kinds_descriptor(*, extra_field: bool = False, taken: str | None = None) -> Descriptor:
+    """``Kinds``: one oneof ``kind`` of a message ``a`` and a number ``bB``; with
+    ``extra_field`` a plain field beside it, with ``taken`` a message of that name too."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="test/openapi_kinds.proto", package="test.openapi.v1", syntax="proto3"
+    )
+    one = FieldDescriptor.LABEL_OPTIONAL
+    number, message = FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_MESSAGE
+    inner = file.message_type.add(name="Inner")
+    inner.field.add(name="n", number=1, type=number, label=one, json_name="n")
+    kinds = file.message_type.add(name="Kinds")
+    kinds.oneof_decl.add(name="kind")
+    kinds.field.add(
+        name="a",
+        number=1,
+        type=message,
+        type_name=".test.openapi.v1.Inner",
+        label=one,
+        oneof_index=0,
+        json_name="a",
+    )
+    kinds.field.add(name="b_b", number=2, type=number, label=one, oneof_index=0, json_name="bB")
+    if extra_field:
+        kinds.field.add(name="plain", number=3, type=number, label=one, json_name="plain")
+    if taken is not None:
+        file.message_type.add(name=taken)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return pool.FindMessageTypeByName("test.openapi.v1.Kinds")
+
+
+@pytest.fixture
+def kind_always_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        "service.openapi.SET_IN_EVERY_RESPONSE",
+        SET_IN_EVERY_RESPONSE | {"test.openapi.v1.Kinds.kind"},
+    )
+
+
+def test_a_message_that_is_one_oneof_always_set_is_one_of_wrappers(kind_always_set):
+    descriptor = kinds_descriptor()
+    builder = SchemaBuilder({"test.openapi.v1.Kinds": "Kinds."}, reachable([descriptor]))
+    assert builder.message(descriptor, output=True) == {
+        "$ref": "#/components/schemas/test.openapi.v1.Kinds"
+    }
+    schemas = builder.schemas
+    assert schemas["test.openapi.v1.Kinds"]["oneOf"] == [
+        {"$ref": "#/components/schemas/test.openapi.v1.KindsA"},
+        {"$ref": "#/components/schemas/test.openapi.v1.KindsBB"},
+    ]
+    assert schemas["test.openapi.v1.Kinds"]["description"].startswith("Kinds.")
+    assert schemas["test.openapi.v1.KindsBB"]["title"] == "KindsBB"
+    assert schemas["test.openapi.v1.KindsBB"]["required"] == ["bB"]
+    check = validator("test.openapi.v1.Kinds", {"components": {"schemas": schemas}}).is_valid
+    assert check({"a": {"n": 1}}) and check({"bB": 2})
+    assert not check({}) and not check({"a": {"n": 1}, "bB": 2})
+
+
+def test_a_oneof_always_set_beside_other_fields_keeps_the_constraint_form(kind_always_set):
+    descriptor = kinds_descriptor(extra_field=True)
+    builder = SchemaBuilder({}, reachable([descriptor]))
+    builder.message(descriptor, output=True)
+    schema = builder.schemas["test.openapi.v1.Kinds"]
+    assert schema["oneOf"] == [{"required": ["a"]}, {"required": ["bB"]}]
+    assert schema["required"] == ["plain"] and "test.openapi.v1.KindsA" not in builder.schemas
+
+
+def test_a_wrapper_named_like_a_message_is_refused(kind_always_set):
+    descriptor = kinds_descriptor(taken="KindsA")
+    with pytest.raises(ValueError, match="KindsA"):
+        SchemaBuilder({}, reachable([descriptor])).message(descriptor, output=True)
+
+
 # -- real responses ---------------------------------------------------------------------
 
 GAMES: list[tuple[dict[str, Any], int]] = [
@@ -305,14 +471,23 @@ GAMES: list[tuple[dict[str, Any], int]] = [
 ]
 
 
+@dataclass
+class Played:
+    """(message name, JSON body) of every request sent and answer got in whole games."""
+
+    requests: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
+    answers: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
+
+
 @pytest.fixture(scope="module")
-def answers(server: ServerProcess) -> list[tuple[str, Any]]:
-    """(response message name, JSON body) of every answer of whole games played over HTTP."""
-    found: list[tuple[str, Any]] = []
+def played(server: ServerProcess) -> Played:
+    """The games of ``GAMES`` played over HTTP."""
+    found = Played()
 
     def call(name: str, body: dict[str, Any], response: type[Any]) -> Any:
+        found.requests.append((REQUEST_OF[name], copy.deepcopy(body)))
         value = rpc(server, name, body)
-        found.append((response.DESCRIPTOR.full_name, value))
+        found.answers.append((response.DESCRIPTOR.full_name, value))
         return value
 
     for config, seed in GAMES:
@@ -347,6 +522,12 @@ def answers(server: ServerProcess) -> list[tuple[str, Any]]:
         call("score", {"state": state}, pb.ScoreResponse)
         call("getView", {"state": state}, pb.GetViewResponse)
     return found
+
+
+@pytest.fixture(scope="module")
+def answers(played: Played) -> list[tuple[str, Any]]:
+    """(response message name, JSON body) of every answer of whole games played over HTTP."""
+    return played.answers
 
 
 def test_real_responses_are_valid_and_hold_every_kind_of_event_played(answers):
@@ -420,3 +601,182 @@ def test_leaving_out_of_a_real_response_a_field_always_sent_makes_it_invalid(ans
         assert valid_without[full_name(short)] is False, short
     for short in ("View.seat", "View.turn", "View.lastCapturer", "GameConfig.matchDeals"):
         assert valid_without[full_name(short)] is True, short
+
+
+# -- real requests and refusals ---------------------------------------------------------
+
+
+def test_every_request_of_the_games_is_valid_under_its_schema(played):
+    assert {name for name, _ in played.requests} == {d.full_name for d in REQUESTS}
+    for name, body in played.requests:
+        errors = [error.message for error in component(name).iter_errors(body)]
+        assert not errors, (name, errors[:3])
+
+
+def test_a_legal_move_as_sent_is_the_move_of_a_play_request(answers):
+    """One schema: a generated client passes LegalMove.move on to PlayRequest.move as it is."""
+    legal = SCHEMAS["cardrules.krypkasino.v1.LegalMove"]["properties"]["move"]["$ref"]
+    play = SCHEMAS["cardrules.krypkasino.v1.PlayRequest"]["properties"]["move"]["$ref"]
+    assert legal == play == "#/components/schemas/cardrules.krypkasino.v1.Move"
+    as_play_move = component("cardrules.krypkasino.v1.PlayRequest/properties/move")
+    moves = [
+        legal_move["move"]
+        for name, body in answers
+        if name == "cardrules.krypkasino.v1.LegalMovesResponse"
+        for legal_move in body["moves"]
+    ]
+    assert any(move["captures"] for move in moves) and any(not m["captures"] for m in moves)
+    for move in moves:
+        assert as_play_move.is_valid(move), move
+
+
+@dataclass(frozen=True)
+class Leaving:
+    """An otherwise valid request to ``rpc`` and the field (``key`` of the object at
+    ``path``) whose absence the server refuses with ``status`` and ``reason``, naming
+    ``violation`` in a BadRequest (None: no BadRequest)."""
+
+    rpc: str
+    body: dict[str, Any]
+    path: tuple[str, ...]
+    key: str
+    status: int
+    reason: str
+    violation: str | None
+
+
+def leavings(server: ServerProcess, game: Any) -> dict[str, Leaving]:
+    """A case for each field of ``REQUIRED_IN_REQUESTS``, from a real 2-player game."""
+    state, tokens, turn = game["state"], game["seatTokens"], game["view"]["turn"]
+    asked = {"state": state, "seat": turn, "seatToken": tokens[turn]}
+    move = rpc(server, "legalMoves", asked)["moves"][0]["move"]
+    play = {**asked, "move": move}
+    k, c = "cardrules.krypkasino.v1.", "cardrules.cards.v1."
+    config = {"config": {"players": 2, "matchDeals": 2}, "seed": "3"}
+    return {
+        k + "NewGameRequest.config": Leaving(
+            "newGame", config, (), "config", 400, "CONFIG_INVALID", "config.players"
+        ),
+        k + "GameConfig.players": Leaving(
+            "newGame", config, ("config",), "players", 400, "CONFIG_INVALID", "config.players"
+        ),
+        k + "LegalMovesRequest.state": Leaving(
+            "legalMoves", asked, (), "state", 400, "STATE_MISSING", "state"
+        ),
+        k + "LegalMovesRequest.seat_token": Leaving(
+            "legalMoves", asked, (), "seatToken", 403, "SEAT_TOKEN_MISSING", None
+        ),
+        k + "PlayRequest.state": Leaving("play", play, (), "state", 400, "STATE_MISSING", "state"),
+        k + "PlayRequest.seat_token": Leaving(
+            "play", play, (), "seatToken", 403, "SEAT_TOKEN_MISSING", None
+        ),
+        k + "PlayRequest.move": Leaving("play", play, (), "move", 400, "MOVE_MISSING", "move"),
+        k + "ScoreRequest.state": Leaving(
+            "score", {"state": state}, (), "state", 400, "STATE_MISSING", "state"
+        ),
+        k + "GetViewRequest.state": Leaving(
+            "getView",
+            {"state": state, "seat": 0, "seatToken": tokens[0]},
+            (),
+            "state",
+            400,
+            "STATE_MISSING",
+            "state",
+        ),
+        k + "Move.card": Leaving(
+            "play", play, ("move",), "card", 400, "FIELD_INVALID", "move.card"
+        ),
+        c + "Card.rank": Leaving(
+            "play", play, ("move", "card"), "rank", 400, "FIELD_INVALID", "move.card.rank"
+        ),
+        c + "Card.suit": Leaving(
+            "play", play, ("move", "card"), "suit", 400, "FIELD_INVALID", "move.card.suit"
+        ),
+    }
+
+
+def post(server: ServerProcess, name: str, body: Any) -> tuple[int, Any]:
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:{name}", json.dumps(body).encode()
+    )
+    return status, value
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED_IN_REQUESTS))
+def test_a_request_without_a_required_field_is_refused_and_with_it_accepted(
+    server, json_game, name
+):
+    cases = leavings(server, json_game)
+    assert set(cases) == REQUIRED_IN_REQUESTS, "a case for every required field"
+    case = cases[name]
+    request = component(REQUEST_OF[case.rpc])
+    assert request.is_valid(case.body), "the whole request is valid"
+    status, _ = post(server, case.rpc, case.body)
+    assert status == 200, "and accepted"
+    mutant = without(case.body, case.path, case.key)
+    assert not request.is_valid(mutant), "the document requires the field"
+    status, value = post(server, case.rpc, mutant)
+    _, reason, _, violations = refusal(value)
+    assert (status, reason) == (case.status, case.reason), value
+    assert list(violations) == ([] if case.violation is None else [case.violation])
+
+
+def test_a_request_may_leave_out_seat_0_and_getview_its_seat_token(server, json_game):
+    """proto3 JSON may omit a zero: the seat then is 0, which the document must allow."""
+    state, tokens = json_game["state"], json_game["seatTokens"]
+    for name, body in (
+        ("legalMoves", {"state": state, "seatToken": tokens[0]}),
+        ("getView", {"state": state}),
+    ):
+        assert component(REQUEST_OF[name]).is_valid(body)
+        assert post(server, name, body)[0] == 200
+
+
+def test_real_refusals_are_statuses_with_typed_details(server, json_game):
+    state, tokens, turn = json_game["state"], json_game["seatTokens"], json_game["view"]["turn"]
+    asked = {"state": state, "seat": turn, "seatToken": tokens[turn]}
+    hand = rpc(server, "getView", asked)["view"]["hand"]
+    absent = next(
+        {"rank": rank, "suit": suit}
+        for rank in cards_pb2.Rank.keys()[1:]
+        for suit in cards_pb2.Suit.keys()[1:]
+        if {"rank": rank, "suit": suit} not in hand
+    )
+    refusals = [
+        post(server, case.rpc, without(case.body, case.path, case.key))[1]
+        for case in leavings(server, json_game).values()
+    ]
+    bodies: list[bytes] = [
+        json.dumps({**asked, "move": {"card": absent}}).encode(),  # CARD_NOT_IN_HAND, metadata
+        b"{",  # JSON_INVALID, a violation of the whole body (no field)
+        json.dumps({"state": state, "nope": 1}).encode(),  # JSON_INVALID naming nope
+        json.dumps({**asked, "seat": 9}).encode(),  # SEAT_INVALID
+    ]
+    for body in bodies:
+        status, _, value = exchange(f"{server.http_url}/v1/krypkasino:play", body)
+        assert status == 400, value
+        refusals.append(value)
+    status, _, value = exchange(f"{server.http_url}/v1/krypkasino:play", method="GET")
+    assert status == 405
+    refusals.append(value)
+    check_status = component(STATUS)
+    mapping = SCHEMAS[STATUS]["properties"]["details"]["items"]["discriminator"]["mapping"]
+    typed: set[str] = set()
+    for value in refusals:
+        errors = [error.message for error in check_status.iter_errors(value)]
+        assert not errors, (value, errors[:3])
+        refusal(value)  # exactly one ErrorInfo, maybe a BadRequest
+        for detail in value["details"]:
+            ref = mapping[detail["@type"]]
+            for other in mapping.values():  # valid as its own type only
+                valid = component(other.removeprefix("#/components/schemas/")).is_valid(detail)
+                assert valid == (other == ref), (other, detail)
+            typed.add(ref.removeprefix("#/components/schemas/"))
+    assert typed == {"google.rpc.ErrorInfo", "google.rpc.BadRequest"}
+    details = [detail for value in refusals for detail in value["details"]]
+    violations = [v for detail in details for v in detail.get("fieldViolations", [])]
+    assert any("field" not in v for v in violations), "a violation of the whole request"
+    infos = [detail for detail in details if "reason" in detail]
+    assert any("metadata" in info for info in infos) and any(
+        "metadata" not in info for info in infos
+    ), "metadata only when there is some"

@@ -75,9 +75,10 @@ INPUT_SUFFIX = "-Input"
 
 # Fields with presence (message fields by their full name, oneofs by theirs) that
 # the service sets in every response it sends, so response schemas require them.
-# Each is read from service/krypkasino_api.py and service/codec.py, which build
-# every response message; tests/service/test_http_openapi_presence.py checks
-# real responses of whole games against the document. When unsure, leave one out:
+# Each is read from service/krypkasino_api.py, service/codec.py and
+# service/view_codec.py, which build every response message;
+# tests/service/test_http_openapi_presence.py checks real responses of whole
+# games against the document. When unsure, leave one out:
 # the field is then documented as possibly absent, which is never wrong.
 SET_IN_EVERY_RESPONSE: frozenset[str] = frozenset(
     {

@@ -9,6 +9,8 @@ CORS. The server-level behaviour is in ``test_http_server.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -397,6 +399,48 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout():
         # Kept alive after the answer (HTTP/1.1), then closed by the server once idle.
         assert answer.startswith(b"HTTP/1.1 200 ")
         assert b"Connection: close" not in answer
+
+    run(krypkasino_gateway(), scenario, keepalive_seconds=0.5)
+
+
+HALF_A_HEAD = b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\n"
+
+
+@pytest.mark.parametrize(
+    ("head", "trickle"),
+    [(b"", False), (HALF_A_HEAD, False), (HALF_A_HEAD, True)],
+    ids=["silent", "half_a_head", "head_a_line_at_a_time"],
+)
+def test_a_connection_without_a_whole_request_head_is_closed_after_the_keepalive_timeout(
+    head, trickle
+):
+    """A client cannot hold a connection by sending nothing, or its head a line at a
+    time: aiohttp's keep-alive timer runs from the connection's start."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+
+        sent = 0
+
+        async def send_a_line_now_and_then() -> None:
+            nonlocal sent
+            with contextlib.suppress(ConnectionError):
+                for number in itertools.count():  # until the server closes, or the test fails
+                    writer.write(f"X-Line-{number}: 1\r\n".encode())
+                    await writer.drain()
+                    sent += 1
+                    await asyncio.sleep(0.1)
+
+        writer.write(head)
+        trickling = asyncio.create_task(send_a_line_now_and_then()) if trickle else None
+        try:
+            assert await asyncio.wait_for(reader.read(), 30) == b""  # closed, nothing said
+        finally:
+            if trickling is not None:
+                trickling.cancel()
+            writer.close()
+        assert sent >= 2 if trickle else sent == 0
 
     run(krypkasino_gateway(), scenario, keepalive_seconds=0.5)
 

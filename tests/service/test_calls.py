@@ -78,7 +78,7 @@ def test_two_processes_have_different_prefixes():
     assert len(prefixes) == 2
 
 
-@pytest.mark.parametrize("supplied", ["abc-123", "x" * 128, "7", "with spaces:{}~!"])
+@pytest.mark.parametrize("supplied", ["abc-123", "x" * 128, "7", "x~", "with spaces:{}~!"])
 def test_a_usable_caller_id_is_kept(supplied):
     assert request_id_from(supplied) == supplied
 

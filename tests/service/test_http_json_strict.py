@@ -23,7 +23,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from service.errors import ServiceError
-from service.http_cors import CorsPolicy, parse_origins
+from service.http_cors import CorsPolicy, normal_origin, parse_origins
 from service.http_json import parse_request
 from tests.service.server_process import ServerProcess
 from tests.service.test_http_gateway import krypkasino_gateway, preflight_headers, run
@@ -63,7 +63,18 @@ def test_values_that_must_pass_the_limit_as_protobuf_are_refused_before_parsing(
         parse_request(body, pb.PlayRequest, 7)
     assert (refused.value.reason, refused.value.metadata) == ("REQUEST_TOO_LARGE", {"limit": "7"})
     assert refusal_of(body, pb.PlayRequest)[0] == "move.captures[3].rank"  # with room to spare
-    parse_request(b'{"move": {"captures": [{}, {}, {}]}}', pb.PlayRequest, 8)
+    three_cards = b'{"move": {"captures": [{}, {}, {}]}}'
+    assert parse_request(three_cards, pb.PlayRequest, 8).ByteSize() == 8
+    with pytest.raises(ServiceError, match="larger than 7 bytes"):
+        parse_request(three_cards, pb.PlayRequest, 7)
+    # A message counts 2 bytes whatever it holds, and fields at their default none.
+    unset = b'{"move": {"card": {"rank": "RANK_UNSPECIFIED", "suit": "SUIT_UNSPECIFIED"}}}'
+    assert parse_request(unset, pb.PlayRequest, 4).ByteSize() == 4
+
+
+def test_a_refused_field_after_a_valid_list_is_named_not_the_list() -> None:
+    body = b'{"move": {"captures": [{"rank": "RANK_TWO", "suit": "SUIT_CLUBS"}], "card": {"rank": "X"}}}'
+    assert refusal_of(body, pb.PlayRequest)[0] == "move.card.rank"
 
 
 @pytest.mark.parametrize("bad", [0, 1, 700, 4095])
@@ -370,6 +381,11 @@ def test_configured_origins_are_normalised_as_browsers_send_them():
             parse_origins(bad)
 
 
+def test_a_port_of_five_digits_with_leading_zeros_is_that_port():
+    assert normal_origin("https://a.example:00443") == "https://a.example"
+    assert normal_origin("https://a.example:08080") == "https://a.example:8080"
+
+
 def test_origins_match_whatever_their_case_and_default_port():
     policy = CorsPolicy(("https://Play.Example:443",))
     assert policy.allows("https://play.example")
@@ -396,7 +412,7 @@ def test_a_browser_origin_matches_a_configured_origin_in_capitals_with_its_port(
     run(krypkasino_gateway(cors=parse_origins("https://Play.Example:443")), scenario)
 
 
-@pytest.mark.parametrize("port", ["²", "٣", "1" * 5000, "123456"])
+@pytest.mark.parametrize("port", ["²", "٣", "٤٤٣", "1" * 5000, "123456"])
 def test_an_origin_with_a_port_that_is_no_port_is_no_allowed_origin(port):
     """Any client can send one: ``str.isdigit`` took "²" and int() then failed, a 500."""
     policy = CorsPolicy(("https://play.example",))

@@ -8,11 +8,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from google.rpc import error_details_pb2
 from openapi_spec_validator import validate
 
 from scripts.generate_openapi import descriptor_set, generate
-from service.http_routes import routes
-from service.openapi import COMMITTED, SERVICES, build_document, comments, unique_titles
+from service.http_routes import message_descriptor, routes
+from service.openapi import (
+    COMMITTED,
+    SERVICES,
+    build_document,
+    comments,
+    title,
+    unique_titles,
+)
 from tests.service.server_process import ServerProcess
 
 
@@ -143,6 +151,11 @@ def test_every_schema_has_a_title_of_its_own():
     assert titles["cardrules.krypkasino.v1.TeamMode"] == "TeamMode"
     with pytest.raises(ValueError, match="one title"):
         unique_titles({"a.Card": {"title": "Card"}, "b.Card": {"title": "Card"}})
+
+
+def test_a_nested_message_is_titled_with_its_parents():
+    violation = message_descriptor(error_details_pb2.BadRequest.FieldViolation)
+    assert title(violation) == "BadRequestFieldViolation"
 
 
 def test_status_details_are_typed_by_their_type_url():

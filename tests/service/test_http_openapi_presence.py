@@ -780,3 +780,14 @@ def test_real_refusals_are_statuses_with_typed_details(server, json_game):
     assert any("metadata" in info for info in infos) and any(
         "metadata" not in info for info in infos
     ), "metadata only when there is some"
+
+
+def test_a_status_requires_its_message_and_a_violation_its_description():
+    """What status_json always prints; the real refusals above show they are sent."""
+    info = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "X", "domain": "d"}
+    check_status = component(STATUS)
+    assert check_status.is_valid({"code": 3, "message": "m", "details": [info]})
+    assert not check_status.is_valid({"code": 3, "details": [info]})
+    check_violation = component("google.rpc.BadRequest.FieldViolation")
+    assert check_violation.is_valid({"description": "d"})
+    assert not check_violation.is_valid({"field": "x"})

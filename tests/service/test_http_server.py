@@ -141,6 +141,12 @@ def test_an_unknown_path_is_404_not_found_route(server):
     assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": "/v1/krypkasino:shuffle"})
 
 
+def test_the_root_path_reaches_the_gateway(server):
+    status, headers, body = exchange(f"{server.http_url}/", b"{}")
+    assert status == 404 and headers["X-Request-Id"]
+    assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": "/"})
+
+
 def test_a_path_with_an_encoded_newline_reaches_the_gateway(server):
     status, headers, body = exchange(f"{server.http_url}/v1/a%0Ab", b"{}")
     assert status == 404 and headers["X-Request-Id"]

@@ -138,12 +138,14 @@ class KrypkasinoApi:
         seat = self._authorise(opened, request.seat, request.seat_token)
         state = opened.state
         nordic = state.config.rules.nordic_scoring
-        return pb.LegalMovesResponse(
+        response = pb.LegalMovesResponse(
             moves=[
                 codec.legal_move_to_proto(state.table, move, nordic)
                 for move in legal_moves(state, seat)
             ]
         )
+        self._renew(response, opened.game_id, seat, request.seat_token)
+        return response
 
     def play(self, request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:
         """K7.8: the move if legal, else the rule it breaks; the next state, events, view."""
@@ -169,6 +171,7 @@ class KrypkasinoApi:
         response = pb.PlayResponse(state=token)
         codec.add_events(response.events, events)
         view_codec.fill_view(response.view, view(state, seat), opened.game_id, state_id)
+        self._renew(response, opened.game_id, seat, request.seat_token)
         return response
 
     def score(self, request: pb.ScoreRequest, info: CallInfo) -> pb.ScoreResponse:
@@ -189,6 +192,8 @@ class KrypkasinoApi:
         view_codec.fill_view(
             response.view, view(opened.state, seat), opened.game_id, opened.state_id
         )
+        if seat is not None:
+            self._renew(response, opened.game_id, seat, request.seat_token)
         return response
 
     # -- shared steps -------------------------------------------------------
@@ -234,6 +239,21 @@ class KrypkasinoApi:
         except SeatTokenError as error:
             raise permission_denied(error.reason, error.message, seat=str(seat)) from None
         return seat
+
+    def _renew(
+        self,
+        response: pb.LegalMovesResponse | pb.PlayResponse | pb.GetViewResponse,
+        game_id: str,
+        seat: int,
+        token: bytes,
+    ) -> None:
+        """The seat's token under the current key, when the one it sent (verified) is
+        under an older key of the ring (docs/operations.md, "Key rotation")."""
+        renewed = self._seat_tokens.renewal(game_id, seat, token)
+        if renewed is not None:
+            response.seat_token = renewed
+            if self._metrics is not None:
+                self._metrics.seat_token_renewed(GAME)
 
     def _count_moves(self, events: list[Event]) -> None:
         assert self._metrics is not None

@@ -203,6 +203,13 @@ class ServiceMetrics:
             ("game", "kind"),
             registry=registry,
         )
+        self.seat_tokens_renewed = Counter(
+            "cardrules_seat_tokens_renewed_total",
+            "Seat tokens sent under a state key that is no longer the first, answered "
+            "with the seat's token under the current key, by game.",
+            ("game",),
+            registry=registry,
+        )
         # Pre-create (as go-grpc-prometheus's InitializeMetrics does) so that
         # rate() and absent-series alerts work from the first scrape.
         self._rpcs: dict[tuple[str, str], _RpcSeries] = {}
@@ -216,6 +223,7 @@ class ServiceMetrics:
                 self._move_counters(game, kind)
             for reason in reasons:
                 self.illegal_moves.labels(game, reason)
+            self.seat_tokens_renewed.labels(game)
 
     def _rpc(self, service: str, method: str) -> _RpcSeries:
         # Children are looked up once per method: .labels() costs about a microsecond a call.
@@ -253,6 +261,10 @@ class ServiceMetrics:
     def game_started(self, game: str, players: int, teams: str, variant: str) -> None:
         """A ``NewGame`` succeeded; ``variant`` comes from ``variant_label``."""
         self.games_started.labels(game, str(players), teams, variant).inc()
+
+    def seat_token_renewed(self, game: str) -> None:
+        """A response carries a seat token renewed under the current key (key rotation)."""
+        self.seat_tokens_renewed.labels(game).inc()
 
     def move_played(self, game: str, kind: str) -> None:
         """A legal move was played; sweeps also count in ``cardrules_sweeps_total``."""

@@ -242,6 +242,16 @@ class SeatTokens:
         ):
             raise SeatTokenError("SEAT_TOKEN_INVALID", f"not a valid seat token for seat {seat}")
 
+    def renewal(self, game_id: str, seat: int, token: bytes) -> bytes | None:
+        """The seat's token under the primary key if ``token`` (verified) is under another.
+
+        Seat tokens are never sealed again by play, unlike state tokens: without
+        this, a game would break once the key of its ``NewGame`` left the ring.
+        """
+        if token[:KEY_ID_BYTES] == self._primary_id:
+            return None
+        return self.issue(game_id, seat)
+
     def _mac(self, key_id: bytes, game_id: str, seat: int) -> bytes:
         # Length-prefixed so that no two (game id, seat) pairs share an encoding;
         # surrogatepass so that no str makes verify raise anything but SeatTokenError.

@@ -43,7 +43,7 @@ from engine.krypkasino import Move, State, legal_moves, open_game, play, score
 from service import codec
 from service.config import add_server_arguments, resolve
 from service.server import grpc_server_options
-from service.tokens import KeyRing
+from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import health, key_id, refused
 from tests.service.server_process import (
     ServerProcess,
@@ -229,6 +229,59 @@ def test_key_rotation_opens_old_tokens_and_seals_under_the_new_primary():
             grpc.StatusCode.PERMISSION_DENIED,
             "SEAT_TOKEN_INVALID",
         )
+
+
+def test_seat_tokens_are_renewed_under_the_new_key_so_a_game_outlives_the_old_one():
+    """docs/operations.md, "Key rotation": a game started under the old key goes on
+    once the old key is gone, with the seat tokens the rotated servers renewed."""
+    old, new = KeyRing.generate_key_text(), KeyRing.generate_key_text()
+    request = pb.NewGameRequest(config=pb.GameConfig(players=2), seed=78)
+    with running(keys=old) as before, krypkasino(before.target) as on_old:
+        game = new_wire_game(on_old, request)
+        play_on(game, lambda: on_old, lambda n: 0, moves=3)
+        nothing_to_renew = on_old.LegalMoves(
+            pb.LegalMovesRequest(state=game.state, seat=0, seat_token=game.tokens[0])
+        )
+        assert not nothing_to_renew.HasField("seat_token")
+
+    (metrics_port,) = free_ports(1)
+    with (
+        running(("--metrics-port", str(metrics_port)), keys=f"{new},{old}") as rotated,
+        krypkasino(rotated.target) as on_rotated,
+    ):
+        seat = game.view.turn
+        legal = on_rotated.LegalMoves(
+            pb.LegalMovesRequest(state=game.state, seat=seat, seat_token=game.tokens[seat])
+        )
+        other = 1 - seat
+        other_view = on_rotated.GetView(
+            pb.GetViewRequest(state=game.state, seat=other, seat_token=game.tokens[other])
+        )
+        public = on_rotated.GetView(pb.GetViewRequest(state=game.state))
+        assert not public.HasField("seat_token")
+        played = on_rotated.Play(
+            pb.PlayRequest(
+                state=game.state, seat=seat, seat_token=game.tokens[seat], move=legal.moves[0].move
+            )
+        )
+        renewed = {seat: legal.seat_token, other: other_view.seat_token}
+        assert played.seat_token == renewed[seat]
+        assert {token[:KEY_ID_BYTES] for token in renewed.values()} == {key_id(new)}
+        # A renewed token is current: nothing more to renew.
+        again = on_rotated.GetView(
+            pb.GetViewRequest(state=played.state, seat=seat, seat_token=renewed[seat])
+        )
+        assert not again.HasField("seat_token")
+        rotated.wait_for_logs("metrics")
+        renewals = ("cardrules_seat_tokens_renewed_total", frozenset({("game", "krypkasino")}))
+        assert metric_samples(rotated.metrics_url)[renewals] == 3
+        game.engine, _ = play(game.engine, seat, legal_moves(game.engine, seat)[0])
+        game.state, game.view = played.state, played.view
+
+    with running(keys=new) as retired, krypkasino(retired.target) as on_new:
+        game.tokens = [renewed[0], renewed[1]]
+        play_on(game, lambda: on_new, lambda n: n - 1)
+        assert game.view.game_over
 
 
 # -- workers ------------------------------------------------------------------------------

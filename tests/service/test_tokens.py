@@ -438,3 +438,13 @@ def test_key_ring_validates_direct_construction_and_hides_keys_in_repr():
 def test_key_id_is_the_sha256_prefix():
     key = os.urandom(32)
     assert KeyRing.key_id(key) == hashlib.sha256(key).digest()[:4]
+
+
+def test_a_seat_token_under_an_older_key_is_renewed_under_the_first():
+    old_token = SeatTokens(ring(KEY_B)).issue("game-1", 1)
+    rotated = SeatTokens(ring(KEY_A, KEY_B))
+    rotated.verify("game-1", 1, old_token)
+    renewed = rotated.renewal("game-1", 1, old_token)
+    assert renewed == SeatTokens(ring(KEY_A)).issue("game-1", 1)
+    assert rotated.renewal("game-1", 1, renewed) is None  # current: nothing to renew
+    SeatTokens(ring(KEY_A)).verify("game-1", 1, renewed)  # works once KEY_B is gone

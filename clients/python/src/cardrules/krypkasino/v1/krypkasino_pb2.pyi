@@ -1104,6 +1104,13 @@ class LegalMovesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MOVES_FIELD_NUMBER: _builtins.int
+    SEAT_TOKEN_FIELD_NUMBER: _builtins.int
+    seat_token: _builtins.bytes
+    """Set only when the seat token sent was issued under a state key that is no
+    longer the server's first (a key rotation): the same seat's token under
+    the current key. Keep it instead of the old one, which stops working once
+    the old key is removed.
+    """
     @_builtins.property
     def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalMove]:
         """The legal moves in canonical order; empty when it is not the seat's turn."""
@@ -1112,12 +1119,15 @@ class LegalMovesResponse(_message.Message):
         self,
         *,
         moves: _abc.Iterable[Global___LegalMove] | None = ...,
+        seat_token: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "seat_token", b"seat_token"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["moves", b"moves"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "moves", b"moves", "seat_token", b"seat_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__seat_token: _TypeAlias = _typing.Literal["seat_token"]  # noqa: Y015
+    _WhichOneofArgType__seat_token: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seat_token) -> _WhichOneofReturnType__seat_token | None: ...
 
 Global___LegalMovesResponse: _TypeAlias = LegalMovesResponse  # noqa: Y015
 
@@ -1166,8 +1176,15 @@ class PlayResponse(_message.Message):
     STATE_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
     VIEW_FIELD_NUMBER: _builtins.int
+    SEAT_TOKEN_FIELD_NUMBER: _builtins.int
     state: _builtins.bytes
     """The next sealed game state."""
+    seat_token: _builtins.bytes
+    """Set only when the seat token sent was issued under a state key that is no
+    longer the server's first (a key rotation): the same seat's token under
+    the current key. Keep it instead of the old one, which stops working once
+    the old key is removed.
+    """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___Event]:
         """What happened, the move itself first."""
@@ -1182,12 +1199,15 @@ class PlayResponse(_message.Message):
         state: _builtins.bytes = ...,
         events: _abc.Iterable[Global___Event] | None = ...,
         view: Global___View | None = ...,
+        seat_token: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["view", b"view"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "seat_token", b"seat_token", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "state", b"state", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "events", b"events", "seat_token", b"seat_token", "state", b"state", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__seat_token: _TypeAlias = _typing.Literal["seat_token"]  # noqa: Y015
+    _WhichOneofArgType__seat_token: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seat_token) -> _WhichOneofReturnType__seat_token | None: ...
 
 Global___PlayResponse: _TypeAlias = PlayResponse  # noqa: Y015
 
@@ -1292,6 +1312,13 @@ class GetViewResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VIEW_FIELD_NUMBER: _builtins.int
+    SEAT_TOKEN_FIELD_NUMBER: _builtins.int
+    seat_token: _builtins.bytes
+    """Set only when the seat token sent was issued under a state key that is no
+    longer the server's first (a key rotation): the same seat's token under
+    the current key. Keep it instead of the old one, which stops working once
+    the old key is removed.
+    """
     @_builtins.property
     def view(self) -> Global___View:
         """The view."""
@@ -1300,12 +1327,15 @@ class GetViewResponse(_message.Message):
         self,
         *,
         view: Global___View | None = ...,
+        seat_token: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["view", b"view"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "seat_token", b"seat_token", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "seat_token", b"seat_token", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__seat_token: _TypeAlias = _typing.Literal["seat_token"]  # noqa: Y015
+    _WhichOneofArgType__seat_token: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seat_token) -> _WhichOneofReturnType__seat_token | None: ...
 
 Global___GetViewResponse: _TypeAlias = GetViewResponse  # noqa: Y015
 

@@ -39,6 +39,7 @@ from cardrules.client import (
     error_info,
     field_violations,
     request_id,
+    seat_token_to_keep,
     service_config,
 )
 from cardrules.client import codes as client_codes
@@ -48,7 +49,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from engine.cards import card_str, full_deck
 from engine.krypkasino import Config, legal_moves, new_game, play, score
-from tests.service.server_process import ServerProcess, free_port
+from service.tokens import KeyRing
+from tests.service.server_process import ServerProcess, free_port, running
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
 SRC = CLIENT / "src"
@@ -194,6 +196,24 @@ def test_readme_game_plays_a_whole_game(grpc_target: str, capsys) -> None:
     ]
     assert lines[-1].startswith(f"totals {totals} winners [")
     assert [line.split(":")[0] for line in lines[len(steps) : -1]] == ["deal 1", "deal 2"]
+
+
+def test_the_seat_token_to_keep_is_the_one_a_rotated_server_renews() -> None:
+    old, new = KeyRing.generate_key_text(), KeyRing.generate_key_text()
+    with running(keys=old) as before, KrypkasinoClient(before.target) as on_old:
+        game = on_old.new_game(players=2, seed=5)
+    seat = game.view.turn
+    sent = game.seat_tokens[seat]
+    with running(keys=f"{new},{old}") as rotated, KrypkasinoClient(rotated.target) as on_rotated:
+        moves = on_rotated.legal_moves(state=game.state, seat=seat, seat_token=sent).moves
+        played = on_rotated.play(state=game.state, seat=seat, seat_token=sent, move=moves[0].move)
+        kept = seat_token_to_keep(played, sent)
+        assert kept != sent and kept == played.seat_token
+        view = on_rotated.get_view(state=played.state, seat=seat, seat_token=kept)
+        assert seat_token_to_keep(view, kept) == kept  # current: nothing renewed
+    with running(keys=new) as retired, KrypkasinoClient(retired.target) as on_new:
+        # The old key is gone: the kept token and the state Play sealed still work.
+        assert on_new.get_view(state=played.state, seat=seat, seat_token=kept).view.hand
 
 
 def test_every_other_readme_example_runs(grpc_target: str, capsys) -> None:

@@ -33,6 +33,7 @@ from cardrules.client.errors import (
     rpc_status,
 )
 from cardrules.client.sync import KrypkasinoClient
+from cardrules.client.tokens import seat_token_to_keep
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
 
 __all__ = [
@@ -54,5 +55,6 @@ __all__ = [
     "krypkasino_pb2_grpc",
     "request_id",
     "rpc_status",
+    "seat_token_to_keep",
     "service_config",
 ]

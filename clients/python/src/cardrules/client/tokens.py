@@ -1,0 +1,17 @@
+"""Seat tokens across a key rotation of the server (docs/api.md, "Seat tokens")."""
+
+from __future__ import annotations
+
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+SeatAnswer = pb.LegalMovesResponse | pb.PlayResponse | pb.GetViewResponse
+
+
+def seat_token_to_keep(response: SeatAnswer, sent: bytes) -> bytes:
+    """The seat token to use from now on: the one ``response`` renewed, else ``sent``.
+
+    After the server's keys are rotated, an answer to a call made with a seat
+    token under the old key carries the seat's token under the new one; the
+    old token stops working once the old key is retired.
+    """
+    return response.seat_token if response.HasField("seat_token") else sent

@@ -247,8 +247,8 @@ class KrypkasinoApi:
         seat: int,
         token: bytes,
     ) -> None:
-        """The seat's token under the current key, when the one it sent (verified) is
-        under an older key of the ring (docs/operations.md, "Key rotation")."""
+        """The seat's token under the first key, when the one it sent (verified) is
+        under another key of the ring (docs/operations.md, "Key rotation")."""
         renewed = self._seat_tokens.renewal(game_id, seat, token)
         if renewed is not None:
             response.seat_token = renewed

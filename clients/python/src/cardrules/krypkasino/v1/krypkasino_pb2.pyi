@@ -1106,10 +1106,10 @@ class LegalMovesResponse(_message.Message):
     MOVES_FIELD_NUMBER: _builtins.int
     SEAT_TOKEN_FIELD_NUMBER: _builtins.int
     seat_token: _builtins.bytes
-    """Set only when the seat token sent was issued under a state key that is no
-    longer the server's first (a key rotation): the same seat's token under
-    the current key. Keep it instead of the old one, which stops working once
-    the old key is removed.
+    """Set only when the seat token sent was issued under a state key other than
+    the server's first (a key rotation): the same seat's token under the
+    first key. Keep it instead of the one sent, which stops working once its
+    key is removed.
     """
     @_builtins.property
     def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalMove]:
@@ -1180,10 +1180,10 @@ class PlayResponse(_message.Message):
     state: _builtins.bytes
     """The next sealed game state."""
     seat_token: _builtins.bytes
-    """Set only when the seat token sent was issued under a state key that is no
-    longer the server's first (a key rotation): the same seat's token under
-    the current key. Keep it instead of the old one, which stops working once
-    the old key is removed.
+    """Set only when the seat token sent was issued under a state key other than
+    the server's first (a key rotation): the same seat's token under the
+    first key. Keep it instead of the one sent, which stops working once its
+    key is removed.
     """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___Event]:
@@ -1314,10 +1314,10 @@ class GetViewResponse(_message.Message):
     VIEW_FIELD_NUMBER: _builtins.int
     SEAT_TOKEN_FIELD_NUMBER: _builtins.int
     seat_token: _builtins.bytes
-    """Set only when the seat token sent was issued under a state key that is no
-    longer the server's first (a key rotation): the same seat's token under
-    the current key. Keep it instead of the old one, which stops working once
-    the old key is removed.
+    """Set only when the seat token sent was issued under a state key other than
+    the server's first (a key rotation): the same seat's token under the
+    first key. Keep it instead of the one sent, which stops working once its
+    key is removed.
     """
     @_builtins.property
     def view(self) -> Global___View:

@@ -23,7 +23,7 @@ import grpc
 import pytest
 from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from engine.cards import (
@@ -1281,8 +1281,11 @@ def new_game_refusals(request: pb.NewGameRequest) -> tuple[set[tuple[str, str]],
             check_deck(deck, config.copies)
         except CardError:
             allowed.add(("INVALID_ARGUMENT", "DECK_INVALID"))
+    assert draw is not None
     if request.HasField("draw") and not config.draw_for_deal:
         allowed.add(("INVALID_ARGUMENT", "DRAW_WITHOUT_DRAW_FOR_DEAL"))
+    elif request.HasField("draw") and any(draw.count(c) > config.copies for c in set(draw)):
+        allowed.add(("INVALID_ARGUMENT", "DRAW_INVALID"))  # K4.2: drawn from one deck
     if allowed:
         return allowed, None
     try:
@@ -1297,12 +1300,22 @@ def new_game_refusals(request: pb.NewGameRequest) -> tuple[set[tuple[str, str]],
     return set(), state
 
 
+_ACE_OF_SPADES = cards_pb2.Card(rank=cards_pb2.RANK_ACE, suit=cards_pb2.SUIT_SPADES)
+
+
 @settings(max_examples=fuzz_examples(40), deadline=None, database=None)
 @given(
     config=any_config(),
     seed=st.integers(0, 2**64 - 1),
     decks=st.lists(any_deck(), max_size=2),
     draw=st.one_of(st.none(), any_cards(8).map(lambda cards: cards_pb2.Deck(cards=cards))),
+)
+# Found by this test in CI: one deck holds one ace of spades (DRAW_INVALID, K4.2).
+@example(
+    config=pb.GameConfig(players=2, draw_for_deal=True, rules=pb.Rules(single_deck=True)),
+    seed=0,
+    decks=[],
+    draw=cards_pb2.Deck(cards=[_ACE_OF_SPADES, _ACE_OF_SPADES]),
 )
 def test_fuzzed_new_games_get_the_designed_answer(stub, config, seed, decks, draw):
     request = pb.NewGameRequest(config=config, seed=seed, decks=decks, draw=draw)

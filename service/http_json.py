@@ -118,7 +118,7 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
         raise _json_invalid("", "a string holds an unpaired UTF-16 surrogate escape")
     descriptor = message_descriptor(message_class)
     try:
-        check_message(value, descriptor, floor=_SizeFloor(limit))
+        check_message(value, descriptor, "", _SizeFloor(limit))
     except RecursionError:
         raise _json_invalid("", "the JSON nests too deeply") from None
     if duplicates:  # where the walk does not go, e.g. inside an unknown name
@@ -152,9 +152,7 @@ class _SizeFloor:
             raise request_too_large("request", self.limit)
 
 
-def check_message(
-    value: object, descriptor: Descriptor, path: str = "", floor: _SizeFloor | None = None
-) -> None:
+def check_message(value: object, descriptor: Descriptor, path: str, floor: _SizeFloor) -> None:
     """Refuse what json_format accepts or words badly, walking ``value`` with ``descriptor``.
 
     A field named twice (by its proto and its JSON name), bytes that are not
@@ -165,8 +163,6 @@ def check_message(
     size the values must take as protobuf and raises ``REQUEST_TOO_LARGE`` once
     it passes its limit, before a long list is walked.
     """
-    if floor is None:
-        floor = _SizeFloor(None)
     if not isinstance(value, dict) or descriptor.full_name.startswith("google.protobuf."):
         return
     fields = _fields_by_name(descriptor)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -256,16 +256,17 @@ def _ref(name: str, kind: str = "schemas") -> Json:
     return {"$ref": f"#/components/{kind}/{name}"}
 
 
-def reachable(messages: Iterable[Descriptor]) -> frozenset[str]:
-    """Full names of ``messages`` and of every message their fields hold, at any depth."""
-    seen: set[str] = set()
+def reachable(messages: Iterable[Descriptor]) -> dict[str, Descriptor]:
+    """``messages`` and every message their fields hold, at any depth (map entries
+    included), by full name."""
+    seen: dict[str, Descriptor] = {}
     pending = list(messages)
     while pending:
         descriptor = pending.pop()
         if descriptor.full_name not in seen:
-            seen.add(descriptor.full_name)
+            seen[descriptor.full_name] = descriptor
             pending.extend(f.message_type for f in descriptor.fields if f.message_type)
-    return frozenset(seen)
+    return seen
 
 
 @functools.cache
@@ -285,14 +286,6 @@ def title(descriptor: Descriptor | EnumDescriptor) -> str:
     return local.replace(".", "")
 
 
-def _schema_message(field: FieldDescriptor) -> Descriptor | None:
-    """The message whose schema the field's schema refers to: a map's value type."""
-    message = field.message_type
-    if message is not None and message.GetOptions().map_entry:
-        return message.fields_by_name["value"].message_type
-    return message
-
-
 def _forms_differ(descriptor: Descriptor) -> bool:
     """Whether the message's own fields make its request form differ from its response form.
 
@@ -301,7 +294,7 @@ def _forms_differ(descriptor: Descriptor) -> bool:
     send one that responses may leave out, or when responses always set a oneof.
     """
     for field in descriptor.fields:
-        in_responses = _declared_oneof(field) is None and _required_in(field)
+        in_responses = declared_oneof(field) is None and _required_in(field)
         in_requests = field.full_name in REQUIRED_IN_REQUESTS
         if in_responses != in_requests and not (in_responses and field.is_repeated):
             return True
@@ -311,25 +304,13 @@ def _forms_differ(descriptor: Descriptor) -> bool:
 @functools.cache
 def has_request_form(descriptor: Descriptor) -> bool:
     """Whether a message responses hold needs a request form of its own (``INPUT_SUFFIX``):
-    its forms differ, or those of a message it holds do (a shared schema refers to
-    shared schemas only)."""
-    under: dict[str, Descriptor] = {}
-    pending = [descriptor]
-    while pending:
-        current = pending.pop()
-        if current.full_name not in under:
-            under[current.full_name] = current
-            pending.extend(m for f in current.fields if (m := _schema_message(f)) is not None)
-    apart = {name for name, message in under.items() if _forms_differ(message)}
-    grown = True
-    while grown:
-        grown = False
-        for name, message in under.items():
-            holds = (_schema_message(f) for f in message.fields)
-            if name not in apart and any(m is not None and m.full_name in apart for m in holds):
-                apart.add(name)
-                grown = True
-    return descriptor.full_name in apart
+    its forms differ, or those of a message it holds at any depth do (a shared schema
+    refers to shared schemas only). Map entries have no schema of their own."""
+    return any(
+        _forms_differ(message)
+        for message in reachable([descriptor]).values()
+        if not message.GetOptions().map_entry
+    )
 
 
 def _kind_oneof(descriptor: Descriptor) -> OneofDescriptor | None:
@@ -365,8 +346,8 @@ class SchemaBuilder:
     def __init__(
         self,
         notes: Mapping[str, str],
-        outputs: frozenset[str],
-        inputs: frozenset[str] = frozenset(),
+        outputs: Container[str],
+        inputs: Container[str] = (),
     ) -> None:
         self.notes = notes
         self.outputs = outputs
@@ -507,7 +488,7 @@ class SchemaBuilder:
         else:
             schema = dict(self._value(field, output))
         notes = [self.notes[field.full_name]] if field.full_name in self.notes else []
-        if (oneof := _declared_oneof(field)) is not None:
+        if (oneof := declared_oneof(field)) is not None:
             if not wrapped:
                 always = output and oneof.full_name in SET_IN_EVERY_RESPONSE
                 notes.append(
@@ -528,7 +509,7 @@ class SchemaBuilder:
         return dict(_SCALARS[field.type])
 
 
-def _declared_oneof(field: FieldDescriptor) -> OneofDescriptor | None:
+def declared_oneof(field: FieldDescriptor) -> OneofDescriptor | None:
     """The field's oneof, unless it is the one-field oneof of a proto3 ``optional``."""
     oneof = field.containing_oneof
     if oneof is None or oneof not in real_oneofs(field.containing_type):

@@ -26,7 +26,7 @@ import pytest
 from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf.descriptor import Descriptor, FieldDescriptor, OneofDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message_factory import GetMessageClass
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
@@ -42,6 +42,7 @@ from service.openapi import (
     SET_IN_EVERY_RESPONSE,
     STATUS,
     SchemaBuilder,
+    declared_oneof,
     reachable,
     real_oneofs,
 )
@@ -54,8 +55,8 @@ DOCUMENT_URI = "urn:cardrules:openapi"
 ROUTES = [route for service in SERVICES for route in routes(service)]
 RESPONSES = [message_descriptor(route.response_class) for route in ROUTES]
 REQUESTS = [message_descriptor(route.request_class) for route in ROUTES]
-OUTPUTS = reachable(RESPONSES)
-INPUTS = reachable(REQUESTS)
+OUTPUTS = reachable(RESPONSES).keys()
+INPUTS = reachable(REQUESTS).keys()
 EVENT = "cardrules.krypkasino.v1.Event"
 # The request message of each RPC by the last part of its path (``newGame``).
 REQUEST_OF = {
@@ -81,24 +82,7 @@ def component(name: str) -> Any:
     return validator(name, DOCUMENT)
 
 
-def descriptors_by_name() -> dict[str, Descriptor]:
-    found: dict[str, Descriptor] = {}
-    pending = [*REQUESTS, *RESPONSES]
-    while pending:
-        descriptor = pending.pop()
-        if descriptor.full_name not in found:
-            found[descriptor.full_name] = descriptor
-            pending.extend(f.message_type for f in descriptor.fields if f.message_type)
-    return found
-
-
-MESSAGES = descriptors_by_name()
-
-
-def declared_oneof(field: FieldDescriptor) -> OneofDescriptor | None:
-    """The field's oneof, unless it is a proto3 ``optional``'s."""
-    oneof = field.containing_oneof
-    return oneof if oneof is not None and oneof in real_oneofs(field.containing_type) else None
+MESSAGES = reachable([*REQUESTS, *RESPONSES])
 
 
 def sent_always(field: FieldDescriptor) -> bool:
@@ -278,33 +262,54 @@ def test_every_oneof_of_the_protos_is_a_one_of():
 # -- a oneof that may be unset, several oneofs, a message in requests and responses -----
 
 
+TEST_PACKAGE = "test.openapi.v1"
+TYPE_MESSAGE, LABEL_REPEATED = FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.LABEL_REPEATED
+INNER = f".{TEST_PACKAGE}.Inner"
+
+
+def proto_file(stem: str) -> descriptor_pb2.FileDescriptorProto:
+    """An empty proto3 file of the test package."""
+    return descriptor_pb2.FileDescriptorProto(
+        name=f"test/{stem}.proto", package=TEST_PACKAGE, syntax="proto3"
+    )
+
+
+def add_field(
+    message: descriptor_pb2.DescriptorProto,
+    name: str,
+    number: int,
+    kind: int = FieldDescriptor.TYPE_INT32,
+    **options: Any,
+) -> None:
+    """A field as protoc declares it: singular unless ``label`` says otherwise, with the
+    lowerCamelCase ``json_name``."""
+    first, *rest = name.split("_")
+    options.setdefault("label", FieldDescriptor.LABEL_OPTIONAL)
+    json_name = first + "".join(part.title() for part in rest)
+    message.field.add(name=name, number=number, type=kind, json_name=json_name, **options)
+
+
+def pooled(file: descriptor_pb2.FileDescriptorProto, *names: str) -> list[Descriptor]:
+    """The messages ``names`` of ``file``, added to a pool of its own."""
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return [pool.FindMessageTypeByName(f"{TEST_PACKAGE}.{name}") for name in names]
+
+
 def choice_descriptor() -> Descriptor:
     """``Choice`` with two oneofs, a proto3 ``optional`` and a plain field."""
-    file = descriptor_pb2.FileDescriptorProto(
-        name="test/openapi_choice.proto", package="test.openapi.v1", syntax="proto3"
-    )
-    one = FieldDescriptor.LABEL_OPTIONAL
-    number, text = FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_STRING
+    file = proto_file("openapi_choice")
     choice = file.message_type.add(name="Choice")
     for name in ("pick", "other", "_maybe"):
         choice.oneof_decl.add(name=name)
-    choice.field.add(name="a", number=1, type=number, label=one, oneof_index=0, json_name="a")
-    choice.field.add(name="b", number=2, type=text, label=one, oneof_index=0, json_name="b")
-    choice.field.add(name="c", number=3, type=number, label=one, oneof_index=1, json_name="c")
-    choice.field.add(name="d", number=4, type=number, label=one, oneof_index=1, json_name="d")
-    choice.field.add(
-        name="maybe",
-        number=5,
-        type=number,
-        label=one,
-        oneof_index=2,
-        proto3_optional=True,
-        json_name="maybe",
-    )
-    choice.field.add(name="plain", number=6, type=number, label=one, json_name="plain")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return pool.FindMessageTypeByName("test.openapi.v1.Choice")
+    add_field(choice, "a", 1, oneof_index=0)
+    add_field(choice, "b", 2, FieldDescriptor.TYPE_STRING, oneof_index=0)
+    add_field(choice, "c", 3, oneof_index=1)
+    add_field(choice, "d", 4, oneof_index=1)
+    add_field(choice, "maybe", 5, oneof_index=2, proto3_optional=True)
+    add_field(choice, "plain", 6)
+    (descriptor,) = pooled(file, "Choice")
+    return descriptor
 
 
 @pytest.mark.parametrize("output", [False, True])
@@ -331,28 +336,12 @@ def test_a_oneof_not_always_set_holds_at_most_one_member(output):
 def nesting_descriptors() -> tuple[Descriptor, Descriptor]:
     """``Outer`` holding an ``Inner`` (which prints ``x`` always) and ``Holder`` holding
     only a repeated field."""
-    file = descriptor_pb2.FileDescriptorProto(
-        name="test/openapi_nesting.proto", package="test.openapi.v1", syntax="proto3"
-    )
-    one, many = FieldDescriptor.LABEL_OPTIONAL, FieldDescriptor.LABEL_REPEATED
-    number, message = FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_MESSAGE
-    inner = file.message_type.add(name="Inner")
-    inner.field.add(name="x", number=1, type=number, label=one, json_name="x")
-    outer = file.message_type.add(name="Outer")
-    outer.field.add(
-        name="inner",
-        number=1,
-        type=message,
-        type_name=".test.openapi.v1.Inner",
-        label=one,
-        json_name="inner",
-    )
-    holder = file.message_type.add(name="Holder")
-    holder.field.add(name="xs", number=1, type=number, label=many, json_name="xs")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    find = pool.FindMessageTypeByName
-    return find("test.openapi.v1.Outer"), find("test.openapi.v1.Holder")
+    file = proto_file("openapi_nesting")
+    add_field(file.message_type.add(name="Inner"), "x", 1)
+    add_field(file.message_type.add(name="Outer"), "inner", 1, TYPE_MESSAGE, type_name=INNER)
+    add_field(file.message_type.add(name="Holder"), "xs", 1, label=LABEL_REPEATED)
+    outer, holder = pooled(file, "Outer", "Holder")
+    return outer, holder
 
 
 def test_a_request_form_apart_for_a_message_holding_one_and_none_for_repeated_fields():
@@ -375,32 +364,18 @@ def test_a_request_form_apart_for_a_message_holding_one_and_none_for_repeated_fi
 def kinds_descriptor(*, extra_field: bool = False, taken: str | None = None) -> Descriptor:
     """``Kinds``: one oneof ``kind`` of a message ``a`` and a number ``bB``; with
     ``extra_field`` a plain field beside it, with ``taken`` a message of that name too."""
-    file = descriptor_pb2.FileDescriptorProto(
-        name="test/openapi_kinds.proto", package="test.openapi.v1", syntax="proto3"
-    )
-    one = FieldDescriptor.LABEL_OPTIONAL
-    number, message = FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_MESSAGE
-    inner = file.message_type.add(name="Inner")
-    inner.field.add(name="n", number=1, type=number, label=one, json_name="n")
+    file = proto_file("openapi_kinds")
+    add_field(file.message_type.add(name="Inner"), "n", 1)
     kinds = file.message_type.add(name="Kinds")
     kinds.oneof_decl.add(name="kind")
-    kinds.field.add(
-        name="a",
-        number=1,
-        type=message,
-        type_name=".test.openapi.v1.Inner",
-        label=one,
-        oneof_index=0,
-        json_name="a",
-    )
-    kinds.field.add(name="b_b", number=2, type=number, label=one, oneof_index=0, json_name="bB")
+    add_field(kinds, "a", 1, TYPE_MESSAGE, type_name=INNER, oneof_index=0)
+    add_field(kinds, "b_b", 2, oneof_index=0)
     if extra_field:
-        kinds.field.add(name="plain", number=3, type=number, label=one, json_name="plain")
+        add_field(kinds, "plain", 3)
     if taken is not None:
         file.message_type.add(name=taken)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return pool.FindMessageTypeByName("test.openapi.v1.Kinds")
+    (descriptor,) = pooled(file, "Kinds")
+    return descriptor
 
 
 @pytest.fixture

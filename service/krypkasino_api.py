@@ -145,6 +145,7 @@ class KrypkasinoApi:
             ]
         )
         self._renew(response, opened.game_id, seat, request.seat_token)
+        self._renew_state(response, request.state, opened)
         return response
 
     def play(self, request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:
@@ -176,7 +177,10 @@ class KrypkasinoApi:
 
     def score(self, request: pb.ScoreRequest, info: CallInfo) -> pb.ScoreResponse:
         """K12-K13: the finished deals' score sheets, match totals and winners."""
-        return codec.score_to_proto(score(self._open(request.state, info).state))
+        opened = self._open(request.state, info)
+        response = codec.score_to_proto(score(opened.state))
+        self._renew_state(response, request.state, opened)
+        return response
 
     def get_view(self, request: pb.GetViewRequest, info: CallInfo) -> pb.GetViewResponse:
         """The public view, or a seat's with its hand given its seat token (design section 3)."""
@@ -194,6 +198,7 @@ class KrypkasinoApi:
         )
         if seat is not None:
             self._renew(response, opened.game_id, seat, request.seat_token)
+        self._renew_state(response, request.state, opened)
         return response
 
     # -- shared steps -------------------------------------------------------
@@ -254,6 +259,21 @@ class KrypkasinoApi:
             response.seat_token = renewed
             if self._metrics is not None:
                 self._metrics.seat_token_renewed(GAME)
+
+    def _renew_state(
+        self,
+        response: pb.LegalMovesResponse | pb.ScoreResponse | pb.GetViewResponse,
+        token: bytes,
+        opened: OpenedState,
+    ) -> None:
+        """The state under the first key, when the token sent is under another key of the
+        ring: reads never seal a new state, so a game that is only read would otherwise
+        break when the old key goes (docs/operations.md, "Key rotation")."""
+        renewed = self._sealer.renewal(token, opened.payload)
+        if renewed is not None:
+            response.state = renewed
+            if self._metrics is not None:
+                self._metrics.state_token_renewed(GAME)
 
     def _count_moves(self, events: list[Event]) -> None:
         assert self._metrics is not None

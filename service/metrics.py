@@ -210,6 +210,14 @@ class ServiceMetrics:
             ("game",),
             registry=registry,
         )
+        self.state_tokens_renewed = Counter(
+            "cardrules_state_tokens_renewed_total",
+            "State tokens sent to a read (LegalMoves, Score, GetView) sealed under a state "
+            "key that is no longer the first, answered with the state sealed under the "
+            "current key, by game.",
+            ("game",),
+            registry=registry,
+        )
         # Pre-create (as go-grpc-prometheus's InitializeMetrics does) so that
         # rate() and absent-series alerts work from the first scrape.
         self._rpcs: dict[tuple[str, str], _RpcSeries] = {}
@@ -224,6 +232,7 @@ class ServiceMetrics:
             for reason in reasons:
                 self.illegal_moves.labels(game, reason)
             self.seat_tokens_renewed.labels(game)
+            self.state_tokens_renewed.labels(game)
 
     def _rpc(self, service: str, method: str) -> _RpcSeries:
         # Children are looked up once per method: .labels() costs about a microsecond a call.
@@ -265,6 +274,10 @@ class ServiceMetrics:
     def seat_token_renewed(self, game: str) -> None:
         """A response carries a seat token renewed under the current key (key rotation)."""
         self.seat_tokens_renewed.labels(game).inc()
+
+    def state_token_renewed(self, game: str) -> None:
+        """A read answered with its state sealed anew under the current key (key rotation)."""
+        self.state_tokens_renewed.labels(game).inc()
 
     def move_played(self, game: str, kind: str) -> None:
         """A legal move was played; sweeps also count in ``cardrules_sweeps_total``."""

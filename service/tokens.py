@@ -157,8 +157,9 @@ class StateSealer:
         self._associated = b"cardrules/" + game.encode("utf-8") + b"/" + bytes([schema_version])
         # One AESGCM per key, built once: the hot path only looks one up.
         self._aeads = {KeyRing.key_id(key): AESGCM(key) for key in keys.keys}
-        self._seal_header = bytes([schema_version]) + KeyRing.key_id(keys.keys[0])
-        self._seal_aead = self._aeads[KeyRing.key_id(keys.keys[0])]
+        self._seal_key_id = KeyRing.key_id(keys.keys[0])
+        self._seal_header = bytes([schema_version]) + self._seal_key_id
+        self._seal_aead = self._aeads[self._seal_key_id]
 
     def seal(self, payload: bytes) -> bytes:
         """The token for ``payload``: sealed under the primary key, or plain in plain mode."""
@@ -166,6 +167,17 @@ class StateSealer:
             return bytes([self._plain_byte]) + payload
         nonce = os.urandom(NONCE_BYTES)
         return self._seal_header + nonce + self._seal_aead.encrypt(nonce, payload, self._associated)
+
+    def renewal(self, token: bytes, payload: bytes) -> bytes | None:
+        """``payload`` sealed afresh if ``token`` (opened) is sealed under a key other than the
+        primary, else None; plain tokens, and any token on a plain server, are not renewed.
+
+        Only ``Play`` seals a new state: without this, a game that is read but
+        not played would break once the key that sealed it left the ring.
+        """
+        if self._plain or token[0] & PLAIN_FLAG or token[1 : 1 + KEY_ID_BYTES] == self._seal_key_id:
+            return None
+        return self.seal(payload)
 
     def open(self, token: bytes) -> bytes:
         """The payload of ``token``; raises ``TokenError`` (and nothing else) for any bad bytes."""

@@ -41,6 +41,7 @@ from cardrules.client import (
     request_id,
     seat_token_to_keep,
     service_config,
+    state_to_keep,
 )
 from cardrules.client import codes as client_codes
 from cardrules.client import errors as client_errors
@@ -198,7 +199,7 @@ def test_readme_game_plays_a_whole_game(grpc_target: str, capsys) -> None:
     assert [line.split(":")[0] for line in lines[len(steps) : -1]] == ["deal 1", "deal 2"]
 
 
-def test_the_seat_token_to_keep_is_the_one_a_rotated_server_renews() -> None:
+def test_the_tokens_to_keep_are_the_ones_a_rotated_server_renews() -> None:
     old, new = KeyRing.generate_key_text(), KeyRing.generate_key_text()
     with running(keys=old) as before, KrypkasinoClient(before.target) as on_old:
         game = on_old.new_game(players=2, seed=5)
@@ -211,9 +212,15 @@ def test_the_seat_token_to_keep_is_the_one_a_rotated_server_renews() -> None:
         assert kept != sent and kept == played.seat_token
         view = on_rotated.get_view(state=played.state, seat=seat, seat_token=kept)
         assert seat_token_to_keep(view, kept) == kept  # current: nothing renewed
+        # A read sent the state under the old key renews it; one under the new key does not.
+        read = on_rotated.score(state=game.state)
+        stored = state_to_keep(read, game.state)
+        assert stored != game.state and stored == read.state
+        assert state_to_keep(on_rotated.score(state=stored), stored) == stored
     with running(keys=new) as retired, KrypkasinoClient(retired.target) as on_new:
-        # The old key is gone: the kept token and the state Play sealed still work.
+        # The old key is gone: the kept tokens and the state Play sealed still work.
         assert on_new.get_view(state=played.state, seat=seat, seat_token=kept).view.hand
+        assert on_new.get_view(state=stored).view.state_id == game.view.state_id
 
 
 def test_every_other_readme_example_runs(grpc_target: str, capsys) -> None:

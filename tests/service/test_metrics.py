@@ -55,6 +55,7 @@ EXPECTED_FAMILIES = {
     "cardrules_illegal_moves_total": ("counter", {"game", "reason"}),
     "cardrules_sweeps_total": ("counter", {"game", "kind"}),
     "cardrules_seat_tokens_renewed_total": ("counter", {"game"}),
+    "cardrules_state_tokens_renewed_total": ("counter", {"game"}),
 }
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -144,6 +145,7 @@ def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
     for kind in ("sweep", "double_sweep"):
         assert value(found, "cardrules_sweeps_total", game="krypkasino", kind=kind) == 0
     assert value(found, "cardrules_seat_tokens_renewed_total", game="krypkasino") == 0
+    assert value(found, "cardrules_state_tokens_renewed_total", game="krypkasino") == 0
     for reason in Reason:
         assert (
             value(found, "cardrules_illegal_moves_total", game="krypkasino", reason=reason.value)

@@ -274,12 +274,51 @@ def test_seat_tokens_are_renewed_under_the_new_key_so_a_game_outlives_the_old_on
         assert not again.HasField("seat_token")
         rotated.wait_for_logs("metrics")
         renewals = ("cardrules_seat_tokens_renewed_total", frozenset({("game", "krypkasino")}))
-        assert metric_samples(rotated.metrics_url)[renewals] == 3
+        samples = metric_samples(rotated.metrics_url)
+        assert samples[renewals] == 3
+        # The three reads were sent the state under OLD; Play sealed the next one anew.
+        assert samples[("cardrules_state_tokens_renewed_total", renewals[1])] == 3
+        assert {legal.state[1:5], other_view.state[1:5], public.state[1:5]} == {key_id(new)}
+        assert not again.HasField("state")
         game.engine, _ = play(game.engine, seat, legal_moves(game.engine, seat)[0])
         game.state, game.view = played.state, played.view
 
     with running(keys=new) as retired, krypkasino(retired.target) as on_new:
         game.tokens = [renewed[0], renewed[1]]
+        play_on(game, lambda: on_new, lambda n: n - 1)
+        assert game.view.game_over
+
+
+def test_a_paused_game_moves_to_the_new_key_by_reads_alone():
+    """docs/operations.md, "Key rotation": a game nobody plays while the keys rotate
+    outlives the old key when the backend reads it once per seat (GetView with the
+    seat's token), keeping the state and seat tokens the reads renewed."""
+    old, new = KeyRing.generate_key_text(), KeyRing.generate_key_text()
+    request = pb.NewGameRequest(config=pb.GameConfig(players=3), seed=41)
+    with running(keys=old) as before, krypkasino(before.target) as on_old:
+        game = new_wire_game(on_old, request)
+        play_on(game, lambda: on_old, lambda n: n // 2, moves=4)
+        paused_score = on_old.Score(pb.ScoreRequest(state=game.state))
+
+    with running(keys=f"{new},{old}") as rotated, krypkasino(rotated.target) as on_rotated:
+        score_read = on_rotated.Score(pb.ScoreRequest(state=game.state))
+        assert score_read.state[1:5] == key_id(new)
+        score_read.ClearField("state")
+        assert score_read == paused_score
+        state, tokens = game.state, list(game.tokens)
+        for seat in range(3):
+            read = on_rotated.GetView(
+                pb.GetViewRequest(state=state, seat=seat, seat_token=tokens[seat])
+            )
+            # Only the first read is sent the state under OLD; the others get NEW back.
+            assert read.HasField("state") == (seat == 0)
+            assert read.view.state_id == game.view.state_id  # the same state, resealed
+            state = read.state if read.HasField("state") else state
+            tokens[seat] = read.seat_token
+        assert {state[1:5], *(token[:KEY_ID_BYTES] for token in tokens)} == {key_id(new)}
+
+    with running(keys=new) as retired, krypkasino(retired.target) as on_new:
+        game.state, game.tokens = state, tokens
         play_on(game, lambda: on_new, lambda n: n - 1)
         assert game.view.game_over
 

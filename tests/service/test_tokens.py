@@ -440,6 +440,19 @@ def test_key_id_is_the_sha256_prefix():
     assert KeyRing.key_id(key) == hashlib.sha256(key).digest()[:4]
 
 
+def test_a_state_token_under_an_older_key_is_renewed_under_the_first():
+    old_token = sealer(KEY_B).seal(PAYLOAD)
+    rotated = sealer(KEY_A, KEY_B)
+    renewed = rotated.renewal(old_token, rotated.open(old_token))
+    assert renewed is not None and renewed[1:5] == KeyRing.key_id(KEY_A)
+    assert sealer(KEY_A).open(renewed) == PAYLOAD  # opens once KEY_B is gone
+    assert rotated.renewal(renewed, PAYLOAD) is None  # current: nothing to renew
+    # Plain mode is for debugging: it neither renews plain tokens nor turns sealed ones plain.
+    plain = sealer(KEY_A, KEY_B, plain=True)
+    assert plain.renewal(plain.seal(PAYLOAD), PAYLOAD) is None
+    assert plain.renewal(old_token, PAYLOAD) is None
+
+
 def test_a_seat_token_under_an_older_key_is_renewed_under_the_first():
     old_token = SeatTokens(ring(KEY_B)).issue("game-1", 1)
     rotated = SeatTokens(ring(KEY_A, KEY_B))

@@ -33,7 +33,7 @@ from cardrules.client.errors import (
     rpc_status,
 )
 from cardrules.client.sync import KrypkasinoClient
-from cardrules.client.tokens import seat_token_to_keep
+from cardrules.client.tokens import seat_token_to_keep, state_to_keep
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
 
 __all__ = [
@@ -57,4 +57,5 @@ __all__ = [
     "rpc_status",
     "seat_token_to_keep",
     "service_config",
+    "state_to_keep",
 ]

@@ -1,10 +1,12 @@
-"""Seat tokens across a key rotation of the server (docs/api.md, "Seat tokens")."""
+"""Tokens across a key rotation of the server (docs/api.md, "Seat tokens" and
+"State tokens across a key rotation")."""
 
 from __future__ import annotations
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 SeatAnswer = pb.LegalMovesResponse | pb.PlayResponse | pb.GetViewResponse
+ReadAnswer = pb.LegalMovesResponse | pb.ScoreResponse | pb.GetViewResponse
 
 
 def seat_token_to_keep(response: SeatAnswer, sent: bytes) -> bytes:
@@ -15,3 +17,13 @@ def seat_token_to_keep(response: SeatAnswer, sent: bytes) -> bytes:
     old token stops working once the old key is retired.
     """
     return response.seat_token if response.HasField("seat_token") else sent
+
+
+def state_to_keep(response: ReadAnswer, sent: bytes) -> bytes:
+    """The state token to store from now on: the one a read renewed, else ``sent``.
+
+    A read (``LegalMoves``, ``Score``, ``GetView``) made after a key rotation
+    with a state token under the old key carries the same state sealed under
+    the new key. ``Play`` always answers with the next state: keep that one.
+    """
+    return response.state if response.HasField("state") else sent

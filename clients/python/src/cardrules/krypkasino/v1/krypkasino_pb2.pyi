@@ -1105,11 +1105,18 @@ class LegalMovesResponse(_message.Message):
 
     MOVES_FIELD_NUMBER: _builtins.int
     SEAT_TOKEN_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
     seat_token: _builtins.bytes
     """Set only when the seat token sent was issued under a state key other than
     the server's first (a key rotation): the same seat's token under the
     first key. Keep it instead of the one sent, which stops working once its
     key is removed.
+    """
+    state: _builtins.bytes
+    """Set only when the state token sent was sealed under a state key other
+    than the server's first (a key rotation): the same state, with the same
+    state_id, sealed under the first key. Keep it instead of the one sent,
+    which stops working once its key is removed.
     """
     @_builtins.property
     def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalMove]:
@@ -1120,14 +1127,20 @@ class LegalMovesResponse(_message.Message):
         *,
         moves: _abc.Iterable[Global___LegalMove] | None = ...,
         seat_token: _builtins.bytes | None = ...,
+        state: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "seat_token", b"seat_token"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "_state", b"_state", "seat_token", b"seat_token", "state", b"state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "moves", b"moves", "seat_token", b"seat_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "_state", b"_state", "moves", b"moves", "seat_token", b"seat_token", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seat_token: _TypeAlias = _typing.Literal["seat_token"]  # noqa: Y015
     _WhichOneofArgType__seat_token: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token"]  # noqa: Y015
+    _WhichOneofReturnType__state: _TypeAlias = _typing.Literal["state"]  # noqa: Y015
+    _WhichOneofArgType__state: _TypeAlias = _typing.Literal["_state", b"_state"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seat_token) -> _WhichOneofReturnType__seat_token | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__state) -> _WhichOneofReturnType__state | None: ...
 
 Global___LegalMovesResponse: _TypeAlias = LegalMovesResponse  # noqa: Y015
 
@@ -1243,8 +1256,15 @@ class ScoreResponse(_message.Message):
     TOTALS_FIELD_NUMBER: _builtins.int
     GAME_OVER_FIELD_NUMBER: _builtins.int
     WINNERS_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
     game_over: _builtins.bool
     """The match is over."""
+    state: _builtins.bytes
+    """Set only when the state token sent was sealed under a state key other
+    than the server's first (a key rotation): the same state, with the same
+    state_id, sealed under the first key. Keep it instead of the one sent,
+    which stops working once its key is removed.
+    """
     @_builtins.property
     def deals(self) -> _containers.RepeatedCompositeFieldContainer[Global___DealScore]:
         """Score sheets of the finished deals."""
@@ -1264,12 +1284,15 @@ class ScoreResponse(_message.Message):
         totals: _abc.Iterable[_builtins.int] | None = ...,
         game_over: _builtins.bool = ...,
         winners: _abc.Iterable[_builtins.int] | None = ...,
+        state: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_state", b"_state", "state", b"state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deals", b"deals", "game_over", b"game_over", "totals", b"totals", "winners", b"winners"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_state", b"_state", "deals", b"deals", "game_over", b"game_over", "state", b"state", "totals", b"totals", "winners", b"winners"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__state: _TypeAlias = _typing.Literal["state"]  # noqa: Y015
+    _WhichOneofArgType__state: _TypeAlias = _typing.Literal["_state", b"_state"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__state) -> _WhichOneofReturnType__state | None: ...
 
 Global___ScoreResponse: _TypeAlias = ScoreResponse  # noqa: Y015
 
@@ -1313,11 +1336,18 @@ class GetViewResponse(_message.Message):
 
     VIEW_FIELD_NUMBER: _builtins.int
     SEAT_TOKEN_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
     seat_token: _builtins.bytes
     """Set only when the seat token sent was issued under a state key other than
     the server's first (a key rotation): the same seat's token under the
     first key. Keep it instead of the one sent, which stops working once its
     key is removed.
+    """
+    state: _builtins.bytes
+    """Set only when the state token sent was sealed under a state key other
+    than the server's first (a key rotation): the same state, with the same
+    state_id, sealed under the first key. Keep it instead of the one sent,
+    which stops working once its key is removed.
     """
     @_builtins.property
     def view(self) -> Global___View:
@@ -1328,14 +1358,20 @@ class GetViewResponse(_message.Message):
         *,
         view: Global___View | None = ...,
         seat_token: _builtins.bytes | None = ...,
+        state: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "seat_token", b"seat_token", "view", b"view"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "_state", b"_state", "seat_token", b"seat_token", "state", b"state", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "seat_token", b"seat_token", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token", "_state", b"_state", "seat_token", b"seat_token", "state", b"state", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seat_token: _TypeAlias = _typing.Literal["seat_token"]  # noqa: Y015
     _WhichOneofArgType__seat_token: _TypeAlias = _typing.Literal["_seat_token", b"_seat_token"]  # noqa: Y015
+    _WhichOneofReturnType__state: _TypeAlias = _typing.Literal["state"]  # noqa: Y015
+    _WhichOneofArgType__state: _TypeAlias = _typing.Literal["_state", b"_state"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seat_token) -> _WhichOneofReturnType__seat_token | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__state) -> _WhichOneofReturnType__state | None: ...
 
 Global___GetViewResponse: _TypeAlias = GetViewResponse  # noqa: Y015
 

@@ -758,9 +758,12 @@ def test_kx30_golden_game_moves_and_checkpoints():
     first_turn = next(e for e in captures if e.card == cards("10D")[0])
     assert (first_turn.seat, first_turn.sweep, first_turn.conceded_by) == (3, SweepKind.SWEEP, 2)
     assert before.last_capturer == 1
+    # The set-aside pile and the collection keep the order the cards came in
+    # (docs/krypkasino-decisions.md, "Table order"), as K18 lists them.
+    assert before.set_aside == cards("JD KC QH QD KH QD JH")
     end = only(events, DealEnded)
     assert end.recipient == 1
-    assert sorted(end.collected) == sorted(cards("9H QS JD KC QH QD KH QD JH"))
+    assert end.collected == cards("9H QS JD KC QH QD KH QD JH")
     assert state.deal == 2  # the match goes on with the next dealer (K4.3)
     assert state.dealer == 3
 

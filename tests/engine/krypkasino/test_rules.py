@@ -165,6 +165,13 @@ def test_k13_2_match_deals_with_target_any_positive(deals):
     assert rejected_flag(Config(players=4, target_score=100, match_deals=0)) == "match_deals"
 
 
+@pytest.mark.parametrize("target", [0, -1])
+def test_k13_2_target_score_must_be_positive(target):
+    """docs/krypkasino-decisions.md, "Match length": a target of 0 or less is refused."""
+    Config(players=4, target_score=1).validate()
+    assert rejected_flag(Config(players=4, target_score=target)) == "target_score"
+
+
 @pytest.mark.parametrize("players", PLAYERS)
 def test_k4_2_first_dealer_is_a_seat(players):
     for seat in range(players):
@@ -522,6 +529,33 @@ def refused(state, seat: int, text: str) -> IllegalMoveError:
             Reason.CAPTURE_NOT_VALID,
             "K7.2",
         ),
+        # K7.1 with K16.7: a plain card may not take a court, even in a group of its value.
+        (
+            "AH KC 5D",
+            "AD 9C",
+            1,
+            "AD>AH+KC",
+            Rules(court_cards_rank_only=True),
+            Reason.CAPTURE_NOT_VALID,
+            "K7.2",
+        ),
+        # K16.6: 4S would sweep, but sweeping is optional, so a crawl of 6H is refused
+        # because 6H captures (K7.4), not because a sweep is forced.
+        (
+            "2H 2C 4D",
+            "4S 6H",
+            1,
+            "6H",
+            Rules(no_forced_sweep=True),
+            Reason.MUST_CAPTURE,
+            "K7.4",
+        ),
+        # A card of the mover's own hand is not on the table either.
+        ("8H 9C JH", "8D 6C", 1, "8D>6C", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),
+        ("8H 9C JH", "8D 6C", 1, "8D>8D", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),
+        # Two reasons apply (AS is not on the table; QD must sweep): the first of
+        # docs/krypkasino-decisions.md's order is reported.
+        ("AH AC 4C 6D QH", "QD 2C", 1, "2C>AH+AS", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),
     ],
 )
 def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule):

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from engine.krypkasino import Config, Rules, State, legal_moves, open_game, play, view
+from engine.krypkasino import Config, Move, Rules, State, legal_moves, open_game, play, view
 from engine.krypkasino import views as views_module
 from engine.krypkasino.scoring import match_totals
 from engine.krypkasino.views import View
-from tests.engine.krypkasino.helpers import finish_deal
+from tests.engine.krypkasino.helpers import cards, finish_deal, position, ranks
 
 
 def deal_starts(config: Config, seed: int) -> list[State]:
@@ -84,3 +84,21 @@ def test_a_view_reports_the_state_it_was_made_of() -> None:
         state.winners,
         state.move_number,
     )
+
+
+def test_a_view_counts_a_sweep_marker_once_in_its_pile() -> None:
+    """K8.4: a sweep's marker lies in the sweeper's pile, so it counts once in its size."""
+    state = position("7S 4C", {1: "JH 2C"})
+    state, _ = play(state, 1, Move.parse("JH>7S+4C"))  # KX3: a sweep, marked by JH
+    assert state.markers[1] == cards("JH")
+    for seat in (None, 1, 2):
+        assert view(state, seat).pile_sizes == (0, 3, 0, 0)
+
+
+def test_a_view_offers_no_sweep_by_a_court_when_courts_take_by_rank_only() -> None:
+    """K14.1 with K16.7: a jack sweeps JH 5C 6D by sums, but not when courts go by rank."""
+    table = "JH 5C 6D"
+    assert set(view(position(table, {1: "2C 3C"}), None).sweep_ranks) == ranks("J")
+    rank_only = position(table, {1: "2C 3C"}, rules=Rules(court_cards_rank_only=True))
+    for seat in (None, 1):
+        assert view(rank_only, seat).sweep_ranks == ()

@@ -172,8 +172,10 @@ class StateSealer:
         """``payload`` sealed afresh if ``token`` (opened) is sealed under a key other than the
         primary, else None; plain tokens, and any token on a plain server, are not renewed.
 
-        Only ``Play`` seals a new state: without this, a game that is read but
-        not played would break once the key that sealed it left the ring.
+        Only ``NewGame`` and ``Play`` seal a new state: without this, a game that
+        is read but not played would break once the key that sealed it left the
+        ring. Plain tokens are never renewed (a sealing server refuses them before
+        this anyway): sealing one would make a state that was never checked trusted.
         """
         if self._plain or token[0] & PLAIN_FLAG or token[1 : 1 + KEY_ID_BYTES] == self._seal_key_id:
             return None

@@ -9,6 +9,7 @@ CORS. The server-level behaviour is in ``test_http_server.py``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import json
@@ -48,7 +49,7 @@ from service.http_json import parse_request
 from service.http_routes import UnsupportedRouteError, routes, snake_case
 from service.openapi import SERVICES
 from service.server import build_api
-from service.tokens import KeyRing
+from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.server_process import TEST_KEY
 
 Scenario = Callable[[aiohttp.ClientSession, str], Awaitable[None]]
@@ -56,9 +57,12 @@ ORIGIN = "https://play.example"
 
 
 def krypkasino_gateway(
-    cors: tuple[str, ...] = (), limit: int = 4096, body_seconds: float = BODY_SECONDS
+    cors: tuple[str, ...] = (),
+    limit: int = 4096,
+    body_seconds: float = BODY_SECONDS,
+    keys: str = TEST_KEY,
 ) -> HttpGateway:
-    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
+    api = build_api(ServerConfig(), KeyRing.parse(keys), None)
     return HttpGateway(
         api,
         CallRunner(None),
@@ -177,6 +181,27 @@ def test_a_newly_annotated_rpc_is_served_with_no_change_to_the_gateway():
             assert (await r.json())["details"][0]["reason"] == "ECHO_REFUSED"
 
     run(gateway, scenario)
+
+
+def test_a_read_renews_a_state_token_under_an_older_key_in_json_as_over_grpc():
+    """docs/api.md, "Tokens across a key rotation": the renewed state is ``state``, base64."""
+    new = KeyRing.generate_key_text()
+    old_api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
+    game = old_api.new_game(pb.NewGameRequest(config=pb.GameConfig(players=2)), CallInfo())
+    old_state = base64.b64encode(game.state).decode()
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        async with session.post(f"{url}/v1/krypkasino:score", json={"state": old_state}) as r:
+            assert r.status == 200
+            renewed = base64.b64decode((await r.json())["state"])
+        assert renewed[1 : 1 + KEY_ID_BYTES] == KeyRing.key_id(KeyRing.parse(new).keys[0])
+        current = {"state": base64.b64encode(renewed).decode()}
+        async with session.post(f"{url}/v1/krypkasino:getView", json=current) as r:
+            answer = await r.json()
+        assert "state" not in answer
+        assert answer["view"]["stateId"] == game.view.state_id  # the same state, resealed
+
+    run(krypkasino_gateway(keys=f"{new},{TEST_KEY}"), scenario)
 
 
 def test_an_annotated_rpc_without_an_api_method_fails_at_start_up():

@@ -301,6 +301,7 @@ def test_a_paused_game_moves_to_the_new_key_by_reads_alone():
         paused_score = on_old.Score(pb.ScoreRequest(state=game.state))
 
     with running(keys=f"{new},{old}") as rotated, krypkasino(rotated.target) as on_rotated:
+        # Not kept (below, GetView renews the state again): each read sent OLD renews it.
         score_read = on_rotated.Score(pb.ScoreRequest(state=game.state))
         assert score_read.state[1:5] == key_id(new)
         score_read.ClearField("state")
@@ -310,7 +311,8 @@ def test_a_paused_game_moves_to_the_new_key_by_reads_alone():
             read = on_rotated.GetView(
                 pb.GetViewRequest(state=state, seat=seat, seat_token=tokens[seat])
             )
-            # Only the first read is sent the state under OLD; the others get NEW back.
+            # Only the first read is sent the state under OLD; the others are sent
+            # the state it renewed, under NEW, and renew nothing.
             assert read.HasField("state") == (seat == 0)
             assert read.view.state_id == game.view.state_id  # the same state, resealed
             state = read.state if read.HasField("state") else state

@@ -451,6 +451,8 @@ def test_a_state_token_under_an_older_key_is_renewed_under_the_first():
     plain = sealer(KEY_A, KEY_B, plain=True)
     assert plain.renewal(plain.seal(PAYLOAD), PAYLOAD) is None
     assert plain.renewal(old_token, PAYLOAD) is None
+    # Nor does a sealing server make a trusted token of an unchecked plain one.
+    assert rotated.renewal(plain.seal(PAYLOAD), PAYLOAD) is None
 
 
 def test_a_seat_token_under_an_older_key_is_renewed_under_the_first():

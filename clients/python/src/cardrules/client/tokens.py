@@ -1,5 +1,4 @@
-"""Tokens across a key rotation of the server (docs/api.md, "Seat tokens" and
-"State tokens across a key rotation")."""
+"""Tokens across a key rotation of the server (docs/api.md, "Tokens across a key rotation")."""
 
 from __future__ import annotations
 

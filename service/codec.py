@@ -51,6 +51,10 @@ from engine.krypkasino.scoring import (
     SeatScore,
     card_points,
 )
+from service.identity_memo import IdentityMemo
+
+#: Finished deals whose converted forms are kept (each memo: a few MB at most).
+DEAL_MEMO_SIZE = 4096
 
 __all__ = [
     "MOVE_KIND_OF_SWEEP",
@@ -308,13 +312,8 @@ def _seat_score_to_proto(s: SeatScore) -> pb.SeatScore:
     return pb.SeatScore(**{name: getattr(s, name) for name in SEAT_SCORE_FIELDS})
 
 
-@functools.lru_cache(maxsize=4096)
-def deal_result_to_proto(result: DealResult) -> pb.DealScore:
-    """A finished deal's itemised score sheet (K12.1), every item filled.
-
-    Cached: every view of a match repeats its finished deals. Callers only
-    assign the message into others, which copies it, and never mutate it.
-    """
+def _deal_score(result: DealResult) -> pb.DealScore:
+    """A finished deal's itemised score sheet (K12.1), every item filled."""
     return pb.DealScore(
         deal_number=result.number,
         dealer=result.dealer,
@@ -322,6 +321,11 @@ def deal_result_to_proto(result: DealResult) -> pb.DealScore:
         seats=[_seat_score_to_proto(s) for s in result.scores],
         team_totals=result.team_totals,
     )
+
+
+#: ``_deal_score``, kept per deal: every view of a match repeats its finished deals
+#: (``service.identity_memo``). Callers only copy the message into others, never mutate it.
+deal_result_to_proto = IdentityMemo(_deal_score, DEAL_MEMO_SIZE)
 
 
 def score_to_proto(sheet: ScoreSheet) -> pb.ScoreResponse:

@@ -23,12 +23,13 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.state import State
-from service.codec import CodecError, config_to_proto
+from service.codec import DEAL_MEMO_SIZE, CodecError, config_to_proto
+from service.identity_memo import IdentityMemo
 from service.plain_state import check_plain_state
 from service.state_parts import StateError, as_cards, config_layout, trusted_results
 
 
-def _compact_result(result: DealResult) -> pb.DealScore:
+def _compact(result: DealResult) -> pb.DealScore:
     """A deal score as stored in tokens: only the items the others derive from (K12.1)."""
     return pb.DealScore(
         deal_number=result.number,
@@ -47,6 +48,10 @@ def _compact_result(result: DealResult) -> pb.DealScore:
             for s in result.scores
         ],
     )
+
+
+# Every Play of a match stores its finished deals again: kept per deal (service.identity_memo).
+_compact_result = IdentityMemo(_compact, DEAL_MEMO_SIZE)
 
 
 def state_to_proto(state: State, game_id: str) -> pb.GameState:

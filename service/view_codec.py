@@ -71,9 +71,7 @@ def _fill_template(template: pb.View, view: View) -> None:
     if view.set_aside:
         add_cards(template.set_aside, view.set_aside)
     if results:
-        add_deal = template.deals.add
-        for result in results:
-            add_deal().CopyFrom(deal_result_to_proto(result))
+        template.deals.extend([deal_result_to_proto(result) for result in results])
     template.totals.extend(view.totals)
 
 

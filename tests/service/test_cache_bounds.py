@@ -154,7 +154,8 @@ def test_caches_keep_no_long_history_whatever_the_tokens(long_matches):
     assert max(map(len, templates)) <= CACHED_MATCH_DEALS
     assert max(map(len, derived)) <= CACHED_MATCH_DEALS
     assert state_parts._deal.cache_info().currsize <= 4096
-    assert codec.deal_result_to_proto.cache_info().currsize <= 4096
+    assert len(codec.deal_result_to_proto) <= codec.DEAL_MEMO_SIZE
+    assert len(state_codec._compact_result) <= codec.DEAL_MEMO_SIZE
     # Decoded histories: a long one never reaches the cache, a short one does.
     history_cache = state_parts._cached_history.cache_info
     long, short = long_matches[0][-1], long_matches[0][CACHED_MATCH_DEALS - 1]

@@ -1,0 +1,47 @@
+"""Values memoized by the identity of the object they are computed from.
+
+A finished deal (``DealResult``) is converted on every request of its match:
+into the compact form that state tokens store, and into the full score sheet
+(K12.1) that views and ``Score`` carry. Keyed by the deal itself, a cache
+hashes every item of every seat at each lookup, which cost about as much as
+the conversion; the decoded tokens of a match share their deal objects
+(``service.state_parts`` caches them by their bytes), so the identity of a
+deal is a cheap and exact key. Without a cache a ``Play`` late in a long
+match converted every finished deal again: 1.3 ms at deal 50 of a 6-player
+match, 6.7 ms at deal 239, against 47 µs in the first deal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+KeyT = TypeVar("KeyT")
+ValueT = TypeVar("ValueT")
+
+
+class IdentityMemo(Generic[KeyT, ValueT]):
+    """``compute(key)``, remembered for the object ``key`` (not for equal objects).
+
+    Each entry holds its key object, so the object's id cannot be reused while
+    the entry exists. At most ``limit`` entries; the oldest goes first.
+    """
+
+    def __init__(self, compute: Callable[[KeyT], ValueT], limit: int) -> None:
+        self._compute = compute
+        self._limit = limit
+        self._entries: dict[int, tuple[KeyT, ValueT]] = {}
+
+    def __call__(self, key: KeyT) -> ValueT:
+        entry = self._entries.get(id(key))
+        if entry is not None:
+            return entry[1]
+        value = self._compute(key)
+        if len(self._entries) >= self._limit:
+            # pop with a default: another thread may have taken the same oldest entry.
+            self._entries.pop(next(iter(self._entries)), None)
+        self._entries[id(key)] = (key, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,66 @@
+"""``IdentityMemo``: values kept per object, for the finished deals of long matches."""
+
+from __future__ import annotations
+
+import random
+
+from engine.krypkasino import Config, new_game
+from engine.krypkasino.play import play_unchecked
+from engine.krypkasino.policies import Situation, random_policy
+from service import codec, state_codec
+from service.identity_memo import IdentityMemo
+
+
+class Box:
+    """Equal to any other Box: the memo must tell them apart by identity, not equality."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Box)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def test_a_value_is_computed_once_per_object_not_per_equal_object() -> None:
+    computed: list[Box] = []
+
+    def compute(box: Box) -> int:
+        computed.append(box)
+        return len(computed)
+
+    memo = IdentityMemo(compute, limit=8)
+    first, second = Box(), Box()
+    assert [memo(first), memo(first), memo(second), memo(first)] == [1, 1, 2, 1]
+    assert computed == [first, second] and computed[0] is first
+    assert len(memo) == 2
+
+
+def test_the_oldest_entry_goes_beyond_the_limit() -> None:
+    computed: list[Box] = []
+
+    def compute(box: Box) -> int:
+        computed.append(box)
+        return len(computed)
+
+    memo = IdentityMemo(compute, limit=2)
+    boxes = [Box() for _ in range(3)]
+    for box in boxes:
+        memo(box)
+    assert len(memo) == 2
+    memo(boxes[2])  # the newest is still kept
+    memo(boxes[0])  # the oldest was dropped: computed again
+    assert computed == [boxes[0], boxes[1], boxes[2], boxes[0]]
+
+
+def test_a_match_converts_each_finished_deal_once_for_its_tokens_and_views() -> None:
+    """Each finished deal of a match is converted once (service.identity_memo): again
+    and again its token and view forms are the very messages made the first time."""
+    state = new_game(Config(players=3, match_deals=9), seed=3)
+    rng = random.Random(5)
+    while len(state.results) < 7:
+        state, _ = play_unchecked(state, random_policy(Situation.of(state), rng))
+    for convert in (state_codec._compact_result, codec.deal_result_to_proto):
+        made = [convert(result) for result in state.results]
+        assert all(convert(r) is message for r, message in zip(state.results, made, strict=True))
+    encoded = state_codec.state_to_proto(state, "game").results
+    assert list(encoded) == [state_codec._compact_result(r) for r in state.results]

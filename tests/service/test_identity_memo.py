@@ -21,35 +21,34 @@ class Box:
         return 0
 
 
-def test_a_value_is_computed_once_per_object_not_per_equal_object() -> None:
+def counting_memo(limit: int) -> tuple[IdentityMemo[Box, int], list[Box]]:
+    """A memo whose value is how many computations it had made, and the boxes it computed."""
     computed: list[Box] = []
 
     def compute(box: Box) -> int:
         computed.append(box)
         return len(computed)
 
-    memo = IdentityMemo(compute, limit=8)
+    return IdentityMemo(compute, limit), computed
+
+
+def test_a_value_is_computed_once_per_object_not_per_equal_object() -> None:
+    memo, computed = counting_memo(limit=8)
     first, second = Box(), Box()
     assert [memo(first), memo(first), memo(second), memo(first)] == [1, 1, 2, 1]
-    assert computed == [first, second] and computed[0] is first
+    assert list(map(id, computed)) == [id(first), id(second)]
     assert len(memo) == 2
 
 
 def test_the_oldest_entry_goes_beyond_the_limit() -> None:
-    computed: list[Box] = []
-
-    def compute(box: Box) -> int:
-        computed.append(box)
-        return len(computed)
-
-    memo = IdentityMemo(compute, limit=2)
+    memo, computed = counting_memo(limit=2)
     boxes = [Box() for _ in range(3)]
     for box in boxes:
         memo(box)
     assert len(memo) == 2
-    memo(boxes[2])  # the newest is still kept
-    memo(boxes[0])  # the oldest was dropped: computed again
-    assert computed == [boxes[0], boxes[1], boxes[2], boxes[0]]
+    assert memo(boxes[2]) == 3  # the newest is still kept
+    assert memo(boxes[0]) == 4  # the oldest was dropped: computed again
+    assert list(map(id, computed)) == [id(boxes[i]) for i in (0, 1, 2, 0)]
 
 
 def test_a_match_converts_each_finished_deal_once_for_its_tokens_and_views() -> None:

@@ -7,8 +7,8 @@ hashes every item of every seat at each lookup, which cost about as much as
 the conversion; the decoded tokens of a match share their deal objects
 (``service.state_parts`` caches them by their bytes), so the identity of a
 deal is a cheap and exact key. Without a cache a ``Play`` late in a long
-match converted every finished deal again: 1.3 ms at deal 50 of a 6-player
-match, 6.7 ms at deal 239, against 47 µs in the first deal.
+match converted every finished deal again: over a millisecond at deal 50 of
+a 6-player match (docs/benchmarks.md, "Long matches").
 """
 
 from __future__ import annotations

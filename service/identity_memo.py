@@ -38,8 +38,8 @@ class IdentityMemo(Generic[KeyT, ValueT]):
             return entry[1]
         value = self._compute(key)
         if len(self._entries) >= self._limit:
-            # pop with a default: another thread may have taken the same oldest entry.
-            self._entries.pop(next(iter(self._entries)), None)
+            # Dicts keep insertion order, so the first key is the oldest entry's.
+            del self._entries[next(iter(self._entries))]
         self._entries[id(key)] = (key, value)
         return value
 

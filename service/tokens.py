@@ -157,9 +157,9 @@ class StateSealer:
         self._associated = b"cardrules/" + game.encode("utf-8") + b"/" + bytes([schema_version])
         # One AESGCM per key, built once: the hot path only looks one up.
         self._aeads = {KeyRing.key_id(key): AESGCM(key) for key in keys.keys}
-        self._seal_key_id = KeyRing.key_id(keys.keys[0])
-        self._seal_header = bytes([schema_version]) + self._seal_key_id
-        self._seal_aead = self._aeads[self._seal_key_id]
+        primary_id = KeyRing.key_id(keys.keys[0])
+        self._seal_header = bytes([schema_version]) + primary_id
+        self._seal_aead = self._aeads[primary_id]
 
     def seal(self, payload: bytes) -> bytes:
         """The token for ``payload``: sealed under the primary key, or plain in plain mode."""
@@ -177,7 +177,9 @@ class StateSealer:
         ring. Plain tokens are never renewed (a sealing server refuses them before
         this anyway): sealing one would make a state that was never checked trusted.
         """
-        if self._plain or token[0] & PLAIN_FLAG or token[1 : 1 + KEY_ID_BYTES] == self._seal_key_id:
+        # An opened sealed token has this server's version byte, so its header is
+        # this server's exactly when it is under the primary key.
+        if self._plain or token[0] & PLAIN_FLAG or token.startswith(self._seal_header):
             return None
         return self.seal(payload)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import grpc
 import pytest
-from cardrules.client import channel_options
+from cardrules.client import channel_options, state_to_keep
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
@@ -315,7 +315,7 @@ def test_a_paused_game_moves_to_the_new_key_by_reads_alone():
             # the state it renewed, under NEW, and renew nothing.
             assert read.HasField("state") == (seat == 0)
             assert read.view.state_id == game.view.state_id  # the same state, resealed
-            state = read.state if read.HasField("state") else state
+            state = state_to_keep(read, state)
             tokens[seat] = read.seat_token
         assert {state[1:5], *(token[:KEY_ID_BYTES] for token in tokens)} == {key_id(new)}
 

@@ -168,14 +168,22 @@ def start_server(
     timeout: float = 30,
     *,
     loopback_flags: bool = True,
+    launcher: Sequence[str] = (),
 ) -> ServerProcess:
     """Start ``cardrules serve`` on a free port and wait for its ``listening`` line.
 
     With ``loopback_flags=False`` no ``--host``/``--grpc-port``/``--metrics-port``
-    flags are added: ``env`` (or ``args``) must say where to listen.
+    flags are added: ``env`` (or ``args``) must say where to listen. ``launcher``
+    is a command that ends by running (exec) its arguments, the server's command.
     """
     environ = server_environment(env, keys)
-    command = [CARDRULES, "serve", *(("--host", "127.0.0.1") if loopback_flags else ()), *args]
+    command = [
+        *launcher,
+        CARDRULES,
+        "serve",
+        *(("--host", "127.0.0.1") if loopback_flags else ()),
+        *args,
+    ]
     if loopback_flags:
         if "--grpc-port" not in args:
             command += ["--grpc-port", "0"]
@@ -231,12 +239,15 @@ def running(
     timeout: float = 30,
     *,
     loopback_flags: bool = True,
+    launcher: Sequence[str] = (),
 ) -> Iterator[ServerProcess]:
     """A server for one test; it must drain and exit 0, and is killed if the test failed.
 
-    ``loopback_flags`` as for ``start_server``.
+    ``loopback_flags`` and ``launcher`` as for ``start_server``.
     """
-    server = start_server(args, env, keys, timeout, loopback_flags=loopback_flags)
+    server = start_server(
+        args, env, keys, timeout, loopback_flags=loopback_flags, launcher=launcher
+    )
     try:
         yield server
     except BaseException:

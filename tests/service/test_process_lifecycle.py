@@ -1,6 +1,7 @@
 """How a ``cardrules serve`` process starts and ends (design section 6, docs/operations.md):
 stop signals during start-up, listeners that cannot bind, the workers' supervisor
-(signals, a dead worker, its metrics folder) and IPv6 hosts. Real processes on loopback.
+(signals, a dead worker, a child that is no worker, its metrics folder) and IPv6
+hosts. Real processes on loopback.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -155,6 +157,37 @@ def test_a_worker_that_dies_stops_the_server_with_status_1():
     assert (exited["worker"], exited["pid"]) == (2, pid_of[2])
     assert (exited["signal"], exited["level"]) == ("SIGKILL", "error")
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
+
+
+def test_a_child_that_is_no_worker_exiting_leaves_the_server_serving(tmp_path):
+    """As PID 1 of a container the supervisor also reaps orphans, which are no workers.
+
+    ``sh`` starts a ``sleep`` and then becomes the server (exec), so the supervisor
+    has a child that is no worker, as an orphan re-parented to PID 1 would be.
+    """
+    stray_pid_file = tmp_path / "stray.pid"
+    launcher = ("sh", "-c", f'sleep 1 & echo $! > {stray_pid_file} && exec "$@"', "sh")
+    with running(workers(), launcher=launcher) as server:
+        server.wait_for_logs("listening", 2)
+        stray = int(stray_pid_file.read_text())
+        deadline = time.monotonic() + 30
+        while _exists(stray):  # a zombie still exists: gone means the supervisor reaped it
+            assert time.monotonic() < deadline, "the supervisor never reaped its child"
+            time.sleep(0.05)
+        with grpc.insecure_channel(server.target) as channel:
+            reply = health(channel).Check(
+                health_pb2.HealthCheckRequest(service="readiness"), timeout=10
+            )
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    assert server.log_events("worker exited") == []
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):

@@ -83,6 +83,11 @@ def full_deck(copies: int) -> tuple[Card, ...]:
     return tuple(Card(c) for c in range(CARDS_PER_DECK) for _ in range(copies))
 
 
+def holds_all(cards: Sequence[Card], part: Sequence[Card]) -> bool:
+    """Multiset inclusion (K1.4): ``cards`` has every card of ``part``, copies counted."""
+    return all(part.count(card) <= cards.count(card) for card in part)
+
+
 def check_deck(deck: Sequence[Card], copies: int) -> None:
     """Raise CardError unless ``deck`` holds every card exactly ``copies`` times."""
     counts = _card_counts(deck)

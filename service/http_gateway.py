@@ -52,15 +52,10 @@ from service.errors import (
 )
 from service.http_cors import CorsPolicy
 from service.http_json import JSON_TYPE, message_json, parse_request, status_json
-from service.http_routes import Route, routes
+from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
 
-OPENAPI_PATH = "/openapi.json"
-# For load balancers and ingresses that can only check HTTP: the twins of the gRPC
-# health service's ``liveness`` and ``readiness`` (503 from the moment a drain begins).
-LIVENESS_PATH = "/healthz"
-READINESS_PATH = "/readyz"
 _FIXED_PATHS = frozenset({OPENAPI_PATH, LIVENESS_PATH, READINESS_PATH})
 TRANSPORT = "http"
 SERVER_HEADER = "cardrules"

@@ -23,6 +23,12 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 HTTP_VERBS = ("get", "put", "post", "delete", "patch")
+# Paths the gateway serves beside the RPCs: the OpenAPI document, and for load balancers
+# and ingresses that can only check HTTP, the twins of the gRPC health service's
+# ``liveness`` and ``readiness`` (503 from the moment a drain begins).
+OPENAPI_PATH = "/openapi.json"
+LIVENESS_PATH = "/healthz"
+READINESS_PATH = "/readyz"
 # The stubs of googleapis-common-protos do not type extensions as such.
 _HTTP_EXTENSION: Any = annotations_pb2.http
 

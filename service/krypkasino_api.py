@@ -19,6 +19,7 @@ from engine.cards import CardError, check_cards_of_one_deck, check_deck
 from engine.krypkasino import (
     Config,
     ConfigError,
+    DrawExhaustedError,
     IllegalMoveError,
     Rules,
     State,
@@ -114,7 +115,7 @@ class KrypkasinoApi:
         seed = request.seed if request.HasField("seed") else self._new_seed()
         try:
             state, events = open_game(config, seed=seed, decks=decks, draw=draw)
-        except ValueError as error:  # the explicit draw sequence ran out (K4.2)
+        except DrawExhaustedError as error:
             raise invalid_argument("DRAW_EXHAUSTED", str(error), "draw") from None
         game_id = self._new_game_id()
         info.game_id = game_id

@@ -62,7 +62,6 @@ REDACTED = "[REDACTED]"
 LEVELS: Mapping[str, int] = {
     name: logging.getLevelNamesMapping()[name.upper()] for name in LOG_LEVELS
 }
-FORMATS = LOG_FORMATS
 
 _MAX_DEPTH = 8
 # Values that cannot hide bytes or a nested secret key: the fast path of ``redact``.
@@ -340,8 +339,8 @@ class _StdoutHandler(logging.StreamHandler[TextIO]):
 
 def _use_console(fmt: str) -> bool:
     fmt = fmt.lower()
-    if fmt not in FORMATS:
-        raise ValueError(f"log format must be one of {FORMATS}, not {fmt!r}")
+    if fmt not in LOG_FORMATS:
+        raise ValueError(f"log format must be one of {LOG_FORMATS}, not {fmt!r}")
     if fmt == "auto":
         return sys.stdout.isatty()
     return fmt == "console"

@@ -54,7 +54,7 @@ from google.protobuf.descriptor import (
 )
 
 from service.http_json import JSON_TYPE
-from service.http_routes import message_descriptor, routes
+from service.http_routes import OPENAPI_PATH, message_descriptor, routes
 
 Json = dict[str, Any]
 
@@ -685,7 +685,7 @@ def build_document(
             response = message_descriptor(route.response_class)
             operation = _operation(builder, service, route.method, request, response)
             paths.setdefault(route.path, {})[route.http_method.lower()] = operation
-    paths["/openapi.json"] = {
+    paths[OPENAPI_PATH] = {
         "get": {
             "operationId": "OpenApi_Get",
             "summary": "This document",

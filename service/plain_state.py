@@ -8,14 +8,11 @@ size, the move number, deal scores (K12.1) and the match outcome (K13).
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import cast
-
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from engine.cards import CARDS_PER_DECK, JACK, SPADES, Card, cards_str
+from engine.cards import CARDS_PER_DECK, JACK, SPADES, CardError, check_deck
 from engine.krypkasino.config import Config, Removal
-from engine.krypkasino.dealing import draw_for_deal
+from engine.krypkasino.dealing import DrawExhaustedError, draw_for_deal
 from engine.krypkasino.scoring import DealResult
 from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
 
@@ -91,8 +88,7 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
             f"a table of {len(table_b)} cards: no game reaches more than {MAX_PLAIN_TABLE} (K7.4)"
         )
     everything = b"".join((stock_b, table_b, aside_b, *hands_b, *piles_b))
-    if sorted(everything) != layout.full_deck:
-        raise StateError(_conservation_problem(msg, everything, copies))
+    _check_conserved(msg, everything, copies)
     for seat, markers in enumerate(markers_b):
         # Every pile byte is a card now, so a marker that is none is in no pile either.
         if any(piles_b[seat].count(m) < markers.count(m) for m in set(markers)):
@@ -162,24 +158,18 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
     return results
 
 
-def _conservation_problem(msg: pb.GameState, everything: bytes, copies: int) -> str:
-    """The precise K15.1 failure: a byte that is no card, or the missing and extra cards."""
+def _check_conserved(msg: pb.GameState, everything: bytes, copies: int) -> None:
+    """K15.1: every byte is a card code, and the cards are the decks' exactly."""
     places = [("stock", msg.stock), ("table", msg.table), ("set_aside", msg.set_aside)]
     places += [(f"hands[{seat}]", hand) for seat, hand in enumerate(msg.hands)]
     places += [(f"piles[{seat}]", pile) for seat, pile in enumerate(msg.piles)]
     for name, data in places:
         if data and max(data) >= CARDS_PER_DECK:
-            return f"{name} holds byte {max(data)}, which is no card code (0-51)"
-    full = Counter(FULL_DECKS[copies])
-    counts = Counter(everything)
-    parts = [f"cards are not conserved (K15.1): {len(everything)} cards, not {full.total()}"]
-    missing = cast(list[Card], sorted((full - counts).elements()))
-    extra = cast(list[Card], sorted((counts - full).elements()))
-    if missing:
-        parts.append("missing " + cards_str(missing))
-    if extra:
-        parts.append("too many " + cards_str(extra))
-    return "; ".join(parts)
+            raise StateError(f"{name} holds byte {max(data)}, which is no card code (0-51)")
+    try:
+        check_deck(as_cards(everything), copies)
+    except CardError as error:
+        raise StateError(f"cards are not conserved (K15.1): {error}") from None
 
 
 def _drawn_dealer(msg: pb.GameState, config: Config) -> int:
@@ -193,7 +183,7 @@ def _drawn_dealer(msg: pb.GameState, config: Config) -> int:
         raise StateError("dealer_draw_cards is empty or holds a byte that is no card (K4.2)")
     try:
         dealer, draws = draw_for_deal(config.players, iter(as_cards(cards)))
-    except ValueError:
+    except DrawExhaustedError:
         raise StateError("dealer_draw_cards run out before a dealer is found (K4.2)") from None
     if len(seats) != len(cards) or draws != tuple(zip(seats, as_cards(cards), strict=True)):
         raise StateError("dealer_draw_seats and dealer_draw_cards are not a draw for deal (K4.2)")

@@ -15,13 +15,17 @@ from typing import NamedTuple, cast
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from engine.cards import CARDS_PER_DECK, Card
+from engine.cards import Card, full_deck
 from engine.krypkasino.config import CACHED_MATCH_DEALS, Config, ConfigError
 from engine.krypkasino.scoring import (
+    BORDSTABBE_POINTS,
     CARD_POINT_ITEMS,
+    SWEEP_POINTS,
     DealResult,
     assemble_scores,
     deck_card_points,
+    item_points,
+    limit_reached,
     match_outcome,
     team_totals,
 )
@@ -44,7 +48,7 @@ __all__ = [
 as_cards = cast(Callable[[bytes], tuple[Card, ...]], tuple)
 
 
-FULL_DECKS = {copies: bytes(sorted(list(range(CARDS_PER_DECK)) * copies)) for copies in (1, 2)}
+FULL_DECKS = {copies: bytes(full_deck(copies)) for copies in (1, 2)}
 
 
 class StateError(Exception):
@@ -56,7 +60,6 @@ class Layout(NamedTuple):
     """A checked config with the dealing numbers of K5.1/K5.2 that state checks need."""
 
     config: Config
-    full_deck: list[int]  # every card code ``copies`` times, sorted (K2.1)
     distributions: int
     first_hand: int
     later_hand: int
@@ -81,7 +84,6 @@ def config_layout(data: bytes) -> Layout:
     numbers = range(1, distributions + 1)
     return Layout(
         config=config,
-        full_deck=list(FULL_DECKS[config.copies]),
         distributions=distributions,
         first_hand=schedule.first_hand,
         later_hand=schedule.later_hand,
@@ -123,13 +125,10 @@ def _decode_history(config_data: bytes, first_dealer: int, stored: tuple[bytes, 
         return History((), (False, (), ()))
     # Up to the last two deals the match must not have ended at all (K13.2).
     totals = [0] * config.team_count
-    limit, target = config.deal_limit, config.target_score
     for number, result in enumerate(results[:-2], start=1):
         for team, points in enumerate(result.team_totals):
             totals[team] += points
-        if (target is not None and max(totals) >= target) or (
-            limit is not None and number >= limit
-        ):
+        if limit_reached(config, totals, number):
             raise StateError(f"the match ended after deal {number} (K13.2)")
     pending: tuple[int, ...] = ()
     if len(results) > 1:
@@ -156,7 +155,7 @@ def _result(config: Config, first_dealer: int, i: int, stored: pb.DealScore) -> 
     """One finished deal; every card ends in a pile, so item columns add up to the deck's."""
     n, rules = config.players, config.rules
     nordic = rules.nordic_scoring
-    lillan_unit = 1 if nordic else 2
+    units = item_points(nordic)
     deck_points = deck_card_points(config.copies, nordic)
     # A deal has fewer captures than cards, each worth at most a double sweep (K9.1).
     max_made = 10 * config.deck_size
@@ -180,12 +179,13 @@ def _result(config: Config, first_dealer: int, i: int, stored: pb.DealScore) -> 
         made, table = s.sweeps_made, s.bordstabbe
         if (
             min(row) < 0
-            or row[0] % 3
-            or row[1] % lillan_unit
-            or row[2] % 2
+            or any(points % unit for points, unit in zip(row, units, strict=True) if unit)
             or not 0 <= made <= max_made
-            or made % 5
-            or (table and (table != -5 or not rules.bordstabbe or seat != first_player))
+            or made % SWEEP_POINTS
+            or (
+                table
+                and (table != BORDSTABBE_POINTS or not rules.bordstabbe or seat != first_player)
+            )
         ):
             raise StateError(f"results[{i}].seats[{seat}] holds no K12.1 score items")
         rows.append((row, made, table))

@@ -9,7 +9,7 @@ True
 """
 
 from engine.krypkasino.config import Config, ConfigError, Removal, Rules, Teams, TieRule
-from engine.krypkasino.dealing import new_game, open_game
+from engine.krypkasino.dealing import DrawExhaustedError, new_game, open_game
 from engine.krypkasino.events import Event
 from engine.krypkasino.moves import Move, SweepKind, sweep_kind, sweep_ranks, table_moves
 from engine.krypkasino.play import (
@@ -28,6 +28,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "DealResult",
+    "DrawExhaustedError",
     "Event",
     "IllegalMoveError",
     "Move",

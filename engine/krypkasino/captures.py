@@ -22,14 +22,6 @@ _BITS = 4
 _FIELD = (1 << _BITS) - 1
 
 
-def pack(counts: list[int] | tuple[int, ...]) -> int:
-    """Pack per-value counts (index 0 = value 1) into one int."""
-    packed = 0
-    for i, n in enumerate(counts):
-        packed |= n << (_BITS * i)
-    return packed
-
-
 def _present(packed: int) -> list[tuple[int, int]]:
     """``(value, count)`` for every value held, highest value first."""
     return [

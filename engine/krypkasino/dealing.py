@@ -93,6 +93,10 @@ def _draw_sequence(config: Config, seed: int) -> Iterator[Card]:
         round_number += 1
 
 
+class DrawExhaustedError(ValueError):
+    """K4.2: an explicit draw sequence ran out before one seat drew highest."""
+
+
 def _draw_strength(card: Card) -> int:
     """K4.2: ace high, then K Q J 10 ... 2; suits do not count."""
     rank = card >> 2
@@ -109,7 +113,7 @@ def draw_for_deal(
         try:
             drawn = [(seat, next(sequence)) for seat in candidates]
         except StopIteration:
-            raise ValueError(
+            raise DrawExhaustedError(
                 "the draw-for-deal sequence ran out before a dealer was found"
             ) from None
         draws.extend(drawn)

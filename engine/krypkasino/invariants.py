@@ -9,7 +9,12 @@ from engine.cards import full_deck
 from engine.krypkasino.config import Removal
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
 from engine.krypkasino.moves import Move, is_court
-from engine.krypkasino.scoring import DealResult, card_point_total
+from engine.krypkasino.scoring import (
+    BORDSTABBE_POINTS,
+    SWEEP_POINTS,
+    DealResult,
+    card_point_total,
+)
 from engine.krypkasino.state import State
 
 _FULL_DECKS = {copies: Counter(full_deck(copies)) for copies in (1, 2)}
@@ -81,7 +86,7 @@ def _check_markers(before: State, after: State, event: Captured, ended: DealEnde
         _require(all(c == event.card for c in added), "K15.5", "a marker is not the capturing card")
     else:
         # The next deal has begun; the finished deal's markers live on in its score (K12.1).
-        count = ended.result.scores[event.seat].sweeps_made // 5 - had
+        count = ended.result.scores[event.seat].sweeps_made // SWEEP_POINTS - had
     expected = event.sweep.markers
     _require(count == expected, "K15.5", f"{count} markers for a {event.sweep.name.lower()}")
 
@@ -92,7 +97,11 @@ def check_deal_result(state: State, result: DealResult) -> None:
     balance = sum(s.sweeps_made + s.sweeps_conceded for s in result.scores)
     _require(balance == 0, "K15.6", f"sweep points sum to {balance}")
     bordstabbe = any(s.bordstabbe for s in result.scores)
-    expected = card_point_total(config) + int(config.rules.last_capture_point) - 5 * int(bordstabbe)
+    expected = (
+        card_point_total(config)
+        + int(config.rules.last_capture_point)
+        + BORDSTABBE_POINTS * int(bordstabbe)
+    )
     total = sum(s.total for s in result.scores)
     _require(total == expected, "K15.7", f"deal total {total} != {expected}")
     _require(sum(result.team_totals) == total, "K3.3", "team totals do not add up")

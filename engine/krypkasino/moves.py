@@ -20,6 +20,7 @@ from engine.cards import (
     JACK,
     Card,
     card_str,
+    holds_all,
     make_card,
     parse_card,
     parse_cards,
@@ -141,10 +142,9 @@ class _TableIndex:
 
 
 # Per card code: its unit in a value vector (four bits per rank, ace lowest; see
-# ``captures``), its table value (K2.2) and its hand value (K2.3, from ``hand_value``);
-# a lookup is cheaper than the shifts.
+# ``captures``) and its hand value (K2.3, from ``hand_value``); a lookup is cheaper
+# than the shifts.
 _UNIT = tuple(1 << ((card >> 2) << 2) for card in range(CARDS_PER_DECK))
-_VALUE = tuple((card >> 2) + 1 for card in range(CARDS_PER_DECK))
 _HAND_VALUE = tuple(hand_value(Card(card)) for card in range(CARDS_PER_DECK))
 
 
@@ -216,13 +216,12 @@ def is_legal(hand: Sequence[Card], table: Sequence[Card], rules: Rules, move: Mo
     card, captures = move
     if card not in hand:
         return False
-    packed = total = 0
+    packed = 0
     for placed in table:
         packed += _UNIT[placed]
-        total += _VALUE[placed]
     rank_only = rules.court_cards_rank_only
     if captures:
-        if not (captures[0] in table if len(captures) == 1 else _holds(table, captures)):
+        if not (captures[0] in table if len(captures) == 1 else holds_all(table, captures)):
             return False
         taken = 0
         for taken_card in captures:
@@ -230,48 +229,30 @@ def is_legal(hand: Sequence[Card], table: Sequence[Card], rules: Rules, move: Mo
         if taken not in _options(card, packed, rank_only):
             return False
         # A legal capture of the whole table is itself the sweep K7.6 asks for.
-        return (
-            taken == packed
-            or rules.no_forced_sweep
-            or not _sweep_in(hand, table, packed, total, rank_only)
-        )
+        return taken == packed or rules.no_forced_sweep or not _sweep_in(hand, packed, rank_only)
     if _options(card, packed, rank_only):
         return False  # K7.4: a card that can capture may not crawl
-    if not rules.no_forced_sweep and _sweep_in(hand, table, packed, total, rank_only):
+    if not rules.no_forced_sweep and _sweep_in(hand, packed, rank_only):
         return False
     return not (
         rules.must_capture_if_able and any(_options(held, packed, rank_only) for held in hand)
     )
 
 
-def _holds(cards: Sequence[Card], part: Sequence[Card]) -> bool:
-    """Multiset inclusion (K1.4): ``cards`` has every card of ``part``, copies counted."""
-    return all(part.count(card) <= cards.count(card) for card in part)
+def _sweep_in(hand: Sequence[Card], packed: int, rank_only: bool) -> bool:
+    """K7.6 (K16.7): some card of the hand takes the whole table, of value vector ``packed``.
 
-
-def _sweep_in(
-    hand: Sequence[Card], table: Sequence[Card], packed: int, total: int, rank_only: bool
-) -> bool:
-    """K7.6 (K16.7): some card of the hand takes the whole table, whose values sum to ``total``.
-
-    A sweeping value is at least the table's highest value and divides its
-    total; only the cards that pass both tests need the cached search.
+    The table's sweep ranks are usually cached already: the view of the move
+    that left this table asked for them (K14.1).
     """
-    if not table:
-        return False
-    top = max(table) >> 2
-    for card in hand:
-        rank = card >> 2
-        if rank_only and rank >= JACK:
-            if packed == packed & (15 << (rank << 2)):
-                return True  # K16.7: a court takes a table of its own rank
-            continue
-        if rank_only and packed & _COURT_FIELDS:
-            continue  # K16.7: only a court takes a court
-        value = _HAND_VALUE[card]
-        if top < value and total % value == 0 and sweeps(packed, value):
-            return True
-    return False
+    ranks = _sweep_ranks(packed, rank_only) if packed else ()
+    return any(card >> 2 in ranks for card in hand)
+
+
+def splits_into_groups(card: Card, cards: Sequence[Card], rules: Rules) -> bool:
+    """K7.2 (K16.7): ``cards`` split into groups each worth ``card``'s hand value, so the
+    card would sweep a table holding just them."""
+    return bool(cards) and card >> 2 in _sweep_ranks(_packed(cards), rules.court_cards_rank_only)
 
 
 def sweep_ranks(table: Sequence[Card], rules: Rules) -> tuple[int, ...]:

@@ -5,18 +5,16 @@
 from __future__ import annotations
 
 import enum
-from collections import Counter
 
-from engine.cards import Card, card_str
-from engine.krypkasino.captures import pack, sweeps
+from engine.cards import Card, card_str, holds_all
 from engine.krypkasino.dealing import distribute, start_deal
 from engine.krypkasino.events import Captured, Crawled, DealEnded, Event, MatchEnded, TiebreakDeal
 from engine.krypkasino.moves import (
     Move,
     SweepKind,
     hand_value,
-    is_court,
     is_legal,
+    splits_into_groups,
     sweep_kind,
     table_moves,
 )
@@ -90,7 +88,7 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
         return IllegalMoveError(
             Reason.CARD_NOT_IN_HAND, "K8.1", f"{card_str(move.card)} is not in seat {seat}'s hand"
         )
-    if Counter(move.captures) - Counter(table):
+    if not holds_all(table, move.captures):
         return IllegalMoveError(
             Reason.CAPTURE_NOT_ON_TABLE, "K7.3", "the capture names cards that are not on the table"
         )
@@ -104,18 +102,7 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
         own_capture = any(m.card == move.card for m in legal)
         rule = "K7.4" if own_capture else "K16.8"
         return IllegalMoveError(Reason.MUST_CAPTURE, rule, f"{card_str(move.card)} must capture")
-    target = hand_value(move.card)
-    if rules.court_cards_rank_only:
-        eligible = all(
-            c >> 2 == move.card >> 2 if is_court(move.card) else not is_court(c)
-            for c in move.captures
-        )
-    else:
-        eligible = True
-    counts = [0] * 13
-    for card in move.captures:
-        counts[card >> 2] += 1
-    if eligible and sweeps(pack(counts), target):
+    if splits_into_groups(move.card, move.captures, rules):
         return IllegalMoveError(
             Reason.CAPTURE_NOT_MAXIMAL,
             "K7.3",
@@ -124,7 +111,7 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
     return IllegalMoveError(
         Reason.CAPTURE_NOT_VALID,
         "K7.2",
-        f"the captured cards do not split into groups worth {target}",
+        f"the captured cards do not split into groups worth {hand_value(move.card)}",
     )
 
 

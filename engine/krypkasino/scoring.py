@@ -49,6 +49,14 @@ class DealResult:
     team_totals: tuple[int, ...]
 
 
+CARD_POINT_ITEMS = ("storan", "lillan", "ace_of_spades", "other_spades", "other_aces")
+
+
+def item_points(nordic: bool) -> tuple[int, ...]:
+    """K2.4 / K16.9: what one card of each ``CARD_POINT_ITEMS`` item is worth."""
+    return (0 if nordic else 3, 1 if nordic else 2, 2, 1, 1)
+
+
 def card_points(pile: Sequence[Card], nordic: bool) -> dict[str, int]:
     """K2.4 / K16.9: the five card-point items of a pile."""
     storan = lillan = aces_of_spades = spades = aces = 0
@@ -63,16 +71,11 @@ def card_points(pile: Sequence[Card], nordic: bool) -> dict[str, int]:
             spades += 1
         elif card >> 2 == ACE:
             aces += 1
+    counts = (storan, lillan, aces_of_spades, spades, aces)
     return {
-        "storan": 0 if nordic else 3 * storan,
-        "lillan": (1 if nordic else 2) * lillan,
-        "ace_of_spades": 2 * aces_of_spades,
-        "other_spades": spades,
-        "other_aces": aces,
+        item: points * count
+        for item, points, count in zip(CARD_POINT_ITEMS, item_points(nordic), counts, strict=True)
     }
-
-
-CARD_POINT_ITEMS = ("storan", "lillan", "ace_of_spades", "other_spades", "other_aces")
 
 
 @cache
@@ -164,6 +167,13 @@ def lowest(totals: Sequence[int], among: Sequence[int]) -> tuple[int, ...]:
     return tuple(t for t in among if totals[t] == best)
 
 
+def limit_reached(config: Config, totals: Sequence[int], deals: int) -> bool:
+    """K13.2: after ``deals`` deals with these totals, a team reached the target score or
+    the match its number of deals."""
+    target, limit = config.target_score, config.deal_limit
+    return (target is not None and max(totals) >= target) or (limit is not None and deals >= limit)
+
+
 def match_outcome(
     config: Config, results: Sequence[DealResult], tiebreak: tuple[int, ...]
 ) -> tuple[bool, tuple[int, ...], tuple[int, ...]]:
@@ -171,12 +181,7 @@ def match_outcome(
     totals = match_totals(config, results)
     if tiebreak:
         return True, lowest(totals, tiebreak), ()
-    limit = config.deal_limit
-    target = config.target_score
-    ended = (target is not None and max(totals) >= target) or (
-        limit is not None and len(results) >= limit
-    )
-    if not ended:
+    if not limit_reached(config, totals, len(results)):
         return False, (), ()
     tied = lowest(totals, range(len(totals)))
     if len(tied) > 1 and config.tie_rule is TieRule.TIEBREAK_DEAL:

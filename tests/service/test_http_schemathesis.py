@@ -35,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from service.http_gateway import OPENAPI_PATH
+from service.http_routes import OPENAPI_PATH
 from service.openapi import COMMITTED
 from tests.service.server_process import ServerProcess
 from tests.sizes import fuzz_examples

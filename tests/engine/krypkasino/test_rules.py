@@ -21,6 +21,7 @@ from engine.krypkasino import (
     Config,
     ConfigError,
     DealResult,
+    DrawExhaustedError,
     IllegalMoveError,
     Move,
     Reason,
@@ -415,6 +416,11 @@ def test_k4_2_draw_for_deal_ace_high():
     state = new_game(Config(players=4, draw_for_deal=True), draw=cards("KH AD 2C QS"))
     assert state.dealer == 1
     assert len(state.dealer_draw) == 4
+
+
+def test_k4_2_a_draw_that_runs_out_while_seats_tie_is_refused():
+    with pytest.raises(DrawExhaustedError, match="ran out before a dealer"):
+        new_game(Config(players=3, draw_for_deal=True), draw=cards("KH KS KD 5C 9C"))
 
 
 @pytest.mark.parametrize("players", PLAYERS)

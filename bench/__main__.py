@@ -7,10 +7,6 @@ Commands are registered in ``COMMANDS``; without one, ``engine`` runs, so
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import captures, deals, http, legal_moves
-from bench.common import Json, note, render_targets
+from bench.common import (
+    Json,
+    Size,
+    add_sizes,
+    chosen_sizes,
+    finish,
+    loadavg,
+    meta,
+    render_targets,
+)
 
 DEFAULT_COMMAND = "engine"
 ENGINE_PARTS = ("legal_moves", "captures", "deals")
@@ -31,15 +36,6 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-@dataclass(frozen=True)
-class Size:
-    """A size option's full-run and ``--quick`` defaults."""
-
-    full: int
-    quick: int
-    help: str
-
-
 ENGINE_SIZES = {
     "games": Size(1000, 4, "random games per player count for legal_moves"),
     "tables": Size(10_000, 20, "random 20-card tables for captures"),
@@ -47,23 +43,6 @@ ENGINE_SIZES = {
     "reps": Size(7, 3, "repetitions per path for deals"),
     "deals": Size(200, 5, "deals per repetition for deals"),
 }
-
-
-def add_sizes(parser: argparse.ArgumentParser, sizes: dict[str, Size]) -> None:
-    for name, size in sizes.items():
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            type=positive,
-            metavar="N",
-            help=f"{size.help} (default {size.full}, {size.quick} with --quick)",
-        )
-
-
-def chosen_sizes(args: argparse.Namespace, sizes: dict[str, Size]) -> dict[str, int]:
-    return {
-        name: getattr(args, name) or (size.quick if args.quick else size.full)
-        for name, size in sizes.items()
-    }
 
 
 def configure_engine(parser: argparse.ArgumentParser) -> None:
@@ -148,55 +127,6 @@ COMMANDS: dict[str, Command] = {
         run_grpc,
     ),
 }
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def meta() -> Json:
-    """Where and when the figures were taken; shared machines are noisy."""
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "loadavg_start": loadavg(),
-        **engine_revision(),
-    }
-
-
-def engine_revision() -> Json:
-    """The commit measured, and whether tracked engine/ files differed from it (figures move with it)."""
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(
-                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip()
-
-    status = git("status", "--porcelain", "--untracked-files=no", "--", "engine")
-    return {"git_commit": git("rev-parse", "HEAD"), "engine_dirty": bool(status)}
-
-
-def finish(report: Json, path: Path | None) -> None:
-    if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    note(f"wrote {path}")
 
 
 def build_parser() -> argparse.ArgumentParser:

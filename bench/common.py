@@ -1,12 +1,20 @@
-"""Helpers shared by the benchmarks: engine caches, percentiles, tables, progress."""
+"""Helpers shared by the benchmarks: size options, the report's metadata and JSON file,
+engine caches, percentiles, tables, progress."""
 
 from __future__ import annotations
 
+import argparse
 import heapq
+import json
 import math
+import os
+import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from engine.krypkasino import captures
@@ -16,6 +24,81 @@ T = TypeVar("T")
 
 NS_PER_US = 1000.0
 RETIME_REPEATS = 3
+
+
+@dataclass(frozen=True)
+class Size:
+    """A size option's full-run and ``--quick`` defaults."""
+
+    full: int
+    quick: int
+    help: str
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
+def add_sizes(parser: argparse.ArgumentParser, sizes: dict[str, Size]) -> None:
+    for name, size in sizes.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=positive,
+            metavar="N",
+            help=f"{size.help} (default {size.full}, {size.quick} with --quick)",
+        )
+
+
+def chosen_sizes(args: argparse.Namespace, sizes: dict[str, Size]) -> dict[str, int]:
+    return {
+        name: getattr(args, name) or (size.quick if args.quick else size.full)
+        for name, size in sizes.items()
+    }
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def meta() -> Json:
+    """Where and when the figures were taken; shared machines are noisy."""
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "loadavg_start": loadavg(),
+        **engine_revision(),
+    }
+
+
+def engine_revision() -> Json:
+    """The commit measured, and whether tracked engine/ files differed from it (figures move with it)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip()
+
+    status = git("status", "--porcelain", "--untracked-files=no", "--", "engine")
+    return {"git_commit": git("rev-parse", "HEAD"), "engine_dirty": bool(status)}
+
+
+def finish(report: Json, path: Path | None) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    note(f"wrote {path}")
 
 
 def clear_caches() -> None:

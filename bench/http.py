@@ -34,7 +34,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 
-from bench.common import Json, median, note, percentile, table
+from bench.common import Json, finish, median, meta, note, percentile, table
 from service.tokens import KeyRing
 
 CARDRULES = str(Path(sys.executable).parent / "cardrules")
@@ -255,8 +255,6 @@ def render(size: Sizes, stream: int, summary: Json) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bench.__main__ import finish, meta  # the command registry imports this module
-
     size = sizes(args)
     with server() as ports:
         stream = request_stream(ports.grpc, size.games, size.moves, args.seed)

@@ -53,10 +53,12 @@ def add_sizes(parser: argparse.ArgumentParser, sizes: dict[str, Size]) -> None:
 
 
 def chosen_sizes(args: argparse.Namespace, sizes: dict[str, Size]) -> dict[str, int]:
-    return {
-        name: getattr(args, name) or (size.quick if args.quick else size.full)
-        for name, size in sizes.items()
-    }
+    """Each size as given, else its default (the ``--quick`` one with ``--quick``)."""
+    chosen: dict[str, int] = {}
+    for name, size in sizes.items():
+        given = getattr(args, name)
+        chosen[name] = (size.quick if args.quick else size.full) if given is None else given
+    return chosen
 
 
 def loadavg() -> list[float]:

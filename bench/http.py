@@ -34,7 +34,18 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 
-from bench.common import Json, finish, median, meta, note, percentile, table
+from bench.common import (
+    Json,
+    Size,
+    add_sizes,
+    chosen_sizes,
+    finish,
+    median,
+    meta,
+    note,
+    percentile,
+    table,
+)
 from service.tokens import KeyRing
 
 CARDRULES = str(Path(sys.executable).parent / "cardrules")
@@ -51,24 +62,20 @@ class Sizes:
     moves: int
 
 
+HTTP_SIZES = {
+    "clients": Size(8, 8, "concurrent clients"),
+    "requests": Size(3000, 100, "Play requests per round and transport"),
+    "rounds": Size(5, 2, "measured rounds"),
+}
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
-    parser.add_argument(
-        "--requests", type=int, help="Play requests per round and transport (default 3000)"
-    )
-    parser.add_argument("--rounds", type=int, help="measured rounds (default 5)")
+    add_sizes(parser, HTTP_SIZES)
     parser.add_argument("--seed", type=int, default=0, help="seed of the request stream")
 
 
 def sizes(args: argparse.Namespace) -> Sizes:
-    quick = bool(args.quick)
-    return Sizes(
-        clients=args.clients,
-        requests=args.requests or (100 if quick else 3000),
-        rounds=args.rounds or (2 if quick else 5),
-        games=4 if quick else 20,
-        moves=40,
-    )
+    return Sizes(**chosen_sizes(args, HTTP_SIZES), games=4 if args.quick else 20, moves=40)
 
 
 # -- the server ------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Smoke test of ``python -m bench engine --quick``: it runs and writes sane JSON.
+"""Smoke test of ``python -m bench engine --quick``: it runs and writes sane JSON; and
+every command refuses a size below one.
 
 Only the shape and internal consistency of the figures are checked, never a
 timing (design section 7).
@@ -9,7 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from bench.__main__ import build_parser
+
 ROOT = Path(__file__).resolve().parents[1]
+SIZE_OPTIONS = {
+    "engine": ("--games", "--tables", "--growth-tables", "--reps", "--deals"),
+    "grpc": ("--games", "--rounds", "--seconds", "--concurrency"),
+    "http": ("--clients", "--requests", "--rounds"),
+}
 
 
 def _positive(value: object) -> bool:
@@ -74,3 +84,18 @@ def test_quick_engine_run_writes_every_figure(tmp_path):
     assert deals["unchecked"]["moves_per_deal"] == deals["validated"]["moves_per_deal"] == 100
 
     assert report["targets"] and all(isinstance(t["met"], bool) for t in report["targets"])
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [(command, option) for command, options in SIZE_OPTIONS.items() for option in options],
+)
+def test_every_command_refuses_a_size_below_one(command, option, value, capsys):
+    with pytest.raises(SystemExit) as refused:
+        build_parser().parse_args([command, option, value])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m bench {command}: error: argument {option}: "
+        f"must be a positive integer, not {value}"
+    )

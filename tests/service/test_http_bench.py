@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from bench.__main__ import build_parser
+from bench.http import Sizes, sizes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,3 +36,18 @@ def test_the_http_benchmark_measures_both_transports(tmp_path):
         assert all(r["requests"] == 40 and r["failures"] == 0 for r in rounds)
         summary = report["summary"][transport]
         assert 0 < summary["p50_us"] <= summary["p99_us"] and summary["rps"] > 0
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ([], Sizes(clients=8, requests=3000, rounds=5, games=20, moves=40)),
+        (["--quick"], Sizes(clients=8, requests=100, rounds=2, games=4, moves=40)),
+        (
+            ["--quick", "--clients", "1", "--requests", "1", "--rounds", "1"],
+            Sizes(clients=1, requests=1, rounds=1, games=4, moves=40),
+        ),
+    ],
+)
+def test_http_sizes_are_those_given_else_the_defaults(options, expected):
+    assert sizes(build_parser().parse_args(["http", *options])) == expected

@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import Sequence
 from functools import partial
+from statistics import median
 
 from bench.common import (
     Json,
@@ -24,7 +25,6 @@ from bench.common import (
     Slowest,
     clear_caches,
     fmt,
-    median,
     note,
     retime,
     summarize_ns,

@@ -170,15 +170,6 @@ def retime(call: Callable[[], object], repeats: int = RETIME_REPEATS) -> int:
     return int(best)
 
 
-def median(values: Sequence[float]) -> float:
-    """The middle value (mean of the two middle ones for an even count)."""
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[mid]
-    return (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def target(
     metric: str,
     value: float,
@@ -241,7 +232,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 
 class Progress:
-    """Progress lines on stderr, at most one every ``every`` seconds, for long loops."""
+    """Progress lines on stderr, at most one every ``every`` seconds, for long loops.
+
+    Whole lines rather than a tqdm bar: off a terminal (a log of ``make bench``)
+    tqdm redraws its bar with carriage returns, all on one line.
+    """
 
     def __init__(self, label: str, total: int, every: float = 10.0) -> None:
         self.label = label

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import random
 import time
+from statistics import median
 
-from bench.common import Json, Progress, clear_caches, fmt, median, note, table, target
+from bench.common import Json, Progress, clear_caches, fmt, note, table, target
 from engine.krypkasino import Config, legal_moves, new_game, play, play_unchecked
 
 CONFIG = Config(players=2)

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 import aiohttp
 import grpc
@@ -40,7 +41,6 @@ from bench.common import (
     add_sizes,
     chosen_sizes,
     finish,
-    median,
     meta,
     note,
     percentile,

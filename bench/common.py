@@ -150,10 +150,6 @@ class Slowest(Generic[T]):
             self._count += 1
             heapq.heapreplace(self._heap, (elapsed, self._count, item))
 
-    def merge(self, other: Slowest[T]) -> None:
-        for elapsed, _, item in other._heap:
-            self.add(elapsed, item)
-
     def items(self) -> list[tuple[int, T]]:
         """``(raw nanoseconds, input)``, slowest first."""
         return [(e, item) for e, _, item in sorted(self._heap, key=lambda x: -x[0])]

@@ -1,9 +1,9 @@
 """Capture enumeration (K7.3, K7.5) on adversarial tables of low cards.
 
-Tables are drawn from the 7 lowest ranks A..7 (table values 1..7, K2.3),
+Tables are drawn from the 7 lowest ranks A..7 (table values 1..7, K2.2),
 at most two copies of a code (K1.2), so up to eight cards share a value and
 many disjoint groups exist at once. Every played rank is tried (hand values
-2..13 and the ace's 14), each call on empty engine caches: the uncached
+2..13 and the ace's 14, K2.3), each call on empty engine caches: the uncached
 worst case. A second part shows how the cost grows with the table size.
 
 Raw maxima on a shared machine are mostly noise, so the slowest inputs are

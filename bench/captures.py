@@ -20,6 +20,8 @@ from functools import partial
 from statistics import median
 
 from bench.common import (
+    NS_PER_US,
+    RETIME_REPEATS,
     Json,
     Progress,
     Slowest,
@@ -92,13 +94,13 @@ def fixed_size(tables: int, rng: random.Random) -> Json:
     for card in PLAYED:
         stats = summarize_ns(samples[card])
         retimed = retimed_worst(slowest[card])
-        stats["max_retimed_us"] = round(retimed[0] / 1000, 2)
+        stats["max_retimed_us"] = round(retimed[0] / NS_PER_US, 2)
         by_played[label(card)] = stats
         if worst is None or retimed[0] > worst[0]:
             worst = retimed
     assert worst is not None
     overall = summarize_ns(t for values in samples.values() for t in values)
-    overall["max_retimed_us"] = round(worst[0] / 1000, 2)
+    overall["max_retimed_us"] = round(worst[0] / NS_PER_US, 2)
     card, cards = worst[1]
     return {
         "tables": tables,
@@ -140,7 +142,7 @@ def growth(tables: int, rng: random.Random) -> list[Json]:
             "p50_us": stats["p50_us"],
             "p99_us": stats["p99_us"],
             "max_us": stats["max_us"],
-            "max_retimed_us": round(retimed_worst(slowest[size])[0] / 1000, 2),
+            "max_retimed_us": round(retimed_worst(slowest[size])[0] / NS_PER_US, 2),
             "median_moves": median(counts[size]),
             "max_moves": max(counts[size]),
             "p50_ratio": None,
@@ -178,12 +180,12 @@ def render(result: Json) -> str:
         f"tables of A..7 (caches cleared before each call); microseconds",
         table(["played (value)", "p50", "p99", "max", "re-timed"], rows),
         f"max = raw maximum (includes machine noise); re-timed = the {CANDIDATES_PER_VALUE} "
-        "slowest calls per value re-run, fastest of 3, slowest kept",
+        f"slowest calls per value re-run, fastest of {RETIME_REPEATS}, slowest kept",
         f"worst: {worst['played']} against {worst['table']} -> {worst['moves']} moves, "
         f"{fmt(worst['us'])} µs re-timed",
         "",
-        f"growth with table size, {result['growth_tables_per_size']} tables x 13 values per "
-        f"size; ratio = this size / previous size; re-timed = the {CANDIDATES_PER_SIZE} "
+        f"growth with table size, {result['growth_tables_per_size']} tables x {len(PLAYED)} "
+        f"values per size; ratio = this size / previous size; re-timed = the {CANDIDATES_PER_SIZE} "
         "slowest calls per size re-run",
     ]
 

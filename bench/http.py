@@ -36,6 +36,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 
 from bench.common import (
+    NS_PER_US,
     Json,
     Size,
     add_sizes,
@@ -174,8 +175,8 @@ async def _load(calls: list[Call], requests: int) -> Json:
         "requests": len(ordered),
         "failures": failures,
         "rps": round(len(ordered) / seconds, 1),
-        "p50_us": round(percentile(ordered, 0.50) / 1000, 1),
-        "p99_us": round(percentile(ordered, 0.99) / 1000, 1),
+        "p50_us": round(percentile(ordered, 0.50) / NS_PER_US, 1),
+        "p99_us": round(percentile(ordered, 0.99) / NS_PER_US, 1),
     }
 
 

@@ -20,6 +20,8 @@ from array import array
 from functools import partial
 
 from bench.common import (
+    NS_PER_US,
+    RETIME_REPEATS,
     Json,
     Progress,
     Slowest,
@@ -94,7 +96,7 @@ def run(games: int) -> Json:
             )
             overall[mode].extend(samples)
             entry[mode] = summarize_ns(samples)
-            entry[mode]["max_retimed_us"] = round(worst_retimed(slowest) / 1000, 2)
+            entry[mode]["max_retimed_us"] = round(worst_retimed(slowest) / NS_PER_US, 2)
             moves_seen[mode] = total_moves
         positions = entry["cached"]["n"]
         if entry["uncached"]["n"] != positions or moves_seen["cached"] != moves_seen["uncached"]:
@@ -154,6 +156,6 @@ def render(result: Json) -> str:
     )
     legend = (
         f"max = raw maximum (includes machine noise); re-timed = the {CANDIDATES} slowest "
-        "positions of the pass re-run uncached, fastest of 3, slowest kept"
+        f"positions of the pass re-run uncached, fastest of {RETIME_REPEATS}, slowest kept"
     )
     return f"{title}\n{table(head, rows)}\n{legend}"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,12 +26,11 @@ import time
 from pathlib import Path
 from statistics import median
 
-import grpc
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
-from grpc_health.v1 import health_pb2
 
 from bench.common import Json, note, summarize_ns, table, target
-from bench.grpc_server import BENCH_KEY, ECHO_METHOD, INSTRUMENTED_ECHO_METHOD
+from bench.grpc_server import ECHO_METHOD, INSTRUMENTED_ECHO_METHOD
+from bench.server import BENCH_KEY, cardrules_serve
 from service.calls import CallInfo
 from service.config import ServerConfig
 from service.krypkasino_api import SERVICE_NAME
@@ -40,7 +38,6 @@ from service.server import build_api
 from service.tokens import KeyRing
 
 PLAY_METHOD = f"/{SERVICE_NAME}/Play"
-CARDRULES = str(Path(sys.executable).parent / "cardrules")
 
 
 def play_stream(games: int, players: int = 4) -> tuple[list[bytes], list[int], list[int]]:
@@ -114,33 +111,6 @@ def _load(
     )
     result: Json = json.loads(done.stdout)
     return result
-
-
-def _wait_serving(address: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(address) as channel:
-        # The typing stubs of grpc_health lack HealthStub.Check, so call the method by path.
-        check = channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=health_pb2.HealthCheckResponse.FromString,
-        )
-        while True:
-            try:
-                answer = check(health_pb2.HealthCheckRequest(service="readiness"), timeout=1)
-                if answer.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.1)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def side_by_side(
@@ -224,32 +194,10 @@ def workers_throughput(path: Path, seconds: float, concurrency: int) -> Json:
     """Play throughput of a real ``cardrules serve`` with one and with two workers."""
     report: Json = {}
     for workers in (1, 2):
-        port = _free_port()
-        env = {**os.environ, "CARDRULES_STATE_KEYS": BENCH_KEY, "CARDRULES_LOG_FORMAT": "json"}
-        server = subprocess.Popen(
-            [
-                CARDRULES,
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--grpc-port",
-                str(port),
-                "--metrics-port",
-                "0",
-                "--workers",
-                str(workers),
-            ],
-            stdout=subprocess.DEVNULL,
-            env=env,
-        )
-        try:
-            address = f"127.0.0.1:{port}"
-            _wait_serving(address)
+        with cardrules_serve(workers) as ports:
+            address = f"127.0.0.1:{ports.grpc}"
             _load(address, PLAY_METHOD, path, concurrency, 0.5, 8)
             results = [_load(address, PLAY_METHOD, path, concurrency, seconds, 8) for _ in range(3)]
-        finally:
-            server.terminate()
-            server.wait(30)
         report[f"workers_{workers}"] = {
             "throughput_rps": round(median(r["calls"] / r["seconds"] for r in results), 1),
             "latency": summarize_ns(ns for r in results for ns in r["ns"]),

@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 from prometheus_client import CollectorRegistry
 
+from bench.server import BENCH_KEY
 from service.calls import CallRunner
 from service.config import ServerConfig
 from service.grpc_service import KrypkasinoServicer, serve_call
@@ -26,7 +27,6 @@ from service.tokens import KeyRing
 ECHO_SERVICE = "cardrules.bench.v1.EchoService"
 ECHO_METHOD = f"/{ECHO_SERVICE}/Echo"
 INSTRUMENTED_ECHO_METHOD = f"/{ECHO_SERVICE}/InstrumentedEcho"
-BENCH_KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
 
 def echo_handler(payload: bytes, runner: CallRunner) -> grpc.GenericRpcHandler:

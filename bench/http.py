@@ -16,17 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import random
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import median
 
 import aiohttp
@@ -47,9 +40,8 @@ from bench.common import (
     percentile,
     table,
 )
-from service.tokens import KeyRing
+from bench.server import Ports, cardrules_serve
 
-CARDRULES = str(Path(sys.executable).parent / "cardrules")
 TRANSPORTS = ("grpc", "http")
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
@@ -77,45 +69,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def sizes(args: argparse.Namespace) -> Sizes:
     return Sizes(**chosen_sizes(args, HTTP_SIZES), games=4 if args.quick else 20, moves=40)
-
-
-# -- the server ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Ports:
-    grpc: int
-    http: int
-
-
-@contextmanager
-def server() -> Iterator[Ports]:
-    """A ``cardrules serve`` on free loopback ports, its log in a temporary file."""
-    with tempfile.TemporaryDirectory(prefix="cardrules-bench-") as folder:
-        log_path = Path(folder) / "server.log"
-        with log_path.open("w") as log:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("CARDRULES_")}
-            env["CARDRULES_STATE_KEYS"] = KeyRing.generate_key_text()
-            env["CARDRULES_LOG_FORMAT"] = "json"
-            command = [CARDRULES, "serve", "--host", "127.0.0.1", "--grpc-port", "0"]
-            command += ["--http-port", "0", "--metrics-port", "0"]
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-            try:
-                yield _wait_listening(log_path, process)
-            finally:
-                process.terminate()
-                process.wait(30)
-
-
-def _wait_listening(log_path: Path, process: subprocess.Popen[bytes]) -> Ports:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and process.poll() is None:
-        for raw in log_path.read_text().splitlines():
-            line = json.loads(raw) if raw.startswith("{") else {}
-            if line.get("event") == "listening":
-                return Ports(int(line["grpc_port"]), int(line["http_port"]))
-        time.sleep(0.05)
-    raise RuntimeError(f"the server did not start: {log_path.read_text()}")
 
 
 # -- the request stream ----------------------------------------------------------------
@@ -264,7 +217,7 @@ def render(size: Sizes, stream: int, summary: Json) -> str:
 
 def run(args: argparse.Namespace) -> int:
     size = sizes(args)
-    with server() as ports:
+    with cardrules_serve() as ports:
         stream = request_stream(ports.grpc, size.games, size.moves, args.seed)
         note(f"{len(stream)} Play requests from {size.games} seeded games")
         rounds = asyncio.run(_measure(ports, stream, size))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,12 +12,18 @@ from pathlib import Path
 
 def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "grpc.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "grpc", "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        # A server setting left in the caller's environment, here an HTTP port that is
+        # taken, must not reach the servers the benchmark starts.
+        env = {**os.environ, "CARDRULES_HTTP_PORT": str(taken.getsockname()[1])}
+        done = subprocess.run(
+            [sys.executable, "-m", "bench", "grpc", "--quick", "--json", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
     assert done.returncode == 0, done.stderr
     assert "throughput ratio Play/echo" in done.stdout and "the ceiling" in done.stdout
     report = json.loads(out.read_text())["grpc"]

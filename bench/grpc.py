@@ -1,4 +1,5 @@
-"""gRPC benchmarks (issue 3): ``Play`` against an echo call, CPU per Play, token size, workers.
+"""gRPC benchmarks (docs/benchmarks.md, "gRPC"): ``Play`` against an echo call, CPU per Play,
+token size, workers.
 
 - ``Play`` and an echo call that moves a payload of the same size run in the
   same server process (``bench.grpc_server``), alternating in rounds so both

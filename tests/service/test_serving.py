@@ -9,6 +9,7 @@ token that later releases must still open, and configuration by environment.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import json
 import random
@@ -42,7 +43,7 @@ from engine.cards import parse_cards
 from engine.krypkasino import Move, State, legal_moves, open_game, play, score
 from service import codec
 from service.config import add_server_arguments, resolve
-from service.server import grpc_server_options
+from service.server import MAX_CONCURRENT_STREAMS, grpc_server_options
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import health, key_id, refused
 from tests.service.server_process import (
@@ -873,7 +874,7 @@ def test_the_connection_age_becomes_grpcs_option_in_milliseconds(flags, age_ms):
     assert options.get("grpc.max_connection_age_ms") == age_ms
     # Calls open at the age limit get 30 s: a call whose request never came ends too.
     assert options.get("grpc.max_connection_age_grace_ms") == (age_ms and 30_000)
-    assert options["grpc.max_concurrent_streams"] == 100
+    assert options["grpc.max_concurrent_streams"] == MAX_CONCURRENT_STREAMS
 
 
 def test_environment_variables_alone_configure_the_server():
@@ -964,10 +965,12 @@ def test_a_bad_key_in_the_keys_file_names_the_file_variable(tmp_path: Path) -> N
     assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS_FILE: key 2 ")
 
 
-def test_one_connection_holds_at_most_100_calls_whose_request_never_comes(grpc_target):
+def test_one_connection_holds_a_bounded_number_of_calls_whose_request_never_comes(
+    grpc_target,
+):
     """A call open without its request holds server memory until its client gives up:
-    one connection may hold 100 (``grpc.max_concurrent_streams``), then its next call
-    waits for one of them to end instead of reaching the server."""
+    one connection may hold ``MAX_CONCURRENT_STREAMS`` (``grpc.max_concurrent_streams``),
+    then its next call waits for one of them to end instead of reaching the server."""
     method = f"/{SERVICE}/NewGame"
     request = pb.NewGameRequest(config=pb.GameConfig(players=2)).SerializeToString()
     stop = threading.Event()
@@ -979,7 +982,7 @@ def test_one_connection_holds_at_most_100_calls_whose_request_never_comes(grpc_t
     with grpc.insecure_channel(grpc_target, options=OWN_CONNECTION) as channel:
         stalled_call: Any = channel.stream_unary(method)  # bytes in, bytes out
         new_game: Any = channel.unary_unary(method)
-        stalled = [stalled_call.future(never_sent()) for _ in range(100)]
+        stalled = [stalled_call.future(never_sent()) for _ in range(MAX_CONCURRENT_STREAMS)]
         try:
             with pytest.raises(grpc.RpcError) as waited:
                 new_game(request, timeout=3)
@@ -989,3 +992,32 @@ def test_one_connection_holds_at_most_100_calls_whose_request_never_comes(grpc_t
                 call.cancel()
             stop.set()
         assert new_game(request, timeout=10)  # a stream is free again
+
+
+def test_a_connection_far_below_the_stream_limit_never_has_a_call_refused(grpc_target):
+    """grpc counts a call against ``grpc.max_concurrent_streams`` for a moment after its
+    answer has gone: with a limit of 100, a client keeping 150 calls in flight on one
+    connection (and even 90, now and then) had some refused with UNAVAILABLE
+    (RST_STREAM REFUSED_STREAM) instead of queued. A client without a retry policy on
+    UNAVAILABLE, as this one, sees any such refusal."""
+    method = f"/{SERVICE}/NewGame"
+    request = pb.NewGameRequest(config=pb.GameConfig(players=2)).SerializeToString()
+    in_flight, rounds = 150, 8
+
+    async def run() -> list[grpc.StatusCode]:
+        async with grpc.aio.insecure_channel(grpc_target, options=OWN_CONNECTION) as channel:
+            new_game: Any = channel.unary_unary(method)
+
+            async def caller() -> list[grpc.StatusCode]:
+                failures = []
+                for _ in range(rounds):
+                    try:
+                        await new_game(request, timeout=30)
+                    except grpc.aio.AioRpcError as error:
+                        failures.append(error.code())
+                return failures
+
+            answers = await asyncio.gather(*(caller() for _ in range(in_flight)))
+        return [code for failures in answers for code in failures]
+
+    assert asyncio.run(run()) == []

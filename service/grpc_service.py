@@ -93,7 +93,8 @@ async def serve_call(
     context: grpc.aio.ServicerContext[RequestT, ResponseT],
 ) -> ResponseT:
     """One gRPC call through ``runner``: the caller's request id, metrics, the log line,
-    and a refusal aborted as the rich ``google.rpc.Status``. Every RPC takes this path."""
+    and a refusal aborted as the rich ``google.rpc.Status``; the request id goes back in
+    the trailers of every answer. Every RPC takes this path."""
     metadata = dict(context.invocation_metadata() or ())
     supplied = metadata.get(REQUEST_ID_HEADER)
     request_id = request_id_from(supplied if isinstance(supplied, str) else None)
@@ -106,4 +107,5 @@ async def serve_call(
             (*status.trailing_metadata, (REQUEST_ID_HEADER, request_id)),
         )
     assert outcome.response is not None
+    context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
     return outcome.response

@@ -807,6 +807,19 @@ def encodings(secret: bytes) -> set[str]:
     }
 
 
+def test_every_answer_carries_its_request_id_in_the_trailers(server, stub, capture_game):
+    """docs/api.md "Request ids": the caller's id when usable, else the log line's own,
+    on answers as on refusals."""
+    request = pb.GetViewRequest(state=capture_game.state)
+    mine = f"mine-{uuid.uuid4().hex}"
+    _, call = stub.GetView.with_call(request, metadata=(("x-request-id", mine),))
+    assert dict(call.trailing_metadata())["x-request-id"] == mine
+    _, call = stub.GetView.with_call(request)
+    made_up = dict(call.trailing_metadata())["x-request-id"]
+    [line] = wait_for_request_lines(server, [made_up])
+    assert (line["method"], line["code"]) == (f"{SERVICE_NAME}/GetView", "OK")
+
+
 def test_the_request_log_never_holds_a_token_or_a_hand(server, stub, capture_game):
     prefix = f"log-{uuid.uuid4().hex}-"
     sent: list[bytes] = [capture_game.state, *capture_game.seat_tokens]

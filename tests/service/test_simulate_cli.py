@@ -5,10 +5,8 @@ import json
 import random
 import re
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +15,7 @@ from engine.cards import Card, card_str, full_deck, parse_cards, shuffled
 from engine.krypkasino import Config, Move, Rules, State, legal_moves, new_game, sweep_ranks
 from engine.krypkasino.policies import Situation, greedy_policy, random_policy
 from service.cli import main
-
-CARDRULES = Path(sys.executable).parent / "cardrules"
+from tests.service.server_process import CARDRULES
 
 # Spec KX30's deck (top first), also the deck of KX27.
 KX30_DECK = (
@@ -204,7 +201,7 @@ def test_same_seed_gives_identical_output(capsys, policy):
 
 def test_console_script_matches_in_process_run(capsys):
     argv = ["simulate", "krypkasino", "--players", "2", "--seed", "5", "--json"]
-    done = subprocess.run([str(CARDRULES), *argv], capture_output=True, text=True, check=False)
+    done = subprocess.run([CARDRULES, *argv], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert main(argv) == 0
     assert capsys.readouterr().out == done.stdout
@@ -319,7 +316,7 @@ def test_bad_input_exits_2_with_one_line(capsys, argv):
     ],
 )
 def test_bad_input_in_a_real_process(argv):
-    done = subprocess.run([str(CARDRULES), *argv], capture_output=True, text=True, check=False)
+    done = subprocess.run([CARDRULES, *argv], capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("cardrules: error: ")

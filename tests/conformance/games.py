@@ -22,7 +22,8 @@ from google.protobuf import json_format
 
 from engine.krypkasino import Config, Rules
 from tests.conformance.drivers import Driver, Plain, Played, Refused
-from tests.service.grpc_helpers import deck_proto, move_of, stacked_deck
+from tests.engine.krypkasino.helpers import first_distribution_deck
+from tests.service.grpc_helpers import deck_proto, move_of
 
 # Positions of the rule tests (design section 5), dealt to seat 1, who moves first.
 CAPTURE_TABLE = "AH 7C 8S 10D"
@@ -55,7 +56,9 @@ def config(players: int, **settings: object) -> pb.GameConfig:
 def stacked(hand: str, table: str, rules: dict[str, Any] | None = None) -> pb.NewGameRequest:
     """Seat 1 holds ``hand`` and moves first on ``table``; ``rules`` by their proto names."""
     engine_rules = Rules(**(rules or {}))
-    deck = stacked_deck(Config(players=2, rules=engine_rules), {1: hand, 0: OPPONENT_HAND}, table)
+    deck = first_distribution_deck(
+        Config(players=2, rules=engine_rules), {1: hand, 0: OPPONENT_HAND}, table
+    )
     return pb.NewGameRequest(config=config(2, rules=rules or {}), seed=3, decks=[deck_proto(deck)])
 
 

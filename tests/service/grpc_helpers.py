@@ -11,8 +11,7 @@ import base64
 import hashlib
 import os
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -26,8 +25,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from grpc_health.v1 import health_pb2_grpc
 from grpc_status import rpc_status
 
-from engine.cards import Card, full_deck, parse_cards
-from engine.krypkasino import Config, Move, new_game
+from engine.cards import Card
+from engine.krypkasino import Move
 
 DOMAIN = "cardrules"
 TIMEOUT = 10.0
@@ -77,44 +76,6 @@ def move_of(text: str) -> pb.Move:
 
 def deck_proto(cards: Iterable[Card]) -> cards_pb2.Deck:
     return cards_pb2.Deck(cards=[card_proto(c) for c in cards])
-
-
-def stacked_deck(config: Config, hands: Mapping[int, str], table: str) -> tuple[Card, ...]:
-    """A full deck whose first distribution deals ``hands`` (seat -> cards) and ``table``.
-
-    Follows the canonical dealing order of K5.3 for ``config.first_dealer``;
-    the other cards fill the remaining slots in canonical order. The result is
-    checked against the engine, so a wrong stacking fails loudly here.
-    """
-    n, dealer = config.players, config.first_dealer
-    slots: list[int | None] = []  # a seat, or None for the table
-    for hand_cards, table_cards in config.schedule.first_rounds:
-        for i in range(1, n + 1):
-            slots += [(dealer + i) % n] * hand_cards
-        slots += [None] * table_cards
-    wanted: dict[int | None, list[Card]] = {s: parse_cards(c) for s, c in hands.items()}
-    wanted[None] = parse_cards(table)
-    rest = Counter(full_deck(config.copies))
-    for cards in wanted.values():
-        shortfall = Counter(cards) - rest
-        assert not shortfall, f"more copies than the deck holds: {shortfall}"
-        rest -= Counter(cards)
-    filler = iter(sorted(rest.elements()))
-    queues = {slot: iter(cards) for slot, cards in wanted.items()}
-
-    def take(slot: int | None) -> Card:
-        card = next(queues[slot], None) if slot in queues else None
-        return next(filler) if card is None else card
-
-    deck = [take(slot) for slot in slots]
-    for slot, queue in queues.items():
-        assert next(queue, None) is None, f"too many cards for {slot}"
-    deck += filler
-    state = new_game(config, decks=[deck])
-    for seat, text in hands.items():
-        assert list(state.hands[seat]) == sorted(parse_cards(text)), (seat, state.hands[seat])
-    assert list(state.table) == parse_cards(table), state.table
-    return tuple(deck)
 
 
 # -- refusals ---------------------------------------------------------------------

@@ -50,6 +50,7 @@ from engine.krypkasino import (
     play,
 )
 from service.krypkasino_api import METHODS, SERVICE_NAME
+from tests.engine.krypkasino.helpers import first_distribution_deck
 from tests.service.grpc_helpers import (
     PLAIN_FLAG,
     SEALED_OVERHEAD,
@@ -66,7 +67,6 @@ from tests.service.grpc_helpers import (
     outcome,
     refused,
     seal,
-    stacked_deck,
 )
 from tests.service.server_process import TEST_KEY, ServerProcess, start_server, stop_and_check
 from tests.sizes import fuzz_examples
@@ -105,7 +105,7 @@ def stacked_game(
     stub: Stub, hand: str, table: str, rules: pb.Rules | None = None
 ) -> pb.NewGameResponse:
     """A 2-player game whose first distribution gives seat 1 ``hand`` and the table ``table``."""
-    deck = stacked_deck(Config(players=2), {1: hand, 0: OPPONENT_HAND}, table)
+    deck = first_distribution_deck(Config(players=2), {1: hand, 0: OPPONENT_HAND}, table)
     config = pb.GameConfig(players=2, rules=rules)
     response = stub.NewGame(pb.NewGameRequest(config=config, decks=[deck_proto(deck)], seed=3))
     assert response.view.turn == 1
@@ -917,7 +917,7 @@ class FuzzPool:
 
 @pytest.fixture(scope="module")
 def fuzz_pool(stub, game, capture_game, finished_game, other_server) -> FuzzPool:
-    capture_deck = stacked_deck(
+    capture_deck = first_distribution_deck(
         Config(players=2), {1: CAPTURE_HAND, 0: OPPONENT_HAND}, CAPTURE_TABLE
     )
     four = pb.GameConfig(

@@ -96,6 +96,25 @@ def stacked_deck(
     return top + list(filler)
 
 
+def first_distribution_deck(config: Config, hands: Mapping[int, Cards], table: Cards) -> list[Card]:
+    """A full deck whose first distribution (K5.3) under ``config`` deals ``hands`` and
+    ``table``: ``stacked_deck`` with the config's schedule, first dealer and copies,
+    checked against the engine so that a wrong stacking fails loudly here."""
+    deck = stacked_deck(
+        config.schedule.first_rounds,
+        config.players,
+        config.first_dealer,
+        hands,
+        table,
+        config.copies,
+    )
+    state = new_game(config, decks=[deck])
+    for seat, text in hands.items():
+        assert list(state.hands[seat]) == sorted(cards(text)), (seat, state.hands[seat])
+    assert state.table == cards(table), state.table
+    return deck
+
+
 def position(
     table: Cards,
     hands: Mapping[int, Cards],

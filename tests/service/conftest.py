@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.service.grpc_helpers import Stub, connect
+from tests.service.http_helpers import rpc
 from tests.service.server_process import ServerProcess, start_server, stop_and_check
-from tests.service.test_http_server import rpc
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from service.codec import CodecError
 from service.config import ServerConfig
 from service.tokens import SEALED_OVERHEAD
 from tests.service.grpc_helpers import refused
-from tests.service.test_http_gateway import krypkasino_gateway, run
+from tests.service.http_helpers import krypkasino_gateway, run
 
 INVALID_CONFIGS = [
     ({"players": 4, "match_deals": MAX_MATCH_DEALS + 4}, "match_deals"),

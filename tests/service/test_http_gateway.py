@@ -14,7 +14,6 @@ import contextlib
 import itertools
 import json
 import re
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,59 +37,14 @@ from service.errors import (
     permission_denied,
 )
 from service.http_cors import CorsPolicy, parse_origins
-from service.http_gateway import (
-    BODY_SECONDS,
-    HttpGateway,
-    RouteConflictError,
-    http_status,
-    start_http,
-)
+from service.http_gateway import HttpGateway, RouteConflictError, http_status
 from service.http_json import parse_request
 from service.http_routes import UnsupportedRouteError, routes, snake_case
-from service.openapi import SERVICES
 from service.server import build_api
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import key_id
+from tests.service.http_helpers import ORIGIN, krypkasino_gateway, preflight_headers, run
 from tests.service.server_process import TEST_KEY
-
-Scenario = Callable[[aiohttp.ClientSession, str], Awaitable[None]]
-ORIGIN = "https://play.example"
-
-
-def krypkasino_gateway(
-    cors: tuple[str, ...] = (),
-    limit: int = 4096,
-    body_seconds: float = BODY_SECONDS,
-    keys: str = TEST_KEY,
-) -> HttpGateway:
-    api = build_api(ServerConfig(), KeyRing.parse(keys), None)
-    return HttpGateway(
-        api,
-        CallRunner(None),
-        SERVICES,
-        max_request_bytes=limit,
-        cors=CorsPolicy(cors),
-        openapi=b'{"openapi": "3.1.0"}',
-        body_seconds=body_seconds,
-    )
-
-
-def run(gateway: HttpGateway, scenario: Scenario, **http_options: Any) -> None:
-    """Serve ``gateway`` on a free loopback port for the length of ``scenario``;
-    ``http_options`` go to ``start_http`` (e.g. ``keepalive_seconds``)."""
-
-    async def main() -> None:
-        server = await start_http(
-            gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=1, **http_options
-        )
-        try:
-            async with aiohttp.ClientSession() as session:
-                await scenario(session, f"http://127.0.0.1:{server.port}")
-        finally:
-            await server.stop()
-
-    asyncio.run(main())
-
 
 # -- routes from the annotations ------------------------------------------------------
 
@@ -307,14 +261,6 @@ def test_origins_parse_from_a_comma_separated_list():
     for bad in ("a.example", "ftp://a.example", "https://a.example/path", "https://"):
         with pytest.raises(ValueError, match="not an origin"):
             parse_origins(bad)
-
-
-def preflight_headers(origin: str, method: str = "POST") -> dict[str, str]:
-    return {
-        "Origin": origin,
-        "Access-Control-Request-Method": method,
-        "Access-Control-Request-Headers": "content-type",
-    }
 
 
 def test_cors_answers_allowed_origins_only():

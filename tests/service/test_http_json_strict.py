@@ -25,9 +25,15 @@ from google.protobuf.message_factory import GetMessageClass
 from service.errors import ServiceError
 from service.http_cors import CorsPolicy, normal_origin, parse_origins
 from service.http_json import parse_request
+from tests.service.http_helpers import (
+    exchange,
+    krypkasino_gateway,
+    preflight_headers,
+    refusal,
+    rpc,
+    run,
+)
 from tests.service.server_process import ServerProcess
-from tests.service.test_http_gateway import krypkasino_gateway, preflight_headers, run
-from tests.service.test_http_server import exchange, refusal, rpc
 
 
 def refused_field(server: ServerProcess, route: str, body: dict[str, Any]) -> str:

@@ -46,8 +46,8 @@ from service.openapi import (
     reachable,
     real_oneofs,
 )
+from tests.service.http_helpers import exchange, refusal, rpc
 from tests.service.server_process import ServerProcess
-from tests.service.test_http_server import exchange, refusal, rpc
 
 DOCUMENT: dict[str, Any] = json.loads(COMMITTED.read_text())
 SCHEMAS: dict[str, Any] = DOCUMENT["components"]["schemas"]

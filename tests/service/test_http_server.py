@@ -29,6 +29,7 @@ from google.protobuf import json_format
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.http_json import message_json
+from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
 from tests.service.server_process import (
     ServerProcess,
     free_port,
@@ -39,46 +40,6 @@ from tests.service.server_process import (
 )
 
 SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
-ORIGIN = "https://play.example"
-
-
-def exchange(
-    url: str,
-    body: bytes | None = None,
-    *,
-    method: str = "POST",
-    headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str], Any]:
-    """One HTTP request; the status, headers and JSON body, whatever the status."""
-    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-    if body is not None and "Content-Type" not in (headers or {}):
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), json.loads(error.read())
-
-
-def rpc(server: ServerProcess, name: str, body: dict[str, Any]) -> Any:
-    status, _, value = exchange(
-        f"{server.http_url}/v1/krypkasino:{name}", json.dumps(body).encode()
-    )
-    assert status == 200, value
-    return value
-
-
-def refusal(status_json: Any) -> tuple[int, str, dict[str, str], dict[str, str]]:
-    """Code, reason, metadata and field violations of a Status; exactly one ErrorInfo."""
-    assert set(status_json) <= {"code", "message", "details"}
-    infos = [d for d in status_json["details"] if d["@type"].endswith("/google.rpc.ErrorInfo")]
-    bad = [d for d in status_json["details"] if d["@type"].endswith("/google.rpc.BadRequest")]
-    assert (
-        len(infos) == 1 and len(bad) <= 1 and len(infos) + len(bad) == len(status_json["details"])
-    )
-    assert infos[0]["domain"] == "cardrules"
-    violations = {v.get("field", ""): v["description"] for b in bad for v in b["fieldViolations"]}
-    return status_json["code"], infos[0]["reason"], infos[0].get("metadata", {}), violations
 
 
 # -- the API in JSON ----------------------------------------------------------------------

@@ -21,13 +21,13 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
-from grpc_status import rpc_status
+from google.rpc import status_pb2
 
 from engine.krypkasino import IllegalMoveError, legal_moves, open_game, play, score, view
 from engine.krypkasino.state import State
 from service import codec, view_codec
 from service.errors import HTTP_STATUS
+from tests.service.grpc_helpers import Refusal, refusal_of, status_refusal
 
 Plain = Any
 """JSON-like values: dicts, lists, strings, numbers, booleans."""
@@ -89,20 +89,9 @@ def _drop_ids(value: Plain) -> Plain:
     return value
 
 
-def _refused(status: status_pb2.Status) -> Refused:
-    """The status's one ErrorInfo (every refusal has exactly one, design section 5)."""
-    infos = [d for d in status.details if d.TypeName() == "google.rpc.ErrorInfo"]
-    assert len(infos) == 1, status
-    info = error_details_pb2.ErrorInfo()
-    infos[0].Unpack(info)
-    assert info.domain == "cardrules", info
-    return Refused(grpc.StatusCode(_code(status.code)).name, info.reason, dict(info.metadata))
-
-
-def _code(number: int) -> tuple[int, str]:
-    (code,) = [c for c in grpc.StatusCode if c.value[0] == number]
-    value: tuple[int, str] = code.value
-    return value
+def _refused(refusal: Refusal) -> Refused:
+    """A checked refusal (``status_refusal``) as the drivers compare it."""
+    return Refused(refusal.code.name, refusal.reason, refusal.metadata)
 
 
 # -- the engine ------------------------------------------------------------------------
@@ -190,9 +179,7 @@ class GrpcDriver:
         try:
             response = self._stub.Play(request, timeout=10)
         except grpc.RpcError as error:
-            status = rpc_status.from_call(error)  # type: ignore[arg-type]
-            assert status is not None, error
-            return _refused(status)
+            return _refused(refusal_of(error))
         result = {"events": [plain(e) for e in response.events], "view": plain(response.view)}
         return Played(_Tokens(response.state, handle.seats), result)
 
@@ -286,7 +273,7 @@ class HttpDriver:
         except HttpError as error:
             status = json_format.ParseDict(error.body, status_pb2.Status())
             assert error.status == HTTP_STATUS[status.code], (error.status, status)  # type: ignore[index]
-            return _refused(status)
+            return _refused(status_refusal(status))
         assert isinstance(response, pb.PlayResponse)
         result = {"events": [plain(e) for e in response.events], "view": plain(response.view)}
         state = json_format.MessageToDict(response)["state"]

@@ -2,7 +2,8 @@
 
 They build requests from engine cards without going through ``service.codec``
 (the code under test) and decode refusals from the wire: the
-``google.rpc.Status`` in the ``grpc-status-details-bin`` trailer.
+``google.rpc.Status`` in the ``grpc-status-details-bin`` trailer (or, for the
+conformance suite, one parsed from an HTTP/JSON body).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import google.rpc.error_details_pb2 as error_details_pb2
+import google.rpc.status_pb2 as status_pb2
 import grpc
 from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -31,6 +33,7 @@ from engine.krypkasino import Move
 DOMAIN = "cardrules"
 TIMEOUT = 10.0
 _UPPER_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)*")
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 Stub = krypkasino_pb2_grpc.KrypkasinoServiceStub
 RequestT = TypeVar("RequestT")
@@ -93,20 +96,17 @@ class Refusal:
     has_bad_request: bool
 
 
-def refusal_of(error: grpc.RpcError) -> Refusal:
-    """Decode and check the rich status of a failed call (design section 5).
+def status_refusal(status: status_pb2.Status) -> Refusal:
+    """Decode and check the rich status of a refusal (design section 5), whichever
+    transport carried it.
 
     Exactly one ``ErrorInfo`` in domain ``cardrules`` with an UPPER_SNAKE
     reason, at most one ``BadRequest``, nothing else; never INTERNAL or UNKNOWN.
     """
-    call = cast(grpc.Call, error)  # every error a stub raises is also the call
-    code = call.code()
-    assert code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN), error
-    status = rpc_status.from_call(call)
-    assert status is not None, f"{code} without a google.rpc.Status: {call.details()}"
-    assert status.code == code.value[0]
-    infos = [d for d in status.details if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR)]
-    bad_requests = [d for d in status.details if d.Is(error_details_pb2.BadRequest.DESCRIPTOR)]
+    code = _CODES[status.code]
+    assert code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN), status
+    infos = [d for d in status.details if d.TypeName() == "google.rpc.ErrorInfo"]
+    bad_requests = [d for d in status.details if d.TypeName() == "google.rpc.BadRequest"]
     assert len(infos) == 1, status
     assert len(bad_requests) <= 1, status
     assert len(status.details) == len(infos) + len(bad_requests), status
@@ -129,6 +129,17 @@ def refusal_of(error: grpc.RpcError) -> Refusal:
     return Refusal(
         code, status.message, info.reason, dict(info.metadata), violations, bool(bad_requests)
     )
+
+
+def refusal_of(error: grpc.RpcError) -> Refusal:
+    """Decode and check the rich status of a failed call: the ``google.rpc.Status`` in
+    its trailer, with the call's own code (``status_refusal``)."""
+    call = cast(grpc.Call, error)  # every error a stub raises is also the call
+    code = call.code()
+    status = rpc_status.from_call(call)
+    assert status is not None, f"{code} without a google.rpc.Status: {call.details()}"
+    assert status.code == code.value[0]
+    return status_refusal(status)
 
 
 def refused(

@@ -59,7 +59,12 @@ def rpc(server: ServerProcess, name: str, body: dict[str, Any]) -> Any:
 
 
 def refusal(status_json: Any) -> tuple[int, str, dict[str, str], dict[str, str]]:
-    """Code, reason, metadata and field violations of a Status; exactly one ErrorInfo."""
+    """Code, reason, metadata and field violations of a Status; exactly one ErrorInfo.
+
+    Not ``grpc_helpers.status_refusal`` on the parsed body: this reads the JSON
+    that clients get (its keys, the ``@type`` URLs, camelCase ``fieldViolations``),
+    which parsing into a ``google.rpc.Status`` would accept in either spelling.
+    """
     assert set(status_json) <= {"code", "message", "details"}
     infos = [d for d in status_json["details"] if d["@type"].endswith("/google.rpc.ErrorInfo")]
     bad = [d for d in status_json["details"] if d["@type"].endswith("/google.rpc.BadRequest")]

@@ -16,7 +16,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from engine.krypkasino import State, legal_moves, new_game, play_unchecked
 from service import state_codec
 from service.tokens import KeyRing, StateSealer
-from tests.engine.krypkasino.test_random_play import CONFIGS, _label
+from tests.engine.krypkasino.configs import CONFIGS, config_label
 from tests.sizes import random_games
 
 SEALER = StateSealer(KeyRing.ephemeral(), game="krypkasino")
@@ -40,7 +40,7 @@ def _round_trip(state: State, game_id: str) -> State:
 
 
 @pytest.mark.parametrize(
-    ("config", "seed"), GAMES, ids=[f"{seed}-{_label(config)}" for config, seed in GAMES]
+    ("config", "seed"), GAMES, ids=[f"{seed}-{config_label(config)}" for config, seed in GAMES]
 )
 def test_every_state_survives_a_sealed_round_trip(config, seed):
     policy = random.Random(seed)

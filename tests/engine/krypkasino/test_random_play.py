@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -28,10 +27,7 @@ from engine.krypkasino import (
     IllegalMoveError,
     Move,
     Reason,
-    Removal,
-    Rules,
     State,
-    Teams,
     TieRule,
     legal_moves,
     new_game,
@@ -43,90 +39,8 @@ from engine.krypkasino import (
 )
 from engine.krypkasino.events import DealEnded, TiebreakDeal
 from engine.krypkasino.invariants import check_state, check_transition
+from tests.engine.krypkasino.configs import CONFIGS, config_label, config_of
 from tests.sizes import random_games
-
-
-def _config(players: int, teams: str = "individual", **settings: Any) -> Config:
-    """A Config from flag names; ``Config.validate`` keeps invalid combinations out."""
-    match_fields = ("first_dealer", "draw_for_deal", "match_deals", "target_score", "tie_rule")
-    match = {k: settings.pop(k) for k in match_fields if k in settings}
-    if "tie_rule" in match:
-        match["tie_rule"] = TieRule(match["tie_rule"])
-    if "removal" in settings:
-        settings["removal"] = Removal(settings["removal"])
-    config = Config(players, Teams(teams), Rules(**settings), **match)
-    return config.validate()
-
-
-BASE = [
-    _config(2),
-    _config(3),
-    _config(4),
-    _config(4, "pairs"),
-    _config(5),
-    _config(6),
-    _config(6, "pairs"),
-    _config(6, "trios"),
-]
-
-# Every flag on its own (player counts rotate so each one meets several table sizes).
-SINGLE = [
-    _config(2, two_player_five_six=True),
-    _config(5, four_four=True),
-    _config(2, single_deck=True),
-    _config(3, single_deck=True),
-    _config(4, "pairs", single_deck=True),
-    _config(6, single_deck=True),
-    _config(3, last_capture_point=True),
-    _config(4, removal="spades"),
-    _config(5, removal="none"),
-    _config(2, no_forced_sweep=True),
-    _config(3, court_cards_rank_only=True),
-    _config(4, "pairs", must_capture_if_able=True),
-    _config(5, nordic_scoring=True),
-    _config(6, bordstabbe=True),
-    _config(4, draw_for_deal=True),
-    _config(5, first_dealer=3),
-    _config(3, target_score=30, tie_rule="tiebreak_deal"),
-    _config(4, "pairs", target_score=45, tie_rule="tiebreak_deal"),
-    _config(2, tie_rule="tiebreak_deal"),
-    _config(2, match_deals=4),
-    _config(3, target_score=80, match_deals=2),
-]
-
-# Flags that act on each other.
-PAIRS = [
-    _config(4, single_deck=True, nordic_scoring=True),
-    _config(3, four_four=True, single_deck=True),
-    _config(2, no_forced_sweep=True, must_capture_if_able=True),
-    _config(5, court_cards_rank_only=True, no_forced_sweep=True),
-    _config(6, "pairs", court_cards_rank_only=True, must_capture_if_able=True),
-    _config(4, "pairs", bordstabbe=True, last_capture_point=True),
-    _config(3, removal="spades", court_cards_rank_only=True),
-    _config(6, "trios", removal="none", bordstabbe=True),
-    _config(2, two_player_five_six=True, last_capture_point=True),
-    _config(4, removal="none", court_cards_rank_only=True, must_capture_if_able=True),
-    _config(2, single_deck=True, bordstabbe=True, nordic_scoring=True),
-    _config(6, removal="none", no_forced_sweep=True, draw_for_deal=True),
-]
-
-CONFIGS = BASE + SINGLE + PAIRS
-
-
-def _label(config: Config) -> str:
-    parts = [f"n{config.players}", *config.rules.enabled()]
-    if config.teams is not Teams.INDIVIDUAL:
-        parts.append(config.teams.value)
-    for name in ("first_dealer", "match_deals", "target_score"):
-        value = getattr(config, name)
-        if value:
-            parts.append(f"{name}={value}")
-    if config.draw_for_deal:
-        parts.append("draw_for_deal")
-    if config.tie_rule is not TieRule.SHARED:
-        parts.append(config.tie_rule.value)
-    return "-".join(parts)
-
 
 GAMES = [(CONFIGS[i % len(CONFIGS)], i) for i in range(random_games())]
 
@@ -297,7 +211,7 @@ def _play_match(config: Config, seed: int) -> tuple[list[State], list[Move]]:
 
 
 @pytest.mark.parametrize(
-    ("config", "seed"), GAMES, ids=[f"{seed}-{_label(config)}" for config, seed in GAMES]
+    ("config", "seed"), GAMES, ids=[f"{seed}-{config_label(config)}" for config, seed in GAMES]
 )
 def test_random_match(config, seed):
     """Design section 7: one random match, every step checked, then replayed."""
@@ -325,7 +239,7 @@ def test_tiebreak_deal_match():
     Ties for the lowest total are rare, so the first seed whose match needs the
     extra deal is looked for (single deck, two players: short matches).
     """
-    config = _config(2, single_deck=True, nordic_scoring=True, tie_rule="tiebreak_deal")
+    config = config_of(2, single_deck=True, nordic_scoring=True, tie_rule="tiebreak_deal")
     seed = next(
         seed
         for seed in range(300)
@@ -337,6 +251,6 @@ def test_tiebreak_deal_match():
 
 def test_every_configuration_is_played():
     """Each configuration gets a game once the budget reaches the configuration count."""
-    assert len(CONFIGS) == len({_label(c) for c in CONFIGS}), "duplicate configurations"
+    assert len(CONFIGS) == len({config_label(c) for c in CONFIGS}), "duplicate configurations"
     if random_games() >= len(CONFIGS):
-        assert {_label(c) for c, _ in GAMES} == {_label(c) for c in CONFIGS}
+        assert {config_label(c) for c, _ in GAMES} == {config_label(c) for c in CONFIGS}

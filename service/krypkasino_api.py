@@ -21,6 +21,7 @@ from engine.krypkasino import (
     ConfigError,
     DrawExhaustedError,
     IllegalMoveError,
+    Reason,
     Rules,
     State,
     SweepKind,
@@ -164,8 +165,10 @@ class KrypkasinoApi:
         except IllegalMoveError as error:
             if self._metrics is not None:
                 self._metrics.illegal_move(GAME, error.reason.value)
+            # The seat to move, so that a client need not parse the message for it.
+            turn = {"turn": str(opened.state.turn)} if error.reason is Reason.NOT_YOUR_TURN else {}
             raise failed_precondition(
-                error.reason.value, error.message, rule=error.rule, seat=str(seat)
+                error.reason.value, error.message, rule=error.rule, seat=str(seat), **turn
             ) from None
         if self._metrics is not None:
             self._count_moves(events)

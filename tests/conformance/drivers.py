@@ -23,7 +23,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
-from engine.krypkasino import IllegalMoveError, legal_moves, open_game, play, score, view
+from engine.krypkasino import IllegalMoveError, Reason, legal_moves, open_game, play, score, view
 from engine.krypkasino.state import State
 from service import codec, view_codec
 from service.errors import HTTP_STATUS
@@ -126,6 +126,8 @@ class EngineDriver:
         except IllegalMoveError as error:
             # The service's mapping of an illegal move (design section 5).
             metadata = {"rule": error.rule, "seat": str(seat)}
+            if error.reason is Reason.NOT_YOUR_TURN:
+                metadata["turn"] = str(handle.turn)
             return Refused("FAILED_PRECONDITION", error.reason.value, metadata)
         result = {
             "events": [plain(e) for e in codec.events_to_proto(events)],

@@ -465,9 +465,9 @@ def test_a_malformed_move_names_its_field(stub, game, move, field):
 # -- moves the rules forbid (FAILED_PRECONDITION, K4.4, K7, K8.1, K13.2) -----------------
 
 
-def assert_illegal(refusal: Refusal, reason: str, rule: str, seat: int) -> None:
+def assert_illegal(refusal: Refusal, reason: str, rule: str, seat: int, **more: str) -> None:
     assert (refusal.code, refusal.reason) == (PRECONDITION, reason), refusal
-    assert refusal.metadata == {"rule": rule, "seat": str(seat)}, refusal
+    assert refusal.metadata == {"rule": rule, "seat": str(seat), **more}, refusal
     assert not refusal.has_bad_request
 
 
@@ -522,7 +522,7 @@ def test_an_illegal_move_is_a_failed_precondition_with_its_rule(
 
 def test_a_move_out_of_turn_is_not_your_turn(stub, capture_game):
     refusal = refused(stub.Play, play_request(capture_game, 0, "6C"))
-    assert_illegal(refusal, "NOT_YOUR_TURN", "K4.4", 0)
+    assert_illegal(refusal, "NOT_YOUR_TURN", "K4.4", 0, turn="1")
     assert legal_texts(stub, capture_game, 0) == set()
 
 
@@ -1114,7 +1114,8 @@ def check_outcome(
     if allowed is not None:
         assert got in allowed if allowed else got is None, (got, allowed, request)
     if refusal is not None and refusal.code is PRECONDITION:
-        assert set(refusal.metadata) == {"rule", "seat"}, refusal
+        turn = {"turn"} if refusal.reason == "NOT_YOUR_TURN" else set()
+        assert set(refusal.metadata) == {"rule", "seat"} | turn, refusal
     return response
 
 

@@ -101,9 +101,11 @@ class KeyRing:
         """Keys as base64 (standard or urlsafe, padding optional), comma or space separated.
 
         Raises ``ValueError`` naming the 1-based position of a bad key, never its text.
+        An empty entry (``,NEW``) is refused: it is what a script writes when reading the
+        current keys failed, and a ring without the old key breaks every game in play.
         """
-        items = [item for item in re.split(r"[,\s]+", text) if item]
-        if not items:
+        items = re.split(r"\s*,\s*|\s+", text.strip())
+        if not any(items):
             raise ValueError("no keys given: expected base64 AES-256 keys, comma-separated")
         return cls(tuple(_decode_key(item, position) for position, item in enumerate(items, 1)))
 
@@ -125,6 +127,10 @@ class KeyRing:
 
 def _decode_key(item: str, position: int) -> bytes:
     """One base64 key of either alphabet; errors name the position only."""
+    if not item:
+        raise ValueError(
+            f"key {position} is empty (a comma at an end of the list, or two in a row)"
+        )
     normalized = item.rstrip("=").replace("-", "+").replace("_", "/")
     normalized += "=" * (-len(normalized) % 4)
     try:

@@ -947,6 +947,13 @@ def test_a_bad_state_key_exits_2_without_echoing_any_key(bad):
         assert secret not in result.stderr
 
 
+def test_a_key_list_with_an_empty_entry_exits_2() -> None:
+    """Step 1 of a rotation whose script read no current keys would write ``,NEW``."""
+    result = serve_and_fail(keys="," + KeyRing.generate_key_text())
+    assert result.returncode == 2
+    assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS: key 1 is empty")
+
+
 def test_state_keys_set_but_empty_exit_2_instead_of_an_ephemeral_key() -> None:
     """An empty Secret must not leave a pod serving tokens no other replica can open."""
     result = serve_and_fail(keys="")

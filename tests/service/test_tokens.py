@@ -418,6 +418,15 @@ def test_parse_errors_name_the_position_never_the_key():
             assert item[:8] not in message, message
 
 
+def test_parse_refuses_an_empty_entry():
+    """``,NEW`` is what a rotation script writes when reading the current keys failed."""
+    good = base64.b64encode(KEY_A).decode()
+    for text, position in [(f",{good}", 1), (f"{good},", 2), (f"{good}, ,{good}", 2)]:
+        message = _parse_error(text)
+        assert f"key {position} is empty" in message, message
+        assert good[:8] not in message
+
+
 def test_parse_refuses_an_empty_list():
     for text in ["", "   ", ",", " , \n"]:
         assert "no keys" in _parse_error(text)

@@ -34,6 +34,8 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     disable_created_metrics,
     start_http_server,
     values,
@@ -304,6 +306,14 @@ class ServiceMetrics:
 def multiprocess_enabled() -> bool:
     """Whether prometheus_client was imported with ``PROMETHEUS_MULTIPROC_DIR`` set."""
     return values.ValueClass is not values.MutexValue
+
+
+def add_process_metrics(registry: CollectorRegistry) -> None:
+    """The process's own CPU, memory, file descriptors and Python version (``process_*``,
+    ``python_info``), as the default registry has them. Only with one process: with
+    workers each would report itself alone, and their sum is the container's metrics."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
 
 
 def multiprocess_registry() -> CollectorRegistry:

@@ -35,6 +35,7 @@ from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
 from service.logs import bind_process_fields, configure_logging, get_logger
 from service.metrics import (
     ServiceMetrics,
+    add_process_metrics,
     multiprocess_registry,
     start_metrics_http,
     worker_exited,
@@ -288,6 +289,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         return _supervise(config, keys.ring, pending)
     registry = CollectorRegistry()
     metrics = new_metrics(registry)
+    add_process_metrics(registry)
     stop_metrics = _start_metrics(config, registry)
     if stop_metrics is None:
         return 1

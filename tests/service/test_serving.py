@@ -339,6 +339,13 @@ def metric_samples(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], flo
     }
 
 
+def process_series(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float],
+) -> dict[str, float]:
+    """The ``process_*`` series by name (they have no labels)."""
+    return {name: value for (name, _), value in samples.items() if name.startswith("process_")}
+
+
 def new_games_handled(samples: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> float:
     labels = {
         "grpc_type": "unary",
@@ -392,6 +399,8 @@ def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_
 
         aggregated = metric_samples(server.metrics_url)
         assert new_games_handled(aggregated) == connections + 1
+        # Each worker's own would be a part: the container's metrics are the whole.
+        assert process_series(aggregated) == {}
         started = sum(
             v for (name, _), v in aggregated.items() if name == "cardrules_games_started_total"
         )
@@ -902,7 +911,12 @@ def test_environment_variables_alone_configure_the_server():
             with pytest.raises(grpc.RpcError) as too_big:
                 stub.GetView(pb.GetViewRequest(state=bytes(4096)))
             assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert new_games_handled(metric_samples(server.metrics_url)) == 1
+        samples = metric_samples(server.metrics_url)
+        assert new_games_handled(samples) == 1
+        # One process: its own CPU and memory, as a default registry has them.
+        assert process_series(samples)["process_resident_memory_bytes"] > 10 * 2**20
+        assert process_series(samples)["process_cpu_seconds_total"] > 0
+        assert any(name == "python_info" for name, _ in samples)
     draining = server.log_events("draining")[0]
     assert (draining["grace_seconds"], draining["drain_delay_seconds"]) == (3, 0.5)
 

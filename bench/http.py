@@ -35,6 +35,7 @@ from bench.common import (
     add_sizes,
     chosen_sizes,
     finish,
+    game_seed,
     meta,
     note,
     percentile,
@@ -64,7 +65,7 @@ HTTP_SIZES = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_sizes(parser, HTTP_SIZES)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the request stream")
+    parser.add_argument("--seed", type=game_seed, default=0, help="seed of the request stream")
 
 
 def sizes(args: argparse.Namespace) -> Sizes:
@@ -82,7 +83,7 @@ def request_stream(port: int, games: int, moves: int, seed: int) -> list[pb.Play
         stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
         for game in range(games):
             config = pb.GameConfig(players=2 + game % 5)
-            started = stub.NewGame(pb.NewGameRequest(config=config, seed=seed + game))
+            started = stub.NewGame(pb.NewGameRequest(config=config, seed=(seed + game) % 2**64))
             state, tokens, view = started.state, started.seat_tokens, started.view
             for _ in range(moves):
                 if not view.HasField("turn"):

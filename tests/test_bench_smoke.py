@@ -99,3 +99,15 @@ def test_every_command_refuses_a_size_below_one(command, option, value, capsys):
         f"python -m bench {command}: error: argument {option}: "
         f"must be a positive integer, not {value}"
     )
+
+
+@pytest.mark.parametrize("value", ["-1", str(2**64)])
+def test_the_http_request_stream_refuses_a_seed_no_game_can_have(value, capsys):
+    """NewGame's seed is an unsigned 64-bit number: -1 crashed the run half-way."""
+    with pytest.raises(SystemExit) as refused:
+        build_parser().parse_args(["http", "--seed", value])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m bench http: error: argument --seed: "
+        f"must be a whole number from 0 to 2^64-1, not {value}"
+    )

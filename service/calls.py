@@ -53,7 +53,6 @@ class Outcome(Generic[ResponseT]):
 
     response: ResponseT | None
     error: ServiceError | None
-    request_id: str
 
 
 class _RequestIds:
@@ -148,4 +147,4 @@ class CallRunner:
             self._log.info("request", **fields)
         else:
             self._log.info("request", reason=error.reason, **fields)
-        return Outcome(response, error, request_id)
+        return Outcome(response, error)

@@ -87,7 +87,7 @@ TRANSPORT_LIMIT_FACTOR = 4
 # the limit has some calls refused (UNAVAILABLE, REFUSED_STREAM) instead: at a limit of
 # 100, one in 50 calls with 90 in flight, a third with 150. Hence far above what a
 # client keeps in flight on one connection.
-MAX_CONCURRENT_STREAMS = 10000
+MAX_CONCURRENT_STREAMS = 1000
 # What the calls open at a connection's age limit get to finish. Unary calls take
 # milliseconds; a call whose request never came would otherwise keep the connection.
 CONNECTION_AGE_GRACE_MS = 30_000

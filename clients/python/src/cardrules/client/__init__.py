@@ -1,6 +1,6 @@
 """Typed Python client of the cardrules Krypkasino service (docs/api.md).
 
->>> from cardrules.client import KrypkasinoClient, card
+>>> from cardrules.client import card, cards_pb2
 >>> card("10D").rank == cards_pb2.RANK_TEN
 True
 

@@ -150,6 +150,9 @@ def test_the_overlays_set_namespace_image_size_and_log_level():
     assert {item["metadata"]["namespace"] for item in prod} == {"cardrules"}
     assert container(dev)["image"] == "cardrules:dev"
     assert container(prod)["image"].startswith("registry.example.com/games/cardrules:")
+    # dev's image is loaded into a local cluster, not in any registry: Always would pull
+    # (ErrImagePull). prod's tag or digest is pinned, so the node's copy is the right one.
+    assert [container(o)["imagePullPolicy"] for o in (dev, prod)] == ["IfNotPresent"] * 2
     # The HPA owns the replica count; the bounds below are where each overlay sets it.
     assert all("replicas" not in one(o, "Deployment")["spec"] for o in (base, dev, prod))
     bounds = [

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -313,6 +314,29 @@ def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callabl
     return server
 
 
+def _taken(host: str, port: int) -> str | None:
+    """Why ``port`` on ``host`` is not free, or None.
+
+    Workers bind with SO_REUSEPORT, which shares a port with any process of the
+    same user that does so too: a second server started by mistake on the same
+    ports would take half the connections, with other keys. A bind without it
+    fails on a port anyone listens on.
+    """
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as error:
+        return str(error)
+    for family, kind, protocol, _, address in addresses:
+        with socket.socket(family, kind, protocol) as probe:
+            # As grpc and aiohttp do: a port whose last connections linger in TIME_WAIT is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                return str(error)
+    return None
+
+
 def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> int:
     """Fork the workers, serve their aggregated metrics, forward stop signals, reap them.
 
@@ -322,6 +346,10 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     """
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
+    for port in (config.grpc_port, config.http_port):
+        if (error := _taken(config.host, port)) is not None:
+            _log.error("cannot listen", address=host_port(config.host, port), error=error)
+            return 1
     workers = _fork_workers(config, keys)
     stopping = False
 

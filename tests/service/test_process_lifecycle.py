@@ -121,6 +121,34 @@ def test_a_taken_metrics_port_exits_1_with_a_cannot_listen_line_and_leaves_nothi
         )
 
 
+@pytest.mark.parametrize("taken", ["grpc", "http"])
+def test_workers_do_not_share_their_ports_with_a_second_server(taken):
+    """Workers bind with SO_REUSEPORT, which a second server of the same user could share:
+    started by mistake on the same ports, it would take half the connections with other
+    keys. It must stop with ``cannot listen`` instead, and the first keep serving."""
+    with running(workers()) as first:
+        first.wait_for_logs("listening", 2)
+        ports = {"grpc": first.grpc_port, "http": first.http_port}
+        other_grpc, other_http = free_ports(2)
+        second = serve_and_fail(
+            *WORKERS,
+            "--grpc-port",
+            str(ports["grpc"] if taken == "grpc" else other_grpc),
+            "--http-port",
+            str(ports["http"] if taken == "http" else other_http),
+        )
+        assert second.returncode == 1
+        [failure] = [line for line in events(second.stdout) if line["event"] == "cannot listen"]
+        assert failure["address"] == f"127.0.0.1:{ports[taken]}"
+        assert "listening" not in second.stdout
+        assert nothing_listens_on(other_grpc) and nothing_listens_on(other_http)
+        with grpc.insecure_channel(first.target) as channel:
+            reply = health(channel).Check(
+                health_pb2.HealthCheckRequest(service="readiness"), timeout=10
+            )
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
 @pytest.mark.parametrize(
     "signals",
     [(signal.SIGINT,), (signal.SIGTERM, signal.SIGINT)],

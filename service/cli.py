@@ -2,8 +2,8 @@
 
 Exit status: 0 success, 1 an invariant failed during a simulation (an engine
 bug) or the ``--server`` could not be reached, 2 bad input (usage, unknown
-rule, malformed card or deck, a configuration the rules reject). Errors are
-one line on stderr, never a traceback.
+rule, malformed card or deck, a configuration the rules reject), 130
+interrupted (Ctrl-C). Errors are one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -40,10 +40,16 @@ PROG = "cardrules"
 USAGE_ERROR = 2
 INVARIANT_FAILED = 1
 REMOTE_FAILED = 1
+INTERRUPTED = 128 + 2  # as a shell reports a process stopped by SIGINT
+MAX_SEED = 2**64 - 1  # NewGame's seed is a uint64
 
 
 class _UsageError(Exception):
-    """An argparse complaint, reported by ``main`` as one line."""
+    """An argparse complaint, reported by ``main`` as one line naming the command's help."""
+
+    def __init__(self, message: str, prog: str) -> None:
+        super().__init__(message)
+        self.prog = prog
 
 
 class _ParserExitError(Exception):
@@ -56,7 +62,7 @@ class _Parser(argparse.ArgumentParser):
     """Raises instead of exiting, so ``main`` returns a status and tests run in-process."""
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
+        raise _UsageError(message, self.prog)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
@@ -71,6 +77,18 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """A game seed as ``NewGame`` takes it: 0 to 2^64-1, so a game played through
+    ``--server`` and in-process are the same game."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be 0 to 2^64-1, not {value}")
     return value
 
 
@@ -120,7 +138,9 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     dealer = sim.add_mutually_exclusive_group()
     dealer.add_argument("--first-dealer", type=int, default=0, metavar="SEAT", help="K4.2")
     dealer.add_argument("--draw-for-deal", action="store_true", help="K4.2")
-    sim.add_argument("--seed", type=int, default=0, help="seeds the shuffles and the policy")
+    sim.add_argument(
+        "--seed", type=_seed, default=0, help="seeds the shuffles and the policy (0 to 2^64-1)"
+    )
     sim.add_argument(
         "--deck",
         action="append",
@@ -155,6 +175,8 @@ def _request(args: argparse.Namespace) -> SimulationRequest:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    if args.seed + args.games - 1 > MAX_SEED:
+        return _fail(f"--games {args.games} from --seed {args.seed} goes past seed 2^64-1")
     try:
         request = _request(args)
     except (InputError, ConfigError, CardError) as error:
@@ -204,13 +226,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``cardrules`` command; returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
     except _UsageError as error:
-        return _fail(f"{error} (see {PROG} --help)")
+        return _fail(f"{error} (see {error.prog} --help)")
     except _ParserExitError as done:
         return done.status
+    if extras:  # what parse_args would refuse, but naming the command's help
+        return _fail(
+            f"unrecognized arguments: {' '.join(extras)} (see {PROG} {args.command} --help)"
+        )
     handler: Callable[[argparse.Namespace], int] = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:  # Ctrl-C in a long simulation; serve handles SIGINT itself
+        return _fail("interrupted", INTERRUPTED)
 
 
 if __name__ == "__main__":

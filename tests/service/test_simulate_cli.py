@@ -4,6 +4,7 @@ import itertools
 import json
 import random
 import re
+import signal
 import subprocess
 from collections import Counter
 from dataclasses import replace
@@ -294,6 +295,9 @@ BAD_INPUT = {
     "games zero": ["--players", "4", "--games", "0"],
     "unknown policy": ["--players", "4", "--policy", "smart"],
     "unknown tie rule": ["--players", "4", "--tie-rule", "coin"],
+    "negative seed": ["--players", "4", "--seed", "-1"],
+    "seed past uint64": ["--players", "4", "--seed", str(2**64)],
+    "games past the last seed": ["--players", "4", "--seed", str(2**64 - 1), "--games", "2"],
 }
 
 
@@ -320,6 +324,36 @@ def test_bad_input_in_a_real_process(argv):
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("cardrules: error: ")
+
+
+@pytest.mark.parametrize("command", ["simulate", "serve"])
+def test_an_unknown_option_names_the_help_of_its_command(capsys, command):
+    """``cardrules --help`` lists only the commands, not the option that was wrong."""
+    assert (
+        main([command, "krypkasino", "--bogus"] if command == "simulate" else [command, "-x"]) == 2
+    )
+    assert capsys.readouterr().err.endswith(f"(see cardrules {command} --help)\n")
+
+
+def test_ctrl_c_during_a_long_simulation_exits_130_with_one_line():
+    simulation = subprocess.Popen(
+        [CARDRULES, "simulate", "krypkasino", "--players", "4", "--games", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert simulation.stderr is not None
+    progress = ""
+    while "/100000" not in progress:  # tqdm's first line: games are being played
+        character = simulation.stderr.read(1)
+        assert character, f"the simulation ended before it began: {progress!r}"
+        progress += character
+    simulation.send_signal(signal.SIGINT)
+    out, err = simulation.communicate(timeout=30)
+    assert simulation.returncode == 130
+    assert out == ""
+    assert err.rsplit("\r", 1)[-1].splitlines()[-1] == "cardrules: error: interrupted"
+    assert "Traceback" not in err
 
 
 def test_help_exits_0(capsys):

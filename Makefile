@@ -1,5 +1,6 @@
-# cardrules build entry points. A fresh machine needs only Python 3.11 and make:
-# every target bootstraps .venv from the hash-pinned requirements/dev.lock.
+# cardrules build entry points. A fresh machine needs only Python 3.11 and make (and
+# npm, for buf, in test and lint): every target bootstraps .venv from the hash-pinned
+# requirements/dev.lock.
 
 ifeq ($(origin PYTHON),undefined)
 PYTHON := $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
@@ -19,7 +20,7 @@ FUZZ_SCALE   ?= 1
 PYTEST_ARGS  ?=
 # Extra arguments for the server, e.g. make serve SERVE_ARGS='--workers 2'
 SERVE_ARGS   ?=
-# Extra arguments for the benchmark, e.g. make bench BENCH_ARGS='--games 1000'
+# Extra arguments for the benchmark, e.g. make bench BENCH_ARGS='engine --quick'
 BENCH_ARGS   ?=
 # Extra arguments for pip-compile, e.g. make lock LOCK_ARGS=--upgrade
 LOCK_ARGS    ?=
@@ -67,10 +68,11 @@ test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff for
 coverage: $(VENV_STAMP) ## pytest with line coverage of engine/ and service/, servers started by tests included
 	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) CARDRULES_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
-lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + mypy
+lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff format --check + mypy
 	$(BUF) lint
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 fmt: $(VENV_STAMP) ## ruff format + ruff check --fix
@@ -80,13 +82,21 @@ fmt: $(VENV_STAMP) ## ruff format + ruff check --fix
 serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, HTTP :8080, metrics :9464)
 	$(BIN)/cardrules serve $(SERVE_ARGS)
 
-bench: $(VENV_STAMP) ## Run the benchmark (python -m bench $(BENCH_ARGS))
+bench: $(VENV_STAMP) ## Run the benchmarks: python -m bench with BENCH_ARGS (engine, grpc, http)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lock: $(VENV_STAMP) ## Regenerate requirements/runtime.lock and requirements/dev.lock
+	@rm -rf $(VENV)/locks-before && mkdir $(VENV)/locks-before
+	@cp -p requirements/runtime.lock requirements/dev.lock $(VENV)/locks-before/
 	$(PIP_COMPILE) --output-file requirements/runtime.lock pyproject.toml
 	$(PIP_COMPILE) --extra dev --constraint requirements/runtime.lock \
 		--output-file requirements/dev.lock pyproject.toml
+	@# An unchanged lock keeps its time: a newer dev.lock rebuilds .venv from scratch.
+	@for lock in runtime.lock dev.lock; do \
+		if cmp -s $(VENV)/locks-before/$$lock requirements/$$lock; then \
+			touch -r $(VENV)/locks-before/$$lock requirements/$$lock; \
+		fi; \
+	done; rm -rf $(VENV)/locks-before
 
 generate: $(VENV_STAMP) ## Regenerate from proto/: the Python code in clients/python/src and the OpenAPI document
 	$(BIN)/python scripts/generate_protos.py

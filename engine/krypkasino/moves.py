@@ -245,7 +245,8 @@ def _sweep_in(hand: Sequence[Card], packed: int, rank_only: bool) -> bool:
     The table's sweep ranks are usually cached already: the view of the move
     that left this table asked for them (K14.1).
     """
-    ranks = _sweep_ranks(packed, rank_only) if packed else ()
+    if not packed or not (ranks := _sweep_ranks(packed, rank_only)):
+        return False  # the usual case: no card at all sweeps this table
     return any(card >> 2 in ranks for card in hand)
 
 

@@ -236,7 +236,7 @@ def test_service_refusals_take_the_standard_http_mapping(server, json_game):
     status, _, value = exchange(f"{url}:play", json.dumps(out_of_turn).encode())
     code, reason, metadata, _ = refusal(value)
     assert (status, code, reason) == (400, 9, "NOT_YOUR_TURN")
-    assert metadata == {"rule": "K4.4", "seat": str(other)}
+    assert metadata == {"rule": "K4.4", "seat": str(other), "turn": str(turn)}
 
 
 LIMIT = 64 * 1024  # the default --max-request-bytes

@@ -86,9 +86,9 @@ TRANSPORT_LIMIT_FACTOR = 4
 # hold tens of thousands. A gRPC client queues a call over the limit until one ends, but
 # grpc's server counts a call for a moment after its answer has gone, so a client near
 # the limit has some calls refused (UNAVAILABLE, REFUSED_STREAM) instead: at a limit of
-# 100, one in 50 calls with 90 in flight, a third with 150. Hence far above what a
-# client keeps in flight on one connection.
-MAX_CONCURRENT_STREAMS = 1000
+# 100, one in 50 calls with 90 in flight, a third with 150; at 500, none with 450. A
+# connection full of stalled calls holds about 10 MB.
+MAX_CONCURRENT_STREAMS = 500
 # What the calls open at a connection's age limit get to finish. Unary calls take
 # milliseconds; a call whose request never came would otherwise keep the connection.
 CONNECTION_AGE_GRACE_MS = 30_000
@@ -327,13 +327,14 @@ def _taken(host: str, port: int) -> str | None:
     except OSError as error:
         return str(error)
     for family, kind, protocol, _, address in addresses:
-        with socket.socket(family, kind, protocol) as probe:
-            # As grpc and aiohttp do: a port whose last connections linger in TIME_WAIT is free.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
+        try:
+            with socket.socket(family, kind, protocol) as probe:
+                # As grpc and aiohttp do: a port whose last connections linger in TIME_WAIT
+                # is free.
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 probe.bind(address)
-            except OSError as error:
-                return str(error)
+        except OSError as error:  # taken, or no socket at all (no IPv6, no descriptors left)
+            return str(error)
     return None
 
 

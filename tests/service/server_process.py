@@ -262,25 +262,34 @@ def serve_and_fail(
     """Run ``cardrules serve`` on loopback expecting it to refuse to start and exit.
 
     ``args`` come after ``--host 127.0.0.1 --grpc-port <free> --metrics-port 0`` and so
-    win over them; ``env`` and ``keys`` as for ``server_environment``.
+    win over them; ``env`` and ``keys`` as for ``server_environment``. A server that
+    does not exit within 30 s is killed with the workers it forked, and the test fails.
     """
-    return subprocess.run(
-        [
-            CARDRULES,
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--grpc-port",
-            str(free_port()),
-            "--metrics-port",
-            "0",
-            *args,
-        ],
+    command = [
+        CARDRULES,
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--grpc-port",
+        str(free_port()),
+        "--metrics-port",
+        "0",
+        *args,
+    ]
+    process = subprocess.Popen(
+        command,
         env=server_environment(env, keys),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=30,
+        start_new_session=True,  # a group of its own, for kill_group
     )
+    try:
+        stdout, stderr = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 @contextmanager

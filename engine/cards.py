@@ -91,16 +91,17 @@ def holds_all(cards: Sequence[Card], part: Sequence[Card]) -> bool:
 def check_deck(deck: Sequence[Card], copies: int) -> None:
     """Raise CardError unless ``deck`` holds every card exactly ``copies`` times."""
     counts = _card_counts(deck)
-    missing = [c for c in range(CARDS_PER_DECK) if counts[c] < copies]
-    extra = [c for c in range(CARDS_PER_DECK) if counts[c] > copies]
+    # Each copy missing or too many is named: "missing AS AS" when both aces of spades are.
+    missing = [Card(c) for c in range(CARDS_PER_DECK) for _ in range(copies - counts[c])]
+    extra = [Card(c) for c in range(CARDS_PER_DECK) for _ in range(counts[c] - copies)]
     if not missing and not extra:
         return
     parts = [f"a deck must hold {copies * CARDS_PER_DECK} cards, each code {copies} time(s)"]
     parts.append(f"got {len(deck)}")
     if missing:
-        parts.append("missing " + cards_str(Card(c) for c in missing))
+        parts.append("missing " + cards_str(missing))
     if extra:
-        parts.append("too many " + cards_str(Card(c) for c in extra))
+        parts.append("too many " + cards_str(extra))
     raise CardError("; ".join(parts))
 
 

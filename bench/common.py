@@ -42,14 +42,6 @@ def positive(text: str) -> int:
     return value
 
 
-def game_seed(text: str) -> int:
-    """A game seed: NewGame's is an unsigned 64-bit number."""
-    value = int(text)
-    if not 0 <= value < 2**64:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2^64-1, not {value}")
-    return value
-
-
 def add_sizes(parser: argparse.ArgumentParser, sizes: dict[str, Size]) -> None:
     for name, size in sizes.items():
         parser.add_argument(

@@ -35,13 +35,13 @@ from bench.common import (
     add_sizes,
     chosen_sizes,
     finish,
-    game_seed,
     meta,
     note,
     percentile,
     table,
 )
 from bench.server import Ports, cardrules_serve
+from service.cli import seed_argument
 
 TRANSPORTS = ("grpc", "http")
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
@@ -65,7 +65,7 @@ HTTP_SIZES = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_sizes(parser, HTTP_SIZES)
-    parser.add_argument("--seed", type=game_seed, default=0, help="seed of the request stream")
+    parser.add_argument("--seed", type=seed_argument, default=0, help="seed of the request stream")
 
 
 def sizes(args: argparse.Namespace) -> Sizes:

@@ -80,7 +80,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def _seed(text: str) -> int:
+def seed_argument(text: str) -> int:
     """A game seed as ``NewGame`` takes it: 0 to 2^64-1, so a game played through
     ``--server`` and in-process are the same game."""
     try:
@@ -139,7 +139,10 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     dealer.add_argument("--first-dealer", type=int, default=0, metavar="SEAT", help="K4.2")
     dealer.add_argument("--draw-for-deal", action="store_true", help="K4.2")
     sim.add_argument(
-        "--seed", type=_seed, default=0, help="seeds the shuffles and the policy (0 to 2^64-1)"
+        "--seed",
+        type=seed_argument,
+        default=0,
+        help="seeds the shuffles and the policy (0 to 2^64-1)",
     )
     sim.add_argument(
         "--deck",

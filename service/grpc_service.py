@@ -22,8 +22,8 @@ from google.protobuf.message_factory import GetMessageClass
 from grpc_status import rpc_status
 
 from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, Handler, request_id_from
+from service.descriptors import snake_case
 from service.errors import REQUEST_MALFORMED, invalid_argument, request_too_large
-from service.http_routes import snake_case
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoApi
 
 RequestT = TypeVar("RequestT")

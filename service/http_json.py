@@ -26,8 +26,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
+from service.descriptors import message_descriptor
 from service.errors import ServiceError, invalid_argument, request_too_large
-from service.http_routes import message_descriptor
 
 MessageT = TypeVar("MessageT", bound=Message)
 

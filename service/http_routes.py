@@ -12,15 +12,16 @@ served wrongly.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from google.api import annotations_pb2, http_pb2
-from google.protobuf.descriptor import Descriptor, MethodDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
+
+from service.descriptors import snake_case
 
 HTTP_VERBS = ("get", "put", "post", "delete", "patch")
 # Paths the gateway serves beside the RPCs: the OpenAPI document, and for load balancers
@@ -52,16 +53,6 @@ class Route:
     """The API method serving it, e.g. ``get_view``."""
     request_class: type[Message]
     response_class: type[Message]
-
-
-def message_descriptor(message_class: type[Message]) -> Descriptor:
-    """The class's descriptor (the stubs also allow upb's own descriptor type)."""
-    return cast(Descriptor, message_class.DESCRIPTOR)
-
-
-def snake_case(name: str) -> str:
-    """``LegalMoves`` -> ``legal_moves`` (the API's method name for an RPC)."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 def http_rules(method: MethodDescriptor) -> list[http_pb2.HttpRule]:

@@ -53,8 +53,9 @@ from google.protobuf.descriptor import (
     ServiceDescriptor,
 )
 
+from service.descriptors import message_descriptor
 from service.http_json import JSON_TYPE
-from service.http_routes import OPENAPI_PATH, message_descriptor, routes
+from service.http_routes import OPENAPI_PATH, routes
 
 Json = dict[str, Any]
 

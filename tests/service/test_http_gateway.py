@@ -29,6 +29,7 @@ from google.rpc import code_pb2
 
 from service.calls import CallInfo, CallRunner
 from service.config import ServerConfig
+from service.descriptors import snake_case
 from service.errors import (
     HTTP_STATUS,
     ServiceError,
@@ -39,7 +40,7 @@ from service.errors import (
 from service.http_cors import CorsPolicy, parse_origins
 from service.http_gateway import HttpGateway, RouteConflictError, http_status
 from service.http_json import parse_request
-from service.http_routes import UnsupportedRouteError, routes, snake_case
+from service.http_routes import UnsupportedRouteError, routes
 from service.server import build_api
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import key_id

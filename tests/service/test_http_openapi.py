@@ -12,7 +12,8 @@ from google.rpc import error_details_pb2
 from openapi_spec_validator import validate
 
 from scripts.generate_openapi import descriptor_set, generate
-from service.http_routes import message_descriptor, routes
+from service.descriptors import message_descriptor
+from service.http_routes import routes
 from service.openapi import (
     COMMITTED,
     SERVICES,

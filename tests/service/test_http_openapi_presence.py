@@ -31,9 +31,10 @@ from google.protobuf.message_factory import GetMessageClass
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from service.descriptors import message_descriptor
 from service.errors import ServiceError
 from service.http_json import message_json, parse_request
-from service.http_routes import message_descriptor, routes
+from service.http_routes import routes
 from service.openapi import (
     COMMITTED,
     INPUT_SUFFIX,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from engine.cards import CARDS_PER_DECK, Card
+from engine.cards import CARDS_PER_DECK, Card, make_card
 from engine.krypkasino.config import Config, Removal, Rules, Teams, TieRule
 from engine.krypkasino.events import (
     Bordstabbe,
@@ -221,7 +221,7 @@ def card_from_proto(msg: cards_pb2.Card, field: str) -> Card:
     """The engine code of an API card (K1.1); ``CodecError`` names ``field.rank`` or ``.suit``."""
     rank, suit = msg.rank, msg.suit
     if 0 < rank <= 13 and 0 < suit <= 4:
-        return Card(rank * 4 + suit - 5)
+        return make_card(rank - 1, suit - 1)  # the API's enums start at 1
     raise _card_error(msg, field)
 
 
@@ -232,7 +232,7 @@ def cards_from_proto(msgs: Iterable[cards_pb2.Card], field: str) -> tuple[Card, 
         rank, suit = msg.rank, msg.suit
         if not (0 < rank <= 13 and 0 < suit <= 4):
             raise _card_error(msg, f"{field}[{i}]")
-        out.append(Card(rank * 4 + suit - 5))
+        out.append(make_card(rank - 1, suit - 1))
     return tuple(out)
 
 

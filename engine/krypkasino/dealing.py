@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from engine.cards import ACE, Card, check_deck, full_deck, seeded_rng, shuffled
+from engine.cards import (
+    ACE,
+    SPADES,
+    Card,
+    check_deck,
+    full_deck,
+    rank_of,
+    seeded_rng,
+    shuffled,
+    suit_of,
+)
 from engine.krypkasino.config import Config, Removal
 from engine.krypkasino.events import (
     Bordstabbe,
@@ -99,7 +109,7 @@ class DrawExhaustedError(ValueError):
 
 def _draw_strength(card: Card) -> int:
     """K4.2: ace high, then K Q J 10 ... 2; suits do not count."""
-    rank = card >> 2
+    rank = rank_of(card)
     return 13 if rank == ACE else rank
 
 
@@ -181,7 +191,7 @@ def distribute(state: State, events: list[Event]) -> tuple[State, list[Event]]:
     if removed:
         events.append(CardsSetAside(removed))
     bordstabbe_seat = state.bordstabbe_seat
-    if first and config.rules.bordstabbe and kept and len({card >> 2 for card in kept}) == 1:
+    if first and config.rules.bordstabbe and kept and len(set(map(rank_of, kept))) == 1:
         bordstabbe_seat = first_player
         events.append(Bordstabbe(first_player))
     state = evolve(
@@ -206,7 +216,7 @@ def split_removal(
     if removal is Removal.COURTS:
         removed = tuple(card for card in table if is_court(card))
     else:
-        removed = tuple(card for card in table if card & 3 == 0)
+        removed = tuple(card for card in table if suit_of(card) == SPADES)
     if not removed:
         return table, ()
     return tuple(card for card in table if card not in removed), removed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from engine.cards import full_deck
+from engine.cards import SPADES, full_deck, suit_of
 from engine.krypkasino.config import Removal
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
 from engine.krypkasino.moves import Move, is_court
@@ -69,7 +69,7 @@ def check_transition(before: State, move: Move, after: State, events: Sequence[E
             if removal is Removal.COURTS:
                 _require(not any(map(is_court, after.table)), "K15.4", "a court stayed")
             elif removal is Removal.SPADES:
-                _require(all(c & 3 for c in after.table), "K15.4", "a spade stayed")
+                _require(SPADES not in map(suit_of, after.table), "K15.4", "a spade stayed")
         elif isinstance(event, DealEnded):
             # A deal ends only when the stock and every hand are empty (K10.1).
             left = len(before.stock) + sum(len(hand) for hand in before.hands) - 1

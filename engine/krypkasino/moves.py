@@ -18,6 +18,7 @@ from engine.cards import (
     ACE,
     CARDS_PER_DECK,
     JACK,
+    KING,
     Card,
     card_str,
     holds_all,
@@ -27,8 +28,6 @@ from engine.cards import (
 )
 from engine.krypkasino.captures import sweeps, value_options
 from engine.krypkasino.config import Rules
-
-_COURT_RANKS = (10, 11, 12)
 
 
 class Move(NamedTuple):
@@ -99,7 +98,7 @@ def sweep_kind(table: Sequence[Card], move: Move) -> SweepKind:
     return SweepKind.SWEEP
 
 
-_COURT_FIELDS = sum(15 << (4 * rank) for rank in _COURT_RANKS)
+_COURT_FIELDS = sum(15 << (4 * rank) for rank in range(JACK, KING + 1))
 # Fields of the table values a played value can reach: higher cards never join a group.
 _REACH = tuple((1 << (4 * min(target, 13))) - 1 for target in range(15))
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
 
-from engine.cards import ACE, Card, full_deck, make_card
+from engine.cards import ACE, SPADES, Card, full_deck, make_card, rank_of, suit_of
 from engine.krypkasino.config import Config, TieRule
 
 STORAN = make_card(9, 2)  # 10D
@@ -67,9 +67,9 @@ def card_points(pile: Sequence[Card], nordic: bool) -> dict[str, int]:
             lillan += 1
         elif card == ACE_OF_SPADES:
             aces_of_spades += 1
-        elif card & 3 == 0:
+        elif suit_of(card) == SPADES:
             spades += 1
-        elif card >> 2 == ACE:
+        elif rank_of(card) == ACE:
             aces += 1
     counts = (storan, lillan, aces_of_spades, spades, aces)
     return {

@@ -2,9 +2,9 @@
 
 Kubernetes objects go through kubernetes-validate's strict schemas (unknown
 fields rejected) for Kubernetes 1.30 and for the newest version it ships; the
-ServiceMonitor goes through its CRD schema (a hand-reduced copy of
-prometheus-operator's, ``fixtures/servicemonitor-crd.yaml``) made strict the
-same way.
+ServiceMonitor and the PrometheusRule go through their CRD schemas (hand-reduced
+copies of prometheus-operator's, ``fixtures/servicemonitor-crd.yaml`` and
+``fixtures/prometheusrule-crd.yaml``) made strict the same way.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from tests.deploy.manifests import OVERLAYS, example_secret, rendered
 OLDEST_SUPPORTED = "1.30.0"
 NEWEST = kubernetes_validate.utils.latest_version()
 VERSIONS = (OLDEST_SUPPORTED, NEWEST)
-CRD = Path(__file__).with_name("fixtures") / "servicemonitor-crd.yaml"
-CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+FIXTURES = Path(__file__).with_name("fixtures")
+CRDS = (FIXTURES / "servicemonitor-crd.yaml", FIXTURES / "prometheusrule-crd.yaml")
 
 
 def validate_k8s(item: Manifest, version: str) -> str:
@@ -50,15 +50,29 @@ def strict(schema: Any) -> Any:
     return schema
 
 
-def servicemonitor_schema() -> dict[str, Any]:
-    (crd,) = load_documents(CRD)
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema: dict[str, Any] = strict(version["schema"]["openAPIV3Schema"])
-    return schema
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """The strict schema of each fixture CRD's version, by (``apiVersion``, ``kind``)."""
+    schemas: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in CRDS:
+        (crd,) = load_documents(path)
+        for version in crd["spec"]["versions"]:
+            api_version = f"{crd['spec']['group']}/{version['name']}"
+            schema = strict(version["schema"]["openAPIV3Schema"])
+            schemas[api_version, crd["spec"]["names"]["kind"]] = schema
+    return schemas
 
 
-def validate_servicemonitor(item: Manifest) -> None:
-    jsonschema.Draft7Validator(servicemonitor_schema()).validate(item)
+CRD_SCHEMAS = crd_schemas()
+
+
+def validate_custom(item: Manifest) -> None:
+    """Validate a custom resource against its fixture CRD's strict schema."""
+    schema = CRD_SCHEMAS[item["apiVersion"], item["kind"]]
+    jsonschema.Draft7Validator(schema).validate(item)
+
+
+def base_object(kind: str) -> Manifest:
+    return copy.deepcopy(next(i for i in rendered("base") if i["kind"] == kind))
 
 
 def major_minor(version: str) -> str:
@@ -83,36 +97,37 @@ def test_every_rendered_object_is_valid(overlay, version):
         "ConfigMap",
         "HorizontalPodAutoscaler",
         "ServiceMonitor",
+        "PrometheusRule",
     } <= kinds
+    custom = {kind for _, kind in CRD_SCHEMAS}
     schemas: set[tuple[str, str]] = set()
     for item in objects:
-        if (item["apiVersion"], item["kind"]) in CRD_KINDS:
-            validate_servicemonitor(item)
+        if (item["apiVersion"], item["kind"]) in CRD_SCHEMAS:
+            validate_custom(item)
             schemas.add((item["kind"], "crd"))
         else:
             # The schema of the version asked for, not of an older one it falls back to.
             schemas.add((item["kind"], validate_k8s(item, version)))
-    expected = {
-        (kind, "crd" if kind == "ServiceMonitor" else major_minor(version)) for kind in kinds
-    }
+    expected = {(kind, "crd" if kind in custom else major_minor(version)) for kind in kinds}
     assert schemas == expected
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_the_example_secret_and_the_crd_fixture_are_valid(version):
+def test_the_example_secret_and_the_crd_fixtures_are_valid(version):
     validate_k8s(example_secret(), version)
-    (crd,) = load_documents(CRD)
-    validate_k8s(crd, version)
+    for path in CRDS:
+        (crd,) = load_documents(path)
+        validate_k8s(crd, version)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_only_the_servicemonitor_lacks_a_kubernetes_schema(overlay):
-    """Hence its CRD schema; the other objects have one (``test_every_rendered_object_is_valid``)."""
-    monitors = [
-        item for item in rendered(overlay) if (item["apiVersion"], item["kind"]) in CRD_KINDS
+def test_only_the_custom_resources_lack_a_kubernetes_schema(overlay):
+    """Hence their CRD schemas; the other objects have one (``test_every_rendered_object_is_valid``)."""
+    custom = [
+        item for item in rendered(overlay) if (item["apiVersion"], item["kind"]) in CRD_SCHEMAS
     ]
-    assert [item["kind"] for item in monitors] == ["ServiceMonitor"]
-    for item in monitors:
+    assert [item["kind"] for item in custom] == ["ServiceMonitor", "PrometheusRule"]
+    for item in custom:
         with pytest.raises(SchemaNotFoundError):
             validate_k8s(item, NEWEST)
 
@@ -121,14 +136,14 @@ def test_only_the_servicemonitor_lacks_a_kubernetes_schema(overlay):
 
 
 def test_strict_validation_rejects_an_unknown_field():
-    deployment = copy.deepcopy(next(i for i in rendered("base") if i["kind"] == "Deployment"))
+    deployment = base_object("Deployment")
     deployment["spec"]["template"]["spec"]["terminationGracePeriod"] = 30
     with pytest.raises(jsonschema.ValidationError):
         validate_k8s(deployment, OLDEST_SUPPORTED)
 
 
 def test_validation_rejects_a_wrong_type():
-    deployment = copy.deepcopy(next(i for i in rendered("base") if i["kind"] == "Deployment"))
+    deployment = base_object("Deployment")
     deployment["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["grpc"]["port"] = (
         "grpc"  # gRPC probes take a number, not a port name
     )
@@ -147,8 +162,34 @@ def test_validation_rejects_a_wrong_type():
     ],
 )
 def test_the_crd_schema_rejects_bad_servicemonitors(change, expected):
-    monitor = copy.deepcopy(next(i for i in rendered("base") if i["kind"] == "ServiceMonitor"))
-    validate_servicemonitor(monitor)
+    monitor = base_object("ServiceMonitor")
+    validate_custom(monitor)
     change(monitor["spec"])
     with pytest.raises(jsonschema.ValidationError, match=expected):
-        validate_servicemonitor(monitor)
+        validate_custom(monitor)
+
+
+def first_rule(group: dict[str, Any]) -> dict[str, Any]:
+    rule: dict[str, Any] = group["rules"][0]
+    return rule
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda group: first_rule(group).update(fore="10m"), "fore"),
+        (lambda group: first_rule(group).update({"for": "10 minutes"}), "10 minutes"),
+        (lambda group: first_rule(group).update(keep_firing_for="5m"), "keep_firing_for"),
+        (lambda group: first_rule(group).pop("expr"), "expr"),
+        (lambda group: first_rule(group)["labels"].update(severity=1), "1"),
+        (lambda group: first_rule(group)["annotations"].update(runbook=["a"]), "'a'"),
+        (lambda group: group.update(name=""), "non-empty"),
+        (lambda group: group.update(interval="1m"), "interval"),
+    ],
+)
+def test_the_crd_schema_rejects_bad_prometheus_rules(change, expected):
+    rules = base_object("PrometheusRule")
+    validate_custom(rules)
+    change(rules["spec"]["groups"][0])
+    with pytest.raises(jsonschema.ValidationError, match=expected):
+        validate_custom(rules)

@@ -6,7 +6,9 @@ and a move played so that the domain counters have samples, or one of the short
 list of kube-state-metrics' series. Every label a selector matches on, or an
 aggregation (``by``, ``without``) or vector match (``on``, ``ignoring``) groups
 by, must be on each series read under it, and every value an ``=`` or ``=~``
-matcher asks for (each ``|`` alternative of a regex) must occur there.
+matcher asks for (each ``|`` alternative of a regex) must occur there. The
+alert table of docs/operations.md lists the rules in order, with their
+severity and ``for``.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from cardrules.client import KrypkasinoClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.deploy.kustomize import Manifest
-from tests.deploy.manifests import OVERLAYS, one, rendered
+from tests.deploy.manifests import OVERLAYS, ROOT, one, rendered
 from tests.service.server_process import free_port, running
 
 Series = dict[str, dict[str, set[str]]]
 """Sample name (``_total``, ``_bucket`` ... included) -> label name -> the values seen."""
+
+OPERATIONS = ROOT / "docs" / "operations.md"
 
 # Prometheus adds it to every series it scrapes through the ServiceMonitor (the
 # target's namespace); kube-state-metrics exports it itself. The server does not.
@@ -147,6 +151,19 @@ def problems(expr: str, series: Series) -> list[str]:
 def test_each_alert_reads_only_series_and_labels_that_exist(overlay, rule, server_series):
     series = server_series | kube_state_metrics_series(rendered(overlay))
     assert problems(rule["expr"], series) == []
+
+
+def documented_alerts() -> list[tuple[str, str, str]]:
+    """(alert, severity, for) of each row of the alert table in docs/operations.md."""
+    table = OPERATIONS.read_text().split("\n| Alert |", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+    return [(alert.strip("`"), severity, wait) for alert, _, severity, wait in rows[2:]]
+
+
+def test_the_operations_guide_lists_the_alerts_in_their_order():
+    """The guide tells how to patch a rule by its index, so the table keeps the rules' order."""
+    shipped = alert_rules(rendered("base"))
+    assert documented_alerts() == [(r["alert"], r["labels"]["severity"], r["for"]) for r in shipped]
 
 
 # -- the checks can fail -----------------------------------------------------------------

@@ -142,6 +142,15 @@ async def run_servers(
         server,
     )
     address = host_port(config.host, config.grpc_port)
+    # Checked first, when no sibling worker shares the port: grpc's own refusal says
+    # only "Failed to bind" and writes a line of its own to stderr, past the log.
+    if (
+        config.workers == 1
+        and config.grpc_port
+        and (taken := _taken(config.host, config.grpc_port))
+    ):
+        _log.error("cannot listen", address=address, error=taken)
+        return 1
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as error:

@@ -121,6 +121,17 @@ def test_a_taken_metrics_port_exits_1_with_a_cannot_listen_line_and_leaves_nothi
         )
 
 
+def test_a_grpc_port_in_use_exits_1_with_one_cannot_listen_line_naming_the_cause():
+    """grpc's own refusal said only "Failed to bind" and wrote a raw line to stderr."""
+    with port_taken() as port:
+        done = serve_and_fail("--grpc-port", str(port))
+    assert done.returncode == 1
+    [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
+    assert failure["address"] == f"127.0.0.1:{port}"
+    assert "in use" in str(failure["error"])
+    assert done.stderr == ""
+
+
 @pytest.mark.parametrize("taken", ["grpc", "http"])
 def test_workers_do_not_share_their_ports_with_a_second_server(taken):
     """Workers bind with SO_REUSEPORT, which a second server of the same user could share:

@@ -91,17 +91,16 @@ def holds_all(cards: Sequence[Card], part: Sequence[Card]) -> bool:
 def check_deck(deck: Sequence[Card], copies: int) -> None:
     """Raise CardError unless ``deck`` holds every card exactly ``copies`` times."""
     counts = _card_counts(deck)
-    # Each copy missing or too many is named: "missing AS AS" when both aces of spades are.
-    missing = [Card(c) for c in range(CARDS_PER_DECK) for _ in range(copies - counts[c])]
-    extra = [Card(c) for c in range(CARDS_PER_DECK) for _ in range(counts[c] - copies)]
+    missing = {c: copies - n for c, n in enumerate(counts) if n < copies}
+    extra = {c: n - copies for c, n in enumerate(counts) if n > copies}
     if not missing and not extra:
         return
     parts = [f"a deck must hold {copies * CARDS_PER_DECK} cards, each code {copies} time(s)"]
     parts.append(f"got {len(deck)}")
     if missing:
-        parts.append("missing " + cards_str(missing))
+        parts.append("missing " + _tally(missing))
     if extra:
-        parts.append("too many " + cards_str(extra))
+        parts.append("too many " + _tally(extra))
     raise CardError("; ".join(parts))
 
 
@@ -112,12 +111,20 @@ def check_cards_of_one_deck(cards: Sequence[Card], copies: int) -> None:
     appear more than ``copies`` times.
     """
     counts = _card_counts(cards)
-    extra = [Card(c) for c in range(CARDS_PER_DECK) if counts[c] > copies]
+    extra = {c: n - copies for c, n in enumerate(counts) if n > copies}
     if extra:
         raise CardError(
             f"the cards must come from one deck, each code at most {copies} time(s); "
-            f"too many {cards_str(extra)}"
+            f"too many {_tally(extra)}"
         )
+
+
+def _tally(copies_by_code: dict[int, int]) -> str:
+    """``AS x2, 2C``: each code once with how many copies, so the text stays short (at
+    most 52 codes) however many cards a request sends; it travels in a refusal's trailers."""
+    return ", ".join(
+        _NAMES[code] + (f" x{count}" if count > 1 else "") for code, count in copies_by_code.items()
+    )
 
 
 def _card_counts(cards: Sequence[Card]) -> list[int]:

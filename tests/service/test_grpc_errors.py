@@ -684,6 +684,15 @@ def test_an_explicit_deck_that_is_not_full_is_deck_invalid(stub, decks, field):
     assert set(refusal.violations) == {field}
 
 
+def test_a_deck_of_thousands_of_cards_is_still_deck_invalid(stub):
+    """The refusal names each wrong code once with a count: a card per surplus copy
+    made trailers of 18 KB, over what a gRPC client accepts (RESOURCE_EXHAUSTED)."""
+    deck = deck_proto([*full_deck(2), *[parse_card("AS")] * 3000])
+    refusal = refused(stub.NewGame, two_player_new_game(decks=[deck]))
+    assert (refusal.code, refusal.reason) == (INVALID, "DECK_INVALID")
+    assert refusal.violations["decks[0]"].endswith("got 3104; too many AS x3000")
+
+
 def test_a_malformed_card_in_a_deck_names_its_field(stub):
     deck = deck_proto(full_deck(2))
     deck.cards[5].rank = cards_pb2.RANK_UNSPECIFIED

@@ -403,11 +403,11 @@ def test_k8_3_sweep_kinds():
 # --- K4.2 / K4.3 / K3.2 / K13: dealers, teams and match ends ------------------------------
 
 
-def test_k2_1_a_deck_check_names_every_copy_missing_or_too_many():
+def test_k2_1_a_deck_check_counts_each_code_missing_or_too_many():
     deck = [card for card in full_deck(2) if card_str(card) != "AS"] + list(cards("KH KH 2C"))
     with pytest.raises(CardError) as refused:
         check_deck(deck, 2)
-    assert str(refused.value).endswith("got 105; missing AS AS; too many 2C KH KH")
+    assert str(refused.value).endswith("got 105; missing AS x2; too many 2C, KH x2")
 
 
 def test_k4_2_draw_for_deal_repeated_ties():

@@ -276,19 +276,19 @@ def serve_and_fail(
         "0",
         *args,
     ]
-    process = subprocess.Popen(
+    with subprocess.Popen(
         command,
         env=server_environment(env, keys),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # a group of its own, for kill_group
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        kill_group(process)
-        raise
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill_group(process)
+            raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 

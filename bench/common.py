@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from engine.krypkasino import captures
+from service.cli import positive_argument
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -35,18 +36,11 @@ class Size:
     help: str
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
-
-
 def add_sizes(parser: argparse.ArgumentParser, sizes: dict[str, Size]) -> None:
     for name, size in sizes.items():
         parser.add_argument(
             "--" + name.replace("_", "-"),
-            type=positive,
+            type=positive_argument,
             metavar="N",
             help=f"{size.help} (default {size.full}, {size.quick} with --quick)",
         )

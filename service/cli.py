@@ -70,7 +70,7 @@ class _Parser(argparse.ArgumentParser):
         raise _ParserExitError(status)
 
 
-def _positive(text: str) -> int:
+def positive_argument(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -132,8 +132,8 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         metavar="FLAG",
         help="a K16 flag by its spec name, or removal=courts|spades|none; repeatable",
     )
-    sim.add_argument("--deals", type=_positive, help="match_deals (K13.2)")
-    sim.add_argument("--target-score", type=_positive, help="target_score (K13.2)")
+    sim.add_argument("--deals", type=positive_argument, help="match_deals (K13.2)")
+    sim.add_argument("--target-score", type=positive_argument, help="target_score (K13.2)")
     sim.add_argument("--tie-rule", choices=[t.value for t in TieRule], default="shared")
     dealer = sim.add_mutually_exclusive_group()
     dealer.add_argument("--first-dealer", type=int, default=0, metavar="SEAT", help="K4.2")
@@ -152,7 +152,9 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         help='one deal\'s whole deck, top first, e.g. "3C AS KD ..."; repeat for later deals',
     )
     sim.add_argument("--policy", choices=sorted(POLICIES), default="random")
-    sim.add_argument("--games", type=_positive, default=1, help="more than 1: print a summary")
+    sim.add_argument(
+        "--games", type=positive_argument, default=1, help="more than 1: print a summary"
+    )
     sim.add_argument("--json", action="store_true", help="print JSON")
     sim.add_argument(
         "--server",

@@ -96,8 +96,7 @@ def test_every_command_refuses_a_size_below_one(command, option, value, capsys):
         build_parser().parse_args([command, option, value])
     assert refused.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"python -m bench {command}: error: argument {option}: "
-        f"must be a positive integer, not {value}"
+        f"python -m bench {command}: error: argument {option}: must be at least 1, not {value}"
     )
 
 

@@ -197,3 +197,14 @@ def test_a_misspelling_is_a_problem(alert, written, misspelt, expected, server_s
 def test_a_promql_syntax_error_raises():
     with pytest.raises(ValueError, match="parenthesis"):
         problems(BASE_RULES["CardrulesServerErrors"].replace("[5m]))", "[5m])", 1), {})
+
+
+def test_only_production_pages():
+    """The dev overlay turns its paging alerts into tickets; prod keeps the base's."""
+
+    def severities(overlay: str) -> dict[str, str]:
+        return {r["alert"]: r["labels"]["severity"] for r in alert_rules(rendered(overlay))}
+
+    assert set(severities("overlays/dev").values()) == {"ticket"}
+    assert severities("overlays/prod") == severities("base")
+    assert "page" in severities("base").values()

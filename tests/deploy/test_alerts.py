@@ -5,10 +5,12 @@ must be one a real ``cardrules serve`` exports, scraped after a game was started
 and a move played so that the domain counters have samples, or one of the short
 list of kube-state-metrics' series. Every label a selector matches on, or an
 aggregation (``by``, ``without``) or vector match (``on``, ``ignoring``) groups
-by, must be on each series read under it, and every value an ``=`` or ``=~``
-matcher asks for (each ``|`` alternative of a regex) must occur there. The
-alert table of docs/operations.md lists the rules in order, with their
-severity and ``for``.
+by, must be on each series read under it, and every value a matcher names
+(each ``|`` alternative of a regex, negative matchers included) must occur
+there. An expression must also be able to yield something: the two sides of
+an operator must have series that match, and ``histogram_quantile`` needs
+``le``. The alert table of docs/operations.md lists the rules in order, with
+their severity and ``for``.
 """
 
 from __future__ import annotations
@@ -89,18 +91,6 @@ def selectors(node: promql_parser.Expr) -> list[promql_parser.VectorSelector]:
     return found
 
 
-def grouping_labels(node: promql_parser.Expr) -> list[str]:
-    """The labels an aggregation's ``by``/``without`` or a vector match's ``on``/``ignoring``
-    names (``group_left``/``group_right`` labels are refused: nothing checks them yet)."""
-    if isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
-        return node.modifier.labels
-    if isinstance(node, promql_parser.BinaryExpr) and node.modifier is not None:
-        assert not node.modifier.group_labels, "group_left/group_right labels are not checked"
-        if node.modifier.matching is not None:
-            return node.modifier.matching.labels
-    return []
-
-
 def selector_problems(selector: promql_parser.VectorSelector, series: Series) -> list[str]:
     name = selector.name
     if name is None or name not in series:
@@ -120,28 +110,79 @@ def selector_problems(selector: promql_parser.VectorSelector, series: Series) ->
 
 
 def missing_values(matcher: promql_parser.Matcher, values: set[str]) -> list[str]:
-    """What an ``=`` matcher, or each ``|`` alternative of an ``=~`` one, asks for in vain."""
-    if matcher.op is promql_parser.MatchOp.Equal:
+    """What a matcher names in vain: the value of an ``=`` or ``!=`` one, or an ``|``
+    alternative of an ``=~`` or ``!~`` one, that no series has (a ``!=`` on a misspelt
+    value excludes nothing, silently)."""
+    if matcher.op in (promql_parser.MatchOp.Equal, promql_parser.MatchOp.NotEqual):
         return [] if matcher.value in values else [matcher.value]
-    if matcher.op is promql_parser.MatchOp.Re:
-        alternatives = matcher.value.split("|")
-        return [a for a in alternatives if not any(re.fullmatch(a, seen) for seen in values)]
-    return []
+    alternatives = matcher.value.split("|")
+    return [a for a in alternatives if not any(re.fullmatch(a, seen) for seen in values)]
+
+
+def output_labels(
+    node: promql_parser.Expr, series: Series, found: list[str]
+) -> frozenset[str] | None:
+    """The label names of the vectors ``node`` yields (None for a scalar), adding to
+    ``found`` what would make it yield nothing: a grouping or matching label no series
+    under it has, two sides of an operator whose series cannot match, a
+    ``histogram_quantile`` without ``le``."""
+    if isinstance(node, promql_parser.NumberLiteral | promql_parser.StringLiteral):
+        return None
+    if isinstance(node, promql_parser.ParenExpr):
+        return output_labels(node.expr, series, found)
+    if isinstance(node, promql_parser.MatrixSelector):
+        return output_labels(node.vector_selector, series, found)
+    if isinstance(node, promql_parser.VectorSelector):
+        return frozenset(series.get(node.name or "", {})) | ADDED_AT_SCRAPE
+    if isinstance(node, promql_parser.Call):
+        vectors = [v for a in node.args if (v := output_labels(a, series, found)) is not None]
+        if node.func.name == "histogram_quantile":
+            if "le" not in vectors[0]:
+                found.append(f"{node}: histogram_quantile of series without le")
+            return vectors[0] - {"le"}
+        return vectors[0] if vectors else None
+    if isinstance(node, promql_parser.AggregateExpr):
+        inner = output_labels(node.expr, series, found) or frozenset()
+        if node.modifier is None:
+            return frozenset()
+        named = frozenset(node.modifier.labels)
+        for label in sorted(named - inner):
+            found.append(f"{node}: no label {label} to group by")
+        if node.modifier.type is promql_parser.AggModifierType.By:
+            return named
+        return inner - named
+    assert isinstance(node, promql_parser.BinaryExpr), f"not checked yet: {node}"
+    left = output_labels(node.lhs, series, found)
+    right = output_labels(node.rhs, series, found)
+    if left is None or right is None:
+        return right if left is None else left
+    matching = node.modifier.matching if node.modifier is not None else None
+    if node.modifier is not None:
+        assert not node.modifier.group_labels, "group_left/group_right are not checked yet"
+    if matching is None:
+        compared_left, compared_right = left, right
+    else:
+        named = frozenset(matching.labels)
+        if matching.type is promql_parser.LabelModifierType.Include:  # on (...)
+            for label in sorted(named - (left & right)):
+                found.append(f"{node}: no label {label} to match on")
+            compared_left = compared_right = named
+        else:  # ignoring (...)
+            compared_left, compared_right = left - named, right - named
+    if compared_left != compared_right:
+        found.append(
+            f"{node}: the sides cannot match, labels {sorted(compared_left)} "
+            f"against {sorted(compared_right)}"
+        )
+    return left
 
 
 def problems(expr: str, series: Series) -> list[str]:
-    """What ``expr`` reads that ``series`` lacks; a syntax error raises ``ValueError``."""
+    """What ``expr`` reads that ``series`` lacks, and what makes it yield nothing; a
+    syntax error raises ``ValueError``."""
     tree = promql_parser.parse(expr)
     found = [problem for s in selectors(tree) for problem in selector_problems(s, series)]
-
-    def visit(node: promql_parser.Expr) -> None:
-        for label in set(grouping_labels(node)) - ADDED_AT_SCRAPE:
-            for selector in selectors(node):
-                name = selector.name
-                if name in series and label not in series[name]:
-                    found.append(f"{name}: no label {label} to group by")
-
-    promql_parser.walk(tree, pre_visit=visit)
+    output_labels(tree, series, found)
     return found
 
 
@@ -185,6 +226,16 @@ BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base
         ("CardrulesIllegalMovesSpike", "/ (", "/ on (game, reasn) (", "no label reasn"),
         ("CardrulesNoReadyPods", "deployment=", "deploy=", "no label deploy"),
         ("CardrulesNoReadyPods", '"cardrules"', '"card-rules"', "never 'card-rules'"),
+        ("CardrulesSlowPlay", 'grpc_method="Play"', 'grpc_method!="Plya"', "never 'Plya'"),
+        # Read what exists, yet never fire:
+        ("CardrulesSlowPlay", "(namespace, le)", "(namespace)", "without le"),
+        ("CardrulesServerErrors", "/ sum by (namespace) (", "/ sum (", "cannot match"),
+        (
+            "CardrulesServerErrors",
+            "sum by (namespace) (rate(grpc_server_handled_total{",
+            "sum by (namespace, grpc_method) (rate(grpc_server_handled_total{",
+            "cannot match",
+        ),
     ],
 )
 def test_a_misspelling_is_a_problem(alert, written, misspelt, expected, server_series):

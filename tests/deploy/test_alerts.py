@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import itertools
 import re
-import urllib.request
 from typing import Any
 
 import promql_parser
 import pytest
 from cardrules.client import KrypkasinoClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.deploy.kustomize import Manifest
 from tests.deploy.manifests import OVERLAYS, ROOT, one, rendered
+from tests.service.metrics_helpers import Samples, metric_samples
 from tests.service.server_process import free_port, running
 
 Series = dict[str, dict[str, set[str]]]
@@ -55,13 +54,12 @@ def kube_state_metrics_series(objects: list[Manifest]) -> Series:
     return {"kube_deployment_status_replicas_available": {"deployment": {deployment}}}
 
 
-def exported(exposition: str) -> Series:
+def exported(scraped: Samples) -> Series:
     found: Series = {}
-    for family in text_string_to_metric_families(exposition):
-        for sample in family.samples:
-            labels = found.setdefault(sample.name, {})
-            for name, value in sample.labels.items():
-                labels.setdefault(name, set()).add(value)
+    for name, labels in scraped:
+        by_label = found.setdefault(name, {})
+        for label, value in labels:
+            by_label.setdefault(label, set()).add(value)
     return found
 
 
@@ -75,8 +73,7 @@ def server_series() -> Series:
             token = game.seat_tokens[seat]
             move = client.legal_moves(state=game.state, seat=seat, seat_token=token).moves[0]
             client.play(state=game.state, seat=seat, seat_token=token, move=move)
-        with urllib.request.urlopen(server.metrics_url, timeout=10) as answer:
-            return exported(answer.read().decode())
+        return exported(metric_samples(server.metrics_url))
 
 
 def selectors(node: promql_parser.Expr) -> list[promql_parser.VectorSelector]:

@@ -26,10 +26,10 @@ from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
-from prometheus_client.parser import text_string_to_metric_families
 
 from service.http_json import message_json
 from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
+from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import (
     ServerProcess,
     free_port,
@@ -346,8 +346,6 @@ def test_a_body_in_an_unknown_coding_is_415(server):
 
 
 def handled(server: ServerProcess, method: str, code: str) -> float:
-    with urllib.request.urlopen(server.metrics_url, timeout=10) as answer:
-        text = answer.read().decode()
     wanted = {
         "grpc_service": SERVICE,
         "grpc_method": method,
@@ -355,10 +353,9 @@ def handled(server: ServerProcess, method: str, code: str) -> float:
         "grpc_type": "unary",
     }
     return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "grpc_server_handled_total" and sample.labels == wanted
+        value
+        for (name, labels), value in metric_samples(server.metrics_url).items()
+        if name == "grpc_server_handled_total" and dict(labels) == wanted
     )
 
 

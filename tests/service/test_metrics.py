@@ -36,6 +36,7 @@ from service.metrics import (
 )
 from service.server import build_api, new_metrics
 from service.tokens import KeyRing
+from tests.service.metrics_helpers import Samples, samples
 from tests.service.server_process import TEST_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,17 +58,6 @@ EXPECTED_FAMILIES = {
     "cardrules_seat_tokens_renewed_total": ("counter", {"game"}),
     "cardrules_state_tokens_renewed_total": ("counter", {"game"}),
 }
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def samples(text: str) -> Samples:
-    """Every sample of an exposition, keyed by (sample name, labels)."""
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def value(found: Samples, name: str, **labels: str) -> float:

@@ -16,7 +16,6 @@ import random
 import signal
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +36,6 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
 
 from engine.cards import parse_cards
 from engine.krypkasino import Move, State, legal_moves, open_game, play, score
@@ -46,6 +44,7 @@ from service.config import add_server_arguments, resolve
 from service.server import MAX_CONCURRENT_STREAMS, grpc_server_options
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import health, key_id, refused
+from tests.service.metrics_helpers import Samples, metric_samples
 from tests.service.server_process import (
     ServerProcess,
     free_ports,
@@ -329,24 +328,14 @@ def test_a_paused_game_moves_to_the_new_key_by_reads_alone():
 # -- workers ------------------------------------------------------------------------------
 
 
-def metric_samples(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
 def process_series(
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float],
+    samples: Samples,
 ) -> dict[str, float]:
     """The ``process_*`` series by name (they have no labels)."""
     return {name: value for (name, _), value in samples.items() if name.startswith("process_")}
 
 
-def new_games_handled(samples: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> float:
+def new_games_handled(samples: Samples) -> float:
     labels = {
         "grpc_type": "unary",
         "grpc_service": SERVICE,

@@ -142,15 +142,6 @@ async def run_servers(
         server,
     )
     address = host_port(config.host, config.grpc_port)
-    # Checked first, when no sibling worker shares the port: grpc's own refusal says
-    # only "Failed to bind" and writes a line of its own to stderr, past the log.
-    if (
-        config.workers == 1
-        and config.grpc_port
-        and (taken := _taken(config.host, config.grpc_port))
-    ):
-        _log.error("cannot listen", address=address, error=taken)
-        return 1
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as error:
@@ -295,6 +286,10 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         )
     if config.plain_state:
         _log.warning("plain state tokens: anyone can read and forge game states (debugging only)")
+    for port in (config.grpc_port, config.http_port):
+        if port and (error := _taken(config.host, port)) is not None:
+            _log.error("cannot listen", address=host_port(config.host, port), error=error)
+            return 1
     if config.workers > 1:
         return _supervise(config, keys.ring, pending)
     registry = CollectorRegistry()
@@ -324,12 +319,13 @@ def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callabl
 
 
 def _taken(host: str, port: int) -> str | None:
-    """Why ``port`` on ``host`` is not free, or None.
+    """Why ``port`` on ``host`` is not free, or None: checked before anything binds.
 
     Workers bind with SO_REUSEPORT, which shares a port with any process of the
     same user that does so too: a second server started by mistake on the same
     ports would take half the connections, with other keys. A bind without it
-    fails on a port anyone listens on.
+    fails on a port anyone listens on. It also saves grpc's own refusal, which
+    says only "Failed to bind" and writes a line of its own to stderr.
     """
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -356,10 +352,6 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     """
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
-    for port in (config.grpc_port, config.http_port):
-        if (error := _taken(config.host, port)) is not None:
-            _log.error("cannot listen", address=host_port(config.host, port), error=error)
-            return 1
     workers = _fork_workers(config, keys)
     stopping = False
 

@@ -5,7 +5,7 @@
 it is), records the go-grpc-prometheus metrics and writes the one log line
 per request. gRPC and HTTP only render the outcome.
 
-It runs on every request, so it is kept lean (issue 3): no uuid (a
+It runs on every request, so it is kept lean: no uuid (a
 ``getrandom`` system call) per request id, a plain (not frozen) ``Outcome``,
 and a logger bound once (``CallRunner`` is built after ``configure_logging``).
 """

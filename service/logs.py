@@ -6,7 +6,7 @@ stdlib ``logging`` records of libraries (grpc), which are rendered the same way.
 Tracebacks never include local variables, which could hold any of those, and
 the HTTP server's exceptions lose their message, which can quote the request.
 
-The JSON path is on every request, so it is kept lean (issue 3): structlog's
+The JSON path is on every request, so it is kept lean: structlog's
 ``JSONRenderer`` serializes with orjson, the timestamp is formatted once a
 second, ``bound_logger`` resolves structlog's lazy proxy once, and the line
 goes to ``sys.stdout.buffer`` as bytes in one write.

@@ -204,7 +204,7 @@ def _check_step(
 
 
 def transcript(record: GameRecord) -> Json:
-    """The ``--json`` document of one game (issue 2, ``cardrules simulate``)."""
+    """The ``--json`` document of one game (``cardrules simulate --json``)."""
     request = record.request
     config = request.config
     seat_totals = [0] * config.players

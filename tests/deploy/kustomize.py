@@ -1,4 +1,4 @@
-"""A small kustomize renderer for exactly the features ``k8s/`` uses (issue 5).
+"""A small kustomize renderer for exactly the features ``k8s/`` uses.
 
 No kustomize binary is available offline here, so the tests render the
 overlays with this. It supports, with kustomize's semantics:

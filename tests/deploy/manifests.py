@@ -1,4 +1,4 @@
-"""The rendered ``k8s/`` manifests and what they tell the server (issue 5).
+"""The rendered ``k8s/`` manifests and what they tell the server.
 
 Helpers shared by the deployment tests: render an overlay, pick objects, and
 turn the Deployment's configuration (ConfigMap through ``envFrom`` plus

@@ -1,4 +1,4 @@
-"""The shipped alerts read series that exist (k8s/base/prometheusrule.yaml, issue 5).
+"""The shipped alerts read series that exist (k8s/base/prometheusrule.yaml).
 
 Each rule's ``expr`` of each overlay must parse as PromQL. Every series it reads
 must be one a real ``cardrules serve`` exports, scraped after a game was started

@@ -1,4 +1,4 @@
-"""The manifests and the image fit the server (issue 5, "Checked in make test").
+"""The manifests and the image fit the server (docs/operations.md, "Checks that run offline").
 
 Names, ports and settings come from the server's own code (service/config.py,
 service/server.py) at test time, and the probes are asked of a real

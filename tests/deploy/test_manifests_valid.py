@@ -1,4 +1,4 @@
-"""Every manifest of ``k8s/`` is valid Kubernetes (issue 5, "Checked in make test").
+"""Every manifest of ``k8s/`` is valid Kubernetes (docs/operations.md, "Checks that run offline").
 
 Kubernetes objects go through kubernetes-validate's strict schemas (unknown
 fields rejected) for Kubernetes 1.30 and for the newest version it ships; the

@@ -1,4 +1,4 @@
-"""A cluster on one machine (issue 5, "Running as a cluster, on one machine").
+"""A cluster on one machine (docs/operations.md, "Scaling and load balancing").
 
 Three ``cardrules serve`` processes with the prod overlay's configuration and
 one shared key stand in for three pods; the Python client balances calls over

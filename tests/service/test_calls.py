@@ -1,4 +1,4 @@
-"""Request ids (design section 6): cheap per call (issue 3), yet unique across calls,
+"""Request ids (design section 6): cheap per call, yet unique across calls,
 threads, forked workers and processes; the caller's id when usable."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Python client in ``clients/python`` (issue 3, "Python client"), against real gRPC servers.
+"""The Python client in ``clients/python`` (design section 1), against real gRPC servers.
 
 Whole games run against ``cardrules serve`` on loopback. Retries and load
 balancing run against small in-process gRPC servers whose answers the test

@@ -1,4 +1,4 @@
-"""The HTTP gateway in process, over real HTTP on loopback (issue 4, design sections 3 and 5).
+"""The HTTP gateway in process, over real HTTP on loopback (design sections 3 and 5).
 
 Routes derived from the annotations (a new annotated RPC is served with no
 gateway change; unservable annotations fail at start-up), the proto3 JSON

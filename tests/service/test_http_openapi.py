@@ -1,4 +1,4 @@
-"""The OpenAPI document: generated from the protos, committed, valid, served (issue 4)."""
+"""The OpenAPI document: generated from the protos, committed, valid, served."""
 
 from __future__ import annotations
 

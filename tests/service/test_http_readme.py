@@ -1,4 +1,4 @@
-"""The README's curl walkthrough, run as written against a live server (issue 4).
+"""The README's curl walkthrough, run as written against a live server.
 
 The shell block after ``<!-- http-walkthrough -->`` runs in bash with only its
 ``URL=`` line pointed at the test server; what it prints must be the ``# =>``

@@ -1,4 +1,4 @@
-"""schemathesis against the live HTTP gateway (issue 4): no 5xx, every response as documented.
+"""schemathesis against the live HTTP gateway: no 5xx, every response as documented.
 
 The schema is the one the server serves at ``/openapi.json``. Every operation
 gets a bounded number of generated requests in three modes, and every

@@ -1,4 +1,4 @@
-"""The HTTP/JSON gateway of a real ``cardrules serve`` (issue 4, design sections 5 and 6).
+"""The HTTP/JSON gateway of a real ``cardrules serve`` (design sections 5 and 6).
 
 Same process and loop as gRPC: tokens cross transports, calls land in the
 same metrics series and request log lines (``transport: http``). Every

@@ -256,7 +256,7 @@ def test_bad_settings_are_refused(fmt, level):
         configure_logging(fmt, level)
 
 
-# -- the fast JSON path (issue 3): same lines, cheaper ---------------------------------
+# -- the fast JSON path: same lines, cheaper ---------------------------------
 
 
 def test_timestamps_are_what_datetime_isoformat_writes():

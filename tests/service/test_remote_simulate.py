@@ -1,4 +1,4 @@
-"""Seeded games over gRPC give exactly the in-process transcript (issue 3)."""
+"""Seeded games over gRPC give exactly the in-process transcript."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Serving (design sections 4 and 6, issue 3 "Tests"): real ``cardrules serve`` processes on
+"""Serving (design sections 4 and 6): real ``cardrules serve`` processes on
 loopback.
 
 Statelessness across processes, key rotation, ``--workers 2`` with aggregated
@@ -572,7 +572,7 @@ def sigterm_under_load(
 
 
 def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0():
-    """Design section 6, issue 3: on SIGTERM readiness turns NOT_SERVING, the server serves
+    """Design section 6: on SIGTERM readiness turns NOT_SERVING, the server serves
     on for the drain delay while health-checking clients move away, then stops and exits 0.
 
     No call fails but those the clients refuse themselves, with UNAVAILABLE, once they
@@ -751,7 +751,7 @@ def as_dict(message: Any) -> dict[str, Any]:
 
 
 def test_a_token_committed_by_this_release_opens_and_plays_to_the_end():
-    """Issue 3: tokens survive rolling upgrades. Never regenerate the fixture to pass."""
+    """Tokens survive rolling upgrades (design section 4). Never regenerate the fixture to pass."""
     fixture = load_fixture()
     state = base64.b64decode(fixture["state"])
     tokens = [base64.b64decode(token) for token in fixture["seat_tokens"]]

@@ -1,4 +1,4 @@
-"""``cardrules simulate`` (issue 2) and the play policies, through the real console entry."""
+"""``cardrules simulate`` and the play policies, through the real console entry."""
 
 import itertools
 import json

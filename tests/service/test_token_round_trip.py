@@ -1,4 +1,4 @@
-"""The random-play harness with a token round trip at every step (issue 3, design section 7).
+"""The random-play harness with a token round trip at every step (design section 7).
 
 Every state of seeded random matches over every configuration of the engine
 harness is encoded, sealed with real AES-256-GCM, opened, decoded and

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from engine.cards import Card, card_str
-from engine.krypkasino import Config, DealResult, Event, Move, Rules
+from engine.krypkasino import Config, DealResult, Event, Move, Removal, Rules
 from engine.krypkasino.events import (
     Bordstabbe,
     Captured,
@@ -195,9 +195,9 @@ def render_text(document: Json) -> str:
 
 def _config_line(config: Json) -> str:
     rules = config["rules"]
-    flags = [name for name, on in rules.items() if on is True]
-    if rules["removal"] != "courts":
-        flags.append(f"removal={rules['removal']}")
+    flags = Rules(
+        **{name: rules[name] for name in Rules.flag_names()}, removal=Removal(rules["removal"])
+    ).enabled()
     teams = "" if config["teams"] == "individual" else f", {config['teams']}"
     return (
         f"Krypkasino: {config['players']} players{teams}, rules: {' '.join(flags) or 'default'}, "

@@ -232,6 +232,27 @@ def test_text_transcript_has_one_line_per_turn(capsys):
     assert "Winner(s): team" in text
 
 
+@pytest.mark.parametrize(
+    ("argv", "header"),
+    [
+        ("--players 2 --seed 3", "2 players, rules: default, seed 3, policy random"),
+        (
+            "--players 4 --teams pairs --rule removal=spades --rule bordstabbe"
+            " --rule nordic_scoring --policy greedy --seed 5",
+            "4 players, pairs, rules: nordic_scoring bordstabbe removal=spades, seed 5, policy greedy",
+        ),
+        (
+            "--players 3 --rule removal=none --seed 7 --games 2",
+            "3 players, rules: removal=none, seeds 7..8, policy random",
+        ),
+    ],
+)
+def test_text_header_names_the_players_teams_flags_seed_and_policy(capsys, argv, header):
+    status, text, _ = run(capsys, *argv.split())
+    assert status == 0
+    assert text.splitlines()[0] == f"Krypkasino: {header}"
+
+
 # --- many games -------------------------------------------------------------------------------
 
 

@@ -99,9 +99,16 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
             Reason.MUST_SWEEP, "K7.6", "a card in hand sweeps the table, so it must"
         )
     if move.is_crawl:
-        own_capture = any(m.card == move.card for m in legal)
-        rule = "K7.4" if own_capture else "K16.8"
-        return IllegalMoveError(Reason.MUST_CAPTURE, rule, f"{card_str(move.card)} must capture")
+        if any(m.card == move.card for m in legal):
+            return IllegalMoveError(
+                Reason.MUST_CAPTURE, "K7.4", f"{card_str(move.card)} must capture"
+            )
+        # K16.8 leaves only captures, so the first legal move names a card that captures.
+        return IllegalMoveError(
+            Reason.MUST_CAPTURE,
+            "K16.8",
+            f"{card_str(legal[0].card)} can capture, so no card may crawl (must_capture_if_able)",
+        )
     if splits_into_groups(move.card, move.captures, rules):
         return IllegalMoveError(
             Reason.CAPTURE_NOT_MAXIMAL,

@@ -578,6 +578,22 @@ def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule)
     assert error.rule == rule
 
 
+@pytest.mark.parametrize(
+    ("move", "rules", "message"),
+    [
+        ("8D", Rules(), "8D must capture"),
+        # 6C has no capture: the refusal names the card that has one.
+        (
+            "6C",
+            Rules(must_capture_if_able=True),
+            "8D can capture, so no card may crawl (must_capture_if_able)",
+        ),
+    ],
+)
+def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message):
+    assert refused(position("8H 9C JH", {1: "8D 6C"}, rules=rules), 1, move).message == message
+
+
 def test_k7_8_game_over():
     state = new_game(Config(players=2), seed=5)
     while not state.over:

@@ -70,7 +70,7 @@ def event_from_proto(msg: pb.Event) -> Event:
                 card_from_proto(c.card, "event"),
                 tuple(sorted(_cards_of(c.captures))),
                 _KIND_FROM.get(c.kind, SweepKind.NONE),
-                c.conceded_by,
+                c.conceded_by if c.HasField("conceded_by") else None,
             )
         case "distribution_dealt":
             d = msg.distribution_dealt

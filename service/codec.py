@@ -357,7 +357,8 @@ def _fill_event(msg: pb.Event, event: Event) -> None:
             captured.card.CopyFrom(_CARD_PROTOS[event.card])
             add_cards(captured.captures, event.captures)
             captured.kind = MOVE_KIND_OF_SWEEP[event.sweep]
-            captured.conceded_by = event.conceded_by
+            if event.conceded_by is not None:
+                captured.conceded_by = event.conceded_by
         case _:
             msg.CopyFrom(_rare_event_to_proto(event))
 

@@ -56,13 +56,16 @@ class Crawled:
 
 @dataclass(frozen=True, slots=True)
 class Captured:
-    """K8.3: a capture, perhaps a sweep or a double sweep (±5 / ±10 against ``conceded_by``)."""
+    """K8.3: a capture, perhaps a sweep or a double sweep (±5 / ±10 against ``conceded_by``).
+
+    ``conceded_by`` is the seat that pays a sweep (K9.1), None for a plain capture.
+    """
 
     seat: int
     card: Card
     captures: tuple[Card, ...]
     sweep: SweepKind
-    conceded_by: int
+    conceded_by: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,7 +155,8 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
             turn=(seat + 1) % n,
             move_number=state.move_number + 1,
         )
-        event = Captured(seat, card, captures, kind, (seat - 1) % n)
+        conceded_by = None if kind is SweepKind.NONE else (seat - 1) % n
+        event = Captured(seat, card, captures, kind, conceded_by)
     else:
         state = evolve(
             state,

@@ -681,7 +681,8 @@ def assert_event_matches(event: Event, msg: pb.Event) -> None:
             assert card_from_proto(msg.crawled.card, "card") == event.card
         case Captured():
             captured = msg.captured
-            assert (captured.seat, captured.conceded_by) == (event.seat, event.conceded_by)
+            conceded_by = captured.conceded_by if captured.HasField("conceded_by") else None
+            assert (captured.seat, conceded_by) == (event.seat, event.conceded_by)
             assert card_from_proto(captured.card, "card") == event.card
             assert cards_of(captured.captures) == event.captures
             assert (

@@ -100,6 +100,7 @@ def test_ka_crawl_or_capture():
     assert same(after.piles[1], "8D 8H")
     assert after.markers[1] == ()
     assert captured(events).sweep is SweepKind.NONE
+    assert captured(events).conceded_by is None  # no sweep, so nobody pays (K9.1)
     assert after.last_capturer == 1
 
 

@@ -787,7 +787,9 @@ class Captured(_message.Message):
     kind: Global___MoveKind.ValueType
     """Capture, sweep or double sweep."""
     conceded_by: _builtins.int
-    """The seat that pays a sweep (the previous seat, K9.1)."""
+    """The seat that pays a sweep (the previous seat, K9.1); set only for a sweep
+    or a double sweep.
+    """
     @_builtins.property
     def card(self) -> _cards_pb2.Card:
         """The card played."""
@@ -803,13 +805,15 @@ class Captured(_message.Message):
         card: _cards_pb2.Card | None = ...,
         captures: _abc.Iterable[_cards_pb2.Card] | None = ...,
         kind: Global___MoveKind.ValueType = ...,
-        conceded_by: _builtins.int = ...,
+        conceded_by: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["card", b"card"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_conceded_by", b"_conceded_by", "card", b"card", "conceded_by", b"conceded_by"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["captures", b"captures", "card", b"card", "conceded_by", b"conceded_by", "kind", b"kind", "seat", b"seat"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_conceded_by", b"_conceded_by", "captures", b"captures", "card", b"card", "conceded_by", b"conceded_by", "kind", b"kind", "seat", b"seat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__conceded_by: _TypeAlias = _typing.Literal["conceded_by"]  # noqa: Y015
+    _WhichOneofArgType__conceded_by: _TypeAlias = _typing.Literal["_conceded_by", b"_conceded_by"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__conceded_by) -> _WhichOneofReturnType__conceded_by | None: ...
 
 Global___Captured: _TypeAlias = Captured  # noqa: Y015
 

@@ -174,6 +174,12 @@ class DrainingHealth(health.aio.HealthServicer):
     ``server.stop`` for the whole grace period. gRPC's client-side health checking
     keeps a server whose stream ended out of rotation until a new stream says
     SERVING, which a stopping server never sends.
+
+    A Watch of a name outside ``HEALTH_SERVICES`` ends at once with NOT_FOUND, as a
+    Check does. The health protocol keeps such a stream open in case the service is
+    registered later, but this server's services are fixed at start, and an open
+    stream holds its name (up to the receive limit) for as long as the client wants:
+    a few hundred such streams on one connection took a pod past its memory limit.
     """
 
     def __init__(self) -> None:
@@ -187,6 +193,8 @@ class DrainingHealth(health.aio.HealthServicer):
             health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
         ],
     ) -> None:
+        if request.service not in HEALTH_SERVICES:
+            await context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
         watching = asyncio.ensure_future(super().Watch(request, context))
         stopping = asyncio.ensure_future(self._stopping.wait())
         try:

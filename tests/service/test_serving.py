@@ -713,6 +713,24 @@ def test_health_does_not_know_other_services(grpc_target):
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+@pytest.mark.parametrize("service", ["cardrules.crates.v1.CratesService", "x" * 200_000])
+def test_a_health_watch_of_another_service_ends_at_once(grpc_target, service):
+    """An open Watch holds its name: a stream per unknown name must not stay open."""
+    with grpc.insecure_channel(grpc_target) as channel:
+        watch = HealthWatch(channel, service)
+        watch.join(timeout=10)
+    assert (watch.ended, watch.statuses) == (grpc.StatusCode.NOT_FOUND, [])
+
+
+def test_a_health_watch_of_a_probe_name_stays_open(grpc_target):
+    with grpc.insecure_channel(grpc_target) as channel:
+        watch = HealthWatch(channel, "readiness")
+        assert watch.wait_for(SERVING)
+        time.sleep(0.5)
+        assert watch.ended is None
+        watch.stop()
+
+
 def test_reflection_lists_and_describes_the_services(grpc_target):
     """Design section 6: server reflection, so grpcurl and friends need no proto files."""
     with grpc.insecure_channel(grpc_target) as channel:

@@ -165,7 +165,7 @@ class HttpGateway:
         # [\s\S], not ".": a path with an encoded newline (%0A) would miss the gateway
         # and get aiohttp's own plain 404, unlogged and uncounted.
         app.router.add_route("*", r"/{path:[\s\S]*}", self.handle)
-        app.on_response_prepare.append(_name_the_server)
+        app.on_response_prepare.append(_common_headers)
         return app
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -195,7 +195,12 @@ class HttpGateway:
     async def _respond(self, request: web.Request) -> web.StreamResponse:
         request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
         origin = request.headers.get("Origin")
-        headers = {"X-Request-Id": request_id, **self._cors.response_headers(origin)}
+        # Answers carry tokens, which are credentials: nothing may keep them.
+        headers = {
+            "X-Request-Id": request_id,
+            "Cache-Control": "no-store",
+            **self._cors.response_headers(origin),
+        }
         path = request.path
         if path in _FIXED_PATHS:
             methods: Sequence[str] = ("GET", "HEAD")
@@ -230,7 +235,6 @@ class HttpGateway:
             serving = path == LIVENESS_PATH or self._ready
             status = "SERVING" if serving else "NOT_SERVING"
             body = f'{{"status":"{status}"}}'.encode()
-            headers["Cache-Control"] = "no-store"
             return web.Response(
                 status=200 if serving else 503, body=body, content_type=JSON_TYPE, headers=headers
             )
@@ -371,10 +375,12 @@ def _peer(request: web.Request) -> str | None:
 _FINAL_SHUTDOWN_SECONDS = 1.0
 
 
-async def _name_the_server(_request: web.Request, response: web.StreamResponse) -> None:
-    # aiohttp's default names Python's and its own version: a hint for anyone
+async def _common_headers(_request: web.Request, response: web.StreamResponse) -> None:
+    # aiohttp's default Server names Python's and its own version: a hint for anyone
     # scanning for servers with a known flaw.
     response.headers["Server"] = SERVER_HEADER
+    # Every body is JSON; a browser must not guess otherwise.
+    response.headers["X-Content-Type-Options"] = "nosniff"
 
 
 @dataclass(slots=True)

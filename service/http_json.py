@@ -38,6 +38,9 @@ _NESTED_PREFIX = re.compile(r"Failed to parse \w+ field: ")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # json_format ends its reasons with " at NewGameRequest.config.players" and a dot per level.
 _PARSER_SUFFIX = re.compile(r'(?: at "?[A-Za-z_][\w.\[\]]*"?)?\.*$')
+# At most this much of a refusal's description or field path, which may hold what the
+# client sent (``_json_invalid``).
+_ECHOED_CHARS = 200
 # proto3 JSON bytes: standard or URL-safe base64, with or without padding.
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
@@ -264,9 +267,15 @@ def _base64_problem(text: str) -> str | None:
     return None
 
 
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut short: a refusal should not echo a whole body (a kilobyte of gzip
+    can carry a name or value a megabyte long)."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _quoted(text: str, limit: int = 40) -> str:
-    """``text`` as a JSON string, cut short: a refusal should not echo a whole body."""
-    return json.dumps(text if len(text) <= limit else text[:limit] + "...", ensure_ascii=False)
+    """``text`` as a JSON string, cut short."""
+    return json.dumps(_cut(text, limit), ensure_ascii=False)
 
 
 def _json_kind(value: object) -> str:
@@ -297,8 +306,12 @@ def _holds_lone_surrogate(value: object) -> bool:
 
 
 def _json_invalid(field: str, description: str) -> ServiceError:
-    """``field`` is "" for the whole body."""
-    return invalid_argument(JSON_INVALID, description, field)
+    """``field`` is "" for the whole body. Both are cut short, since they may hold what
+    the client sent: json_format's messages quote values whole, and a field path holds
+    unknown names."""
+    return invalid_argument(
+        JSON_INVALID, _cut(description, _ECHOED_CHARS), _cut(field, _ECHOED_CHARS)
+    )
 
 
 def _innermost(text: str) -> str:

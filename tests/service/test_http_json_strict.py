@@ -228,6 +228,28 @@ def test_the_same_name_twice_where_no_field_is_known_is_still_refused() -> None:
     assert refusal_of(body, pb.NewGameRequest) == ("", 'the name "a" appears twice')
 
 
+LONG = "x" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("body", "field_start", "description_start"),
+    [
+        (f'{{"{LONG}": 1}}', LONG[:50], 'Message type "cardrules.krypkasino.v1.NewGameRequest"'),
+        (f'{{"bogus": {{"{LONG}": 1, "{LONG}": 2}}}}', "", 'the name "xxx'),
+        (f'{{"config": {{"players": 2, "teams": "{LONG}"}}}}', "config.teams", "Invalid enum"),
+        (f'{{"config": {{"players": "{"9" * 100_000}"}}}}', "config.players", "Couldn't parse"),
+        (f'{{"config": {{"players": 2, "{LONG}": 1}}}}', "config.xxx", "Message type"),
+    ],
+)
+def test_a_refusal_quotes_at_most_a_few_hundred_characters_of_what_was_sent(
+    body: str, field_start: str, description_start: str
+) -> None:
+    """A kilobyte of gzip can carry a megabyte-long name or value; the answer is short."""
+    field, description = refusal_of(body.encode(), pb.NewGameRequest)
+    assert field.startswith(field_start) and description.startswith(description_start)
+    assert len(field) <= 203 and len(description) <= 203
+
+
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_numbers_that_json_does_not_have_are_malformed_json(constant: str) -> None:
     body = f'{{"config": {{"players": {constant}}}}}'.encode()

@@ -82,15 +82,23 @@ def test_json_is_proto3_canonical_and_tokens_cross_transports(server, json_game)
     }
 
 
-def test_responses_name_the_service_but_no_versions(server):
-    """aiohttp's default ``Server: Python/3.11 aiohttp/3.x`` tells a scanner what to try."""
+def test_responses_name_the_service_but_no_versions_and_are_never_stored(server):
+    """aiohttp's default ``Server: Python/3.11 aiohttp/3.x`` tells a scanner what to try.
+
+    Answers carry state and seat tokens, which are credentials, so no cache may
+    keep one, and every body is JSON, which a browser must not sniff as more."""
     answers = [
         exchange(f"{server.http_url}/v1/krypkasino:newGame", b'{"config": {"players": 2}}'),
+        exchange(f"{server.http_url}/v1/krypkasino:newGame", b'{"config": {"players": 9}}'),
         exchange(f"{server.http_url}/v1/krypkasino:shuffle", b"{}"),
         exchange(f"{server.http_url}/healthz", method="GET"),
+        exchange(f"{server.http_url}/openapi.json", method="GET"),
     ]
-    assert [status for status, _, _ in answers] == [200, 404, 200]
-    assert {headers["Server"] for _, headers, _ in answers} == {"cardrules"}
+    assert [status for status, _, _ in answers] == [200, 400, 404, 200, 200]
+    assert {
+        (headers["Server"], headers["Cache-Control"], headers["X-Content-Type-Options"])
+        for _, headers, _ in answers
+    } == {("cardrules", "no-store", "nosniff")}
 
 
 # -- refusals -------------------------------------------------------------------------------

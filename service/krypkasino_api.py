@@ -15,12 +15,13 @@ from dataclasses import dataclass, fields
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf.message import DecodeError
 
-from engine.cards import CardError, check_cards_of_one_deck, check_deck
+from engine.cards import CardError, card_str, check_cards_of_one_deck, check_deck
 from engine.krypkasino import (
     Config,
     ConfigError,
     DrawExhaustedError,
     IllegalMoveError,
+    Move,
     Reason,
     Rules,
     State,
@@ -165,11 +166,7 @@ class KrypkasinoApi:
         except IllegalMoveError as error:
             if self._metrics is not None:
                 self._metrics.illegal_move(GAME, error.reason.value)
-            # The seat to move, so that a client need not parse the message for it.
-            turn = {"turn": str(opened.state.turn)} if error.reason is Reason.NOT_YOUR_TURN else {}
-            raise failed_precondition(
-                error.reason.value, error.message, rule=error.rule, seat=str(seat), **turn
-            ) from None
+            raise illegal_move_refusal(error, opened.state, seat, move) from None
         if self._metrics is not None:
             self._count_moves(events)
         token, state_id = self._seal(state, opened.game_id)
@@ -214,7 +211,7 @@ class KrypkasinoApi:
         try:
             payload = self._sealer.open(token)
         except TokenError as error:
-            raise invalid_argument(error.reason, error.message, "state") from None
+            raise invalid_argument(error.reason, error.message, "state", **error.metadata) from None
         try:
             message = pb.GameState.FromString(payload)
         except DecodeError:
@@ -241,7 +238,11 @@ class KrypkasinoApi:
         players = opened.state.players
         if not 0 <= seat < players:
             raise invalid_argument(
-                "SEAT_INVALID", f"seat must be 0 to {players - 1}, not {seat}", "seat"
+                "SEAT_INVALID",
+                f"seat must be 0 to {players - 1}, not {seat}",
+                "seat",
+                seat=str(seat),
+                players=str(players),
             )
         try:
             self._seat_tokens.verify(opened.game_id, seat, token)
@@ -286,6 +287,21 @@ class KrypkasinoApi:
                 self._metrics.move_played(GAME, move_kind(True, SweepKind.NONE))
             elif isinstance(event, Captured):
                 self._metrics.move_played(GAME, move_kind(False, event.sweep))
+
+
+def illegal_move_refusal(
+    error: IllegalMoveError, state: State, seat: int, move: Move
+) -> ServiceError:
+    """Design section 5: a move the rules forbid is FAILED_PRECONDITION with its rule ID,
+    the seat that asked and what a client would otherwise parse the message for."""
+    extra: dict[str, str] = {}
+    if error.reason is Reason.NOT_YOUR_TURN:
+        extra["turn"] = str(state.turn)
+    elif error.reason is Reason.CARD_NOT_IN_HAND:
+        extra["card"] = card_str(move.card)
+    return failed_precondition(
+        error.reason.value, error.message, rule=error.rule, seat=str(seat), **extra
+    )
 
 
 def _config(message: pb.GameConfig) -> Config:

@@ -53,12 +53,16 @@ SeatTokenReason = Literal["SEAT_TOKEN_MISSING", "SEAT_TOKEN_INVALID"]
 
 
 class TokenError(Exception):
-    """A state token that does not open; ``message`` never contains token bytes."""
+    """A state token that does not open; ``message`` never contains token bytes.
 
-    def __init__(self, reason: TokenReason, message: str) -> None:
+    ``metadata`` holds its dynamic values for the ErrorInfo (design section 5).
+    """
+
+    def __init__(self, reason: TokenReason, message: str, **metadata: str) -> None:
         super().__init__(message)
         self.reason: TokenReason = reason
         self.message = message
+        self.metadata = metadata
 
 
 class SeatTokenError(Exception):
@@ -206,6 +210,7 @@ class StateSealer:
                 "TOKEN_SCHEMA_UNSUPPORTED",
                 f"state token schema version {version} is not supported "
                 f"(this server reads version {self._version})",
+                version=str(version),
             )
         if plain:
             if not self._plain:
@@ -216,7 +221,9 @@ class StateSealer:
         aead = self._aeads.get(token[1 : 1 + KEY_ID_BYTES])
         if aead is None:
             raise TokenError(
-                "TOKEN_UNKNOWN_KEY", "state token was sealed with a key this server does not have"
+                "TOKEN_UNKNOWN_KEY",
+                "state token was sealed with a key this server does not have",
+                key_id=token[1 : 1 + KEY_ID_BYTES].hex(),
             )
         nonce_end = 1 + KEY_ID_BYTES + NONCE_BYTES
         try:

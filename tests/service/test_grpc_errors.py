@@ -135,11 +135,11 @@ def state_calls(stub: Stub, token: bytes, game: pb.NewGameResponse) -> dict[str,
     }
 
 
-def assert_state_refused(refusals: dict[str, Refusal], reason: str) -> None:
+def assert_state_refused(refusals: dict[str, Refusal], reason: str, **metadata: str) -> None:
     for method, refusal in refusals.items():
         assert (refusal.code, refusal.reason) == (INVALID, reason), (method, refusal)
         assert set(refusal.violations) == {"state"}, (method, refusal)
-        assert refusal.metadata == {}, (method, refusal)
+        assert refusal.metadata == metadata, (method, refusal)
 
 
 def public_view(stub: Stub, token: bytes) -> Refusal:
@@ -159,6 +159,16 @@ def token_reason(token: bytes) -> str:
     if token[1:5] != key_id(TEST_KEY):
         return "TOKEN_UNKNOWN_KEY"
     return "TOKEN_INVALID"
+
+
+def token_metadata(token: bytes) -> dict[str, str]:
+    """The ErrorInfo metadata of ``token_reason(token)``: the version or key id read."""
+    match token_reason(token):
+        case "TOKEN_SCHEMA_UNSUPPORTED":
+            return {"version": str(token[0] & ~PLAIN_FLAG)}
+        case "TOKEN_UNKNOWN_KEY":
+            return {"key_id": token[1:5].hex()}
+    return {}
 
 
 # -- state tokens (design section 4) -------------------------------------------------
@@ -187,7 +197,9 @@ def test_random_bytes_are_refused_by_their_header(stub, game, seed):
     # Bias the first byte towards the interesting headers: 0x01, 0x81, 0x00, others.
     first = rng.choice([0x01, 0x01, 0x81, 0x00, 0x80, rng.randrange(256)])
     token = bytes([first]) + rng.randbytes(rng.choice([0, 3, 31, 32, 33, 64, 240, 1000]))
-    assert_state_refused(state_calls(stub, token, game), token_reason(token))
+    assert_state_refused(
+        state_calls(stub, token, game), token_reason(token), **token_metadata(token)
+    )
 
 
 def test_random_bytes_under_the_servers_key_id_fail_authentication(stub, game):
@@ -212,6 +224,7 @@ def test_every_bit_flip_is_refused(stub, game):
         flipped[position] ^= 1 << (position % 8)
         refusal = public_view(stub, bytes(flipped))
         assert (refusal.code, refusal.reason) == (INVALID, token_reason(bytes(flipped))), position
+        assert refusal.metadata == token_metadata(bytes(flipped)), position
         seen.add(refusal.reason)
     assert seen == {"TOKEN_UNKNOWN_KEY", "TOKEN_INVALID"}
     version_flips = {}
@@ -229,7 +242,12 @@ def test_a_token_sealed_with_another_key_is_an_unknown_key(stub, game, other_ser
     with connect(other_server.target) as other:
         foreign = other.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
         assert other.GetView(pb.GetViewRequest(state=foreign.state)).view.game_id
-        assert_state_refused(state_calls(stub, foreign.state, game), "TOKEN_UNKNOWN_KEY")
+        # Bytes 1 to 4 of a sealed token are its key id.
+        key_id = foreign.state[1:5].hex()
+        assert key_id != game.state[1:5].hex()
+        assert_state_refused(
+            state_calls(stub, foreign.state, game), "TOKEN_UNKNOWN_KEY", key_id=key_id
+        )
         assert public_view(other, game.state).reason == "TOKEN_UNKNOWN_KEY"
 
 
@@ -240,7 +258,9 @@ def test_tokens_of_another_game_or_schema_version_do_not_open(stub, game):
         state_calls(stub, seal(payload, TEST_KEY, game="crates"), game), "TOKEN_INVALID"
     )
     assert_state_refused(
-        state_calls(stub, seal(payload, TEST_KEY, version=2), game), "TOKEN_SCHEMA_UNSUPPORTED"
+        state_calls(stub, seal(payload, TEST_KEY, version=2), game),
+        "TOKEN_SCHEMA_UNSUPPORTED",
+        version="2",
     )
 
 
@@ -406,6 +426,7 @@ def test_a_seat_out_of_range_is_invalid(stub, game, seat):
         assert_seat_refused(refusals, INVALID, "SEAT_INVALID")
         for refusal in refusals.values():
             assert set(refusal.violations) == {"seat"}
+            assert refusal.metadata == {"seat": str(seat), "players": "2"}
 
 
 def test_a_seat_token_without_its_seat_is_invalid(stub, game):
@@ -517,7 +538,8 @@ def test_the_capture_position_is_what_the_rule_tests_assume(stub, capture_game):
 def test_an_illegal_move_is_a_failed_precondition_with_its_rule(
     stub, capture_game, move, reason, rule
 ):
-    assert_illegal(refused(stub.Play, play_request(capture_game, 1, move)), reason, rule, 1)
+    card = {"card": move.split(">")[0]} if reason == "CARD_NOT_IN_HAND" else {}
+    assert_illegal(refused(stub.Play, play_request(capture_game, 1, move)), reason, rule, 1, **card)
 
 
 def test_a_move_out_of_turn_is_not_your_turn(stub, capture_game):

@@ -237,6 +237,7 @@ def test_ki1_identical_card_but_not_alone():
 
 
 def test_ki2_removal_creates_a_sweep():
+    """K6.4: removal leaves a table the first player must sweep (K7.6), at the dealer's cost."""
     config = Config(players=4, first_dealer=3)  # next(d) = 0 wraps around
     placed = cards("4D 6H 10C JH KC")
     # K5.3: in a later distribution next(d) takes stock cards 0-1 and 8-9.
@@ -402,6 +403,7 @@ def test_kx10_king_takes_jack_and_two():
 
 
 def test_kx11_removal_empties_the_table():
+    """K6.3 at the first distribution: an emptied table is no sweep, every card crawls."""
     deck = stacked_deck(FOUR_FIRST, 4, 0, table="JH QC KS KD")
     state, events = open_game(Config(players=4), decks=[deck])
     assert state.table == ()
@@ -547,6 +549,7 @@ def test_kx21_rank_only_courts():
     ],
 )
 def test_kx22_removal_settings(removal, table, set_aside):
+    """K6.1 / K16.5 at the first distribution, for each removal setting."""
     deck = stacked_deck(FOUR_FIRST, 4, 0, table="3S KH 7D QS")
     state = new_game(Config(players=4, rules=Rules(removal=removal)), decks=[deck])
     assert same(state.table, table)

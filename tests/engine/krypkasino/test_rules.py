@@ -1,9 +1,9 @@
 """Unit tests per rule area of the Krypkasino spec, beyond the K18 examples.
 
 Covers K16 configuration validity, the K5.1 schedule and K5.3 dealing for every
-player count and variant, K2.4 / K16.9 / K16.4 scoring totals, the K7 values and
-move identity, K4.2 draw for deal, K3.2 teams, K13 match ends, the reasons of
-``IllegalMoveError``, and that ``play`` never mutates its input.
+player count and variant, K6 / K16.5 removal, K2.4 / K16.9 / K16.4 scoring totals,
+the K7 values and move identity, K4.2 draw for deal, K3.2 teams, K13 match ends, the
+reasons of ``IllegalMoveError``, and that ``play`` never mutates its input.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from engine.krypkasino import (
     Removal,
     Rules,
     SeatScore,
+    State,
     SweepKind,
     Teams,
     TieRule,
@@ -40,12 +41,18 @@ from engine.krypkasino import (
     sweep_ranks,
     table_moves,
 )
-from engine.krypkasino.events import Captured, DealEnded, DistributionDealt
+from engine.krypkasino.events import (
+    Captured,
+    CardsSetAside,
+    DealEnded,
+    DistributionDealt,
+)
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.scoring import match_outcome
 from engine.krypkasino.state import remove_cards
 from tests.engine.krypkasino.helpers import (
     cards,
+    dealer_last_card,
     deck_starting_with,
     finish_deal,
     legal,
@@ -53,6 +60,9 @@ from tests.engine.krypkasino.helpers import (
     only,
     position,
     ranks,
+    rest_of_deck,
+    stacked_deck,
+    sweep_parts,
 )
 
 PLAYERS = [2, 3, 4, 5, 6]
@@ -279,6 +289,118 @@ def test_k15_2_later_distributions_and_sistan(players, rules, rounds, hand, tabl
     assert len(stock) == count
     assert stock[-1] == 0
     assert all(a - b == 4 * players for a, b in itertools.pairwise(stock))
+
+
+# --- K6 / K16.5: removal after each distribution -----------------------------------------
+
+
+def dealer_crawls_into_distribution_2(rules: Rules, card: str, table: str) -> State:
+    """Four players, dealer 0 about to crawl ``card`` onto ``table`` as the last card of
+    distribution 1 (K4.4); the stock holds the 80 cards of the later distributions."""
+    config = Config(players=4, rules=rules)
+    stock = rest_of_deck(cards(f"{card} {table}"))[:80]
+    state = dealer_last_card(config, card, table, stock=stock, last_capturer=1, rest_to=1)
+    check_state(state)
+    assert legal_moves(state, 0) == moves(card)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("removal", "table", "set_aside"),
+    [
+        (Removal.COURTS, "3S 7D", "KH QS JD"),
+        (Removal.SPADES, "KH 7D JD", "3S QS"),
+        (Removal.NONE, "3S KH 7D QS JD", ""),
+    ],
+)
+def test_k6_1_removal_follows_a_later_distribution_too(
+    removal: Removal, table: str, set_aside: str
+) -> None:
+    """K6.1 / K16.5: once distribution 2 is dealt, before anyone plays, the table loses
+    what the setting selects: courts; spades (non-spade courts stay); nothing. The first
+    distribution's removal is KX22."""
+    state = dealer_crawls_into_distribution_2(Rules(removal=removal), "JD", "3S KH 7D QS")
+    state, events = play(state, 0, Move.parse("JD"))
+    assert only(events, DistributionDealt).distribution == 2
+    assert state.table == cards(table)
+    assert state.set_aside == cards(set_aside)
+    set_aside_events = [e.cards for e in events if isinstance(e, CardsSetAside)]
+    assert set_aside_events == ([cards(set_aside)] if set_aside else [])
+    assert [len(hand) for hand in state.hands] == [4, 4, 4, 4]
+    assert state.turn == 1
+
+
+def test_k6_2_a_crawled_court_stays_until_the_next_removal() -> None:
+    """K6.2: a court crawled during a distribution is not set aside by the move; it stays
+    on the table and is captured like any other card, here in a sum (KC = AH + QD)."""
+    state = position("AH 9C", {1: "QD 5S", 2: "KC 3D"}, filler=2)
+    state, _ = play(state, 1, Move.parse("QD"))
+    assert state.table == cards("AH 9C QD")
+    assert state.set_aside == ()
+    assert legal_moves(state, 2) == moves("3D", "KC>AH+QD")
+    state, _ = play(state, 2, Move.parse("KC>AH+QD"))
+    assert state.table == cards("9C")
+    assert state.piles[2] == cards("KC AH QD")
+
+
+@pytest.mark.parametrize(
+    ("removal", "card", "table"),
+    [(Removal.COURTS, "KC", "JH QS"), (Removal.SPADES, "KS", "3S 9S")],
+)
+def test_k6_3_removal_that_empties_the_table_is_no_sweep(
+    removal: Removal, card: str, table: str
+) -> None:
+    """K6.3: removal after distribution 2 takes the whole table: no capture, no marker,
+    no sweep points, the last capturer unchanged; every card of the first player crawls.
+    The first distribution's case is KX11."""
+    state = dealer_crawls_into_distribution_2(Rules(removal=removal), card, table)
+    state, events = play(state, 0, Move.parse(card))
+    assert state.table == ()
+    assert state.set_aside == cards(f"{table} {card}")
+    assert not any(isinstance(e, Captured) for e in events)
+    assert state.markers == ((), (), (), ())
+    assert sweep_parts(state) == [0, 0, 0, 0]
+    assert state.last_capturer == 1
+    assert state.turn == 1
+    assert legal_moves(state, 1) == sorted(Move(c) for c in set(state.hands[1]))
+
+
+def test_k16_5_set_aside_spades_go_to_the_recipient() -> None:
+    """K16.5 ``spades``: a non-spade court stays on the table, and the set-aside spades go
+    to the recipient at the end of the deal like the court pile does (KX14)."""
+    config = Config(players=4, rules=Rules(removal=Removal.SPADES))
+    state = dealer_last_card(
+        config,
+        "9C",
+        "KH 4D",
+        set_aside="3S QS 9S",
+        last_capturer=2,
+        piles={2: "9H 4H 5H"},
+        rest_to=1,
+    )
+    check_state(state)
+    assert legal_moves(state, 0) == moves("9C")
+    state, events = play(state, 0, Move.parse("9C"))
+    end = only(events, DealEnded)
+    assert end.recipient == 2
+    assert end.collected == cards("KH 4D 9C 3S QS 9S")
+    assert end.result.scores[2].other_spades == 3
+
+
+def test_k16_5_without_removal_nothing_is_ever_set_aside() -> None:
+    """K16.5 ``none``: the dealt courts stay on the table, and no distribution of the
+    deal sets a card aside."""
+    config = Config(players=4, rules=Rules(removal=Removal.NONE))
+    deck = stacked_deck(config.schedule.first_rounds, 4, 0, table="3S KH 7D QS")
+    state, events = open_game(config, decks=[deck])
+    assert state.table == cards("3S KH 7D QS")
+    while state.deal == 1:
+        assert state.set_aside == ()
+        state, new = play(state, state.turn, legal_moves(state, state.turn)[0])
+        events += new
+    dealt = [e for e in events if isinstance(e, DistributionDealt) and e.deal == 1]
+    assert len(dealt) == config.distributions
+    assert not any(isinstance(e, CardsSetAside) for e in events)
 
 
 # --- K2.4 / K12 / K15.7 / K16.4 / K16.9: scoring totals ----------------------------------

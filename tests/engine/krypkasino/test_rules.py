@@ -2,8 +2,9 @@
 
 Covers K16 configuration validity, the K5.1 schedule and K5.3 dealing for every
 player count and variant, K6 / K16.5 removal, K2.4 / K16.9 / K16.4 scoring totals,
-the K7 values and move identity, K4.2 draw for deal, K3.2 teams, K13 match ends, the
-reasons of ``IllegalMoveError``, and that ``play`` never mutates its input.
+the K7 values and move identity, K8.2 / K8.5 moves, K9.2 / K9.3 sweep accounting,
+K4.2 draw for deal, K3.2 teams, K13 match ends, the reasons of ``IllegalMoveError``,
+and that ``play`` never mutates its input.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ from engine.krypkasino import (
 from engine.krypkasino.events import (
     Captured,
     CardsSetAside,
+    Crawled,
     DealEnded,
     DistributionDealt,
 )
 from engine.krypkasino.invariants import check_state
+from engine.krypkasino.moves import is_court
 from engine.krypkasino.scoring import match_outcome
 from engine.krypkasino.state import remove_cards
 from tests.engine.krypkasino.helpers import (
@@ -520,6 +523,93 @@ def test_k8_3_sweep_kinds():
     assert sweep_kind(cards("AS AS"), Move.parse("2S>AS+AS")) is SweepKind.SWEEP
     # K8.3 excludes aces from double sweeps; the move itself can never be legal (K7.9).
     assert sweep_kind(cards("AH"), Move.parse("AH>AH")) is not SweepKind.DOUBLE
+
+
+# --- K8 / K9: executing a move and sweep accounting --------------------------------------
+
+
+def test_k8_2_a_crawl_adds_the_card_to_the_table() -> None:
+    """K8.2: the crawled card joins the table (appended, docs/krypkasino-decisions.md
+    "Table order"), here an ace beside its twin; nothing is captured."""
+    state = position("AH 9C", {1: "AH 6D"}, filler=2)
+    after, events = play(state, 1, Move.parse("AH"))
+    assert after.table == cards("AH 9C AH")
+    assert after.hands[1] == cards("6D")
+    assert (after.piles, after.markers, after.last_capturer) == (
+        state.piles,
+        state.markers,
+        state.last_capturer,
+    )
+    assert events == [Crawled(1, cards("AH")[0])]
+
+
+@pytest.mark.parametrize(
+    ("table", "hand", "move"),
+    [
+        ("9C JH", "6C", "6C"),
+        ("8H 9C", "8D", "8D>8H"),
+        ("4H 5D", "9C", "9C>4H+5D"),
+        ("5S", "5S", "5S>5S"),
+    ],
+    ids=["crawl", "capture", "sweep", "double-sweep"],
+)
+@pytest.mark.parametrize(("players", "seat"), [(2, 1), (4, 1), (4, 3), (5, 4), (6, 2)])
+def test_k8_5_the_turn_passes_to_the_left(
+    table: str, hand: str, move: str, players: int, seat: int
+) -> None:
+    """K8.5: whatever the move does, next(p) plays next, from the last seat back to 0."""
+    state = position(table, {seat: hand}, players=players, filler=1)
+    assert legal_moves(state, seat) == moves(move)
+    after, _ = play(state, seat, Move.parse(move))
+    assert after.turn == (seat + 1) % players
+
+
+def test_k9_2_first_turn_sweeps_are_paid_by_the_dealer() -> None:
+    """K9.2: a table swept as dealt costs the dealer, here one that removal left sweepable
+    (K6.4 at a first distribution); the dealer's own sweep costs prev(dealer), seat 3."""
+    config = Config(players=4)
+    deck = stacked_deck(
+        config.schedule.first_rounds, 4, 0, {1: "10H 8C 8H 9C 9H"}, table="AH KD 4S 5D"
+    )
+    state = new_game(config, decks=[deck])
+    assert (state.table, state.turn) == (cards("AH 4S 5D"), 1)
+    assert legal_moves(state, 1) == moves("10H>AH+4S+5D")
+    state, events = play(state, 1, Move.parse("10H>AH+4S+5D"))
+    sweep = only(events, Captured)
+    assert (sweep.sweep, sweep.conceded_by) == (SweepKind.SWEEP, 0)
+    assert sweep_parts(state) == [-5, 5, 0, 0]
+
+    dealer_sweeps = position("4H 5D", {0: "9C 2D"}, filler=1)
+    assert legal_moves(dealer_sweeps, 0) == moves("9C>4H+5D")
+    state, events = play(dealer_sweeps, 0, Move.parse("9C>4H+5D"))
+    assert only(events, Captured).conceded_by == 3
+    assert sweep_parts(state) == [5, 0, 0, -5]
+
+
+@pytest.mark.parametrize(
+    ("table", "move", "left", "sweep_points"),
+    [
+        ("4H 6D", "9C", "4H 6D 9C", [0, 0, 0, 0]),
+        ("4H 5D 2C", "9C>4H+5D", "2C", [0, 0, 0, 0]),
+        ("4H 5D", "9C>4H+5D", "", [5, 0, 0, -5]),
+    ],
+    ids=["crawl", "capture", "sweep"],
+)
+def test_k9_3_only_a_capture_of_the_whole_table_makes_a_marker(
+    table: str, move: str, left: str, sweep_points: list[int]
+) -> None:
+    """K9.3: the dealer's last card of the deal sweeps only by taking the whole table; the
+    end-of-deal collection of what is left and of the set-aside courts is never a sweep."""
+    courts = tuple(c for c in full_deck(2) if is_court(c))
+    state = dealer_last_card(
+        Config(players=4), "9C", table, set_aside=courts, last_capturer=1, rest_to=1
+    )
+    check_state(state)
+    assert legal_moves(state, 0) == moves(move)
+    state, events = play(state, 0, Move.parse(move))
+    assert only(events, DealEnded).collected == cards(left) + courts
+    scores = state.results[0].scores
+    assert [s.sweeps_made + s.sweeps_conceded for s in scores] == sweep_points
 
 
 # --- K4.2 / K4.3 / K3.2 / K13: dealers, teams and match ends ------------------------------

@@ -609,6 +609,7 @@ def test_kx25_last_capture_point():
 
 
 def test_kx25_nobody_captured_dealer_receives():
+    """K11.1 / K11.3: with no capture in the whole deal the dealer is R and scores the +1."""
     # With every card on the table, only a rank-only court (K16.7) can still crawl, so
     # the position "nobody captured in the whole deal" needs that flag to be reachable.
     rules = Rules(last_capture_point=True, court_cards_rank_only=True)
@@ -931,6 +932,7 @@ def test_kx32_double_sweeps_and_their_points():
 
 
 def test_kx33_two_players():
+    """K12.2: the sweep part is 5 x (own markers - opponent's markers)."""
     markers = [cards("7H 8H"), cards("9H 4C 5D")]
     scores = score_deal(Config(players=2), markers, markers, 0, None)
     assert [s.sweeps_made + s.sweeps_conceded for s in scores] == [-5, 5]

@@ -2,9 +2,10 @@
 
 Covers K16 configuration validity, the K5.1 schedule and K5.3 dealing for every
 player count and variant, K6 / K16.5 removal, K2.4 / K16.9 / K16.4 scoring totals,
-the K7 values and move identity, K8.2 / K8.5 moves, K9.2 / K9.3 sweep accounting,
-K4.2 draw for deal, K3.2 teams, K13 match ends, the reasons of ``IllegalMoveError``,
-and that ``play`` never mutates its input.
+K11.3 / K12.2 / K12.3 scoring, the K7 values and move identity, K8.2 / K8.5 moves,
+K9.2 / K9.3 sweep accounting, the K11.1 recipient, K14.2 last cards, K4.2 draw for
+deal, K3.2 teams, K13 match ends, the reasons of ``IllegalMoveError``, and that
+``play`` never mutates its input.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from engine.krypkasino import (
     sweep_kind,
     sweep_ranks,
     table_moves,
+    view,
 )
 from engine.krypkasino.events import (
     Captured,
@@ -51,7 +53,7 @@ from engine.krypkasino.events import (
 )
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.moves import is_court
-from engine.krypkasino.scoring import match_outcome
+from engine.krypkasino.scoring import match_outcome, match_totals, team_totals
 from engine.krypkasino.state import remove_cards
 from tests.engine.krypkasino.helpers import (
     cards,
@@ -61,6 +63,7 @@ from tests.engine.krypkasino.helpers import (
     legal,
     moves,
     only,
+    play_text,
     position,
     ranks,
     rest_of_deck,
@@ -465,6 +468,48 @@ def test_k12_1_sweeps_conceded_by_the_previous_seat():
     assert [s.sweeps_conceded for s in scores] == [0, -10, 0, -5]
 
 
+@pytest.mark.parametrize("recipient", range(4))
+def test_k11_3_last_capture_point_goes_to_the_recipient(recipient: int) -> None:
+    """K11.3 / K16.4: with ``last_capture_point`` R scores +1 and nobody else does;
+    without it nobody does."""
+    piles = [cards("AH"), cards("2S"), cards("10D"), ()]
+    markers = [(), (), (), ()]
+    flagged = Config(players=4, rules=Rules(last_capture_point=True))
+    with_point = score_deal(flagged, piles, markers, recipient, None)
+    without = score_deal(Config(players=4), piles, markers, recipient, None)
+    assert [s.last_capture for s in with_point] == [int(s == recipient) for s in range(4)]
+    assert [s.last_capture for s in without] == [0, 0, 0, 0]
+    assert [s.total for s in without] == [1, 2, 3, 0]
+    assert [s.total for s in with_point] == [
+        t + int(s == recipient) for s, t in enumerate([1, 2, 3, 0])
+    ]
+
+
+def test_k12_2_two_players_sweep_part_is_the_marker_difference() -> None:
+    """K12.2: with two players, each seat's sweep part is 5 x (own - opponent's markers),
+    a double sweep counting its two markers."""
+    for own, other in itertools.product(range(4), repeat=2):
+        markers = [cards("7H 8H 9H")[:own], cards("5S 5S 9C")[:other]]
+        scores = score_deal(Config(players=2), markers, markers, 0, None)
+        parts = [s.sweeps_made + s.sweeps_conceded for s in scores]
+        assert parts == [5 * (own - other), 5 * (other - own)], (own, other)
+
+
+def test_k12_3_negative_scores_stay_negative() -> None:
+    """K12.3: a seat's deal score, a team's (K3.3) and a match total go below zero, and the
+    lowest total wins (K13.3)."""
+    config = Config(players=4, teams=Teams.PAIRS)
+    piles = [cards("9H"), cards("7H 8H 10D"), (), ()]
+    markers = [(), cards("7H 8H"), (), ()]
+    scores = score_deal(config, piles, markers, 1, None)
+    assert [s.total for s in scores] == [-10, 13, 0, 0]
+    deal = DealResult(1, 0, 1, scores, team_totals(config, scores))
+    assert deal.team_totals == (-10, 13)
+    results = [replace(deal, number=k + 1, dealer=k) for k in range(4)]
+    assert match_totals(config, results) == (-40, 52)
+    assert match_outcome(config, results, ()) == (True, (0,), ())
+
+
 # --- K2 / K7: values, groups, move identity ----------------------------------------------
 
 
@@ -610,6 +655,56 @@ def test_k9_3_only_a_capture_of_the_whole_table_makes_a_marker(
     assert only(events, DealEnded).collected == cards(left) + courts
     scores = state.results[0].scores
     assert [s.sweeps_made + s.sweeps_conceded for s in scores] == sweep_points
+
+
+# --- K11 / K14.2: the end of a deal and its last cards ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capturer_before", "hand_1", "final_moves"),
+    [
+        (1, "7H 9H JH KH", "1:7H 0:8H 1:9H 0:10H 1:JH 0:QH 1:KH 0:AH"),
+        (0, "7H 9H 7C KH", "1:7H 0:8H 1:9H 0:10H 1:7C>7H 0:QH 1:KH 0:AH"),
+    ],
+    ids=["in-an-earlier-distribution", "most-recent-of-two"],
+)
+def test_k11_1_the_recipient_is_the_last_capturer_of_the_deal(
+    capturer_before: int, hand_1: str, final_moves: str
+) -> None:
+    """K11.1: R is whoever captured last anywhere in the deal, here seat 1, not the dealer:
+    a capture before the final distribution counts when nothing is captured in it, and a
+    later capture replaces an earlier one. Nobody capturing at all is KX25."""
+    config = Config(players=2)
+    hands = {1: hand_1, 0: "8H 10H QH AH"}
+    stock = stacked_deck(config.schedule.later_rounds, 2, 0, hands, used="KC")[:8]
+    state = dealer_last_card(
+        config, "KC", "", stock=stock, last_capturer=capturer_before, rest_to=1
+    )
+    check_state(state)
+    state, _ = play(state, 0, Move.parse("KC"))
+    assert state.last_distribution
+    assert state.table == ()
+    for item in final_moves.split():
+        state, events = play_text(state, item)
+    assert only(events, DealEnded).recipient == 1
+
+
+@pytest.mark.parametrize(
+    "config",
+    [Config(players=2), Config(players=6), Config(players=6, rules=Rules(single_deck=True))],
+    ids=["n2", "n6", "n6-single_deck"],
+)
+def test_k14_2_views_tell_the_last_distribution(config: Config) -> None:
+    """K14.2 / K5.4: every view says "last cards" from the dealing of the distribution
+    that empties the stock to the end of the deal, and in no earlier distribution."""
+    state = new_game(config, seed=14)
+    seen = set()
+    while state.deal == 1:
+        for seat in (None, state.turn):
+            seen.add((state.distribution, view(state, seat).last_distribution))
+        state, _ = play(state, state.turn, legal_moves(state, state.turn)[0])
+    last = config.distributions
+    assert seen == {(d, d == last) for d in range(1, last + 1)}
 
 
 # --- K4.2 / K4.3 / K3.2 / K13: dealers, teams and match ends ------------------------------

@@ -58,6 +58,7 @@ from tests.engine.krypkasino.helpers import (
     play_text,
     position,
     ranks,
+    rest_of_deck,
     stacked_deck,
     sweep_parts,
     with_hand,
@@ -296,15 +297,25 @@ def test_kk_tactical_example():
     assert sweep_parts(after) == [0, -10, 10, 0]
 
 
+def ks_piles(copies: int) -> tuple[list[tuple[Card, ...]], list[tuple[Card, ...]]]:
+    """Every card of the deck in a pile, with markers from their owners' piles (K8.4):
+    seat 0 swept with 7H and 9D, seat 2 double-swept with 8C (two decks; one deck has
+    no twin, so 8C sweeps once), seat 3 swept with 4C. Seats 2 and 3 hold only their
+    markers, all worth no card points, so seat 0's pile holds every card point."""
+    markers = [cards("7H 9D"), (), cards("8C 8C" if copies == 2 else "8C"), cards("4C")]
+    others = [card for seat_markers in markers[1:] for card in seat_markers]
+    piles = [tuple(rest_of_deck(others, copies)), *markers[1:]]
+    return piles, markers
+
+
 def test_ks_score_summary():
-    everything = full_deck(2)
-    markers = [cards("7H 9D"), (), cards("8C 8C"), cards("4C")]
-    piles = [everything, (), (), ()]
+    piles, markers = ks_piles(2)
     scores = score_deal(Config(players=4), piles, markers, 0, None)
     first = scores[0]
     assert (first.storan, first.lillan, first.ace_of_spades) == (6, 4, 4)
     assert (first.other_spades, first.other_aces, first.card_points) == (22, 6, 42)
-    assert sum(s.sweeps_made + s.sweeps_conceded for s in scores) == 0
+    assert [s.sweeps_made for s in scores] == [10, 0, 10, 5]
+    assert [s.sweeps_conceded for s in scores] == [0, -10, -5, -10]
     assert sum(s.total for s in scores) == 42
     variants = {
         Rules(single_deck=True): 21,
@@ -313,9 +324,10 @@ def test_ks_score_summary():
     }
     for rules, total in variants.items():
         config = Config(players=4, rules=rules)
-        piles = [full_deck(config.copies), (), (), ()]
+        piles, markers = ks_piles(config.copies)
         scores = score_deal(config, piles, markers, 0, None)
         assert scores[0].card_points == total, rules
+        assert sum(s.sweeps_made + s.sweeps_conceded for s in scores) == 0, rules
         assert sum(s.total for s in scores) == total, rules
 
 

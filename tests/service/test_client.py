@@ -7,7 +7,6 @@ controls (a real grpc server and channel, nothing mocked).
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
 import doctest
@@ -52,6 +51,7 @@ from engine.cards import card_str, full_deck
 from engine.krypkasino import Config, legal_moves, new_game, play, score
 from service.tokens import KeyRing
 from tests.service.server_process import ServerProcess, free_port, running
+from tests.source_imports import imported_top_level_modules
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
 SRC = CLIENT / "src"
@@ -770,16 +770,6 @@ def test_client_doctests_pass(module: Any) -> None:
 
 SERVER_PACKAGES = {"engine", "service", "tests", "bench", "scripts"}
 CLIENT_DEPENDENCIES = {"grpc", "google", "cardrules"}
-
-
-def imported_top_level_modules(path: Path) -> set[str]:
-    modules: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            modules.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules.add(node.module.split(".")[0])
-    return modules
 
 
 def test_the_client_imports_nothing_of_the_server() -> None:

@@ -164,7 +164,7 @@ def server_environment(
 def start_server(
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
-    keys: str = TEST_KEY,
+    keys: str | None = TEST_KEY,
     timeout: float = 30,
     *,
     loopback_flags: bool = True,
@@ -235,7 +235,7 @@ def start_server(
 def running(
     args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
-    keys: str = TEST_KEY,
+    keys: str | None = TEST_KEY,
     timeout: float = 30,
     *,
     loopback_flags: bool = True,

@@ -404,6 +404,28 @@ def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_
     assert {line["worker"] for line in requests} == {1, 2}
 
 
+def test_two_workers_without_keys_share_one_ephemeral_key():
+    """The supervisor makes the ephemeral key before forking: a token one worker seals
+    opens on the other (each making its own would fail half the calls)."""
+    connections = 24  # the kernel picks a worker per connection: 2**-23 that one takes all
+    (port, metrics_port) = free_ports(2)
+    args = ("--workers", "2", "--grpc-port", str(port), "--metrics-port", str(metrics_port))
+    with running(args, {"PYTHONUNBUFFERED": "1"}, keys=None) as server:
+        server.wait_for_logs("listening", 2)
+        with krypkasino(server.target) as stub:
+            state = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2))).state
+        for _ in range(connections):
+            with krypkasino(server.target) as stub:
+                assert stub.GetView(pb.GetViewRequest(state=state)).view.move_number == 0
+    warnings = [line for line in server.logs if "ephemeral key" in str(line.get("event"))]
+    assert len(warnings) == 1 and "worker" not in warnings[0]
+    views = [
+        line for line in server.log_events("request") if line["method"] == f"{SERVICE}/GetView"
+    ]
+    assert {line["code"] for line in views} == {"OK"}
+    assert {line["worker"] for line in views} == {1, 2}
+
+
 # -- SIGTERM under load ------------------------------------------------------------------
 
 

@@ -7,7 +7,8 @@ copy nested ones. API cards are ``cards.v1.Card`` (rank and suit enums, ace =
 card codes (spec K1.1).
 
 Defaults are written as zero values (``TEAM_MODE_UNSPECIFIED`` for individual
-play, no ``rules`` message with default flags) to keep tokens small. Views are
+play, no ``rules`` message with default flags) to keep tokens small; views show
+the config in force instead (``config_in_force_to_proto``). Views are
 ``service.view_codec``'s, the internal ``GameState`` of state tokens is
 ``service.state_codec``'s, and events and deal scores read back by clients
 are ``service.client_decode``'s.
@@ -67,6 +68,7 @@ __all__ = [
     "card_to_proto",
     "cards_from_proto",
     "config_from_proto",
+    "config_in_force_to_proto",
     "config_to_proto",
     "deal_result_to_proto",
     "deck_from_proto",
@@ -114,6 +116,10 @@ _TIE_TO = {
     TieRule.SHARED: pb.TIE_RULE_UNSPECIFIED,
     TieRule.TIEBREAK_DEAL: pb.TIE_RULE_TIEBREAK_DEAL,
 }
+# What views show: every setting by its own name.
+_TEAMS_NAMED = {**_TEAMS_TO, Teams.INDIVIDUAL: pb.TEAM_MODE_INDIVIDUAL}
+_REMOVAL_NAMED = {**_REMOVAL_TO, Removal.COURTS: pb.REMOVAL_COURTS}
+_TIE_NAMED = {**_TIE_TO, TieRule.SHARED: pb.TIE_RULE_SHARED}
 # The API kind of a capture (K8); a crawl is ``MOVE_KIND_CRAWL``.
 MOVE_KIND_OF_SWEEP = {
     SweepKind.NONE: pb.MOVE_KIND_CAPTURE,
@@ -170,30 +176,52 @@ def config_to_proto(config: Config) -> pb.GameConfig:
     Cached (every response carries it); callers only assign it into other
     messages, which copies it, and never mutate it.
     """
-    r = config.rules
-    rules = None
-    if r != _DEFAULT_RULES:
-        rules = pb.Rules(
-            two_player_five_six=r.two_player_five_six,
-            four_four=r.four_four,
-            single_deck=r.single_deck,
-            last_capture_point=r.last_capture_point,
-            removal=_REMOVAL_TO[r.removal],
-            no_forced_sweep=r.no_forced_sweep,
-            court_cards_rank_only=r.court_cards_rank_only,
-            must_capture_if_able=r.must_capture_if_able,
-            nordic_scoring=r.nordic_scoring,
-            bordstabbe=r.bordstabbe,
-        )
     return pb.GameConfig(
         players=config.players,
         teams=_TEAMS_TO[config.teams],
-        rules=rules,
+        rules=None
+        if config.rules == _DEFAULT_RULES
+        else _rules_to_proto(config.rules, _REMOVAL_TO),
         first_dealer=config.first_dealer,
         draw_for_deal=config.draw_for_deal,
         match_deals=config.match_deals,
         target_score=config.target_score,
         tie_rule=_TIE_TO[config.tie_rule],
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def config_in_force_to_proto(config: Config) -> pb.GameConfig:
+    """The ``GameConfig`` a view shows: every setting as it applies, named.
+
+    No ``*_UNSPECIFIED``, every flag, and ``match_deals`` filled in when it was
+    left to its default (K13.2), so a client need not know the defaults. Sent
+    back to ``NewGame`` it makes the same game. Cached like ``config_to_proto``.
+    """
+    return pb.GameConfig(
+        players=config.players,
+        teams=_TEAMS_NAMED[config.teams],
+        rules=_rules_to_proto(config.rules, _REMOVAL_NAMED),
+        first_dealer=config.first_dealer,
+        draw_for_deal=config.draw_for_deal,
+        match_deals=config.deal_limit,
+        target_score=config.target_score,
+        tie_rule=_TIE_NAMED[config.tie_rule],
+    )
+
+
+def _rules_to_proto(r: Rules, removal: dict[Removal, pb.Removal.ValueType]) -> pb.Rules:
+    return pb.Rules(
+        two_player_five_six=r.two_player_five_six,
+        four_four=r.four_four,
+        single_deck=r.single_deck,
+        last_capture_point=r.last_capture_point,
+        removal=removal[r.removal],
+        no_forced_sweep=r.no_forced_sweep,
+        court_cards_rank_only=r.court_cards_rank_only,
+        must_capture_if_able=r.must_capture_if_able,
+        nordic_scoring=r.nordic_scoring,
+        bordstabbe=r.bordstabbe,
     )
 
 

@@ -399,11 +399,11 @@ class SchemaBuilder:
         notes = [self.notes[descriptor.full_name]] if descriptor.full_name in self.notes else []
         if name != descriptor.full_name:
             notes.append(
-                f"The request form of `{descriptor.full_name}`, which responses use: it "
-                "requires only the fields the server cannot do without; the others may be "
+                f"The request form of `{descriptor.full_name}` (responses use that schema): "
+                "it requires only the fields the server cannot do without; the others may be "
                 "left out (they take their proto3 defaults)."
             )
-        elif output and descriptor.full_name in self.inputs:
+        elif output and descriptor.full_name in self.inputs and not has_request_form(descriptor):
             sendable = [
                 f"`{f.json_name}`"
                 for f in fields

@@ -15,7 +15,7 @@ from engine.cards import Card
 from engine.krypkasino.config import CACHED_MATCH_DEALS, Config
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.views import View
-from service.codec import RANKS, add_cards, config_to_proto, deal_result_to_proto
+from service.codec import RANKS, add_cards, config_in_force_to_proto, deal_result_to_proto
 
 __all__ = ["fill_view", "view_to_proto"]
 
@@ -38,7 +38,7 @@ _TEMPLATE_LIMIT = 2048
 def _config_template(config: Config) -> pb.View:
     """The ``View`` holding only the config and the seats' teams (K3.2); never mutated."""
     return pb.View(
-        config=config_to_proto(config),
+        config=config_in_force_to_proto(config),
         team_of_seat=[config.team_of(seat) for seat in range(config.players)],
     )
 

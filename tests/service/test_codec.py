@@ -59,6 +59,7 @@ from service.codec import (
     card_from_proto,
     card_to_proto,
     config_from_proto,
+    config_in_force_to_proto,
     config_to_proto,
     deal_result_to_proto,
     deck_from_proto,
@@ -302,6 +303,28 @@ def test_config_round_trip(config: Config) -> None:
     assert parsed.HasField("target_score") == (config.target_score is not None)
 
 
+@pytest.mark.parametrize("config", config_cases(), ids=repr)
+def test_the_config_in_force_names_every_setting_and_makes_the_same_game(config: Config) -> None:
+    """What a view shows: nothing a client must know the default of (K13.2, K16)."""
+    msg = config_in_force_to_proto(config)
+    assert 0 not in (msg.teams, msg.rules.removal, msg.tie_rule)
+    assert msg.HasField("rules")
+    assert msg.HasField("match_deals") == (config.deal_limit is not None)
+    parsed = config_from_proto(pb.GameConfig.FromString(msg.SerializeToString()))
+    assert parsed == replace(config, match_deals=config.deal_limit)
+    assert parsed.deal_limit == config.deal_limit
+
+
+def test_the_config_in_force_of_the_default_game() -> None:
+    assert config_in_force_to_proto(Config(players=4)) == pb.GameConfig(
+        players=4,
+        teams=pb.TEAM_MODE_INDIVIDUAL,
+        rules=pb.Rules(removal=pb.REMOVAL_COURTS),
+        match_deals=4,
+        tie_rule=pb.TIE_RULE_SHARED,
+    )
+
+
 def test_default_config_is_all_zero_values() -> None:
     msg = config_to_proto(Config(players=4))
     assert msg == pb.GameConfig(players=4)
@@ -519,7 +542,8 @@ def cards_of(msgs: Sequence[cards_pb2.Card]) -> tuple[Card, ...]:
 def assert_view_matches(v: View, msg: pb.View, sid: str) -> None:
     config = v.config
     assert msg.game_id == GAME_ID and msg.state_id == sid
-    assert config_from_proto(msg.config) == config
+    # The config in force: the default number of deals written out (K13.2).
+    assert config_from_proto(msg.config) == replace(config, match_deals=config.deal_limit)
     assert list(msg.team_of_seat) == [config.team_of(s) for s in range(config.players)]
     assert msg.HasField("seat") == (v.seat is not None)
     if v.seat is not None:

@@ -781,8 +781,14 @@ def load_fixture() -> dict[str, Any]:
 
 
 def recorded(live: dict[str, Any], fixture: dict[str, Any]) -> dict[str, Any]:
-    """``live`` restricted to the fields the fixture recorded: later releases may add fields."""
-    return {name: live.get(name) for name in fixture}
+    """``live`` restricted to the fields the fixture recorded, in nested messages too: later
+    releases may add fields (views now name every setting of their config, for one)."""
+    return {
+        name: recorded(live[name], want)
+        if isinstance(want, dict) and isinstance(live.get(name), dict)
+        else live.get(name)
+        for name, want in fixture.items()
+    }
 
 
 def as_dict(message: Any) -> dict[str, Any]:

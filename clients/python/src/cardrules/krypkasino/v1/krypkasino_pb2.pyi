@@ -519,7 +519,9 @@ class View(_message.Message):
     """Identifies this exact state, for optimistic concurrency."""
     @_builtins.property
     def config(self) -> Global___GameConfig:
-        """The configuration."""
+        """The configuration in force: every setting named (no *_UNSPECIFIED), every
+        rule flag, and match_deals filled in when it was left to its default.
+        """
 
     @_builtins.property
     def team_of_seat(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:

@@ -159,9 +159,10 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
     """Refuse what json_format accepts or words badly, walking ``value`` with ``descriptor``.
 
     A field named twice (by its proto and its JSON name), bytes that are not
-    base64 and values of the wrong JSON type raise ``JSON_INVALID`` naming the
-    field by its proto path. Unknown names, nulls and the values json_format
-    judges well itself (ranges, enum names, numbers) are left to json_format;
+    base64, values of the wrong JSON type and unknown enum names (with the valid
+    ones) raise ``JSON_INVALID`` naming the field by its proto path. Unknown
+    names, nulls and the values json_format judges well itself (ranges, enum
+    numbers, numbers) are left to json_format;
     so are the well-known types, whose JSON is their own. ``floor`` counts the
     size the values must take as protobuf and raises ``REQUEST_TOO_LARGE`` once
     it passes its limit, before a long list is walked.
@@ -245,6 +246,12 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             isinstance(value, str | int) or (isinstance(value, float) and value.is_integer())
         ):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
+        names = field.enum_type.values_by_name
+        if isinstance(value, str) and value not in names:
+            # json_format would say "Invalid enum value X for enum type Y": not which are valid.
+            raise _json_invalid(
+                path, f"{path} must be one of {', '.join(names)}, not {_quoted(value)}"
+            )
     elif field.type == FieldDescriptor.TYPE_BYTES:
         if not isinstance(value, str):
             raise _wrong_type(path, "base64 (a JSON string)", value)

@@ -236,7 +236,7 @@ LONG = "x" * 100_000
     [
         (f'{{"{LONG}": 1}}', LONG[:50], 'Message type "cardrules.krypkasino.v1.NewGameRequest"'),
         (f'{{"bogus": {{"{LONG}": 1, "{LONG}": 2}}}}', "", 'the name "xxx'),
-        (f'{{"config": {{"players": 2, "teams": "{LONG}"}}}}', "config.teams", "Invalid enum"),
+        (f'{{"config": {{"players": 2, "teams": "{LONG}"}}}}', "config.teams", "config.teams"),
         (f'{{"config": {{"players": "{"9" * 100_000}"}}}}', "config.players", "Couldn't parse"),
         (f'{{"config": {{"players": 2, "{LONG}": 1}}}}', "config.xxx", "Message type"),
     ],
@@ -361,6 +361,27 @@ def test_a_real_token_works_in_every_base64_spelling(server, json_game):
 
 
 # -- refusals in words ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "names"),
+    [
+        (
+            b'{"config": {"rules": {"removal": "SPADES"}}}',
+            "config.rules.removal",
+            "REMOVAL_UNSPECIFIED, REMOVAL_COURTS, REMOVAL_SPADES, REMOVAL_NONE",
+        ),
+        (
+            b'{"move": {"card": {"rank": "RANK_TEN", "suit": "hearts"}}}',
+            "move.card.suit",
+            "SUIT_UNSPECIFIED, SUIT_SPADES, SUIT_HEARTS, SUIT_DIAMONDS, SUIT_CLUBS",
+        ),
+    ],
+)
+def test_an_unknown_enum_name_is_refused_naming_the_valid_ones(body, field, names):
+    request = pb.NewGameRequest if b"config" in body else pb.PlayRequest
+    value = body.split(b'"')[-2].decode()
+    assert refusal_of(body, request) == (field, f'{field} must be one of {names}, not "{value}"')
 
 
 @pytest.mark.parametrize(

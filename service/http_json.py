@@ -246,12 +246,11 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             isinstance(value, str | int) or (isinstance(value, float) and value.is_integer())
         ):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
-        names = field.enum_type.values_by_name
-        if isinstance(value, str) and value not in names:
+        enum = field.enum_type
+        if isinstance(value, str) and enum is not None and value not in enum.values_by_name:
             # json_format would say "Invalid enum value X for enum type Y": not which are valid.
-            raise _json_invalid(
-                path, f"{path} must be one of {', '.join(names)}, not {_quoted(value)}"
-            )
+            names = ", ".join(enum.values_by_name)
+            raise _json_invalid(path, f"{path} must be one of {names}, not {_quoted(value)}")
     elif field.type == FieldDescriptor.TYPE_BYTES:
         if not isinstance(value, str):
             raise _wrong_type(path, "base64 (a JSON string)", value)

@@ -40,7 +40,7 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _PARSER_SUFFIX = re.compile(r'(?: at "?[A-Za-z_][\w.\[\]]*"?)?\.*$')
 # At most this much of a refusal's description or field path, which may hold what the
 # client sent (``_json_invalid``).
-_ECHOED_CHARS = 200
+_REFUSAL_TEXT_CHARS = 200
 # proto3 JSON bytes: standard or URL-safe base64, with or without padding.
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
@@ -316,7 +316,7 @@ def _json_invalid(field: str, description: str) -> ServiceError:
     the client sent: json_format's messages quote values whole, and a field path holds
     unknown names."""
     return invalid_argument(
-        JSON_INVALID, _cut(description, _ECHOED_CHARS), _cut(field, _ECHOED_CHARS)
+        JSON_INVALID, _cut(description, _REFUSAL_TEXT_CHARS), _cut(field, _REFUSAL_TEXT_CHARS)
     )
 
 

@@ -85,11 +85,13 @@ def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -
 
 
 def invalid_argument(
-    reason: str, message: str, field_path: str | None = None, **metadata: str
+    reason: str, message: str, field_path: str | Sequence[str] | None = None, **metadata: str
 ) -> ServiceError:
     """A malformed request (``INVALID_ARGUMENT``), with a field violation unless ``field_path``
-    is ``None``; ``""`` names no field, the whole request (as Google APIs do)."""
-    violations = (FieldViolation(field_path, message),) if field_path is not None else ()
+    is ``None``, one per path if it is several; ``""`` names no field, the whole request
+    (as Google APIs do)."""
+    paths = [field_path] if isinstance(field_path, str) else field_path or ()
+    violations = tuple(FieldViolation(path, message) for path in paths)
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata, violations)
 
 

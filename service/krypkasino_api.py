@@ -312,11 +312,12 @@ def _config(message: pb.GameConfig) -> Config:
     try:
         return config.validate()
     except ConfigError as error:
-        field_path = (
-            f"config.rules.{error.flag}" if error.flag in _RULE_FLAGS else f"config.{error.flag}"
-        )
+        field_paths = [
+            f"config.rules.{flag}" if flag in _RULE_FLAGS else f"config.{flag}"
+            for flag in error.flags
+        ]
         raise invalid_argument(
-            "CONFIG_INVALID", error.reason, field_path, flag=error.flag
+            "CONFIG_INVALID", error.reason, field_paths, flag=error.flag
         ) from None
 
 

@@ -13,12 +13,17 @@ from engine.cards import CARDS_PER_DECK
 
 
 class ConfigError(ValueError):
-    """A configuration the rules do not allow; ``flag`` names the culprit (K16)."""
+    """A configuration the rules do not allow, naming the offending flag(s) (K16).
 
-    def __init__(self, flag: str, reason: str) -> None:
-        super().__init__(f"{flag}: {reason}")
-        self.flag = flag
+    ``flags`` are the culprits, two when only their combination is refused;
+    ``flag`` is all of them as one text (``two_player_five_six,four_four``).
+    """
+
+    def __init__(self, flags: str | tuple[str, ...], reason: str) -> None:
+        self.flags = (flags,) if isinstance(flags, str) else flags
+        self.flag = ",".join(self.flags)
         self.reason = reason
+        super().__init__(f"{self.flag}: {reason}")
 
 
 class Teams(enum.Enum):
@@ -216,10 +221,12 @@ class Config:
             for other in ("four_four", "single_deck"):
                 if getattr(r, other):
                     raise ConfigError(
-                        "two_player_five_six", f"cannot be combined with {other} (K16.1)"
+                        ("two_player_five_six", other), f"cannot be combined with {other} (K16.1)"
                     )
         rest, later = self.stock_after(1), self.later_distribution_size
         if rest < 0 or rest % later:
+            # With both flags on only single_deck fails (5 players): four_four and
+            # single_deck deal evenly together wherever four_four does alone.
             flag = "single_deck" if r.single_deck else "four_four"
             raise ConfigError(
                 flag,

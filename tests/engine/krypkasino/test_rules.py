@@ -127,7 +127,12 @@ def test_k16_1_two_player_five_six_only_for_two(players):
     ],
 )
 def test_k16_1_two_player_five_six_excludes_other_schedules(rules):
-    assert rejected_flag(Config(players=2, rules=rules)) == "two_player_five_six"
+    """Each flag is valid for 2 players alone: the error names both (K16 "flag(s)")."""
+    other = "four_four" if rules.four_four else "single_deck"
+    with pytest.raises(ConfigError) as error:
+        Config(players=2, rules=rules).validate()
+    assert error.value.flags == ("two_player_five_six", other)
+    assert error.value.flag == f"two_player_five_six,{other}"
 
 
 @pytest.mark.parametrize("players", PLAYERS)

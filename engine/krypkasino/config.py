@@ -221,7 +221,8 @@ class Config:
             for other in ("four_four", "single_deck"):
                 if getattr(r, other):
                     raise ConfigError(
-                        ("two_player_five_six", other), f"cannot be combined with {other} (K16.1)"
+                        ("two_player_five_six", other),
+                        f"two_player_five_six cannot be combined with {other} (K16.1)",
                     )
         rest, later = self.stock_after(1), self.later_distribution_size
         if rest < 0 or rest % later:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.tokens import (
+    MAX_SCHEMA_VERSION,
     SEAT_MAC_CACHE_SIZE,
     KeyRing,
     SeatTokenError,
@@ -190,6 +191,16 @@ def test_messages_never_depend_on_token_bytes():
     unknown = token_error(s, b"\x01\xde\xad\xbe\xef" + bytes(40))
     assert "dead" not in unknown.message.lower()
     assert unknown.message == token_error(s, b"\x01\x01\x02\x03\x04" + bytes(40)).message
+
+
+def test_the_highest_schema_version_seals_and_opens():
+    """The header's 7 bits hold versions 1 to 127, plain or sealed (docs/api.md)."""
+    assert sealer(plain=True, schema_version=MAX_SCHEMA_VERSION).seal(PAYLOAD) == (
+        b"\xff" + PAYLOAD
+    )
+    highest = sealer(schema_version=MAX_SCHEMA_VERSION)
+    token = highest.seal(PAYLOAD)
+    assert token[0] == 0x7F and highest.open(token) == PAYLOAD
 
 
 def test_sealer_configuration_errors():

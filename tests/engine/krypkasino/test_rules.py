@@ -903,7 +903,10 @@ def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule)
     ],
 )
 def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message):
-    assert refused(position("8H 9C JH", {1: "8D 6C"}, rules=rules), 1, move).message == message
+    error = refused(position("8H 9C JH", {1: "8D 6C"}, rules=rules), 1, move)
+    assert error.message == message
+    # Engine callers log the exception itself: its text is the message and the rule.
+    assert str(error) == f"{message} ({error.rule})"
 
 
 def test_k7_8_game_over():

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from service.config import ConfigValueError, add_server_arguments, resolve, server_options
+from service.config import (
+    ConfigValueError,
+    ServerConfig,
+    add_server_arguments,
+    resolve,
+    server_options,
+)
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -39,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
     return built
 
 
-def resolved(variable: str, value: str) -> object:
+def resolved(variable: str, value: str) -> ServerConfig:
     return resolve(parser().parse_args([]), environ={variable: value})
 
 
@@ -75,3 +81,53 @@ def test_each_documented_choice_is_accepted_and_nothing_else(flag: str) -> None:
         resolved(row["variable"], choice)
     with pytest.raises(ConfigValueError, match=row["variable"]):
         resolved(row["variable"], "sometimes")
+
+
+@pytest.mark.parametrize(
+    ("value", "plain"),
+    [(value, True) for value in ("1", "true", "YES", "on")]
+    + [(value, False) for value in ("0", "false", "no", "off", "")],
+)
+def test_plain_state_from_the_environment_means_what_it_says(value: str, plain: bool) -> None:
+    config = resolved("CARDRULES_PLAIN_STATE", value)
+    assert config.plain_state is plain
+
+
+KEY = "q9KmMnH4E9dY1aOZnC2bJ0x4m3Jc0z7l3b5d0f1e2a8="
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "names"),
+    [
+        (
+            ["--state-keys", KEY, "--state-keys-file", "keys"],
+            {},
+            "--state-keys and --state-keys-file",
+        ),
+        (
+            [],
+            {"CARDRULES_STATE_KEYS": KEY, "CARDRULES_STATE_KEYS_FILE": "keys"},
+            "CARDRULES_STATE_KEYS and CARDRULES_STATE_KEYS_FILE",
+        ),
+    ],
+)
+def test_keys_and_a_keys_file_exclude_each_other_without_showing_a_key(
+    argv: list[str], environ: dict[str, str], names: str
+) -> None:
+    with pytest.raises(ConfigValueError) as refused:
+        resolve(parser().parse_args(argv), environ=environ)
+    assert str(refused.value) == f"{names} exclude each other"
+
+
+def test_an_unreadable_keys_file_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing-here"
+    with pytest.raises(ConfigValueError) as refused:
+        resolved("CARDRULES_STATE_KEYS_FILE", str(missing))
+    assert str(refused.value).startswith(f"CARDRULES_STATE_KEYS_FILE: cannot read {missing}: ")
+
+
+def test_a_keys_file_is_read(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(KEY)
+    config = resolved("CARDRULES_STATE_KEYS_FILE", str(keys))
+    assert config.state_keys == KEY

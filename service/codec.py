@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -32,7 +33,7 @@ from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.cards import CARDS_PER_DECK, Card, make_card
-from engine.krypkasino.config import Config, Removal, Rules, Teams, TieRule
+from engine.krypkasino.config import Config, ConfigError, Removal, Rules, Teams, TieRule
 from engine.krypkasino.events import (
     Bordstabbe,
     Captured,
@@ -67,6 +68,7 @@ __all__ = [
     "card_from_proto",
     "card_to_proto",
     "cards_from_proto",
+    "config_field_paths",
     "config_from_proto",
     "config_in_force_to_proto",
     "config_to_proto",
@@ -127,6 +129,7 @@ MOVE_KIND_OF_SWEEP = {
     SweepKind.DOUBLE: pb.MOVE_KIND_DOUBLE_SWEEP,
 }
 _DEFAULT_RULES = Rules()
+_RULE_FIELDS = frozenset(field.name for field in dataclasses.fields(Rules))
 
 
 def _enum(value: int, table: tuple[T, ...], field: str, enum_name: str) -> T:
@@ -223,6 +226,14 @@ def _rules_to_proto(r: Rules, removal: dict[Removal, pb.Removal.ValueType]) -> p
         nordic_scoring=r.nordic_scoring,
         bordstabbe=r.bordstabbe,
     )
+
+
+def config_field_paths(error: ConfigError) -> list[str]:
+    """The request field of each flag a ``ConfigError`` names (``config.rules.four_four``,
+    ``config.teams``)."""
+    return [
+        f"config.rules.{flag}" if flag in _RULE_FIELDS else f"config.{flag}" for flag in error.flags
+    ]
 
 
 # --- cards and moves -------------------------------------------------------

@@ -219,7 +219,12 @@ class HttpGateway:
         allow = ", ".join((*methods, "OPTIONS"))
         if request.method == "OPTIONS":
             preflight = self._cors.preflight_headers(origin, request.headers, methods)
-            headers = {"X-Request-Id": request_id, **preflight, "Allow": allow}
+            headers = {
+                "X-Request-Id": request_id,
+                "Cache-Control": headers["Cache-Control"],
+                **preflight,
+                "Allow": allow,
+            }
             return web.Response(status=204, headers=headers)
         if request.method not in methods:
             refusal = _refusal(

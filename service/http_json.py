@@ -39,12 +39,13 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # json_format ends its reasons with " at NewGameRequest.config.players" and a dot per level.
 _PARSER_SUFFIX = re.compile(r'(?: at "?[A-Za-z_][\w.\[\]]*"?)?\.*$')
 # At most this much of a refusal's description or field path, which may hold what the
-# client sent (``_json_invalid``).
-_REFUSAL_TEXT_CHARS = 200
+# client sent (``_json_invalid``); room for the longest enum's names (Rank's) and a path.
+_REFUSAL_TEXT_CHARS = 400
 # proto3 JSON bytes: standard or URL-safe base64, with or without padding.
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
 # The proto3 JSON of an integer as a string: a JSON number (json_format checks the value).
+_INTEGER = re.compile(r"-?[0-9]+")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _INTEGER_TYPES = frozenset(
     {
@@ -247,10 +248,12 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         ):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
         enum = field.enum_type
-        if isinstance(value, str) and enum is not None and value not in enum.values_by_name:
+        # A number in a string is json_format's to judge, as a number is.
+        name = value if isinstance(value, str) and not _INTEGER.fullmatch(value) else None
+        if name is not None and enum is not None and name not in enum.values_by_name:
             # json_format would say "Invalid enum value X for enum type Y": not which are valid.
             names = ", ".join(enum.values_by_name)
-            raise _json_invalid(path, f"{path} must be one of {names}, not {_quoted(value)}")
+            raise _json_invalid(path, f"{path} must be one of {names}, not {_quoted(name)}")
     elif field.type == FieldDescriptor.TYPE_BYTES:
         if not isinstance(value, str):
             raise _wrong_type(path, "base64 (a JSON string)", value)

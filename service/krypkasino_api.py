@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf.message import DecodeError
@@ -23,7 +23,6 @@ from engine.krypkasino import (
     IllegalMoveError,
     Move,
     Reason,
-    Rules,
     State,
     SweepKind,
     legal_moves,
@@ -44,7 +43,6 @@ SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["KrypkasinoService"]
 SERVICE_NAME = SERVICE_DESCRIPTOR.full_name
 METHODS = tuple(method.name for method in SERVICE_DESCRIPTOR.methods)
 MAX_DECKS = 64
-_RULE_FLAGS = frozenset(f.name for f in fields(Rules))
 
 
 @dataclass(slots=True)
@@ -312,12 +310,8 @@ def _config(message: pb.GameConfig) -> Config:
     try:
         return config.validate()
     except ConfigError as error:
-        field_paths = [
-            f"config.rules.{flag}" if flag in _RULE_FLAGS else f"config.{flag}"
-            for flag in error.flags
-        ]
         raise invalid_argument(
-            "CONFIG_INVALID", error.reason, field_paths, flag=error.flag
+            "CONFIG_INVALID", error.reason, codec.config_field_paths(error), flag=error.flag
         ) from None
 
 

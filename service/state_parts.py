@@ -29,7 +29,7 @@ from engine.krypkasino.scoring import (
     match_outcome,
     team_totals,
 )
-from service.codec import CodecError, config_from_proto
+from service.codec import CodecError, config_field_paths, config_from_proto
 
 __all__ = [
     "FULL_DECKS",
@@ -79,7 +79,7 @@ def config_layout(data: bytes) -> Layout:
     except CodecError as error:
         raise StateError(f"{error.field}: {error.description}") from None
     except ConfigError as error:
-        raise StateError(f"config.{error.flag}: {error.reason}") from None
+        raise StateError(f"{', '.join(config_field_paths(error))}: {error.reason}") from None
     schedule, distributions = config.schedule, config.distributions
     numbers = range(1, distributions + 1)
     return Layout(

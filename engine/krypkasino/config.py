@@ -226,8 +226,8 @@ class Config:
                     )
         rest, later = self.stock_after(1), self.later_distribution_size
         if rest < 0 or rest % later:
-            # With both flags on only single_deck fails (5 players): four_four and
-            # single_deck deal evenly together wherever four_four does alone.
+            # With both flags on the deck is single_deck's, and the two fail together
+            # where single_deck fails alone (5 players), so single_deck is named.
             flag = "single_deck" if r.single_deck else "four_four"
             raise ConfigError(
                 flag,

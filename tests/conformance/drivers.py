@@ -23,11 +23,11 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
-from engine.krypkasino import IllegalMoveError, legal_moves, open_game, play, score, view
+from engine.cards import card_str
+from engine.krypkasino import IllegalMoveError, Reason, legal_moves, open_game, play, score, view
 from engine.krypkasino.state import State
 from service import codec, view_codec
 from service.errors import HTTP_STATUS
-from service.krypkasino_api import illegal_move_refusal
 from tests.service.grpc_helpers import Refusal, refusal_of, status_refusal
 
 Plain = Any
@@ -126,8 +126,14 @@ class EngineDriver:
         try:
             state, events = play(handle, seat, engine_move)
         except IllegalMoveError as error:
-            refusal = illegal_move_refusal(error, handle, seat, engine_move)
-            return Refused(refusal.code.name, refusal.reason, dict(refusal.metadata))
+            # The service's mapping of an illegal move (design section 5, docs/api.md),
+            # written out here so that the servers are checked against it.
+            metadata = {"rule": error.rule, "seat": str(seat)}
+            if error.reason is Reason.NOT_YOUR_TURN:
+                metadata["turn"] = str(handle.turn)
+            if error.reason is Reason.CARD_NOT_IN_HAND:
+                metadata["card"] = card_str(engine_move.card)
+            return Refused("FAILED_PRECONDITION", error.reason.value, metadata)
         result = {
             "events": [plain(e) for e in codec.events_to_proto(events)],
             "view": plain(view_codec.view_to_proto(view(state, seat), "", "")),

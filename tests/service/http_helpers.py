@@ -39,15 +39,20 @@ def exchange(
     method: str = "POST",
     headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], Any]:
-    """One HTTP request; the status, headers and JSON body, whatever the status."""
+    """One HTTP request; the status, headers and JSON body (None if empty), whatever the
+    status."""
     request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     if body is not None and "Content-Type" not in (headers or {}):
         request.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), json.loads(response.read())
+            return response.status, dict(response.headers), _json(response.read())
     except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), json.loads(error.read())
+        return error.code, dict(error.headers), _json(error.read())
+
+
+def _json(body: bytes) -> Any:
+    return json.loads(body) if body else None
 
 
 def rpc(server: ServerProcess, name: str, body: dict[str, Any]) -> Any:

@@ -93,8 +93,9 @@ def test_responses_name_the_service_but_no_versions_and_are_never_stored(server)
         exchange(f"{server.http_url}/v1/krypkasino:shuffle", b"{}"),
         exchange(f"{server.http_url}/healthz", method="GET"),
         exchange(f"{server.http_url}/openapi.json", method="GET"),
+        exchange(f"{server.http_url}/v1/krypkasino:newGame", method="OPTIONS"),
     ]
-    assert [status for status, _, _ in answers] == [200, 400, 404, 200, 200]
+    assert [status for status, _, _ in answers] == [200, 400, 404, 200, 200, 204]
     assert {
         (headers["Server"], headers["Cache-Control"], headers["X-Content-Type-Options"])
         for _, headers, _ in answers

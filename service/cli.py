@@ -70,11 +70,15 @@ class _Parser(argparse.ArgumentParser):
         raise _ParserExitError(status)
 
 
-def positive_argument(text: str) -> int:
+def _whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def positive_argument(text: str) -> int:
+    value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
@@ -83,10 +87,7 @@ def positive_argument(text: str) -> int:
 def seed_argument(text: str) -> int:
     """A game seed as ``NewGame`` takes it: 0 to 2^64-1, so a game played through
     ``--server`` and in-process are the same game."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    value = _whole_number(text)
     if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"must be 0 to 2^64-1, not {value}")
     return value

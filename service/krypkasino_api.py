@@ -164,7 +164,7 @@ class KrypkasinoApi:
         except IllegalMoveError as error:
             if self._metrics is not None:
                 self._metrics.illegal_move(GAME, error.reason.value)
-            raise illegal_move_refusal(error, opened.state, seat, move) from None
+            raise _illegal_move_refusal(error, opened.state, seat, move) from None
         if self._metrics is not None:
             self._count_moves(events)
         token, state_id = self._seal(state, opened.game_id)
@@ -287,7 +287,7 @@ class KrypkasinoApi:
                 self._metrics.move_played(GAME, move_kind(False, event.sweep))
 
 
-def illegal_move_refusal(
+def _illegal_move_refusal(
     error: IllegalMoveError, state: State, seat: int, move: Move
 ) -> ServiceError:
     """Design section 5: a move the rules forbid is FAILED_PRECONDITION with its rule ID,

@@ -104,6 +104,11 @@ def failed_precondition(reason: str, message: str, **metadata: str) -> ServiceEr
     return ServiceError(grpc.StatusCode.FAILED_PRECONDITION, reason, message, metadata)
 
 
+def unavailable(reason: str, message: str, **metadata: str) -> ServiceError:
+    """A request this replica cannot serve and another may: callers retry (the client does)."""
+    return ServiceError(grpc.StatusCode.UNAVAILABLE, reason, message, metadata)
+
+
 REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
 REQUEST_MALFORMED = "REQUEST_MALFORMED"
 

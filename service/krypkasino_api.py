@@ -34,9 +34,22 @@ from engine.krypkasino import (
 from engine.krypkasino.events import Captured, Crawled, Event
 from service import codec, state_codec, view_codec
 from service.calls import CallInfo
-from service.errors import ServiceError, failed_precondition, invalid_argument, permission_denied
+from service.errors import (
+    ServiceError,
+    failed_precondition,
+    invalid_argument,
+    permission_denied,
+    unavailable,
+)
 from service.metrics import ServiceMetrics, move_kind, variant_label
-from service.tokens import PLAIN_FLAG, SeatTokenError, SeatTokens, StateSealer, TokenError
+from service.tokens import (
+    NEWER_RELEASE,
+    PLAIN_FLAG,
+    SeatTokenError,
+    SeatTokens,
+    StateSealer,
+    TokenError,
+)
 
 GAME = "krypkasino"
 SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["KrypkasinoService"]
@@ -206,9 +219,13 @@ class KrypkasinoApi:
         """Unseal and decode a state token; every failure is INVALID_ARGUMENT."""
         if not token:
             raise invalid_argument("STATE_MISSING", "the state token is required", "state")
+        # NEWER_RELEASE is UNAVAILABLE: during a rolling upgrade another replica can
+        # read the token, and callers retry that code.
         try:
             payload = self._sealer.open(token)
         except TokenError as error:
+            if error.reason == NEWER_RELEASE:
+                raise unavailable(error.reason, error.message, **error.metadata) from None
             raise invalid_argument(error.reason, error.message, "state", **error.metadata) from None
         try:
             message = pb.GameState.FromString(payload)
@@ -216,11 +233,20 @@ class KrypkasinoApi:
             raise invalid_argument(
                 "STATE_INVALID", "the state token does not hold a game state", "state"
             ) from None
-        try:
-            # AES-GCM proves a sealed token came from this service; only plain ones are checked.
-            state, game_id = state_codec.state_from_proto(
-                message, trusted=not token[0] & PLAIN_FLAG
+        # AES-GCM proves a sealed token came from this service; only plain ones are checked.
+        sealed = not token[0] & PLAIN_FLAG
+        if state_codec.holds_unknown_fields(message):
+            if sealed:
+                raise unavailable(
+                    NEWER_RELEASE,
+                    "the state token was sealed by a newer release of this service, with fields "
+                    "this one does not know; another replica may read it",
+                )
+            raise invalid_argument(
+                "STATE_INVALID", "the state holds fields this release does not know", "state"
             )
+        try:
+            state, game_id = state_codec.state_from_proto(message, trusted=sealed)
         except codec.CodecError as error:
             raise invalid_argument("STATE_INVALID", error.description, "state") from None
         info.game_id = game_id

@@ -176,6 +176,12 @@ ERROR_RESPONSES: tuple[tuple[str, str, str], ...] = (
     ("413", "RequestTooLarge", "REQUEST_TOO_LARGE: the body is over --max-request-bytes."),
     ("415", "UnsupportedMediaType", "UNSUPPORTED_MEDIA_TYPE: the body is not application/json."),
     ("500", "Internal", "INTERNAL: a bug in the service; details are in its log only."),
+    (
+        "503",
+        "Unavailable",
+        "UNAVAILABLE: a state token that only a newer release of the service reads "
+        "(TOKEN_FROM_NEWER_RELEASE, during a rolling upgrade); retry, another replica may.",
+    ),
 )
 
 

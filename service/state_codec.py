@@ -54,6 +54,18 @@ def _compact(result: DealResult) -> pb.DealScore:
 _compact_result = IdentityMemo(_compact, DEAL_MEMO_SIZE)
 
 
+def holds_unknown_fields(message: pb.GameState) -> bool:
+    """Whether ``message``, nested messages included, has fields this release does not
+    know: a newer release wrote them, and decoding would drop them (the next seal would
+    lose them for good). Discards them, so call it once, on a message read for decoding.
+
+    Sizes before and after discarding differ exactly when there were any, whatever the
+    encoding; cheaper than walking every nested message."""
+    size = message.ByteSize()
+    message.DiscardUnknownFields()
+    return message.ByteSize() != size
+
+
 def state_to_proto(state: State, game_id: str) -> pb.GameState:
     """The internal ``GameState`` sealed inside state tokens (design section 4).
 

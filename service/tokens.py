@@ -9,6 +9,12 @@ without downtime. Seat tokens are ``key id (4) | HMAC-SHA256(seat key, game
 id, seat)[:16]`` where the seat key is derived from the same configured key by
 HKDF, so one key serves both purposes without being reused.
 
+A sealed token of a later schema version that authenticates under the
+associated data of its own version was made by a newer release of this
+service (``TOKEN_FROM_NEWER_RELEASE``: during a rolling upgrade another
+replica can read it); anything else with an unknown version is refused as
+before. Later releases therefore keep this header and associated data.
+
 Errors never carry token bytes or key material: tokens must never be logged.
 """
 
@@ -22,7 +28,7 @@ import hmac
 import os
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -45,11 +51,13 @@ _MAX_SEAT = 2**32 - 1
 TokenReason = Literal[
     "TOKEN_MALFORMED",
     "TOKEN_SCHEMA_UNSUPPORTED",
+    "TOKEN_FROM_NEWER_RELEASE",
     "TOKEN_UNKNOWN_KEY",
     "TOKEN_INVALID",
     "TOKEN_PLAIN_DISABLED",
 ]
 SeatTokenReason = Literal["SEAT_TOKEN_MISSING", "SEAT_TOKEN_INVALID"]
+NEWER_RELEASE: TokenReason = "TOKEN_FROM_NEWER_RELEASE"
 
 
 class TokenError(Exception):
@@ -164,7 +172,8 @@ class StateSealer:
         self._version = schema_version
         self._plain_byte = PLAIN_FLAG | schema_version
         self._plain = plain
-        self._associated = b"cardrules/" + game.encode("utf-8") + b"/" + bytes([schema_version])
+        self._associated_prefix = b"cardrules/" + game.encode("utf-8") + b"/"
+        self._associated = self._associated_prefix + bytes([schema_version])
         # One AESGCM per key, built once: the hot path only looks one up.
         self._aeads = {KeyRing.key_id(key): AESGCM(key) for key in keys.keys}
         primary_id = KeyRing.key_id(keys.keys[0])
@@ -206,6 +215,8 @@ class StateSealer:
             # Checked before the version: a few stray bytes are no token of another release.
             raise TokenError("TOKEN_MALFORMED", "state token is too short")
         if version != self._version:
+            if version > self._version and not plain:
+                self._refuse_newer(token, version)
             raise TokenError(
                 "TOKEN_SCHEMA_UNSUPPORTED",
                 f"state token schema version {version} is not supported "
@@ -218,6 +229,9 @@ class StateSealer:
                     "TOKEN_PLAIN_DISABLED", "plain state tokens are disabled on this server"
                 )
             return token[1:]
+        return self._decrypt(token, self._associated)
+
+    def _decrypt(self, token: bytes, associated: bytes) -> bytes:
         aead = self._aeads.get(token[1 : 1 + KEY_ID_BYTES])
         if aead is None:
             raise TokenError(
@@ -227,14 +241,23 @@ class StateSealer:
             )
         nonce_end = 1 + KEY_ID_BYTES + NONCE_BYTES
         try:
-            return aead.decrypt(
-                token[1 + KEY_ID_BYTES : nonce_end], token[nonce_end:], self._associated
-            )
+            return aead.decrypt(token[1 + KEY_ID_BYTES : nonce_end], token[nonce_end:], associated)
         except InvalidTag:
             raise TokenError(
                 "TOKEN_INVALID",
                 "state token failed authentication (altered, truncated, or of another game)",
             ) from None
+
+    def _refuse_newer(self, token: bytes, version: int) -> NoReturn:
+        """Only a token that authenticates as ``version`` is from a newer release: forged
+        bytes must not pass for one, as that answer asks the caller to retry."""
+        self._decrypt(token, self._associated_prefix + bytes([version]))
+        raise TokenError(
+            NEWER_RELEASE,
+            f"state token schema version {version} is from a newer release of this service "
+            f"(this server reads version {self._version}); another replica may read it",
+            version=str(version),
+        )
 
 
 class SeatTokens:

@@ -76,6 +76,7 @@ SMALL_LIMIT = 4096
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 DENIED = grpc.StatusCode.PERMISSION_DENIED
 PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
 # Position A (K7.2-K7.4), seat 1 to move after dealer 0: 8D takes AH+7C and 8S.
 CAPTURE_TABLE = "AH 7C 8S 10D"
@@ -152,10 +153,10 @@ def token_reason(token: bytes) -> str:
     plain = bool(token[0] & PLAIN_FLAG)
     if version == 0 or (not plain and len(token) < SEALED_OVERHEAD):
         return "TOKEN_MALFORMED"
-    if version != 1:
-        return "TOKEN_SCHEMA_UNSUPPORTED"
     if plain:
-        return "TOKEN_PLAIN_DISABLED"
+        return "TOKEN_SCHEMA_UNSUPPORTED" if version != 1 else "TOKEN_PLAIN_DISABLED"
+    # A sealed token of a later version is authenticated as that version's: these bytes
+    # never are, so they are refused as any sealed token that does not open.
     if token[1:5] != key_id(TEST_KEY):
         return "TOKEN_UNKNOWN_KEY"
     return "TOKEN_INVALID"
@@ -234,7 +235,7 @@ def test_every_bit_flip_is_refused(stub, game):
         assert refusal.reason == token_reason(flipped_version), bit
         version_flips[bit] = refusal.reason
     assert version_flips[0] == "TOKEN_MALFORMED"
-    assert version_flips[1] == "TOKEN_SCHEMA_UNSUPPORTED"
+    assert version_flips[1] == "TOKEN_INVALID"
     assert version_flips[7] == "TOKEN_PLAIN_DISABLED"
 
 
@@ -251,17 +252,55 @@ def test_a_token_sealed_with_another_key_is_an_unknown_key(stub, game, other_ser
         assert public_view(other, game.state).reason == "TOKEN_UNKNOWN_KEY"
 
 
-def test_tokens_of_another_game_or_schema_version_do_not_open(stub, game):
+def test_tokens_of_another_game_do_not_open(stub, game):
     payload = game_state(game.state, TEST_KEY).SerializeToString()
     assert stub.GetView(pb.GetViewRequest(state=seal(payload, TEST_KEY))).view.game_id
     assert_state_refused(
         state_calls(stub, seal(payload, TEST_KEY, game="crates"), game), "TOKEN_INVALID"
     )
-    assert_state_refused(
-        state_calls(stub, seal(payload, TEST_KEY, version=2), game),
-        "TOKEN_SCHEMA_UNSUPPORTED",
-        version="2",
+
+
+# Fields no release has: GameState field 63 (a varint), and the same inside its config
+# (field 2) and the config's rules (field 3), where a newer release's rule flag would be.
+UNKNOWN_FIELDS = {
+    "state": b"\xf8\x03\x01",
+    "config": b"\x12\x03\xf8\x03\x01",
+    "rules": b"\x12\x05\x1a\x03\xf8\x03\x01",
+}
+
+
+def assert_from_a_newer_release(refusals: dict[str, Refusal], **metadata: str) -> None:
+    for method, refusal in refusals.items():
+        assert (refusal.code, refusal.reason) == (UNAVAILABLE, "TOKEN_FROM_NEWER_RELEASE"), (
+            method,
+            refusal,
+        )
+        assert not refusal.has_bad_request and refusal.metadata == metadata, (method, refusal)
+
+
+def test_a_newer_releases_token_is_unavailable_on_an_older_one(stub, game):
+    """A rolling upgrade: a replica of the older release meets a token that a newer one
+    sealed. It answers UNAVAILABLE, which clients retry (another replica can read the
+    token), rather than refuse the game for good."""
+    payload = game_state(game.state, TEST_KEY).SerializeToString()
+    assert_from_a_newer_release(
+        state_calls(stub, seal(payload, TEST_KEY, version=2), game), version="2"
     )
+
+
+@pytest.mark.parametrize("where", UNKNOWN_FIELDS)
+def test_a_newer_releases_fields_are_never_dropped(stub, game, where):
+    """Decoding would drop fields this release does not know and the next seal lose them:
+    a newer release's rule flag would silently stop applying to the game."""
+    payload = game_state(game.state, TEST_KEY).SerializeToString() + UNKNOWN_FIELDS[where]
+    assert_from_a_newer_release(state_calls(stub, seal(payload, TEST_KEY), game))
+
+
+def test_fields_no_release_knows_in_a_plain_token_are_state_invalid(plain_stub, game):
+    """Nothing vouches that a newer release made a plain token: it is refused for good."""
+    payload = game_state(game.state, TEST_KEY).SerializeToString()
+    for extra in UNKNOWN_FIELDS.values():
+        assert_state_refused(state_calls(plain_stub, plain(payload + extra), game), "STATE_INVALID")
 
 
 def test_a_plain_token_is_refused_by_a_sealing_server(stub, game):

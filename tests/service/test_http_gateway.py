@@ -43,8 +43,14 @@ from service.http_json import parse_request
 from service.http_routes import UnsupportedRouteError, routes
 from service.server import build_api
 from service.tokens import KEY_ID_BYTES, KeyRing
-from tests.service.grpc_helpers import key_id
-from tests.service.http_helpers import ORIGIN, krypkasino_gateway, preflight_headers, run
+from tests.service.grpc_helpers import game_state, key_id, seal
+from tests.service.http_helpers import (
+    ORIGIN,
+    krypkasino_gateway,
+    preflight_headers,
+    refusal,
+    run,
+)
 from tests.service.server_process import TEST_KEY
 
 # -- routes from the annotations ------------------------------------------------------
@@ -158,6 +164,22 @@ def test_a_read_renews_a_state_token_under_an_older_key_in_json_as_over_grpc():
         assert answer["view"]["stateId"] == game.view.state_id  # the same state, resealed
 
     run(krypkasino_gateway(keys=f"{new},{TEST_KEY}"), scenario)
+
+
+def test_a_newer_releases_token_is_503_over_http_as_it_is_unavailable_over_grpc():
+    """docs/api.md, "Upgrades": what HTTP clients and proxies retry."""
+    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
+    game = api.new_game(pb.NewGameRequest(config=pb.GameConfig(players=2)), CallInfo())
+    payload = game_state(game.state, TEST_KEY).SerializeToString()
+    newer = {"state": base64.b64encode(seal(payload, TEST_KEY, version=2)).decode()}
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        async with session.post(f"{url}/v1/krypkasino:getView", json=newer) as r:
+            assert r.status == 503
+            answer = refusal(await r.json())
+        assert answer == (code_pb2.UNAVAILABLE, "TOKEN_FROM_NEWER_RELEASE", {"version": "2"}, {})
+
+    run(krypkasino_gateway(), scenario)
 
 
 def test_an_annotated_rpc_without_an_api_method_fails_at_start_up():

@@ -52,7 +52,16 @@ def test_every_annotated_rpc_is_a_path_with_its_messages_and_error_responses():
             ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
             assert body["$ref"].endswith(route.request_class.DESCRIPTOR.full_name)
             assert ok["$ref"].endswith(route.response_class.DESCRIPTOR.full_name)
-            assert set(operation["responses"]) == {"200", "400", "403", "405", "413", "415", "500"}
+            assert set(operation["responses"]) == {
+                "200",
+                "400",
+                "403",
+                "405",
+                "413",
+                "415",
+                "500",
+                "503",
+            }
     for name in ("BadRequest", "PermissionDenied", "RequestTooLarge", "UnsupportedMediaType"):
         response = document["components"]["responses"][name]
         assert response["content"]["application/json"]["schema"] == {

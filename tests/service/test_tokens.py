@@ -126,12 +126,37 @@ def test_schema_mismatch():
     v1, v2 = sealer(schema_version=1), sealer(schema_version=2)
     error = token_error(v2, v1.seal(PAYLOAD))
     assert error.reason == "TOKEN_SCHEMA_UNSUPPORTED"
+    assert error.metadata == {"version": "1"}
     assert "1" in error.message and "2" in error.message
-    assert token_error(v1, v2.seal(PAYLOAD)).reason == "TOKEN_SCHEMA_UNSUPPORTED"
     plain_v1 = sealer(schema_version=1, plain=True)
     plain_v2 = sealer(schema_version=2, plain=True)
     assert token_error(plain_v2, plain_v1.seal(PAYLOAD)).reason == "TOKEN_SCHEMA_UNSUPPORTED"
     assert token_error(plain_v2, v1.seal(PAYLOAD)).reason == "TOKEN_SCHEMA_UNSUPPORTED"
+    # Nothing vouches for a plain token, so a later version is no proof of a newer release.
+    assert token_error(plain_v1, plain_v2.seal(PAYLOAD)).reason == "TOKEN_SCHEMA_UNSUPPORTED"
+
+
+def test_a_sealed_token_of_a_later_schema_version_is_from_a_newer_release():
+    """During a rolling upgrade an older replica meets the newer one's tokens."""
+    error = token_error(sealer(schema_version=1), sealer(schema_version=3).seal(PAYLOAD))
+    assert error.reason == "TOKEN_FROM_NEWER_RELEASE"
+    assert error.metadata == {"version": "3"}
+    assert "3" in error.message and "1" in error.message
+
+
+def test_forged_bytes_never_pass_for_a_newer_releases_token():
+    """That answer asks the caller to retry, so forged bytes must not earn it."""
+    v1 = sealer(schema_version=1)
+    relabelled = bytearray(v1.seal(PAYLOAD))
+    relabelled[0] = 2
+    assert token_error(v1, bytes(relabelled)).reason == "TOKEN_INVALID"
+    altered = bytearray(sealer(schema_version=2).seal(PAYLOAD))
+    altered[-1] ^= 1
+    assert token_error(v1, bytes(altered)).reason == "TOKEN_INVALID"
+    other_key = sealer(KEY_B, schema_version=2).seal(PAYLOAD)
+    error = token_error(v1, other_key)
+    assert error.reason == "TOKEN_UNKNOWN_KEY"
+    assert error.metadata == {"key_id": KeyRing.key_id(KEY_B).hex()}
 
 
 def test_schema_version_is_authenticated_not_just_checked():
@@ -169,7 +194,8 @@ def test_plain_mode_both_ways():
         (b"\x01" + KeyRing.key_id(KEY_A) + bytes(27), "TOKEN_MALFORMED"),
         (b"\x01" + b"\xff\xff\xff\xff" + bytes(28), "TOKEN_UNKNOWN_KEY"),
         (b"\x01" + KeyRing.key_id(KEY_A) + bytes(28), "TOKEN_INVALID"),
-        (b"\x07" + bytes(40), "TOKEN_SCHEMA_UNSUPPORTED"),
+        (b"\x07" + bytes(40), "TOKEN_UNKNOWN_KEY"),
+        (b"\x07" + KeyRing.key_id(KEY_A) + bytes(36), "TOKEN_INVALID"),
         (b"\xff" + bytes(40), "TOKEN_SCHEMA_UNSUPPORTED"),
         (b"\x81" + PAYLOAD, "TOKEN_PLAIN_DISABLED"),
     ],

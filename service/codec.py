@@ -99,6 +99,18 @@ class CodecError(ValueError):
         self.description = description
 
 
+class UnknownEnumError(CodecError):
+    """An enum number this release has no value for (a newer release may have one)."""
+
+
+class NewerReleaseError(CodecError):
+    """A ``GameState`` (field ``state``) holds what only a newer release writes: fields or
+    enum values this release does not know, which decoding would drop or cannot read."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__("state", description)
+
+
 # --- enums -----------------------------------------------------------------
 
 _TEAMS_FROM = (Teams.INDIVIDUAL, Teams.INDIVIDUAL, Teams.PAIRS, Teams.TRIOS)
@@ -135,7 +147,7 @@ _RULE_FIELDS = frozenset(field.name for field in dataclasses.fields(Rules))
 def _enum(value: int, table: tuple[T, ...], field: str, enum_name: str) -> T:
     if 0 <= value < len(table):
         return table[value]
-    raise CodecError(field, f"unknown {enum_name} value {value}")
+    raise UnknownEnumError(field, f"unknown {enum_name} value {value}")
 
 
 # --- config ----------------------------------------------------------------

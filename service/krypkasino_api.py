@@ -216,7 +216,8 @@ class KrypkasinoApi:
     # -- shared steps -------------------------------------------------------
 
     def _open(self, token: bytes, info: CallInfo) -> OpenedState:
-        """Unseal and decode a state token; every failure is INVALID_ARGUMENT."""
+        """Unseal and decode a state token; every failure is INVALID_ARGUMENT but what a
+        newer release sealed (UNAVAILABLE, ``NEWER_RELEASE``)."""
         if not token:
             raise invalid_argument("STATE_MISSING", "the state token is required", "state")
         # NEWER_RELEASE is UNAVAILABLE: during a rolling upgrade another replica can
@@ -235,18 +236,16 @@ class KrypkasinoApi:
             ) from None
         # AES-GCM proves a sealed token came from this service; only plain ones are checked.
         sealed = not token[0] & PLAIN_FLAG
-        if state_codec.holds_unknown_fields(message):
+        try:
+            state, game_id = state_codec.state_from_proto(message, trusted=sealed)
+        except codec.NewerReleaseError as error:
             if sealed:
                 raise unavailable(
                     NEWER_RELEASE,
-                    "the state token was sealed by a newer release of this service, with fields "
-                    "this one does not know; another replica may read it",
-                )
-            raise invalid_argument(
-                "STATE_INVALID", "the state holds fields this release does not know", "state"
-            )
-        try:
-            state, game_id = state_codec.state_from_proto(message, trusted=sealed)
+                    "the state token was sealed by a newer release of this service "
+                    f"({error.description}); another replica may read it",
+                ) from None
+            raise invalid_argument("STATE_INVALID", error.description, "state") from None
         except codec.CodecError as error:
             raise invalid_argument("STATE_INVALID", error.description, "state") from None
         info.game_id = game_id

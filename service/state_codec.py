@@ -23,7 +23,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.state import State
-from service.codec import DEAL_MEMO_SIZE, CodecError, config_to_proto
+from service.codec import DEAL_MEMO_SIZE, CodecError, NewerReleaseError, config_to_proto
 from service.identity_memo import IdentityMemo
 from service.plain_state import check_plain_state
 from service.state_parts import StateError, as_cards, config_layout, trusted_results
@@ -54,10 +54,9 @@ def _compact(result: DealResult) -> pb.DealScore:
 _compact_result = IdentityMemo(_compact, DEAL_MEMO_SIZE)
 
 
-def holds_unknown_fields(message: pb.GameState) -> bool:
+def _holds_unknown_fields(message: pb.GameState) -> bool:
     """Whether ``message``, nested messages included, has fields this release does not
-    know: a newer release wrote them, and decoding would drop them (the next seal would
-    lose them for good). Discards them, so call it once, on a message read for decoding.
+    know. Discards them, so call it once, on a message read for decoding.
 
     Sizes before and after discarding differ exactly when there were any, whatever the
     encoding; cheaper than walking every nested message."""
@@ -126,7 +125,14 @@ def state_from_proto(msg: pb.GameState, *, trusted: bool = False) -> tuple[State
     can hold anything, so without ``trusted`` this raises ``CodecError`` with
     field ``state`` and a precise description for any inconsistency that
     ``service.plain_state`` checks for, and never another exception type.
+
+    Either way, its subclass ``NewerReleaseError`` when the state holds fields
+    or enum values this release does not know: a newer release wrote them, and
+    decoding would drop them (the next seal would lose them for good) or could
+    not read them.
     """
+    if _holds_unknown_fields(msg):
+        raise NewerReleaseError("the state holds fields this release does not know")
     try:
         if trusted:
             return _trusted_state(msg), msg.game_id

@@ -29,7 +29,13 @@ from engine.krypkasino.scoring import (
     match_outcome,
     team_totals,
 )
-from service.codec import CodecError, config_field_paths, config_from_proto
+from service.codec import (
+    CodecError,
+    NewerReleaseError,
+    UnknownEnumError,
+    config_field_paths,
+    config_from_proto,
+)
 
 __all__ = [
     "FULL_DECKS",
@@ -73,9 +79,14 @@ class Layout(NamedTuple):
 # Errors are not cached: lru_cache only keeps returned values.
 @functools.lru_cache(maxsize=256)
 def config_layout(data: bytes) -> Layout:
-    """The checked config of a serialized ``GameConfig`` (K3, K16) and its dealing numbers."""
+    """The checked config of a serialized ``GameConfig`` (K3, K16) and its dealing numbers.
+
+    ``StateError`` for a config this release refuses, ``NewerReleaseError`` for an enum
+    number it has no value for."""
     try:
         config = config_from_proto(pb.GameConfig.FromString(data)).validate()
+    except UnknownEnumError as error:
+        raise NewerReleaseError(f"{error.field}: {error.description}") from None
     except CodecError as error:
         raise StateError(f"{error.field}: {error.description}") from None
     except ConfigError as error:

@@ -260,12 +260,21 @@ def test_tokens_of_another_game_do_not_open(stub, game):
     )
 
 
-# Fields no release has: GameState field 63 (a varint), and the same inside its config
-# (field 2) and the config's rules (field 3), where a newer release's rule flag would be.
-UNKNOWN_FIELDS = {
-    "state": b"\xf8\x03\x01",
-    "config": b"\x12\x03\xf8\x03\x01",
-    "rules": b"\x12\x05\x1a\x03\xf8\x03\x01",
+# What a newer release may write into a GameState and this one cannot read: field 63
+# (no release has it; a varint) at the top, in the config (field 2) and in the config's
+# rules (field 3), where a new rule flag would be; an enum number of each enum a state
+# holds (a new team mode, removal or tie rule).
+NEWER_RELEASE_ADDITIONS = {
+    "field": b"\xf8\x03\x01",
+    "config field": b"\x12\x03\xf8\x03\x01",
+    "rule flag": b"\x12\x05\x1a\x03\xf8\x03\x01",
+    "teams": pb.GameState(config=pb.GameConfig(teams=pb.TeamMode.ValueType(9))).SerializeToString(),
+    "removal": pb.GameState(
+        config=pb.GameConfig(rules=pb.Rules(removal=pb.Removal.ValueType(9)))
+    ).SerializeToString(),
+    "tie rule": pb.GameState(
+        config=pb.GameConfig(tie_rule=pb.TieRule.ValueType(9))
+    ).SerializeToString(),
 }
 
 
@@ -288,19 +297,22 @@ def test_a_newer_releases_token_is_unavailable_on_an_older_one(stub, game):
     )
 
 
-@pytest.mark.parametrize("where", UNKNOWN_FIELDS)
-def test_a_newer_releases_fields_are_never_dropped(stub, game, where):
-    """Decoding would drop fields this release does not know and the next seal lose them:
-    a newer release's rule flag would silently stop applying to the game."""
-    payload = game_state(game.state, TEST_KEY).SerializeToString() + UNKNOWN_FIELDS[where]
-    assert_from_a_newer_release(state_calls(stub, seal(payload, TEST_KEY), game))
+@pytest.mark.parametrize("addition", NEWER_RELEASE_ADDITIONS)
+def test_what_a_newer_release_adds_is_never_dropped_or_misread(stub, game, addition):
+    """Decoding would drop fields this release does not know (the next seal would lose
+    them: a newer release's rule flag would silently stop applying) and cannot read an
+    enum number it has no value for."""
+    payload = game_state(game.state, TEST_KEY).SerializeToString()
+    token = seal(payload + NEWER_RELEASE_ADDITIONS[addition], TEST_KEY)
+    assert_from_a_newer_release(state_calls(stub, token, game))
 
 
-def test_fields_no_release_knows_in_a_plain_token_are_state_invalid(plain_stub, game):
+@pytest.mark.parametrize("addition", NEWER_RELEASE_ADDITIONS)
+def test_a_plain_token_with_what_no_release_knows_is_state_invalid(plain_stub, game, addition):
     """Nothing vouches that a newer release made a plain token: it is refused for good."""
     payload = game_state(game.state, TEST_KEY).SerializeToString()
-    for extra in UNKNOWN_FIELDS.values():
-        assert_state_refused(state_calls(plain_stub, plain(payload + extra), game), "STATE_INVALID")
+    token = plain(payload + NEWER_RELEASE_ADDITIONS[addition])
+    assert_state_refused(state_calls(plain_stub, token, game), "STATE_INVALID")
 
 
 def test_a_plain_token_is_refused_by_a_sealing_server(stub, game):

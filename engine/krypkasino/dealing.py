@@ -8,6 +8,8 @@ from engine.cards import (
     ACE,
     SPADES,
     Card,
+    CardError,
+    check_cards_of_one_deck,
     check_deck,
     full_deck,
     rank_of,
@@ -55,10 +57,18 @@ def open_game(
     decks: Sequence[Sequence[Card]] = (),
     draw: Sequence[Card] | None = None,
 ) -> tuple[State, list[Event]]:
-    """``new_game`` together with the events of the set-up (draw, first deal)."""
+    """``new_game`` together with the events of the set-up (draw, first deal).
+
+    Raises ``CardError`` for a deck that is not the game's cards, or a ``draw``
+    that could not come from one deck or is given without ``draw_for_deal``.
+    """
     config.validate()
     for deck in decks:
         check_deck(deck, config.copies)
+    if draw is not None:
+        if not config.draw_for_deal:
+            raise CardError("a draw sequence needs config.draw_for_deal")
+        check_cards_of_one_deck(draw, config.copies)
     events: list[Event] = []
     first_dealer = config.first_dealer
     draws: tuple[tuple[int, Card], ...] = ()

@@ -742,6 +742,27 @@ def test_k4_2_a_draw_that_runs_out_while_seats_tie_is_refused():
         new_game(Config(players=3, draw_for_deal=True), draw=cards("KH KS KD 5C 9C"))
 
 
+def test_k4_2_a_draw_is_taken_from_one_deck_and_only_with_draw_for_deal():
+    """No shuffled deck of two copies holds a third ace of spades; a draw without
+    draw_for_deal would be ignored, so it is refused as the mistake it is."""
+    refusals = [
+        (Config(players=2, draw_for_deal=True), "AS AS AS 2C 3C", "at most 2 time(s); too many AS"),
+        (
+            Config(players=2, draw_for_deal=True, rules=Rules(single_deck=True)),
+            "KC KC",
+            "at most 1 time(s); too many KC",
+        ),
+        (Config(players=2), "KC 2C", "a draw sequence needs config.draw_for_deal"),
+    ]
+    for config, draw, message in refusals:
+        with pytest.raises(CardError) as refused:
+            new_game(config, draw=cards(draw))
+        assert str(refused.value).endswith(message), draw
+    # Two copies of a card are one two-deck deck's: a tie, then 3C against 2C.
+    drawn = new_game(Config(players=2, draw_for_deal=True), draw=cards("AS AS 3C 2C")).dealer_draw
+    assert tuple(card for _, card in drawn) == cards("AS AS 3C 2C")
+
+
 @pytest.mark.parametrize("players", PLAYERS)
 def test_k4_3_dealer_rotation(players):
     first = players // 2

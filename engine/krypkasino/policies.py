@@ -83,20 +83,20 @@ def leaves_sweepable(table: Sequence[Card], move: Move, rules: Rules) -> bool:
 
 
 def greedy_policy(situation: Situation, rng: random.Random) -> Move:
-    """A cautious one-ply player; ``rng`` is unused (the choice is deterministic).
+    """A one-ply player; ``rng`` is unused (the choice is deterministic).
 
-    In order: never leave a table that the next player could sweep when some
-    legal move avoids it; then take the fewest points (``points_taken``: card
-    points of the played and captured cards, plus 5 per sweep marker, because
-    a sweep costs its maker 5, K9.1); then the first move in canonical order
-    (K1.6).
+    In order: take the fewest points (``points_taken``: card points of the
+    played and captured cards, plus 5 per sweep marker, because a sweep costs
+    its maker 5, K9.1); among those, leave a table that the next player could
+    sweep, since K7.6 forces him to if he holds the card and K9.1 then pays
+    this player 5 (KD2); then the first move in canonical order (K1.6).
     """
     table, rules = situation.table, situation.rules
     return min(
         situation.legal,
         key=lambda move: (
-            leaves_sweepable(table, move, rules),
             points_taken(table, move, rules),
+            not leaves_sweepable(table, move, rules),
         ),
     )
 

@@ -429,7 +429,7 @@ def _random_positions(count: int, seed: int):
         yield replace(state, hands=tuple(hands), table=table)
 
 
-def test_greedy_avoids_leaving_a_sweepable_table_when_it_can():
+def test_greedy_takes_the_fewest_points_then_sets_up_a_sweep():
     choices = 0
     for state in _random_positions(1500, seed=2024):
         rules = state.config.rules
@@ -437,17 +437,15 @@ def test_greedy_avoids_leaving_a_sweepable_table_when_it_can():
         chosen = greedy_policy(Situation.of(state), random.Random(0))
         assert chosen in legal
         table = list(state.table)
-        sweepable = {m: bool(sweep_ranks(_table_after(table, m), rules)) for m in legal}
-        safe = [m for m in legal if not sweepable[m]]
-        if safe and len(safe) < len(legal):
+        fewest = min(_cost(table, m, rules.nordic_scoring) for m in legal)
+        assert _cost(table, chosen, rules.nordic_scoring) == fewest
+        cheapest = [m for m in legal if _cost(table, m, rules.nordic_scoring) == fewest]
+        # Then a table the next player could sweep (K7.6 forces him, K9.1 pays the mover).
+        traps = [m for m in cheapest if sweep_ranks(_table_after(table, m), rules)]
+        if traps and len(traps) < len(cheapest):
             choices += 1
-        if safe:
-            assert not sweepable[chosen], (state.table, state.hands[state.turn], chosen)
-        # Then the fewest points taken, ties broken by canonical order (K1.6).
-        pool = safe or legal
-        best = min(_cost(table, m, rules.nordic_scoring) for m in pool)
-        assert _cost(table, chosen, rules.nordic_scoring) == best
-        assert chosen == next(m for m in pool if _cost(table, m, rules.nordic_scoring) == best)
+        # Ties broken by canonical order (K1.6).
+        assert chosen == (traps or cheapest)[0], (state.table, state.hands[state.turn], chosen)
     assert choices > 100  # the property was really put to the test
 
 
@@ -458,12 +456,22 @@ def _position(hand: str, table: str) -> State:
     return replace(state, hands=tuple(hands), table=tuple(parse_cards(table)))
 
 
-def test_greedy_kd1_takes_a_point_rather_than_leave_a_sweep():
-    # KD1: crawling AC leaves AH 4C 6D QH AC, sweepable by a queen; JD leaves QH alone;
-    # 7H>AH+6D leaves 4C QH, which no card sweeps. Safety comes before points.
+def test_greedy_kd1_crawls_the_ace_that_sets_up_a_sweep_for_a_queen():
+    # KD1: crawling AC takes nothing and leaves AH 4C 6D QH AC, which a queen sweeps;
+    # 7H>AH+6D would take the heart ace (1 point) and JD>AH+4C+6D it too.
     state = _position("AC 7H JD", "AH 4C 6D QH")
     assert [str(m) for m in legal_moves(state, state.turn)] == ["AC", "7H>AH+6D", "JD>AH+4C+6D"]
-    assert str(greedy_policy(Situation.of(state), random.Random(0))) == "7H>AH+6D"
+    assert str(greedy_policy(Situation.of(state), random.Random(0))) == "AC"
+
+
+def test_greedy_sets_up_a_sweep_rather_than_take_nothing_safely():
+    # KD2's tactic. Both moves take no points: crawling 4C leaves 2H 9C 4C, which no card
+    # sweeps; 9D>9C leaves 2H, which the next player must sweep if he holds a two (K7.6),
+    # paying the mover 5 (K9.1). Canonical order alone would crawl.
+    state = _position("4C 9D", "2H 9C")
+    assert [str(m) for m in legal_moves(state, state.turn)] == ["4C", "9D>9C"]
+    assert sweep_ranks(parse_cards("2H 9C 4C"), state.config.rules) == ()
+    assert str(greedy_policy(Situation.of(state), random.Random(0))) == "9D>9C"
 
 
 def test_greedy_kf_every_capture_leaves_a_sweep_so_fewest_points():

@@ -13,8 +13,9 @@ A sealed token of a later schema version that authenticates under the
 associated data of its own version was made by a newer release of this
 service (``TOKEN_FROM_NEWER_RELEASE``: during a rolling upgrade another
 replica can read it), so later releases keep this header and associated
-data. Any other token of a version this server does not read is
-``TOKEN_SCHEMA_UNSUPPORTED``.
+data. One that does not authenticate is ``TOKEN_INVALID`` (or
+``TOKEN_UNKNOWN_KEY``); an earlier version, or a plain token of another
+version, is ``TOKEN_SCHEMA_UNSUPPORTED``.
 
 Errors never carry token bytes or key material: tokens must never be logged.
 """

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf.message import Message
 
 from engine.cards import CARDS_PER_DECK, Card, make_card
 from engine.krypkasino.config import Config, ConfigError, Removal, Rules, Teams, TieRule
@@ -109,6 +110,18 @@ class NewerReleaseError(CodecError):
 
     def __init__(self, description: str) -> None:
         super().__init__("state", description)
+
+
+def holds_unknown_fields(message: Message) -> bool:
+    """Whether ``message``, nested messages included, has fields this release does not
+    know (a newer release or client wrote them), which protobuf would silently ignore.
+    Discards them, so call it once, on a message just parsed.
+
+    Sizes before and after discarding differ exactly when there were any, whatever the
+    encoding; cheaper than walking every nested message."""
+    size = message.ByteSize()
+    message.DiscardUnknownFields()
+    return message.ByteSize() != size
 
 
 # --- enums -----------------------------------------------------------------

@@ -111,6 +111,7 @@ def unavailable(reason: str, message: str, **metadata: str) -> ServiceError:
 
 REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
 REQUEST_MALFORMED = "REQUEST_MALFORMED"
+FIELD_UNKNOWN = "FIELD_UNKNOWN"
 
 
 def request_too_large(what: str, limit: int) -> ServiceError:

@@ -23,7 +23,13 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.state import State
-from service.codec import DEAL_MEMO_SIZE, CodecError, NewerReleaseError, config_to_proto
+from service.codec import (
+    DEAL_MEMO_SIZE,
+    CodecError,
+    NewerReleaseError,
+    config_to_proto,
+    holds_unknown_fields,
+)
 from service.identity_memo import IdentityMemo
 from service.plain_state import check_plain_state
 from service.state_parts import StateError, as_cards, config_layout, trusted_results
@@ -52,17 +58,6 @@ def _compact(result: DealResult) -> pb.DealScore:
 
 # Every Play of a match stores its finished deals again: kept per deal (service.identity_memo).
 _compact_result = IdentityMemo(_compact, DEAL_MEMO_SIZE)
-
-
-def _holds_unknown_fields(message: pb.GameState) -> bool:
-    """Whether ``message``, nested messages included, has fields this release does not
-    know. Discards them, so call it once, on a message read for decoding.
-
-    Sizes before and after discarding differ exactly when there were any, whatever the
-    encoding; cheaper than walking every nested message."""
-    size = message.ByteSize()
-    message.DiscardUnknownFields()
-    return message.ByteSize() != size
 
 
 def state_to_proto(state: State, game_id: str) -> pb.GameState:
@@ -131,7 +126,7 @@ def state_from_proto(msg: pb.GameState, *, trusted: bool = False) -> tuple[State
     decoding would drop them (the next seal would lose them for good) or could
     not read them.
     """
-    if _holds_unknown_fields(msg):
+    if holds_unknown_fields(msg):
         raise NewerReleaseError("the state holds fields this release does not know")
     try:
         if trusted:

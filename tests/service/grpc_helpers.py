@@ -33,6 +33,8 @@ from engine.krypkasino import Move
 DOMAIN = "cardrules"
 TIMEOUT = 10.0
 _UPPER_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)*")
+#: Refusals of a gRPC request as a whole: its one field violation names no field.
+WHOLE_REQUEST_REASONS = frozenset({"REQUEST_MALFORMED", "FIELD_UNKNOWN"})
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 Stub = krypkasino_pb2_grpc.KrypkasinoServiceStub
@@ -120,9 +122,9 @@ def status_refusal(status: status_pb2.Status) -> Refusal:
         packed.Unpack(bad_request)
         assert bad_request.field_violations, bad_request
         for violation in bad_request.field_violations:
-            # Only a request that is no request message at all names no field.
+            # Only a request that is no request message of this release names no field.
             assert violation.description, violation
-            assert violation.field or info.reason == "REQUEST_MALFORMED", violation
+            assert violation.field or info.reason in WHOLE_REQUEST_REASONS, violation
             violations[violation.field] = violation.description
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         assert violations, f"malformed input without a field violation: {status}"

@@ -1458,6 +1458,25 @@ def test_request_bytes_that_are_no_request_message_are_request_malformed(channel
     assert f".{method}Request message" in refusal.message
 
 
+def test_a_request_field_this_release_does_not_have_is_refused_not_ignored(channel, game):
+    """A client built from a newer API asks for what this server would silently ignore:
+    NewGame with a rule flag it lacks (here field 63 of Rules) would start a game under
+    other rules. The same request without the field is served."""
+    request = pb.NewGameRequest(config=pb.GameConfig(players=2)).SerializeToString()
+    flag = b"\x0a\x05\x1a\x03\xf8\x03\x01"  # config (1) > rules (3) > field 63 = 1
+    new_game = raw_call(channel, "NewGame")
+    assert pb.NewGameResponse.FromString(new_game(request, timeout=10)).view.game_id
+    calls = {
+        "NewGame": request + flag,
+        "GetView": pb.GetViewRequest(state=game.state).SerializeToString() + b"\xf8\x03\x01",
+    }
+    for method, raw in calls.items():
+        refusal = refused(raw_call(channel, method), raw)
+        assert (refusal.code, refusal.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "FIELD_UNKNOWN")
+        assert refusal.violations.keys() == {""}, refusal
+        assert f".{method}Request does not have" in refusal.message
+
+
 @settings(max_examples=fuzz_examples(60), deadline=None, database=None)
 @given(method=st.sampled_from(METHODS), raw=st.binary(max_size=120))
 def test_random_request_bytes_are_answered_or_refused_with_their_error_info(channel, method, raw):

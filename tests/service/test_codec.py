@@ -445,6 +445,14 @@ def test_bad_cards_name_rank_or_suit(rank: int, suit: int, field: str, word: str
     with pytest.raises(CodecError) as raised:
         move_from_proto(pb.Move(card=card))
     assert raised.value.field == field
+    # Captured and deck cards take a path of their own (cards_from_proto).
+    good = card_to_proto(parse_card("KC"))
+    with pytest.raises(CodecError) as raised:
+        move_from_proto(pb.Move(card=good, captures=[good, card]))
+    assert raised.value.field == field.replace("move.card", "move.captures[1]")
+    with pytest.raises(CodecError) as raised:
+        deck_from_proto(cards_pb2.Deck(cards=[good, card]), "decks[0]")
+    assert raised.value.field == field.replace("move.card", "decks[0].cards[1]")
 
 
 def test_bad_capture_and_deck_cards_name_their_index() -> None:
@@ -727,6 +735,14 @@ def assert_event_matches(event: Event, msg: pb.Event) -> None:
         case MatchEnded():
             assert tuple(msg.match_ended.totals) == event.totals
             assert tuple(msg.match_ended.winners) == event.winners
+
+
+def test_the_dealer_drawn_for_is_the_one_the_event_names() -> None:
+    """K4.2: the draw's winner, not the seat that happens to be 0."""
+    draws = ((0, parse_card("2C")), (1, parse_card("KH")))
+    (msg,) = events_to_proto([DealerDrawn(draws, dealer=1)])
+    assert msg.dealer_drawn.dealer == 1
+    assert list(msg.dealer_drawn.seats) == [0, 1]
 
 
 def test_events_of_whole_games_convert_and_cover_every_event_type() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from engine.krypkasino import Config, Move, Rules, State, play
 from engine.krypkasino.config import Removal
-from engine.krypkasino.events import DealEnded, DistributionDealt, Event
+from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
 from engine.krypkasino.invariants import (
     InvariantError,
     check_deal_result,
@@ -161,3 +161,55 @@ def test_a_marker_must_lie_in_its_pile() -> None:
     check_state(state)
     with pytest.raises(InvariantError, match=r"^K8\.4"):
         check_state(with_markers(state, 1, "9C"))
+
+
+def test_a_mover_without_a_card_is_reported() -> None:
+    state = position("4H 5D", {1: "9C"}, filler=1)
+    check_state(state)
+    hands = list(state.hands)
+    hands[1] = ()
+    emptied = replace(state, hands=tuple(hands), table=(*state.table, *cards("9C")))
+    with pytest.raises(InvariantError, match=r"^K7\.8: the mover holds no card"):
+        check_state(emptied)
+
+
+@pytest.mark.parametrize("what", ["seat", "card"])
+def test_a_capture_credited_to_another_seat_or_card_is_reported(what: str) -> None:
+    before, move, after, events = step(position("4H 5D 7S", {1: "9C"}), "9C>4H+5D")
+    captured = only(events, Captured)
+    wrong = replace(captured, seat=2) if what == "seat" else replace(captured, card=cards("9D")[0])
+    with pytest.raises(InvariantError, match=r"^K8\.5: wrong mover"):
+        check_transition(before, move, after, [wrong if e is captured else e for e in events])
+
+
+def test_a_distribution_that_misstates_whether_it_is_the_last_is_reported() -> None:
+    before, move, after, events = later_distribution(Rules())
+    dealt = only(events, DistributionDealt)
+    assert dealt.last
+    wrong = [replace(dealt, last=False) if e is dealt else e for e in events]
+    with pytest.raises(InvariantError, match=r"^K15\.2: sistan"):
+        check_transition(before, move, after, wrong)
+
+
+def with_result(events: list[Event], result: DealResult) -> list[Event]:
+    end = only(events, DealEnded)
+    return [replace(end, result=result) if e is end else e for e in events]
+
+
+def test_a_step_that_ends_a_deal_checks_its_result() -> None:
+    """check_transition runs the deal-end checks on the step's own DealEnded."""
+    before, move, after, events = last_sweep_of_deal()
+    result = only(events, DealEnded).result
+    scores = list(result.scores)
+    scores[1] = replace(scores[1], sweeps_conceded=0)  # the dealer's sweep, unpaid
+    with pytest.raises(InvariantError, match=r"^K15\.6: sweep points sum to 5"):
+        check_transition(
+            before, move, after, with_result(events, replace(result, scores=tuple(scores)))
+        )
+
+
+def test_team_totals_that_do_not_add_up_are_reported() -> None:
+    state, result = finished_deal()
+    totals = (result.team_totals[0] + 1, *result.team_totals[1:])
+    with pytest.raises(InvariantError, match=r"^K3\.3: team totals do not add up"):
+        check_deal_result(state, replace(result, team_totals=totals))

@@ -742,6 +742,19 @@ def test_k4_2_a_draw_that_runs_out_while_seats_tie_is_refused():
         new_game(Config(players=3, draw_for_deal=True), draw=cards("KH KS KD 5C 9C"))
 
 
+def test_an_explicit_deck_must_be_the_games_cards():
+    """The engine checks the decks it is given itself, whoever calls it (K1.1, K4.3)."""
+    deck = full_deck(2)
+    for wrong, message in [
+        (deck[:-1], "got 103; missing"),
+        ((*deck[:-1], deck[0]), "got 104; missing"),
+    ]:
+        with pytest.raises(CardError) as refused:
+            new_game(Config(players=2), decks=[wrong])
+        assert message in str(refused.value)
+    assert new_game(Config(players=2), decks=[deck]).deal == 1
+
+
 def test_k4_2_a_draw_is_taken_from_one_deck_and_only_with_draw_for_deal():
     """No shuffled deck of two copies holds a third ace of spades; a draw without
     draw_for_deal would be ignored, so it is refused as the mistake it is."""

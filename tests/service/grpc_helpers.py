@@ -202,3 +202,12 @@ def unseal(token: bytes, key_text: str, game: str = "krypkasino") -> bytes:
 
 def game_state(token: bytes, key_text: str) -> pb.GameState:
     return pb.GameState.FromString(unseal(token, key_text))
+
+
+def state_of_request_size(size: int) -> bytes:
+    """A state token (no token of ours) whose GetViewRequest is exactly ``size`` bytes."""
+    state = b"\x01" + bytes(size - 4)
+    while len(pb.GetViewRequest(state=state).SerializeToString()) > size:
+        state = state[:-1]
+    assert len(pb.GetViewRequest(state=state).SerializeToString()) == size
+    return state

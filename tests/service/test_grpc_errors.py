@@ -67,6 +67,7 @@ from tests.service.grpc_helpers import (
     outcome,
     refused,
     seal,
+    state_of_request_size,
 )
 from tests.service.server_process import TEST_KEY, ServerProcess, start_server, stop_and_check
 from tests.sizes import fuzz_examples
@@ -854,10 +855,12 @@ def test_a_malformed_card_in_the_draw_names_its_field(stub):
 
 
 def assert_too_large(stub: Stub, limit: int) -> None:
-    """Over the limit: the service's REQUEST_TOO_LARGE. Beyond four times the limit gRPC
-    refuses the message itself, before the service sees it, so without an ErrorInfo."""
-    assert public_view(stub, b"\x01" + bytes(limit - 100)).reason == "TOKEN_UNKNOWN_KEY"
-    refusal = public_view(stub, b"\x01" + bytes(limit))
+    """Over the limit, not at it: the service's REQUEST_TOO_LARGE. Beyond four times the
+    limit gRPC refuses the message itself, before the service sees it, so without an
+    ErrorInfo."""
+    at_limit = state_of_request_size(limit)
+    assert public_view(stub, at_limit).reason == "TOKEN_UNKNOWN_KEY"
+    refusal = public_view(stub, at_limit + b"\x00")
     assert (refusal.code, refusal.reason) == (
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "REQUEST_TOO_LARGE",

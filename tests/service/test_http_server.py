@@ -28,6 +28,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 
 from service.http_json import message_json
+from tests.service.grpc_helpers import state_of_request_size
 from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
 from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import (
@@ -399,6 +400,18 @@ def check_shared_metrics_and_logs(server: ServerProcess, game: Any) -> None:
     assert line["code"] == "OK" and line["game_id"] == game["gameId"]
     assert str(line["peer"]).startswith("ipv4:127.0.0.1:")
     assert game["state"] not in json.dumps(server.logs), "a state token was logged"
+
+
+def test_a_request_at_the_limit_is_served_and_one_byte_more_is_413(server):
+    """The limit is on the parsed message, as over gRPC, to the byte."""
+    state = state_of_request_size(LIMIT)
+    for extra, expected in (
+        (b"", (400, "TOKEN_UNKNOWN_KEY")),
+        (b"\x00", (413, "REQUEST_TOO_LARGE")),
+    ):
+        body = _body(state=base64.b64encode(state + extra).decode())
+        status, _, value = exchange(f"{server.http_url}/v1/krypkasino:getView", body)
+        assert (status, refusal(value)[1]) == expected, extra
 
 
 def test_port_cors_origins_and_limit_come_from_the_environment():

@@ -877,6 +877,51 @@ def over_before_the_last_distribution(msg: pb.GameState) -> None:
     msg.stock = bytes(pile_cards_to(msg, 4 * msg.config.players, "the stock"))
 
 
+def a_pile_card_to(place: str, wanted: Callable[[int], bool]) -> Mutation:
+    """Move a card that is no marker and passes ``wanted`` from a pile to ``place``."""
+
+    def mutate(msg: pb.GameState) -> None:
+        for seat, pile in enumerate(msg.piles):
+            card = next((c for c in pile if wanted(c) and c not in msg.markers[seat]), None)
+            if card is not None:
+                rest = bytearray(pile)
+                rest.remove(card)
+                msg.piles[seat] = bytes(rest)
+                setattr(msg, place, getattr(msg, place) + bytes([card]))
+                return
+        raise AssertionError("no such card in the piles")
+
+    return mutate
+
+
+def storan_point_moved(msg: pb.GameState) -> None:
+    """K12.1 items come in units: one storan point is no item (totals still add up)."""
+    seats = msg.results[0].seats
+    giver = next(s for s in seats if s.storan > 0)
+    taker = next(s for s in seats if s is not giver)
+    giver.storan -= 1
+    taker.storan += 1
+
+
+def first_player_bordstabbe(points: int) -> Mutation:
+    def mutate(msg: pb.GameState) -> None:
+        msg.config.rules.bordstabbe = True
+        result = msg.results[0]
+        result.seats[(result.dealer + 1) % len(result.seats)].bordstabbe = points
+
+    return mutate
+
+
+def a_draw_that_runs_out(msg: pb.GameState) -> None:
+    """Two aces tie (K4.2) and the draw holds no more cards."""
+    msg.dealer_draw_seats = bytes([0, 1])
+    msg.dealer_draw_cards = bytes([0, 1])
+
+
+def distribution_past_the_last(msg: pb.GameState) -> None:
+    msg.distribution = base_states()["mid"].config.distributions + 1
+
+
 def bordstabbe_of_the_dealer(msg: pb.GameState) -> None:
     """With the flag on, a bordstabbe of a seat other than the deal's first player (K16.10)."""
     msg.config.rules.bordstabbe = True
@@ -910,6 +955,20 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
     "one card dropped": (set_bytes("table", lambda m: m.table[1:]), "missing"),
     "one card added": (set_bytes("table", lambda m: m.table + m.table[:1]), "too many"),
     "players out of range": (lambda m: setattr(m.config, "players", 9), "config.players"),
+    "a card no removal takes, set aside under removal of courts": (
+        a_pile_card_to("set_aside", lambda c: c < 40),
+        "removal courts keeps",
+    ),
+    "distribution past the last": (distribution_past_the_last, "is not in 1.."),
+    "a drawn byte that is no card": (
+        set_bytes("dealer_draw_cards", lambda m: swap_in(m.dealer_draw_cards, 0, 52)),
+        "holds a byte that is no card",
+    ),
+    "a draw that runs out": (a_draw_that_runs_out, "run out before a dealer is found"),
+    "a draw's seats swapped": (
+        set_bytes("dealer_draw_seats", lambda m: m.dealer_draw_seats[::-1]),
+        "not a draw for deal",
+    ),
     "unknown team mode": (
         lambda m: setattr(m.config, "teams", pb.TeamMode.ValueType(7)),
         "config.teams: unknown TeamMode value 7",
@@ -990,6 +1049,36 @@ OVER_CASES: dict[str, tuple[Mutation, str]] = {
         "results[0] is not deal 1",
     ),
     "cards left in a hand": (move_card("piles:0", 0, "hands:0"), "last deal is not"),
+    "a card left on the table": (a_pile_card_to("table", lambda c: True), "last deal is not"),
+    "a court set aside after the end": (
+        a_pile_card_to("set_aside", lambda c: c >= 40),
+        "last deal is not",
+    ),
+    "the next seat on turn": (
+        lambda m: setattr(m, "turn", (m.turn + 1) % m.config.players),
+        "a finished deal ends at seat",
+    ),
+    "a tie-break after the end": (lambda m: m.tiebreak.extend([0, 1]), "not the match outcome"),
+    "deal number": (lambda m: setattr(m.results[0], "deal_number", 7), "results[0] is not deal 1"),
+    "dealer": (
+        lambda m: setattr(m.results[0], "dealer", 1 - m.results[0].dealer),
+        "results[0] is not deal 1",
+    ),
+    "recipient one past the last seat": (
+        lambda m: setattr(m.results[0], "recipient", m.config.players),
+        "results[0] is not deal 1",
+    ),
+    "an extra seat": (lambda m: m.results[0].seats.add(), "results[0] is not deal 1"),
+    "a storan point moved": (storan_point_moved, "results[0].seats["),
+    "a bordstabbe of +100": (first_player_bordstabbe(100), "holds no K12.1 score items"),
+    "a draw without draw_for_deal": (
+        lambda m: setattr(m, "dealer_draw_seats", b"\x00"),
+        "without draw_for_deal",
+    ),
+    "drawn cards without draw_for_deal": (
+        lambda m: setattr(m, "dealer_draw_cards", b"\x05"),
+        "without draw_for_deal",
+    ),
 }
 
 
@@ -1247,3 +1336,16 @@ def test_fuzzed_game_states_decode_to_sound_states_or_raise_codec_error(
     check_state(after)
     events_to_proto(events)
     assert state_from_proto(state_to_proto(after, game_id))[0] == after
+
+
+def test_a_finished_tiebreak_match_of_fixed_length_round_trips() -> None:
+    """K13.3 after match_deals (seed 57: a tie after 3 deals, a fourth breaks it): the
+    check that no match ran past its end counts the tie-break deal as one."""
+    state = final_state(Config(3, match_deals=3, tie_rule=TieRule.TIEBREAK_DEAL), seed=57)
+    assert len(state.results) == 4
+    assert state_from_proto(state_to_proto(state, GAME_ID))[0] == state
+
+
+def test_the_largest_plain_table_is_the_documented_one() -> None:
+    """docs/api.md, STATE_INVALID: a plain token's table holds at most 20 cards."""
+    assert MAX_PLAIN_TABLE == 20

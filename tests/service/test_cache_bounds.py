@@ -167,6 +167,20 @@ def test_caches_keep_no_long_history_whatever_the_tokens(long_matches):
         assert (after.hits + after.misses) - (before.hits + before.misses) == consulted
 
 
+def test_a_plain_token_of_a_long_history_is_checked_without_the_cache(long_matches):
+    """A plain token's long history decodes to what a sealed one does, every K13 check
+    run, and never enters the history cache (its bound holds with plain tokens too)."""
+    history_cache = state_parts._cached_history.cache_info
+    long, short = long_matches[1][-1], long_matches[1][CACHED_MATCH_DEALS - 1]
+    for payload, consulted in ((long, 0), (short, 1)):
+        sealed = state_codec.state_from_proto(pb.GameState.FromString(payload), trusted=True)
+        before = history_cache()
+        plain = state_codec.state_from_proto(pb.GameState.FromString(payload))
+        after = history_cache()
+        assert plain == sealed
+        assert (after.hits + after.misses) - (before.hits + before.misses) == consulted
+
+
 def test_the_histories_of_one_match_share_their_decoded_deals(long_matches):
     """Each token of a match holds another history; their deals are decoded once, so the
     histories that views keep add a reference per deal, not a decoded deal."""

@@ -1349,3 +1349,16 @@ def test_a_finished_tiebreak_match_of_fixed_length_round_trips() -> None:
 def test_the_largest_plain_table_is_the_documented_one() -> None:
     """docs/api.md, STATE_INVALID: a plain token's table holds at most 20 cards."""
     assert MAX_PLAIN_TABLE == 20
+
+
+@pytest.mark.parametrize("deals", [2, 3])
+def test_a_plain_token_with_a_deal_past_the_match_end_is_refused(deals: int) -> None:
+    """K13.2: a match of ``deals`` deals, relabelled as one deal shorter, ran a deal past
+    its end (its last two deals are checked as well as the ones before)."""
+    state = final_state(Config(3, match_deals=deals, target_score=480), seed=2)
+    assert len(state.results) == deals
+    msg = state_to_proto(state, GAME_ID)
+    msg.config.match_deals = deals - 1
+    with pytest.raises(CodecError) as raised:
+        state_from_proto(msg)
+    assert f"the match ended after deal {deals - 1}" in raised.value.description

@@ -1362,3 +1362,16 @@ def test_a_plain_token_with_a_deal_past_the_match_end_is_refused(deals: int) -> 
     with pytest.raises(CodecError) as raised:
         state_from_proto(msg)
     assert f"the match ended after deal {deals - 1}" in raised.value.description
+
+
+def test_a_plain_token_of_a_match_that_went_on_past_its_target_is_refused() -> None:
+    """K13.2, checked deal by deal: in this 6-deal match (seed 11) the highest team total
+    first reaches 87 after deal 4 and falls back to 84 after deal 5 (sweeps conceded), so
+    with a target of 87 the match ended after deal 4, which only the totals of every
+    deal, not those of the last ones, show."""
+    state = final_state(Config(3, match_deals=6), seed=11)
+    msg = state_to_proto(state, GAME_ID)
+    msg.config.target_score = 87
+    with pytest.raises(CodecError) as raised:
+        state_from_proto(msg)
+    assert "the match ended after deal 4 (K13.2)" in raised.value.description

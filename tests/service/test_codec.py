@@ -1375,3 +1375,14 @@ def test_a_plain_token_of_a_match_that_went_on_past_its_target_is_refused() -> N
     with pytest.raises(CodecError) as raised:
         state_from_proto(msg)
     assert "the match ended after deal 4 (K13.2)" in raised.value.description
+
+
+def test_a_plain_token_with_a_set_aside_card_under_removal_none_is_refused() -> None:
+    """K6.1: with removal none nothing is ever set aside, a spade no more than a court."""
+    state = mid_state(Config(4, rules=Rules(removal=Removal.NONE)), 30)
+    assert state_from_proto(state_to_proto(state, GAME_ID))[0] == state
+    msg = state_to_proto(state, GAME_ID)
+    a_pile_card_to("set_aside", lambda c: c % 4 == 0)(msg)  # a spade
+    with pytest.raises(CodecError) as raised:
+        state_from_proto(msg)
+    assert "set_aside holds a card that removal none keeps (K6.1)" in raised.value.description

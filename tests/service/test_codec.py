@@ -851,13 +851,16 @@ def table_from_stock(count: int) -> Mutation:
     return mutate
 
 
-def pile_cards_to(msg: pb.GameState, count: int, place: str) -> list[int]:
-    """Take ``count`` cards that are not markers off the piles (the fullest first)."""
+def pile_cards_to(
+    msg: pb.GameState, count: int, place: str, wanted: Callable[[int], bool] = lambda c: True
+) -> list[int]:
+    """Take ``count`` cards that are not markers, and pass ``wanted``, off the piles (the
+    fullest first)."""
     taken: list[int] = []
     for seat in sorted(range(len(msg.piles)), key=lambda s: -len(msg.piles[s])):
         pile = bytearray(msg.piles[seat])
         for card in list(pile):
-            if len(taken) < count and card not in msg.markers[seat]:
+            if len(taken) < count and card not in msg.markers[seat] and wanted(card):
                 pile.remove(card)
                 taken.append(card)
         msg.piles[seat] = bytes(pile)
@@ -881,15 +884,7 @@ def a_pile_card_to(place: str, wanted: Callable[[int], bool]) -> Mutation:
     """Move a card that is no marker and passes ``wanted`` from a pile to ``place``."""
 
     def mutate(msg: pb.GameState) -> None:
-        for seat, pile in enumerate(msg.piles):
-            card = next((c for c in pile if wanted(c) and c not in msg.markers[seat]), None)
-            if card is not None:
-                rest = bytearray(pile)
-                rest.remove(card)
-                msg.piles[seat] = bytes(rest)
-                setattr(msg, place, getattr(msg, place) + bytes([card]))
-                return
-        raise AssertionError("no such card in the piles")
+        setattr(msg, place, getattr(msg, place) + bytes(pile_cards_to(msg, 1, place, wanted)))
 
     return mutate
 

@@ -984,7 +984,7 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         "draw for deal",
     ),
     "draw missing": (set_bytes("dealer_draw_cards", lambda m: b""), "dealer_draw_cards"),
-    "distribution zero": (lambda m: setattr(m, "distribution", 0), "distribution 0"),
+    "distribution zero": (lambda m: setattr(m, "distribution", 0), "distribution 0 is not in 1.."),
     "stock too short": (move_card("stock", 0, "table"), "the stock holds"),
     "hand too short": (move_card("hands:2", 0, "table"), "hand sizes"),
     "mover without cards": (lambda m: setattr(m, "turn", (m.turn + 2) % 4), "hand sizes"),

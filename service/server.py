@@ -120,13 +120,17 @@ async def run_servers(
     keys: KeyRing,
     metrics: ServiceMetrics | None,
     pending: PendingSignals,
+    lifeline: int | None = None,
 ) -> int:
     """Run the gRPC server and the HTTP gateway until SIGTERM or SIGINT, then drain both.
 
     A signal ``pending`` recorded during start-up stops the server as soon as it
-    serves. Returns the exit status.
+    serves. A worker also stops when its ``lifeline`` is cut (``_follow_supervisor``).
+    Returns the exit status.
     """
     signals = StopSignals(asyncio.get_running_loop(), pending)
+    if lifeline is not None:
+        _follow_supervisor(signals, lifeline)
     server = grpc.aio.server(options=grpc_server_options(config))
     api = build_api(config, keys, metrics)
     runner = CallRunner(metrics)
@@ -407,27 +411,55 @@ def _fork_workers(config: ServerConfig, keys: KeyRing) -> dict[int, int]:
     carries its number as ``worker``. Stop signals stay blocked across the
     forks, so one that comes meanwhile waits until each process has its own
     handlers: a child must never run the supervisor's, nor die of the default action.
+    Each worker gets the read end of a lifeline pipe whose write end only the
+    supervisor keeps open, for as long as it lives (``_follow_supervisor``).
     """
     workers: dict[int, int] = {}
+    lifeline, held = os.pipe()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         for worker in range(1, config.workers + 1):
             pid = os.fork()
             if pid == 0:
+                os.close(held)
                 pending = PendingSignals()
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 bind_process_fields(worker=worker)
-                os._exit(_run_worker(config, keys, pending))
+                os._exit(_run_worker(config, keys, pending, lifeline))
             workers[pid] = worker
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(lifeline)
+    # ``held`` is never closed here: the kernel closes it when the supervisor exits,
+    # however it dies.
     return workers
 
 
-def _run_worker(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> int:
+def _follow_supervisor(signals: StopSignals, lifeline: int) -> None:
+    """Drain and stop, as on SIGTERM, once the supervisor is gone.
+
+    ``lifeline`` reads end of file when the supervisor exits, also when it is
+    killed (``kill -9``, the OOM killer) and cannot stop its workers. Orphaned
+    workers would otherwise serve on, with SO_REUSEPORT beside a restarted
+    server and its new keys and flags. If the supervisor died before the
+    worker got here, the end of file is already there.
+    """
+    loop = asyncio.get_running_loop()
+
+    def cut() -> None:
+        loop.remove_reader(lifeline)
+        _log.error("supervisor exited", pid=os.getpid())
+        signals.stop(signal.SIGTERM)
+
+    loop.add_reader(lifeline, cut)
+
+
+def _run_worker(config: ServerConfig, keys: KeyRing, pending: PendingSignals, lifeline: int) -> int:
     try:
         # A registry of its own: in multiprocess mode values go to the shared files.
-        return asyncio.run(run_servers(config, keys, new_metrics(CollectorRegistry()), pending))
+        return asyncio.run(
+            run_servers(config, keys, new_metrics(CollectorRegistry()), pending, lifeline)
+        )
     except BaseException:
         _log.exception("worker crashed")
         sys.stderr.flush()

@@ -44,11 +44,12 @@ class StopSignals:
         self._hurry = asyncio.Event()
         self.first: signal.Signals | None = None
         for signum in STOP_SIGNALS:
-            loop.add_signal_handler(signum, self._on_signal, signum)
+            loop.add_signal_handler(signum, self.stop, signum)
         for signum in pending.received:
-            self._on_signal(signum)
+            self.stop(signum)
 
-    def _on_signal(self, signum: signal.Signals) -> None:
+    def stop(self, signum: signal.Signals) -> None:
+        """Stop as ``signum`` would: the handler of the stop signals, also called directly."""
         if self.first is None:
             self.first = signum
             self._loop.remove_signal_handler(signal.SIGTERM)

@@ -1,7 +1,7 @@
 """How a ``cardrules serve`` process starts and ends (design section 6, docs/operations.md):
 stop signals during start-up, listeners that cannot bind, the workers' supervisor
-(signals, a dead worker, a child that is no worker, its metrics folder) and IPv6
-hosts. Real processes on loopback.
+(signals, a dead worker, a killed supervisor, a child that is no worker, its
+metrics folder) and IPv6 hosts. Real processes on loopback.
 """
 
 from __future__ import annotations
@@ -196,6 +196,29 @@ def test_a_worker_that_dies_stops_the_server_with_status_1():
     assert (exited["worker"], exited["pid"]) == (2, pid_of[2])
     assert (exited["signal"], exited["level"]) == ("SIGKILL", "error")
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
+
+
+def test_workers_drain_and_stop_when_their_supervisor_is_killed():
+    """A supervisor killed with SIGKILL cannot stop its workers; they see their lifeline
+    cut and drain instead of serving on, with SO_REUSEPORT beside a restarted server."""
+    server = start_server(workers())
+    try:
+        listening = server.wait_for_logs("listening", 2)
+        server.process.kill()
+        server.process.wait()
+        cut = server.wait_for_logs("supervisor exited", 2)
+        stopped = server.wait_for_logs("stopped", 2)
+    finally:
+        server.kill()
+    pids = {line["pid"] for line in listening}
+    assert len(pids) == 2
+    assert {line["pid"] for line in cut} == pids == {line["pid"] for line in stopped}
+    assert {line["level"] for line in cut} == {"error"}
+    with (
+        pytest.raises(ConnectionRefusedError),
+        socket.create_connection(("127.0.0.1", server.grpc_port), timeout=10),
+    ):
+        pass
 
 
 def test_a_child_that_is_no_worker_exiting_leaves_the_server_serving(tmp_path):

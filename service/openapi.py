@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -163,24 +164,53 @@ _SCALARS: Mapping[int, Json] = {
     FieldDescriptor.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
 }
 
-# (HTTP status, component name, description): every error a route can answer.
-ERROR_RESPONSES: tuple[tuple[str, str, str], ...] = (
-    (
+
+@dataclass(frozen=True)
+class ErrorResponse:
+    """An error answer of the routes; ``needs``: the request field without which a
+    route cannot meet it (``None``: every route can)."""
+
+    status: str
+    name: str
+    description: str
+    needs: str | None = None
+
+
+ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
+    ErrorResponse(
         "400",
         "BadRequest",
         "INVALID_ARGUMENT (a malformed request, token or JSON body: reason JSON_INVALID "
         "and the others of docs/api.md) or FAILED_PRECONDITION (a move the rules forbid).",
     ),
-    ("403", "PermissionDenied", "PERMISSION_DENIED: a missing or wrong seat token."),
-    ("405", "MethodNotAllowed", "METHOD_NOT_ALLOWED: the path has no route for this method."),
-    ("413", "RequestTooLarge", "REQUEST_TOO_LARGE: the body is over --max-request-bytes."),
-    ("415", "UnsupportedMediaType", "UNSUPPORTED_MEDIA_TYPE: the body is not application/json."),
-    ("500", "Internal", "INTERNAL: a bug in the service; details are in its log only."),
-    (
+    ErrorResponse(
+        "403", "PermissionDenied", "PERMISSION_DENIED: a missing or wrong seat token.", "seat_token"
+    ),
+    ErrorResponse(
+        "405", "MethodNotAllowed", "METHOD_NOT_ALLOWED: the path has no route for this method."
+    ),
+    ErrorResponse(
+        "413",
+        "RequestTooLarge",
+        "REQUEST_TOO_LARGE: the request is over --max-request-bytes once parsed, or the "
+        "body (decompressed) over 16 times that.",
+    ),
+    ErrorResponse(
+        "415",
+        "UnsupportedMediaType",
+        "UNSUPPORTED_MEDIA_TYPE: a body that is not application/json (UTF-8), a non-empty "
+        "body without a Content-Type, or a Content-Encoding other than identity, gzip or "
+        "deflate.",
+    ),
+    ErrorResponse(
+        "500", "Internal", "INTERNAL: a bug in the service; details are in its log only."
+    ),
+    ErrorResponse(
         "503",
         "Unavailable",
         "UNAVAILABLE: a state token that only a newer release of the service reads "
         "(TOKEN_FROM_NEWER_RELEASE, during a rolling upgrade); retry, another replica may.",
+        "state",
     ),
 )
 
@@ -666,8 +696,9 @@ def _operation(
             "content": {JSON_TYPE: {"schema": builder.message(response, output=True)}},
         }
     }
-    for status, name, _ in ERROR_RESPONSES:
-        responses[status] = _ref(name, "responses")
+    for error in ERROR_RESPONSES:
+        if error.needs is None or error.needs in request.fields_by_name:
+            responses[error.status] = _ref(error.name, "responses")
     operation["responses"] = responses
     return operation
 
@@ -708,15 +739,15 @@ def build_document(
     }
     error_headers = {"X-Request-Id": _ref("X-Request-Id", "headers")}
     responses: Json = {}
-    for status, name, text in ERROR_RESPONSES:
+    for error in ERROR_RESPONSES:
         headers = dict(error_headers)
-        if status == "405":
+        if error.status == "405":
             headers["Allow"] = {
                 "description": "The methods this path allows.",
                 "schema": {"type": "string"},
             }
-        responses[name] = {
-            "description": text,
+        responses[error.name] = {
+            "description": error.description,
             "headers": headers,
             "content": {JSON_TYPE: {"schema": _ref(STATUS)}},
         }

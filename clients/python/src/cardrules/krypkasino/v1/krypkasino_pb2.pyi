@@ -731,7 +731,7 @@ class Bordstabbe(_message.Message):
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
-    """The penalised seat."""
+    """The seat that scores -5: a reward, since the lowest total wins."""
     def __init__(
         self,
         *,

@@ -58,7 +58,7 @@ def _check_deal_end(config: Config, result: DealResult) -> None:
     scores = result.scores
     assert sum(s.sweeps_made + s.sweeps_conceded for s in scores) == 0
     penalties = [s.seat for s in scores if s.bordstabbe]
-    # K16.10: only the first player of the deal, next(dealer), can be penalised.
+    # K16.10: only the first player of the deal, next(dealer), can score the bordstabbe -5.
     assert penalties in ([], [(result.dealer + 1) % config.players])
     assert config.rules.bordstabbe or not penalties
     expected = _point_total(config) + config.rules.last_capture_point - 5 * len(penalties)

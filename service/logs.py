@@ -14,6 +14,7 @@ goes to ``sys.stdout.buffer`` as bytes in one write.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -282,6 +283,38 @@ def request_log_fields(
     return fields
 
 
+class DroppedLines:
+    """Log lines that stdout refused: its reader went away (a closed pipe), the disk is
+    full. A request never fails for its log line: the line is lost and counted
+    (``cardrules_log_lines_dropped_total`` once ``counter`` is set), and the first
+    loss of the process is reported on stderr."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.counter: Callable[[], None] | None = None
+
+    def record(self, error: BaseException) -> None:
+        self.count += 1
+        if self.counter is not None:
+            self.counter()
+        if self.count == 1:
+            with contextlib.suppress(Exception):  # stderr may be the same broken pipe
+                print(
+                    f"cardrules: log lines are lost from now on, stdout refused one: {error!r}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+
+DROPPED_LINES = DroppedLines()
+
+
+def _stdout_refused(error: BaseException) -> bool:
+    """Whether ``error`` is stdout refusing a write (a closed file raises ValueError),
+    not a line that could not be made."""
+    return isinstance(error, OSError) or (isinstance(error, ValueError) and sys.stdout.closed)
+
+
 class _NamedPrintLogger(structlog.PrintLogger):
     """Prints to the current ``sys.stdout`` (structlog's default is the one seen at its import)."""
 
@@ -293,24 +326,34 @@ class _NamedPrintLogger(structlog.PrintLogger):
         """One ``write`` per line: workers share stdout, and ``print`` writes the newline
         separately, so two unbuffered workers could interleave their lines.
 
-        Bytes (JSON lines) skip the text layer when stdout has a binary buffer.
+        Bytes (JSON lines) skip the text layer when stdout has a binary buffer. A line
+        stdout refuses is dropped (``DROPPED_LINES``).
         """
-        stream = sys.stdout
-        if isinstance(message, str):
-            stream.write(message + "\n")
-            stream.flush()
-            return
-        buffer = getattr(stream, "buffer", None)
-        if buffer is None:
-            stream.write(message.decode() + "\n")
-            stream.flush()
-            return
-        # Text written to the stream and not yet flushed goes first, to keep the order.
-        stream.flush()
-        buffer.write(message + b"\n")
-        buffer.flush()
+        try:
+            _write_line(message)
+        except (OSError, ValueError) as error:
+            if not _stdout_refused(error):
+                raise
+            DROPPED_LINES.record(error)
 
     log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
+
+
+def _write_line(message: str | bytes) -> None:
+    stream = sys.stdout
+    if isinstance(message, str):
+        stream.write(message + "\n")
+        stream.flush()
+        return
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        stream.write(message.decode() + "\n")
+        stream.flush()
+        return
+    # Text written to the stream and not yet flushed goes first, to keep the order.
+    stream.flush()
+    buffer.write(message + b"\n")
+    buffer.flush()
 
 
 def _logger_factory(*args: Any) -> _NamedPrintLogger:
@@ -335,6 +378,15 @@ class _StdoutHandler(logging.StreamHandler[TextIO]):
     @stream.setter
     def stream(self, _value: TextIO) -> None:
         pass
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (stdlib name)
+        """A record stdout refused is dropped as structlog's lines are; any other error
+        (a record that cannot be formatted) goes to stderr as the stdlib reports it."""
+        error = sys.exc_info()[1]
+        if error is not None and _stdout_refused(error):
+            DROPPED_LINES.record(error)
+        else:
+            super().handleError(record)
 
 
 def _use_console(fmt: str) -> bool:

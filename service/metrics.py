@@ -220,6 +220,12 @@ class ServiceMetrics:
             ("game",),
             registry=registry,
         )
+        self.log_lines_dropped = Counter(
+            "cardrules_log_lines_dropped_total",
+            "Log lines stdout refused (a reader that went away, a full disk): each is lost, "
+            "the call it was about was served.",
+            registry=registry,
+        )
         # Pre-create (as go-grpc-prometheus's InitializeMetrics does) so that
         # rate() and absent-series alerts work from the first scrape.
         self._rpcs: dict[tuple[str, str], _RpcSeries] = {}
@@ -297,6 +303,9 @@ class ServiceMetrics:
                 series += (self.sweeps.labels(game, kind),)
             self._move_series[game, kind] = series
         return series
+
+    def log_line_dropped(self) -> None:
+        self.log_lines_dropped.inc()
 
     def illegal_move(self, game: str, reason: str) -> None:
         """The rules refused a move with ``reason`` (the ErrorInfo reason)."""

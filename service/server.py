@@ -33,7 +33,7 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
-from service.logs import bind_process_fields, configure_logging, get_logger
+from service.logs import DROPPED_LINES, bind_process_fields, configure_logging, get_logger
 from service.metrics import (
     ServiceMetrics,
     add_process_metrics,
@@ -129,6 +129,8 @@ async def run_servers(
     Returns the exit status.
     """
     signals = StopSignals(asyncio.get_running_loop(), pending)
+    if metrics is not None:
+        DROPPED_LINES.counter = metrics.log_line_dropped
     if lifeline is not None:
         _follow_supervisor(signals, lifeline)
     server = grpc.aio.server(options=grpc_server_options(config))

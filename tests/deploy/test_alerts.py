@@ -222,6 +222,7 @@ BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base
         ("CardrulesSlowPlay", "(namespace, le)", "(namespace, el)", "no label el to group by"),
         ("CardrulesIllegalMovesSpike", "/ (", "/ on (game, reasn) (", "no label reasn"),
         ("CardrulesNoReadyPods", "deployment=", "deploy=", "no label deploy"),
+        ("CardrulesLogLinesDropped", "lines_dropped_total", "lines_dropped", "no such series"),
         ("CardrulesNoReadyPods", '"cardrules"', '"card-rules"', "never 'card-rules'"),
         ("CardrulesSlowPlay", 'grpc_method="Play"', 'grpc_method!="Plya"', "never 'Plya'"),
         # Read what exists, yet never fire:

@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import structlog
@@ -23,6 +24,7 @@ from service.calls import CallInfo, CallRunner
 from service.errors import invalid_argument
 from service.logs import (
     REDACTED_KEYS,
+    DroppedLines,
     configure_logging,
     get_logger,
     request_log_fields,
@@ -385,6 +387,57 @@ def test_json_lines_on_a_text_only_stdout(monkeypatch):
     get_logger().info("text only", text="♠")
     (line,) = json_lines(stdout.getvalue())
     assert line["event"] == "text only" and line["text"] == "♠"
+
+
+class _BrokenPipe(io.RawIOBase):
+    """The write end of a pipe whose reader went away."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, _data: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_lines_stdout_refuses_are_counted_and_reported_once(monkeypatch, capsys, fmt):
+    dropped = DroppedLines()
+    counted: list[int] = []
+    dropped.counter = lambda: counted.append(1)
+    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
+    monkeypatch.setattr(
+        sys, "stdout", io.TextIOWrapper(io.BufferedWriter(_BrokenPipe()), encoding="utf-8")
+    )
+    configure_logging(fmt)
+    runner = CallRunner(None)
+    outcome = runner.run("svc.S", "Ok", "grpc", "rid-1", lambda r, _i: r, "answer")
+    get_logger().error("a line")
+    logging.getLogger("lib").warning("a record")
+    assert outcome.response == "answer" and outcome.error is None
+    assert dropped.count == len(counted) == 3
+    note = capsys.readouterr().err
+    assert note.count("\n") == 1, note
+    assert "log lines are lost from now on" in note and "BrokenPipeError" in note
+
+
+def test_a_closed_stdout_drops_lines_but_a_line_that_cannot_be_made_raises(monkeypatch):
+    dropped = DroppedLines()
+    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
+    stdout = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    configure_logging("json")
+    stdout.close()
+    get_logger().info("to a closed stdout")
+    assert dropped.count == 1
+
+    class Refusing(io.StringIO):
+        def write(self, _text: str) -> int:
+            raise ValueError("not a stdout refusal")
+
+    monkeypatch.setattr(sys, "stdout", Refusing())
+    with pytest.raises(ValueError, match="not a stdout refusal"):
+        get_logger().info("a bug")
+    assert dropped.count == 1
 
 
 def test_loggers_follow_every_reconfiguration_and_bind_still_works(capsys):

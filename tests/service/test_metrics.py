@@ -57,6 +57,7 @@ EXPECTED_FAMILIES = {
     "cardrules_sweeps_total": ("counter", {"game", "kind"}),
     "cardrules_seat_tokens_renewed_total": ("counter", {"game"}),
     "cardrules_state_tokens_renewed_total": ("counter", {"game"}),
+    "cardrules_log_lines_dropped_total": ("counter", set()),
 }
 
 
@@ -136,6 +137,7 @@ def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
         assert value(found, "cardrules_sweeps_total", game="krypkasino", kind=kind) == 0
     assert value(found, "cardrules_seat_tokens_renewed_total", game="krypkasino") == 0
     assert value(found, "cardrules_state_tokens_renewed_total", game="krypkasino") == 0
+    assert value(found, "cardrules_log_lines_dropped_total") == 0
     for reason in Reason:
         assert (
             value(found, "cardrules_illegal_moves_total", game="krypkasino", reason=reason.value)

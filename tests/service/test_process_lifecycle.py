@@ -19,9 +19,11 @@ from contextlib import contextmanager
 
 import grpc
 import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc_health.v1 import health_pb2
 
-from tests.service.grpc_helpers import health
+from tests.service.grpc_helpers import connect, health
+from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import (
     CARDRULES,
     free_port,
@@ -219,6 +221,74 @@ def test_workers_drain_and_stop_when_their_supervisor_is_killed():
         socket.create_connection(("127.0.0.1", server.grpc_port), timeout=10),
     ):
         pass
+
+
+@pytest.mark.parametrize("args", [(), WORKERS], ids=["one_process", "workers"])
+def test_a_log_reader_that_goes_away_loses_lines_but_no_call(args):
+    """Once stdout's reader is gone every write fails (EPIPE); the calls must not fail
+    with it. The lost lines are counted and reported once on stderr."""
+    processes = 2 if args else 1
+    grpc_port, http_port, metrics_port = free_ports(3)
+    command = [
+        CARDRULES,
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--grpc-port",
+        str(grpc_port),
+        "--http-port",
+        str(http_port),
+        "--metrics-port",
+        str(metrics_port),
+        *args,
+    ]
+    process = subprocess.Popen(
+        command,
+        env=server_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        listening: list[dict[str, object]] = []
+        while len(listening) < processes:
+            line = process.stdout.readline()
+            assert line, "the server exited before it listened"
+            if json.loads(line)["event"] == "listening":
+                listening.append(json.loads(line))
+        process.stdout.close()
+        assert {line["http_port"] for line in listening} == {http_port}
+        calls = 6
+        with connect(f"127.0.0.1:{grpc_port}") as stub:
+            for _ in range(calls):
+                game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+                assert len(game.seat_tokens) == 2
+        for _ in range(calls):
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{http_port}/v1/krypkasino:newGame",
+                data=b'{"config": {"players": 2}}',
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                assert answer.status == 200
+        metrics = metric_samples(f"http://127.0.0.1:{metrics_port}/metrics")
+        assert metrics[("cardrules_log_lines_dropped_total", frozenset())] >= 2 * calls
+        handled = {
+            dict(labels)["grpc_code"]: value
+            for (name, labels), value in metrics.items()
+            if name == "grpc_server_handled_total" and ("grpc_method", "NewGame") in labels
+        }
+        assert handled["OK"] == 2 * calls and sum(handled.values()) == 2 * calls
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        kill_group(process)
+    assert process.returncode == 0
+    notes = stderr.splitlines()
+    assert len(notes) == processes, stderr  # once per process that logs requests
+    assert all("log lines are lost" in note and "BrokenPipeError" in note for note in notes)
 
 
 def test_a_child_that_is_no_worker_exiting_leaves_the_server_serving(tmp_path):

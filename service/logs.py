@@ -286,17 +286,17 @@ def request_log_fields(
 class DroppedLines:
     """Log lines that stdout refused: its reader went away (a closed pipe), the disk is
     full. A request never fails for its log line: the line is lost and counted
-    (``cardrules_log_lines_dropped_total`` once ``counter`` is set), and the first
+    (``cardrules_log_lines_dropped_total``, through ``on_drop``), and the first
     loss of the process is reported on stderr."""
 
     def __init__(self) -> None:
         self.count = 0
-        self.counter: Callable[[], None] | None = None
+        self.on_drop: Callable[[], None] | None = None
 
     def record(self, error: BaseException) -> None:
         self.count += 1
-        if self.counter is not None:
-            self.counter()
+        if self.on_drop is not None:
+            self.on_drop()
         if self.count == 1:
             with contextlib.suppress(Exception):  # stderr may be the same broken pipe
                 print(

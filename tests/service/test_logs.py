@@ -403,7 +403,7 @@ class _BrokenPipe(io.RawIOBase):
 def test_lines_stdout_refuses_are_counted_and_reported_once(monkeypatch, capsys, fmt):
     dropped = DroppedLines()
     counted: list[int] = []
-    dropped.counter = lambda: counted.append(1)
+    dropped.on_drop = lambda: counted.append(1)
     monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
     monkeypatch.setattr(
         sys, "stdout", io.TextIOWrapper(io.BufferedWriter(_BrokenPipe()), encoding="utf-8")

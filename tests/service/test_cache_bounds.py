@@ -167,6 +167,18 @@ def test_caches_keep_no_long_history_whatever_the_tokens(long_matches):
         assert (after.hits + after.misses) - (before.hits + before.misses) == consulted
 
 
+def test_the_view_of_a_long_match_carries_its_config_and_every_deal(long_matches):
+    """A history too long for the template cache is written straight into the view."""
+    state, game_id = state_codec.state_from_proto(
+        pb.GameState.FromString(long_matches[0][-1]), trusted=True
+    )
+    msg = view_codec.view_to_proto(view(state, None), game_id, "0" * 16)
+    assert len(state.results) > CACHED_MATCH_DEALS
+    assert len(msg.deals) == len(state.results) == MAX_MATCH_DEALS
+    assert list(msg.totals) == list(view(state, None).totals)
+    assert msg.config.players == 6 and list(msg.team_of_seat) == list(range(6))
+
+
 def test_a_plain_token_of_a_long_history_is_checked_without_the_cache(long_matches):
     """A plain token's long history decodes to what a sealed one does, every K13 check
     run, and never enters the history cache (its bound holds with plain tokens too)."""

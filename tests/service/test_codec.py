@@ -53,7 +53,7 @@ from engine.krypkasino.events import (
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.scoring import card_points
 from service import view_codec
-from service.client_decode import deal_result_from_proto
+from service.client_decode import deal_result_from_proto, event_from_proto
 from service.codec import (
     CodecError,
     card_from_proto,
@@ -642,6 +642,27 @@ def test_interleaved_games_views_keep_their_own_cached_parts(
     assert all(count > 10 for count in seen.values()), seen
 
 
+def test_a_games_views_share_one_template_and_the_oldest_template_goes_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cached public part of a view is built once per key and copied into every
+    later view with that key; past ``_TEMPLATE_LIMIT`` entries the oldest is dropped,
+    so the cache never holds more than its limit."""
+    monkeypatch.setattr(view_codec, "_TEMPLATES", {})
+    monkeypatch.setattr(view_codec, "_TEMPLATE_LIMIT", 3)
+    # A config object of its own per game: five keys.
+    views = [view(open_game(Config(2), seed=seed)[0]) for seed in range(5)]
+    templates = []
+    for v in views:
+        templates.append(view_codec._view_template(v))
+        assert len(view_codec._TEMPLATES) <= 3
+    assert len({id(template) for template in templates}) == 5
+    kept = [template for _, _, template in view_codec._TEMPLATES.values()]
+    assert len(kept) == 3 and all(a is b for a, b in zip(kept, templates[2:], strict=True))
+    assert view_codec._view_template(views[4]) is templates[4]
+    assert view_codec._view_template(views[0]) is not templates[0]  # evicted, built again
+
+
 def test_view_sweep_ranks_are_api_ranks() -> None:
     """K14.1: a table of 4H 5C is swept by a nine; RANK_NINE is 9 in the API."""
     state = mid_state(Config(2), 0)
@@ -735,6 +756,14 @@ def assert_event_matches(event: Event, msg: pb.Event) -> None:
         case MatchEnded():
             assert tuple(msg.match_ended.totals) == event.totals
             assert tuple(msg.match_ended.winners) == event.winners
+
+
+def test_a_client_refuses_an_event_without_a_kind() -> None:
+    """An event with no kind set (a newer server's kind, or none) is a CodecError on
+    ``event``, not an event of some kind nor ``None``."""
+    with pytest.raises(CodecError) as raised:
+        event_from_proto(pb.Event())
+    assert (raised.value.field, raised.value.description) == ("event", "no event kind is set")
 
 
 def test_the_dealer_drawn_for_is_the_one_the_event_names() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import itertools
 import json
@@ -9,6 +10,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +20,7 @@ import structlog
 import structlog.testing
 from aiohttp.http_exceptions import BadHttpMessage
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from prometheus_client import CollectorRegistry
 
 import service.logs
 from service.calls import CallInfo, CallRunner
@@ -30,6 +33,7 @@ from service.logs import (
     request_log_fields,
     utc_timestamp,
 )
+from service.metrics import ServiceMetrics
 
 SECRET = "S3CRET-VALUE-7f3a"
 
@@ -150,6 +154,33 @@ def test_what_is_nested_too_deep_to_scrub_is_hidden_whole(capsys):
     get_logger("leak").info("deep", nested=deep)
     out = capsys.readouterr().out
     assert SECRET not in out and "dict nested too deep" in out and "shown" in out
+
+
+def test_every_container_is_scrubbed_down_to_eight_levels(capsys):
+    """Mappings, tuples and lists are each looked through, a level per container: bytes
+    in a tuple are hidden as anywhere else, and the container at depth 8 is the first
+    shown as its type only."""
+    configure_logging("json")
+
+    def chain(bottom: object) -> object:
+        """``bottom`` at depth 8 under a dict, a tuple and a list in turn."""
+        for depth in reversed(range(8)):
+            bottom = ({"level": bottom}, (bottom,), [bottom])[depth % 3]
+        return bottom
+
+    def as_json(value: object) -> object:
+        return json.loads(json.dumps(value))
+
+    get_logger().info(
+        "nested",
+        nested=chain(["bottom"]),
+        plain=chain("shown"),
+        pair=(SECRET.encode(), {"seat_token": SECRET}),
+    )
+    (line,) = json_lines(capsys.readouterr().out)
+    assert line["nested"] == as_json(chain("[REDACTED] list nested too deep"))
+    assert line["plain"] == as_json(chain("shown"))
+    assert line["pair"] == [f"[REDACTED] {len(SECRET)} bytes", {"seat_token": "[REDACTED]"}]
 
 
 def test_json_redaction_says_what_was_hidden(capsys):
@@ -360,6 +391,20 @@ def test_values_orjson_refuses_still_log(capsys):
     assert line["protocol"] == {"custom": True}
 
 
+@dataclasses.dataclass
+class _Point:
+    x: int
+
+
+def test_datetimes_and_dataclasses_are_logged_as_their_repr(capsys):
+    """As json.dumps's default did, also when orjson could write the rest of the line."""
+    configure_logging("json")
+    when = datetime(2020, 1, 2, tzinfo=UTC)
+    get_logger().info("values", when=when, point=_Point(3))
+    (line,) = json_lines(capsys.readouterr().out)
+    assert (line["when"], line["point"]) == (repr(when), repr(_Point(3)))
+
+
 class _Custom:
     def __structlog__(self) -> dict[str, bool]:
         return {"custom": True}
@@ -490,6 +535,47 @@ def test_request_line_from_the_call_runner(capsys):
     refused_line = dict(refused)
     assert refused_line["reason"] == "bad_thing" and refused_line["code"] == "InvalidArgument"
     assert refused_line["game_id"] is None and "peer" not in refused_line
+
+
+def test_a_handler_bug_is_logged_with_its_call_and_traceback(capsys):
+    """An exception a handler did not mean becomes INTERNAL for the caller and an error
+    line with the method, the request id and the traceback for the operator."""
+    configure_logging("json")
+
+    def broken(request: str, info: CallInfo) -> str:
+        raise RuntimeError("a bug")
+
+    outcome = CallRunner(None).run("svc.S", "Broken", "grpc", "rid-9", broken, "x")
+    assert outcome.error is not None and outcome.error.code.name == "INTERNAL"
+    bug, request = json_lines(capsys.readouterr().out)
+    assert (bug["event"], bug["level"]) == ("unhandled error", "error")
+    assert (bug["method"], bug["request_id"]) == ("Broken", "rid-9")
+    assert bug["exception"][0]["exc_type"] == "RuntimeError"  # type: ignore[index]
+    assert (request["event"], request["code"], request["request_id"]) == (
+        "request",
+        "Internal",
+        "rid-9",
+    )
+
+
+def test_the_request_line_times_the_call_as_the_histogram_does(capsys):
+    """``duration_ms`` is the handling time the metrics observe, in milliseconds."""
+    configure_logging("json")
+    registry = CollectorRegistry()
+    runner = CallRunner(ServiceMetrics(registry, {"svc.S": ["Slow"]}))
+
+    def slow(request: str, info: CallInfo) -> str:
+        time.sleep(0.05)
+        return request
+
+    runner.run("svc.S", "Slow", "http", "rid-1", slow, "x")
+    (line,) = json_lines(capsys.readouterr().out)
+    seconds = registry.get_sample_value(
+        "grpc_server_handling_seconds_sum",
+        {"grpc_type": "unary", "grpc_service": "svc.S", "grpc_method": "Slow"},
+    )
+    assert seconds is not None and seconds >= 0.05
+    assert line["duration_ms"] == pytest.approx(seconds * 1000, abs=0.001)
 
 
 def test_the_known_public_keys_are_not_secret():

@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,9 +23,9 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.krypkasino import Reason
-from service.calls import CallInfo
+from service.calls import CallInfo, CallRunner
 from service.config import ServerConfig
-from service.errors import ServiceError
+from service.errors import ServiceError, invalid_argument
 from service.metrics import (
     GRPC_CODES,
     HANDLING_BUCKETS,
@@ -177,6 +178,36 @@ def test_rpcs_are_counted_and_timed(registry, metrics):
     assert value(found, bucket, **play, le="0.5") == 3
     assert value(found, bucket, **play, le="+Inf") == 3
     # Other methods untouched.
+    assert value(found, "grpc_server_started_total", **rpc("Score")) == 0
+
+
+def test_the_call_runner_counts_and_times_every_outcome(registry, metrics):
+    """Every call through ``CallRunner`` is started, handled with its code and timed once,
+    under its own service and method: an answer, a refusal and a handler's bug."""
+    runner = CallRunner(metrics)
+
+    def slow(request: int, info: CallInfo) -> int:
+        time.sleep(0.02)
+        return request
+
+    def refuse(request: int, info: CallInfo) -> int:
+        raise invalid_argument("BAD_THING", "no")
+
+    def broken(request: int, info: CallInfo) -> int:
+        raise RuntimeError("a bug")
+
+    for handler in (slow, refuse, broken):
+        runner.run(SERVICE, "Play", "grpc", "rid", handler, 1)
+    found = samples(exposition(registry))
+    play = rpc("Play")
+    assert value(found, "grpc_server_started_total", **play) == 3
+    assert value(found, "grpc_server_msg_sent_total", **play) == 1
+    for code in ("OK", "InvalidArgument", "Internal"):
+        assert value(found, "grpc_server_handled_total", **play, grpc_code=code) == 1
+    assert value(found, "grpc_server_handling_seconds_count", **play) == 3
+    # The slow answer took at least 20 ms, and no call took as long as a second.
+    assert value(found, "grpc_server_handling_seconds_sum", **play) >= 0.02
+    assert value(found, "grpc_server_handling_seconds_bucket", **play, le="1.0") == 3
     assert value(found, "grpc_server_started_total", **rpc("Score")) == 0
 
 

@@ -609,6 +609,20 @@ def test_views_carry_every_field_of_the_engine_view() -> None:
     assert not final.hand and final.game_over and final.winners
 
 
+def test_views_carry_the_bordstabbe_seat_and_the_tie_break_teams() -> None:
+    """Both are set in few states, none of the sampled game's above: a bordstabbe at the
+    opening of seed 9 (K16.10), and a tie-break between seats 0 and 1 (K13.3)."""
+    config = Config(2, match_deals=2, rules=Rules(bordstabbe=True))
+    state = open_game(config, seed=9)[0]
+    assert state.bordstabbe_seat is not None
+    sid = state_id(serialize(state))
+    for v in (view(state), view(state, 1)._replace(tiebreak=(0, 1))):
+        msg = pb.View.FromString(view_to_proto(v, GAME_ID, sid).SerializeToString())
+        assert_view_matches(v, msg, sid)
+        assert msg.HasField("bordstabbe_seat")
+    assert list(msg.tiebreak_teams) == [0, 1]
+
+
 @pytest.mark.parametrize("limit", [2048, 2], ids=["cache", "evicting"])
 def test_interleaved_games_views_keep_their_own_cached_parts(
     limit: int, monkeypatch: pytest.MonkeyPatch

@@ -18,6 +18,8 @@ from service.http_cors import parse_origins
 from service.tokens import KeyRing
 
 ENV_PREFIX = "CARDRULES_"
+#: prometheus_client's multiprocess folder, which workers share (``service.metrics``).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 

@@ -9,9 +9,10 @@ every value lives in an mmap file ``<dir>/<kind>_<pid>.db``; otherwise in
 process memory, where the other workers and the scraper can never see it. So:
 
 1. ``cardrules serve`` (``serve_command.prepare_multiprocess_dir``) makes a
-   temporary directory or empties the one given, and sets
+   temporary directory or checks the one given, and sets
    ``PROMETHEUS_MULTIPROC_DIR`` *before anything imports prometheus_client*
-   (this module included); the supervisor then forks the workers;
+   (this module included); once the ports are known free, ``clear_multiprocess_dir``
+   empties it, and the supervisor forks the workers;
 2. each worker builds its ``ServiceMetrics`` after the fork, with
    ``registry=None`` (or a private ``CollectorRegistry`` that is never served):
    the values go to the worker's own files whatever the registry;
@@ -25,8 +26,10 @@ since the scrape would then silently report nothing.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import grpc
@@ -44,6 +47,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
+from service.config import MULTIPROC_ENV
 
 # Go's codes.Code.String(), indexed by the numeric code (go-grpc-prometheus label values).
 GRPC_CODES: tuple[str, ...] = (
@@ -323,6 +327,14 @@ def add_process_metrics(registry: CollectorRegistry) -> None:
     workers each would report itself alone, and their sum is the container's metrics."""
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
+
+
+def clear_multiprocess_dir() -> None:
+    """Delete the values an earlier run left in ``PROMETHEUS_MULTIPROC_DIR``, which would
+    be added in. Called once the ports are known free and before any value is made:
+    a second server that is refused at start must not wipe a running one's values."""
+    for stale in Path(os.environ[MULTIPROC_ENV]).glob("*.db"):
+        stale.unlink(missing_ok=True)
 
 
 def multiprocess_registry() -> CollectorRegistry:

@@ -15,10 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from service.config import ConfigValueError, add_server_arguments, resolve
+from service.config import MULTIPROC_ENV, ConfigValueError, add_server_arguments, resolve
 from service.signals import PendingSignals
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -49,6 +47,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if config.http_port == 0:
             # Each worker would get a port of its own instead of sharing one.
             return _fail("--workers needs a fixed --http-port")
+    if config.workers > 1 or MULTIPROC_ENV in os.environ:
         try:
             made_folder = prepare_multiprocess_dir()
         except OSError as error:
@@ -78,7 +77,8 @@ def run_keygen(args: argparse.Namespace) -> int:
 
 
 def prepare_multiprocess_dir() -> str | None:
-    """Point prometheus at an empty folder shared by the workers.
+    """Point prometheus at a folder shared by the workers (emptied later, once the ports
+    are known free: ``metrics.clear_multiprocess_dir``).
 
     Returns the folder if it was made here (a temporary one, removed at exit),
     None if ``PROMETHEUS_MULTIPROC_DIR`` named it. Raises ``OSError`` when the
@@ -93,6 +93,4 @@ def prepare_multiprocess_dir() -> str | None:
     path.mkdir(parents=True, exist_ok=True)
     if not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(f"{folder} is not writable")
-    for stale in path.glob("*.db"):  # left by an earlier run: would be added in
-        stale.unlink()
     return None

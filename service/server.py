@@ -28,7 +28,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
-from service.config import ServerConfig, host_port
+from service.config import MULTIPROC_ENV, ServerConfig, host_port
 from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
@@ -37,6 +37,8 @@ from service.logs import DROPPED_LINES, bind_process_fields, configure_logging, 
 from service.metrics import (
     ServiceMetrics,
     add_process_metrics,
+    clear_multiprocess_dir,
+    multiprocess_enabled,
     multiprocess_registry,
     start_metrics_http,
     worker_exited,
@@ -302,10 +304,12 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         )
     if config.plain_state:
         _log.warning("plain state tokens: anyone can read and forge game states (debugging only)")
-    for port in (config.grpc_port, config.http_port):
+    for port in (config.grpc_port, config.http_port, config.metrics_port):
         if port and (error := _taken(config.host, port)) is not None:
             _log.error("cannot listen", address=host_port(config.host, port), error=error)
             return 1
+    if multiprocess_enabled():
+        clear_multiprocess_dir()
     if config.workers > 1:
         return _supervise(config, keys.ring, pending)
     registry = CollectorRegistry()
@@ -366,7 +370,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     ``kill -9``), the supervisor stops the others and exits 1, so that the
     orchestrator restarts the whole server (docs/operations.md "Workers").
     """
-    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+    if MULTIPROC_ENV not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
     workers = _fork_workers(config, keys)
     stopping = False

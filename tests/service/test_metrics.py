@@ -380,7 +380,7 @@ def test_forked_workers_aggregate_in_multiprocess_mode(tmp_path):
     assert value(found, "grpc_server_handled_total", **play, grpc_code="Internal") == 0
 
     # The next start empties the directory it is given: a second run starts from zero.
-    clear = "import service.serve_command as s; assert s.prepare_multiprocess_dir() is None"
+    clear = "import service.metrics as m; m.clear_multiprocess_dir()"
     environ = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     subprocess.run([sys.executable, "-c", clear], cwd=ROOT, env=environ, check=True, timeout=60)
     assert not list(tmp_path.glob("*.db"))

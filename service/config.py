@@ -21,6 +21,7 @@ ENV_PREFIX = "CARDRULES_"
 #: prometheus_client's multiprocess folder, which workers share (``service.metrics``).
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LOG_FORMATS = ("auto", "json", "console")
+MIN_CONNECTION_AGE_SECONDS = 1
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -72,7 +73,8 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--max-connection-age-seconds": (
         "max_connection_age_seconds",
         "close each gRPC connection after about this long (GOAWAY, calls in flight "
-        "finish), so that clients reconnect, re-resolve DNS and find new pods (0 = never)",
+        "finish), so that clients reconnect, re-resolve DNS and find new pods (0 = never; "
+        "else at least 1)",
     ),
     "--cors-origins": (
         "cors_origins",
@@ -163,6 +165,11 @@ def _host(source: str, text: str) -> str:
         host = host[1:-1]
     if not host or any(c.isspace() or c in "[]/" for c in host):
         raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
+    if ":" not in host:  # a name, or an IPv4 address: labels of 1 to 63 characters
+        try:
+            host.encode("idna")
+        except UnicodeError:
+            raise ConfigValueError(f"{source}: {text!r} is not a host name or address") from None
     return host
 
 
@@ -214,7 +221,15 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         if (item := raw(name)) is not None:
             values[name] = _seconds(*item)
     if (item := raw("max_connection_age_seconds")) is not None:
-        values["max_connection_age_seconds"] = _seconds(*item, high=7 * 24 * 3600)
+        age = _seconds(*item, high=7 * 24 * 3600)
+        if 0 < age < MIN_CONNECTION_AGE_SECONDS:
+            # Clients would spend their time reconnecting: with 1 ms, a third of the
+            # calls of four clients failed.
+            raise ConfigValueError(
+                f"{item[0]}: {age} is under the minimum of {MIN_CONNECTION_AGE_SECONDS} second "
+                "(0 = never)"
+            )
+        values["max_connection_age_seconds"] = age
     if (item := raw("cors_origins")) is not None:
         try:
             values["cors_origins"] = parse_origins(item[1])

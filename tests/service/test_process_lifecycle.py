@@ -377,7 +377,7 @@ def test_an_ipv6_host_serves_grpc_http_and_metrics(host):
         assert str(line["peer"]).startswith("ipv6:[::1]:")
 
 
-@pytest.mark.parametrize("host", ["", " ", "[]", "a b", "http://x"])
+@pytest.mark.parametrize("host", ["", " ", "[]", "a b", "http://x", "a..b", "x" * 64 + ".example"])
 def test_a_host_that_is_no_name_or_address_exits_2(host):
     done = serve_and_fail("--host", host)
     assert (done.returncode, done.stdout) == (2, "")

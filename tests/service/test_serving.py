@@ -971,6 +971,7 @@ def test_a_flag_wins_over_its_environment_variable():
         ("CARDRULES_DRAIN_DELAY_SECONDS", "-1"),
         ("CARDRULES_MAX_CONNECTION_AGE_SECONDS", "forever"),
         ("CARDRULES_MAX_CONNECTION_AGE_SECONDS", "-5"),
+        ("CARDRULES_MAX_CONNECTION_AGE_SECONDS", "0.001"),
         ("CARDRULES_LOG_FORMAT", "xml"),
         ("CARDRULES_PLAIN_STATE", "maybe"),
     ],

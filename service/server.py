@@ -368,7 +368,9 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
 
     Workers are not restarted one by one: when one exits on its own (a crash,
     ``kill -9``), the supervisor stops the others and exits 1, so that the
-    orchestrator restarts the whole server (docs/operations.md "Workers").
+    orchestrator restarts the whole server (docs/operations.md "Workers"). Workers
+    still running ``STOP_MARGIN_SECONDS`` after the drain delay and grace period
+    that followed the first stop signal are killed, with the same exit status.
     """
     if MULTIPROC_ENV not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
@@ -379,11 +381,23 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
         nonlocal stopping
         if stopping and signum != signal.SIGINT:
             return  # the workers already drain; a second SIGTERM could catch one exiting
+        if not stopping:
+            deadline = config.drain_delay_seconds + config.grace_seconds + STOP_MARGIN_SECONDS
+            signal.setitimer(signal.ITIMER_REAL, deadline)
         stopping = True
         for pid in list(workers):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
                 os.kill(pid, signum)
 
+    def kill_stragglers(_signum: int, _frame: object) -> None:
+        # A hung worker (stopped, deadlocked) would keep the supervisor, and with it
+        # the pod, waiting for good, while the kernel still gives it connections.
+        _log.error("workers did not stop in time", workers=sorted(workers.values()))
+        for pid in list(workers):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGALRM, kill_stragglers)
     for signum in STOP_SIGNALS:
         signal.signal(signum, forward)
     for signum in pending.received:
@@ -405,9 +419,15 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
             _log.error("worker exited", worker=worker, pid=pid, exit_code=code, signal=killed_by)
             status = 1
             forward(signal.SIGTERM, None)
+    signal.setitimer(signal.ITIMER_REAL, 0)
     if stop_metrics is not None:
         stop_metrics()
     return status
+
+
+#: How long after the drain delay and the grace period a supervisor waits for its
+#: workers before it kills them (``_supervise``).
+STOP_MARGIN_SECONDS = 5.0
 
 
 def _fork_workers(config: ServerConfig, keys: KeyRing) -> dict[int, int]:

@@ -211,6 +211,28 @@ def test_a_worker_that_dies_stops_the_server_with_status_1():
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
 
 
+def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period():
+    """A stopped (or deadlocked) worker would keep the supervisor waiting for good."""
+    server = start_server((*workers(), "--grace-seconds", "1"))
+    try:
+        listening = server.wait_for_logs("listening", 2)
+        pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
+        os.kill(pid_of[2], signal.SIGSTOP)
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(60) == 1
+        waited = time.monotonic() - started
+    finally:
+        server.kill()
+    # The drain delay (0 here) and the grace period, then a margin of 5 s.
+    assert waited >= 1 + 5
+    [late] = server.log_events("workers did not stop in time")
+    assert late["workers"] == [2]
+    [exited] = server.log_events("worker exited")
+    assert (exited["worker"], exited["signal"]) == (2, "SIGKILL")
+    assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
+
+
 def test_workers_drain_and_stop_when_their_supervisor_is_killed():
     """A supervisor killed with SIGKILL cannot stop its workers; they see their lifeline
     cut and drain instead of serving on, with SO_REUSEPORT beside a restarted server."""

@@ -16,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -131,6 +134,7 @@ async def run_servers(
     Returns the exit status.
     """
     signals = StopSignals(asyncio.get_running_loop(), pending)
+    asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
     if metrics is not None:
         DROPPED_LINES.on_drop = metrics.log_line_dropped
     if lifeline is not None:
@@ -296,6 +300,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     ``pending`` holds the stop signals that came while the process started.
     """
     configure_logging(config.log_format, config.log_level)
+    _raise_open_files_limit()
     keys = load_keys(config)  # resolve() has refused bad keys already, naming their source
     if keys.ephemeral:
         _log.warning(
@@ -322,6 +327,51 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         return asyncio.run(run_servers(config, keys.ring, metrics, pending))
     finally:
         stop_metrics()
+
+
+def _raise_open_files_limit() -> None:
+    """Raise the soft limit on open files to the hard one, as Go's runtime does: every
+    connection holds a descriptor, and the common soft default of 1,024 stopped the
+    server accepting at about a thousand idle clients (docs/operations.md, "Sizing")."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        # An infinite hard limit (macOS) is not a valid soft one: keep the soft then.
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class AcceptErrorsOncePerWindow:
+    """The event loop's exception handler: asyncio's "out of system resource" on accept
+    (no descriptors left) at most once per ``window`` seconds, with how many were held
+    back; everything else as asyncio's default handler reports it.
+
+    asyncio (3.11 to 3.13) reports that error for every connection it tries to accept
+    while descriptors run out: tens of thousands of lines a second, which fill the log
+    and take a core.
+    """
+
+    MESSAGE = "socket.accept() out of system resource"
+
+    def __init__(self, window: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self._window = window
+        self._clock = clock
+        self._last: float | None = None
+        self._held_back = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") != self.MESSAGE:
+            loop.default_exception_handler(context)
+            return
+        now = self._clock()
+        if self._last is not None and now - self._last < self._window:
+            self._held_back += 1
+            return
+        _log.error(
+            "no file descriptors left: connections wait to be accepted",
+            error=str(context.get("exception")),
+            held_back=self._held_back,
+        )
+        self._last, self._held_back = now, 0
 
 
 def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callable[[], None] | None:

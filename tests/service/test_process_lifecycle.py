@@ -6,6 +6,7 @@ metrics folder) and IPv6 hosts. Real processes on loopback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -16,12 +17,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import grpc
 import pytest
+import structlog.testing
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc_health.v1 import health_pb2
 
+from service.server import AcceptErrorsOncePerWindow
 from tests.service.grpc_helpers import connect, health
 from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import (
@@ -322,6 +326,67 @@ def test_a_log_reader_that_goes_away_loses_lines_but_no_call(args):
     notes = stderr.splitlines()
     assert len(notes) == processes, stderr  # once per process that logs requests
     assert all("log lines are lost" in note and "BrokenPipeError" in note for note in notes)
+
+
+def open_files_limits(pid: int) -> tuple[int, int]:
+    """The soft and hard ``RLIMIT_NOFILE`` of ``pid``, from ``/proc``."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError("no open files limit")
+
+
+def test_the_soft_open_files_limit_is_raised_to_the_hard_one():
+    """Every connection holds a descriptor: a soft limit of 1,024 (a common default)
+    would stop the server accepting at about a thousand idle clients."""
+    launcher = ("sh", "-c", 'ulimit -S -n 256 && exec "$@"', "sh")
+    with running(launcher=launcher) as server:
+        soft, hard = open_files_limits(server.process.pid)
+    assert soft == hard > 256
+
+
+def test_running_out_of_descriptors_is_logged_once_and_serving_resumes():
+    """asyncio reports every accept that fails for want of a descriptor, tens of
+    thousands of lines a second; the server logs one line per 10 s."""
+    launcher = ("sh", "-c", 'ulimit -n 64 && exec "$@"', "sh")
+    with running(launcher=launcher) as server:
+        assert open_files_limits(server.process.pid) == (64, 64)
+        connections = []
+        try:
+            for _ in range(100):
+                connections.append(socket.create_connection(("127.0.0.1", server.http_port)))
+            time.sleep(2)
+        finally:
+            for connection in connections:
+                connection.close()
+        [line] = server.wait_for_logs("no file descriptors left: connections wait to be accepted")
+        assert line["level"] == "error" and "Too many open files" in str(line["error"])
+        with connect(server.target) as stub:
+            game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        assert len(game.seat_tokens) == 2
+    assert not server.log_events("Exception in callback")
+
+
+def test_accept_errors_are_logged_once_per_window_with_the_count_held_back(caplog):
+    """Other loop errors still go to asyncio's own handler."""
+    now = [0.0]
+    handler = AcceptErrorsOncePerWindow(window=10, clock=lambda: now[0])
+    loop = asyncio.new_event_loop()
+    try:
+        failed = {"message": AcceptErrorsOncePerWindow.MESSAGE, "exception": OSError(24, "x")}
+        with structlog.testing.capture_logs() as logged:
+            for moment in (0.0, 1.0, 9.9, 10.0, 12.0):
+                now[0] = moment
+                handler(loop, failed)
+            handler(loop, {"message": "something else"})
+    finally:
+        loop.close()
+    assert [line["held_back"] for line in logged] == [0, 2]
+    assert {line["event"] for line in logged} == {
+        "no file descriptors left: connections wait to be accepted"
+    }
+    assert [record.getMessage() for record in caplog.records] == ["something else"]
 
 
 def test_a_child_that_is_no_worker_exiting_leaves_the_server_serving(tmp_path):

@@ -1,6 +1,8 @@
 """SIGTERM and SIGINT, from the first moment of ``cardrules serve`` (design section 6).
 
-SIGTERM or SIGINT ends serving; SIGINT (Ctrl-C) also skips the drain delay.
+SIGTERM, SIGINT or SIGHUP ends serving; SIGINT (Ctrl-C) also skips the drain
+delay. SIGHUP (the terminal of ``make serve`` closed) drains as SIGTERM does,
+instead of killing the process with calls in flight.
 ``PendingSignals`` records them while the process is still starting, before an
 event loop can take them: with the default action a pod deleted just after it
 started would die by SIGTERM (status 143) instead of exiting 0. ``StopSignals``
@@ -14,7 +16,9 @@ import asyncio
 import contextlib
 import signal
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Stop as SIGTERM does, and are ignored once stopping.
+_LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
 
 
 class PendingSignals:
@@ -34,8 +38,8 @@ class StopSignals:
 
     A SIGINT that comes during a SIGTERM's drain delay cuts the delay short: a
     second Ctrl-C, or the one a terminal sends to the workers of ``--workers N``.
-    Once stopping, further SIGTERMs are ignored, also after the event loop has
-    closed (which would restore the default action, death by SIGTERM).
+    Once stopping, further SIGTERMs and SIGHUPs are ignored, also after the event
+    loop has closed (which would restore the default action, death by the signal).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, pending: PendingSignals) -> None:
@@ -52,8 +56,9 @@ class StopSignals:
         """Stop as ``signum`` would: the handler of the stop signals, also called directly."""
         if self.first is None:
             self.first = signum
-            self._loop.remove_signal_handler(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for quiet in _LIKE_SIGTERM:
+                self._loop.remove_signal_handler(quiet)
+                signal.signal(quiet, signal.SIG_IGN)
         self.received.set()
         if signum == signal.SIGINT:
             self._hurry.set()

@@ -179,8 +179,8 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
 
 @pytest.mark.parametrize(
     "signals",
-    [(signal.SIGINT,), (signal.SIGTERM, signal.SIGINT)],
-    ids=["sigint", "sigint_during_the_drain_delay"],
+    [(signal.SIGINT,), (signal.SIGTERM, signal.SIGINT), (signal.SIGHUP, signal.SIGINT)],
+    ids=["sigint", "sigint_during_the_drain_delay", "sigint_during_a_sighup_drain"],
 )
 def test_the_supervisor_forwards_sigint_so_workers_skip_the_drain_delay(signals):
     with running((*workers(), "--drain-delay-seconds", "600"), timeout=30) as server:
@@ -192,7 +192,7 @@ def test_the_supervisor_forwards_sigint_so_workers_skip_the_drain_delay(signals)
     draining = server.log_events("draining")
     assert {line["signal"] for line in draining} == {signals[0].name}
     assert {line["drain_delay_seconds"] for line in draining} == {
-        600 if signals[0] == signal.SIGTERM else 0
+        0 if signals[0] == signal.SIGINT else 600
     }
     assert len(server.log_events("stopped")) == 2
 

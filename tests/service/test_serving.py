@@ -700,19 +700,24 @@ def test_sigint_skips_the_drain_delay(signals):
     assert [line.get("event") for line in server.logs][-2:] == ["stopping", "stopped"]
 
 
-def test_sigterm_repeated_until_the_process_is_gone_still_exits_0():
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_stop_signal_repeated_until_the_process_is_gone_still_exits_0(signum):
     """Only the first SIGTERM counts: more of them, up to the last moment of the exit
-    (after the event loop, whose handlers they met, has closed), change nothing."""
+    (after the event loop, whose handlers they met, has closed), change nothing.
+    SIGHUP (the terminal of ``make serve`` closed) drains the same way: it used to
+    kill the process with calls in flight."""
     with running(("--drain-delay-seconds", "0.2")) as server:
-        server.process.send_signal(signal.SIGTERM)
+        server.process.send_signal(signum)
         server.wait_for_logs("draining")
         while server.process.poll() is None:
             try:
-                server.process.send_signal(signal.SIGTERM)
+                server.process.send_signal(signum)
             except ProcessLookupError:
                 break
             time.sleep(0.0005)
         assert server.process.wait(60) == 0
+    assert server.log_events("draining")[0]["signal"] == signum.name
+    assert server.log_events("draining")[0]["drain_delay_seconds"] == 0.2
     assert [line.get("event") for line in server.logs][-2:] == ["stopping", "stopped"]
 
 

@@ -40,6 +40,8 @@ def run_serve(args: argparse.Namespace) -> int:
         config = resolve(args)
     except ConfigValueError as error:
         return _fail(str(error))
+    if sys.stdout is None:  # started with stdout closed (``>&-``): Python gives it None
+        return _fail("stdout is closed: the log lines have nowhere to go")
     made_folder = None
     if config.workers > 1:
         if config.grpc_port == 0:
@@ -65,7 +67,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"cardrules: error: {message}", file=sys.stderr)
+    if sys.stderr is not None:
+        print(f"cardrules: error: {message}", file=sys.stderr)
     return 2
 
 

@@ -389,6 +389,20 @@ def test_accept_errors_are_logged_once_per_window_with_the_count_held_back(caplo
     assert [record.getMessage() for record in caplog.records] == ["something else"]
 
 
+def test_a_closed_stdout_at_start_exits_2_with_one_line():
+    """Python gives a closed stdout as None; the first log line was a traceback."""
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", CARDRULES, "serve", "--grpc-port", "0"],
+        env=server_environment(),
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "cardrules: error: stdout is closed: the log lines have nowhere to go\n"
+
+
 def test_a_child_that_is_no_worker_exiting_leaves_the_server_serving(tmp_path):
     """As PID 1 of a container the supervisor also reaps orphans, which are no workers.
 

@@ -114,7 +114,7 @@ def grpc_server_options(config: ServerConfig) -> list[tuple[str, int]]:
     ]
     if config.max_connection_age_seconds:
         # grpc adds +-10% jitter, so the clients of one server do not all reconnect at once.
-        age_ms = max(1, round(config.max_connection_age_seconds * 1000))
+        age_ms = round(config.max_connection_age_seconds * 1000)
         options.append(("grpc.max_connection_age_ms", age_ms))
         options.append(("grpc.max_connection_age_grace_ms", CONNECTION_AGE_GRACE_MS))
     return options

@@ -266,21 +266,10 @@ def test_a_log_reader_that_goes_away_loses_lines_but_no_call(args):
     with it. The lost lines are counted and reported once on stderr."""
     processes = 2 if args else 1
     grpc_port, http_port, metrics_port = free_ports(3)
-    command = [
-        CARDRULES,
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--grpc-port",
-        str(grpc_port),
-        "--http-port",
-        str(http_port),
-        "--metrics-port",
-        str(metrics_port),
-        *args,
-    ]
+    ports = {"--grpc-port": grpc_port, "--http-port": http_port, "--metrics-port": metrics_port}
+    flags = [text for flag, port in ports.items() for text in (flag, str(port))]
     process = subprocess.Popen(
-        command,
+        [CARDRULES, "serve", "--host", "127.0.0.1", *flags, *args],
         env=server_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

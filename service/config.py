@@ -21,8 +21,8 @@ ENV_PREFIX = "CARDRULES_"
 #: prometheus_client's multiprocess folder, which workers share (``service.metrics``).
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LOG_FORMATS = ("auto", "json", "console")
-MIN_CONNECTION_AGE_SECONDS = 1
 LOG_LEVELS = ("debug", "info", "warning", "error")
+MIN_CONNECTION_AGE_SECONDS = 1
 
 
 @dataclass(frozen=True, slots=True)

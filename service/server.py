@@ -127,7 +127,7 @@ async def run_servers(
     pending: PendingSignals,
     lifeline: int | None = None,
 ) -> int:
-    """Run the gRPC server and the HTTP gateway until SIGTERM or SIGINT, then drain both.
+    """Run the gRPC server and the HTTP gateway until a stop signal, then drain both.
 
     A signal ``pending`` recorded during start-up stops the server as soon as it
     serves. A worker also stops when its ``lifeline`` is cut (``_follow_supervisor``).

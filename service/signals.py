@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT, from the first moment of ``cardrules serve`` (design section 6).
+"""Stop signals, from the first moment of ``cardrules serve`` (design section 6).
 
 SIGTERM, SIGINT or SIGHUP ends serving; SIGINT (Ctrl-C) also skips the drain
 delay. SIGHUP (the terminal of ``make serve`` closed) drains as SIGTERM does,

@@ -5,8 +5,8 @@ With ``--workers N`` the supervisor forks N workers before any server
 starts; each binds the same ports (gRPC and HTTP) with SO_REUSEPORT and the
 kernel spreads connections. gRPC and HTTP share one asyncio loop, one API
 object and one ``CallRunner`` per process. The supervisor serves the metrics
-of all workers (prometheus multiprocess mode) and forwards SIGTERM and
-SIGINT. The multiprocess directory must be chosen before
+of all workers (prometheus multiprocess mode) and forwards the stop
+signals; workers stop too when it dies (a lifeline pipe). The multiprocess directory must be chosen before
 ``prometheus_client`` is first imported, which is why
 ``service.serve_command`` imports this module only after setting it.
 """

@@ -808,6 +808,36 @@ def test_events_of_whole_games_convert_and_cover_every_event_type() -> None:
     assert seen == set(EVENT_KINDS.values())
 
 
+def test_a_client_reads_back_every_event_kind_of_whole_games() -> None:
+    """``event_from_proto`` (``simulate --server``) gives back the engine event the server
+    sent, for every kind: bordstabbe and tie-break deals included, which the remote
+    simulations of the tests never meet."""
+    runs: list[tuple[Config, int, Sequence[Sequence[Card]]]] = [
+        (Config(3, draw_for_deal=True, match_deals=3), 1, ()),
+        (Config(2, rules=Rules(bordstabbe=True)), 2, [bordstabbe_deck()]),
+    ]
+    tie_config = Config(2, tie_rule=TieRule.TIEBREAK_DEAL, target_score=1)
+    runs += [(tie_config, seed, ()) for seed in TIE_SEEDS]
+    seen: set[type] = set()
+    for config, seed, decks in runs:
+        for _, events in games(config, seed, decks):
+            for event, msg in zip(events, events_to_proto(events), strict=True):
+                assert event_from_proto(pb.Event.FromString(msg.SerializeToString())) == event
+                seen.add(type(event))
+        if TiebreakDeal in seen:
+            break
+    assert seen == set(EVENT_KINDS)
+
+
+def test_a_client_refuses_a_dealer_draw_with_more_seats_than_cards() -> None:
+    """A draw pairs each seat with its card: a message with a seat short of a card is
+    refused, not read as a draw without that seat."""
+    (msg,) = events_to_proto([DealerDrawn(((0, parse_card("2C")), (1, parse_card("KH"))), 1)])
+    msg.dealer_drawn.seats.append(2)
+    with pytest.raises(ValueError, match="zip"):
+        event_from_proto(msg)
+
+
 # --- checked GameState: targeted inconsistencies ------------------------------
 
 Mutation = Callable[[pb.GameState], object]

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import itertools
 import json
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,13 @@ from service.errors import (
     permission_denied,
 )
 from service.http_cors import CorsPolicy, parse_origins
-from service.http_gateway import HttpGateway, RouteConflictError, http_status
+from service.http_gateway import (
+    JSON_BODY_FACTOR,
+    HttpGateway,
+    RouteConflictError,
+    http_status,
+    start_http,
+)
 from service.http_json import parse_request
 from service.http_routes import UnsupportedRouteError, routes
 from service.server import build_api
@@ -188,6 +196,27 @@ def test_an_annotated_rpc_without_an_api_method_fails_at_start_up():
             object(),
             CallRunner(None),
             [echo_service()],
+            max_request_bytes=1024,
+            cors=CorsPolicy(()),
+            openapi=b"{}",
+        )
+
+
+@pytest.mark.parametrize(
+    "services",
+    [
+        pytest.param(lambda: [echo_service()] * 2, id="one_path_twice"),
+        pytest.param(lambda: [echo_service("/healthz")], id="a_path_the_gateway_serves"),
+    ],
+)
+def test_two_routes_on_one_method_and_path_fail_at_start_up(services):
+    """No annotation silently takes the place of another, or of ``/healthz``."""
+    bound = services()
+    with pytest.raises(RouteConflictError, match=r"^POST /\S+ is bound twice$"):
+        HttpGateway(
+            EchoApi(bound[0]),
+            CallRunner(None),
+            bound,
             max_request_bytes=1024,
             cors=CorsPolicy(()),
             openapi=b"{}",
@@ -438,6 +467,187 @@ def test_a_connection_without_a_whole_request_head_is_closed_after_the_keepalive
         assert sent >= 2 if trickle else sent == 0
 
     run(krypkasino_gateway(), scenario, keepalive_seconds=0.5)
+
+
+def test_the_drain_ends_at_once_when_no_request_is_in_flight():
+    """The SIGTERM drain waits for requests in flight only: with none, before any request
+    came or after the last was answered, the server stops without waiting out its grace."""
+
+    async def main() -> None:
+        idle = krypkasino_gateway()
+        await asyncio.wait_for(idle.drain(60), 5)  # no request ever came
+        gateway = krypkasino_gateway()
+        server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=60)
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"http://127.0.0.1:{server.port}/healthz") as r,
+            ):
+                assert r.status == 200
+        finally:
+            await asyncio.wait_for(server.stop(), 5)
+
+    asyncio.run(main())
+
+
+def test_the_drain_waits_for_a_request_in_flight_when_another_has_ended():
+    """A request answered while another's body is still coming does not end the drain."""
+    gateway = krypkasino_gateway()
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(SCORE_HEAD + b'Content-Length: 100\r\n\r\n{"state": "')
+            await writer.drain()
+            await asyncio.sleep(0.2)  # the score call is in flight, its body still coming
+            async with session.get(f"{url}/healthz") as r:
+                assert r.status == 200
+            draining = asyncio.create_task(gateway.drain(60))
+            await asyncio.sleep(0.3)
+            assert not draining.done()
+            writer.write(b"A" * 87 + b'"}')
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 400 ")
+            await asyncio.wait_for(draining, 5)
+        finally:
+            writer.close()
+
+    run(gateway, scenario)
+
+
+def test_a_request_without_a_body_needs_no_content_type():
+    """No body, nothing to type: the call is made on an empty request (here refused for
+    its missing state, as an empty JSON object would be)."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        request = b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n"
+        answer, status = await raw_exchange(url, request)
+        assert answer.startswith(b"HTTP/1.1 400 ")
+        assert refusal(json.loads(status))[:2] == (code_pb2.INVALID_ARGUMENT, "STATE_MISSING")
+
+    run(krypkasino_gateway(), scenario)
+
+
+def test_a_body_without_a_content_type_is_415():
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        request = b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\n\r\n{}"
+        answer, status = await raw_exchange(url, request)
+        assert answer.startswith(b"HTTP/1.1 415 ")
+        assert refusal(json.loads(status)) == (
+            code_pb2.INVALID_ARGUMENT,
+            "UNSUPPORTED_MEDIA_TYPE",
+            {},
+            {},
+        )
+
+    run(krypkasino_gateway(), scenario)
+
+
+def test_a_refused_call_keeps_its_connection_for_the_next_request():
+    """Only a body that could not be read (or came too late) closes the connection."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            for _answer in range(2):
+                writer.write(SCORE_HEAD + b"Content-Length: 2\r\n\r\n{}")
+                await writer.drain()
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" not in head
+                length = int(re.search(rb"Content-Length: (\d+)", head)[1])  # type: ignore[index]
+                assert b"STATE_MISSING" in await reader.readexactly(length)
+        finally:
+            writer.close()
+
+    run(krypkasino_gateway(), scenario)
+
+
+def test_a_content_length_over_the_limit_is_413_before_any_of_the_body_comes():
+    """The declared length alone refuses it: the gateway does not wait for a body it
+    would not take."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        over = 4096 * JSON_BODY_FACTOR + 1
+        answer, status = await asyncio.wait_for(
+            raw_exchange(url, SCORE_HEAD + f"Content-Length: {over}\r\n\r\n".encode()), 5
+        )
+        assert answer.startswith(b"HTTP/1.1 413 ")
+        assert refusal(json.loads(status))[:2] == (code_pb2.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE")
+
+    run(krypkasino_gateway(limit=4096), scenario)
+
+
+def test_a_chunked_body_is_413_as_soon_as_it_passes_the_limit():
+    """Without a length the body is counted as it comes: the first chunk past 16 times
+    the limit is refused, and the rest is neither awaited nor read."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        size = 4096 * JSON_BODY_FACTOR + 1
+        chunk = f"{size:x}\r\n".encode() + b" " * size + b"\r\n"  # and no last chunk
+        head = SCORE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+        answer, status = await asyncio.wait_for(raw_exchange(url, head + chunk), 5)
+        assert answer.startswith(b"HTTP/1.1 413 ")
+        assert refusal(json.loads(status))[:2] == (code_pb2.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE")
+
+    run(krypkasino_gateway(limit=4096), scenario)
+
+
+def test_stopping_closes_a_kept_alive_connection():
+    async def main() -> None:
+        server = await start_http(
+            krypkasino_gateway(), "127.0.0.1", 0, reuse_port=False, grace_seconds=1
+        )
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200 ") and b"Connection: close" not in head
+            await asyncio.wait_for(server.stop(), 5)
+            await asyncio.wait_for(reader.readuntil(b"}"), 5)  # the rest of the answer
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+        finally:
+            writer.close()
+
+    asyncio.run(main())
+
+
+def test_a_request_still_in_flight_after_the_grace_is_ended_within_a_second():
+    """The drain waits the grace period for requests in flight; one still stuck then (its
+    body never comes) is cancelled after a second, not after aiohttp's minute."""
+
+    async def main() -> None:
+        gateway = krypkasino_gateway(body_seconds=120)
+        server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=0.2)
+        _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(SCORE_HEAD + b'Content-Length: 100\r\n\r\n{"state": "')
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(server.stop(), 10)
+        finally:
+            writer.close()
+
+    asyncio.run(main())
+
+
+def test_a_port_in_use_fails_the_start_with_the_systems_error():
+    """What ``serve`` reports when the HTTP port is taken: the bind's own error."""
+
+    async def main() -> None:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            with pytest.raises(OSError) as raised:
+                await start_http(
+                    krypkasino_gateway(), "127.0.0.1", port, reuse_port=False, grace_seconds=1
+                )
+        assert raised.value.errno == errno.EADDRINUSE
+
+    asyncio.run(main())
 
 
 def test_http_statuses_are_the_standard_mapping_of_google_rpc_codes() -> None:

@@ -14,6 +14,7 @@ import base64
 import gzip
 import http.client
 import json
+import re
 import socket
 import time
 import urllib.request
@@ -112,6 +113,57 @@ def test_an_unknown_path_is_404_not_found_route(server):
     assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": "/v1/krypkasino:shuffle"})
 
 
+def test_a_long_unknown_path_is_echoed_as_its_first_120_characters(server):
+    """What the client sent is quoted back, in the refusal and the request's log line,
+    cut to 120 characters: a request cannot make either as long as it likes."""
+    path = "/v1/" + "x" * 300
+    request_id = "echo-cut-to-120"
+    status, _, body = exchange(
+        f"{server.http_url}{path}",
+        b"{}",
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+    )
+    assert status == 404
+    assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": path[:120]})
+    (line,) = server.request_lines(request_id)
+    assert line["method"] == f"POST {path[:120]}"
+
+
+def test_a_request_no_route_takes_still_has_its_one_log_line(server):
+    """Design section 6: every request is logged, the ones no RPC sees included."""
+    status, _, _ = exchange(
+        f"{server.http_url}/v1/nowhere",
+        b"{}",
+        headers={"Content-Type": "application/json", "X-Request-Id": "unrouted-line"},
+    )
+    assert status == 404
+    (line,) = server.request_lines("unrouted-line")
+    assert re.fullmatch(r"ipv4:127\.0\.0\.1:[1-9]\d*", str(line["peer"]))
+    assert {k: line[k] for k in ("method", "code", "reason", "transport", "game_id")} == {
+        "method": "POST /v1/nowhere",
+        "code": "NotFound",
+        "reason": "NOT_FOUND_ROUTE",
+        "transport": "http",
+        "game_id": None,
+    }
+
+
+def test_an_http_request_has_no_access_log_line_besides_its_request_line(server):
+    """aiohttp's access log would be a second line per request, in its own format."""
+    for request_id in ("no-access-line-1", "no-access-line-2"):
+        status, _, _ = exchange(
+            f"{server.http_url}/healthz", method="GET", headers={"X-Request-Id": request_id}
+        )
+        assert status == 200
+    exchange(
+        f"{server.http_url}/v1/nowhere",
+        b"{}",
+        headers={"Content-Type": "application/json", "X-Request-Id": "no-access-line-3"},
+    )
+    server.request_lines("no-access-line-3")
+    assert not [line for line in server.logs if line.get("logger") == "aiohttp.access"]
+
+
 def test_the_root_path_reaches_the_gateway(server):
     status, headers, body = exchange(f"{server.http_url}/", b"{}")
     assert status == 404 and headers["X-Request-Id"]
@@ -130,6 +182,12 @@ def test_a_wrong_method_is_405_with_allow(server):
     assert refusal(body)[:2] == (12, "METHOD_NOT_ALLOWED")
     status, headers, _ = exchange(f"{server.http_url}/openapi.json", b"{}", method="PUT")
     assert status == 405 and headers["Allow"] == "GET, HEAD, OPTIONS"
+
+
+def test_a_wrong_method_is_named_in_its_refusal(server):
+    status, _, body = exchange(f"{server.http_url}/v1/krypkasino:score", method="DELETE")
+    assert status == 405
+    assert refusal(body)[:3] == (12, "METHOD_NOT_ALLOWED", {"method": "DELETE"})
 
 
 @pytest.mark.parametrize(
@@ -564,6 +622,13 @@ def health_over_http(server: ServerProcess) -> dict[str, tuple[int, str]]:
         assert head_status == status
         answers[path] = (status, value["status"])
     return answers
+
+
+def test_health_answers_are_json(server):
+    for path in ("/healthz", "/readyz"):
+        status, headers, value = exchange(f"{server.http_url}{path}", method="GET")
+        assert (status, value) == (200, {"status": "SERVING"})
+        assert headers["Content-Type"] == "application/json"
 
 
 def test_readyz_turns_503_when_the_drain_begins_and_healthz_stays_200():

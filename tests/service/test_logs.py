@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pytest
 import structlog
 import structlog.testing
@@ -434,6 +435,44 @@ def test_json_lines_on_a_text_only_stdout(monkeypatch):
     assert line["event"] == "text only" and line["text"] == "♠"
 
 
+def test_json_lines_are_compact_utf8_whatever_the_encoding_of_stdouts_text(monkeypatch):
+    """orjson's bytes go to stdout's buffer as they are: compact, UTF-8 even where the
+    text layer is ASCII (``PYTHONIOENCODING``), never ``\\u`` escapes."""
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
+    configure_logging("json")
+    get_logger().info("spades", text="♠")
+    logging.getLogger("lib").warning("ascii record")
+    line, record = raw.getvalue().splitlines()
+    assert '"text":"♠"'.encode() in line
+    assert line == orjson.dumps(json.loads(line))
+    assert json.loads(record)["event"] == "ascii record"
+
+
+class _TextOnly:
+    """A stdout with no binary buffer that keeps what is written and when it is flushed."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(("write", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.calls.append(("flush",))
+
+
+def test_each_json_line_on_a_text_only_stdout_is_one_write_then_flushed(monkeypatch):
+    stdout = _TextOnly()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    configure_logging("json")
+    get_logger().info("text only")
+    (write, text), flush = stdout.calls
+    assert (write, flush) == ("write", ("flush",))
+    assert text.endswith("}\n") and json.loads(text)["event"] == "text only"
+
+
 class _BrokenPipe(io.RawIOBase):
     """The write end of a pipe whose reader went away."""
 
@@ -463,6 +502,43 @@ def test_lines_stdout_refuses_are_counted_and_reported_once(monkeypatch, capsys,
     note = capsys.readouterr().err
     assert note.count("\n") == 1, note
     assert "log lines are lost from now on" in note and "BrokenPipeError" in note
+
+
+def test_the_first_lost_line_is_reported_at_once(monkeypatch, capsys):
+    """The note on stderr comes with the first line lost, not some later one."""
+    dropped = DroppedLines()
+    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
+    monkeypatch.setattr(
+        sys, "stdout", io.TextIOWrapper(io.BufferedWriter(_BrokenPipe()), encoding="utf-8")
+    )
+    configure_logging("json")
+    get_logger().error("the one line")
+    assert dropped.count == 1
+    assert "log lines are lost from now on" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["open_stdout", "closed_stdout"])
+def test_a_record_that_cannot_be_formatted_is_reported_not_counted_as_lost(
+    monkeypatch, capsys, closed
+):
+    """A library's bad record (its arguments do not fit its message) is the stdlib's
+    "--- Logging error ---" on stderr, whatever stdout's state: no line was refused."""
+    dropped = DroppedLines()
+    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
+    stdout = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    configure_logging("json")
+    if closed:
+        stdout.close()
+    # To the handler itself: pytest's own log capture would raise on such a record.
+    (handler,) = [
+        h for h in logging.getLogger().handlers if isinstance(h, service.logs._StdoutHandler)
+    ]
+    handler.handle(
+        logging.LogRecord("lib", logging.WARNING, __file__, 1, "%d moves", ("many",), None)
+    )
+    assert dropped.count == 0
+    assert "--- Logging error ---" in capsys.readouterr().err
 
 
 def test_a_closed_stdout_drops_lines_but_a_line_that_cannot_be_made_raises(monkeypatch):
@@ -595,6 +671,22 @@ def test_the_http_servers_exceptions_keep_their_type_but_not_their_text(capsys, 
     assert out.count(SECRET) == 1  # only in the line of the logger that is not aiohttp's
     assert "ValueError: message withheld, it may quote the request" in out
     assert "Error handling request" in out
+
+
+def test_the_http_servers_records_without_an_exception_are_logged_as_they_came(capsys):
+    """Only an exception's text is withheld and only the parser's refusals go to debug: a
+    warning of aiohttp's without one, or with none to hand, is a line at its level."""
+    configure_logging("json")
+    http_server = logging.getLogger("aiohttp.server")
+    http_server.warning("plain warning")
+    http_server.error("no exception at hand", exc_info=True)
+    plain, at_hand = json_lines(capsys.readouterr().out)
+    assert (plain["level"], plain["event"], plain["logger"]) == (
+        "warning",
+        "plain warning",
+        "aiohttp.server",
+    )
+    assert (at_hand["level"], at_hand["event"]) == ("error", "no exception at hand")
 
 
 @pytest.mark.parametrize("level", ["info", "debug"])

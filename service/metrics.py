@@ -308,9 +308,6 @@ class ServiceMetrics:
             self._move_series[game, kind] = series
         return series
 
-    def log_line_dropped(self) -> None:
-        self.log_lines_dropped.inc()
-
     def illegal_move(self, game: str, reason: str) -> None:
         """The rules refused a move with ``reason`` (the ErrorInfo reason)."""
         self.illegal_moves.labels(game, reason).inc()

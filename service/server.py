@@ -136,7 +136,7 @@ async def run_servers(
     signals = StopSignals(asyncio.get_running_loop(), pending)
     asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
     if metrics is not None:
-        DROPPED_LINES.on_drop = metrics.log_line_dropped
+        DROPPED_LINES.on_drop = metrics.log_lines_dropped.inc
     if lifeline is not None:
         _follow_supervisor(signals, lifeline)
     server = grpc.aio.server(options=grpc_server_options(config))

@@ -788,23 +788,32 @@ def test_the_dealer_drawn_for_is_the_one_the_event_names() -> None:
     assert list(msg.dealer_drawn.seats) == [0, 1]
 
 
-def test_events_of_whole_games_convert_and_cover_every_event_type() -> None:
+def events_of_every_kind() -> Iterator[list[Event]]:
+    """The events of every move of whole games that between them hold every event kind:
+    a draw for deal, a bordstabbe, and tie-break matches until one has its extra deal."""
     runs: list[tuple[Config, int, Sequence[Sequence[Card]]]] = [
         (Config(3, draw_for_deal=True, match_deals=3), 1, ()),
         (Config(2, rules=Rules(bordstabbe=True)), 2, [bordstabbe_deck()]),
     ]
     tie_config = Config(2, tie_rule=TieRule.TIEBREAK_DEAL, target_score=1)
     runs += [(tie_config, seed, ()) for seed in TIE_SEEDS]
-    seen: set[str] = set()
+    tiebreak = False
     for config, seed, decks in runs:
         for _, events in games(config, seed, decks):
-            msgs = events_to_proto(events)
-            assert len(msgs) == len(events)
-            for event, msg in zip(events, msgs, strict=True):
-                assert_event_matches(event, pb.Event.FromString(msg.SerializeToString()))
-                seen.add(EVENT_KINDS[type(event)])
-        if "tiebreak_deal" in seen:
-            break
+            tiebreak = tiebreak or any(isinstance(event, TiebreakDeal) for event in events)
+            yield events
+        if tiebreak:
+            return
+
+
+def test_events_of_whole_games_convert_and_cover_every_event_type() -> None:
+    seen: set[str] = set()
+    for events in events_of_every_kind():
+        msgs = events_to_proto(events)
+        assert len(msgs) == len(events)
+        for event, msg in zip(events, msgs, strict=True):
+            assert_event_matches(event, pb.Event.FromString(msg.SerializeToString()))
+            seen.add(EVENT_KINDS[type(event)])
     assert seen == set(EVENT_KINDS.values())
 
 
@@ -812,20 +821,11 @@ def test_a_client_reads_back_every_event_kind_of_whole_games() -> None:
     """``event_from_proto`` (``simulate --server``) gives back the engine event the server
     sent, for every kind: bordstabbe and tie-break deals included, which the remote
     simulations of the tests never meet."""
-    runs: list[tuple[Config, int, Sequence[Sequence[Card]]]] = [
-        (Config(3, draw_for_deal=True, match_deals=3), 1, ()),
-        (Config(2, rules=Rules(bordstabbe=True)), 2, [bordstabbe_deck()]),
-    ]
-    tie_config = Config(2, tie_rule=TieRule.TIEBREAK_DEAL, target_score=1)
-    runs += [(tie_config, seed, ()) for seed in TIE_SEEDS]
     seen: set[type] = set()
-    for config, seed, decks in runs:
-        for _, events in games(config, seed, decks):
-            for event, msg in zip(events, events_to_proto(events), strict=True):
-                assert event_from_proto(pb.Event.FromString(msg.SerializeToString())) == event
-                seen.add(type(event))
-        if TiebreakDeal in seen:
-            break
+    for events in events_of_every_kind():
+        for event, msg in zip(events, events_to_proto(events), strict=True):
+            assert event_from_proto(pb.Event.FromString(msg.SerializeToString())) == event
+            seen.add(type(event))
     assert seen == set(EVENT_KINDS)
 
 

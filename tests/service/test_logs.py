@@ -483,15 +483,27 @@ class _BrokenPipe(io.RawIOBase):
         raise BrokenPipeError(32, "Broken pipe")
 
 
-@pytest.mark.parametrize("fmt", ["json", "console"])
-def test_lines_stdout_refuses_are_counted_and_reported_once(monkeypatch, capsys, fmt):
+def broken_pipe_stdout() -> io.TextIOWrapper[io.BufferedWriter]:
+    """A stdout like Python's whose pipe reader went away."""
+    return io.TextIOWrapper(io.BufferedWriter(_BrokenPipe()), encoding="utf-8")
+
+
+@pytest.fixture
+def dropped_lines(monkeypatch: pytest.MonkeyPatch) -> DroppedLines:
+    """A count of lost lines of the test's own, in place of the process's."""
     dropped = DroppedLines()
+    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
+    return dropped
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_lines_stdout_refuses_are_counted_and_reported_once(
+    monkeypatch, capsys, fmt, dropped_lines
+):
+    dropped = dropped_lines
     counted: list[int] = []
     dropped.on_drop = lambda: counted.append(1)
-    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
-    monkeypatch.setattr(
-        sys, "stdout", io.TextIOWrapper(io.BufferedWriter(_BrokenPipe()), encoding="utf-8")
-    )
+    monkeypatch.setattr(sys, "stdout", broken_pipe_stdout())
     configure_logging(fmt)
     runner = CallRunner(None)
     outcome = runner.run("svc.S", "Ok", "grpc", "rid-1", lambda r, _i: r, "answer")
@@ -504,13 +516,10 @@ def test_lines_stdout_refuses_are_counted_and_reported_once(monkeypatch, capsys,
     assert "log lines are lost from now on" in note and "BrokenPipeError" in note
 
 
-def test_the_first_lost_line_is_reported_at_once(monkeypatch, capsys):
+def test_the_first_lost_line_is_reported_at_once(monkeypatch, capsys, dropped_lines):
     """The note on stderr comes with the first line lost, not some later one."""
-    dropped = DroppedLines()
-    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
-    monkeypatch.setattr(
-        sys, "stdout", io.TextIOWrapper(io.BufferedWriter(_BrokenPipe()), encoding="utf-8")
-    )
+    dropped = dropped_lines
+    monkeypatch.setattr(sys, "stdout", broken_pipe_stdout())
     configure_logging("json")
     get_logger().error("the one line")
     assert dropped.count == 1
@@ -519,12 +528,11 @@ def test_the_first_lost_line_is_reported_at_once(monkeypatch, capsys):
 
 @pytest.mark.parametrize("closed", [False, True], ids=["open_stdout", "closed_stdout"])
 def test_a_record_that_cannot_be_formatted_is_reported_not_counted_as_lost(
-    monkeypatch, capsys, closed
+    monkeypatch, capsys, closed, dropped_lines
 ):
     """A library's bad record (its arguments do not fit its message) is the stdlib's
     "--- Logging error ---" on stderr, whatever stdout's state: no line was refused."""
-    dropped = DroppedLines()
-    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
+    dropped = dropped_lines
     stdout = io.StringIO()
     monkeypatch.setattr(sys, "stdout", stdout)
     configure_logging("json")
@@ -541,9 +549,10 @@ def test_a_record_that_cannot_be_formatted_is_reported_not_counted_as_lost(
     assert "--- Logging error ---" in capsys.readouterr().err
 
 
-def test_a_closed_stdout_drops_lines_but_a_line_that_cannot_be_made_raises(monkeypatch):
-    dropped = DroppedLines()
-    monkeypatch.setattr(service.logs, "DROPPED_LINES", dropped)
+def test_a_closed_stdout_drops_lines_but_a_line_that_cannot_be_made_raises(
+    monkeypatch, dropped_lines
+):
+    dropped = dropped_lines
     stdout = io.StringIO()
     monkeypatch.setattr(sys, "stdout", stdout)
     configure_logging("json")

@@ -1,4 +1,4 @@
-"""Hypothesis profiles: the same examples every run unless asked for new ones.
+"""Hypothesis profiles, and a temporary folder of its own for the servers the tests start.
 
 ``ci`` (the default) derandomizes Hypothesis, so a run of ``make test`` draws
 what the last one drew: a failure reproduces, and a landing never depends on
@@ -7,8 +7,27 @@ the luck of a draw. ``explore`` draws new examples each run; with
 ``make test FUZZ_SCALE=20 PYTEST_ARGS=--hypothesis-profile=explore``.
 """
 
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def servers_temporary_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point the ``TMPDIR`` that started servers inherit at a folder removed after the run.
+
+    A supervisor makes its metrics folder there and removes it at exit, but the
+    tests that kill one with SIGKILL leave it behind; in ``/tmp`` it would
+    outlive the run.
+    """
+    folder = tmp_path_factory.mktemp("servers-tmp")
+    os.environ["TMPDIR"] = str(folder)
+    yield
+    shutil.rmtree(folder, ignore_errors=True)

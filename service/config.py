@@ -23,6 +23,7 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1
+MIN_WORKER_TIMEOUT_SECONDS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class ServerConfig:
     grace_seconds: float = 10.0
     drain_delay_seconds: float = 1.0
     max_connection_age_seconds: float = 0.0
+    worker_timeout_seconds: float = 10.0
     cors_origins: tuple[str, ...] = ()
 
 
@@ -75,6 +77,12 @@ _OPTIONS: dict[str, tuple[str, str]] = {
         "close each gRPC connection after about this long (GOAWAY, calls in flight "
         "finish), so that clients reconnect, re-resolve DNS and find new pods (0 = never; "
         "else at least 1)",
+    ),
+    "--worker-timeout-seconds": (
+        "worker_timeout_seconds",
+        "with --workers 2 or more: kill a worker whose event loop has not run for this "
+        "long, then stop the others and exit 1 so that the server restarts (0 = never; "
+        "else at least 2)",
     ),
     "--cors-origins": (
         "cors_origins",
@@ -158,6 +166,17 @@ def _seconds(source: str, text: str, high: int = 3600) -> float:
     return value
 
 
+def _seconds_or_never(source: str, text: str, minimum: int, high: int = 3600) -> float:
+    """Seconds that are 0 (never) or at least ``minimum``."""
+    value = _seconds(source, text, high)
+    if 0 < value < minimum:
+        unit = "second" if minimum == 1 else "seconds"
+        raise ConfigValueError(
+            f"{source}: {value} is under the minimum of {minimum} {unit} (0 = never)"
+        )
+    return value
+
+
 def _host(source: str, text: str) -> str:
     """A host name or address; an IPv6 address may come in brackets (``[::1]``)."""
     host = text.strip()
@@ -221,15 +240,15 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         if (item := raw(name)) is not None:
             values[name] = _seconds(*item)
     if (item := raw("max_connection_age_seconds")) is not None:
-        age = _seconds(*item, high=7 * 24 * 3600)
-        if 0 < age < MIN_CONNECTION_AGE_SECONDS:
-            # Clients would spend their time reconnecting: with 1 ms, a third of the
-            # calls of four clients failed.
-            raise ConfigValueError(
-                f"{item[0]}: {age} is under the minimum of {MIN_CONNECTION_AGE_SECONDS} second "
-                "(0 = never)"
-            )
-        values["max_connection_age_seconds"] = age
+        # Under a second, clients would spend their time reconnecting: with 1 ms, a
+        # third of the calls of four clients failed.
+        values["max_connection_age_seconds"] = _seconds_or_never(
+            *item, MIN_CONNECTION_AGE_SECONDS, high=7 * 24 * 3600
+        )
+    if (item := raw("worker_timeout_seconds")) is not None:
+        # Workers beat every half second (service.watchdog): a shorter timeout would
+        # kill a worker that only waited for a core.
+        values["worker_timeout_seconds"] = _seconds_or_never(*item, MIN_WORKER_TIMEOUT_SECONDS)
     if (item := raw("cors_origins")) is not None:
         try:
             values["cors_origins"] = parse_origins(item[1])

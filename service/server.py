@@ -5,8 +5,9 @@ With ``--workers N`` the supervisor forks N workers before any server
 starts; each binds the same ports (gRPC and HTTP) with SO_REUSEPORT and the
 kernel spreads connections. gRPC and HTTP share one asyncio loop, one API
 object and one ``CallRunner`` per process. The supervisor serves the metrics
-of all workers (prometheus multiprocess mode) and forwards the stop
-signals; workers stop too when it dies (a lifeline pipe). The multiprocess directory must be chosen before
+of all workers (prometheus multiprocess mode), forwards the stop signals and
+kills a worker whose event loop stops running (``service.watchdog``); workers
+stop too when it dies (a lifeline pipe). The multiprocess directory must be chosen before
 ``prometheus_client`` is first imported, which is why
 ``service.serve_command`` imports this module only after setting it.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import resource
 import signal
@@ -49,6 +51,7 @@ from service.metrics import (
 from service.openapi import SERVICES, served_document
 from service.signals import STOP_SIGNALS, PendingSignals, StopSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
+from service.watchdog import Heartbeats, keep_beating, start_watchdog
 
 HEALTH_SERVICES = ("", "liveness", "readiness", SERVICE_NAME)
 """Health service names the server answers; probes ask for ``liveness`` and ``readiness``."""
@@ -125,20 +128,20 @@ async def run_servers(
     keys: KeyRing,
     metrics: ServiceMetrics | None,
     pending: PendingSignals,
-    lifeline: int | None = None,
+    supervisor: SupervisorLink | None = None,
 ) -> int:
     """Run the gRPC server and the HTTP gateway until a stop signal, then drain both.
 
     A signal ``pending`` recorded during start-up stops the server as soon as it
-    serves. A worker also stops when its ``lifeline`` is cut (``_follow_supervisor``).
-    Returns the exit status.
+    serves. A worker also stops when its ``supervisor`` is gone, and beats for it
+    (``_follow_supervisor``). Returns the exit status.
     """
     signals = StopSignals(asyncio.get_running_loop(), pending)
     asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
     if metrics is not None:
         DROPPED_LINES.on_drop = metrics.log_lines_dropped.inc
-    if lifeline is not None:
-        _follow_supervisor(signals, lifeline)
+    if supervisor is not None:
+        _follow_supervisor(signals, supervisor)
     server = grpc.aio.server(options=grpc_server_options(config))
     api = build_api(config, keys, metrics)
     runner = CallRunner(metrics)
@@ -418,13 +421,20 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
 
     Workers are not restarted one by one: when one exits on its own (a crash,
     ``kill -9``), the supervisor stops the others and exits 1, so that the
-    orchestrator restarts the whole server (docs/operations.md "Workers"). Workers
-    still running ``STOP_MARGIN_SECONDS`` after the drain delay and grace period
-    that followed the first stop signal are killed, with the same exit status.
+    orchestrator restarts the whole server (docs/operations.md "Workers"). So does
+    one whose event loop stops running for ``config.worker_timeout_seconds``: it is
+    killed (``service.watchdog``). Workers still running ``STOP_MARGIN_SECONDS``
+    after the drain delay and grace period that followed the first stop signal are
+    killed, with the same exit status.
     """
     if MULTIPROC_ENV not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
-    workers = _fork_workers(config, keys)
+    workers, heartbeats = _fork_workers(config, keys)
+    end_watch = (
+        start_watchdog(workers, heartbeats, config.worker_timeout_seconds)
+        if config.worker_timeout_seconds
+        else lambda: None
+    )
     stopping = False
 
     def forward(signum: int, _frame: object) -> None:
@@ -470,6 +480,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
             status = 1
             forward(signal.SIGTERM, None)
     signal.setitimer(signal.ITIMER_REAL, 0)
+    end_watch()
     if stop_metrics is not None:
         stop_metrics()
     return status
@@ -480,17 +491,27 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
 STOP_MARGIN_SECONDS = 5.0
 
 
-def _fork_workers(config: ServerConfig, keys: KeyRing) -> dict[int, int]:
+@dataclass(frozen=True, slots=True)
+class SupervisorLink:
+    """What a worker holds of its supervisor: the read end of the lifeline pipe, and
+    its own ``Heartbeats`` slot to beat."""
+
+    lifeline: int
+    beat: Callable[[], None]
+
+
+def _fork_workers(config: ServerConfig, keys: KeyRing) -> tuple[dict[int, int], Heartbeats]:
     """Fork ``config.workers`` workers; each runs ``run_servers`` and exits with its status.
 
-    Returns each worker's number (1 to N) by pid; every log line of a worker
-    carries its number as ``worker``. Stop signals stay blocked across the
+    Returns each worker's number (1 to N) by pid, and the heartbeats they stamp;
+    every log line of a worker carries its number as ``worker``. Stop signals stay blocked across the
     forks, so one that comes meanwhile waits until each process has its own
     handlers: a child must never run the supervisor's, nor die of the default action.
     Each worker gets the read end of a lifeline pipe whose write end only the
     supervisor keeps open, for as long as it lives (``_follow_supervisor``).
     """
     workers: dict[int, int] = {}
+    heartbeats = Heartbeats(config.workers)
     lifeline, held = os.pipe()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
@@ -501,20 +522,21 @@ def _fork_workers(config: ServerConfig, keys: KeyRing) -> dict[int, int]:
                 pending = PendingSignals()
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 bind_process_fields(worker=worker)
-                os._exit(_run_worker(config, keys, pending, lifeline))
+                link = SupervisorLink(lifeline, functools.partial(heartbeats.beat, worker))
+                os._exit(_run_worker(config, keys, pending, link))
             workers[pid] = worker
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(lifeline)
     # ``held`` is never closed here: the kernel closes it when the supervisor exits,
     # however it dies.
-    return workers
+    return workers, heartbeats
 
 
-def _follow_supervisor(signals: StopSignals, lifeline: int) -> None:
-    """Drain and stop, as on SIGTERM, once the supervisor is gone.
+def _follow_supervisor(signals: StopSignals, supervisor: SupervisorLink) -> None:
+    """Beat for the supervisor's watchdog; drain and stop, as on SIGTERM, once it is gone.
 
-    ``lifeline`` reads end of file when the supervisor exits, also when it is
+    The lifeline reads end of file when the supervisor exits, also when it is
     killed (``kill -9``, the OOM killer) and cannot stop its workers. Orphaned
     workers would otherwise serve on, with SO_REUSEPORT beside a restarted
     server and its new keys and flags. If the supervisor died before the
@@ -523,18 +545,21 @@ def _follow_supervisor(signals: StopSignals, lifeline: int) -> None:
     loop = asyncio.get_running_loop()
 
     def cut() -> None:
-        loop.remove_reader(lifeline)
+        loop.remove_reader(supervisor.lifeline)
         _log.error("supervisor exited", pid=os.getpid())
         signals.stop(signal.SIGTERM)
 
-    loop.add_reader(lifeline, cut)
+    loop.add_reader(supervisor.lifeline, cut)
+    keep_beating(loop, supervisor.beat)
 
 
-def _run_worker(config: ServerConfig, keys: KeyRing, pending: PendingSignals, lifeline: int) -> int:
+def _run_worker(
+    config: ServerConfig, keys: KeyRing, pending: PendingSignals, supervisor: SupervisorLink
+) -> int:
     try:
         # A registry of its own: in multiprocess mode values go to the shared files.
         return asyncio.run(
-            run_servers(config, keys, new_metrics(CollectorRegistry()), pending, lifeline)
+            run_servers(config, keys, new_metrics(CollectorRegistry()), pending, supervisor)
         )
     except BaseException:
         _log.exception("worker crashed")

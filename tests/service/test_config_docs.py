@@ -60,16 +60,25 @@ def test_help_shows_each_default_and_variable() -> None:
         assert f"(default: {option.default}) [{option.variable}]" in text, option
 
 
+RANGE = re.compile(r"(?P<never>0, or )?(?P<low>\d+)\.\.(?P<high>\d+)")
+
+
 @pytest.mark.parametrize(
-    "row", [r for r in ROWS if re.fullmatch(r"\d+\.\.\d+", r["accepts"])], ids=lambda r: r["flag"]
+    "row", [r for r in ROWS if RANGE.fullmatch(r["accepts"])], ids=lambda r: r["flag"]
 )
 def test_each_documented_range_is_the_accepted_one(row: dict[str, str]) -> None:
-    low, high = (int(end) for end in row["accepts"].split(".."))
-    for inside in (low, high):
-        resolved(row["variable"], str(inside))
-    for outside in (low - 1, high + 1):
+    """``low..high``, or ``0, or low..high`` where 0 means never and nothing between 0
+    and low is accepted."""
+    accepts = RANGE.fullmatch(row["accepts"])
+    assert accepts is not None
+    low, high = int(accepts["low"]), int(accepts["high"])
+    inside: list[float] = [low, high, 0] if accepts["never"] else [low, high]
+    outside: list[float] = [high + 1, low / 2 if accepts["never"] else low - 1]
+    for value in inside:
+        resolved(row["variable"], str(value))
+    for value in outside:
         with pytest.raises(ConfigValueError, match=row["variable"]):
-            resolved(row["variable"], str(outside))
+            resolved(row["variable"], str(value))
 
 
 @pytest.mark.parametrize(

@@ -217,7 +217,8 @@ def test_a_worker_that_dies_stops_the_server_with_status_1():
 
 def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period():
     """A stopped (or deadlocked) worker would keep the supervisor waiting for good."""
-    server = start_server((*workers(), "--grace-seconds", "1"))
+    # Without the watchdog, which would otherwise kill the worker first.
+    server = start_server((*workers(), "--grace-seconds", "1", "--worker-timeout-seconds", "0"))
     try:
         listening = server.wait_for_logs("listening", 2)
         pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
@@ -232,6 +233,28 @@ def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period():
     assert waited >= 1 + 5
     [late] = server.log_events("workers did not stop in time")
     assert late["workers"] == [2]
+    [exited] = server.log_events("worker exited")
+    assert (exited["worker"], exited["signal"]) == (2, "SIGKILL")
+    assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
+
+
+def test_a_worker_that_hangs_while_serving_is_killed_and_the_server_stops():
+    """The kernel would go on handing a hung worker its share of new connections."""
+    server = start_server((*workers(), "--worker-timeout-seconds", "2"))
+    try:
+        listening = server.wait_for_logs("listening", 2)
+        pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
+        os.kill(pid_of[2], signal.SIGSTOP)
+        started = time.monotonic()
+        assert server.process.wait(60) == 1
+        waited = time.monotonic() - started
+    finally:
+        server.kill()
+    assert waited >= 2
+    # Only the hung worker: the other one, idle as long, still beat.
+    [hung] = server.log_events("worker hung")
+    assert (hung["worker"], hung["pid"], hung["level"]) == (2, pid_of[2], "error")
+    assert 2 < float(str(hung["silent_seconds"])) <= waited + 1
     [exited] = server.log_events("worker exited")
     assert (exited["worker"], exited["signal"]) == (2, "SIGKILL")
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]

@@ -1,0 +1,105 @@
+"""The supervisor's watch on its workers' event loops (docs/operations.md "Workers").
+
+A worker whose loop stops running (deadlocked, stopped with SIGSTOP, stuck in a
+system call) still gets its share of new connections from the kernel
+(SO_REUSEPORT), and their calls hang until their deadlines. Each worker's loop
+stamps the time into its slot of a mapping shared with the supervisor every
+``BEAT_SECONDS``; the supervisor kills a worker whose stamp is older than the
+timeout, and then stops the others and exits 1 as for any worker that exits on
+its own, so that the orchestrator restarts the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import mmap
+import os
+import signal
+import struct
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from service.logs import get_logger
+
+BEAT_SECONDS = 0.5
+_SLOT = struct.Struct("d")
+
+_log = get_logger("cardrules.server")
+
+
+class Heartbeats:
+    """One time stamp per worker (1 to N) in memory shared across ``fork``.
+
+    ``time.monotonic`` reads one clock for every process of the machine, so the
+    supervisor can compare a worker's stamp with its own time. Every slot starts
+    at the time the mapping is made: a worker that hangs before its loop runs
+    is overdue too.
+    """
+
+    def __init__(self, workers: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._slots = mmap.mmap(-1, _SLOT.size * workers)  # anonymous and MAP_SHARED
+        for worker in range(1, workers + 1):
+            self.beat(worker)
+
+    def beat(self, worker: int) -> None:
+        _SLOT.pack_into(self._slots, _SLOT.size * (worker - 1), self._clock())
+
+    def silent_for(self, worker: int) -> float:
+        """Seconds since ``worker`` last beat."""
+        (last,) = _SLOT.unpack_from(self._slots, _SLOT.size * (worker - 1))
+        return float(self._clock() - last)
+
+
+def keep_beating(loop: asyncio.AbstractEventLoop, beat: Callable[[], None]) -> None:
+    """Call ``beat`` now and every ``BEAT_SECONDS`` for as long as ``loop`` runs callbacks."""
+
+    def again() -> None:
+        beat()
+        loop.call_later(BEAT_SECONDS, again)
+
+    again()
+
+
+def overdue(
+    workers: Mapping[int, int], heartbeats: Heartbeats, timeout: float
+) -> list[tuple[int, int, float]]:
+    """``(pid, worker, silent seconds)`` of each worker silent for longer than ``timeout``."""
+    found = []
+    for pid, worker in list(workers.items()):  # a copy: the supervisor's thread reaps
+        silent = heartbeats.silent_for(worker)
+        if silent > timeout:
+            found.append((pid, worker, silent))
+    return found
+
+
+def start_watchdog(
+    workers: Mapping[int, int], heartbeats: Heartbeats, timeout: float
+) -> Callable[[], None]:
+    """Kill, from a thread of the supervisor, each of ``workers`` (worker by pid) that
+    is silent for longer than ``timeout``; returns the function that ends the watch."""
+    ended = threading.Event()
+
+    def watch() -> None:
+        killed: set[int] = set()
+        while not ended.wait(BEAT_SECONDS):
+            for pid, worker, silent in overdue(workers, heartbeats, timeout):
+                if pid in killed:
+                    continue  # killed, not yet reaped
+                killed.add(pid)
+                # Killed before the log line: a log reader that stalls every write
+                # (one reason workers hang) must not stall the watch too.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                _log.error("worker hung", worker=worker, pid=pid, silent_seconds=round(silent, 1))
+
+    thread = threading.Thread(target=watch, name="cardrules-watchdog", daemon=True)
+    thread.start()
+
+    def end() -> None:
+        ended.set()
+        thread.join()
+
+    return end

@@ -1,0 +1,76 @@
+"""``service.watchdog``: the heartbeats workers stamp and the supervisor reads
+(docs/operations.md "Workers"); the killing itself is tested on real processes in
+test_process_lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+
+from service.watchdog import BEAT_SECONDS, Heartbeats, keep_beating, overdue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_every_worker_starts_as_if_it_beat_when_the_slots_were_made() -> None:
+    clock = Clock()
+    beats = Heartbeats(3, clock)
+    clock.now += 4
+    assert [beats.silent_for(worker) for worker in (1, 2, 3)] == [4, 4, 4]
+
+
+def test_a_beat_resets_only_its_own_worker() -> None:
+    clock = Clock()
+    beats = Heartbeats(3, clock)
+    clock.now += 4
+    beats.beat(2)
+    clock.now += 1
+    assert [beats.silent_for(worker) for worker in (1, 2, 3)] == [5, 1, 5]
+
+
+def test_overdue_names_the_workers_silent_for_longer_than_the_timeout() -> None:
+    clock = Clock()
+    beats = Heartbeats(3, clock)
+    clock.now += 3
+    beats.beat(1)
+    clock.now += 0.5
+    beats.beat(3)
+    clock.now += 1
+    workers = {1001: 1, 1002: 2, 1003: 3}  # worker by pid
+    assert overdue(workers, beats, timeout=3) == [(1002, 2, 4.5)]
+    assert overdue(workers, beats, timeout=4.5) == []  # longer than, not as long as
+    assert overdue({1001: 1, 1003: 3}, beats, timeout=0.9) == [(1001, 1, 1.5), (1003, 3, 1.0)]
+
+
+def test_a_forked_worker_beats_into_the_supervisors_memory() -> None:
+    clock = Clock()
+    beats = Heartbeats(2, clock)
+    clock.now += 10
+    pid = os.fork()
+    if pid == 0:
+        beats.beat(2)
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert (beats.silent_for(1), beats.silent_for(2)) == (10, 0)
+
+
+def test_a_running_loop_keeps_beating() -> None:
+    stamps: list[float] = []
+
+    async def run_for(seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        keep_beating(loop, lambda: stamps.append(loop.time()))
+        await asyncio.sleep(seconds)
+
+    asyncio.run(run_for(2.2 * BEAT_SECONDS))
+    # At once, then every BEAT_SECONDS (a busy machine may run the third late).
+    assert 2 <= len(stamps) <= 3, stamps
+    gaps = [later - earlier for earlier, later in itertools.pairwise(stamps)]
+    assert all(gap >= BEAT_SECONDS - 0.01 for gap in gaps), gaps

@@ -85,21 +85,19 @@ def start_watchdog(
     def watch() -> None:
         killed: set[int] = set()
         while not ended.wait(BEAT_SECONDS):
-            for pid, worker, silent in overdue(workers, heartbeats, timeout):
-                if pid in killed:
-                    continue  # killed, not yet reaped
-                killed.add(pid)
-                # Killed before the log line: a log reader that stalls every write
-                # (one reason workers hang) must not stall the watch too.
+            found = [
+                hung for hung in overdue(workers, heartbeats, timeout) if hung[0] not in killed
+            ]
+            # All killed before any log line: a log reader that stalls every write (one
+            # reason workers hang) would stall this thread at its first line.
+            for pid, _, _ in found:
+                killed.add(pid)  # killed, perhaps not yet reaped
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            for pid, worker, silent in found:
                 _log.error("worker hung", worker=worker, pid=pid, silent_seconds=round(silent, 1))
 
-    thread = threading.Thread(target=watch, name="cardrules-watchdog", daemon=True)
-    thread.start()
-
-    def end() -> None:
-        ended.set()
-        thread.join()
-
-    return end
+    # A daemon, never joined: a thread stuck writing to a stalled stdout must not keep
+    # the supervisor from exiting.
+    threading.Thread(target=watch, name="cardrules-watchdog", daemon=True).start()
+    return ended.set

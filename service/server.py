@@ -7,8 +7,8 @@ kernel spreads connections. gRPC and HTTP share one asyncio loop, one API
 object and one ``CallRunner`` per process. The supervisor serves the metrics
 of all workers (prometheus multiprocess mode), forwards the stop signals and
 kills a worker whose event loop stops running (``service.watchdog``); workers
-stop too when it dies (a lifeline pipe). The multiprocess directory must be chosen before
-``prometheus_client`` is first imported, which is why
+stop too when it dies (a lifeline pipe). The multiprocess directory must be
+chosen before ``prometheus_client`` is first imported, which is why
 ``service.serve_command`` imports this module only after setting it.
 """
 
@@ -504,9 +504,10 @@ def _fork_workers(config: ServerConfig, keys: KeyRing) -> tuple[dict[int, int], 
     """Fork ``config.workers`` workers; each runs ``run_servers`` and exits with its status.
 
     Returns each worker's number (1 to N) by pid, and the heartbeats they stamp;
-    every log line of a worker carries its number as ``worker``. Stop signals stay blocked across the
-    forks, so one that comes meanwhile waits until each process has its own
-    handlers: a child must never run the supervisor's, nor die of the default action.
+    every log line of a worker carries its number as ``worker``. Stop signals
+    stay blocked across the forks, so one that comes meanwhile waits until each
+    process has its own handlers: a child must never run the supervisor's, nor
+    die of the default action.
     Each worker gets the read end of a lifeline pipe whose write end only the
     supervisor keeps open, for as long as it lives (``_follow_supervisor``).
     """

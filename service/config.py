@@ -20,6 +20,8 @@ from service.tokens import KeyRing
 ENV_PREFIX = "CARDRULES_"
 #: prometheus_client's multiprocess folder, which workers share (``service.metrics``).
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: Its deprecated name, which prometheus_client still reads.
+DEPRECATED_MULTIPROC_ENV = "prometheus_multiproc_dir"
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1

@@ -15,7 +15,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from service.config import MULTIPROC_ENV, ConfigValueError, add_server_arguments, resolve
+from service.config import (
+    DEPRECATED_MULTIPROC_ENV,
+    MULTIPROC_ENV,
+    ConfigValueError,
+    add_server_arguments,
+    resolve,
+)
 from service.signals import PendingSignals
 
 
@@ -49,6 +55,10 @@ def run_serve(args: argparse.Namespace) -> int:
         if config.http_port == 0:
             # Each worker would get a port of its own instead of sharing one.
             return _fail("--workers needs a fixed --http-port")
+    if DEPRECATED_MULTIPROC_ENV in os.environ:
+        # prometheus_client switches to multiprocess mode on either name; the server
+        # reads the current one only, so it adopts the old one as prometheus_client does.
+        os.environ.setdefault(MULTIPROC_ENV, os.environ[DEPRECATED_MULTIPROC_ENV])
     if config.workers > 1 or MULTIPROC_ENV in os.environ:
         try:
             made_folder = prepare_multiprocess_dir()

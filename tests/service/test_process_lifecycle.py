@@ -255,12 +255,12 @@ def test_a_worker_that_hangs_while_serving_is_killed_and_the_server_stops(hung):
     assert waited >= 2
     # Only the hung workers: an idle one, silent as long, still beat.
     hung_lines = server.log_events("worker hung")
-    assert sorted(line["worker"] for line in hung_lines) == list(hung)
+    assert sorted(int(str(line["worker"])) for line in hung_lines) == list(hung)
     assert {line["pid"] for line in hung_lines} == {pid_of[worker] for worker in hung}
     assert {line["level"] for line in hung_lines} == {"error"}
     assert all(2 < float(str(line["silent_seconds"])) <= waited + 1 for line in hung_lines)
     exited = server.log_events("worker exited")
-    assert sorted((line["worker"], line["signal"]) for line in exited) == [
+    assert sorted((int(str(line["worker"])), str(line["signal"])) for line in exited) == [
         (worker, "SIGKILL") for worker in hung
     ]
     assert [line["pid"] for line in server.log_events("stopped")] == [
@@ -508,3 +508,21 @@ def test_a_host_that_is_no_name_or_address_exits_2(host):
     done = serve_and_fail("--host", host)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"cardrules: error: --host: {host!r} is not a host name or address\n"
+
+
+def test_the_deprecated_lower_case_metrics_folder_variable_still_works(tmp_path):
+    """prometheus_client still switches to multiprocess mode on ``prometheus_multiproc_dir``;
+    the server crashed at start (KeyError) reading only the upper-case name."""
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    (folder / "counter_1.db").write_bytes(b"")  # an earlier run's values: emptied at start
+    env = {"prometheus_multiproc_dir": str(folder)}
+    with running(("--metrics-port", str(free_port())), env) as server:
+        server.wait_for_logs("metrics")
+        with connect(server.target) as stub:
+            stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        found = metric_samples(server.metrics_url)
+        assert not (folder / "counter_1.db").exists()
+        assert any(path.name.startswith("counter_") for path in folder.glob("*.db"))
+    game = {"game": "krypkasino", "players": "2", "teams": "individual", "variant": "default"}
+    assert found[("cardrules_games_started_total", frozenset(game.items()))] == 1

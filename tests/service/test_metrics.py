@@ -22,7 +22,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.krypkasino import Reason
+from engine.krypkasino import Reason, Removal, Rules
 from service.calls import CallInfo, CallRunner
 from service.config import ServerConfig
 from service.errors import ServiceError, invalid_argument
@@ -61,6 +61,41 @@ EXPECTED_FAMILIES = {
     "cardrules_log_lines_dropped_total": ("counter", set()),
 }
 
+# Go's codes.Code.String() of every status code: go-grpc-prometheus's grpc_code values.
+GO_CODE_STRINGS = {
+    grpc.StatusCode.OK: "OK",
+    grpc.StatusCode.CANCELLED: "Canceled",
+    grpc.StatusCode.UNKNOWN: "Unknown",
+    grpc.StatusCode.INVALID_ARGUMENT: "InvalidArgument",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "DeadlineExceeded",
+    grpc.StatusCode.NOT_FOUND: "NotFound",
+    grpc.StatusCode.ALREADY_EXISTS: "AlreadyExists",
+    grpc.StatusCode.PERMISSION_DENIED: "PermissionDenied",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "ResourceExhausted",
+    grpc.StatusCode.FAILED_PRECONDITION: "FailedPrecondition",
+    grpc.StatusCode.ABORTED: "Aborted",
+    grpc.StatusCode.OUT_OF_RANGE: "OutOfRange",
+    grpc.StatusCode.UNIMPLEMENTED: "Unimplemented",
+    grpc.StatusCode.INTERNAL: "Internal",
+    grpc.StatusCode.UNAVAILABLE: "Unavailable",
+    grpc.StatusCode.DATA_LOSS: "DataLoss",
+    grpc.StatusCode.UNAUTHENTICATED: "Unauthenticated",
+}
+
+# go-grpc-prometheus's help texts (server_metrics.go), word for word.
+GO_GRPC_PROMETHEUS_HELP = {
+    "grpc_server_started_total": "Total number of RPCs started on the server.",
+    "grpc_server_handled_total": (
+        "Total number of RPCs completed on the server, regardless of success or failure."
+    ),
+    "grpc_server_msg_received_total": "Total number of RPC stream messages received on the server.",
+    "grpc_server_msg_sent_total": "Total number of gRPC stream messages sent by the server.",
+    "grpc_server_handling_seconds": (
+        "Histogram of response latency (seconds) of gRPC that had been "
+        "application-level handled by the server."
+    ),
+}
+
 
 def value(found: Samples, name: str, **labels: str) -> float:
     return found[(name, frozenset(labels.items()))]
@@ -96,6 +131,19 @@ def test_code_labels_are_go_spellings():
     assert code_label(grpc.StatusCode.UNAUTHENTICATED) == "Unauthenticated"
 
 
+def test_every_status_code_is_labelled_and_pre_created_with_gos_spelling(registry, metrics):
+    """Every code, not only the common ones, is spelled as Go's ``codes.Code.String()``
+    in ``grpc_code`` and pre-created under that spelling: dashboards and the server-fault
+    alert (``Internal|Unknown|DataLoss|Unavailable``) match these exact strings."""
+    assert {code: code_label(code) for code in grpc.StatusCode} == GO_CODE_STRINGS
+    pre_created = {
+        dict(labels)["grpc_code"]
+        for name, labels in samples(exposition(registry))
+        if name == "grpc_server_handled_total" and ("grpc_method", "Play") in labels
+    }
+    assert pre_created == set(GO_CODE_STRINGS.values())
+
+
 def test_names_types_and_labels_match_go_grpc_prometheus(registry, metrics):
     metrics.game_started("krypkasino", 2, "individual", "default")  # cannot be pre-created
     families = {f.name: f for f in text_string_to_metric_families(exposition(registry))}
@@ -112,6 +160,17 @@ def test_names_types_and_labels_match_go_grpc_prometheus(registry, metrics):
     assert "# TYPE grpc_server_handled_total counter" in text
     assert "# TYPE grpc_server_handling_seconds histogram" in text
     assert "_created" not in text  # go-grpc-prometheus exports none
+
+
+def test_grpc_help_texts_are_go_grpc_prometheus_ones(registry, metrics):
+    """The gRPC families carry go-grpc-prometheus's help texts word for word, as its
+    names: the exposition of the same series does not differ from a Go server's."""
+    helps = {}
+    for line in exposition(registry).splitlines():
+        if line.startswith("# HELP grpc_server_"):
+            _, _, name, text = line.split(" ", 3)
+            helps[name] = text
+    assert helps == GO_GRPC_PROMETHEUS_HELP
 
 
 def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
@@ -152,6 +211,35 @@ def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
 def test_buckets_span_fifty_microseconds_to_a_second():
     assert HANDLING_BUCKETS[0] <= 0.0001 and HANDLING_BUCKETS[-1] == 1.0
     assert list(HANDLING_BUCKETS) == sorted(HANDLING_BUCKETS)
+
+
+def test_latency_buckets_are_exported_with_their_exact_bounds(registry, metrics):
+    """The ``le`` values are part of each bucket series' identity: queries and the
+    slow-Play alert (p99 over 100 ms) read them, so no bound may move. From 100 µs
+    (docs/operations.md) to a second, then ``+Inf``."""
+    bounds = [
+        s.labels["le"]
+        for family in text_string_to_metric_families(exposition(registry))
+        if family.name == "grpc_server_handling_seconds"
+        for s in family.samples
+        if s.name == "grpc_server_handling_seconds_bucket" and s.labels["grpc_method"] == "Play"
+    ]
+    assert bounds == [
+        "0.0001",
+        "0.00025",
+        "0.0005",
+        "0.001",
+        "0.0025",
+        "0.005",
+        "0.01",
+        "0.025",
+        "0.05",
+        "0.1",
+        "0.25",
+        "0.5",
+        "1.0",
+        "+Inf",
+    ]
 
 
 def test_rpcs_are_counted_and_timed(registry, metrics):
@@ -254,6 +342,25 @@ def test_domain_counters(registry, metrics):
         metrics.move_played("krypkasino", "build")
 
 
+def test_only_sweeps_and_double_sweeps_count_as_sweeps(registry, metrics):
+    """``cardrules_sweeps_total`` has the kinds ``sweep`` and ``double_sweep`` and no other:
+    a crawl or a capture counts in ``cardrules_moves_total`` alone."""
+    for kind in ("crawl", "capture", "capture", "sweep", "double_sweep", "double_sweep"):
+        metrics.move_played("krypkasino", kind)
+    found = samples(exposition(registry))
+
+    def by_kind(name: str) -> dict[str, float]:
+        return {dict(labels)["kind"]: count for (n, labels), count in found.items() if n == name}
+
+    assert by_kind("cardrules_sweeps_total") == {"sweep": 1, "double_sweep": 2}
+    assert by_kind("cardrules_moves_total") == {
+        "crawl": 1,
+        "capture": 2,
+        "sweep": 1,
+        "double_sweep": 2,
+    }
+
+
 def test_label_helpers():
     from engine.krypkasino import Config, Rules, SweepKind
     from engine.krypkasino.config import Removal
@@ -267,6 +374,14 @@ def test_label_helpers():
     assert move_kind(False, SweepKind.NONE) == "capture"
     assert move_kind(False, SweepKind.SWEEP) == "sweep"
     assert move_kind(False, SweepKind.DOUBLE) == "double_sweep"
+
+
+def test_the_variant_label_keeps_the_order_of_the_enabled_flags():
+    """``variant`` is ``Rules.enabled()`` joined as given (the spec's flag order,
+    ``removal=`` last), never re-sorted: a variant's series and the queries that name
+    it keep their label value."""
+    rules = Rules(four_four=True, bordstabbe=True, removal=Removal.NONE)
+    assert variant_label(rules.enabled()) == "four_four+bordstabbe+removal=none"
 
 
 def test_registries_are_independent_and_nothing_lands_in_the_default_one(registry, metrics):
@@ -297,6 +412,19 @@ def test_metrics_are_served_over_http(registry, metrics):
     stop()  # a second shutdown is harmless
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url, timeout=10)
+
+
+def test_the_metrics_endpoint_listens_on_every_ipv4_address_by_default(registry, metrics):
+    """``start_metrics_http`` without a host listens on 0.0.0.0, as ``--host`` defaults
+    to: reachable on any of the machine's IPv4 addresses, here loopback's 127.0.0.2."""
+    stop = start_metrics_http(0, registry)
+    try:
+        url = f"http://127.0.0.2:{stop.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+    finally:
+        stop()
+    assert value(samples(text), "grpc_server_started_total", **rpc("Play")) == 0
 
 
 # Run in a fresh interpreter: prometheus_client chooses multiprocess storage at import.

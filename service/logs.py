@@ -15,12 +15,14 @@ goes to ``sys.stdout.buffer`` as bytes in one write.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
+import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO, cast
 
@@ -69,11 +71,15 @@ _MAX_DEPTH = 8
 _PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
+# Where a camelCase name (``seatToken``, the HTTP API's spelling) has its word breaks.
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
 @functools.lru_cache(maxsize=4096)
 def _secret_key(key: object) -> bool:
     if not isinstance(key, str):
         return False
-    lowered = key.lower()
+    lowered = _CAMEL_HUMP.sub("_", key).lower()
     return lowered in REDACTED_KEYS or lowered.endswith(_REDACTED_SUFFIXES)
 
 
@@ -97,7 +103,12 @@ _MAX_PUBLIC_KEYS = 4096
 
 
 def _scrub(value: object, depth: int = 0) -> object:
-    """``value`` with secrets replaced: bytes (tokens are bytes), protobuf messages, secret keys."""
+    """``value`` with secrets replaced: bytes (tokens are bytes), protobuf messages, secret keys.
+
+    Containers are looked through whatever their type (a deque, a protobuf repeated
+    field), and a dataclass is written as the mapping of its fields: their ``repr``
+    would show the bytes inside.
+    """
     if isinstance(value, bytes | bytearray | memoryview):
         return f"{REDACTED} {len(value)} bytes"
     if isinstance(value, Message):
@@ -107,11 +118,18 @@ def _scrub(value: object, depth: int = 0) -> object:
         return (
             value if type(value) in _PLAIN else f"{REDACTED} {type(value).__name__} nested too deep"
         )
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {k: REDACTED if _secret_key(k) else _scrub(v, depth + 1) for k, v in value.items()}
+        return {
+            _scrub(k) if isinstance(k, bytes) else k: (
+                REDACTED if _secret_key(k) else _scrub(v, depth + 1)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, tuple):
         return tuple(_scrub(v, depth + 1) for v in value)
-    if isinstance(value, list | set | frozenset):
+    if isinstance(value, Iterable) and not isinstance(value, str):
         return [_scrub(v, depth + 1) for v in value]
     return value
 

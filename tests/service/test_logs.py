@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import io
 import itertools
@@ -11,6 +12,7 @@ import os
 import re
 import sys
 import time
+import types
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +22,7 @@ import pytest
 import structlog
 import structlog.testing
 from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.web import RequestPayloadError
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from prometheus_client import CollectorRegistry
 
@@ -29,6 +32,7 @@ from service.errors import invalid_argument
 from service.logs import (
     REDACTED_KEYS,
     DroppedLines,
+    bind_process_fields,
     configure_logging,
     get_logger,
     request_log_fields,
@@ -397,13 +401,22 @@ class _Point:
     x: int
 
 
-def test_datetimes_and_dataclasses_are_logged_as_their_repr(capsys):
-    """As json.dumps's default did, also when orjson could write the rest of the line."""
+@dataclasses.dataclass
+class _Carrier:
+    raw: bytes
+    seat_token: str
+
+
+def test_datetimes_are_logged_as_their_repr_and_dataclasses_as_their_fields(capsys):
+    """A datetime as json.dumps's default did, also when orjson could write the rest of
+    the line; a dataclass as the mapping of its fields, scrubbed like any mapping (its
+    ``repr`` would show the bytes it holds)."""
     configure_logging("json")
     when = datetime(2020, 1, 2, tzinfo=UTC)
-    get_logger().info("values", when=when, point=_Point(3))
+    get_logger().info("values", when=when, point=_Point(3), carrier=_Carrier(b"tok", "tok"))
     (line,) = json_lines(capsys.readouterr().out)
-    assert (line["when"], line["point"]) == (repr(when), repr(_Point(3)))
+    assert (line["when"], line["point"]) == (repr(when), {"x": 3})
+    assert line["carrier"] == {"raw": "[REDACTED] 3 bytes", "seat_token": "[REDACTED]"}
 
 
 class _Custom:
@@ -712,3 +725,287 @@ def test_requests_the_http_parser_refused_are_logged_at_debug_only(capsys, level
     kinds = [(line["level"], line["exception"][0]["exc_type"]) for line in lines]  # type: ignore[index]
     expected = [("error", "OSError")]
     assert kinds == ([("debug", "BadHttpMessage"), *expected] if level == "debug" else expected)
+
+
+def test_every_secret_name_is_redacted_whatever_its_case(capsys):
+    """Each name of REDACTED_KEYS, and each secret ending, hides a text value too (only
+    bytes are hidden by their type), in any case: ``API_KEY`` is as secret as ``api_key``."""
+    configure_logging("json")
+    names = [
+        "state",
+        "state_token",
+        "state_tokens",
+        "seat_token",
+        "seat_tokens",
+        "token",
+        "tokens",
+        "hand",
+        "hands",
+        "stock",
+        "key",
+        "keys",
+        "state_key",
+        "state_keys",
+        "secret",
+        "password",
+        "PASSWORD",
+        "Seat_Token",
+        "API_KEY",
+        "Signing_Keys",
+        "DEALER_HAND",
+        "Seat_Hands",
+        "Client_Secret",
+        "Refresh_TOKENS",
+    ]
+    get_logger().info("named", **dict.fromkeys(names, SECRET))
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    assert {name: line[name] for name in names} == dict.fromkeys(names, "[REDACTED]")
+    assert SECRET not in out
+
+
+def test_every_bytes_like_value_is_hidden_with_its_length(capsys):
+    """bytes, bytearray and memoryview all can hold a token: each is shown as its size."""
+    configure_logging("json")
+    raw = SECRET.encode()
+    get_logger().info("bytes", raw=raw, buffer=bytearray(raw), view=memoryview(raw))
+    (line,) = json_lines(capsys.readouterr().out)
+    hidden = f"[REDACTED] {len(raw)} bytes"
+    assert (line["raw"], line["buffer"], line["view"]) == (hidden, hidden, hidden)
+
+
+def test_any_mapping_and_any_set_is_scrubbed_not_only_dicts_and_lists(capsys):
+    """A read-only mapping, a set and a frozenset are looked through as a dict and a list
+    are; else their ``repr`` would put the token in the line."""
+    configure_logging("json")
+    raw = SECRET.encode()
+    get_logger().info(
+        "containers",
+        proxy=types.MappingProxyType({"seat_token": SECRET, "raw": raw, "visible": "yes"}),
+        as_set={raw},
+        as_frozenset=frozenset({raw}),
+    )
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    hidden = f"[REDACTED] {len(raw)} bytes"
+    assert line["proxy"] == {"seat_token": "[REDACTED]", "raw": hidden, "visible": "yes"}
+    assert (line["as_set"], line["as_frozenset"]) == ([hidden], [hidden])
+    assert SECRET not in out
+
+
+def test_mappings_keep_their_keys_as_json_spells_them(capsys):
+    """Scrubbing replaces values, not keys: ``None`` stays ``null``, not ``"None"``."""
+    configure_logging("json")
+    get_logger().info("keys", numbered={2: "two", None: "none", "seat_token": SECRET})
+    (line,) = json_lines(capsys.readouterr().out)
+    assert line["numbered"] == {"2": "two", "null": "none", "seat_token": "[REDACTED]"}
+
+
+def test_the_cache_of_public_keys_stays_bounded(capsys):
+    """Callers' key names are remembered as not secret up to ``_MAX_PUBLIC_KEYS`` only,
+    and a secret key still is redacted once that cache is full."""
+    public_keys = service.logs._PUBLIC_KEYS
+    saved = set(public_keys)
+    configure_logging("json")
+    try:
+        many = {f"field_{n}": n for n in range(service.logs._MAX_PUBLIC_KEYS + 10)}
+        get_logger().info("many fields", **many)
+        assert len(public_keys) <= service.logs._MAX_PUBLIC_KEYS
+        get_logger().info("then a secret", field_0=0, seat_token=SECRET)
+    finally:
+        public_keys.clear()
+        public_keys.update(saved)
+    out = capsys.readouterr().out
+    first, secret = json_lines(out)
+    assert first["field_4100"] == 4100
+    assert secret["seat_token"] == "[REDACTED]" and SECRET not in out
+
+
+def _raise_quoting_the_request() -> None:
+    raise ValueError(f"Invalid character in chunk size: b'{SECRET}'")
+
+
+def test_each_aiohttp_logger_keeps_the_exceptions_type_and_frames_not_its_text(capsys):
+    """Every logger of aiohttp (not only its server's) loses the text, and no other logger
+    does, not even another library whose name begins with "aiohttp"."""
+    configure_logging("json")
+    names = ["aiohttp.server", "aiohttp.web", "aiohttp.internal", "aiohttp_cors", "cardrules"]
+    for name in names:
+        try:
+            _raise_quoting_the_request()
+        except ValueError:
+            logging.getLogger(name).exception("Error handling request")
+    lines = json_lines(capsys.readouterr().out)
+    assert [line["logger"] for line in lines] == names
+    exceptions = [line["exception"][0] for line in lines]  # type: ignore[index]
+    withheld = "ValueError: message withheld, it may quote the request"
+    quoted = f"Invalid character in chunk size: b'{SECRET}'"
+    assert [exception["exc_value"] for exception in exceptions] == [withheld] * 3 + [quoted] * 2
+    assert {exception["exc_type"] for exception in exceptions} == {"ValueError"}
+    for exception in exceptions:
+        frames = [frame["name"] for frame in exception["frames"]]
+        assert frames == [
+            "test_each_aiohttp_logger_keeps_the_exceptions_type_and_frames_not_its_text",
+            "_raise_quoting_the_request",
+        ]
+
+
+def test_a_library_record_whose_extra_logger_is_not_text_is_still_logged(capsys):
+    """``extra`` may set any field, ``logger`` too: the line is written all the same."""
+    configure_logging("json")
+    logging.getLogger("lib").warning("odd extra", extra={"logger": 5})
+    (line,) = json_lines(capsys.readouterr().out)
+    assert (line["event"], line["logger"]) == ("odd extra", 5)
+
+
+def test_timestamps_are_utc_whatever_the_local_time_zone(monkeypatch):
+    """``TZ`` of the machine or container never shifts the time of a line."""
+    monkeypatch.setenv("TZ", "EST5")  # five hours behind UTC, with no daylight saving
+    time.tzset()
+    try:
+        stamp = utc_timestamp(lambda: 1_780_000_002_250_000_000)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert stamp == "2026-05-28T20:26:42.250000Z"
+
+
+def test_the_json_line_timestamp_is_the_time_of_the_call(capsys):
+    """The wall clock, in UTC: not a monotonic clock or any other count."""
+    configure_logging("json")
+    before = datetime.now(UTC)
+    get_logger().info("now")
+    after = datetime.now(UTC)
+    (line,) = json_lines(capsys.readouterr().out)
+    assert before <= datetime.fromisoformat(str(line["timestamp"])) <= after
+
+
+def test_process_fields_end_every_line_of_both_kinds(capsys, monkeypatch):
+    """``bind_process_fields`` (the worker number): after the call's fields and the
+    logger, on structlog's lines and library records alike."""
+    monkeypatch.setattr(service.logs, "_process_fields", {})
+    configure_logging("json")
+    bind_process_fields(worker=2)
+    get_logger("order").info("first", zeta=1, alpha=2)
+    logging.getLogger("lib").warning("record")
+    first, record = (
+        json.loads(line, object_pairs_hook=list) for line in capsys.readouterr().out.splitlines()
+    )
+    assert first == [
+        ("timestamp", dict(first)["timestamp"]),
+        ("level", "info"),
+        ("event", "first"),
+        ("zeta", 1),
+        ("alpha", 2),
+        ("logger", "order"),
+        ("worker", 2),
+    ]
+    # pytest's own log capture adds ``message`` to the record, after these.
+    assert record[:5] == [
+        ("timestamp", dict(record)["timestamp"]),
+        ("level", "warning"),
+        ("event", "record"),
+        ("logger", "lib"),
+        ("worker", 2),
+    ]
+
+
+def test_lines_orjson_needs_a_second_try_for_are_the_same_compact_utf8(monkeypatch):
+    """Keys that are not text need orjson's second try: still UTF-8, compact, datetimes
+    as their ``repr`` and dataclasses as their fields; and what only json.dumps can write
+    (a big integer) is compact too."""
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="utf-8"))
+    configure_logging("json")
+    when = datetime(2020, 1, 2, tzinfo=UTC)
+    get_logger().info("int keys", numbered={1: "one"}, text="♠", when=when, point=_Point(3))
+    get_logger().info("big", big=10**30, numbered={1: "one"})
+    numbered, big = raw.getvalue().splitlines()
+    assert numbered == orjson.dumps(json.loads(numbered))
+    assert '"text":"♠"'.encode() in numbered
+    line = json.loads(numbered)
+    assert (line["numbered"], line["when"], line["point"]) == ({"1": "one"}, repr(when), {"x": 3})
+    assert big == json.dumps(json.loads(big), separators=(",", ":")).encode()
+    assert json.loads(big)["big"] == 10**30
+
+
+def test_library_records_are_the_same_compact_utf8_json(monkeypatch):
+    """A stdlib record's line is made as structlog's are: compact, UTF-8, no ``\\u``."""
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="utf-8"))
+    configure_logging("json")
+    logging.getLogger("lib").warning("spades ♠")
+    (record,) = raw.getvalue().splitlines()
+    assert '"event":"spades ♠"'.encode() in record
+    assert record == orjson.dumps(json.loads(record))
+
+
+def test_library_records_carry_only_their_fields(capsys):
+    """structlog's bookkeeping (``_record``, ``_from_structlog``) stays out of the line."""
+    configure_logging("json")
+    logging.getLogger("lib").warning("plain record")
+    (line,) = json_lines(capsys.readouterr().out)
+    assert list(line)[:4] == ["timestamp", "level", "event", "logger"]
+    assert not [key for key in line if key.startswith("_")]
+
+
+def test_format_names_are_case_insensitive_as_level_names_are(capsys):
+    """``configure_logging`` takes a format name in any case, as it takes a level name."""
+    configure_logging("JSON", "INFO")
+    get_logger().info("upper case settings")
+    (line,) = json_lines(capsys.readouterr().out)
+    assert line["event"] == "upper case settings"
+
+
+def test_console_lines_show_the_stack_asked_for(capsys):
+    """``stack_info=True`` is the caller's stack, in console mode as in JSON."""
+    configure_logging("console")
+    get_logger().info("where", stack_info=True)
+    out = capsys.readouterr().out
+    assert "Stack (most recent call last):" in out
+    assert ", in test_console_lines_show_the_stack_asked_for" in out
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_bodies_the_http_server_could_not_read_are_logged_at_debug_only(capsys, level):
+    """A body cut short or not decompressed is the client's mistake, as a refused
+    request line is: no error line, no alert."""
+    configure_logging("json", level)
+    http_server = logging.getLogger("aiohttp.server")
+    for error in (RequestPayloadError("Can not decode content-encoding: gzip"), OSError("x")):
+        try:
+            raise error
+        except Exception:
+            http_server.exception("Error handling request")
+    lines = json_lines(capsys.readouterr().out)
+    kinds = [(line["level"], line["exception"][0]["exc_type"]) for line in lines]  # type: ignore[index]
+    expected = [("error", "OSError")]
+    assert kinds == (
+        [("debug", "RequestPayloadError"), *expected] if level == "debug" else expected
+    )
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_tokens_in_any_container_or_camel_case_name_are_hidden(capsys, fmt):
+    """A protobuf repeated field, a deque, a generator and a bytes key are looked
+    through as lists and dicts are, and ``seatToken`` (the HTTP spelling) is as secret
+    as ``seat_token``: their ``repr`` or their name would have put the token in the line."""
+    configure_logging(fmt)
+    raw = SECRET.encode()
+    get_logger().info(
+        "containers",
+        repeated=pb.NewGameResponse(seat_tokens=[raw]).seat_tokens,
+        queue=collections.deque([raw]),
+        generated=(token for token in [raw]),
+        counts={raw: 1},
+        seatToken=SECRET,
+        stateKeys=[SECRET],
+    )
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    if fmt == "json":
+        (line,) = json_lines(out)
+        hidden = f"[REDACTED] {len(raw)} bytes"
+        assert [line["repeated"], line["queue"], line["generated"]] == [[hidden]] * 3
+        assert line["counts"] == {hidden: 1}
+        assert (line["seatToken"], line["stateKeys"]) == ("[REDACTED]", "[REDACTED]")

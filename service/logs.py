@@ -22,7 +22,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO, cast
 
@@ -129,7 +129,9 @@ def _scrub(value: object, depth: int = 0) -> object:
         }
     if isinstance(value, tuple):
         return tuple(_scrub(v, depth + 1) for v in value)
-    if isinstance(value, Iterable) and not isinstance(value, str):
+    # Not iterators: a file or an endless generator must not be read here (a generator's
+    # repr shows nothing it holds).
+    if isinstance(value, Iterable) and not isinstance(value, str | Iterator):
         return [_scrub(v, depth + 1) for v in value]
     return value
 

@@ -978,25 +978,29 @@ def test_console_lines_show_the_stack_asked_for(capsys):
 
 @pytest.mark.parametrize("fmt", ["json", "console"])
 def test_tokens_in_any_container_or_camel_case_name_are_hidden(capsys, fmt):
-    """A protobuf repeated field, a deque, a generator and a bytes key are looked
+    """A protobuf repeated field, a deque, a dict view and a bytes key are looked
     through as lists and dicts are, and ``seatToken`` (the HTTP spelling) is as secret
-    as ``seat_token``: their ``repr`` or their name would have put the token in the line."""
+    as ``seat_token``: their ``repr`` or their name would have put the token in the line.
+    An iterator is shown as its ``repr``, which shows nothing it holds."""
     configure_logging(fmt)
     raw = SECRET.encode()
+    pending = (token for token in [raw])
     get_logger().info(
         "containers",
+        pending=pending,
         repeated=pb.NewGameResponse(seat_tokens=[raw]).seat_tokens,
         queue=collections.deque([raw]),
-        generated=(token for token in [raw]),
+        viewed={"raw": raw}.values(),
         counts={raw: 1},
         seatToken=SECRET,
         stateKeys=[SECRET],
     )
     out = capsys.readouterr().out
     assert SECRET not in out
+    assert next(pending) == raw  # an iterator is not read: it may be a file, or endless
     if fmt == "json":
         (line,) = json_lines(out)
         hidden = f"[REDACTED] {len(raw)} bytes"
-        assert [line["repeated"], line["queue"], line["generated"]] == [[hidden]] * 3
+        assert [line["repeated"], line["queue"], line["viewed"]] == [[hidden]] * 3
         assert line["counts"] == {hidden: 1}
         assert (line["seatToken"], line["stateKeys"]) == ("[REDACTED]", "[REDACTED]")

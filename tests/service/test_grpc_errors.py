@@ -1205,8 +1205,9 @@ def check_outcome(
     if allowed is not None:
         assert got in allowed if allowed else got is None, (got, allowed, request)
     if refusal is not None and refusal.code is PRECONDITION:
-        turn = {"turn"} if refusal.reason == "NOT_YOUR_TURN" else set()
-        assert set(refusal.metadata) == {"rule", "seat"} | turn, refusal
+        # docs/api.md: the seat to move for NOT_YOUR_TURN, the card for CARD_NOT_IN_HAND.
+        named = {"NOT_YOUR_TURN": {"turn"}, "CARD_NOT_IN_HAND": {"card"}}
+        assert set(refusal.metadata) == {"rule", "seat"} | named.get(refusal.reason, set()), refusal
     return response
 
 

@@ -247,12 +247,9 @@ def test_a_worker_that_hangs_while_serving_is_killed_and_the_server_stops(hung):
         pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
         for worker in hung:
             os.kill(pid_of[worker], signal.SIGSTOP)
-        started = time.monotonic()
         assert server.process.wait(60) == 1
-        waited = time.monotonic() - started
     finally:
         server.kill()
-    assert waited >= 2
     # Only the hung workers: an idle one, silent as long, still beat.
     hung_lines = server.log_events("worker hung")
     assert sorted(int(str(line["worker"])) for line in hung_lines) == list(hung)

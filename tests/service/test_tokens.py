@@ -4,6 +4,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 
 import pytest
 from cryptography.hazmat.primitives import hashes
@@ -509,3 +510,51 @@ def test_a_seat_token_under_an_older_key_is_renewed_under_the_first():
     assert renewed == SeatTokens(ring(KEY_A)).issue("game-1", 1)
     assert rotated.renewal("game-1", 1, renewed) is None  # current: nothing to renew
     SeatTokens(ring(KEY_A)).verify("game-1", 1, renewed)  # works once KEY_B is gone
+
+
+def test_key_ring_refuses_a_long_key_given_directly():
+    """AES-256 keys are exactly 32 bytes: one byte too many is refused by position too."""
+    with pytest.raises(ValueError, match="key 2 is 33 bytes"):
+        KeyRing((KEY_A, KEY_B + b"x"))
+
+
+def test_generated_key_text_is_always_standard_padded_base64():
+    """Same form as ``openssl rand -base64 32``: ``+`` and ``/``, never ``-`` or ``_``."""
+    texts = [KeyRing.generate_key_text() for _ in range(64)]
+    for text in texts:
+        assert re.fullmatch(r"[A-Za-z0-9+/]{43}=", text), text
+    # A character of 62 is a letter or digit, so 64 texts without + or / has odds 2**-125.
+    assert any("+" in text or "/" in text for text in texts)
+
+
+def test_the_highest_seat_has_a_token_and_the_next_one_is_refused():
+    """Seats are 4-byte unsigned in the MAC: 0 to 2**32 - 1 have tokens, 2**32 has none."""
+    seats = SeatTokens(ring(KEY_A))
+    highest = 2**32 - 1
+    token = seats.issue("game-1", highest)
+    seats.verify("game-1", highest, token)
+    assert SeatTokens(ring(KEY_B, KEY_A)).renewal("game-1", highest, token) is not None
+    assert seat_error(seats, "game-1", highest - 1, token).reason == "SEAT_TOKEN_INVALID"
+    assert seat_error(seats, "game-1", highest + 1, token).reason == "SEAT_TOKEN_INVALID"
+    with pytest.raises(ValueError, match=re.escape("seat must be 0..4294967295, not 4294967296")):
+        seats.issue("game-1", highest + 1)
+
+
+def test_seat_tokens_of_a_game_id_with_a_lone_surrogate_are_its_own():
+    """A str that is no valid UTF-8 still gets a token of its own (surrogatepass), and
+    verifying one raises only SeatTokenError: no two game ids share a token."""
+    seats = SeatTokens(ring(KEY_A))
+    token = seats.issue("\ud800", 1)
+    seats.verify("\ud800", 1, token)
+    seat_key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=b"cardrules seat token v1"
+    ).derive(KEY_A)
+    message = (3).to_bytes(4, "big") + b"\xed\xa0\x80" + (1).to_bytes(4, "big")
+    assert token[4:] == hmac.new(seat_key, message, "sha256").digest()[:16]
+    for other in ["?", "\udc80", "\ufffd", ""]:
+        assert seat_error(seats, other, 1, token).reason == "SEAT_TOKEN_INVALID", other
+        assert seat_error(seats, "\ud800", 1, seats.issue(other, 1)).reason == (
+            "SEAT_TOKEN_INVALID"
+        )
+    forged = KeyRing.key_id(KEY_A) + bytes(16)
+    assert seat_error(seats, "game-\udfff", 1, forged).reason == "SEAT_TOKEN_INVALID"

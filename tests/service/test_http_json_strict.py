@@ -24,7 +24,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from service.errors import ServiceError
 from service.http_cors import CorsPolicy, normal_origin, parse_origins
-from service.http_json import parse_request
+from service.http_json import message_json, parse_request
 from tests.service.http_helpers import (
     exchange,
     krypkasino_gateway,
@@ -528,3 +528,266 @@ def test_enum_numbers_may_come_as_json_strings() -> None:
     body = b'{"config": {"players": 4, "teams": "2", "rules": {"removal": "3"}}}'
     config = parse_request(body, pb.NewGameRequest).config
     assert (config.teams, config.rules.removal) == (pb.TEAM_MODE_PAIRS, pb.REMOVAL_NONE)
+
+
+# -- what the walk leaves alone and what it words itself ------------------------------------
+
+
+def scalars_class() -> type[Message]:
+    """A request with what no krypkasino request has: a repeated scalar, a double,
+    a ``google.protobuf.Value`` (whose JSON may be any JSON value), a oneof, and a
+    list of its own kind."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="test/strict_scalars.proto",
+        package="test.strict.v1",
+        syntax="proto3",
+        dependency=[struct_pb2.DESCRIPTOR.name],
+    )
+    one, many = FieldDescriptor.LABEL_OPTIONAL, FieldDescriptor.LABEL_REPEATED
+    scalars = file.message_type.add(name="Scalars")
+    scalars.field.add(name="counts", number=1, type=FieldDescriptor.TYPE_INT32, label=many)
+    scalars.field.add(name="ratio", number=2, type=FieldDescriptor.TYPE_DOUBLE, label=one)
+    scalars.field.add(
+        name="extra",
+        number=3,
+        type=FieldDescriptor.TYPE_MESSAGE,
+        label=one,
+        type_name=".google.protobuf.Value",
+    )
+    scalars.field.add(
+        name="children",
+        number=6,
+        type=FieldDescriptor.TYPE_MESSAGE,
+        label=many,
+        type_name=".test.strict.v1.Scalars",
+    )
+    scalars.oneof_decl.add(name="choice")
+    for number, name in ((4, "left"), (5, "right")):
+        scalars.field.add(
+            name=name, number=number, type=FieldDescriptor.TYPE_INT32, label=one, oneof_index=0
+        )
+    pool = descriptor_pool.DescriptorPool()
+    struct_file = descriptor_pb2.FileDescriptorProto()
+    struct_pb2.DESCRIPTOR.CopyToProto(struct_file)
+    pool.Add(struct_file)
+    pool.Add(file)
+    return GetMessageClass(pool.FindMessageTypeByName("test.strict.v1.Scalars"))
+
+
+def test_a_body_of_only_white_space_is_the_empty_request() -> None:
+    """Like an empty body (docs/api.md), not malformed JSON."""
+    assert parse_request(b" \r\n\t ", pb.NewGameRequest) == pb.NewGameRequest()
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"\\ud800": 1}', b'{"config": {"teams": "\\udc00"}}', b'{"bogus": ["a\\uDBFF"]}']
+)
+def test_an_unpaired_surrogate_escape_is_refused_for_the_whole_body(body: bytes) -> None:
+    """json_format fails on these with SystemError, which would be a 500."""
+    assert refusal_of(body, pb.NewGameRequest) == (
+        "",
+        "a string holds an unpaired UTF-16 surrogate escape",
+    )
+
+
+def test_null_is_the_default_of_any_field_even_a_repeated_one_or_a_map() -> None:
+    body = b'{"decks": null, "config": null, "seed": null}'
+    assert parse_request(body, pb.NewGameRequest) == pb.NewGameRequest()
+    holder = holder_class()
+    assert parse_request(b'{"byName": null, "items": null}', holder) == holder()
+
+
+def test_a_null_element_of_a_list_is_left_to_json_format() -> None:
+    """Which refuses it in its own words, naming the element."""
+    assert refusal_of(b'{"decks": [{"cards": [null]}]}', pb.NewGameRequest) == (
+        "decks[0].cards[0]",
+        "null is not allowed to be used as an element in a repeated field",
+    )
+
+
+@pytest.mark.parametrize(("text", "seed"), [('"1e3"', 1000), ('"2.0"', 2), ("1.0", 1), ("3e0", 3)])
+def test_an_integer_may_come_as_any_json_number_or_a_string_of_one(text: str, seed: int) -> None:
+    """proto3 JSON takes an integral value in exponent or fraction form, in a string or not."""
+    assert parse_request(f'{{"seed": {text}}}'.encode(), pb.NewGameRequest).seed == seed
+
+
+def test_an_enum_number_may_come_as_an_integral_json_float() -> None:
+    body = b'{"config": {"players": 4, "teams": 2.0}}'
+    assert parse_request(body, pb.NewGameRequest).config.teams == pb.TEAM_MODE_PAIRS
+
+
+def test_an_enum_name_that_looks_like_a_number_in_exponent_form_is_an_unknown_name() -> None:
+    """Only digits in a string are an enum number; "1e0" is a name, and none of the enum's."""
+    assert refusal_of(b'{"config": {"teams": "1e0"}}', pb.NewGameRequest) == (
+        "config.teams",
+        "config.teams must be one of TEAM_MODE_UNSPECIFIED, TEAM_MODE_INDIVIDUAL, "
+        'TEAM_MODE_PAIRS, TEAM_MODE_TRIOS, not "1e0"',
+    )
+
+
+def test_a_number_for_a_bool_is_refused_in_words() -> None:
+    body = b'{"config": {"rules": {"fourFour": 1}}}'
+    assert refusal_of(body, pb.NewGameRequest) == (
+        "config.rules.four_four",
+        "config.rules.four_four must be true or false, not a number",
+    )
+
+
+def test_a_map_given_as_an_array_is_refused_naming_the_map() -> None:
+    assert refusal_of(b'{"byName": [{}]}', holder_class()) == (
+        "by_name",
+        "by_name must be a JSON object, not an array",
+    )
+
+
+def test_a_map_key_outside_ascii_is_named_as_sent() -> None:
+    body = json.dumps({"blobs": {"clé": "AAAAA"}}, ensure_ascii=False).encode()
+    assert refusal_of(body, holder_class())[0] == 'blobs["clé"]'
+
+
+def test_each_element_of_a_repeated_scalar_counts_one_byte_towards_the_limit() -> None:
+    """Against two for each message: three ints fit a limit of 3, four do not."""
+    scalars = scalars_class()
+    parsed: Any = parse_request(b'{"counts": [1, 2, 3]}', scalars, 3)
+    assert list(parsed.counts) == [1, 2, 3]
+    with pytest.raises(ServiceError) as refused:
+        parse_request(b'{"counts": [1, 2, 3, 4]}', scalars, 3)
+    assert (refused.value.reason, refused.value.metadata) == ("REQUEST_TOO_LARGE", {"limit": "3"})
+
+
+@pytest.mark.parametrize(("text", "ratio"), [("0.5", 0.5), ("2", 2.0), ('"0.25"', 0.25)])
+def test_a_double_may_come_as_a_json_number_or_string(text: str, ratio: float) -> None:
+    parsed: Any = parse_request(f'{{"ratio": {text}}}'.encode(), scalars_class())
+    assert parsed.ratio == ratio
+
+
+def test_a_double_given_as_infinity_in_a_string_is_taken() -> None:
+    """proto3 JSON spells the special values as strings: "NaN", "Infinity", "-Infinity"."""
+    parsed: Any = parse_request(b'{"ratio": "-Infinity"}', scalars_class())
+    assert parsed.ratio == float("-inf")
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"), [("true", "true"), ("[1]", "an array"), ("{}", "an object")]
+)
+def test_a_double_of_the_wrong_json_type_is_refused_in_words(text: str, kind: str) -> None:
+    assert refusal_of(f'{{"ratio": {text}}}'.encode(), scalars_class()) == (
+        "ratio",
+        f"ratio must be a number (a JSON number or string), not {kind}",
+    )
+
+
+@pytest.mark.parametrize("text", ["5", '"a"', "[1, {}]", "true"])
+def test_a_well_known_type_takes_its_own_json_even_when_it_is_no_object(text: str) -> None:
+    """A ``google.protobuf.Value`` may be any JSON value: the walk leaves it to json_format."""
+    parsed: Any = parse_request(f'{{"extra": {text}}}'.encode(), scalars_class())
+    assert json_format.MessageToDict(parsed)["extra"] == json.loads(text)
+
+
+def test_a_number_for_a_string_is_refused_in_words_with_its_path() -> None:
+    assert refusal_of(b'{"items": [{}, {"itemName": 5}]}', holder_class()) == (
+        "items[1].item_name",
+        "items[1].item_name must be a JSON string, not a number",
+    )
+
+
+def test_two_fields_of_one_oneof_are_refused_for_the_whole_body() -> None:
+    """Each parses alone, so no field is narrower than the body: the violation has none."""
+    assert refusal_of(b'{"left": 1, "right": 2}', scalars_class()) == (
+        "",
+        'Message type "test.strict.v1.Scalars" should not have multiple "choice" oneof fields',
+    )
+
+
+def test_an_element_refused_whole_is_named_when_none_of_its_fields_is() -> None:
+    body = b'{"children": [{"left": 1}, {"left": 1, "right": 2}]}'
+    assert refusal_of(body, scalars_class())[0] == "children[1]"
+
+
+def test_an_unknown_name_after_a_valid_list_is_named_not_the_list() -> None:
+    body = b'{"move": {"captures": [{"rank": "RANK_TWO", "suit": "SUIT_CLUBS"}], "bogus": 1}}'
+    assert refusal_of(body, pb.PlayRequest)[0] == "move.bogus"
+
+
+def test_a_value_json_format_refuses_is_named_by_its_proto_name() -> None:
+    """Not by the lowerCamelCase name it was sent under."""
+    assert refusal_of(b'{"config": {"firstDealer": 99999999999}}', pb.NewGameRequest) == (
+        "config.first_dealer",
+        "Value out of range: 99999999999",
+    )
+
+
+def test_an_unknown_name_is_refused_in_the_first_line_of_json_formats_words() -> None:
+    """Without the nesting, the trailing ' at "NewGameRequest.config"' and the list of
+    available fields that follows on the next line."""
+    assert refusal_of(b'{"config": {"bogus": 1}}', pb.NewGameRequest) == (
+        "config.bogus",
+        'Message type "cardrules.krypkasino.v1.GameConfig" has no field named "bogus"',
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("AA*A", '"*" at offset 2 is not a base64 character'),
+        ("-_\nA", '"\\n" at offset 2 is not a base64 character'),
+        ("AA=", "3 characters cannot be base64 (a character is missing or extra)"),
+        ("AA======", '"=" may only pad the end'),
+        ("AAAA====", '"=" may only pad the end'),
+        ("-_=A", '"=" may only pad the end'),
+    ],
+)
+def test_a_refusal_of_bytes_says_what_is_wrong_with_the_base64(text: str, problem: str) -> None:
+    body = json.dumps({"state": text}).encode()
+    assert refusal_of(body, pb.ScoreRequest) == ("state", f"state is not base64: {problem}")
+
+
+@pytest.mark.parametrize(("value", "quoted"), [("x" * 40, "x" * 40), ("x" * 41, "x" * 40 + "...")])
+def test_a_refused_value_is_quoted_up_to_forty_characters(value: str, quoted: str) -> None:
+    assert refusal_of(f'{{"seed": "{value}"}}'.encode(), pb.NewGameRequest) == (
+        "seed",
+        f'seed must be an integer, not "{quoted}"',
+    )
+
+
+def test_a_field_under_both_names_is_refused_saying_both_names_in_order() -> None:
+    body = b'{"config": {"first_dealer": 1, "firstDealer": 0}}'
+    assert refusal_of(body, pb.NewGameRequest) == (
+        "config.first_dealer",
+        "the field config.first_dealer appears twice, as first_dealer and firstDealer",
+    )
+
+
+def test_of_names_given_twice_where_no_field_is_known_the_first_is_named() -> None:
+    body = b'{"bogus": {"a": 1, "a": 2}, "other": {"b": 1, "b": 2}}'
+    assert refusal_of(body, pb.NewGameRequest) == ("", 'the name "a" appears twice')
+
+
+@pytest.mark.parametrize("text", ["01", "-01", "+1", "1.", ".5", "1e", " 1"])
+def test_an_integer_in_a_string_must_be_spelled_as_a_json_number(text: str) -> None:
+    """json_format would take "01" and "+1" (Python's int()); proto3 JSON has JSON numbers."""
+    body = json.dumps({"seed": text}).encode()
+    assert refusal_of(body, pb.NewGameRequest) == (
+        "seed",
+        f"seed must be an integer, not {json.dumps(text)}",
+    )
+
+
+def test_negative_numbers_in_strings_are_integers_and_enum_numbers() -> None:
+    """Left to json_format, which takes them: proto3 enums are open."""
+    body = b'{"config": {"firstDealer": "-1", "teams": "-1"}}'
+    config = parse_request(body, pb.NewGameRequest).config
+    assert (config.first_dealer, config.teams) == (-1, -1)
+
+
+def test_a_response_is_compact_json_with_every_field_without_presence() -> None:
+    assert message_json(pb.ScoreResponse()) == (
+        b'{"deals":[],"totals":[],"gameOver":false,"winners":[]}'
+    )
+
+
+def test_an_enum_number_with_a_fraction_is_refused_in_words() -> None:
+    assert refusal_of(b'{"config": {"teams": 2.5}}', pb.NewGameRequest) == (
+        "config.teams",
+        "config.teams must be an enum value name (a JSON string) or number, not a number",
+    )

@@ -625,19 +625,30 @@ def test_an_enum_name_that_looks_like_a_number_in_exponent_form_is_an_unknown_na
     )
 
 
-def test_a_number_for_a_bool_is_refused_in_words() -> None:
-    body = b'{"config": {"rules": {"fourFour": 1}}}'
-    assert refusal_of(body, pb.NewGameRequest) == (
-        "config.rules.four_four",
-        "config.rules.four_four must be true or false, not a number",
-    )
-
-
-def test_a_map_given_as_an_array_is_refused_naming_the_map() -> None:
-    assert refusal_of(b'{"byName": [{}]}', holder_class()) == (
-        "by_name",
-        "by_name must be a JSON object, not an array",
-    )
+@pytest.mark.parametrize(
+    ("body", "of_holder", "path", "words"),
+    [
+        (
+            b'{"config": {"rules": {"fourFour": 1}}}',
+            False,
+            "config.rules.four_four",
+            "must be true or false, not a number",
+        ),
+        (b'{"byName": [{}]}', True, "by_name", "must be a JSON object, not an array"),
+        (
+            b'{"items": [{}, {"itemName": 5}]}',
+            True,
+            "items[1].item_name",
+            "must be a JSON string, not a number",
+        ),
+    ],
+    ids=["number_for_a_bool", "array_for_a_map", "number_for_a_string"],
+)
+def test_a_value_of_the_wrong_json_type_is_refused_in_words_with_its_path(
+    body: bytes, of_holder: bool, path: str, words: str
+) -> None:
+    request = holder_class() if of_holder else pb.NewGameRequest
+    assert refusal_of(body, request) == (path, f"{path} {words}")
 
 
 def test_a_map_key_outside_ascii_is_named_as_sent() -> None:
@@ -682,13 +693,6 @@ def test_a_well_known_type_takes_its_own_json_even_when_it_is_no_object(text: st
     """A ``google.protobuf.Value`` may be any JSON value: the walk leaves it to json_format."""
     parsed: Any = parse_request(f'{{"extra": {text}}}'.encode(), scalars_class())
     assert json_format.MessageToDict(parsed)["extra"] == json.loads(text)
-
-
-def test_a_number_for_a_string_is_refused_in_words_with_its_path() -> None:
-    assert refusal_of(b'{"items": [{}, {"itemName": 5}]}', holder_class()) == (
-        "items[1].item_name",
-        "items[1].item_name must be a JSON string, not a number",
-    )
 
 
 def test_two_fields_of_one_oneof_are_refused_for_the_whole_body() -> None:

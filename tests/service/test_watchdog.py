@@ -8,6 +8,8 @@ import asyncio
 import itertools
 import os
 
+import pytest
+
 from service.watchdog import BEAT_SECONDS, Heartbeats, keep_beating, overdue
 
 
@@ -19,25 +21,38 @@ class Clock:
         return self.now
 
 
-def test_every_worker_starts_as_if_it_beat_when_the_slots_were_made() -> None:
-    clock = Clock()
-    beats = Heartbeats(3, clock)
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def beats(clock: Clock) -> Heartbeats:
+    """Three workers' heartbeats, stamped by ``clock``."""
+    return Heartbeats(3, clock)
+
+
+def silences(beats: Heartbeats) -> list[float]:
+    return [beats.silent_for(worker) for worker in (1, 2, 3)]
+
+
+def test_every_worker_starts_as_if_it_beat_when_the_slots_were_made(
+    clock: Clock, beats: Heartbeats
+) -> None:
     clock.now += 4
-    assert [beats.silent_for(worker) for worker in (1, 2, 3)] == [4, 4, 4]
+    assert silences(beats) == [4, 4, 4]
 
 
-def test_a_beat_resets_only_its_own_worker() -> None:
-    clock = Clock()
-    beats = Heartbeats(3, clock)
+def test_a_beat_resets_only_its_own_worker(clock: Clock, beats: Heartbeats) -> None:
     clock.now += 4
     beats.beat(2)
     clock.now += 1
-    assert [beats.silent_for(worker) for worker in (1, 2, 3)] == [5, 1, 5]
+    assert silences(beats) == [5, 1, 5]
 
 
-def test_overdue_names_the_workers_silent_for_longer_than_the_timeout() -> None:
-    clock = Clock()
-    beats = Heartbeats(3, clock)
+def test_overdue_names_the_workers_silent_for_longer_than_the_timeout(
+    clock: Clock, beats: Heartbeats
+) -> None:
     clock.now += 3
     beats.beat(1)
     clock.now += 0.5
@@ -49,16 +64,14 @@ def test_overdue_names_the_workers_silent_for_longer_than_the_timeout() -> None:
     assert overdue({1001: 1, 1003: 3}, beats, timeout=0.9) == [(1001, 1, 1.5), (1003, 3, 1.0)]
 
 
-def test_a_forked_worker_beats_into_the_supervisors_memory() -> None:
-    clock = Clock()
-    beats = Heartbeats(2, clock)
+def test_a_forked_worker_beats_into_the_supervisors_memory(clock: Clock, beats: Heartbeats) -> None:
     clock.now += 10
     pid = os.fork()
     if pid == 0:
         beats.beat(2)
         os._exit(0)
     assert os.waitpid(pid, 0)[1] == 0
-    assert (beats.silent_for(1), beats.silent_for(2)) == (10, 0)
+    assert silences(beats) == [10, 0, 10]
 
 
 def test_a_running_loop_keeps_beating() -> None:

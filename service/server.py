@@ -458,7 +458,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
                 os.kill(pid, signal.SIGKILL)
 
     signal.signal(signal.SIGALRM, kill_stragglers)
-    for signum in STOP_SIGNALS:
+    for signum in pending.signals:
         signal.signal(signum, forward)
     for signum in pending.received:
         forward(signum, None)

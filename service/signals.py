@@ -2,7 +2,11 @@
 
 SIGTERM, SIGINT or SIGHUP ends serving; SIGINT (Ctrl-C) also skips the drain
 delay. SIGHUP (the terminal of ``make serve`` closed) drains as SIGTERM does,
-instead of killing the process with calls in flight.
+instead of killing the process with calls in flight. A SIGINT or SIGHUP that the
+server was started with set to be ignored stays ignored: ``nohup`` ignores SIGHUP,
+and a shell ignores SIGINT in its background jobs, so that the server outlives
+the terminal or its Ctrl-C, as the caller asked. SIGTERM, the orchestrator's,
+always stops the server.
 ``PendingSignals`` records them while the process is still starting, before an
 event loop can take them: with the default action a pod deleted just after it
 started would die by SIGTERM (status 143) instead of exiting 0. ``StopSignals``
@@ -19,14 +23,25 @@ import signal
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Stop as SIGTERM does, and are ignored once stopping.
 _LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
+# What a terminal sends, which the one who started the server may have ignored on purpose.
+_FROM_A_TERMINAL = (signal.SIGINT, signal.SIGHUP)
 
 
 class PendingSignals:
-    """Records stop signals until ``StopSignals`` (or the supervisor) takes them over."""
+    """Records stop signals until ``StopSignals`` (or the supervisor) takes them over.
+
+    ``signals`` are the stop signals this process honours: all of ``STOP_SIGNALS``
+    but a SIGINT or SIGHUP it was started with set to be ignored.
+    """
 
     def __init__(self) -> None:
         self.received: list[signal.Signals] = []
-        for signum in STOP_SIGNALS:
+        self.signals = tuple(
+            signum
+            for signum in STOP_SIGNALS
+            if signum not in _FROM_A_TERMINAL or signal.getsignal(signum) != signal.SIG_IGN
+        )
+        for signum in self.signals:
             signal.signal(signum, self._record)
 
     def _record(self, signum: int, _frame: object) -> None:
@@ -47,7 +62,7 @@ class StopSignals:
         self.received = asyncio.Event()
         self._hurry = asyncio.Event()
         self.first: signal.Signals | None = None
-        for signum in STOP_SIGNALS:
+        for signum in pending.signals:
             loop.add_signal_handler(signum, self.stop, signum)
         for signum in pending.received:
             self.stop(signum)

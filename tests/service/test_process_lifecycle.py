@@ -197,6 +197,37 @@ def test_the_supervisor_forwards_sigint_so_workers_skip_the_drain_delay(signals)
     assert len(server.log_events("stopped")) == 2
 
 
+# Started as `nohup cardrules serve`, and as `cardrules serve &` in a shell script.
+IGNORING = {
+    signal.SIGHUP: ("nohup",),
+    signal.SIGINT: ("sh", "-c", 'trap "" INT && exec "$@"', "sh"),
+}
+
+
+@pytest.mark.parametrize("ignored", list(IGNORING), ids=["sighup_under_nohup", "sigint"])
+@pytest.mark.parametrize("processes", [1, 2], ids=["one_process", "workers"])
+def test_a_terminal_signal_the_server_was_started_ignoring_stays_ignored(ignored, processes):
+    """The terminal closing (SIGHUP) or its Ctrl-C (SIGINT) reaches the whole process
+    group; a server started with that signal ignored keeps serving, as nohup or the
+    shell asked, and SIGTERM still drains it. Had the first signal counted, it would
+    name the drain: of two pending at once the lower number (SIGHUP, SIGINT) comes
+    first."""
+    args = workers() if processes == 2 else ()
+    with running((*args, "--drain-delay-seconds", "0.2"), launcher=IGNORING[ignored]) as server:
+        server.wait_for_logs("listening", processes)
+        os.killpg(server.process.pid, ignored)
+        with connect(server.target) as stub:
+            game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        assert len(game.seat_tokens) == 2
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(60) == 0
+    draining = server.log_events("draining")
+    assert len(draining) == processes
+    assert {(line["signal"], line["drain_delay_seconds"]) for line in draining} == {
+        ("SIGTERM", 0.2)
+    }
+
+
 def test_a_worker_that_dies_stops_the_server_with_status_1():
     """Workers are not restarted one by one: the orchestrator restarts the server."""
     server = start_server(workers())

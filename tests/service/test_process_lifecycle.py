@@ -286,8 +286,9 @@ def test_a_worker_that_hangs_while_serving_is_killed_and_the_server_stops(hung):
     assert sorted(int(str(line["worker"])) for line in hung_lines) == list(hung)
     assert {line["pid"] for line in hung_lines} == {pid_of[worker] for worker in hung}
     assert {line["level"] for line in hung_lines} == {"error"}
-    # Over the timeout; by how much depends on how busy the machine was.
-    assert all(float(str(line["silent_seconds"])) > 2 for line in hung_lines), hung_lines
+    # Over the timeout (logged to 0.1 s, so 2.04 reads 2.0); by how much depends on how
+    # busy the machine was.
+    assert all(float(str(line["silent_seconds"])) >= 2 for line in hung_lines), hung_lines
     exited = server.log_events("worker exited")
     assert sorted((int(str(line["worker"])), str(line["signal"])) for line in exited) == [
         (worker, "SIGKILL") for worker in hung

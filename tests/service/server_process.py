@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CARDRULES = str(Path(sys.executable).parent / "cardrules")
 # Runs its arguments with SIGINT and SIGHUP at their default, as a terminal starts a
@@ -60,6 +61,7 @@ class ServerProcess:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout)
+        _REAPER_OF_THIS_PROCESS.forget(self.process.pid)
         if self._reader is not None:
             self._reader.join(timeout)
         return code
@@ -141,11 +143,77 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+# Reads process-group ids, "+id" to watch and "-id" to forget, until the test process
+# that wrote them is gone (end of input, however it went), then SIGKILLs what it watches.
+_REAPER = """
+import os, signal, sys
+groups = set()
+for line in sys.stdin:
+    group = int(line)
+    if group > 0:
+        groups.add(group)
+    else:
+        groups.discard(-group)
+for group in groups:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+"""
+
+
+class _Reaper:
+    """Kills the process groups this test process started, should it die first.
+
+    Servers run in sessions of their own (``kill_group``), so nothing stops them
+    when a test process is killed outright (SIGKILL, a CI time limit) and runs no
+    clean-up: they would serve on. The reaper, in a session of its own too, reads
+    their group ids on a pipe whose end is this process's death. A group is
+    forgotten once it is gone, so a reused id (``pid_max`` can be 32,768) is never
+    killed.
+    """
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+
+    def _tell(self, line: str) -> None:
+        with self._lock:
+            if self._process is None:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-c", _REAPER],
+                    stdin=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,
+                )
+            assert self._process.stdin is not None
+            self._process.stdin.write(line + "\n")
+            self._process.stdin.flush()
+
+    def watch(self, group: int) -> None:
+        self._tell(f"+{group}")
+
+    def forget(self, group: int) -> None:
+        self._tell(f"-{group}")
+
+
+_REAPER_OF_THIS_PROCESS = _Reaper()
+
+
+def start_session(command: Sequence[str], **options: Any) -> subprocess.Popen[str]:
+    """``subprocess.Popen(command, **options)`` in a session and process group of its own,
+    which ``kill_group`` ends, or the reaper if this test process dies first."""
+    process: subprocess.Popen[str] = subprocess.Popen(command, start_new_session=True, **options)
+    _REAPER_OF_THIS_PROCESS.watch(process.pid)
+    return process
+
+
 def kill_group(process: subprocess.Popen[str]) -> None:
-    """SIGKILL ``process``, started with ``start_new_session=True``, and all it forked."""
+    """SIGKILL ``process``, started by ``start_session``, and all it forked."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    _REAPER_OF_THIS_PROCESS.forget(process.pid)
 
 
 def server_environment(
@@ -201,13 +269,8 @@ def start_server(
         and "CARDRULES_HTTP_PORT" not in (env or {})
     ):
         command += ["--http-port", str(free_port())]  # workers share one fixed port
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=environ,
-        start_new_session=True,  # a group of its own, for kill()
+    process = start_session(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
     )
     server = ServerProcess(process, 0)
     ready = threading.Event()
@@ -282,19 +345,19 @@ def serve_and_fail(
         "0",
         *args,
     ]
-    with subprocess.Popen(
+    with start_session(
         command,
         env=server_environment(env, keys),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # a group of its own, for kill_group
     ) as process:
         try:
             stdout, stderr = process.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             kill_group(process)
             raise
+    _REAPER_OF_THIS_PROCESS.forget(process.pid)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 

@@ -38,6 +38,7 @@ from tests.service.server_process import (
     serve_and_fail,
     server_environment,
     start_server,
+    start_session,
 )
 
 WORKERS = ("--workers", "2")
@@ -62,13 +63,8 @@ def launched(
         command += ["--grpc-port", str(grpc_port)]
     if "--metrics-port" not in args:
         command += ["--metrics-port", str(metrics_port)]
-    process = subprocess.Popen(
-        [*command, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=environ,
-        start_new_session=True,
+    process = start_session(
+        [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
     )
     try:
         yield process
@@ -329,13 +325,12 @@ def test_a_log_reader_that_goes_away_loses_lines_but_no_call(args):
     grpc_port, http_port, metrics_port = free_ports(3)
     ports = {"--grpc-port": grpc_port, "--http-port": http_port, "--metrics-port": metrics_port}
     flags = [text for flag, port in ports.items() for text in (flag, str(port))]
-    process = subprocess.Popen(
+    process = start_session(
         [CARDRULES, "serve", "--host", "127.0.0.1", *flags, *args],
         env=server_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
     )
     try:
         assert process.stdout is not None

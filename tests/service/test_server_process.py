@@ -1,0 +1,52 @@
+"""The test servers' own guarantee: none outlives the test process that started it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.service.server_process import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A test process that starts a server with two workers and is killed outright, as a
+# CI time limit kills one: no clean-up of its own runs.
+KILLED_TEST_PROCESS = """
+import os, signal, sys
+from tests.service.server_process import start_server
+server = start_server(("--workers", "2", "--grpc-port", sys.argv[1]))
+pids = [int(line["pid"]) for line in server.wait_for_logs("listening", 2)]
+print(server.process.pid, *pids, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a dead orphan waits for PID 1 to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_the_servers_of_a_test_process_killed_outright_are_killed_after_it():
+    """Servers run in sessions of their own, so a dying test process takes none of them
+    along; its reaper kills them, the supervisor and every worker."""
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_TEST_PROCESS, str(free_port())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == -9, done.stderr
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert len(pids) == 3
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in pids):
+        assert time.monotonic() < deadline, [pid for pid in pids if _running(pid)]
+        time.sleep(0.05)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import io
 import json
 import logging
 import re
@@ -357,6 +358,25 @@ class _NamedPrintLogger(structlog.PrintLogger):
             DROPPED_LINES.record(error)
 
     log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
+
+
+def unbuffer_std_streams() -> None:
+    """Make stdout and stderr what ``python -u`` makes them (``PYTHONUNBUFFERED``, which
+    the image sets), however the server was started.
+
+    Every log line is flushed as it is written either way. What differs is a line
+    the stream refuses: a buffered stream keeps it, writes it late or never, and
+    fails once more when Python flushes it at exit, which turns status 0 into 120.
+    """
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(stream, io.TextIOWrapper) and isinstance(stream.buffer, io.BufferedWriter):
+            stream.flush()
+            raw = io.FileIO(stream.fileno(), "w", closefd=False)
+            unbuffered = io.TextIOWrapper(
+                raw, encoding=stream.encoding, errors=stream.errors, write_through=True
+            )
+            setattr(sys, name, unbuffered)
 
 
 def _write_line(message: str | bytes) -> None:

@@ -67,8 +67,10 @@ def run_serve(args: argparse.Namespace) -> int:
                 f"--workers needs a writable folder for the workers' metrics ({error}); "
                 f"set {MULTIPROC_ENV} to one"
             )
+    from service.logs import unbuffer_std_streams
     from service.server import serve
 
+    unbuffer_std_streams()
     try:
         return serve(config, pending)
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -465,7 +466,12 @@ def test_a_child_that_is_no_worker_exiting_leaves_the_server_serving(tmp_path):
     has a child that is no worker, as an orphan re-parented to PID 1 would be.
     """
     stray_pid_file = tmp_path / "stray.pid"
-    launcher = ("sh", "-c", f'sleep 1 & echo $! > {stray_pid_file} && exec "$@"', "sh")
+    launcher = (
+        "sh",
+        "-c",
+        f'sleep 1 & echo $! > {shlex.quote(str(stray_pid_file))} && exec "$@"',
+        "sh",
+    )
     with running(workers(), launcher=launcher) as server:
         server.wait_for_logs("listening", 2)
         stray = int(stray_pid_file.read_text())

@@ -1,4 +1,5 @@
-"""Hypothesis profiles, and a temporary folder of its own for the servers the tests start.
+"""Hypothesis profiles, the stop signals the tests' programs start with, and a temporary
+folder of its own for the servers the tests start.
 
 ``ci`` (the default) derandomizes Hypothesis, so a run of ``make test`` draws
 what the last one drew: a failure reproduces, and a landing never depends on
@@ -9,6 +10,7 @@ the luck of a draw. ``explore`` draws new examples each run; with
 
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +19,19 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile("ci")
+
+
+def _ignored_here_only(_signum: int, _frame: object) -> None:
+    """Does nothing, as the ignore it stands in for, but is not inherited."""
+
+
+# A test run started by nohup ignores SIGHUP, and one started as a shell's background
+# job SIGINT; every program the tests start would inherit that (and `cardrules serve`
+# honours it), so a test of Ctrl-C or of a hangup would hang or fail. A handler that
+# does nothing keeps the run ignoring them, and exec gives each program the default.
+for _signum in (signal.SIGINT, signal.SIGHUP):
+    if signal.getsignal(_signum) == signal.SIG_IGN:
+        signal.signal(_signum, _ignored_here_only)
 
 
 @pytest.fixture(autouse=True, scope="session")

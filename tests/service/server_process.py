@@ -19,10 +19,6 @@ from pathlib import Path
 from typing import Any
 
 CARDRULES = str(Path(sys.executable).parent / "cardrules")
-# Runs its arguments with SIGINT and SIGHUP at their default, as a terminal starts a
-# command: a test runner started by nohup or as a background job ignores them, and
-# its children would inherit that (which the server honours).
-AS_FROM_A_TERMINAL = ("env", "--default-signal=INT,HUP")
 TEST_KEY = (
     "q83vEjRWeJASNFZ4kBI0VniQEjRWeJASNFZ4kBI0Vng="  # fixed test key, never used in production
 )
@@ -246,12 +242,10 @@ def start_server(
 
     With ``loopback_flags=False`` no ``--host``/``--grpc-port``/``--metrics-port``
     flags are added: ``env`` (or ``args``) must say where to listen. ``launcher``
-    is a command that ends by running (exec) its arguments, the server's command;
-    it starts with SIGINT and SIGHUP at their default (``AS_FROM_A_TERMINAL``).
+    is a command that ends by running (exec) its arguments, the server's command.
     """
     environ = server_environment(env, keys)
     command = [
-        *AS_FROM_A_TERMINAL,
         *launcher,
         CARDRULES,
         "serve",

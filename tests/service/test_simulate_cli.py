@@ -16,7 +16,7 @@ from engine.cards import Card, card_str, full_deck, parse_cards, shuffled
 from engine.krypkasino import Config, Move, Rules, State, legal_moves, new_game, sweep_ranks
 from engine.krypkasino.policies import Situation, greedy_policy, random_policy
 from service.cli import main
-from tests.service.server_process import AS_FROM_A_TERMINAL, CARDRULES
+from tests.service.server_process import CARDRULES
 
 # Spec KX30's deck (top first), also the deck of KX27.
 KX30_DECK = (
@@ -358,11 +358,7 @@ def test_an_unknown_option_names_the_help_of_its_command(capsys, command):
 
 def test_ctrl_c_during_a_long_simulation_exits_130_with_one_line():
     simulation = subprocess.Popen(
-        [
-            *AS_FROM_A_TERMINAL,
-            CARDRULES,
-            *("simulate", "krypkasino", "--players", "4", "--games", "100000"),
-        ],
+        [CARDRULES, "simulate", "krypkasino", "--players", "4", "--games", "100000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

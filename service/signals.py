@@ -24,7 +24,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Stop as SIGTERM does, and are ignored once stopping.
 _LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
 # What a terminal sends, which the one who started the server may have ignored on purpose.
-_FROM_A_TERMINAL = (signal.SIGINT, signal.SIGHUP)
+FROM_A_TERMINAL = (signal.SIGINT, signal.SIGHUP)
 
 
 class PendingSignals:
@@ -39,7 +39,7 @@ class PendingSignals:
         self.signals = tuple(
             signum
             for signum in STOP_SIGNALS
-            if signum not in _FROM_A_TERMINAL or signal.getsignal(signum) != signal.SIG_IGN
+            if signum not in FROM_A_TERMINAL or signal.getsignal(signum) != signal.SIG_IGN
         )
         for signum in self.signals:
             signal.signal(signum, self._record)

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
+from service.signals import FROM_A_TERMINAL
+
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile("ci")
@@ -29,7 +31,7 @@ def _ignored_here_only(_signum: int, _frame: object) -> None:
 # job SIGINT; every program the tests start would inherit that (and `cardrules serve`
 # honours it), so a test of Ctrl-C or of a hangup would hang or fail. A handler that
 # does nothing keeps the run ignoring them, and exec gives each program the default.
-for _signum in (signal.SIGINT, signal.SIGHUP):
+for _signum in FROM_A_TERMINAL:
     if signal.getsignal(_signum) == signal.SIG_IGN:
         signal.signal(_signum, _ignored_here_only)
 

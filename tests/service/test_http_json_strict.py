@@ -128,15 +128,31 @@ def test_a_nested_field_under_both_names_is_refused_with_its_path(server):
     assert "first_dealer" in description and "firstDealer" in description
 
 
-def holder_class() -> type[Message]:
-    """A request with what the krypkasino requests lack: two-word fields inside repeated
-    messages and map values, bytes in a map, and a well-known type (Struct)."""
-    file = descriptor_pb2.FileDescriptorProto(
-        name="test/strict_holder.proto",
+def strict_proto_file(name: str) -> descriptor_pb2.FileDescriptorProto:
+    """An empty proto3 file ``test/<name>.proto`` of package ``test.strict.v1`` that may
+    use ``google.protobuf.Struct`` and ``Value``."""
+    return descriptor_pb2.FileDescriptorProto(
+        name=f"test/{name}.proto",
         package="test.strict.v1",
         syntax="proto3",
         dependency=[struct_pb2.DESCRIPTOR.name],
     )
+
+
+def strict_message_class(file: descriptor_pb2.FileDescriptorProto, name: str) -> type[Message]:
+    """The class of message ``name`` of ``file`` (``strict_proto_file``), in a pool of its own."""
+    pool = descriptor_pool.DescriptorPool()
+    struct_file = descriptor_pb2.FileDescriptorProto()
+    struct_pb2.DESCRIPTOR.CopyToProto(struct_file)
+    pool.Add(struct_file)
+    pool.Add(file)
+    return GetMessageClass(pool.FindMessageTypeByName(f"test.strict.v1.{name}"))
+
+
+def holder_class() -> type[Message]:
+    """A request with what the krypkasino requests lack: two-word fields inside repeated
+    messages and map values, bytes in a map, and a well-known type (Struct)."""
+    file = strict_proto_file("strict_holder")
     one, many = FieldDescriptor.LABEL_OPTIONAL, FieldDescriptor.LABEL_REPEATED
     text, data, message = (
         FieldDescriptor.TYPE_STRING,
@@ -174,12 +190,7 @@ def holder_class() -> type[Message]:
     holder.field.add(
         name="meta", number=4, type=message, label=one, type_name=".google.protobuf.Struct"
     )
-    pool = descriptor_pool.DescriptorPool()
-    struct_file = descriptor_pb2.FileDescriptorProto()
-    struct_pb2.DESCRIPTOR.CopyToProto(struct_file)
-    pool.Add(struct_file)
-    pool.Add(file)
-    return GetMessageClass(pool.FindMessageTypeByName("test.strict.v1.Holder"))
+    return strict_message_class(file, "Holder")
 
 
 @pytest.mark.parametrize(
@@ -537,12 +548,7 @@ def scalars_class() -> type[Message]:
     """A request with what no krypkasino request has: a repeated scalar, a double,
     a ``google.protobuf.Value`` (whose JSON may be any JSON value), a oneof, and a
     list of its own kind."""
-    file = descriptor_pb2.FileDescriptorProto(
-        name="test/strict_scalars.proto",
-        package="test.strict.v1",
-        syntax="proto3",
-        dependency=[struct_pb2.DESCRIPTOR.name],
-    )
+    file = strict_proto_file("strict_scalars")
     one, many = FieldDescriptor.LABEL_OPTIONAL, FieldDescriptor.LABEL_REPEATED
     scalars = file.message_type.add(name="Scalars")
     scalars.field.add(name="counts", number=1, type=FieldDescriptor.TYPE_INT32, label=many)
@@ -566,12 +572,7 @@ def scalars_class() -> type[Message]:
         scalars.field.add(
             name=name, number=number, type=FieldDescriptor.TYPE_INT32, label=one, oneof_index=0
         )
-    pool = descriptor_pool.DescriptorPool()
-    struct_file = descriptor_pb2.FileDescriptorProto()
-    struct_pb2.DESCRIPTOR.CopyToProto(struct_file)
-    pool.Add(struct_file)
-    pool.Add(file)
-    return GetMessageClass(pool.FindMessageTypeByName("test.strict.v1.Scalars"))
+    return strict_message_class(file, "Scalars")
 
 
 def test_a_body_of_only_white_space_is_the_empty_request() -> None:

@@ -16,7 +16,7 @@ process memory, where the other workers and the scraper can never see it. So:
 2. each worker builds its ``ServiceMetrics`` after the fork, with
    ``registry=None`` (or a private ``CollectorRegistry`` that is never served):
    the values go to the worker's own files whatever the registry;
-3. one process serves ``start_metrics_http(port, multiprocess_registry())``,
+3. one process serves ``metrics_http.start_metrics_http(port, multiprocess_registry())``,
    which sums every worker's files at each scrape;
 4. when a worker exits the supervisor calls ``worker_exited(pid)``.
 
@@ -27,7 +27,6 @@ since the scrape would then silently report nothing.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -40,7 +39,6 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
-    start_http_server,
     values,
 )
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
@@ -353,37 +351,3 @@ def worker_exited(pid: int) -> None:
     back; only live-gauge files are removed.
     """
     mark_process_dead(pid)  # type: ignore[no-untyped-call]  # untyped upstream
-
-
-class MetricsHTTP:
-    """A running ``/metrics`` HTTP server; call it to shut it down."""
-
-    def __init__(self, port: int, registry: CollectorRegistry, host: str) -> None:
-        self._server, self._thread = start_http_server(port, addr=host, registry=registry)
-        self._lock = threading.Lock()
-        self._stopped = False
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful when started on port 0)."""
-        return int(self._server.server_port)
-
-    def __call__(self) -> None:
-        """Stop serving and release the port; safe to call more than once."""
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-
-def start_metrics_http(
-    port: int, registry: CollectorRegistry, host: str = "0.0.0.0"
-) -> MetricsHTTP:
-    """Serve ``registry`` on ``http://host:port/metrics`` (default port 9464) in a daemon thread.
-
-    Start it after any fork: a thread does not survive ``fork``.
-    """
-    return MetricsHTTP(port, registry, host)

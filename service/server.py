@@ -45,9 +45,9 @@ from service.metrics import (
     clear_multiprocess_dir,
     multiprocess_enabled,
     multiprocess_registry,
-    start_metrics_http,
     worker_exited,
 )
+from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
 from service.signals import STOP_SIGNALS, PendingSignals, StopSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer

@@ -11,8 +11,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -32,7 +30,6 @@ from service.metrics import (
     ServiceMetrics,
     code_label,
     move_kind,
-    start_metrics_http,
     variant_label,
 )
 from service.server import build_api, new_metrics
@@ -393,40 +390,6 @@ def test_registries_are_independent_and_nothing_lands_in_the_default_one(registr
     assert "grpc_server_" not in default and "cardrules_" not in default
 
 
-def test_metrics_are_served_over_http(registry, metrics):
-    metrics.rpc_started(SERVICE, "NewGame")
-    metrics.rpc_handled(SERVICE, "NewGame", "OK", 0.001)
-    stop = start_metrics_http(0, registry, host="127.0.0.1")
-    url = f"http://127.0.0.1:{stop.port}/metrics"
-    try:
-        assert stop.port > 0
-        with urllib.request.urlopen(url, timeout=10) as response:
-            assert response.status == 200
-            assert response.headers["Content-Type"].startswith("text/plain")
-            text = response.read().decode()
-    finally:
-        stop()
-    found = samples(text)
-    assert value(found, "grpc_server_handled_total", **rpc("NewGame"), grpc_code="OK") == 1
-    assert value(found, "grpc_server_handled_total", **rpc("Play"), grpc_code="Unknown") == 0
-    stop()  # a second shutdown is harmless
-    with pytest.raises(urllib.error.URLError):
-        urllib.request.urlopen(url, timeout=10)
-
-
-def test_the_metrics_endpoint_listens_on_every_ipv4_address_by_default(registry, metrics):
-    """``start_metrics_http`` without a host listens on 0.0.0.0, as ``--host`` defaults
-    to: reachable on any of the machine's IPv4 addresses, here loopback's 127.0.0.2."""
-    stop = start_metrics_http(0, registry)
-    try:
-        url = f"http://127.0.0.2:{stop.port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
-    finally:
-        stop()
-    assert value(samples(text), "grpc_server_started_total", **rpc("Play")) == 0
-
-
 # Run in a fresh interpreter: prometheus_client chooses multiprocess storage at import.
 _MULTIPROCESS_SCRIPT = textwrap.dedent(
     """
@@ -460,7 +423,8 @@ _MULTIPROCESS_SCRIPT = textwrap.dedent(
         m.worker_exited(child.pid)
     files = sorted(os.listdir(directory))
 
-    stop = m.start_metrics_http(0, m.multiprocess_registry(), host="127.0.0.1")
+    from service.metrics_http import start_metrics_http
+    stop = start_metrics_http(0, m.multiprocess_registry(), host="127.0.0.1")
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{stop.port}/metrics", timeout=10) as r:
             text = r.read().decode()

@@ -1,0 +1,126 @@
+"""The ``/metrics`` endpoint (design section 6): prometheus_client's WSGI app on a bounded server.
+
+prometheus_client's ``start_http_server`` starts a thread for every connection
+and never times one out, so each idle connection held a thread and a file
+descriptor of the serving process for good: with one worker, the very process
+whose descriptors gRPC needs to accept calls. This server serves the same app
+(``make_wsgi_app``) on the standard library's WSGI server with two bounds:
+
+- a connection that sends or takes nothing for ``idle_timeout_seconds`` is
+  closed (Prometheus sends its request as soon as it connects);
+- at most ``max_connections`` are served at once; one more is closed at once,
+  so a flood costs the scrapes, never the calls.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+
+#: Prometheus' default scrape timeout: a scrape never waits longer than this on us.
+IDLE_TIMEOUT_SECONDS = 10.0
+#: Prometheus servers (an HA pair), a person with curl, and room to spare.
+MAX_CONNECTIONS = 16
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """One request per connection, no access log, and a socket timeout."""
+
+    timeout = IDLE_TIMEOUT_SECONDS
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:  # the client went quiet (the timeout) or away: nothing to answer
+            return
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """No access log: Prometheus scrapes every 15 s."""
+
+
+class _BoundedServer(ThreadingMixIn, WSGIServer):
+    """A thread per connection, at most ``max_connections`` of them."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[WSGIRequestHandler],
+        *,
+        family: socket.AddressFamily,
+        max_connections: int,
+    ) -> None:
+        self.address_family = family  # read by TCPServer.__init__ when it makes the socket
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: it would never give the slot back
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class MetricsHTTP:
+    """A running ``/metrics`` HTTP server; call it to shut it down."""
+
+    def __init__(self, server: WSGIServer) -> None:
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+        self._thread.start()
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when started on port 0)."""
+        return int(self._server.server_port)
+
+    def __call__(self) -> None:
+        """Stop serving and release the port; safe to call more than once."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def start_metrics_http(
+    port: int,
+    registry: CollectorRegistry,
+    host: str = "0.0.0.0",
+    *,
+    idle_timeout_seconds: float = IDLE_TIMEOUT_SECONDS,
+    max_connections: int = MAX_CONNECTIONS,
+) -> MetricsHTTP:
+    """Serve ``registry`` on ``http://host:port/metrics`` (default port 9464) in a daemon thread.
+
+    Start it after any fork: a thread does not survive ``fork``.
+    """
+    family, _, _, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    handler = type("MetricsHandler", (_QuietHandler,), {"timeout": idle_timeout_seconds})
+    server = _BoundedServer(
+        (str(address[0]), port), handler, family=family, max_connections=max_connections
+    )
+    server.set_app(make_wsgi_app(registry))
+    return MetricsHTTP(server)

@@ -1,0 +1,134 @@
+"""The ``/metrics`` endpoint (design section 6): served, stopped, and bounded in idle time
+and connections, on real sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+
+from service.metrics_http import (
+    IDLE_TIMEOUT_SECONDS,
+    MAX_CONNECTIONS,
+    MetricsHTTP,
+    start_metrics_http,
+)
+from tests.service.metrics_helpers import samples
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    Counter("scraped_things", "A counter to find in the exposition.", registry=registry).inc(3)
+    return registry
+
+
+@contextlib.contextmanager
+def serving(
+    registry: CollectorRegistry,
+    *,
+    idle_timeout_seconds: float = IDLE_TIMEOUT_SECONDS,
+    max_connections: int = MAX_CONNECTIONS,
+) -> Iterator[MetricsHTTP]:
+    server = start_metrics_http(
+        0,
+        registry,
+        "127.0.0.1",
+        idle_timeout_seconds=idle_timeout_seconds,
+        max_connections=max_connections,
+    )
+    try:
+        yield server
+    finally:
+        server()
+
+
+def scrape(port: int, host: str = "127.0.0.1") -> float:
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        return samples(response.read().decode())[("scraped_things_total", frozenset())]
+
+
+def connect(port: int) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+    connection.settimeout(10)
+    return connection
+
+
+def closed_by_server(connection: socket.socket) -> bool:
+    """Whether the server closed ``connection`` without answering."""
+    try:
+        return connection.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def wait_for_threads(count: int) -> None:
+    deadline = time.monotonic() + 10
+    while threading.active_count() != count:
+        assert time.monotonic() < deadline, (threading.active_count(), count)
+        time.sleep(0.01)
+
+
+def test_metrics_are_served_over_http_until_stopped(registry):
+    server = start_metrics_http(0, registry, host="127.0.0.1")
+    try:
+        assert server.port > 0
+        assert scrape(server.port) == 3
+    finally:
+        server()
+    server()  # a second shutdown is harmless
+    with pytest.raises(urllib.error.URLError):
+        scrape(server.port)
+
+
+def test_the_metrics_endpoint_listens_on_every_ipv4_address_by_default(registry):
+    """Without a host it listens on 0.0.0.0, as ``--host`` defaults to: reachable on
+    any of the machine's IPv4 addresses, here loopback's 127.0.0.2."""
+    server = start_metrics_http(0, registry)
+    try:
+        assert scrape(server.port, "127.0.0.2") == 3
+    finally:
+        server()
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout(registry, capfd):
+    """prometheus_client's own server kept such a connection, and its thread, for good."""
+    with serving(registry, idle_timeout_seconds=0.3) as server:
+        idle = connect(server.port)
+        started = time.monotonic()
+        with idle:
+            assert closed_by_server(idle)
+        assert time.monotonic() - started >= 0.25
+        assert scrape(server.port) == 3
+    assert capfd.readouterr().err == ""  # no traceback for a client that went quiet
+
+
+def test_connections_beyond_the_cap_are_closed_at_once_and_threads_stay_bounded(registry):
+    with serving(registry, max_connections=2) as server:
+        before = threading.active_count()
+        held = [connect(server.port) for _ in range(2)]
+        for connection in held:  # a request line and no end of headers: its thread waits
+            connection.sendall(b"GET /metrics HTTP/1.0\r\n")
+        wait_for_threads(before + 2)
+
+        flood = [connect(server.port) for _ in range(40)]
+        for connection in flood:
+            with connection:
+                assert closed_by_server(connection)
+        assert threading.active_count() == before + 2
+
+        held[0].sendall(b"\r\n")  # the held connections are still served
+        assert held[0].recv(64).startswith(b"HTTP/1.0 200")
+        for connection in held:
+            connection.close()
+        wait_for_threads(before)
+        assert scrape(server.port) == 3  # and their slots are free again

@@ -80,7 +80,8 @@ fmt: $(VENV_STAMP) ## ruff format + ruff check --fix
 	$(BIN)/ruff check --fix .
 
 serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, HTTP :8080, metrics :9464)
-	$(BIN)/cardrules serve $(SERVE_ARGS)
+	@# Not echoed: SERVE_ARGS may hold --state-keys.
+	@$(BIN)/cardrules serve $(SERVE_ARGS)
 
 bench: $(VENV_STAMP) ## Run the benchmarks: python -m bench with BENCH_ARGS (engine, grpc, http)
 	$(BIN)/python -m bench $(BENCH_ARGS)

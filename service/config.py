@@ -8,8 +8,9 @@ default. The defaults run a one-machine server: gRPC on 50051, HTTP/JSON on
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -52,10 +53,14 @@ class ServerConfig:
 # flag name -> (ServerConfig field, help). The env var is CARDRULES_ + FIELD upper-cased.
 _OPTIONS: dict[str, tuple[str, str]] = {
     "--host": ("host", "address to listen on"),
-    "--grpc-port": ("grpc_port", "gRPC port"),
+    "--grpc-port": ("grpc_port", "gRPC port (0 = any free port)"),
     "--http-port": ("http_port", "HTTP/JSON gateway port (0 = any free port)"),
     "--metrics-port": ("metrics_port", "Prometheus metrics port (0 = off)"),
-    "--workers": ("workers", "worker processes sharing the ports (one per core)"),
+    "--workers": (
+        "workers",
+        "worker processes sharing the ports, at most one per core; 2 or more need fixed "
+        "gRPC and HTTP ports",
+    ),
     "--state-keys": (
         "state_keys",
         "comma-separated base64 AES-256 keys; the first seals, all open",
@@ -186,7 +191,15 @@ def _host(source: str, text: str) -> str:
         host = host[1:-1]
     if not host or any(c.isspace() or c in "[]/" for c in host):
         raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
-    if ":" not in host:  # a name, or an IPv4 address: labels of 1 to 63 characters
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ConfigValueError(
+                f"{source}: {text!r} is not a host name or address (the ports have flags "
+                "of their own: --grpc-port, --http-port, --metrics-port)"
+            ) from None
+    else:  # a name, or an IPv4 address: labels of 1 to 63 characters
         try:
             host.encode("idna")
         except UnicodeError:
@@ -200,16 +213,17 @@ def host_port(host: str, port: int) -> str:
 
 
 def _choice(source: str, text: str, choices: tuple[str, ...]) -> str:
-    if text not in choices:
+    """One of ``choices`` (all lower case), in any case: ``INFO`` is ``info``."""
+    if (choice := text.strip().lower()) not in choices:
         raise ConfigValueError(f"{source}: {text!r} is not one of {', '.join(choices)}")
-    return text
+    return choice
 
 
 def _bool(source: str, text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
-    if lowered in ("0", "false", "no", "off", ""):
+    if lowered in ("0", "false", "no", "off"):
         return False
     raise ConfigValueError(f"{source}: {text!r} is not true or false")
 
@@ -218,13 +232,21 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     """Combine parsed flags, the environment and the defaults into a checked config."""
     env = os.environ if environ is None else environ
 
+    sources: dict[str, str] = {}
+
     def raw(name: str) -> tuple[str, str] | None:
         flag_value = getattr(args, name, None)
         if flag_value is not None:
-            return "--" + name.replace("_", "-"), str(flag_value)
+            sources[name] = "--" + name.replace("_", "-")
+            return sources[name], str(flag_value)
         if env_name(name) in env:
-            return env_name(name), env[env_name(name)]
+            sources[name] = env_name(name)
+            return sources[name], env[env_name(name)]
         return None
+
+    def origin(name: str) -> str:
+        """Where a value came from, for a message about two values together."""
+        return sources.get(name, f"the default --{name.replace('_', '-')}")
 
     values: dict[str, Any] = {}
     if (item := raw("host")) is not None:
@@ -269,6 +291,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     if keys and keys_file:
         raise ConfigValueError(f"{keys[0]} and {keys_file[0]} exclude each other")
     if keys_file:
+        if not keys_file[1].strip():
+            raise ConfigValueError(f"{keys_file[0]}: empty: give the path of the keys file")
         try:
             values["state_keys"] = Path(keys_file[1]).read_text()
         except OSError as error:
@@ -283,4 +307,32 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             KeyRing.parse(values["state_keys"])
         except ValueError as error:
             raise ConfigValueError(f"{source[0]}: {error}") from None
-    return ServerConfig(**values)
+    config = ServerConfig(**values)
+    _check_ports(config, origin)
+    return config
+
+
+def _check_ports(config: ServerConfig, origin: Callable[[str], str]) -> None:
+    """Each listener needs a port of its own, and workers need fixed ones to share.
+
+    With workers every socket is bound with SO_REUSEPORT, so gRPC and HTTP on one
+    port both bound, and the kernel split the connections between them.
+    """
+    ports = ("grpc_port", "http_port", "metrics_port")
+    for index, first in enumerate(ports):
+        for second in ports[index + 1 :]:
+            port = getattr(config, first)
+            if port and port == getattr(config, second):
+                raise ConfigValueError(
+                    f"{origin(first)} and {origin(second)} are both {port}: "
+                    "each listener needs a port of its own"
+                )
+    if config.workers > 1:
+        for name in ("grpc_port", "http_port"):
+            if getattr(config, name) == 0:
+                # Each worker would get a port of its own instead of sharing one.
+                raise ConfigValueError(
+                    f"{origin('workers')} {config.workers} needs a fixed port, and "
+                    f"{origin(name)} is 0 (any free port): each worker would listen "
+                    "on a port of its own"
+                )

@@ -301,9 +301,10 @@ class HttpGateway:
             # Broken chunk framing or compression, or the client went before the whole body
             # came. The error's text may quote the body, which may hold a token: only its
             # type is told.
-            return invalid_argument(
-                REQUEST_MALFORMED, f"the body could not be read ({type(error).__name__})", ""
-            )
+            described = f"the body could not be read ({type(error).__name__})"
+            if coding not in ("", "identity"):
+                described += f": is it {coding} data, as its Content-Encoding says?"
+            return invalid_argument(REQUEST_MALFORMED, described, "")
         body = b"".join(chunks)
         if content_type is None and body.strip():
             return _refusal(

@@ -49,12 +49,6 @@ def run_serve(args: argparse.Namespace) -> int:
     if sys.stdout is None:  # started with stdout closed (``>&-``): Python gives it None
         return _fail("stdout is closed: the log lines have nowhere to go")
     made_folder = None
-    if config.workers > 1:
-        if config.grpc_port == 0:
-            return _fail("--workers needs a fixed --grpc-port")
-        if config.http_port == 0:
-            # Each worker would get a port of its own instead of sharing one.
-            return _fail("--workers needs a fixed --http-port")
     if DEPRECATED_MULTIPROC_ENV in os.environ:
         # prometheus_client switches to multiprocess mode on either name; the server
         # reads the current one only, so it adopts the old one as prometheus_client does.

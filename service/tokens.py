@@ -120,7 +120,10 @@ class KeyRing:
         """
         items = re.split(r"\s*,\s*|\s+", text.strip())
         if not any(items):
-            raise ValueError("no keys given: expected base64 AES-256 keys, comma-separated")
+            raise ValueError(
+                "no keys given: expected base64 AES-256 keys, separated by commas, "
+                "spaces or new lines"
+            )
         return cls(tuple(_decode_key(item, position) for position, item in enumerate(items, 1)))
 
     @classmethod

@@ -95,11 +95,104 @@ def test_each_documented_choice_is_accepted_and_nothing_else(flag: str) -> None:
 @pytest.mark.parametrize(
     ("value", "plain"),
     [(value, True) for value in ("1", "true", "YES", "on")]
-    + [(value, False) for value in ("0", "false", "no", "off", "")],
+    + [(value, False) for value in ("0", "false", "no", "off", " OFF ")],
 )
 def test_plain_state_from_the_environment_means_what_it_says(value: str, plain: bool) -> None:
     config = resolved("CARDRULES_PLAIN_STATE", value)
     assert config.plain_state is plain
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [row["variable"] for row in ROWS if row["variable"] != "CARDRULES_CORS_ORIGINS"],
+)
+def test_a_variable_set_but_empty_is_refused(variable: str) -> None:
+    """As operations.md says: an empty value is one that went missing (a Secret, a
+    templated manifest), and the server must not quietly run on the default."""
+    with pytest.raises(ConfigValueError, match=f"^{variable}: "):
+        resolved(variable, "")
+
+
+def test_empty_cors_origins_mean_none() -> None:
+    assert resolved("CARDRULES_CORS_ORIGINS", "").cors_origins == ()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field"),
+    [
+        ("CARDRULES_LOG_LEVEL", "WARNING", "warning"),
+        ("CARDRULES_LOG_FORMAT", " Json", "json"),
+    ],
+)
+def test_choices_are_read_in_any_case(variable: str, value: str, field: str) -> None:
+    config = resolved(variable, value)
+    assert field in (config.log_level, config.log_format)
+
+
+def test_an_empty_keys_file_variable_says_so() -> None:
+    with pytest.raises(ConfigValueError) as refused:
+        resolved("CARDRULES_STATE_KEYS_FILE", "")
+    assert str(refused.value) == "CARDRULES_STATE_KEYS_FILE: empty: give the path of the keys file"
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        (
+            ["--grpc-port", "7000", "--http-port", "7000"],
+            {},
+            "--grpc-port and --http-port are both 7000",
+        ),
+        (
+            ["--metrics-port", "8080"],
+            {},
+            "the default --http-port and --metrics-port are both 8080",
+        ),
+        (
+            [],
+            {"CARDRULES_GRPC_PORT": "9464"},
+            "CARDRULES_GRPC_PORT and the default --metrics-port are both 9464",
+        ),
+    ],
+)
+def test_two_listeners_on_one_port_are_refused_naming_both(
+    argv: list[str], environ: dict[str, str], message: str
+) -> None:
+    """With workers each socket is bound with SO_REUSEPORT, so gRPC and HTTP on one port
+    both bound and the kernel split the connections between them."""
+    with pytest.raises(ConfigValueError) as refused:
+        resolve(parser().parse_args(argv), environ=environ)
+    assert str(refused.value) == f"{message}: each listener needs a port of its own"
+
+
+def test_ports_of_0_may_coincide() -> None:
+    config = resolve(parser().parse_args(["--grpc-port", "0", "--http-port", "0"]), environ={})
+    assert (config.grpc_port, config.http_port) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        (
+            ["--workers", "2", "--grpc-port", "0"],
+            {},
+            "--workers 2 needs a fixed port, and --grpc-port is 0",
+        ),
+        (
+            [],
+            {"CARDRULES_WORKERS": "3", "CARDRULES_HTTP_PORT": "0"},
+            "CARDRULES_WORKERS 3 needs a fixed port, and CARDRULES_HTTP_PORT is 0",
+        ),
+    ],
+)
+def test_workers_refuse_a_port_of_0_naming_where_each_value_came_from(
+    argv: list[str], environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigValueError) as refused:
+        resolve(parser().parse_args(argv), environ=environ)
+    assert str(refused.value) == (
+        f"{message} (any free port): each worker would listen on a port of its own"
+    )
 
 
 KEY = "q9KmMnH4E9dY1aOZnC2bJ0x4m3Jc0z7l3b5d0f1e2a8="

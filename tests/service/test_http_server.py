@@ -397,6 +397,7 @@ def test_a_body_that_does_not_decompress_is_400_and_closes_the_connection(server
         headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
     )
     assert status == 400 and refusal(value)[:2] == (3, "REQUEST_MALFORMED")
+    assert value["message"].endswith(": is it gzip data, as its Content-Encoding says?")
     assert headers["Connection"] == "close"
 
 
@@ -543,7 +544,7 @@ def test_workers_refuse_an_ephemeral_http_port():
     """Each worker would bind a port of its own: a fixed one is needed to share it."""
     done = serve_and_fail("--workers", "2", "--http-port", "0")
     assert done.returncode == 2
-    assert "--workers needs a fixed --http-port" in done.stderr
+    assert "--workers 2 needs a fixed port, and --http-port is 0" in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -546,6 +546,18 @@ def test_a_host_that_is_no_name_or_address_exits_2(host):
     assert done.stderr == f"cardrules: error: --host: {host!r} is not a host name or address\n"
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0:8080", "localhost:50051", "1:2:3"])
+def test_a_host_with_a_port_in_it_exits_2_pointing_at_the_port_flags(host):
+    """Such a host passed as an IPv6 literal before, and the server exited 1 on a
+    name it could not resolve ("[0.0.0.0:8080]:50051"), never naming ``--host``."""
+    done = serve_and_fail("--host", host)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"cardrules: error: --host: {host!r} is not a host name or address (the ports "
+        "have flags of their own: --grpc-port, --http-port, --metrics-port)\n"
+    )
+
+
 def test_the_deprecated_lower_case_metrics_folder_variable_still_works(tmp_path):
     """prometheus_client still switches to multiprocess mode on ``prometheus_multiproc_dir``;
     the server crashed at start (KeyError) reading only the upper-case name."""

@@ -1015,7 +1015,7 @@ def test_state_keys_set_but_empty_exit_2_instead_of_an_ephemeral_key() -> None:
     assert result.returncode == 2
     assert result.stderr == (
         "cardrules: error: CARDRULES_STATE_KEYS: no keys given: "
-        "expected base64 AES-256 keys, comma-separated\n"
+        "expected base64 AES-256 keys, separated by commas, spaces or new lines\n"
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -102,14 +103,27 @@ def _server_target(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("the server address is empty")
     port = text.rpartition(":")[2]
+    if "/" not in text and not port.isdigit():  # grpc would quietly take port 443
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no port: give HOST:PORT, e.g. localhost:50051"
+        )
     if port.isdigit() and not 1 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"port must be 1 to 65535, not {port}")
     return text
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml)."""
+    try:
+        return importlib.metadata.version(PROG)
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; each subcommand sets ``handler``."""
     parser = _Parser(prog=PROG, description="cardrules: card-game rules engine and service")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_simulate(commands)
     serve_command.add_commands(commands)
@@ -120,12 +134,18 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     sim = commands.add_parser(
         "simulate",
         help="play seeded matches with a policy and print a transcript or a summary",
-        description="Play Krypkasino matches with a play policy (rule IDs refer to the spec).",
+        description="Play Krypkasino matches with a play policy (rule IDs refer to the spec). "
+        "The same flags, seed included, print the same transcript.",
     )
     sim.set_defaults(handler=_simulate)
     sim.add_argument("game", choices=["krypkasino"])
     sim.add_argument("--players", type=int, required=True, help="2 to 6 (K3.1)")
-    sim.add_argument("--teams", choices=[t.value for t in Teams], default="individual", help="K3.2")
+    sim.add_argument(
+        "--teams",
+        choices=[t.value for t in Teams],
+        default="individual",
+        help="K3.2 (default: individual)",
+    )
     sim.add_argument(
         "--rule",
         action="append",
@@ -133,17 +153,30 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         metavar="FLAG",
         help="a K16 flag by its spec name, or removal=courts|spades|none; repeatable",
     )
-    sim.add_argument("--deals", type=positive_argument, help="match_deals (K13.2)")
-    sim.add_argument("--target-score", type=positive_argument, help="target_score (K13.2)")
-    sim.add_argument("--tie-rule", choices=[t.value for t in TieRule], default="shared")
+    sim.add_argument(
+        "--deals",
+        type=positive_argument,
+        help="match_deals (K13.2; default: one deal per player, or no cap with --target-score)",
+    )
+    sim.add_argument(
+        "--target-score", type=positive_argument, help="target_score (K13.2; default: none)"
+    )
+    sim.add_argument(
+        "--tie-rule",
+        choices=[t.value for t in TieRule],
+        default="shared",
+        help="K13.3 (default: shared)",
+    )
     dealer = sim.add_mutually_exclusive_group()
-    dealer.add_argument("--first-dealer", type=int, default=0, metavar="SEAT", help="K4.2")
+    dealer.add_argument(
+        "--first-dealer", type=int, default=0, metavar="SEAT", help="K4.2 (default: 0)"
+    )
     dealer.add_argument("--draw-for-deal", action="store_true", help="K4.2")
     sim.add_argument(
         "--seed",
         type=seed_argument,
         default=0,
-        help="seeds the shuffles and the policy (0 to 2^64-1)",
+        help="seeds the shuffles and the policy (0 to 2^64-1; default: 0)",
     )
     sim.add_argument(
         "--deck",
@@ -152,9 +185,17 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         metavar="CARDS",
         help='one deal\'s whole deck, top first, e.g. "3C AS KD ..."; repeat for later deals',
     )
-    sim.add_argument("--policy", choices=sorted(POLICIES), default="random")
     sim.add_argument(
-        "--games", type=positive_argument, default=1, help="more than 1: print a summary"
+        "--policy",
+        choices=sorted(POLICIES),
+        default="random",
+        help="how every seat chooses its moves (default: random)",
+    )
+    sim.add_argument(
+        "--games",
+        type=positive_argument,
+        default=1,
+        help="more than 1: print a summary (default: 1)",
     )
     sim.add_argument("--json", action="store_true", help="print JSON")
     sim.add_argument(

@@ -334,8 +334,11 @@ def _config(message: pb.GameConfig) -> Config:
     try:
         return config.validate()
     except ConfigError as error:
+        reason = error.reason
+        if error.flag == "players" and not message.players:  # proto3 cannot tell 0 from unset
+            reason = f"config.players is missing or 0: {reason}"
         raise invalid_argument(
-            "CONFIG_INVALID", error.reason, codec.config_field_paths(error), flag=error.flag
+            "CONFIG_INVALID", reason, codec.config_field_paths(error), flag=error.flag
         ) from None
 
 

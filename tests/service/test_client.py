@@ -223,6 +223,28 @@ def test_the_tokens_to_keep_are_the_ones_a_rotated_server_renews() -> None:
         assert on_new.get_view(state=stored).view.state_id == game.view.state_id
 
 
+def test_the_server_package_without_the_client_says_what_to_install() -> None:
+    """``pip install .`` alone gave every ``cardrules`` command a bare
+    "No module named 'cardrules'", although the command itself is called cardrules."""
+    root = CLIENT.parents[1]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(root)!r}); import service",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "ModuleNotFoundError: the generated API code (package cardrules-client, in "
+        "clients/python) is not installed: install it beside this package, "
+        "`pip install ./clients/python .`"
+    )
+
+
 def test_every_other_readme_example_runs(grpc_target: str, capsys) -> None:
     blocks = readme_blocks()
     assert len(blocks) >= 4
@@ -231,6 +253,7 @@ def test_every_other_readme_example_runs(grpc_target: str, capsys) -> None:
     out = capsys.readouterr().out
     assert "FAILED_PRECONDITION" in out and "NOT_YOUR_TURN" in out
     assert "legal moves for seat" in out
+    assert "[0, 1, 0, 1] 8\n" in out  # the house-rules example's pairs and match length
 
 
 # -- keyword forms ---------------------------------------------------------------

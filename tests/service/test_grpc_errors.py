@@ -699,6 +699,28 @@ def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag,
     assert list(refusal.violations) == field.split()
 
 
+@pytest.mark.parametrize(
+    ("request_message", "message"),
+    [
+        (
+            pb.NewGameRequest(),
+            "config.players is missing or 0: Krypkasino needs 2 to 6 players, not 0 (K3.1)",
+        ),
+        (
+            pb.NewGameRequest(config=pb.GameConfig(players=7)),
+            "Krypkasino needs 2 to 6 players, not 7 (K3.1)",
+        ),
+    ],
+)
+def test_a_missing_player_count_is_called_missing(stub, request_message, message):
+    """Proto3 cannot tell an unset ``players`` from 0: the refusal says both, so that a
+    caller who left it out is not told about a 0 it never sent."""
+    refusal = refused(stub.NewGame, request_message)
+    assert (refusal.reason, refusal.metadata) == ("CONFIG_INVALID", {"flag": "players"})
+    assert refusal.message == message
+    assert list(refusal.violations) == ["config.players"]
+
+
 def test_a_match_deals_multiple_or_a_target_score_is_accepted(stub):
     """The counterpart of the match_deals refusals: K13.2 allows these."""
     for config in (

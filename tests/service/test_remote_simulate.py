@@ -70,9 +70,16 @@ def test_unreachable_server_is_one_line_and_status_1():
 
 @pytest.mark.parametrize(
     ("address", "complaint"),
-    [("", "the server address is empty"), ("  ", "empty"), ("localhost:99999", "65535")],
+    [
+        ("", "the server address is empty"),
+        ("  ", "empty"),
+        ("localhost:99999", "65535"),
+        # grpc would take port 443 and fail to connect, far from the mistake
+        ("localhost", "'localhost' has no port: give HOST:PORT, e.g. localhost:50051"),
+        ("[::1]", "has no port"),
+    ],
 )
-def test_a_blank_or_out_of_range_server_address_is_bad_input(address, complaint):
+def test_a_blank_portless_or_out_of_range_server_address_is_bad_input(address, complaint):
     done = subprocess.run(
         [CARDRULES, "simulate", "krypkasino", "--players", "2", "--server", address],
         capture_output=True,

@@ -1,5 +1,6 @@
 """``cardrules simulate`` and the play policies, through the real console entry."""
 
+import importlib.metadata
 import itertools
 import json
 import random
@@ -500,3 +501,8 @@ def test_random_policy_is_seeded_and_covers_the_legal_set():
     picks = [random_policy(Situation.of(state), random.Random(seed)) for seed in range(200)]
     assert set(picks) == set(legal)
     assert picks == [random_policy(Situation.of(state), random.Random(seed)) for seed in range(200)]
+
+
+def test_the_version_is_the_installed_distribution_s(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"cardrules {importlib.metadata.version('cardrules')}\n"

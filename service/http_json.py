@@ -46,6 +46,7 @@ _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
 # The proto3 JSON of an integer as a string: a JSON number (json_format checks the value).
 _INTEGER = re.compile(r"-?[0-9]+")
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _INTEGER_TYPES = frozenset(
     {
@@ -248,8 +249,14 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         ):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
         enum = field.enum_type
-        # A number in a string is json_format's to judge, as a number is.
+        # A number in a string is json_format's to judge, as a number is, but for its
+        # width: json_format wraps a number beyond 32 bits (4294967298 read as 2, another
+        # rule than the client meant) where it refuses one just beyond 31.
         name = value if isinstance(value, str) and not _INTEGER.fullmatch(value) else None
+        if name is None and not _INT32_MIN <= int(value) <= _INT32_MAX:
+            raise _json_invalid(
+                path, f"{path} must be an enum number of 32 bits, not {_quoted(str(value))}"
+            )
         if name is not None and enum is not None and name not in enum.values_by_name:
             # json_format would say "Invalid enum value X for enum type Y": not which are valid.
             names = ", ".join(enum.values_by_name)

@@ -796,3 +796,45 @@ def test_an_enum_number_with_a_fraction_is_refused_in_words() -> None:
         "config.teams",
         "config.teams must be an enum value name (a JSON string) or number, not a number",
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "message_class", "path", "sent"),
+    [
+        (b'{"config": {"teams": 4294967298}}', pb.NewGameRequest, "config.teams", "4294967298"),
+        (b'{"config": {"teams": "4294967298"}}', pb.NewGameRequest, "config.teams", "4294967298"),
+        (
+            b'{"config": {"tieRule": -2147483649}}',
+            pb.NewGameRequest,
+            "config.tie_rule",
+            "-2147483649",
+        ),
+        (
+            b'{"config": {"teams": 1099511627776.0}}',
+            pb.NewGameRequest,
+            "config.teams",
+            "1099511627776.0",
+        ),
+        (
+            b'{"move": {"card": {"rank": 4294967301}}}',
+            pb.PlayRequest,
+            "move.card.rank",
+            "4294967301",
+        ),
+    ],
+)
+def test_an_enum_number_beyond_32_bits_is_refused_not_wrapped(
+    body: bytes, message_class: type[Message], path: str, sent: str
+) -> None:
+    """json_format read 4294967298 as 2 (TEAM_MODE_PAIRS) and a rank of 4294967301 as
+    RANK_FIVE: a client's bug made another game than it asked for, with no error."""
+    assert refusal_of(body, message_class) == (
+        path,
+        f'{path} must be an enum number of 32 bits, not "{sent}"',
+    )
+
+
+def test_enum_numbers_of_32_bits_still_parse() -> None:
+    for number in (2, -(2**31), 2**31 - 1):
+        request = parse_request(f'{{"config": {{"teams": {number}}}}}'.encode(), pb.NewGameRequest)
+        assert request.config.teams == number

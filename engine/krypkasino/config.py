@@ -15,7 +15,7 @@ from engine.cards import CARDS_PER_DECK
 class ConfigError(ValueError):
     """A configuration the rules do not allow, naming the offending flag(s) (K16).
 
-    ``flags`` are the culprits, two when only their combination is refused;
+    ``flags`` are the culprits, two or more when only their combination is refused;
     ``flag`` is all of them as one text (``two_player_five_six,four_four``).
     """
 
@@ -218,12 +218,12 @@ class Config:
         if r.two_player_five_six:
             if n != 2:
                 raise ConfigError("two_player_five_six", f"only for 2 players, not {n} (K16.1)")
-            for other in ("four_four", "single_deck"):
-                if getattr(r, other):
-                    raise ConfigError(
-                        ("two_player_five_six", other),
-                        f"two_player_five_six cannot be combined with {other} (K16.1)",
-                    )
+            # All of the flags it excludes at once, so that one fix makes a valid game.
+            if others := tuple(o for o in ("four_four", "single_deck") if getattr(r, o)):
+                raise ConfigError(
+                    ("two_player_five_six", *others),
+                    f"two_player_five_six cannot be combined with {' or '.join(others)} (K16.1)",
+                )
         rest, later = self.stock_after(1), self.later_distribution_size
         if rest < 0 or rest % later:
             # With both flags on the deck is single_deck's, and the two fail together

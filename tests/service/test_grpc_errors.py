@@ -690,6 +690,14 @@ def test_a_move_after_the_match_is_game_over(stub, finished_game, seat):
             "two_player_five_six,single_deck",
             "config.rules.two_player_five_six config.rules.single_deck",
         ),
+        (
+            pb.GameConfig(
+                players=2,
+                rules=pb.Rules(two_player_five_six=True, four_four=True, single_deck=True),
+            ),
+            "two_player_five_six,four_four,single_deck",
+            "config.rules.two_player_five_six config.rules.four_four config.rules.single_deck",
+        ),
     ],
 )
 def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag, field):

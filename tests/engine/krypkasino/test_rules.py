@@ -135,6 +135,17 @@ def test_k16_1_two_player_five_six_excludes_other_schedules(rules):
     assert error.value.flag == f"two_player_five_six,{other}"
 
 
+def test_k16_1_with_both_other_schedules_every_excluded_flag_is_named():
+    """Naming only the first made a caller fix one flag and be refused for the next."""
+    rules = Rules(two_player_five_six=True, four_four=True, single_deck=True)
+    with pytest.raises(ConfigError) as error:
+        Config(players=2, rules=rules).validate()
+    assert error.value.flags == ("two_player_five_six", "four_four", "single_deck")
+    assert error.value.reason == (
+        "two_player_five_six cannot be combined with four_four or single_deck (K16.1)"
+    )
+
+
 @pytest.mark.parametrize("players", PLAYERS)
 def test_k16_2_four_four_only_where_it_divides(players):
     config = Config(players=players, rules=Rules(four_four=True))

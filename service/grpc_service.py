@@ -107,8 +107,11 @@ async def serve_call(
     """One gRPC call through ``runner``: the caller's request id, metrics, the log line,
     and a refusal aborted as the rich ``google.rpc.Status``; the request id goes back in
     the trailers of every answer. Every RPC takes this path."""
-    metadata = dict(context.invocation_metadata() or ())
-    supplied = metadata.get(REQUEST_ID_HEADER)
+    # The first one sent, as the HTTP gateway takes the first X-Request-Id header.
+    supplied = next(
+        (value for key, value in context.invocation_metadata() or () if key == REQUEST_ID_HEADER),
+        None,
+    )
     request_id = request_id_from(supplied if isinstance(supplied, str) else None)
     outcome = runner.run(service, method, "grpc", request_id, handler, request, context.peer())
     if outcome.error is not None:

@@ -935,6 +935,10 @@ def test_every_answer_carries_its_request_id_in_the_trailers(server, stub, captu
     mine = f"mine-{uuid.uuid4().hex}"
     _, call = stub.GetView.with_call(request, metadata=(("x-request-id", mine),))
     assert dict(call.trailing_metadata())["x-request-id"] == mine
+    first, second = f"{mine}-first", f"{mine}-second"
+    sent_twice = (("x-request-id", first), ("x-request-id", second))
+    _, call = stub.GetView.with_call(request, metadata=sent_twice)
+    assert dict(call.trailing_metadata())["x-request-id"] == first  # as HTTP takes the first
     _, call = stub.GetView.with_call(request)
     made_up = dict(call.trailing_metadata())["x-request-id"]
     [line] = wait_for_request_lines(server, [made_up])

@@ -49,6 +49,13 @@ def resolved(variable: str, value: str) -> ServerConfig:
     return resolve(parser().parse_args([]), environ={variable: value})
 
 
+def refusal(argv: list[str], environ: dict[str, str]) -> str:
+    """The message ``resolve`` refuses these flags and variables with."""
+    with pytest.raises(ConfigValueError) as refused:
+        resolve(parser().parse_args(argv), environ=environ)
+    return str(refused.value)
+
+
 def test_the_table_lists_every_option_with_its_variable_default_and_text() -> None:
     documented = [(r["flag"], r["variable"], r["default"], r["what"]) for r in ROWS]
     assert documented == [(o.flag, o.variable, o.default, o.text) for o in server_options()]
@@ -160,9 +167,7 @@ def test_two_listeners_on_one_port_are_refused_naming_both(
 ) -> None:
     """With workers each socket is bound with SO_REUSEPORT, so gRPC and HTTP on one port
     both bound and the kernel split the connections between them."""
-    with pytest.raises(ConfigValueError) as refused:
-        resolve(parser().parse_args(argv), environ=environ)
-    assert str(refused.value) == f"{message}: each listener needs a port of its own"
+    assert refusal(argv, environ) == f"{message}: each listener needs a port of its own"
 
 
 def test_ports_of_0_may_coincide() -> None:
@@ -188,9 +193,7 @@ def test_ports_of_0_may_coincide() -> None:
 def test_workers_refuse_a_port_of_0_naming_where_each_value_came_from(
     argv: list[str], environ: dict[str, str], message: str
 ) -> None:
-    with pytest.raises(ConfigValueError) as refused:
-        resolve(parser().parse_args(argv), environ=environ)
-    assert str(refused.value) == (
+    assert refusal(argv, environ) == (
         f"{message} (any free port): each worker would listen on a port of its own"
     )
 
@@ -216,9 +219,7 @@ KEY = "q9KmMnH4E9dY1aOZnC2bJ0x4m3Jc0z7l3b5d0f1e2a8="
 def test_keys_and_a_keys_file_exclude_each_other_without_showing_a_key(
     argv: list[str], environ: dict[str, str], names: str
 ) -> None:
-    with pytest.raises(ConfigValueError) as refused:
-        resolve(parser().parse_args(argv), environ=environ)
-    assert str(refused.value) == f"{names} exclude each other"
+    assert refusal(argv, environ) == f"{names} exclude each other"
 
 
 def test_an_unreadable_keys_file_is_named(tmp_path: Path) -> None:

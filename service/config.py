@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import itertools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -318,15 +319,13 @@ def _check_ports(config: ServerConfig, origin: Callable[[str], str]) -> None:
     With workers every socket is bound with SO_REUSEPORT, so gRPC and HTTP on one
     port both bound, and the kernel split the connections between them.
     """
-    ports = ("grpc_port", "http_port", "metrics_port")
-    for index, first in enumerate(ports):
-        for second in ports[index + 1 :]:
-            port = getattr(config, first)
-            if port and port == getattr(config, second):
-                raise ConfigValueError(
-                    f"{origin(first)} and {origin(second)} are both {port}: "
-                    "each listener needs a port of its own"
-                )
+    for first, second in itertools.combinations(("grpc_port", "http_port", "metrics_port"), 2):
+        port = getattr(config, first)
+        if port and port == getattr(config, second):
+            raise ConfigValueError(
+                f"{origin(first)} and {origin(second)} are both {port}: "
+                "each listener needs a port of its own"
+            )
     if config.workers > 1:
         for name in ("grpc_port", "http_port"):
             if getattr(config, name) == 0:

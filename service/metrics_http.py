@@ -29,9 +29,7 @@ MAX_CONNECTIONS = 16
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """One request per connection, no access log, and a socket timeout."""
-
-    timeout = IDLE_TIMEOUT_SECONDS
+    """One request per connection, and no access log."""
 
     def handle(self) -> None:
         try:
@@ -44,7 +42,8 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class _BoundedServer(ThreadingMixIn, WSGIServer):
-    """A thread per connection, at most ``max_connections`` of them."""
+    """A thread per connection, at most ``max_connections`` of them, each connection
+    closed once it has been idle for ``idle_timeout_seconds``."""
 
     daemon_threads = True
 
@@ -54,11 +53,18 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         handler: type[WSGIRequestHandler],
         *,
         family: socket.AddressFamily,
+        idle_timeout_seconds: float,
         max_connections: int,
     ) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it makes the socket
+        self._idle_timeout_seconds = idle_timeout_seconds
         self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        connection.settimeout(self._idle_timeout_seconds)  # each read and write of its handler
+        return connection, address
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
@@ -118,9 +124,12 @@ def start_metrics_http(
     family, _, _, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
-    handler = type("MetricsHandler", (_QuietHandler,), {"timeout": idle_timeout_seconds})
     server = _BoundedServer(
-        (str(address[0]), port), handler, family=family, max_connections=max_connections
+        (str(address[0]), port),
+        _QuietHandler,
+        family=family,
+        idle_timeout_seconds=idle_timeout_seconds,
+        max_connections=max_connections,
     )
     server.set_app(make_wsgi_app(registry))
     return MetricsHTTP(server)

@@ -539,6 +539,40 @@ def test_an_ipv6_host_serves_grpc_http_and_metrics(host):
         assert str(line["peer"]).startswith("ipv6:[::1]:")
 
 
+@contextmanager
+def ipv6_only_listener() -> Iterator[int]:
+    """A port that another process holds on ``[::]`` for IPv6 alone: free on IPv4."""
+    with socket.socket(socket.AF_INET6) as holder:
+        holder.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        holder.bind(("::", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def test_a_grpc_port_held_on_ipv6_alone_stops_a_server_on_0_0_0_0():
+    """grpc serves 0.0.0.0 on ``[::]`` too; finding that taken, it served IPv4 alone and
+    left the port's IPv6 clients (``localhost`` may resolve to ``::1``) to the other
+    process, while the port check, which probed IPv4 only, passed."""
+    with ipv6_only_listener() as port:
+        done = serve_and_fail("--host", "0.0.0.0", "--grpc-port", str(port), "--http-port", "0")
+    assert done.returncode == 1
+    [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
+    assert failure["address"] == f"0.0.0.0:{port}"
+    assert str(failure["error"]).startswith(f"[::]:{port}, which gRPC also serves for 0.0.0.0: ")
+    assert "in use" in str(failure["error"])
+    assert "listening" not in done.stdout and done.stderr == ""
+
+
+def test_an_http_port_held_on_ipv6_alone_does_not_stop_a_server_on_0_0_0_0():
+    """HTTP serves 0.0.0.0 on IPv4 alone (docs/operations.md), so that port is free."""
+    with ipv6_only_listener() as http_port:
+        args = ("--host", "0.0.0.0", "--grpc-port", "0", "--http-port", str(http_port))
+        with running((*args, "--metrics-port", "0"), loopback_flags=False) as server:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/openapi.json") as reply:
+                assert json.load(reply)["openapi"].startswith("3.1")
+            assert server.http_port == http_port
+
+
 @pytest.mark.parametrize("host", ["", " ", "[]", "a b", "http://x", "a..b", "x" * 64 + ".example"])
 def test_a_host_that_is_no_name_or_address_exits_2(host):
     done = serve_and_fail("--host", host)

@@ -36,12 +36,14 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    Metric,
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
     values,
 )
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
 
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
@@ -332,6 +334,29 @@ def clear_multiprocess_dir() -> None:
         stale.unlink(missing_ok=True)
 
 
+class MetricsFolderGoneError(RuntimeError):
+    """The workers' shared metrics folder was deleted while they run."""
+
+
+class _SharedFolderCollector(Collector):
+    """``MultiProcessCollector``, which finds no value at all once its folder is gone
+    (``rm -rf``, a cleaner of temporary files): a scrape would read as a server that
+    served nothing. The workers' values live on in the deleted files they hold open,
+    out of reach, so only a restart brings them back."""
+
+    def __init__(self, folder: str) -> None:
+        self._folder = folder
+        self._values = MultiProcessCollector(None)  # type: ignore[no-untyped-call]  # untyped upstream
+
+    def collect(self) -> Iterable[Metric]:
+        if not os.path.isdir(self._folder):
+            raise MetricsFolderGoneError(
+                f"the workers' metrics folder {self._folder} is gone: their values cannot "
+                "be read until the server is restarted"
+            )
+        return self._values.collect()  # type: ignore[no-untyped-call,no-any-return]  # untyped upstream
+
+
 def multiprocess_registry() -> CollectorRegistry:
     """A fresh registry that sums every process's values at each collection."""
     if not multiprocess_enabled():
@@ -340,7 +365,7 @@ def multiprocess_registry() -> CollectorRegistry:
             "the supervisor must set it before importing service.metrics"
         )
     registry = CollectorRegistry()
-    MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped upstream
+    registry.register(_SharedFolderCollector(os.environ[MULTIPROC_ENV]))
     return registry
 
 

@@ -10,22 +10,49 @@ whose descriptors gRPC needs to accept calls. This server serves the same app
   closed (Prometheus sends its request as soon as it connects);
 - at most ``max_connections`` are served at once; one more is closed at once,
   so a flood costs the scrapes, never the calls.
+
+A collection that fails (``metrics.MetricsFolderGoneError``) answers 503 with the
+reason and logs it, so that Prometheus marks the target down (``up`` is 0)
+instead of recording an empty scrape, and no traceback reaches stderr.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterable
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+
+from service.logs import get_logger
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 #: Prometheus' default scrape timeout: a scrape never waits longer than this on us.
 IDLE_TIMEOUT_SECONDS = 10.0
 #: Prometheus servers (an HA pair), a person with curl, and room to spare.
 MAX_CONNECTIONS = 16
+
+
+_log = get_logger("cardrules.server")
+
+
+def _failing_loudly(app: WSGIApplication) -> WSGIApplication:
+    """``app``, answering 503 and logging why when a collection fails."""
+
+    def serve(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            return app(environ, start_response)
+        except Exception as error:  # any collector's failure, reported alike
+            _log.error("metrics unavailable", error=str(error))
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [f"{error}\n".encode()]
+
+    return serve
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -131,5 +158,5 @@ def start_metrics_http(
         idle_timeout_seconds=idle_timeout_seconds,
         max_connections=max_connections,
     )
-    server.set_app(make_wsgi_app(registry))
+    server.set_app(_failing_loudly(make_wsgi_app(registry)))
     return MetricsHTTP(server)

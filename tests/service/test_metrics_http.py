@@ -9,10 +9,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter
+import structlog.testing
+from prometheus_client import CollectorRegistry, Counter, Metric
+from prometheus_client.registry import Collector
 
 from service.metrics_http import (
     IDLE_TIMEOUT_SECONDS,
@@ -116,6 +118,26 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout(regist
         assert time.monotonic() - started >= 0.25
         assert scrape(server.port) == 3
     assert capfd.readouterr().err == ""  # no traceback for a client that went quiet
+
+
+class FailingCollector(Collector):
+    def collect(self) -> Iterable[Metric]:
+        raise RuntimeError("the values cannot be read")
+
+
+def test_a_failing_collection_answers_503_with_the_reason_and_logs_it(registry, capfd):
+    """wsgiref answered 500 and printed a traceback to stderr, outside the JSON log."""
+    registry.register(FailingCollector())
+    with serving(registry) as server, structlog.testing.capture_logs() as logs:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10)
+        with refused.value:
+            assert refused.value.code == 503
+            assert refused.value.read() == b"the values cannot be read\n"
+    assert logs == [
+        {"event": "metrics unavailable", "error": "the values cannot be read", "log_level": "error"}
+    ]
+    assert capfd.readouterr().err == ""
 
 
 def test_connections_beyond_the_cap_are_closed_at_once_and_threads_stay_bounded(registry):

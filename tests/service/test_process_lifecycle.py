@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -501,6 +502,28 @@ def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):
         [folder] = tmp_path.glob("cardrules-metrics-*")
         assert list(folder.glob("*.db"))
     assert not folder.exists()
+
+
+def test_a_deleted_metrics_folder_makes_metrics_answer_503_while_calls_go_on(tmp_path):
+    """``rm -rf`` of the folder (or a cleaner of temporary files) made ``/metrics`` answer
+    200 with nothing in it: a scrape that read as a server that served nothing."""
+    folder = tmp_path / "metrics"
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    with running((*workers(), "--metrics-port", str(free_port())), env) as server:
+        server.wait_for_logs("listening", 2)
+        server.wait_for_logs("metrics")
+        shutil.rmtree(folder)
+        with connect(server.target) as stub:
+            stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10)
+        with refused.value:
+            assert refused.value.code == 503
+            reason = refused.value.read().decode()
+        [line] = server.wait_for_logs("metrics unavailable")
+    assert reason == f"{line['error']}\n"
+    assert str(line["error"]).startswith(f"the workers' metrics folder {folder} is gone")
+    assert line["level"] == "error"
 
 
 def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path):

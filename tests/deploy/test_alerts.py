@@ -2,8 +2,8 @@
 
 Each rule's ``expr`` of each overlay must parse as PromQL. Every series it reads
 must be one a real ``cardrules serve`` exports, scraped after a game was started
-and a move played so that the domain counters have samples, or one of the short
-list of kube-state-metrics' series. Every label a selector matches on, or an
+and a move played so that the domain counters have samples, one of the short
+list of kube-state-metrics' series, or Prometheus' own ``up``. Every label a selector matches on, or an
 aggregation (``by``, ``without``) or vector match (``on``, ``ignoring``) groups
 by, must be on each series read under it, and every value a matcher names
 (each ``|`` alternative of a regex, negative matchers included) must occur
@@ -52,6 +52,27 @@ def kube_state_metrics_series(objects: list[Manifest]) -> Series:
     nothing, so only kube-state-metrics can tell that no pod is ready."""
     deployment = one(objects, "Deployment")["metadata"]["name"]
     return {"kube_deployment_status_replicas_available": {"deployment": {deployment}}}
+
+
+def scrape_series(objects: list[Manifest]) -> Series:
+    """The series Prometheus makes of each scrape itself: ``up``, whose ``job`` the
+    prometheus-operator names after the Service the ServiceMonitor's endpoint scrapes."""
+    monitor = one(objects, "ServiceMonitor")["spec"]
+    selector = monitor["selector"]["matchLabels"].items()
+    ports = {endpoint["port"] for endpoint in monitor["endpoints"]}
+    jobs = {
+        service["metadata"]["name"]
+        for service in objects
+        if service["kind"] == "Service"
+        and selector <= service["metadata"].get("labels", {}).items()
+        and ports & {port["name"] for port in service["spec"]["ports"]}
+    }
+    return {"up": {"job": jobs}}
+
+
+def outside_series(objects: list[Manifest]) -> Series:
+    """What the alerts may read besides the server's own series."""
+    return kube_state_metrics_series(objects) | scrape_series(objects)
 
 
 def exported(scraped: Samples) -> Series:
@@ -187,7 +208,7 @@ def problems(expr: str, series: Series) -> list[str]:
     ("overlay", "rule"), RULES, ids=[f"{overlay}:{rule['alert']}" for overlay, rule in RULES]
 )
 def test_each_alert_reads_only_series_and_labels_that_exist(overlay, rule, server_series):
-    series = server_series | kube_state_metrics_series(rendered(overlay))
+    series = server_series | outside_series(rendered(overlay))
     assert problems(rule["expr"], series) == []
 
 
@@ -225,6 +246,8 @@ BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base
         ("CardrulesLogLinesDropped", "lines_dropped_total", "lines_dropped", "no such series"),
         ("CardrulesNoReadyPods", '"cardrules"', '"card-rules"', "never 'card-rules'"),
         ("CardrulesSlowPlay", 'grpc_method="Play"', 'grpc_method!="Plya"', "never 'Plya'"),
+        ("CardrulesMetricsDown", 'job="cardrules"', 'job="cardrules-headless"', "never"),
+        ("CardrulesMetricsDown", "up{", "upp{", "no such series"),
         # Read what exists, yet never fire:
         ("CardrulesSlowPlay", "(namespace, le)", "(namespace)", "without le"),
         ("CardrulesServerErrors", "/ sum by (namespace) (", "/ sum (", "cannot match"),
@@ -237,7 +260,7 @@ BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base
     ],
 )
 def test_a_misspelling_is_a_problem(alert, written, misspelt, expected, server_series):
-    series = server_series | kube_state_metrics_series(rendered("base"))
+    series = server_series | outside_series(rendered("base"))
     assert written in BASE_RULES[alert]
     found = problems(BASE_RULES[alert].replace(written, misspelt, 1), series)
     assert any(expected in problem for problem in found), found

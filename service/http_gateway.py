@@ -19,7 +19,8 @@ reason                     HTTP    code                  when
 ``JSON_INVALID``           400     ``INVALID_ARGUMENT``  malformed JSON, an unknown field, a bad value
 ``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body cut short (the client closed the
                                                          connection) or not decompressible
-``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s
+``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s, or
+                                                         by the end of a stopping server's grace
 =========================  ======  ====================  =======================
 
 The last five happen on a route, so they pass through the ``CallRunner`` too.
@@ -138,6 +139,10 @@ class HttpGateway:
         self._idle = asyncio.Event()
         self._idle.set()
         self._draining = False
+        # Loop time at which the drain stops waiting for bodies, and the body waits to
+        # bring forward to it.
+        self._bodies_end_at: float | None = None
+        self._body_waits: set[asyncio.Timeout] = set()
         self._ready = True
         for service in services:
             for route in routes(service):
@@ -187,10 +192,23 @@ class HttpGateway:
         self._ready = False
 
     async def drain(self, timeout: float) -> None:
-        """Wait until no request is in flight (a body still arriving included), at most ``timeout``."""
+        """Wait until no request is in flight (a body still arriving included), at most ``timeout``.
+
+        A body still arriving when ``timeout`` ends is refused then (``BODY_TIMEOUT``),
+        so that its call is answered, logged and counted before the connections close.
+        """
         self._draining = True
+        self._bodies_end_at = asyncio.get_running_loop().time() + timeout
+        for wait in self._body_waits:
+            self._end_by_drain(wait)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
+
+    def _end_by_drain(self, wait: asyncio.Timeout) -> None:
+        """Bring a body's wait forward to the drain's end, when it would last beyond it."""
+        end, when = self._bodies_end_at, wait.when()
+        if end is not None and (when is None or when > end):
+            wait.reschedule(end)
 
     async def _respond(self, request: web.Request) -> web.StreamResponse:
         request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
@@ -287,13 +305,25 @@ class HttpGateway:
         chunks: list[bytes] = []
         size = 0
         try:
-            async with asyncio.timeout(self._body_seconds):
-                async for chunk in request.content.iter_chunked(_READ_CHUNK):
-                    size += len(chunk)
-                    if size > limit:
-                        return too_large
-                    chunks.append(chunk)
+            async with asyncio.timeout(self._body_seconds) as wait:
+                self._body_waits.add(wait)
+                self._end_by_drain(wait)
+                try:
+                    async for chunk in request.content.iter_chunked(_READ_CHUNK):
+                        size += len(chunk)
+                        if size > limit:
+                            return too_large
+                        chunks.append(chunk)
+                finally:
+                    self._body_waits.discard(wait)
         except TimeoutError:
+            if wait.when() == self._bodies_end_at:
+                return invalid_argument(
+                    BODY_TIMEOUT,
+                    "the server is stopping, and the body did not arrive within its grace "
+                    "period: send the request again",
+                    "",
+                )
             return invalid_argument(
                 BODY_TIMEOUT, f"the body did not arrive within {self._body_seconds:g} s", ""
             )
@@ -377,7 +407,8 @@ def _peer(request: web.Request) -> str | None:
 
 
 # aiohttp's own shutdown stops reading request bodies at once, so the drain
-# waits for requests in flight first; this is only for a handler still stuck then.
+# waits for requests in flight first, and ends the bodies still arriving itself;
+# this is only for an answer the client has not taken by then.
 _FINAL_SHUTDOWN_SECONDS = 1.0
 
 

@@ -16,11 +16,13 @@ import itertools
 import json
 import re
 import socket
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import structlog.testing
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2, descriptor_pool
@@ -41,6 +43,7 @@ from service.errors import (
 )
 from service.http_cors import CorsPolicy, parse_origins
 from service.http_gateway import (
+    BODY_TIMEOUT,
     JSON_BODY_FACTOR,
     HttpGateway,
     RouteConflictError,
@@ -614,23 +617,60 @@ def test_stopping_closes_a_kept_alive_connection():
     asyncio.run(main())
 
 
-def test_a_request_still_in_flight_after_the_grace_is_ended_within_a_second():
-    """The drain waits the grace period for requests in flight; one still stuck then (its
-    body never comes) is cancelled after a second, not after aiohttp's minute."""
+def test_a_body_still_arriving_when_the_grace_ends_is_refused_and_logged_before_the_close():
+    """The drain waits the grace period for requests in flight. A body still arriving then
+    was cut a second later with no answer, and nothing logged or counted the call; now it
+    is refused at the grace's end through the ``CallRunner``, whatever the body timeout."""
 
-    async def main() -> None:
-        gateway = krypkasino_gateway(body_seconds=120)
-        server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=0.2)
-        _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    async def main() -> tuple[bytes, list[MutableMapping[str, Any]]]:
+        with structlog.testing.capture_logs() as logs:
+            gateway = krypkasino_gateway(body_seconds=120)
+            server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=0.3)
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            try:
+                writer.write(SCORE_HEAD + b'Content-Length: 100\r\n\r\n{"state": "')
+                await writer.drain()
+                await asyncio.sleep(0.2)
+                await asyncio.wait_for(server.stop(), 10)
+                answer = await asyncio.wait_for(reader.read(), 5)
+            finally:
+                writer.close()
+        return answer, logs
+
+    answer, logs = asyncio.run(main())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head
+    refusal = json.loads(body)
+    assert refusal["details"][0]["reason"] == BODY_TIMEOUT
+    assert refusal["message"] == (
+        "the server is stopping, and the body did not arrive within its grace period: "
+        "send the request again"
+    )
+    [line] = [entry for entry in logs if entry["event"] == "request"]
+    assert (line["code"], line["reason"]) == ("InvalidArgument", BODY_TIMEOUT)
+
+
+def test_a_body_timeout_before_the_grace_ends_keeps_its_own_message():
+    """A drain brings a body's wait forward only when it would last beyond the grace."""
+    gateway = krypkasino_gateway(body_seconds=0.3)
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
         try:
             writer.write(SCORE_HEAD + b'Content-Length: 100\r\n\r\n{"state": "')
             await writer.drain()
-            await asyncio.sleep(0.2)
-            await asyncio.wait_for(server.stop(), 10)
+            draining = asyncio.create_task(gateway.drain(60))
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            length = re.search(rb"Content-Length: (\d+)", head)
+            assert length is not None
+            body = await asyncio.wait_for(reader.readexactly(int(length[1])), 5)
+            await asyncio.wait_for(draining, 5)
         finally:
             writer.close()
+        assert json.loads(body)["message"] == "the body did not arrive within 0.3 s"
 
-    asyncio.run(main())
+    run(gateway, scenario)
 
 
 def test_a_port_in_use_fails_the_start_with_the_systems_error():

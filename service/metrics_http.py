@@ -49,7 +49,9 @@ def _failing_loudly(app: WSGIApplication) -> WSGIApplication:
             return app(environ, start_response)
         except Exception as error:  # any collector's failure, reported alike
             _log.error("metrics unavailable", error=str(error))
-            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+            start_response(
+                "503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8")]
+            )
             return [f"{error}\n".encode()]
 
     return serve

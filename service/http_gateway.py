@@ -205,9 +205,13 @@ class HttpGateway:
             await asyncio.wait_for(self._idle.wait(), timeout)
 
     def _end_by_drain(self, wait: asyncio.Timeout) -> None:
-        """Bring a body's wait forward to the drain's end, when it would last beyond it."""
+        """Bring a body's wait forward to the drain's end, when it would last beyond it.
+
+        A wait whose time has come but whose request has not yet run to take it in
+        is left alone: ``reschedule`` would raise, and stop the drain with it.
+        """
         end, when = self._bodies_end_at, wait.when()
-        if end is not None and (when is None or when > end):
+        if end is not None and not wait.expired() and (when is None or when > end):
             wait.reschedule(end)
 
     async def _respond(self, request: web.Request) -> web.StreamResponse:

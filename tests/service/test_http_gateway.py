@@ -650,6 +650,23 @@ def test_a_body_still_arriving_when_the_grace_ends_is_refused_and_logged_before_
     assert (line["code"], line["reason"]) == ("InvalidArgument", BODY_TIMEOUT)
 
 
+def test_the_drain_leaves_alone_a_body_wait_whose_time_has_come():
+    """A wait that has timed out before its request took the TimeoutError in cannot be
+    rescheduled (asyncio raises), and that must not stop the drain."""
+
+    async def main() -> None:
+        gateway = krypkasino_gateway()
+        await asyncio.wait_for(gateway.drain(0), 5)  # nothing in flight: at once
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.01) as wait:  # its time lies beyond the drain's end
+                await asyncio.sleep(5)
+        assert wait.expired()
+        gateway._end_by_drain(wait)
+        assert wait.expired()
+
+    asyncio.run(main())
+
+
 def test_a_body_timeout_before_the_grace_ends_keeps_its_own_message():
     """A drain brings a body's wait forward only when it would last beyond the grace."""
     gateway = krypkasino_gateway(body_seconds=0.3)

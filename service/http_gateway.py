@@ -20,7 +20,7 @@ reason                     HTTP    code                  when
 ``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body cut short (the client closed the
                                                          connection) or not decompressible
 ``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s, or
-                                                         by the end of a stopping server's grace
+                                                         by the end of a stopping server's drain
 =========================  ======  ====================  =======================
 
 The last five happen on a route, so they pass through the ``CallRunner`` too.
@@ -194,15 +194,23 @@ class HttpGateway:
     async def drain(self, timeout: float) -> None:
         """Wait until no request is in flight (a body still arriving included), at most ``timeout``.
 
-        A body still arriving when ``timeout`` ends is refused then (``BODY_TIMEOUT``),
-        so that its call is answered, logged and counted before the connections close.
+        A body still arriving when the drain ends is refused then (``BODY_TIMEOUT``), so
+        that its call is answered, logged and counted before the connections close: at
+        the end of ``timeout``, or as soon as nothing was in flight, since a request can
+        start on a kept-alive connection just then, and aiohttp's shutdown, which follows,
+        drops whatever its client still sends.
         """
         self._draining = True
-        self._bodies_end_at = asyncio.get_running_loop().time() + timeout
-        for wait in self._body_waits:
-            self._end_by_drain(wait)
+        loop = asyncio.get_running_loop()
+        self._end_bodies_at(loop.time() + timeout)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
+        self._end_bodies_at(loop.time())
+
+    def _end_bodies_at(self, end: float) -> None:
+        self._bodies_end_at = end
+        for wait in self._body_waits:
+            self._end_by_drain(wait)
 
     def _end_by_drain(self, wait: asyncio.Timeout) -> None:
         """Bring a body's wait forward to the drain's end, when it would last beyond it.
@@ -324,8 +332,8 @@ class HttpGateway:
             if wait.when() == self._bodies_end_at:
                 return invalid_argument(
                     BODY_TIMEOUT,
-                    "the server is stopping, and the body did not arrive within its grace "
-                    "period: send the request again",
+                    "the server is stopping, and the body did not arrive in time: send the "
+                    "request again",
                     "",
                 )
             return invalid_argument(

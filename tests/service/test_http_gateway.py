@@ -617,37 +617,78 @@ def test_stopping_closes_a_kept_alive_connection():
     asyncio.run(main())
 
 
-def test_a_body_still_arriving_when_the_grace_ends_is_refused_and_logged_before_the_close():
+STOPPING = "the server is stopping, and the body did not arrive in time: send the request again"
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n"
+PARTIAL_SCORE = SCORE_HEAD + b'Content-Length: 100\r\n\r\n{"state": "'
+
+
+async def next_answer(reader: asyncio.StreamReader) -> tuple[bytes, Any]:
+    """The head and the JSON body of the next answer on a connection."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    length = re.search(rb"Content-Length: (\d+)", head)
+    assert length is not None
+    return head, json.loads(await asyncio.wait_for(reader.readexactly(int(length[1])), 5))
+
+
+def test_bodies_still_arriving_when_the_grace_ends_are_refused_and_logged_before_the_close():
     """The drain waits the grace period for requests in flight. A body still arriving then
     was cut a second later with no answer, and nothing logged or counted the call; now it
-    is refused at the grace's end through the ``CallRunner``, whatever the body timeout."""
+    is refused at the grace's end through the ``CallRunner``, whatever the body timeout,
+    and so is one that a kept-alive connection started during the drain."""
 
-    async def main() -> tuple[bytes, list[MutableMapping[str, Any]]]:
+    async def main() -> tuple[list[tuple[bytes, Any]], list[MutableMapping[str, Any]]]:
         with structlog.testing.capture_logs() as logs:
             gateway = krypkasino_gateway(body_seconds=120)
-            server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=0.3)
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=0.5)
+            early_reader, early = await asyncio.open_connection("127.0.0.1", server.port)
+            kept_reader, kept = await asyncio.open_connection("127.0.0.1", server.port)
             try:
-                writer.write(SCORE_HEAD + b'Content-Length: 100\r\n\r\n{"state": "')
-                await writer.drain()
+                kept.write(HEALTHZ)
+                head, _ = await next_answer(kept_reader)
+                assert b"Connection: close" not in head
+                early.write(PARTIAL_SCORE)
+                await early.drain()
                 await asyncio.sleep(0.2)
-                await asyncio.wait_for(server.stop(), 10)
-                answer = await asyncio.wait_for(reader.read(), 5)
+                stopping = asyncio.create_task(server.stop())
+                await asyncio.sleep(0.1)
+                kept.write(PARTIAL_SCORE)
+                await kept.drain()
+                await asyncio.wait_for(stopping, 10)
+                answers = [await next_answer(early_reader), await next_answer(kept_reader)]
             finally:
-                writer.close()
-        return answer, logs
+                early.close()
+                kept.close()
+        return answers, logs
 
-    answer, logs = asyncio.run(main())
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head
-    refusal = json.loads(body)
-    assert refusal["details"][0]["reason"] == BODY_TIMEOUT
-    assert refusal["message"] == (
-        "the server is stopping, and the body did not arrive within its grace period: "
-        "send the request again"
-    )
-    [line] = [entry for entry in logs if entry["event"] == "request"]
-    assert (line["code"], line["reason"]) == ("InvalidArgument", BODY_TIMEOUT)
+    answers, logs = asyncio.run(main())
+    for head, status in answers:
+        assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head
+        assert (status["details"][0]["reason"], status["message"]) == (BODY_TIMEOUT, STOPPING)
+    lines = [(entry["code"], entry.get("reason")) for entry in logs if entry["event"] == "request"]
+    assert lines == [("InvalidArgument", BODY_TIMEOUT)] * 2
+
+
+def test_a_body_started_after_a_drain_that_found_nothing_in_flight_is_refused_at_once():
+    """A drain with nothing in flight ends at once, and aiohttp's shutdown follows, which
+    drops what clients still send: a request that a kept-alive connection starts just
+    then would wait for a body that never comes, and be cut with no answer and no log."""
+    gateway = krypkasino_gateway(body_seconds=120)
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(HEALTHZ)
+            await next_answer(reader)
+            await asyncio.wait_for(gateway.drain(60), 5)
+            writer.write(PARTIAL_SCORE)
+            head, status = await next_answer(reader)
+        finally:
+            writer.close()
+        assert head.startswith(b"HTTP/1.1 400 ")
+        assert (status["details"][0]["reason"], status["message"]) == (BODY_TIMEOUT, STOPPING)
+
+    run(gateway, scenario)
 
 
 def test_the_drain_leaves_alone_a_body_wait_whose_time_has_come():
@@ -675,17 +716,15 @@ def test_a_body_timeout_before_the_grace_ends_keeps_its_own_message():
         host, port = url.removeprefix("http://").split(":")
         reader, writer = await asyncio.open_connection(host, int(port))
         try:
-            writer.write(SCORE_HEAD + b'Content-Length: 100\r\n\r\n{"state": "')
+            writer.write(PARTIAL_SCORE)
             await writer.drain()
+            await asyncio.sleep(0.1)  # in flight, so that the drain waits for it
             draining = asyncio.create_task(gateway.drain(60))
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            length = re.search(rb"Content-Length: (\d+)", head)
-            assert length is not None
-            body = await asyncio.wait_for(reader.readexactly(int(length[1])), 5)
+            status = (await next_answer(reader))[1]
             await asyncio.wait_for(draining, 5)
         finally:
             writer.close()
-        assert json.loads(body)["message"] == "the body did not arrive within 0.3 s"
+        assert status["message"] == "the body did not arrive within 0.3 s"
 
     run(gateway, scenario)
 

@@ -335,26 +335,53 @@ def clear_multiprocess_dir() -> None:
 
 
 class MetricsFolderGoneError(RuntimeError):
-    """The workers' shared metrics folder was deleted while they run."""
+    """The workers' shared metrics folder, or files in it, were deleted while they run."""
+
+
+# The files of values that prometheus_client never deletes, not even for a dead worker
+# (``mark_process_dead`` deletes only live gauges').
+_KEPT_FILES = ("counter_", "histogram_", "summary_")
 
 
 class _SharedFolderCollector(Collector):
-    """``MultiProcessCollector``, which finds no value at all once its folder is gone
-    (``rm -rf``, a cleaner of temporary files): a scrape would read as a server that
-    served nothing. The workers' values live on in the deleted files they hold open,
-    out of reach, so only a restart brings them back."""
+    """``MultiProcessCollector``, which finds fewer values or none at all once files of
+    its folder are deleted (``rm -rf``, a cleaner of temporary files, which deletes
+    files before folders), or the folder is replaced: a scrape would read as a server
+    that served less or nothing. The workers' values live on in the deleted files
+    they hold open, out of reach, so only a restart brings them back."""
 
     def __init__(self, folder: str) -> None:
         self._folder = folder
+        self._identity = _identity(folder)
+        self._seen: set[str] = set()
         self._values = MultiProcessCollector(None)  # type: ignore[no-untyped-call]  # untyped upstream
 
     def collect(self) -> Iterable[Metric]:
-        if not os.path.isdir(self._folder):
-            raise MetricsFolderGoneError(
-                f"the workers' metrics folder {self._folder} is gone: their values cannot "
-                "be read until the server is restarted"
+        if _identity(self._folder) != self._identity:
+            raise self._gone(f"the workers' metrics folder {self._folder} is gone")
+        kept = {name for name in os.listdir(self._folder) if name.startswith(_KEPT_FILES)}
+        if lost := sorted(self._seen - kept):
+            named = ", ".join(lost[:3]) + (", ..." if len(lost) > 3 else "")
+            raise self._gone(
+                f"{len(lost)} of the workers' metrics files in {self._folder} are gone ({named})"
             )
+        self._seen |= kept
         return self._values.collect()  # type: ignore[no-untyped-call,no-any-return]  # untyped upstream
+
+    @staticmethod
+    def _gone(what: str) -> MetricsFolderGoneError:
+        return MetricsFolderGoneError(
+            f"{what}: their values cannot be read until the server is restarted"
+        )
+
+
+def _identity(folder: str) -> tuple[int, int] | None:
+    """Which folder ``folder`` is (device and inode), None if there is none."""
+    try:
+        found = os.stat(folder)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def multiprocess_registry() -> CollectorRegistry:

@@ -11,9 +11,10 @@ whose descriptors gRPC needs to accept calls. This server serves the same app
 - at most ``max_connections`` are served at once; one more is closed at once,
   so a flood costs the scrapes, never the calls.
 
-A collection that fails (``metrics.MetricsFolderGoneError``) answers 503 with the
-reason and logs it, so that Prometheus marks the target down (``up`` is 0)
-instead of recording an empty scrape, and no traceback reaches stderr.
+A collection that fails (``metrics.MetricsFolderGoneError``: the workers' values
+were deleted) answers 503 with the reason and logs it, so that Prometheus marks
+the target down (``up`` is 0) instead of recording an empty scrape, and no
+traceback reaches stderr.
 """
 
 from __future__ import annotations

@@ -504,25 +504,53 @@ def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):
     assert not folder.exists()
 
 
-def test_a_deleted_metrics_folder_makes_metrics_answer_503_while_calls_go_on(tmp_path):
-    """``rm -rf`` of the folder (or a cleaner of temporary files) made ``/metrics`` answer
-    200 with nothing in it: a scrape that read as a server that served nothing."""
+def _delete_folder(folder: Path) -> None:
+    shutil.rmtree(folder)
+
+
+def _replace_folder(folder: Path) -> None:
+    shutil.rmtree(folder)
+    folder.mkdir()
+
+
+def _delete_files(folder: Path) -> None:  # as cleaners of temporary files do first
+    for values in folder.glob("*.db"):
+        values.unlink()
+
+
+@pytest.mark.parametrize(
+    ("delete", "reason"),
+    [
+        (_delete_folder, "the workers' metrics folder {folder} is gone"),
+        (_replace_folder, "the workers' metrics folder {folder} is gone"),
+        (_delete_files, "{files} of the workers' metrics files in {folder} are gone ("),
+    ],
+    ids=["folder", "folder_replaced", "files"],
+)
+def test_deleted_metrics_values_make_metrics_answer_503_while_calls_go_on(delete, reason, tmp_path):
+    """Deleted values (``rm -rf``, a cleaner of temporary files) made ``/metrics`` answer
+    200 with less or nothing in it: a scrape that read as a server that served nothing."""
     folder = tmp_path / "metrics"
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
     with running((*workers(), "--metrics-port", str(free_port())), env) as server:
         server.wait_for_logs("listening", 2)
         server.wait_for_logs("metrics")
-        shutil.rmtree(folder)
+        assert metric_samples(server.metrics_url)  # seen once, as Prometheus sees them
+        files = len([name for name in folder.glob("*.db") if name.stem.split("_")[0] != "gauge"])
+        delete(folder)
         with connect(server.target) as stub:
             stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10)
+            urllib.request.urlopen(server.metrics_url, timeout=10)
         with refused.value:
             assert refused.value.code == 503
-            reason = refused.value.read().decode()
+            answer = refused.value.read().decode()
         [line] = server.wait_for_logs("metrics unavailable")
-    assert reason == f"{line['error']}\n"
-    assert str(line["error"]).startswith(f"the workers' metrics folder {folder} is gone")
+    assert answer == f"{line['error']}\n"
+    assert str(line["error"]).startswith(reason.format(folder=folder, files=files))
+    assert str(line["error"]).endswith(
+        ": their values cannot be read until the server is restarted"
+    )
     assert line["level"] == "error"
 
 

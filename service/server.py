@@ -313,12 +313,12 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         )
     if config.plain_state:
         _log.warning("plain state tokens: anyone can read and forge game states (debugging only)")
-    for port, dual_stack in (
+    for port, is_grpc in (
         (config.grpc_port, True),
         (config.http_port, False),
         (config.metrics_port, False),
     ):
-        if port and (error := _taken(config.host, port, dual_stack)) is not None:
+        if port and (error := _taken(config.host, port, is_grpc)) is not None:
             _log.error("cannot listen", address=host_port(config.host, port), error=error)
             return 1
     if multiprocess_enabled():
@@ -396,7 +396,13 @@ def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callabl
     return server
 
 
-def _taken(host: str, port: int, dual_stack: bool) -> str | None:
+#: The IPv6 address grpc also listens on for a host, beyond what getaddrinfo gives: it
+#: serves 0.0.0.0 on a dual-stack [::], and its resolver gives localhost both loopbacks
+#: (RFC 6761) where /etc/hosts may give only 127.0.0.1.
+_GRPC_IPV6_ALSO = {"0.0.0.0": "::", "localhost": "::1"}
+
+
+def _taken(host: str, port: int, is_grpc: bool) -> str | None:
     """Why ``port`` on ``host`` is not free, or None: checked before anything binds.
 
     Workers bind with SO_REUSEPORT, which shares a port with any process of the
@@ -405,9 +411,9 @@ def _taken(host: str, port: int, dual_stack: bool) -> str | None:
     fails on a port anyone listens on. It also saves grpc's own refusal, which
     says only "Failed to bind" and writes a line of its own to stderr.
 
-    ``dual_stack``: the listener is grpc's, which serves ``0.0.0.0`` on ``[::]``
-    too and quietly falls back to IPv4 alone when another process listens there
-    (IPv6 only), leaving it the clients that reach the port over IPv6.
+    ``is_grpc``: grpc serves some hosts on an IPv6 address too (``_GRPC_IPV6_ALSO``),
+    and quietly falls back to IPv4 alone when another process listens there, leaving
+    it the clients that reach the port over IPv6.
     """
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -422,14 +428,15 @@ def _taken(host: str, port: int, dual_stack: bool) -> str | None:
                 probe.bind(address)
         except OSError as error:  # taken, or no socket at all (no IPv6, no descriptors left)
             return str(error)
-    if dual_stack and host == "0.0.0.0" and (why := _ipv6_wildcard_taken(port)) is not None:
-        return f"[::]:{port}, which gRPC also serves for 0.0.0.0: {why}"
+    also = _GRPC_IPV6_ALSO.get(host.lower()) if is_grpc else None
+    if also is not None and (why := _ipv6_taken(also, port)) is not None:
+        return f"[{also}]:{port}, which gRPC also serves for {host}: {why}"
     return None
 
 
-def _ipv6_wildcard_taken(port: int) -> str | None:
-    """Why ``[::]:port`` is taken on IPv6 alone, or None (also when the machine has no IPv6,
-    where grpc serves 0.0.0.0 on IPv4 alone)."""
+def _ipv6_taken(address: str, port: int) -> str | None:
+    """Why ``[address]:port`` is taken on IPv6, or None (also when the machine has no
+    IPv6, where grpc serves the host on IPv4 alone)."""
     try:
         probe = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     except OSError:
@@ -438,7 +445,7 @@ def _ipv6_wildcard_taken(port: int) -> str | None:
         try:
             probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(("::", port))
+            probe.bind((address, port))
         except OSError as error:
             return None if error.errno == errno.EADDRNOTAVAIL else str(error)
     return None

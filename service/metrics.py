@@ -339,7 +339,7 @@ class MetricsFolderGoneError(RuntimeError):
 
 
 # The files of values that prometheus_client never deletes, not even for a dead worker
-# (``mark_process_dead`` deletes only live gauges').
+# (``mark_process_dead`` deletes only the files of live gauges).
 _KEPT_FILES = ("counter_", "histogram_", "summary_")
 
 

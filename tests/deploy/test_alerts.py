@@ -3,14 +3,14 @@
 Each rule's ``expr`` of each overlay must parse as PromQL. Every series it reads
 must be one a real ``cardrules serve`` exports, scraped after a game was started
 and a move played so that the domain counters have samples, one of the short
-list of kube-state-metrics' series, or Prometheus' own ``up``. Every label a selector matches on, or an
-aggregation (``by``, ``without``) or vector match (``on``, ``ignoring``) groups
-by, must be on each series read under it, and every value a matcher names
-(each ``|`` alternative of a regex, negative matchers included) must occur
-there. An expression must also be able to yield something: the two sides of
-an operator must have series that match, and ``histogram_quantile`` needs
-``le``. The alert table of docs/operations.md lists the rules in order, with
-their severity and ``for``.
+list of kube-state-metrics' series, or Prometheus' own ``up``. Every label a
+selector matches on, or an aggregation (``by``, ``without``) or vector match
+(``on``, ``ignoring``) groups by, must be on each series read under it, and
+every value a matcher names (each ``|`` alternative of a regex, negative
+matchers included) must occur there. An expression must also be able to yield
+something: the two sides of an operator must have series that match, and
+``histogram_quantile`` needs ``le``. The alert table of docs/operations.md
+lists the rules in order, with their severity and ``for``.
 """
 
 from __future__ import annotations

@@ -617,13 +617,20 @@ def test_a_grpc_port_held_on_the_ipv6_address_grpc_also_serves_stops_the_server(
 
 
 def test_an_http_port_held_on_ipv6_alone_does_not_stop_a_server_on_0_0_0_0():
-    """HTTP serves 0.0.0.0 on IPv4 alone (docs/operations.md), so that port is free."""
+    """HTTP serves 0.0.0.0 on IPv4 alone (docs/operations.md), so that port is free, and
+    a gRPC port free on both stacks passes the check gRPC's port gets."""
+    grpc_port = free_port()
     with ipv6_listener("::") as http_port:
-        args = ("--host", "0.0.0.0", "--grpc-port", "0", "--http-port", str(http_port))
+        args = ("--host", "0.0.0.0", "--grpc-port", str(grpc_port), "--http-port", str(http_port))
         with running((*args, "--metrics-port", "0"), loopback_flags=False) as server:
             with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/openapi.json") as reply:
                 assert json.load(reply)["openapi"].startswith("3.1")
-            assert server.http_port == http_port
+            with grpc.insecure_channel(f"[::1]:{grpc_port}") as channel:  # over IPv6 too
+                checked = health(channel).Check(
+                    health_pb2.HealthCheckRequest(service="readiness"), timeout=10
+                )
+            assert checked.status == health_pb2.HealthCheckResponse.SERVING
+            assert (server.http_port, server.grpc_port) == (http_port, grpc_port)
 
 
 @pytest.mark.parametrize("host", ["", " ", "[]", "a b", "http://x", "a..b", "x" * 64 + ".example"])

@@ -368,13 +368,18 @@ def test_any_origin_with_a_star():
 # -- slow and idle clients ------------------------------------------------------------
 
 
+async def open_raw(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A plain TCP connection to the server at ``url``, to send bytes as they are."""
+    host, port = url.removeprefix("http://").split(":")
+    return await asyncio.open_connection(host, int(port))
+
+
 async def raw_exchange(
     url: str, data: bytes, then: bytes = b"", *, until_closed: bool = False
 ) -> tuple[bytes, bytes]:
     """Send ``data``, wait a moment, send ``then``; the head and body of the answer. With
     ``until_closed``, read on until the server closes the connection (bounded wait)."""
-    host, port = url.removeprefix("http://").split(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
+    reader, writer = await open_raw(url)
     try:
         writer.write(data)
         await writer.drain()
@@ -445,8 +450,7 @@ def test_a_connection_without_a_whole_request_head_is_closed_after_the_keepalive
     time: aiohttp's keep-alive timer runs from the connection's start."""
 
     async def scenario(_: aiohttp.ClientSession, url: str) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
+        reader, writer = await open_raw(url)
 
         sent = 0
 
@@ -498,8 +502,7 @@ def test_the_drain_waits_for_a_request_in_flight_when_another_has_ended():
     gateway = krypkasino_gateway()
 
     async def scenario(session: aiohttp.ClientSession, url: str) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
+        reader, writer = await open_raw(url)
         try:
             writer.write(SCORE_HEAD + b'Content-Length: 100\r\n\r\n{"state": "')
             await writer.drain()
@@ -552,8 +555,7 @@ def test_a_refused_call_keeps_its_connection_for_the_next_request():
     """Only a body that could not be read (or came too late) closes the connection."""
 
     async def scenario(_: aiohttp.ClientSession, url: str) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
+        reader, writer = await open_raw(url)
         try:
             for _answer in range(2):
                 writer.write(SCORE_HEAD + b"Content-Length: 2\r\n\r\n{}")
@@ -675,8 +677,7 @@ def test_a_body_started_after_a_drain_that_found_nothing_in_flight_is_refused_at
     gateway = krypkasino_gateway(body_seconds=120)
 
     async def scenario(_: aiohttp.ClientSession, url: str) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
+        reader, writer = await open_raw(url)
         try:
             writer.write(HEALTHZ)
             await next_answer(reader)
@@ -713,8 +714,7 @@ def test_a_body_timeout_before_the_grace_ends_keeps_its_own_message():
     gateway = krypkasino_gateway(body_seconds=0.3)
 
     async def scenario(_: aiohttp.ClientSession, url: str) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
+        reader, writer = await open_raw(url)
         try:
             writer.write(PARTIAL_SCORE)
             await writer.drain()

@@ -138,9 +138,8 @@ class HttpGateway:
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self._draining = False
-        # Loop time at which the drain stops waiting for bodies, and the body waits to
-        # bring forward to it.
+        # Loop time at which the drain stops waiting for bodies (None until it begins),
+        # and the body waits to bring forward to it.
         self._bodies_end_at: float | None = None
         self._body_waits: set[asyncio.Timeout] = set()
         self._ready = True
@@ -179,7 +178,7 @@ class HttpGateway:
         self._idle.clear()
         try:
             response = await self._respond(request)
-            if self._draining:
+            if self._bodies_end_at is not None:  # draining
                 response.force_close()  # the client reconnects, to a replica still serving
             return response
         finally:
@@ -200,7 +199,6 @@ class HttpGateway:
         start on a kept-alive connection just then, and aiohttp's shutdown, which follows,
         drops whatever its client still sends.
         """
-        self._draining = True
         loop = asyncio.get_running_loop()
         self._end_bodies_at(loop.time() + timeout)
         with contextlib.suppress(TimeoutError):

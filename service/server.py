@@ -419,35 +419,32 @@ def _taken(host: str, port: int, is_grpc: bool) -> str | None:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as error:
         return str(error)
-    for family, kind, protocol, _, address in addresses:
-        try:
-            with socket.socket(family, kind, protocol) as probe:
-                # As grpc and aiohttp do: a port whose last connections linger in TIME_WAIT
-                # is free.
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                probe.bind(address)
-        except OSError as error:  # taken, or no socket at all (no IPv6, no descriptors left)
-            return str(error)
+    for family, _, _, _, address in addresses:
+        if (refused := _bind_error(family, address)) is not None:
+            return str(refused)  # taken, or no socket at all (no IPv6, no descriptors left)
     also = _GRPC_IPV6_ALSO.get(host.lower()) if is_grpc else None
-    if also is not None and (why := _ipv6_taken(also, port)) is not None:
-        return f"[{also}]:{port}, which gRPC also serves for {host}: {why}"
+    if also is not None:
+        refused = _bind_error(socket.AF_INET6, (also, port), ipv6_only=True)
+        # No IPv6 on this machine: grpc then serves the host on IPv4 alone.
+        if refused is not None and refused.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+            return f"[{also}]:{port}, which gRPC also serves for {host}: {refused}"
     return None
 
 
-def _ipv6_taken(address: str, port: int) -> str | None:
-    """Why ``[address]:port`` is taken on IPv6, or None (also when the machine has no
-    IPv6, where grpc serves the host on IPv4 alone)."""
+def _bind_error(
+    family: socket.AddressFamily, address: tuple[Any, ...], *, ipv6_only: bool = False
+) -> OSError | None:
+    """What binding a TCP socket to ``address`` raises, or None."""
     try:
-        probe = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    except OSError:
-        return None
-    with probe:
-        try:
-            probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            if ipv6_only:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            # As grpc and aiohttp do: a port whose last connections linger in TIME_WAIT
+            # is free.
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((address, port))
-        except OSError as error:
-            return None if error.errno == errno.EADDRNOTAVAIL else str(error)
+            probe.bind(address)
+    except OSError as error:
+        return error
     return None
 
 

@@ -356,10 +356,14 @@ def serve_and_fail(
 
 
 @contextmanager
-def port_taken() -> Iterator[int]:
-    """A loopback port that something else listens on."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
+def port_taken(address: str = "127.0.0.1") -> Iterator[int]:
+    """A port that something else listens on at ``address``; at an IPv6 address (``::``
+    included) for IPv6 alone, so that the port stays free on IPv4."""
+    ipv6 = ":" in address
+    with socket.socket(socket.AF_INET6 if ipv6 else socket.AF_INET) as holder:
+        if ipv6:
+            holder.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        holder.bind((address, 0))
         holder.listen()
         yield holder.getsockname()[1]
 

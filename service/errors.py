@@ -124,6 +124,20 @@ def request_too_large(what: str, limit: int) -> ServiceError:
     )
 
 
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+
+
+def deadline_exceeded() -> ServiceError:
+    """The call's deadline passed before its answer was ready: its caller has stopped
+    waiting. Logged and counted, never sent (gRPC ends the call itself)."""
+    return ServiceError(
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        DEADLINE_EXCEEDED,
+        "the call's deadline passed before its answer was ready: the server is "
+        "overloaded, or the deadline is shorter than the call needs",
+    )
+
+
 def internal_error() -> ServiceError:
     """A bug: details stay in the server log, never in the response."""
     return ServiceError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error")

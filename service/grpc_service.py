@@ -10,11 +10,13 @@ therefore refused like any other bad input (``REQUEST_TOO_LARGE``,
 grpc itself without details, and fields this release does not know are
 refused (``FIELD_UNKNOWN``) as the HTTP gateway refuses unknown names, not
 ignored. A refusal becomes the rich ``google.rpc.Status``
-in the trailing metadata (``grpc-status-details-bin``).
+in the trailing metadata (``grpc-status-details-bin``). A call whose deadline
+has passed is not served (docs/operations.md, "Overload").
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -26,7 +28,14 @@ from grpc_status import rpc_status
 from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, Handler, request_id_from
 from service.codec import holds_unknown_fields
 from service.descriptors import snake_case
-from service.errors import FIELD_UNKNOWN, REQUEST_MALFORMED, invalid_argument, request_too_large
+from service.errors import (
+    DEADLINE_EXCEEDED,
+    FIELD_UNKNOWN,
+    REQUEST_MALFORMED,
+    deadline_exceeded,
+    invalid_argument,
+    request_too_large,
+)
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoApi
 
 RequestT = TypeVar("RequestT")
@@ -96,6 +105,28 @@ def _parsing(request_class: type[Message], handler: Handler, limit: int) -> Hand
     return parse_then_handle
 
 
+def _within_deadline(
+    handler: Callable[[RequestT, CallInfo], ResponseT],
+    context: grpc.aio.ServicerContext[RequestT, ResponseT],
+) -> Callable[[RequestT, CallInfo], ResponseT]:
+    """``handler``, refused with ``DEADLINE_EXCEEDED`` once the call's deadline has passed.
+
+    An overloaded server queues calls until their callers stop waiting; doing their
+    work anyway would spend it on answers nobody reads, and log and count them OK.
+    """
+
+    def handle(request: RequestT, info: CallInfo) -> ResponseT:
+        # 0 once the deadline has passed; None when the caller set none.
+        if context.time_remaining() == 0:
+            raise deadline_exceeded()
+        response = handler(request, info)
+        if context.time_remaining() == 0:
+            raise deadline_exceeded()
+        return response
+
+    return handle
+
+
 async def serve_call(
     runner: CallRunner,
     service: str,
@@ -105,16 +136,30 @@ async def serve_call(
     context: grpc.aio.ServicerContext[RequestT, ResponseT],
 ) -> ResponseT:
     """One gRPC call through ``runner``: the caller's request id, metrics, the log line,
-    and a refusal aborted as the rich ``google.rpc.Status``; the request id goes back in
-    the trailers of every answer. Every RPC takes this path."""
+    and a refusal aborted as the rich ``google.rpc.Status`` (a call past its deadline gets
+    nothing); the request id goes back in the trailers of every answer. Every RPC takes
+    this path."""
     # The first one sent, as the HTTP gateway takes the first X-Request-Id header.
     supplied = next(
         (value for key, value in context.invocation_metadata() or () if key == REQUEST_ID_HEADER),
         None,
     )
     request_id = request_id_from(supplied if isinstance(supplied, str) else None)
-    outcome = runner.run(service, method, "grpc", request_id, handler, request, context.peer())
+    outcome = runner.run(
+        service,
+        method,
+        "grpc",
+        request_id,
+        _within_deadline(handler, context),
+        request,
+        context.peer(),
+    )
     if outcome.error is not None:
+        if outcome.error.reason == DEADLINE_EXCEEDED:
+            # Nothing to send: grpc ends the call itself at its deadline, and an answer
+            # sent to an ended call makes grpc log an error with a traceback.
+            raise asyncio.CancelledError
+
         status = rpc_status.to_status(outcome.error.to_status())
         await context.abort(
             status.code,

@@ -43,6 +43,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf.descriptor import ServiceDescriptor
 
 from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, Handler, request_id_from
+from service.content_coding import CODINGS, BodyCodingError, BodyTooLargeError, Inflater
 from service.errors import (
     HTTP_STATUS,
     REQUEST_MALFORMED,
@@ -78,8 +79,8 @@ _READ_CHUNK = 16 * 1024
 # NewGame with 64 explicit decks, cards as enum names) is about 7 times its protobuf size
 # in compact JSON, so a body may be 16 times the limit, with room for pretty-printing.
 JSON_BODY_FACTOR = 16
-# aiohttp decompresses these; any other coding would reach the JSON parser as it came.
-_CONTENT_CODINGS = frozenset({"", "identity", "gzip", "deflate"})
+# The codings the gateway reads; any other would reach the JSON parser as it came.
+_CONTENT_CODINGS = frozenset({"", "identity"}) | CODINGS
 # A whole body must arrive within this long; aiohttp itself never times a body out, so a
 # client that stalls (or a chunk the parser rejects mid-body) would hold the call forever.
 BODY_SECONDS = 15.0
@@ -312,6 +313,7 @@ class HttpGateway:
         too_large = request_too_large("body", limit)
         if request.content_length is not None and request.content_length > limit:
             return too_large
+        inflater = Inflater(coding, limit) if coding in CODINGS else None
         chunks: list[bytes] = []
         size = 0
         try:
@@ -320,12 +322,22 @@ class HttpGateway:
                 self._end_by_drain(wait)
                 try:
                     async for chunk in request.content.iter_chunked(_READ_CHUNK):
-                        size += len(chunk)
+                        size += len(chunk)  # as sent: no larger than inflated, but for a few bytes
                         if size > limit:
                             return too_large
-                        chunks.append(chunk)
+                        chunks.append(chunk if inflater is None else inflater.feed(chunk))
+                    if inflater is not None:
+                        inflater.finish()
                 finally:
                     self._body_waits.discard(wait)
+        except BodyTooLargeError:
+            return too_large
+        except BodyCodingError as error:
+            return invalid_argument(
+                REQUEST_MALFORMED,
+                f"the body is not {coding} data, as its Content-Encoding says: {error}",
+                "",
+            )
         except TimeoutError:
             if wait.when() == self._bodies_end_at:
                 return invalid_argument(
@@ -338,12 +350,9 @@ class HttpGateway:
                 BODY_TIMEOUT, f"the body did not arrive within {self._body_seconds:g} s", ""
             )
         except (HttpProcessingError, ConnectionResetError, web.RequestPayloadError) as error:
-            # Broken chunk framing or compression, or the client went before the whole body
-            # came. The error's text may quote the body, which may hold a token: only its
-            # type is told.
+            # Broken chunk framing, or the client went before the whole body came. The
+            # error's text may quote the body, which may hold a token: only its type is told.
             described = f"the body could not be read ({type(error).__name__})"
-            if coding not in ("", "identity"):
-                described += f": is it {coding} data, as its Content-Encoding says?"
             return invalid_argument(REQUEST_MALFORMED, described, "")
         body = b"".join(chunks)
         if content_type is None and body.strip():
@@ -460,6 +469,7 @@ async def start_http(
     runner = web.AppRunner(
         gateway.application(),
         access_log=None,
+        auto_decompress=False,  # the gateway inflates bodies itself (service.content_coding)
         shutdown_timeout=_FINAL_SHUTDOWN_SECONDS,
         keepalive_timeout=keepalive_seconds,
     )

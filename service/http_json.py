@@ -47,6 +47,7 @@ _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
 # The proto3 JSON of an integer as a string: a JSON number (json_format checks the value).
 _INTEGER = re.compile(r"-?[0-9]+")
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT32_DIGITS = len(str(_INT32_MAX))
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _INTEGER_TYPES = frozenset(
     {
@@ -141,7 +142,8 @@ class _SizeFloor:
     """A lower bound of the protobuf size of the values walked so far.
 
     Each message value costs at least 2 bytes (a tag and a length, even when
-    empty) and each element of a repeated scalar at least 1; fields at their
+    empty), each element of a repeated scalar at least 1, and each scalar field
+    not at its default 2 more (a tag and a byte of value); fields at their
     default cost nothing, so they are not counted.
     """
 
@@ -160,10 +162,10 @@ class _SizeFloor:
 def check_message(value: object, descriptor: Descriptor, path: str, floor: _SizeFloor) -> None:
     """Refuse what json_format accepts or words badly, walking ``value`` with ``descriptor``.
 
-    A field named twice (by its proto and its JSON name), bytes that are not
-    base64, values of the wrong JSON type and unknown enum names (with the valid
-    ones) raise ``JSON_INVALID`` naming the field by its proto path. Unknown
-    names, nulls and the values json_format judges well itself (ranges, enum
+    An unknown name, a field named twice (by its proto and its JSON name), bytes
+    that are not base64, values of the wrong JSON type and unknown enum names
+    (with the valid ones) raise ``JSON_INVALID`` naming the field by its proto
+    path. Nulls and the values json_format judges well itself (ranges, enum
     numbers, numbers) are left to json_format;
     so are the well-known types, whose JSON is their own. ``floor`` counts the
     size the values must take as protobuf and raises ``REQUEST_TOO_LARGE`` once
@@ -180,7 +182,12 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
     for key, item in value.items():
         field = fields.get(key)
         if field is None:
-            continue  # json_format refuses unknown names and offending_field names them
+            # json_format would refuse it too, in these words, but only after parsing
+            # the whole body, and offending_field would parse it twice more to find it.
+            name = f"{path}.{key}".lstrip(".")
+            raise _json_invalid(
+                name, f'Message type "{descriptor.full_name}" has no field named "{key}"'
+            )
         name = f"{path}.{field.name}".lstrip(".")
         if field.name in seen:
             raise _json_invalid(
@@ -224,6 +231,8 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
     """One value of ``field`` (an element if it is repeated)."""
     if value is None:
         return
+    if not field.is_repeated and _sets_scalar(value, field):
+        floor.add(2)  # a tag and a byte of value; a repeated scalar's element counted 1
     cpp_type = field.cpp_type
     if (nested := field.message_type) is not None:
         if nested.full_name.startswith("google.protobuf."):
@@ -253,7 +262,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         # width: json_format wraps a number beyond 32 bits (4294967298 read as 2, another
         # rule than the client meant) where it refuses one just beyond 31.
         name = value if isinstance(value, str) and not _INTEGER.fullmatch(value) else None
-        if name is None and not _INT32_MIN <= int(value) <= _INT32_MAX:
+        if name is None and not _is_int32(value):
             raise _json_invalid(
                 path, f"{path} must be an enum number of 32 bits, not {_quoted(str(value))}"
             )
@@ -268,6 +277,37 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             raise _json_invalid(path, f"{path} is not base64: {problem}")
     elif not isinstance(value, str):
         raise _wrong_type(path, "a JSON string", value)
+
+
+def _sets_scalar(value: object, field: FieldDescriptor) -> bool:
+    """Whether ``value`` is a scalar that protobuf writes: not its field's default.
+
+    Numbers in strings are not counted: "0e5" is a zero, and a floor must not guess high.
+    """
+    if field.message_type is not None or value is False:
+        return False
+    if isinstance(value, int | float):
+        return value != 0
+    if isinstance(value, str):
+        if field.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
+            enum = field.enum_type
+            named = None if enum is None else enum.values_by_name.get(value)
+            return named is not None and named.number != 0
+        return field.cpp_type == FieldDescriptor.CPPTYPE_STRING and value != ""
+    return value is True
+
+
+def _is_int32(number: str | int | float) -> bool:
+    """Whether a whole number, or the digits of one, fits in 32 bits (signed).
+
+    Counted before ``int`` reads digits: Python refuses to read more than 4,300.
+    """
+    if isinstance(number, str):
+        digits = number.lstrip("-").lstrip("0") or "0"
+        if len(digits) > _INT32_DIGITS:
+            return False
+        number = -int(digits) if number.startswith("-") else int(digits)
+    return _INT32_MIN <= int(number) <= _INT32_MAX
 
 
 def _base64_problem(text: str) -> str | None:
@@ -313,11 +353,24 @@ def _wrong_type(path: str, expected: str, value: object) -> ServiceError:
 
 
 def _holds_lone_surrogate(value: object) -> bool:
-    """Whether a name or string of the parsed JSON is not valid Unicode text."""
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
+    """Whether a name or string of the parsed JSON is not valid Unicode text.
+
+    Walked with a stack of its own: JSON that ``json.loads`` just managed to nest
+    would overflow Python's recursion (a 500).
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
     return False
 
 
@@ -348,8 +401,9 @@ def _fields_by_name(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
 def offending_field(value: object, descriptor: Descriptor, path: str = "") -> str:
     """The proto path of the deepest field of ``value`` that json_format refuses.
 
-    Each name is tried alone, so the first refused one is found whatever
-    json_format's own iteration order; ``path`` itself when nothing narrower fails.
+    Each name is tried alone, plain values before messages and lists, so a refused
+    one is found whatever json_format's own iteration order; ``path`` itself when
+    nothing narrower fails.
     Messages are searched field by field and lists by halving, so a long list
     costs about two more parses of it, not one per element.
     """
@@ -362,7 +416,9 @@ def _refused_in(value: object, descriptor: Descriptor, path: str) -> str | None:
         return path
     fields = _fields_by_name(descriptor)
     message_class = GetMessageClass(descriptor)
-    for key, item in value.items():
+    # Plain values first: each costs a parse of itself alone, where a list costs two
+    # parses of it; json_format refused the body for one of them, whichever it is.
+    for key, item in sorted(value.items(), key=lambda pair: isinstance(pair[1], dict | list)):
         field = fields.get(key)
         name = f"{path}.{key if field is None else field.name}".lstrip(".")
         if field is None:

@@ -379,9 +379,19 @@ def same_deal(view: dict[str, Any], other: dict[str, Any]) -> bool:
     return {**view, "gameId": "", "stateId": ""} == {**other, "gameId": "", "stateId": ""}
 
 
+def raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
 def test_a_gzip_or_deflate_body_is_taken(server, json_game):
+    """Deflate as zlib data (RFC 9110) or raw, as some clients send it."""
     body = _body(config={"players": 2}, seed="7")  # json_game's request
-    for coding, packed in (("gzip", gzip.compress(body)), ("deflate", zlib.compress(body))):
+    for coding, packed in (
+        ("gzip", gzip.compress(body)),
+        ("deflate", zlib.compress(body)),
+        ("deflate", raw_deflate(body)),
+    ):
         status, _, value = exchange(
             f"{server.http_url}/v1/krypkasino:newGame",
             packed,
@@ -390,15 +400,40 @@ def test_a_gzip_or_deflate_body_is_taken(server, json_game):
         assert status == 200 and same_deal(value["view"], json_game["view"]), coding
 
 
-def test_a_body_that_does_not_decompress_is_400_and_closes_the_connection(server):
+GAME = _body(config={"players": 2})
+
+
+@pytest.mark.parametrize(
+    ("packed", "why"),
+    [
+        (GAME, "Error -3 while decompressing data: incorrect header check"),
+        # Whole JSON, so only the missing end of its gzip data gives it away.
+        (gzip.compress(GAME, mtime=0)[:-8], "the body ends before its gzip data does"),
+        (gzip.compress(GAME, mtime=0) * 2, "data follows the end of the gzip data"),
+    ],
+    ids=["not_gzip", "cut_short", "more_after_the_end"],
+)
+def test_a_body_that_is_not_whole_gzip_is_400_and_closes_the_connection(server, packed, why):
     status, headers, value = exchange(
         f"{server.http_url}/v1/krypkasino:newGame",
-        _body(config={"players": 2}),
+        packed,
         headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
     )
     assert status == 400 and refusal(value)[:2] == (3, "REQUEST_MALFORMED")
-    assert value["message"].endswith(": is it gzip data, as its Content-Encoding says?")
+    assert value["message"] == f"the body is not gzip data, as its Content-Encoding says: {why}"
     assert headers["Connection"] == "close"
+
+
+def test_a_brotli_body_is_refused_by_the_gateway_which_leaves_bodies_undecoded_to_aiohttp(server):
+    """aiohttp decodes no body (it would go on inflating the rest of one the gateway
+    refused early): a coding the gateway does not read is its own 415, not aiohttp's."""
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:newGame",
+        GAME,
+        headers={"Content-Type": "application/json", "Content-Encoding": "br"},
+    )
+    assert status == 415
+    assert refusal(value)[:3] == (3, "UNSUPPORTED_MEDIA_TYPE", {"content_encoding": "br"})
 
 
 def test_a_body_in_an_unknown_coding_is_415(server):

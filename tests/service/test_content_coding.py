@@ -1,0 +1,77 @@
+"""The gateway's own inflating of gzip and deflate bodies (``service.content_coding``)."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import pytest
+
+from service.content_coding import BodyCodingError, BodyTooLargeError, Inflater
+
+LIMIT = 1 << 16
+# 64 MiB of one byte: about 64 KB of gzip.
+BOMB = gzip.compress(b" " * (64 << 20), compresslevel=9, mtime=0)
+
+
+def inflate(coding: str, chunks: list[bytes], limit: int = LIMIT) -> bytes:
+    inflater = Inflater(coding, limit)
+    out = b"".join(inflater.feed(chunk) for chunk in chunks)
+    inflater.finish()
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 16 * 1024, len(BOMB)])
+def test_a_bomb_is_refused_before_it_inflates_much_past_the_limit(size: int) -> None:
+    """In chunks of any size; one chunk of the whole bomb included."""
+    inflater = Inflater("gzip", LIMIT)
+    inflated = 0
+    with pytest.raises(BodyTooLargeError):
+        for start in range(0, len(BOMB), size):
+            out = inflater.feed(BOMB[start : start + size])
+            inflated += len(out)
+            assert inflated <= LIMIT
+    assert inflated <= LIMIT
+
+
+def test_a_body_inflating_to_exactly_the_limit_is_taken() -> None:
+    body = bytes(range(256)) * (LIMIT // 256)
+    assert inflate("gzip", [gzip.compress(body)]) == body
+    with pytest.raises(BodyTooLargeError):
+        inflate("gzip", [gzip.compress(body + b"!")])
+
+
+@pytest.mark.parametrize("wbits", [zlib.MAX_WBITS, -zlib.MAX_WBITS], ids=["zlib", "raw"])
+def test_deflate_is_zlib_data_or_raw_deflate(wbits: int) -> None:
+    body = b'{"config": {"players": 2}}'
+    packer = zlib.compressobj(wbits=wbits)
+    packed = packer.compress(body) + packer.flush()
+    assert inflate("deflate", [packed[i : i + 3] for i in range(0, len(packed), 3)]) == body
+
+
+@pytest.mark.parametrize(
+    ("packed", "why"),
+    [
+        (b"{}", "incorrect header check"),
+        (gzip.compress(b"{}", mtime=0)[:-1], "the body ends before its gzip data does"),
+        (gzip.compress(b"{}", mtime=0) + b"\\n", "data follows the end of the gzip data"),
+    ],
+    ids=["not_gzip", "cut_short", "more_after_the_end"],
+)
+def test_what_is_not_whole_gzip_data_is_refused_saying_why(packed: bytes, why: str) -> None:
+    with pytest.raises(BodyCodingError, match=why):
+        inflate("gzip", [packed])
+
+
+def test_data_in_a_chunk_after_the_end_is_refused() -> None:
+    with pytest.raises(BodyCodingError, match="data follows the end of the gzip data"):
+        inflate("gzip", [gzip.compress(b"{}", mtime=0), b"more"])
+
+
+def test_an_empty_body_is_empty() -> None:
+    assert inflate("gzip", []) == b"" and inflate("deflate", [b""]) == b""
+
+
+def test_only_gzip_and_deflate_are_inflated() -> None:
+    with pytest.raises(ValueError, match="br"):
+        Inflater("br", LIMIT)

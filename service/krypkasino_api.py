@@ -269,7 +269,9 @@ class KrypkasinoApi:
         try:
             self._seat_tokens.verify(opened.game_id, seat, token)
         except SeatTokenError as error:
-            raise permission_denied(error.reason, error.message, seat=str(seat)) from None
+            raise permission_denied(
+                error.reason, error.message, seat=str(seat), **error.metadata
+            ) from None
         return seat
 
     def _renew(

@@ -3,10 +3,13 @@ section 4): a plain token can hold anything, a sealed one only what this service
 
 Checked: config (K3, K16), card codes, seats, dealer rotation (K4), dealing counts
 (K15.2), K15.1 conservation, markers (K8.4), exact hand sizes (K15.3), the table's
-size, the move number, deal scores (K12.1) and the match outcome (K13).
+size, the move number, deal scores (K12.1) and the match outcome (K13); and, once
+the state is built, the game id (``check_game_id``).
 """
 
 from __future__ import annotations
+
+import re
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
@@ -16,10 +19,11 @@ from engine.krypkasino.dealing import DrawExhaustedError, draw_for_deal
 from engine.krypkasino.scoring import DealResult
 from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
 
-__all__ = ["MAX_PLAIN_TABLE", "check_plain_state"]
+__all__ = ["MAX_PLAIN_TABLE", "check_game_id", "check_plain_state"]
 
 
 _COURTS = bytes(range(JACK * 4, CARDS_PER_DECK))
+_GAME_ID = re.compile(r"[0-9A-Za-z_-]{1,64}")
 _SPADES = bytes(range(SPADES, CARDS_PER_DECK, 4))
 
 
@@ -156,6 +160,15 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
 
     # Every field is checked now: ``state_codec`` builds the state as a sealed one's.
     return results
+
+
+def check_game_id(game_id: str) -> None:
+    """A plain token's game id is logged on every request: no control character there,
+    and no line a megabyte long."""
+    if not _GAME_ID.fullmatch(game_id):
+        raise StateError(
+            "game_id must be 1 to 64 letters, digits, '-' or '_' (this service makes 32 hex digits)"
+        )
 
 
 def _check_conserved(msg: pb.GameState, everything: bytes, copies: int) -> None:

@@ -31,7 +31,7 @@ from service.codec import (
     holds_unknown_fields,
 )
 from service.identity_memo import IdentityMemo
-from service.plain_state import check_plain_state
+from service.plain_state import check_game_id, check_plain_state
 from service.state_parts import StateError, as_cards, config_layout, trusted_results
 
 
@@ -131,7 +131,9 @@ def state_from_proto(msg: pb.GameState, *, trusted: bool = False) -> tuple[State
     try:
         if trusted:
             return _trusted_state(msg), msg.game_id
-        return _trusted_state(msg, check_plain_state(msg)), msg.game_id
+        state = _trusted_state(msg, check_plain_state(msg))
+        check_game_id(msg.game_id)
+        return state, msg.game_id
     except StateError as error:
         raise CodecError("state", str(error)) from None
 

@@ -14,8 +14,9 @@ associated data of its own version was made by a newer release of this
 service (``TOKEN_FROM_NEWER_RELEASE``: during a rolling upgrade another
 replica can read it), so later releases keep this header and associated
 data. One that does not authenticate is ``TOKEN_INVALID`` (or
-``TOKEN_UNKNOWN_KEY``); an earlier version, or a plain token of another
-version, is ``TOKEN_SCHEMA_UNSUPPORTED``.
+``TOKEN_UNKNOWN_KEY``); an earlier version, or on a plain-mode server a plain
+token of another version, is ``TOKEN_SCHEMA_UNSUPPORTED``. A sealing server
+refuses any plain token as ``TOKEN_PLAIN_DISABLED``.
 
 Errors never carry token bytes or key material: tokens must never be logged.
 """
@@ -76,12 +77,16 @@ class TokenError(Exception):
 
 
 class SeatTokenError(Exception):
-    """A missing or wrong seat token; ``message`` never contains token bytes."""
+    """A missing or wrong seat token; ``message`` never contains token bytes.
 
-    def __init__(self, reason: SeatTokenReason, message: str) -> None:
+    ``metadata`` holds its dynamic values for the ErrorInfo (design section 5).
+    """
+
+    def __init__(self, reason: SeatTokenReason, message: str, **metadata: str) -> None:
         super().__init__(message)
         self.reason: SeatTokenReason = reason
         self.message = message
+        self.metadata = metadata
 
 
 @dataclass(frozen=True, repr=False)
@@ -216,9 +221,15 @@ class StateSealer:
         if version == 0:
             raise TokenError("TOKEN_MALFORMED", "state token has no valid header")
         plain = bool(version_byte & PLAIN_FLAG)
-        if not plain and len(token) < SEALED_OVERHEAD:
+        if len(token) < SEALED_OVERHEAD and not (plain and self._plain):
             # Checked before the version: a few stray bytes are no token of another release.
-            raise TokenError("TOKEN_MALFORMED", "state token is too short")
+            hint = ": a seat token?" if len(token) == SEAT_TOKEN_BYTES else ""
+            raise TokenError("TOKEN_MALFORMED", f"state token is too short{hint}")
+        if plain and not self._plain:
+            # Before the version, which a plain token's first byte holds too.
+            raise TokenError(
+                "TOKEN_PLAIN_DISABLED", "plain state tokens are disabled on this server"
+            )
         if version != self._version:
             if version > self._version and not plain:
                 self._refuse_newer(token, version)
@@ -229,10 +240,6 @@ class StateSealer:
                 version=str(version),
             )
         if plain:
-            if not self._plain:
-                raise TokenError(
-                    "TOKEN_PLAIN_DISABLED", "plain state tokens are disabled on this server"
-                )
             return token[1:]
         return self._decrypt(token, self._associated)
 
@@ -291,9 +298,16 @@ class SeatTokens:
         if not token:
             raise SeatTokenError("SEAT_TOKEN_MISSING", f"seat {seat} needs its seat token")
         key_id = token[:KEY_ID_BYTES]
+        if len(token) == SEAT_TOKEN_BYTES and key_id not in self._macs:
+            # Told apart from a wrong token: a key retired while games still held
+            # tokens under it is an operator's fault, not a caller's.
+            raise SeatTokenError(
+                "SEAT_TOKEN_INVALID",
+                f"the seat token of seat {seat} was issued under a key this server does not have",
+                key_id=key_id.hex(),
+            )
         if not (
             len(token) == SEAT_TOKEN_BYTES
-            and key_id in self._macs
             and 0 <= seat <= _MAX_SEAT
             and hmac.compare_digest(token[KEY_ID_BYTES:], self._expected(key_id, game_id, seat))
         ):

@@ -1173,6 +1173,18 @@ def assert_refused(state: State, mutate: Mutation, words: str) -> None:
     assert str(raised.value) == f"state: {raised.value.description}"
 
 
+@pytest.mark.parametrize("game_id", ["", "x" * 65, "g\nid", "g\u2028", "g\x1b[31m"], ids=repr)
+def test_a_plain_states_game_id_is_a_short_name_fit_for_a_log_line(game_id: str) -> None:
+    """It is logged on every request (a plain token may hold anything)."""
+
+    def set_game_id(msg: pb.GameState) -> None:
+        msg.game_id = game_id
+
+    assert_refused(base_states()["over"], set_game_id, "game_id must be 1 to 64 letters")
+    state = base_states()["over"]
+    assert state_from_proto(state_to_proto(state, "g-_9" * 16))[1] == "g-_9" * 16
+
+
 def test_an_empty_game_state_is_refused() -> None:
     with pytest.raises(CodecError) as raised:
         state_from_proto(pb.GameState())

@@ -229,6 +229,8 @@ def test_key_rotation_opens_old_tokens_and_seals_under_the_new_primary():
             grpc.StatusCode.PERMISSION_DENIED,
             "SEAT_TOKEN_INVALID",
         )
+        # Told apart from a wrong token: the key id names the retired key.
+        assert old_seat_token.metadata == {"seat": "0", "key_id": key_id(old).hex()}
 
 
 def test_seat_tokens_are_renewed_under_the_new_key_so_a_game_outlives_the_old_one():

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from service.tokens import (
     MAX_SCHEMA_VERSION,
+    PLAIN_FLAG,
     SEAT_MAC_CACHE_SIZE,
     KeyRing,
     SeatTokenError,
@@ -197,8 +198,10 @@ def test_plain_mode_both_ways():
         (b"\x01" + KeyRing.key_id(KEY_A) + bytes(28), "TOKEN_INVALID"),
         (b"\x07" + bytes(40), "TOKEN_UNKNOWN_KEY"),
         (b"\x07" + KeyRing.key_id(KEY_A) + bytes(36), "TOKEN_INVALID"),
-        (b"\xff" + bytes(40), "TOKEN_SCHEMA_UNSUPPORTED"),
+        # A plain token, whatever its version, or as short as a sealed one cannot be.
+        (b"\xff" + bytes(40), "TOKEN_PLAIN_DISABLED"),
         (b"\x81" + PAYLOAD, "TOKEN_PLAIN_DISABLED"),
+        (b"\x81" + bytes(10), "TOKEN_MALFORMED"),
     ],
 )
 def test_reasons_for_handmade_tokens(token, reason):
@@ -327,6 +330,41 @@ def test_seat_tokens_refused_with_the_right_reason():
         error = seat_error(seats, game_id, seat, candidate)
         assert error.reason == "SEAT_TOKEN_INVALID", (game_id, seat)
         assert token.hex() not in error.message
+
+
+def test_a_seat_token_under_a_key_the_server_lacks_names_that_key():
+    """Told apart from a wrong one: a key retired too soon is the operator's to fix."""
+    seats = SeatTokens(ring(KEY_A))
+    retired = seat_error(seats, "game-1", 0, SeatTokens(ring(KEY_B)).issue("game-1", 0))
+    assert (retired.reason, retired.metadata) == (
+        "SEAT_TOKEN_INVALID",
+        {"key_id": KeyRing.key_id(KEY_B).hex()},
+    )
+    assert retired.message == (
+        "the seat token of seat 0 was issued under a key this server does not have"
+    )
+    wrong = seat_error(seats, "game-2", 0, seats.issue("game-1", 0))
+    assert (wrong.reason, wrong.metadata) == ("SEAT_TOKEN_INVALID", {})
+
+
+def test_a_seat_token_sent_as_the_state_is_malformed_whatever_its_key():
+    """Its first byte is its key id's: one of two keys gives it the plain flag, which
+    must not make it read as a plain token of some schema version. (A plain-mode
+    server, for debugging only, takes plain tokens of any length.)"""
+    keys = [bytes([i]) * 32 for i in range(16)]
+    flagged = {KeyRing.key_id(key)[0] >= PLAIN_FLAG for key in keys}
+    assert flagged == {True, False}
+    for key in keys:
+        error = token_error(sealer(key), SeatTokens(ring(key)).issue("game-1", 0))
+        assert (error.reason, error.message) == (
+            "TOKEN_MALFORMED",
+            "state token is too short: a seat token?",
+        ), key[0]
+
+
+def test_a_plain_token_of_another_version_on_a_plain_server_names_its_version():
+    error = token_error(sealer(plain=True), b"\xff" + bytes(40))
+    assert (error.reason, error.metadata) == ("TOKEN_SCHEMA_UNSUPPORTED", {"version": "127"})
 
 
 def test_seat_token_encoding_separates_game_and_seat():

@@ -419,10 +419,8 @@ def _refused_in(value: object, descriptor: Descriptor, path: str) -> str | None:
     # Plain values first: each costs a parse of itself alone, where a list costs two
     # parses of it; json_format refused the body for one of them, whichever it is.
     for key, item in sorted(value.items(), key=lambda pair: isinstance(pair[1], dict | list)):
-        field = fields.get(key)
-        name = f"{path}.{key if field is None else field.name}".lstrip(".")
-        if field is None:
-            return name
+        field = fields[key]  # the walk refused unknown names before json_format ran
+        name = f"{path}.{field.name}".lstrip(".")
         nested = field.message_type
         # Maps and well-known types are judged whole: a Struct's keys are no fields.
         if nested is not None and not _whole(nested):

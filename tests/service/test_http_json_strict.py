@@ -732,6 +732,11 @@ def test_an_unknown_name_after_a_valid_list_is_named_not_the_list() -> None:
     assert refusal_of(body, pb.PlayRequest)[0] == "move.bogus"
 
 
+def test_a_value_json_format_refuses_after_a_valid_list_is_named_not_the_list() -> None:
+    body = json.dumps({"children": [{"children": [{"counts": [1]}], "counts": [2**40]}]})
+    assert refusal_of(body.encode(), scalars_class())[0] == "children[0].counts"
+
+
 def test_a_value_json_format_refuses_is_named_by_its_proto_name() -> None:
     """Not by the lowerCamelCase name it was sent under."""
     assert refusal_of(b'{"config": {"firstDealer": 99999999999}}', pb.NewGameRequest) == (

@@ -47,7 +47,7 @@ class Inflater:
         if self._stream is None:
             self._stream = zlib.decompressobj(self._wbits(chunk[0]))
         elif self._stream.eof:
-            raise BodyCodingError(f"data follows the end of the {self._coding} data")
+            raise BodyCodingError(self._more_after_the_end())
         # At most one byte past the limit: that is enough to refuse, and a chunk of a
         # few kilobytes can inflate to many megabytes.
         try:
@@ -58,13 +58,18 @@ class Inflater:
         if self._size > self._limit:
             raise BodyTooLargeError
         if self._stream.unused_data:
-            raise BodyCodingError(f"data follows the end of the {self._coding} data")
+            raise BodyCodingError(self._more_after_the_end())
         return out
 
     def finish(self) -> None:
         """The body has ended: raises ``BodyCodingError`` if its compressed data has not."""
         if self._stream is not None and not self._stream.eof:
             raise BodyCodingError(f"the body ends before its {self._coding} data does")
+
+    def _more_after_the_end(self) -> str:
+        # A gzip file may hold several members; no HTTP client sends a body of them.
+        several = " (a gzip body of several members is not read)" if self._coding == "gzip" else ""
+        return f"data follows the end of the {self._coding} data{several}"
 
     def _wbits(self, first: int) -> int:
         if self._coding == "gzip":

@@ -32,6 +32,7 @@ from service.errors import (
     DEADLINE_EXCEEDED,
     FIELD_UNKNOWN,
     REQUEST_MALFORMED,
+    ServiceError,
     deadline_exceeded,
     invalid_argument,
     request_too_large,
@@ -109,7 +110,8 @@ def _within_deadline(
     handler: Callable[[RequestT, CallInfo], ResponseT],
     context: grpc.aio.ServicerContext[RequestT, ResponseT],
 ) -> Callable[[RequestT, CallInfo], ResponseT]:
-    """``handler``, refused with ``DEADLINE_EXCEEDED`` once the call's deadline has passed.
+    """``handler``, refused with ``DEADLINE_EXCEEDED`` once the call's deadline has passed,
+    before it runs or by the time it has answered or refused.
 
     An overloaded server queues calls until their callers stop waiting; doing their
     work anyway would spend it on answers nobody reads, and log and count them OK.
@@ -119,7 +121,12 @@ def _within_deadline(
         # 0 once the deadline has passed; None when the caller set none.
         if context.time_remaining() == 0:
             raise deadline_exceeded()
-        response = handler(request, info)
+        try:
+            response = handler(request, info)
+        except ServiceError:
+            if context.time_remaining() == 0:  # a refusal nobody reads either
+                raise deadline_exceeded() from None
+            raise
         if context.time_remaining() == 0:
             raise deadline_exceeded()
         return response

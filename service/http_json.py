@@ -282,13 +282,16 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
 def _sets_scalar(value: object, field: FieldDescriptor) -> bool:
     """Whether ``value`` is a scalar that protobuf writes: not its field's default.
 
-    Numbers in strings are not counted: "0e5" is a zero, and a floor must not guess high.
+    Of numbers in strings only integers with a digit other than 0 are counted: "0e5"
+    is a zero, and a floor must not guess high.
     """
     if field.message_type is not None or value is False:
         return False
     if isinstance(value, int | float):
         return value != 0
     if isinstance(value, str):
+        if _INTEGER.fullmatch(value):
+            return value.strip("-0") != ""
         if field.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
             enum = field.enum_type
             named = None if enum is None else enum.values_by_name.get(value)

@@ -299,11 +299,12 @@ class SeatTokens:
             raise SeatTokenError("SEAT_TOKEN_MISSING", f"seat {seat} needs its seat token")
         key_id = token[:KEY_ID_BYTES]
         if len(token) == SEAT_TOKEN_BYTES and key_id not in self._macs:
-            # Told apart from a wrong token: a key retired while games still held
-            # tokens under it is an operator's fault, not a caller's.
+            # The key id tells a key retired while games still held tokens under it
+            # (an operator's fault) from a wrong token of a known key.
             raise SeatTokenError(
                 "SEAT_TOKEN_INVALID",
-                f"the seat token of seat {seat} was issued under a key this server does not have",
+                f"the seat token of seat {seat} is under no key of this server: one retired "
+                "too soon, or no seat token of this service",
                 key_id=key_id.hex(),
             )
         if not (

@@ -876,11 +876,15 @@ def test_enum_numbers_of_32_bits_still_parse() -> None:
 def test_a_card_with_its_rank_and_suit_counts_six_bytes_towards_the_limit() -> None:
     """Two for the message and two for each field not at its default: a long list of
     cards is refused before json_format parses it, not at a third of what it is."""
-    body = b'{"move": {"captures": [{"rank": "RANK_TWO", "suit": "SUIT_CLUBS"}]}}'
-    assert parse_request(body, pb.PlayRequest, 8).ByteSize() == 8
-    with pytest.raises(ServiceError) as refused:
-        parse_request(body, pb.PlayRequest, 7)
-    assert (refused.value.reason, refused.value.metadata) == ("REQUEST_TOO_LARGE", {"limit": "7"})
+    for card in ('{"rank": "RANK_TWO", "suit": "SUIT_CLUBS"}', '{"rank": "2", "suit": 1}'):
+        body = f'{{"move": {{"captures": [{card}]}}}}'.encode()
+        assert parse_request(body, pb.PlayRequest, 8).ByteSize() == 8
+        with pytest.raises(ServiceError) as refused:
+            parse_request(body, pb.PlayRequest, 7)
+        assert (refused.value.reason, refused.value.metadata) == (
+            "REQUEST_TOO_LARGE",
+            {"limit": "7"},
+        )
 
 
 @pytest.mark.parametrize(
@@ -890,10 +894,11 @@ def test_a_card_with_its_rank_and_suit_counts_six_bytes_towards_the_limit() -> N
         {"seed": 2**31 - 1},
         {"seed": "7"},
         {"config": {"players": 2, "rules": {"singleDeck": True}}},
-        {"decks": [{"cards": [{"suit": "SUIT_CLUBS"}, {"rank": 1}]}]},
+        {"decks": [{"cards": [{"suit": "SUIT_CLUBS"}, {"rank": 1}, {"rank": "2", "suit": "0"}]}]},
+        {"seed": "-0", "config": {"players": "2"}},
         {"state": "AA=="},
     ],
-    ids=["int", "int32_max", "string_number", "bool", "enums", "bytes"],
+    ids=["int", "int32_max", "string_number", "bool", "enums", "zeros_in_strings", "bytes"],
 )
 def test_the_floor_never_passes_the_real_size(body: dict[str, object]) -> None:
     request = pb.PlayRequest if "state" in body else pb.NewGameRequest

@@ -409,7 +409,10 @@ GAME = _body(config={"players": 2})
         (GAME, "Error -3 while decompressing data: incorrect header check"),
         # Whole JSON, so only the missing end of its gzip data gives it away.
         (gzip.compress(GAME, mtime=0)[:-8], "the body ends before its gzip data does"),
-        (gzip.compress(GAME, mtime=0) * 2, "data follows the end of the gzip data"),
+        (
+            gzip.compress(GAME, mtime=0) * 2,
+            "data follows the end of the gzip data (a gzip body of several members is not read)",
+        ),
     ],
     ids=["not_gzip", "cut_short", "more_after_the_end"],
 )

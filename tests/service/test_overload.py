@@ -12,10 +12,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from typing import Any, cast
 
 import grpc
+import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
+from service.calls import CallInfo
+from service.errors import ServiceError, invalid_argument
+from service.grpc_service import _within_deadline
 from tests.service.grpc_helpers import connect
 from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import ServerProcess, free_port, running
@@ -107,3 +113,57 @@ def test_calls_queued_past_their_deadline_are_refused_unserved_and_counted():
     assert any(line["game_id"] is None for line in late), late[:3]
     # No answer went to a call grpc had already ended (it logs an error for each).
     assert not [line for line in server.logs if line.get("level") == "error"]
+
+
+class Deadline:
+    """What ``_within_deadline`` reads of a call: ``time_remaining()``, the seconds left at
+    each reading (0 once the deadline has passed, None without one). The flood above
+    shows the real thing; this pins which outcome each reading gives."""
+
+    def __init__(self, *left: float | None) -> None:
+        self.left = list(left)
+
+    def time_remaining(self) -> float | None:
+        return self.left.pop(0)
+
+
+def answer(request: str, info: CallInfo) -> str:
+    return f"answer to {request}"
+
+
+def refuse(request: str, info: CallInfo) -> str:
+    raise invalid_argument("MOVE_MISSING", "a move is required", "move")
+
+
+def crash(request: str, info: CallInfo) -> str:
+    raise KeyError("a bug")
+
+
+def run_within(handler: Callable[[str, CallInfo], str], *left: float | None) -> str:
+    served: str = _within_deadline(handler, cast(Any, Deadline(*left)))("request", CallInfo())
+    return served
+
+
+def reason_of(handler: Callable[[str, CallInfo], str], *left: float | None) -> str:
+    with pytest.raises(ServiceError) as refused:
+        run_within(handler, *left)
+    return refused.value.reason
+
+
+def test_a_call_within_its_deadline_or_without_one_is_served_as_it_comes():
+    assert run_within(answer, None, None) == run_within(answer, 1.0, 0.5) == "answer to request"
+    assert reason_of(refuse, None, None) == reason_of(refuse, 1.0, 0.5) == "MOVE_MISSING"
+    with pytest.raises(KeyError):  # a bug stays a bug (INTERNAL), deadline or not
+        run_within(crash, 1.0)
+
+
+def test_a_call_past_its_deadline_is_not_served():
+    def never(request: str, info: CallInfo) -> str:
+        raise AssertionError("the handler ran")
+
+    assert reason_of(never, 0) == "DEADLINE_EXCEEDED"
+
+
+def test_an_answer_or_refusal_ready_after_the_deadline_is_dropped():
+    assert reason_of(answer, 1.0, 0) == "DEADLINE_EXCEEDED"
+    assert reason_of(refuse, 1.0, 0) == "DEADLINE_EXCEEDED"

@@ -333,7 +333,8 @@ def test_seat_tokens_refused_with_the_right_reason():
 
 
 def test_a_seat_token_under_a_key_the_server_lacks_names_that_key():
-    """Told apart from a wrong one: a key retired too soon is the operator's to fix."""
+    """Told apart from a wrong token of a known key: a key retired too soon is the
+    operator's to fix."""
     seats = SeatTokens(ring(KEY_A))
     retired = seat_error(seats, "game-1", 0, SeatTokens(ring(KEY_B)).issue("game-1", 0))
     assert (retired.reason, retired.metadata) == (
@@ -341,7 +342,8 @@ def test_a_seat_token_under_a_key_the_server_lacks_names_that_key():
         {"key_id": KeyRing.key_id(KEY_B).hex()},
     )
     assert retired.message == (
-        "the seat token of seat 0 was issued under a key this server does not have"
+        "the seat token of seat 0 is under no key of this server: one retired too soon, "
+        "or no seat token of this service"
     )
     wrong = seat_error(seats, "game-2", 0, seats.issue("game-1", 0))
     assert (wrong.reason, wrong.metadata) == ("SEAT_TOKEN_INVALID", {})

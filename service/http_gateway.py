@@ -322,7 +322,8 @@ class HttpGateway:
                 self._end_by_drain(wait)
                 try:
                     async for chunk in request.content.iter_chunked(_READ_CHUNK):
-                        size += len(chunk)  # as sent: no larger than inflated, but for a few bytes
+                        # The bytes as sent count too: gzip can grow without inflating.
+                        size += len(chunk)
                         if size > limit:
                             return too_large
                         chunks.append(chunk if inflater is None else inflater.feed(chunk))

@@ -21,7 +21,6 @@ from engine.krypkasino import (
     ConfigError,
     DrawExhaustedError,
     IllegalMoveError,
-    Move,
     Reason,
     State,
     SweepKind,
@@ -177,7 +176,7 @@ class KrypkasinoApi:
         except IllegalMoveError as error:
             if self._metrics is not None:
                 self._metrics.illegal_move(GAME, error.reason.value)
-            raise _illegal_move_refusal(error, opened.state, seat, move) from None
+            raise _illegal_move_refusal(error, opened.state, seat) from None
         if self._metrics is not None:
             self._count_moves(events)
         token, state_id = self._seal(state, opened.game_id)
@@ -313,16 +312,14 @@ class KrypkasinoApi:
                 self._metrics.move_played(GAME, move_kind(False, event.sweep))
 
 
-def _illegal_move_refusal(
-    error: IllegalMoveError, state: State, seat: int, move: Move
-) -> ServiceError:
+def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> ServiceError:
     """Design section 5: a move the rules forbid is FAILED_PRECONDITION with its rule ID,
     the seat that asked and what a client would otherwise parse the message for."""
     extra: dict[str, str] = {}
     if error.reason is Reason.NOT_YOUR_TURN:
         extra["turn"] = str(state.turn)
-    elif error.reason is Reason.CARD_NOT_IN_HAND:
-        extra["card"] = card_str(move.card)
+    if error.card is not None:
+        extra["card"] = card_str(error.card)
     return failed_precondition(
         error.reason.value, error.message, rule=error.rule, seat=str(seat), **extra
     )

@@ -43,13 +43,19 @@ class Reason(enum.Enum):
 
 
 class IllegalMoveError(Exception):
-    """A move the rules forbid, with a machine-readable ``reason`` and the ``rule`` ID."""
+    """A move the rules forbid, with a machine-readable ``reason`` and the ``rule`` ID.
 
-    def __init__(self, reason: Reason, rule: str, message: str) -> None:
+    ``card`` is the card the rule is about, when there is one: the card played, or
+    for ``MUST_SWEEP`` (and ``MUST_CAPTURE`` under K16.8) a card in hand that must
+    sweep (capture) instead.
+    """
+
+    def __init__(self, reason: Reason, rule: str, message: str, card: Card | None = None) -> None:
         super().__init__(f"{message} ({rule})")
         self.reason = reason
         self.rule = rule
         self.message = message
+        self.card = card
 
 
 def legal_moves(state: State, seat: int) -> list[Move]:
@@ -86,39 +92,51 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
     hand, table, rules = state.hands[seat], state.table, state.config.rules
     if move.card not in hand:
         return IllegalMoveError(
-            Reason.CARD_NOT_IN_HAND, "K8.1", f"{card_str(move.card)} is not in seat {seat}'s hand"
+            Reason.CARD_NOT_IN_HAND,
+            "K8.1",
+            f"{card_str(move.card)} is not in seat {seat}'s hand",
+            move.card,
         )
     if not holds_all(table, move.captures):
         return IllegalMoveError(
-            Reason.CAPTURE_NOT_ON_TABLE, "K7.3", "the capture names cards that are not on the table"
+            Reason.CAPTURE_NOT_ON_TABLE,
+            "K7.3",
+            "the capture names cards that are not on the table",
+            move.card,
         )
     legal = table_moves(hand, table, rules)
     # K7.6 leaves only sweeps when one is possible, so the first legal move tells.
     if not rules.no_forced_sweep and len(legal[0].captures) == len(table) > 0:
         return IllegalMoveError(
-            Reason.MUST_SWEEP, "K7.6", "a card in hand sweeps the table, so it must"
+            Reason.MUST_SWEEP,
+            "K7.6",
+            f"{card_str(legal[0].card)} in hand sweeps the table, so it must",
+            legal[0].card,
         )
     if move.is_crawl:
         if any(m.card == move.card for m in legal):
             return IllegalMoveError(
-                Reason.MUST_CAPTURE, "K7.4", f"{card_str(move.card)} must capture"
+                Reason.MUST_CAPTURE, "K7.4", f"{card_str(move.card)} must capture", move.card
             )
         # K16.8 leaves only captures, so the first legal move names a card that captures.
         return IllegalMoveError(
             Reason.MUST_CAPTURE,
             "K16.8",
             f"{card_str(legal[0].card)} can capture, so no card may crawl (must_capture_if_able)",
+            legal[0].card,
         )
     if splits_into_groups(move.card, move.captures, rules):
         return IllegalMoveError(
             Reason.CAPTURE_NOT_MAXIMAL,
             "K7.3",
             "the cards left on the table still hold a group, which must be taken too",
+            move.card,
         )
     return IllegalMoveError(
         Reason.CAPTURE_NOT_VALID,
         "K7.2",
         f"the captured cards do not split into groups worth {hand_value(move.card)}",
+        move.card,
     )
 
 

@@ -131,8 +131,8 @@ class EngineDriver:
             metadata = {"rule": error.rule, "seat": str(seat)}
             if error.reason is Reason.NOT_YOUR_TURN:
                 metadata["turn"] = str(handle.turn)
-            if error.reason is Reason.CARD_NOT_IN_HAND:
-                metadata["card"] = card_str(engine_move.card)
+            if error.card is not None:
+                metadata["card"] = card_str(error.card)
             return Refused("FAILED_PRECONDITION", error.reason.value, metadata)
         result = {
             "events": [plain(e) for e in codec.events_to_proto(events)],

@@ -590,8 +590,8 @@ def test_the_capture_position_is_what_the_rule_tests_assume(stub, capture_game):
 def test_an_illegal_move_is_a_failed_precondition_with_its_rule(
     stub, capture_game, move, reason, rule
 ):
-    card = {"card": move.split(">")[0]} if reason == "CARD_NOT_IN_HAND" else {}
-    assert_illegal(refused(stub.Play, play_request(capture_game, 1, move)), reason, rule, 1, **card)
+    refusal = refused(stub.Play, play_request(capture_game, 1, move))
+    assert_illegal(refusal, reason, rule, 1, card=move.split(">")[0])  # the card played
 
 
 def test_a_move_out_of_turn_is_not_your_turn(stub, capture_game):
@@ -603,14 +603,19 @@ def test_a_move_out_of_turn_is_not_your_turn(stub, capture_game):
 def test_crawling_while_any_card_captures_is_must_capture_with_the_variant(stub):
     game = stacked_game(stub, CAPTURE_HAND, CAPTURE_TABLE, pb.Rules(must_capture_if_able=True))
     assert legal_texts(stub, game, 1) == {"8D>AH+7C+8S", "9C>AH+8S", "JD>AH+10D"}
-    assert_illegal(refused(stub.Play, play_request(game, 1, "3H")), "MUST_CAPTURE", "K16.8", 1)
+    # The card named is one that captures (the first of K1.6's order), not the one played.
+    refusal = refused(stub.Play, play_request(game, 1, "3H"))
+    assert_illegal(refusal, "MUST_CAPTURE", "K16.8", 1, card="8D")
 
 
 @pytest.mark.parametrize("move", ["KH", "7C", "9H>4D+5S", "10H>2H+3C+5S", "7C>2H+5S", "6D>2H+4D"])
 def test_anything_but_the_forced_sweep_is_must_sweep(stub, move):
     game = stacked_game(stub, SWEEP_HAND, SWEEP_TABLE)
     assert legal_texts(stub, game, 1) == {"7C>2H+3C+4D+5S"}
-    assert_illegal(refused(stub.Play, play_request(game, 1, move)), "MUST_SWEEP", "K7.6", 1)
+    # The card named is the one that must sweep, whichever was played.
+    refusal = refused(stub.Play, play_request(game, 1, move))
+    assert_illegal(refusal, "MUST_SWEEP", "K7.6", 1, card="7C")
+    assert refusal.message.startswith("7C in hand sweeps the table")
 
 
 def test_without_the_forced_sweep_the_same_capture_is_legal(stub):
@@ -1239,9 +1244,10 @@ def check_outcome(
     if allowed is not None:
         assert got in allowed if allowed else got is None, (got, allowed, request)
     if refusal is not None and refusal.code is PRECONDITION:
-        # docs/api.md: the seat to move for NOT_YOUR_TURN, the card for CARD_NOT_IN_HAND.
-        named = {"NOT_YOUR_TURN": {"turn"}, "CARD_NOT_IN_HAND": {"card"}}
-        assert set(refusal.metadata) == {"rule", "seat"} | named.get(refusal.reason, set()), refusal
+        # docs/api.md: the seat to move for NOT_YOUR_TURN, the card a move's rule is about.
+        card = set() if refusal.reason in ("NOT_YOUR_TURN", "GAME_OVER") else {"card"}
+        extra = card | ({"turn"} if refusal.reason == "NOT_YOUR_TURN" else set())
+        assert set(refusal.metadata) == {"rule", "seat"} | extra, refusal
     return response
 
 

@@ -18,7 +18,16 @@ from dataclasses import replace
 
 import pytest
 
-from engine.cards import RANK_NAMES, Card, CardError, card_str, check_deck, full_deck, shuffled
+from engine.cards import (
+    RANK_NAMES,
+    Card,
+    CardError,
+    card_str,
+    check_deck,
+    full_deck,
+    parse_card,
+    shuffled,
+)
 from engine.krypkasino import (
     Config,
     ConfigError,
@@ -933,6 +942,16 @@ def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule)
     error = refused(state, seat, move)
     assert error.reason is reason
     assert error.rule == rule
+    # The card the rule is about: none for a turn, the card played, or the card in hand
+    # that must sweep (capture under K16.8) instead.
+    if reason is Reason.NOT_YOUR_TURN:
+        assert error.card is None
+    elif reason is Reason.MUST_SWEEP:
+        assert error.card == parse_card("QD")
+    elif rule == "K16.8":
+        assert error.card == parse_card("8D")
+    else:
+        assert error.card == Move.parse(move).card
 
 
 @pytest.mark.parametrize(
@@ -960,7 +979,7 @@ def test_k7_8_game_over():
         state, _ = finish_deal(state)
     assert legal_moves(state, state.turn) == []
     error = refused(state, state.turn, "2C")
-    assert (error.reason, error.rule) == (Reason.GAME_OVER, "K13.2")
+    assert (error.reason, error.rule, error.card) == (Reason.GAME_OVER, "K13.2", None)
 
 
 @pytest.mark.parametrize(

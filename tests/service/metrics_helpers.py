@@ -23,3 +23,18 @@ def metric_samples(url: str) -> Samples:
     """Every sample a ``/metrics`` endpoint serves now."""
     with urllib.request.urlopen(url, timeout=10) as answer:
         return samples(answer.read().decode())
+
+
+def handled(metrics_url: str, method: str, code: str) -> float:
+    """``grpc_server_handled_total`` of a Krypkasino ``method`` that ended with ``code``."""
+    wanted = {
+        "grpc_service": "cardrules.krypkasino.v1.KrypkasinoService",
+        "grpc_method": method,
+        "grpc_code": code,
+        "grpc_type": "unary",
+    }
+    return sum(
+        value
+        for (name, labels), value in metric_samples(metrics_url).items()
+        if name == "grpc_server_handled_total" and dict(labels) == wanted
+    )

@@ -31,7 +31,7 @@ from google.protobuf import json_format
 from service.http_json import message_json
 from tests.service.grpc_helpers import state_of_request_size
 from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
-from tests.service.metrics_helpers import metric_samples
+from tests.service.metrics_helpers import handled
 from tests.service.server_process import (
     ServerProcess,
     free_port,
@@ -452,20 +452,6 @@ def test_a_body_in_an_unknown_coding_is_415(server):
 # -- observability ----------------------------------------------------------------------------
 
 
-def handled(server: ServerProcess, method: str, code: str) -> float:
-    wanted = {
-        "grpc_service": SERVICE,
-        "grpc_method": method,
-        "grpc_code": code,
-        "grpc_type": "unary",
-    }
-    return sum(
-        value
-        for (name, labels), value in metric_samples(server.metrics_url).items()
-        if name == "grpc_server_handled_total" and dict(labels) == wanted
-    )
-
-
 # -- configuration, workers and drain ---------------------------------------------------------
 
 
@@ -477,7 +463,10 @@ def test_http_calls_share_the_grpc_metrics_and_log_lines():
 
 
 def check_shared_metrics_and_logs(server: ServerProcess, game: Any) -> None:
-    before = handled(server, "Score", "OK"), handled(server, "Score", "InvalidArgument")
+    before = (
+        handled(server.metrics_url, "Score", "OK"),
+        handled(server.metrics_url, "Score", "InvalidArgument"),
+    )
     request_id = "http-metrics-test-1"
     status, headers, _ = exchange(
         f"{server.http_url}/v1/krypkasino:score",
@@ -489,7 +478,10 @@ def check_shared_metrics_and_logs(server: ServerProcess, game: Any) -> None:
     with grpc.insecure_channel(server.target) as channel:
         stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
         stub.Score(pb.ScoreRequest(state=base64.b64decode(game["state"])))
-    after = handled(server, "Score", "OK"), handled(server, "Score", "InvalidArgument")
+    after = (
+        handled(server.metrics_url, "Score", "OK"),
+        handled(server.metrics_url, "Score", "InvalidArgument"),
+    )
     assert (after[0] - before[0], after[1] - before[1]) == (2, 1)
     (line,) = server.request_lines(request_id)
     assert [r for r in server.log_events("request") if r["request_id"] == request_id] == [line]

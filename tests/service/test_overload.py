@@ -23,8 +23,8 @@ from service.calls import CallInfo
 from service.errors import ServiceError, invalid_argument
 from service.grpc_service import _within_deadline
 from tests.service.grpc_helpers import connect
-from tests.service.metrics_helpers import metric_samples
-from tests.service.server_process import ServerProcess, free_port, running
+from tests.service.metrics_helpers import handled
+from tests.service.server_process import free_port, running
 
 PLAY = "/cardrules.krypkasino.v1.KrypkasinoService/Play"
 # Far more work than the server does within the deadline: about 1 ms of server CPU
@@ -75,22 +75,6 @@ async def flood(target: str, request: bytes) -> dict[str, grpc.StatusCode]:
     return codes
 
 
-def handled(server: ServerProcess, code: str) -> float:
-    return metric_samples(server.metrics_url)[
-        (
-            "grpc_server_handled_total",
-            frozenset(
-                {
-                    ("grpc_type", "unary"),
-                    ("grpc_service", "cardrules.krypkasino.v1.KrypkasinoService"),
-                    ("grpc_method", "Play"),
-                    ("grpc_code", code),
-                }
-            ),
-        )
-    ]
-
-
 def test_calls_queued_past_their_deadline_are_refused_unserved_and_counted():
     with running(("--metrics-port", str(free_port()))) as server:
         request = play_request(server.target)
@@ -104,7 +88,7 @@ def test_calls_queued_past_their_deadline_are_refused_unserved_and_counted():
             if str(line["method"]).endswith("/Play") and line["code"] == "DeadlineExceeded"
         ]
         assert late, f"no call was queued past its deadline: {Counter(codes.values())}"
-        assert handled(server, "DeadlineExceeded") == len(late)
+        assert handled(server.metrics_url, "Play", "DeadlineExceeded") == len(late)
     for line in late:
         assert line["reason"] == "DEADLINE_EXCEEDED", line
         # Its caller had stopped waiting: the call ended DEADLINE_EXCEEDED there too.

@@ -57,6 +57,7 @@ from service.http_json import JSON_TYPE, message_json, parse_request, status_jso
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
+from service.turn_budget import TurnBudget
 
 _FIXED_PATHS = frozenset({OPENAPI_PATH, LIVENESS_PATH, READINESS_PATH})
 TRANSPORT = "http"
@@ -89,6 +90,9 @@ BODY_TIMEOUT = "BODY_TIMEOUT"
 # hour). Longer than the idle timeouts of common load balancers (60 s), so that they,
 # not the server, close a kept-alive connection, and no request meets a closing socket.
 KEEPALIVE_SECONDS = 75.0
+# HTTP calls run per turn of the event loop (service.turn_budget): about 4 ms of Play work,
+# so that health checks and gRPC calls wait a few ms per turn, not for every call in flight.
+CALLS_PER_TURN = 8
 # Refusals after which the connection's byte stream cannot be trusted or was never read.
 _CLOSING = frozenset({REQUEST_MALFORMED, BODY_TIMEOUT})
 
@@ -144,6 +148,7 @@ class HttpGateway:
         self._bodies_end_at: float | None = None
         self._body_waits: set[asyncio.Timeout] = set()
         self._ready = True
+        self._turns = TurnBudget(CALLS_PER_TURN)
         for service in services:
             for route in routes(service):
                 self._add(route, api)
@@ -274,6 +279,7 @@ class HttpGateway:
             )
         bound = by_method[request.method]
         payload = await self._read_body(request)
+        await self._turns.take()
         outcome = self._runner.run(
             bound.route.service,
             bound.route.method,

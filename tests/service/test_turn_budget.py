@@ -1,0 +1,92 @@
+"""``TurnBudget`` (docs/operations.md, "Overload"): a few calls per turn of the event loop,
+first come first served, none lost."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from service.turn_budget import TurnBudget
+
+
+class TurnCounter:
+    """Counts the turns of the running loop: a callback that queues itself again runs once
+    per turn."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self._running = True
+        asyncio.get_running_loop().call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self.turn += 1
+        if self._running:
+            asyncio.get_running_loop().call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._running = False
+
+
+async def admitted(budget: TurnBudget, calls: int) -> list[tuple[int, int]]:
+    """(call, turn) in the order ``calls`` callers, started in one turn, were admitted."""
+    turns = TurnCounter()
+    order: list[tuple[int, int]] = []
+
+    async def call(number: int) -> None:
+        await budget.take()
+        order.append((number, turns.turn))
+
+    await asyncio.gather(*(call(number) for number in range(calls)))
+    turns.stop()
+    return order
+
+
+def test_calls_are_admitted_in_arrival_order_a_few_per_turn():
+    order = asyncio.run(admitted(TurnBudget(4), 30))
+    assert [number for number, _ in order] == list(range(30))
+    per_turn = Counter(turn for _, turn in order)
+    assert max(per_turn.values()) == 4
+    assert len(per_turn) == 8  # 30 calls, 4 a turn
+
+
+def test_a_quiet_loop_admits_at_once():
+    async def one_call_per_turn() -> list[int]:
+        budget = TurnBudget(1)
+        waited = []
+        for _ in range(5):
+            await budget.take()
+            waited.append(budget.waiting)
+            await asyncio.sleep(0)  # the next turn: the budget is new
+        return waited
+
+    assert asyncio.run(one_call_per_turn()) == [0] * 5
+
+
+def test_a_caller_cancelled_while_waiting_gives_its_place_to_the_next():
+    async def scenario() -> list[str]:
+        budget = TurnBudget(1)
+        order: list[str] = []
+
+        async def call(name: str) -> None:
+            await budget.take()
+            order.append(name)
+
+        first = asyncio.create_task(call("first"))
+        gone = asyncio.create_task(call("gone"))
+        last = asyncio.create_task(call("last"))
+        await asyncio.sleep(0)  # all three have asked; "first" got this turn's place
+        assert budget.waiting == 2
+        gone.cancel()
+        await asyncio.gather(first, last)
+        assert gone.cancelled()
+        assert budget.waiting == 0
+        return order
+
+    assert asyncio.run(scenario()) == ["first", "last"]
+
+
+def test_a_budget_admits_at_least_one_call():
+    with pytest.raises(ValueError, match="at least 1"):
+        TurnBudget(0)

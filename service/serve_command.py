@@ -22,7 +22,7 @@ from service.config import (
     add_server_arguments,
     resolve,
 )
-from service.signals import PendingSignals
+from service.start_signals import pending_signals
 
 
 def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -41,7 +41,7 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    pending = PendingSignals()  # from here on SIGTERM stops the server cleanly, exit 0
+    pending = pending_signals()  # SIGTERM stops the server cleanly, exit 0, from here at the latest
     try:
         config = resolve(args)
     except ConfigValueError as error:

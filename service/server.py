@@ -50,7 +50,8 @@ from service.metrics import (
 )
 from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
-from service.signals import STOP_SIGNALS, PendingSignals, StopSignals
+from service.signals import StopSignals
+from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from service.watchdog import Heartbeats, keep_beating, start_watchdog
 

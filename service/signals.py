@@ -1,17 +1,11 @@
-"""Stop signals, from the first moment of ``cardrules serve`` (design section 6).
+"""Stop signals in the event loop of ``cardrules serve`` (design section 6).
 
 SIGTERM, SIGINT or SIGHUP ends serving; SIGINT (Ctrl-C) also skips the drain
 delay. SIGHUP (the terminal of ``make serve`` closed) drains as SIGTERM does,
-instead of killing the process with calls in flight. A SIGINT or SIGHUP that the
-server was started with set to be ignored stays ignored: ``nohup`` ignores SIGHUP,
-and a shell ignores SIGINT in its background jobs, so that the server outlives
-the terminal or its Ctrl-C, as the caller asked. SIGTERM, the orchestrator's,
-always stops the server.
-``PendingSignals`` records them while the process is still starting, before an
-event loop can take them: with the default action a pod deleted just after it
-started would die by SIGTERM (status 143) instead of exiting 0. ``StopSignals``
-takes over in the event loop and replays what was recorded, so a signal that
-came during start-up makes the server stop as soon as it serves.
+instead of killing the process with calls in flight. ``StopSignals`` takes over
+from ``service.start_signals.PendingSignals``, which records them while the
+process starts, and replays what it recorded, so a signal that came during
+start-up makes the server stop as soon as it serves.
 """
 
 from __future__ import annotations
@@ -20,32 +14,10 @@ import asyncio
 import contextlib
 import signal
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+from service.start_signals import PendingSignals
+
 # Stop as SIGTERM does, and are ignored once stopping.
 _LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
-# What a terminal sends, which the one who started the server may have ignored on purpose.
-FROM_A_TERMINAL = (signal.SIGINT, signal.SIGHUP)
-
-
-class PendingSignals:
-    """Records stop signals until ``StopSignals`` (or the supervisor) takes them over.
-
-    ``signals`` are the stop signals this process honours: all of ``STOP_SIGNALS``
-    but a SIGINT or SIGHUP it was started with set to be ignored.
-    """
-
-    def __init__(self) -> None:
-        self.received: list[signal.Signals] = []
-        self.signals = tuple(
-            signum
-            for signum in STOP_SIGNALS
-            if signum not in FROM_A_TERMINAL or signal.getsignal(signum) != signal.SIG_IGN
-        )
-        for signum in self.signals:
-            signal.signal(signum, self._record)
-
-    def _record(self, signum: int, _frame: object) -> None:
-        self.received.append(signal.Signals(signum))
 
 
 class StopSignals:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from service.signals import FROM_A_TERMINAL
+from service.start_signals import FROM_A_TERMINAL
 
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)

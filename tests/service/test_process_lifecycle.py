@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -82,6 +83,41 @@ def events(output: str) -> list[dict[str, object]]:
 def nothing_listens_on(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+# Runs the console script's main with a hook that reports, when ``service.cli`` is first
+# imported, whether SIGTERM has a handler yet and which of the heavy modules are loaded.
+SCRIPT_PROBE = """
+import importlib.abc, json, signal, sys
+class Probe(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "service.cli":
+            heavy = ("asyncio", "grpc", "aiohttp", "cryptography", "structlog", "engine")
+            print(json.dumps({
+                "sigterm_handled": signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL,
+                "loaded": [module for module in heavy if module in sys.modules],
+            }))
+            raise SystemExit(0)
+sys.meta_path.insert(0, Probe())
+sys.argv[1:] = [sys.argv[1]]
+from service.entry import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("command", "handled"), [("serve", True), ("keygen", False)])
+def test_the_console_script_takes_sigterm_before_it_imports_the_server(command, handled):
+    """The server's imports take a few tenths of a second, and a SIGTERM without a handler
+    would kill the process (status 143), or as a container's PID 1 be dropped, leaving it
+    to serve on until killed. Other commands keep the default action."""
+    probe = subprocess.run(
+        [sys.executable, "-c", SCRIPT_PROBE, command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(probe.stdout) == {"sigterm_handled": handled, "loaded": []}
 
 
 @pytest.mark.parametrize("args", [(), WORKERS], ids=["one_process", "workers"])

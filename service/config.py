@@ -125,6 +125,14 @@ def env_name(field_name: str) -> str:
     return ENV_PREFIX + field_name.upper()
 
 
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The ``CARDRULES_*`` variables no setting reads, by name: a misspelt one (say
+    ``CARDRULES_STATE_KEY``) would otherwise leave its setting at the default unnoticed."""
+    env = os.environ if environ is None else environ
+    known = {env_name(name) for name, _ in _OPTIONS.values()}
+    return sorted(name for name in env if name.startswith(ENV_PREFIX) and name not in known)
+
+
 def _default_text(name: str) -> str:
     if name in _DEFAULT_TEXTS:
         return _DEFAULT_TEXTS[name]

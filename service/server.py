@@ -34,7 +34,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
-from service.config import MULTIPROC_ENV, ServerConfig, host_port
+from service.config import MULTIPROC_ENV, ServerConfig, host_port, unknown_variables
 from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
@@ -305,6 +305,8 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     ``pending`` holds the stop signals that came while the process started.
     """
     configure_logging(config.log_format, config.log_level)
+    if unknown := unknown_variables():  # names only: a value may be a key
+        _log.warning("unknown CARDRULES_* variables, ignored: misspelt?", variables=unknown)
     _raise_open_files_limit()
     keys = load_keys(config)  # resolve() has refused bad keys already, naming their source
     if keys.ephemeral:

@@ -40,7 +40,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from engine.cards import parse_cards
 from engine.krypkasino import Move, State, legal_moves, open_game, play, score
 from service import codec
-from service.config import add_server_arguments, resolve
+from service.config import add_server_arguments, resolve, unknown_variables
 from service.server import MAX_CONCURRENT_STREAMS, grpc_server_options
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import health, key_id, refused
@@ -404,6 +404,26 @@ def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_
     listening = server.log_events("listening")
     assert {line["worker"] for line in listening} == {1, 2}
     assert {line["worker"] for line in requests} == {1, 2}
+
+
+def test_a_misspelt_variable_is_named_in_a_warning_without_its_value():
+    """``CARDRULES_STATE_KEY`` for ``CARDRULES_STATE_KEYS`` would leave the server on an
+    ephemeral key with nothing pointing at the typo; the value may be a key, so it is not
+    logged."""
+    value = base64.b64encode(b"k" * 32).decode()
+    misspelt = {"CARDRULES_STATE_KEY": value, "CARDRULES_GRPC_PORTS": "50051"}
+    with running(env=misspelt) as server:
+        server.wait_for_logs("listening")
+    warnings = [line for line in server.logs if "unknown CARDRULES_" in str(line.get("event"))]
+    assert [line["variables"] for line in warnings] == [sorted(misspelt)]
+    assert warnings[0]["level"] == "warning"
+    assert value not in json.dumps(server.logs)
+
+
+def test_only_variables_no_setting_reads_are_unknown():
+    settings = ("STATE_KEYS", "STATE_KEYS_FILE", "WORKER_TIMEOUT_SECONDS", "HOST")
+    environ = {f"CARDRULES_{name}": "" for name in (*settings, "STATE_KEY", "X")}
+    assert unknown_variables({**environ, "OTHER": ""}) == ["CARDRULES_STATE_KEY", "CARDRULES_X"]
 
 
 def test_two_workers_without_keys_share_one_ephemeral_key():

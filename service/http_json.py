@@ -7,7 +7,9 @@ fields are refused. Before json_format sees it, the body is walked alongside
 the request's descriptor, which refuses what json_format would let through or
 report in Python's words: a field given under both its names (``firstDealer``
 and ``first_dealer``), bytes that are not base64 (json_format's decoder drops
-stray characters), and values of the wrong JSON type. A refusal is
+stray characters), an integer in a string spelt other than as decimal digits
+without a leading zero (json_format takes ``"1e3"`` and ``"07"``), and values
+of the wrong JSON type. A refusal is
 ``INVALID_ARGUMENT`` with reason ``JSON_INVALID`` and a ``BadRequest`` naming
 the offending field by its proto path (``decks[0].cards[3].rank``), like
 every other field violation.
@@ -44,11 +46,14 @@ _REFUSAL_TEXT_CHARS = 400
 # proto3 JSON bytes: standard or URL-safe base64, with or without padding.
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
-# The proto3 JSON of an integer as a string: a JSON number (json_format checks the value).
+# An enum number in a string; json_format checks its value.
 _INTEGER = re.compile(r"-?[0-9]+")
+# The one spelling of an integer in a string, the OpenAPI document's pattern: json_format
+# would also take "1e3", "7.0" and "07", which a client checked against the document
+# could never send, and no two spellings of one value should both be valid.
+_CANONICAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT32_DIGITS = len(str(_INT32_MAX))
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _INTEGER_TYPES = frozenset(
     {
         FieldDescriptor.CPPTYPE_INT32,
@@ -242,8 +247,12 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         check_message(value, nested, path, floor)
     elif cpp_type in _INTEGER_TYPES:
         if isinstance(value, str):
-            if not _NUMBER.fullmatch(value):
-                raise _json_invalid(path, f"{path} must be an integer, not {_quoted(value)}")
+            if not _CANONICAL_INTEGER.fullmatch(value):
+                raise _json_invalid(
+                    path,
+                    f"{path} must be an integer (a JSON number, or a string of decimal digits "
+                    f"without a leading zero), not {_quoted(value)}",
+                )
         elif isinstance(value, bool) or not isinstance(value, int | float):
             raise _wrong_type(path, "an integer (a JSON number or string)", value)
     elif cpp_type in _FLOAT_TYPES:

@@ -142,8 +142,10 @@ REQUIRED_IN_REQUESTS: frozenset[str] = frozenset(
 
 _INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
 _UINT32 = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1}
-_INT64 = {"type": "string", "format": "int64", "pattern": "^-?[0-9]+$"}
-_UINT64 = {"type": "string", "format": "uint64", "pattern": "^[0-9]+$"}
+# The one spelling the gateway takes (http_json._CANONICAL_INTEGER) and json_format prints:
+# decimal digits without a leading zero, exponent or fraction.
+_INT64 = {"type": "string", "format": "int64", "pattern": "^(0|-?[1-9][0-9]*)$"}
+_UINT64 = {"type": "string", "format": "uint64", "pattern": "^(0|[1-9][0-9]*)$"}
 _SCALARS: Mapping[int, Json] = {
     FieldDescriptor.TYPE_DOUBLE: {"type": "number", "format": "double"},
     FieldDescriptor.TYPE_FLOAT: {"type": "number", "format": "float"},

@@ -624,9 +624,10 @@ def test_a_null_element_of_a_list_is_left_to_json_format() -> None:
     )
 
 
-@pytest.mark.parametrize(("text", "seed"), [('"1e3"', 1000), ('"2.0"', 2), ("1.0", 1), ("3e0", 3)])
-def test_an_integer_may_come_as_any_json_number_or_a_string_of_one(text: str, seed: int) -> None:
-    """proto3 JSON takes an integral value in exponent or fraction form, in a string or not."""
+@pytest.mark.parametrize(("text", "seed"), [("1.0", 1), ("3e0", 3), ('"0"', 0), ('"10"', 10)])
+def test_an_integer_may_come_as_any_json_number_or_a_string_of_digits(text: str, seed: int) -> None:
+    """proto3 JSON takes an integral JSON number in exponent or fraction form; a string
+    holds the one spelling the OpenAPI document's pattern allows."""
     assert parse_request(f'{{"seed": {text}}}'.encode(), pb.NewGameRequest).seed == seed
 
 
@@ -774,7 +775,7 @@ def test_a_refusal_of_bytes_says_what_is_wrong_with_the_base64(text: str, proble
 def test_a_refused_value_is_quoted_up_to_forty_characters(value: str, quoted: str) -> None:
     assert refusal_of(f'{{"seed": "{value}"}}'.encode(), pb.NewGameRequest) == (
         "seed",
-        f'seed must be an integer, not "{quoted}"',
+        f'seed must be {INTEGER_WORDS}, not "{quoted}"',
     )
 
 
@@ -798,13 +799,29 @@ def test_a_long_duplicated_name_is_quoted_short() -> None:
     assert field == "" and description.startswith('the name "xxx') and len(description) <= 403
 
 
-@pytest.mark.parametrize("text", ["01", "-01", "+1", "1.", ".5", "1e", " 1"])
-def test_an_integer_in_a_string_must_be_spelled_as_a_json_number(text: str) -> None:
-    """json_format would take "01" and "+1" (Python's int()); proto3 JSON has JSON numbers."""
+INTEGER_WORDS = "an integer (a JSON number, or a string of decimal digits without a leading zero)"
+
+
+@pytest.mark.parametrize(
+    "text", ["07", "00", "-0", "-01", "+1", "1e3", "7.0", "1.", ".5", "1e", " 1", "1 "]
+)
+def test_an_integer_in_a_string_must_be_decimal_digits_without_a_leading_zero(text: str) -> None:
+    """json_format would take "07", "+1" (Python's int()) and "1e3", "7.0" (as JSON numbers);
+    the OpenAPI pattern allows one spelling of each value, and so does the gateway."""
     body = json.dumps({"seed": text}).encode()
     assert refusal_of(body, pb.NewGameRequest) == (
         "seed",
-        f"seed must be an integer, not {json.dumps(text)}",
+        f"seed must be {INTEGER_WORDS}, not {json.dumps(text)}",
+    )
+
+
+def test_a_config_integer_in_a_string_is_held_to_the_same_spelling() -> None:
+    """32-bit integers are JSON numbers in the document, but a string of one is taken
+    as proto3 JSON allows, in the same one spelling as a 64-bit one."""
+    assert parse_request(b'{"config": {"players": "4"}}', pb.NewGameRequest).config.players == 4
+    assert refusal_of(b'{"config": {"players": "4.0"}}', pb.NewGameRequest) == (
+        "config.players",
+        f'config.players must be {INTEGER_WORDS}, not "4.0"',
     )
 
 
@@ -895,7 +912,7 @@ def test_a_card_with_its_rank_and_suit_counts_six_bytes_towards_the_limit() -> N
         {"seed": "7"},
         {"config": {"players": 2, "rules": {"singleDeck": True}}},
         {"decks": [{"cards": [{"suit": "SUIT_CLUBS"}, {"rank": 1}, {"rank": "2", "suit": "0"}]}]},
-        {"seed": "-0", "config": {"players": "2"}},
+        {"seed": "0", "config": {"players": "2", "teams": "-0"}},
         {"state": "AA=="},
     ],
     ids=["int", "int32_max", "string_number", "bool", "enums", "zeros_in_strings", "bytes"],

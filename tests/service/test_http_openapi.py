@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.rpc import error_details_pb2
 from openapi_spec_validator import validate
 
 from scripts.generate_openapi import descriptor_set, generate
 from service.descriptors import message_descriptor
+from service.errors import ServiceError
+from service.http_json import parse_request
 from service.http_routes import routes
 from service.openapi import (
     COMMITTED,
@@ -104,6 +108,35 @@ def walk(value: Any) -> Iterator[Any]:
     for child in children if isinstance(value, dict | list) else ():
         if isinstance(child, dict | list):
             yield from walk(child)
+
+
+SPELLINGS = ["0", "7", "10", "-1", "123456789", "07", "00", "-0", "+1", "1e3", "7.0"]
+
+
+def test_the_integer_patterns_take_what_the_gateway_takes():
+    """A 64-bit integer is a string in the document; its pattern and the gateway agree on
+    every spelling (the gateway holds every integer in a string to the same one)."""
+    document = committed()
+    patterns = {
+        value["format"]: value["pattern"]
+        for value in walk(document)
+        if isinstance(value, dict)
+        and value.get("format") in ("int64", "uint64")
+        and value.get("type") == "string"
+    }
+    assert patterns == {"int64": "^(0|-?[1-9][0-9]*)$", "uint64": "^(0|[1-9][0-9]*)$"}
+    for text in SPELLINGS:
+        for pattern, body in (
+            (patterns["uint64"], {"seed": text}),
+            (patterns["int64"], {"config": {"firstDealer": text}}),
+        ):
+            try:
+                parse_request(json.dumps(body).encode(), pb.NewGameRequest)
+            except ServiceError as error:
+                taken = error.reason != "JSON_INVALID"
+            else:
+                taken = True
+            assert taken == bool(re.search(pattern, text)), (pattern, body)
 
 
 def test_bytes_are_base64_strings_without_format_byte():

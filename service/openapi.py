@@ -688,7 +688,8 @@ def _operation(
     if method_name in builder.notes:
         operation["description"] = builder.notes[method_name]
     operation["requestBody"] = {
-        "required": True,
+        # An empty body is the empty request (http_json.parse_request), as "{}" is.
+        "required": False,
         "content": {JSON_TYPE: {"schema": builder.message(request, output=False)}},
     }
     responses: Json = {

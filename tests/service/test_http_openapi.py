@@ -26,6 +26,7 @@ from service.openapi import (
     title,
     unique_titles,
 )
+from tests.service.http_helpers import exchange, refusal
 from tests.service.server_process import ServerProcess
 
 
@@ -252,6 +253,21 @@ def _without_descriptions(value: Any) -> Any:
 def test_without_the_proto_sources_the_same_document_is_built_minus_comments():
     """What an installed server (no repository) serves: the runtime descriptors, no comments."""
     assert _without_descriptions(build_document()) == _without_descriptions(committed())
+
+
+def test_a_body_is_optional_as_the_server_takes_none_as_the_empty_request(server: ServerProcess):
+    """No body is answered as ``{}`` is, so no operation may require one."""
+    document = committed()
+    for service in SERVICES:
+        for route in routes(service):
+            operation = document["paths"][route.path][route.http_method.lower()]
+            assert operation["requestBody"]["required"] is False, route.path
+            url = f"{server.http_url}{route.path}"
+            none_status, _, none_value = exchange(url)
+            empty_status, _, empty_value = exchange(url, b"{}")
+            assert none_status == empty_status, route.path
+            if none_value is not None and "details" in none_value:
+                assert refusal(none_value)[:2] == refusal(empty_value)[:2], route.path
 
 
 def test_the_server_serves_the_committed_document(server: ServerProcess):

@@ -200,9 +200,9 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
     ErrorResponse(
         "415",
         "UnsupportedMediaType",
-        "UNSUPPORTED_MEDIA_TYPE: a body that is not application/json (UTF-8), a non-empty "
-        "body without a Content-Type, or a Content-Encoding other than identity, gzip or "
-        "deflate.",
+        "UNSUPPORTED_MEDIA_TYPE: a non-empty body that is not application/json (UTF-8) or "
+        "has no Content-Type (an empty body is the empty request whatever its type), or a "
+        "Content-Encoding other than identity, gzip or deflate.",
     ),
     ErrorResponse(
         "500", "Internal", "INTERNAL: a bug in the service; details are in its log only."

@@ -91,6 +91,9 @@ SET_IN_EVERY_RESPONSE: frozenset[str] = frozenset(
         "cardrules.krypkasino.v1.GetViewResponse.view",
         # _config_template: every view template is built from View(config=...).
         "cardrules.krypkasino.v1.View.config",
+        # codec.config_in_force_to_proto, that config, sets rules (every flag), and a
+        # view's config is the only GameConfig responses hold.
+        "cardrules.krypkasino.v1.GameConfig.rules",
         # legal_move_to_proto fills move with _fill_move, which copies in the card;
         # a Move appears in responses only there.
         "cardrules.krypkasino.v1.LegalMove.move",

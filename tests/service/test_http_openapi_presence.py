@@ -137,10 +137,11 @@ def test_response_schemas_require_fields():
     assert required["cardrules.krypkasino.v1.GameConfig"] == {
         "players",
         "teams",
+        "rules",
         "firstDealer",
         "drawForDeal",
         "tieRule",
-    }
+    }, "rules too: a view's config in force names every flag (docs/api.md)"
     assert required["cardrules.krypkasino.v1.NewGameResponse"] == {
         "gameId",
         "state",
@@ -573,7 +574,14 @@ def test_leaving_out_of_a_real_response_a_field_always_sent_makes_it_invalid(ans
                     valid_without[field.full_name] = valid
                     assert valid != sent_always(field), (field.full_name, valid)
     assert sum(not valid for valid in valid_without.values()) > 50
-    for short in ("View.gameId", "View.handSizes", "View.config", "Crawled.card", "Event.crawled"):
+    for short in (
+        "View.gameId",
+        "View.handSizes",
+        "View.config",
+        "GameConfig.rules",
+        "Crawled.card",
+        "Event.crawled",
+    ):
         assert valid_without[full_name(short)] is False, short
     for short in ("View.seat", "View.turn", "View.lastCapturer", "GameConfig.matchDeals"):
         assert valid_without[full_name(short)] is True, short

@@ -198,7 +198,7 @@ class KrypkasinoApi:
         opened = self._open(request.state, info)
         seat = None
         if request.HasField("seat"):
-            seat = self._authorise(opened, request.seat, request.seat_token)
+            seat = self._authorise(opened, request.seat, request.seat_token, seat_sent=True)
         elif request.seat_token:
             raise invalid_argument(
                 "SEAT_MISSING", "a seat token was given without its seat", "seat"
@@ -254,8 +254,14 @@ class KrypkasinoApi:
         payload = state_codec.state_to_proto(state, game_id).SerializeToString(deterministic=True)
         return self._sealer.seal(payload), state_codec.state_id(payload)
 
-    def _authorise(self, opened: OpenedState, seat: int, token: bytes) -> int:
-        """Design section 4: anything private to a seat needs that seat's token."""
+    def _authorise(
+        self, opened: OpenedState, seat: int, token: bytes, *, seat_sent: bool = False
+    ) -> int:
+        """Design section 4: anything private to a seat needs that seat's token.
+
+        ``seat_sent``: the request's ``seat`` has presence and was set (GetView's); a
+        plain proto3 ``seat`` of 0 may be one the client left out.
+        """
         players = opened.state.players
         if not 0 <= seat < players:
             raise invalid_argument(
@@ -266,10 +272,15 @@ class KrypkasinoApi:
                 players=str(players),
             )
         try:
-            self._seat_tokens.verify(opened.game_id, seat, token)
+            self._seat_tokens.verify(opened.game_id, seat, token, players)
         except SeatTokenError as error:
+            message = error.message
+            if seat == 0 and not seat_sent and "token_seat" in error.metadata:
+                # proto3 JSON and protobuf leave out a seat of 0, so another seat's own
+                # token with seat 0 most likely means the seat was never set.
+                message += ": was `seat` left out?"
             raise permission_denied(
-                error.reason, error.message, seat=str(seat), **error.metadata
+                error.reason, message, seat=str(seat), **error.metadata
             ) from None
         return seat
 

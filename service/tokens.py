@@ -293,8 +293,13 @@ class SeatTokens:
             raise ValueError(f"seat must be 0..{_MAX_SEAT}, not {seat}")
         return self._primary_id + self._expected(self._primary_id, game_id, seat)
 
-    def verify(self, game_id: str, seat: int, token: bytes) -> None:
-        """Accept a token made for this game and seat with any key of the ring, else raise."""
+    def verify(self, game_id: str, seat: int, token: bytes, players: int = 0) -> None:
+        """Accept a token made for this game and seat with any key of the ring, else raise.
+
+        A wrong token that is this game's token of another of its ``players`` seats
+        is refused naming that seat (metadata ``token_seat``): the caller holds the
+        token, so that tells nothing it could not learn by trying each seat.
+        """
         if not token:
             raise SeatTokenError("SEAT_TOKEN_MISSING", f"seat {seat} needs its seat token")
         key_id = token[:KEY_ID_BYTES]
@@ -312,7 +317,24 @@ class SeatTokens:
             and 0 <= seat <= _MAX_SEAT
             and hmac.compare_digest(token[KEY_ID_BYTES:], self._expected(key_id, game_id, seat))
         ):
-            raise SeatTokenError("SEAT_TOKEN_INVALID", f"not a valid seat token for seat {seat}")
+            raise self._wrong_token(game_id, seat, token, players)
+
+    def _wrong_token(self, game_id: str, seat: int, token: bytes, players: int) -> SeatTokenError:
+        """The refusal of a token that is not ``seat``'s, saying whose it is if it is one of
+        this game's (up to 5 more MACs, on refusals only)."""
+        message = f"not a valid seat token for seat {seat}"
+        if len(token) == SEAT_TOKEN_BYTES:  # and its key id is in the ring: checked before
+            key_id, mac = token[:KEY_ID_BYTES], token[KEY_ID_BYTES:]
+            for other in range(min(players, _MAX_SEAT + 1)):
+                if other != seat and hmac.compare_digest(
+                    mac, self._expected(key_id, game_id, other)
+                ):
+                    return SeatTokenError(
+                        "SEAT_TOKEN_INVALID",
+                        f"{message}; it is seat {other}'s token",
+                        token_seat=str(other),
+                    )
+        return SeatTokenError("SEAT_TOKEN_INVALID", message)
 
     def renewal(self, game_id: str, seat: int, token: bytes) -> bytes | None:
         """The seat's token under the primary key if ``token`` (verified) is under another.

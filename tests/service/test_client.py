@@ -688,7 +688,7 @@ def test_error_info_reads_the_reason_of_a_wrong_seat_token(grpc_target: str) -> 
         with pytest.raises(grpc.RpcError) as raised:
             client.legal_moves(state=game.state, seat=0, seat_token=game.seat_tokens[1])
     assert raised.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    assert error_info(raised.value) == ("SEAT_TOKEN_INVALID", {"seat": "0"})
+    assert error_info(raised.value) == ("SEAT_TOKEN_INVALID", {"seat": "0", "token_seat": "1"})
 
 
 def test_error_info_and_field_violations_of_an_async_call(grpc_target: str) -> None:

@@ -431,11 +431,18 @@ def test_a_missing_seat_token_is_permission_denied(stub, game, seat):
 
 
 @pytest.mark.parametrize("seat", [0, 1])
-def test_another_seats_token_is_permission_denied(stub, game, seat):
-    refusals = seat_calls(stub, game, seat, game.seat_tokens[1 - seat])
+def test_another_seats_token_is_permission_denied_naming_the_tokens_seat(stub, game, seat):
+    """Seat 0 is also what a request that left ``seat`` out says (proto3 leaves out a
+    zero), so there the message asks; GetView's ``seat`` is set when sent."""
+    other = 1 - seat
+    refusals = seat_calls(stub, game, seat, game.seat_tokens[other])
     assert_seat_refused(refusals, DENIED, "SEAT_TOKEN_INVALID")
-    for refusal in refusals.values():
-        assert refusal.metadata == {"seat": str(seat)}
+    for method, refusal in refusals.items():
+        assert refusal.metadata == {"seat": str(seat), "token_seat": str(other)}
+        expected = f"not a valid seat token for seat {seat}; it is seat {other}'s token"
+        if seat == 0 and method != "GetView":
+            expected += ": was `seat` left out?"
+        assert refusal.message == expected, method
 
 
 def test_another_games_token_for_the_same_seat_is_permission_denied(stub, game):

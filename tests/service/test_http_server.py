@@ -331,6 +331,26 @@ def test_service_refusals_take_the_standard_http_mapping(server, json_game):
     assert metadata == {"rule": "K4.4", "seat": str(other), "turn": str(turn)}
 
 
+@pytest.mark.parametrize("route", ["legalMoves", "play"])
+def test_seat_left_out_with_another_seats_token_is_refused_saying_whose_token_it_is(
+    server, json_game, route
+):
+    """A left-out seat is 0: the refusal names the token's seat and asks about ``seat``
+    rather than sending the client after a token it does not have."""
+    body = {"state": json_game["state"], "seatToken": json_game["seatTokens"][1]}
+    if route == "play":
+        body["move"] = {"card": {"rank": "RANK_ACE", "suit": "SUIT_SPADES"}}
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:{route}", json.dumps(body).encode()
+    )
+    code, reason, metadata, _ = refusal(value)
+    assert (status, code, reason) == (403, 7, "SEAT_TOKEN_INVALID"), value
+    assert metadata == {"seat": "0", "token_seat": "1"}
+    assert value["message"] == (
+        "not a valid seat token for seat 0; it is seat 1's token: was `seat` left out?"
+    )
+
+
 LIMIT = 64 * 1024  # the default --max-request-bytes
 
 

@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.tokens import (
+    KEY_ID_BYTES,
     MAX_SCHEMA_VERSION,
     PLAIN_FLAG,
+    SEAT_MAC_BYTES,
     SEAT_MAC_CACHE_SIZE,
     KeyRing,
     SeatTokenError,
@@ -47,9 +49,11 @@ def token_error(sealer: StateSealer, token: bytes) -> TokenError:
     return caught.value
 
 
-def seat_error(seats: SeatTokens, game_id: str, seat: int, token: bytes) -> SeatTokenError:
+def seat_error(
+    seats: SeatTokens, game_id: str, seat: int, token: bytes, players: int = 0
+) -> SeatTokenError:
     with pytest.raises(SeatTokenError) as caught:
-        seats.verify(game_id, seat, token)
+        seats.verify(game_id, seat, token, players)
     return caught.value
 
 
@@ -330,6 +334,25 @@ def test_seat_tokens_refused_with_the_right_reason():
         error = seat_error(seats, game_id, seat, candidate)
         assert error.reason == "SEAT_TOKEN_INVALID", (game_id, seat)
         assert token.hex() not in error.message
+
+
+def test_a_token_of_another_seat_of_the_game_is_named_as_that_seats():
+    """Its holder has it anyway; saying whose it is tells a client that sent the wrong
+    seat (or none) what went wrong, and nothing of the key or the token's bytes."""
+    seats = SeatTokens(ring(KEY_A, KEY_B))
+    for issuer in (seats, SeatTokens(ring(KEY_B))):  # under the first key and another
+        token = issuer.issue("game-1", 2)
+        error = seat_error(seats, "game-1", 0, token, players=4)
+        assert (error.reason, error.metadata) == ("SEAT_TOKEN_INVALID", {"token_seat": "2"})
+        assert error.message == "not a valid seat token for seat 0; it is seat 2's token"
+        assert token.hex() not in error.message
+    token = seats.issue("game-1", 2)
+    for game_id, players in (("game-1", 2), ("game-1", 0), ("game-2", 4)):
+        # A seat the game does not have, no players given, another game: no seat named.
+        error = seat_error(seats, game_id, 0, token, players=players)
+        assert (error.metadata, error.message) == ({}, "not a valid seat token for seat 0")
+    forged = token[:KEY_ID_BYTES] + bytes(SEAT_MAC_BYTES)
+    assert seat_error(seats, "game-1", 0, forged, players=4).metadata == {}
 
 
 def test_a_seat_token_under_a_key_the_server_lacks_names_that_key():

@@ -270,6 +270,47 @@ def test_a_body_is_optional_as_the_server_takes_none_as_the_empty_request(server
                 assert refusal(none_value)[:2] == refusal(empty_value)[:2], route.path
 
 
+def test_the_config_limits_the_document_states_are_the_ones_the_server_enforces(
+    server: ServerProcess,
+):
+    """What a client cannot guess from the fields: match_deals a multiple of players
+    without target_score (K13.2), and the player counts four_four deals to (K16.2, K16.3)."""
+    schemas = committed()["components"]["schemas"]
+    config = schemas["cardrules.krypkasino.v1.NewGameRequest"]["properties"]["config"]
+    words = " ".join(config["description"].split())
+    assert "Without target_score, match_deals must be a positive multiple of players" in words
+    assert "with two decks only for 5 players" in words
+    assert "with single_deck, which deals on its schedule anyway, for 2, 3, 4 or 6" in words
+    assert "single_deck refuses 5 players, with or without four_four" in words
+
+    def flag_refused(config: dict[str, Any]) -> str | None:
+        body = json.dumps({"config": config}).encode()
+        status, _, value = exchange(f"{server.http_url}/v1/krypkasino:newGame", body)
+        if status == 200:
+            return None
+        _, reason, metadata, _ = refusal(value)
+        assert (status, reason) == (400, "CONFIG_INVALID"), value
+        return metadata["flag"]
+
+    for players in range(2, 7):
+        deck = {
+            "fourFour": flag_refused({"players": players, "rules": {"fourFour": True}}),
+            "singleDeck": flag_refused({"players": players, "rules": {"singleDeck": True}}),
+            "both": flag_refused(
+                {"players": players, "rules": {"fourFour": True, "singleDeck": True}}
+            ),
+        }
+        assert deck == {
+            "fourFour": None if players == 5 else "four_four",
+            "singleDeck": "single_deck" if players == 5 else None,
+            "both": "single_deck" if players == 5 else None,
+        }, players
+        assert flag_refused({"players": players, "matchDeals": players + 1}) == "match_deals"
+        assert flag_refused({"players": players, "matchDeals": 2 * players}) is None
+        capped = {"players": players, "matchDeals": players + 1, "targetScore": 50}
+        assert flag_refused(capped) is None
+
+
 def test_the_server_serves_the_committed_document(server: ServerProcess):
     with urllib.request.urlopen(f"{server.http_url}/openapi.json", timeout=10) as response:
         assert response.status == 200

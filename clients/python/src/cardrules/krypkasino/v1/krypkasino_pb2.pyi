@@ -999,7 +999,22 @@ class NewGameRequest(_message.Message):
     """Seed of every shuffle; the server picks one when absent."""
     @_builtins.property
     def config(self) -> Global___GameConfig:
-        """The match configuration."""
+        """The match configuration. Beyond each field's own range, NewGame refuses
+        these combinations (CONFIG_INVALID, metadata flag):
+
+        Without target_score, match_deals must be a positive multiple of players,
+        so that every player deals equally often (K13.2); with target_score any
+        positive match_deals is a cap.
+
+        four_four deals only where the cards divide into its distributions (4 per
+        player, K16.2): with two decks only for 5 players; with single_deck, which
+        deals on its schedule anyway, for 2, 3, 4 or 6 players. single_deck
+        refuses 5 players, with or without four_four (flag single_deck, K16.3).
+
+        two_player_five_six needs 2 players and neither four_four nor single_deck
+        (K16.1); teams PAIRS needs 4 or 6 players and TRIOS 6 (K3.2); match_deals
+        is at most 240, and target_score at most 480 without match_deals.
+        """
 
     @_builtins.property
     def decks(self) -> _containers.RepeatedCompositeFieldContainer[_cards_pb2.Deck]:

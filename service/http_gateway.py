@@ -55,6 +55,7 @@ from service.errors import (
 from service.http_cors import CorsPolicy
 from service.http_json import JSON_TYPE, message_json, parse_request, status_json
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
+from service.listen import listen_hosts
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
 from service.turn_budget import TurnBudget
@@ -476,7 +477,8 @@ async def start_http(
     grace_seconds: float,
     keepalive_seconds: float = KEEPALIVE_SECONDS,
 ) -> HttpServer:
-    """Listen on ``host:port`` (0 = any free port) in the running event loop."""
+    """Listen on ``host:port`` (0 = any free port) in the running event loop; a wildcard
+    host on IPv4 and IPv6 alike, as gRPC serves it (``service.listen``)."""
     runner = web.AppRunner(
         gateway.application(),
         access_log=None,
@@ -485,9 +487,11 @@ async def start_http(
         keepalive_timeout=keepalive_seconds,
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
     try:
-        await site.start()
+        for address in listen_hosts(host):
+            site = web.TCPSite(runner, address, port, reuse_port=reuse_port or None)
+            await site.start()
+            port = _bound_port(runner.addresses)  # port 0: one port for both families
     except BaseException:
         await runner.cleanup()
         raise

@@ -28,6 +28,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from service.listen import IPV6_WILDCARD, dual_stack, listen_hosts
 from service.logs import get_logger
 
 if TYPE_CHECKING:
@@ -83,13 +84,21 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         handler: type[WSGIRequestHandler],
         *,
         family: socket.AddressFamily,
+        dual_stack: bool,
         idle_timeout_seconds: float,
         max_connections: int,
     ) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it makes the socket
+        self._dual_stack = dual_stack
         self._idle_timeout_seconds = idle_timeout_seconds
         self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        if self._dual_stack:
+            # Explicitly: the system default (net.ipv6.bindv6only) may be IPv6 alone.
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         connection, address = super().get_request()
@@ -149,15 +158,24 @@ def start_metrics_http(
 ) -> MetricsHTTP:
     """Serve ``registry`` on ``http://host:port/metrics`` (default port 9464) in a daemon thread.
 
+    A wildcard host is served on IPv4 and IPv6 alike, on one dual-stack socket as gRPC
+    serves it, or on IPv4 alone on a machine without IPv6 (``service.listen``).
     Start it after any fork: a thread does not survive ``fork``.
     """
-    family, _, _, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
+    dual = dual_stack(host)
+    if dual:
+        family, address = socket.AF_INET6, IPV6_WILDCARD
+    else:
+        resolved = listen_hosts(host)[0]  # "::" on a machine without IPv6: 0.0.0.0
+        family, _, _, _, found = socket.getaddrinfo(
+            resolved, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        address = str(found[0])
     server = _BoundedServer(
-        (str(address[0]), port),
+        (address, port),
         _QuietHandler,
         family=family,
+        dual_stack=dual,
         idle_timeout_seconds=idle_timeout_seconds,
         max_connections=max_connections,
     )

@@ -39,6 +39,7 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
+from service.listen import is_wildcard, listen_hosts
 from service.logs import DROPPED_LINES, bind_process_fields, configure_logging, get_logger
 from service.metrics import (
     ServiceMetrics,
@@ -399,10 +400,10 @@ def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callabl
     return server
 
 
-#: The IPv6 address grpc also listens on for a host, beyond what getaddrinfo gives: it
-#: serves 0.0.0.0 on a dual-stack [::], and its resolver gives localhost both loopbacks
-#: (RFC 6761) where /etc/hosts may give only 127.0.0.1.
-_GRPC_IPV6_ALSO = {"0.0.0.0": "::", "localhost": "::1"}
+#: The IPv6 address grpc also listens on for a host name beyond what getaddrinfo gives:
+#: its resolver gives localhost both loopbacks (RFC 6761) where /etc/hosts may give
+#: only 127.0.0.1.
+_GRPC_IPV6_ALSO = {"localhost": "::1"}
 
 
 def _taken(host: str, port: int, is_grpc: bool) -> str | None:
@@ -414,10 +415,21 @@ def _taken(host: str, port: int, is_grpc: bool) -> str | None:
     fails on a port anyone listens on. It also saves grpc's own refusal, which
     says only "Failed to bind" and writes a line of its own to stderr.
 
-    ``is_grpc``: grpc serves some hosts on an IPv6 address too (``_GRPC_IPV6_ALSO``),
-    and quietly falls back to IPv4 alone when another process listens there, leaving
-    it the clients that reach the port over IPv6.
+    A wildcard host is served on both ``0.0.0.0`` and ``[::]`` (``service.listen``):
+    both must be free. grpc would quietly fall back to IPv4 alone when another
+    process listens on ``[::]``, leaving it the clients that reach the port over
+    IPv6. ``is_grpc``: grpc serves some host names on an IPv6 address too
+    (``_GRPC_IPV6_ALSO``), with the same fallback.
     """
+    if is_wildcard(host):
+        for wildcard in listen_hosts(host):
+            family = socket.AF_INET6 if ":" in wildcard else socket.AF_INET
+            refused = _bind_error(family, (wildcard, port), ipv6_only=family == socket.AF_INET6)
+            if refused is not None and wildcard == host:
+                return str(refused)
+            if refused is not None:
+                return f"{host_port(wildcard, port)}, which {host} is served on too: {refused}"
+        return None
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as error:

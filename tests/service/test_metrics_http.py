@@ -16,6 +16,7 @@ import structlog.testing
 from prometheus_client import CollectorRegistry, Counter, Metric
 from prometheus_client.registry import Collector
 
+from service.listen import ipv6_available
 from service.metrics_http import (
     IDLE_TIMEOUT_SECONDS,
     MAX_CONNECTIONS,
@@ -98,12 +99,15 @@ def test_metrics_are_served_over_http_until_stopped(registry):
         scrape(server.port)
 
 
-def test_the_metrics_endpoint_listens_on_every_ipv4_address_by_default(registry):
+def test_the_metrics_endpoint_listens_on_every_address_by_default(registry):
     """Without a host it listens on 0.0.0.0, as ``--host`` defaults to: reachable on
-    any of the machine's IPv4 addresses, here loopback's 127.0.0.2."""
+    any of the machine's IPv4 addresses, here loopback's 127.0.0.2, and on IPv6 too
+    when the machine has it, as gRPC (the IPv4 fallback: test_dual_stack.py)."""
     server = start_metrics_http(0, registry)
     try:
         assert scrape(server.port, "127.0.0.2") == 3
+        if ipv6_available():
+            assert scrape(server.port, "[::1]") == 3
     finally:
         server()
 

@@ -1,0 +1,54 @@
+"""Which addresses a ``--host`` listens on, for the HTTP gateway and the metrics port
+(docs/operations.md, "Configuration").
+
+grpc core serves a wildcard host (``0.0.0.0`` or ``::``) on IPv4 and IPv6 alike,
+on a dual-stack ``[::]`` socket, whenever the machine can bind IPv6 loopback, and
+on ``0.0.0.0`` alone when it cannot. asyncio and the standard library bind
+``0.0.0.0`` to IPv4 alone (and asyncio ``::`` to IPv6 alone): on an IPv6 cluster a
+pod went Ready on its gRPC probes with HTTP and ``/metrics`` out of reach. These
+helpers make the other two ports serve a wildcard as gRPC does. Any other host is
+served as it resolves, unchanged.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+IPV4_WILDCARD = "0.0.0.0"
+IPV6_WILDCARD = "::"
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` means every address of the machine (``0.0.0.0``, ``::``)."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a host name
+        return False
+
+
+def ipv6_available() -> bool:
+    """Whether this machine can bind IPv6 loopback: grpc core's own test before it
+    serves a wildcard on IPv6 too. False on a kernel without IPv6 (no socket) and
+    where it is switched off (``disable_ipv6``: no ``::1``)."""
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def dual_stack(host: str) -> bool:
+    """Whether ``host`` is to be served on IPv4 and IPv6 alike."""
+    return is_wildcard(host) and ipv6_available()
+
+
+def listen_hosts(host: str) -> tuple[str, ...]:
+    """The hosts to bind for ``host``, one socket each: both wildcards for a wildcard
+    (IPv4's alone on a machine without IPv6), else ``host`` itself."""
+    if not is_wildcard(host):
+        return (host,)
+    return (IPV4_WILDCARD, IPV6_WILDCARD) if ipv6_available() else (IPV4_WILDCARD,)

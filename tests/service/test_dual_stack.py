@@ -1,0 +1,215 @@
+"""A wildcard host on IPv4 and IPv6 alike for all three ports, as gRPC serves it, and on
+IPv4 alone on a machine without IPv6 (docs/operations.md, "Configuration";
+``service.listen``). Real processes on loopback.
+
+Whether this machine has IPv6 decides what the tests expect, never whether they
+run: without it, they check the IPv4 fallback instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import socket
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2
+
+from service.listen import dual_stack, ipv6_available, is_wildcard, listen_hosts
+from tests.service.grpc_helpers import health
+from tests.service.server_process import (
+    ServerProcess,
+    free_ports,
+    port_taken,
+    running,
+    serve_and_fail,
+)
+
+HAS_IPV6 = ipv6_available()
+
+# Runs the server's command (its arguments) in a Python whose sockets cannot be IPv6,
+# as on a kernel without IPv6 (EAFNOSUPPORT). grpc core makes its sockets in C, so only
+# the HTTP gateway and the metrics port, the Python ones, see no IPv6.
+NO_IPV6 = (
+    sys.executable,
+    "-c",
+    """
+import errno, runpy, socket, sys
+
+class NoIPv6(socket.socket):
+    def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+        if family == socket.AF_INET6:
+            raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+        super().__init__(family, type, proto, fileno)
+
+socket.socket = NoIPv6
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+""",
+)
+
+
+def fixed_ports(host: str | None, *extra: str) -> tuple[str, ...]:
+    """Flags for fixed ports (workers need them) on ``host`` (None: the default, 0.0.0.0)."""
+    grpc_port, http_port, metrics_port = free_ports(3)
+    ports = ("--grpc-port", str(grpc_port), "--http-port", str(http_port))
+    return (
+        *(("--host", host) if host is not None else ()),
+        *ports,
+        "--metrics-port",
+        str(metrics_port),
+        *extra,
+    )
+
+
+def events(output: str) -> list[dict[str, object]]:
+    """The JSON log lines of ``output``; any other line (a traceback) fails the test."""
+    return [json.loads(line) for line in output.splitlines()]
+
+
+def url(address: str, port: int, path: str) -> str:
+    return f"http://{f'[{address}]' if ':' in address else address}:{port}{path}"
+
+
+def answers(address: str, port: int, path: str) -> bool:
+    """Whether ``path`` answers 200 at ``address``; False if the connection is refused."""
+    try:
+        with urllib.request.urlopen(url(address, port, path), timeout=10) as reply:
+            return bool(reply.status == 200)
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, ConnectionRefusedError):
+            return False
+        raise
+
+
+def grpc_serving(address: str, port: int) -> bool:
+    target = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    with grpc.insecure_channel(target) as channel:
+        reply = health(channel).Check(
+            health_pb2.HealthCheckRequest(service="readiness"), timeout=10
+        )
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def refused_call(server: ServerProcess, address: str) -> None:
+    """A call that is refused (STATE_MISSING) but logged, with its peer and worker."""
+    score = urllib.request.Request(
+        url(address, server.http_port, "/v1/krypkasino:score"),
+        data=b"{}",
+        headers={"Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(score, timeout=10)
+
+
+@pytest.mark.parametrize("host", [None, "0.0.0.0", "::", "[::]"])
+def test_a_wildcard_host_serves_grpc_http_and_metrics_on_ipv4_and_ipv6(host):
+    """HTTP and metrics listened on 0.0.0.0 for IPv4 alone while gRPC served IPv6 too:
+    on an IPv6 cluster a pod went Ready with HTTP and /metrics out of reach. An IPv4
+    client stays an IPv4 peer in the request line, as gRPC spells it."""
+    with running(fixed_ports(host), loopback_flags=False) as server:
+        for address in ("127.0.0.1", "::1"):
+            reachable = address == "127.0.0.1" or HAS_IPV6
+            assert not reachable or grpc_serving(address, server.grpc_port)
+            assert answers(address, server.http_port, "/healthz") == reachable, address
+            assert answers(address, server.metrics_port, "/metrics") == reachable, address
+        refused_call(server, "127.0.0.1")
+        [line] = server.wait_for_logs("request")
+        assert str(line["peer"]).startswith("ipv4:127.0.0.1:")
+        if HAS_IPV6:
+            refused_call(server, "::1")
+            line = server.wait_for_logs("request", 2)[1]
+            assert str(line["peer"]).startswith("ipv6:[::1]:")
+
+
+def test_without_ipv6_a_wildcard_host_serves_http_and_metrics_on_ipv4_alone():
+    """A kernel without IPv6 refuses IPv6 sockets (EAFNOSUPPORT): the server still starts,
+    on IPv4, as gRPC does. gRPC's own sockets are made in C, outside the simulation."""
+    with running(fixed_ports(None), loopback_flags=False, launcher=NO_IPV6) as server:
+        assert answers("127.0.0.1", server.http_port, "/healthz")
+        assert answers("127.0.0.1", server.metrics_port, "/metrics")
+        assert grpc_serving("127.0.0.1", server.grpc_port)
+        if HAS_IPV6:  # the machine has it, the server's Python does not
+            assert not answers("::1", server.http_port, "/healthz")
+            assert not answers("::1", server.metrics_port, "/metrics")
+
+
+@contextmanager
+def _no_ipv6_sockets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    real = socket.socket
+
+    def refusing(family: int = -1, *args: object, **kwargs: object) -> socket.socket:
+        if family == socket.AF_INET6:
+            raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+        return real(family, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(socket, "socket", refusing)
+        yield
+
+
+def test_the_hosts_listened_on_follow_grpc(monkeypatch):
+    assert [is_wildcard(h) for h in ("0.0.0.0", "::", "0:0::0", "::1", "localhost")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+    for host in ("127.0.0.1", "::1", "localhost", "192.0.2.7"):
+        assert listen_hosts(host) == (host,)
+        assert not dual_stack(host)
+    assert listen_hosts("::") == listen_hosts("0.0.0.0")
+    assert listen_hosts("0.0.0.0") == (("0.0.0.0", "::") if HAS_IPV6 else ("0.0.0.0",))
+    with _no_ipv6_sockets(monkeypatch):
+        assert not ipv6_available()
+        assert listen_hosts("::") == ("0.0.0.0",)
+        assert not dual_stack("0.0.0.0")
+    monkeypatch.setattr(socket, "has_ipv6", False)
+    assert listen_hosts("0.0.0.0") == ("0.0.0.0",)
+
+
+def test_a_specific_host_is_served_on_that_address_alone():
+    args = fixed_ports("127.0.0.1")
+    with running(args, loopback_flags=False) as server:
+        assert answers("127.0.0.1", server.http_port, "/healthz")
+        assert answers("127.0.0.1", server.metrics_port, "/metrics")
+        if HAS_IPV6:
+            assert not answers("::1", server.http_port, "/healthz")
+            assert not answers("::1", server.metrics_port, "/metrics")
+
+
+def test_workers_share_the_http_port_on_ipv4_and_ipv6():
+    """Every worker binds both families with SO_REUSEPORT, and the kernel spreads each
+    family's connections over them: with 30 connections per family, all landing on
+    one worker has a chance of 2 in a billion."""
+    with running(fixed_ports(None, "--workers", "2"), loopback_flags=False) as server:
+        server.wait_for_logs("listening", 2)
+        addresses = ("127.0.0.1", "::1") if HAS_IPV6 else ("127.0.0.1",)
+        for count, address in enumerate(addresses, 1):
+            for _ in range(30):
+                refused_call(server, address)
+            lines = server.wait_for_logs("request", 30 * count)[30 * (count - 1) :]
+            assert {line["worker"] for line in lines} == {1, 2}, address
+
+
+@pytest.mark.parametrize("flag", ["--grpc-port", "--http-port", "--metrics-port"])
+def test_a_port_held_on_ipv6_alone_stops_a_server_on_0_0_0_0(flag):
+    """0.0.0.0 is served on [::] too, so another process there would take the port's
+    IPv6 clients; grpc itself quietly served IPv4 alone then."""
+    if not HAS_IPV6:
+        pytest.skip("this machine cannot bind IPv6: no process can hold [::]")
+    with port_taken("::") as port:
+        done = serve_and_fail("--host", "0.0.0.0", "--http-port", "0", flag, str(port))
+    assert done.returncode == 1
+    [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
+    assert failure["address"] == f"0.0.0.0:{port}"
+    assert str(failure["error"]).startswith(f"[::]:{port}, which 0.0.0.0 is served on too: ")
+    assert "in use" in str(failure["error"])
+    assert "listening" not in done.stdout and done.stderr == ""

@@ -49,18 +49,18 @@ def run_serve(args: argparse.Namespace) -> int:
     if sys.stdout is None:  # started with stdout closed (``>&-``): Python gives it None
         return _fail("stdout is closed: the log lines have nowhere to go")
     made_folder = None
-    if DEPRECATED_MULTIPROC_ENV in os.environ:
+    folder_variable = next(
+        (name for name in (MULTIPROC_ENV, DEPRECATED_MULTIPROC_ENV) if name in os.environ), None
+    )
+    if folder_variable is not None:
         # prometheus_client switches to multiprocess mode on either name; the server
         # reads the current one only, so it adopts the old one as prometheus_client does.
-        os.environ.setdefault(MULTIPROC_ENV, os.environ[DEPRECATED_MULTIPROC_ENV])
-    if config.workers > 1 or MULTIPROC_ENV in os.environ:
+        os.environ.setdefault(MULTIPROC_ENV, os.environ[folder_variable])
+    if config.workers > 1 or folder_variable is not None:
         try:
             made_folder = prepare_multiprocess_dir()
         except OSError as error:
-            return _fail(
-                f"--workers needs a writable folder for the workers' metrics ({error}); "
-                f"set {MULTIPROC_ENV} to one"
-            )
+            return _fail(_unusable_folder(config.workers, folder_variable, error))
     from service.logs import unbuffer_std_streams
     from service.server import serve
 
@@ -70,6 +70,21 @@ def run_serve(args: argparse.Namespace) -> int:
     finally:
         if made_folder is not None:
             shutil.rmtree(made_folder, ignore_errors=True)
+
+
+def _unusable_folder(workers: int, variable: str | None, error: OSError) -> str:
+    """Why the metrics folder stops the server, naming what asked for it: ``--workers``,
+    or with one process the variable alone (docs/operations.md, "Workers")."""
+    if workers > 1:
+        return (
+            f"--workers needs a writable folder for the workers' metrics ({error}); "
+            f"set {variable or MULTIPROC_ENV} to one"
+        )
+    return (
+        f"{variable} is set, which keeps the metrics in files in that folder (prometheus "
+        f"multiprocess mode), but the folder cannot be used ({error}); set it to a "
+        "writable folder, or unset it"
+    )
 
 
 def _fail(message: str) -> int:

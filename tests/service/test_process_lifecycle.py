@@ -600,6 +600,22 @@ def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path):
     assert "PROMETHEUS_MULTIPROC_DIR" in output and output.count("\n") == 1
 
 
+@pytest.mark.parametrize("variable", ["PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"])
+def test_an_unwritable_metrics_folder_with_one_worker_names_the_variable_not_workers(
+    tmp_path, variable
+):
+    """With ``--workers 1`` only the variable asks for the folder; the line blamed
+    ``--workers``, which the operator had not asked for."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with launched(("--workers", "1"), {variable: str(blocker / "metrics")}) as process:
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert output.startswith(f"cardrules: error: {variable} is set, which keeps the metrics ")
+    assert "multiprocess" in output and "unset it" in output
+    assert "--workers" not in output and output.count("\n") == 1
+
+
 @pytest.mark.parametrize("host", ["::1", "[::1]"])
 def test_an_ipv6_host_serves_grpc_http_and_metrics(host):
     args = ("--host", host, "--grpc-port", "0", "--metrics-port", str(free_port()))

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -455,31 +456,78 @@ def test_running_out_of_descriptors_is_logged_once_and_serving_resumes():
                 connection.close()
         [line] = server.wait_for_logs("no file descriptors left: connections wait to be accepted")
         assert line["level"] == "error" and "Too many open files" in str(line["error"])
+        # At least the connection whose accept failed still waits (it said 0).
+        assert isinstance(line["held_back"], int) and line["held_back"] >= 1
+        assert line["listener"] == f"127.0.0.1:{server.http_port}"
         with connect(server.target) as stub:
             game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
         assert len(game.seat_tokens) == 2
     assert not server.log_events("Exception in callback")
 
 
-def test_accept_errors_are_logged_once_per_window_with_the_count_held_back(caplog):
-    """Other loop errors still go to asyncio's own handler."""
+@contextmanager
+def listener_with_waiting(count: int) -> Iterator[socket.socket]:
+    """A listening socket with ``count`` connections in its accept queue (Linux's
+    ``tcpi_unacked`` of a listener, read here to wait for the handshakes to end)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        clients = [socket.create_connection(listener.getsockname()) for _ in range(count)]
+        try:
+            deadline = time.monotonic() + 10
+            while (
+                struct.unpack_from(
+                    "=I", listener.getsockopt(socket.SOL_TCP, socket.TCP_INFO, 104), 24
+                )[0]
+                < count
+            ):
+                assert time.monotonic() < deadline, "the connections never reached the queue"
+                time.sleep(0.01)
+            yield listener
+        finally:
+            for client in clients:
+                client.close()
+
+
+def test_accept_errors_are_logged_once_per_window_with_the_connections_held_back(caplog):
+    """``held_back`` is how many connections wait in the listener's queue (Linux); it
+    counted the reports held back, so it said 0 in the first line of every episode
+    while connections waited. Other loop errors still go to asyncio's own handler."""
     now = [0.0]
     handler = AcceptErrorsOncePerWindow(window=10, clock=lambda: now[0])
     loop = asyncio.new_event_loop()
     try:
-        failed = {"message": AcceptErrorsOncePerWindow.MESSAGE, "exception": OSError(24, "x")}
-        with structlog.testing.capture_logs() as logged:
+        with listener_with_waiting(3) as listener, structlog.testing.capture_logs() as logged:
+            failed = {
+                "message": AcceptErrorsOncePerWindow.MESSAGE,
+                "exception": OSError(24, "x"),
+                "socket": listener,
+            }
             for moment in (0.0, 1.0, 9.9, 10.0, 12.0):
                 now[0] = moment
                 handler(loop, failed)
+            listener.accept()[0].close()
+            now[0] = 20.0
+            handler(loop, failed)
             handler(loop, {"message": "something else"})
+            port = listener.getsockname()[1]
     finally:
         loop.close()
-    assert [line["held_back"] for line in logged] == [0, 2]
+    assert [line["held_back"] for line in logged] == [3, 3, 2]
+    assert {line["listener"] for line in logged} == {f"127.0.0.1:{port}"}
     assert {line["event"] for line in logged} == {
         "no file descriptors left: connections wait to be accepted"
     }
     assert [record.getMessage() for record in caplog.records] == ["something else"]
+
+
+def test_an_accept_error_without_its_socket_is_still_logged():
+    handler = AcceptErrorsOncePerWindow()
+    loop = asyncio.new_event_loop()
+    try:
+        with structlog.testing.capture_logs() as logged:
+            handler(loop, {"message": AcceptErrorsOncePerWindow.MESSAGE})
+    finally:
+        loop.close()
+    assert [(line["held_back"], line["listener"]) for line in logged] == [(None, None)]
 
 
 def test_a_closed_stdout_at_start_exits_2_with_one_line():

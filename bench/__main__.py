@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import captures, deals, http, legal_moves
+from bench import captures, deals, http, legal_moves, overload
 from bench.common import (
     Json,
     Size,
@@ -125,6 +125,11 @@ COMMANDS: dict[str, Command] = {
         "gRPC: Play beside an echo call, CPU per Play, token size, workers 1 and 2",
         configure_grpc,
         run_grpc,
+    ),
+    "overload": Command(
+        "a server past saturation: liveness probes and each transport's Play/s",
+        overload.configure,
+        overload.run,
     ),
 }
 

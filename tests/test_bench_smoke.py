@@ -19,6 +19,7 @@ SIZE_OPTIONS = {
     "engine": ("--games", "--tables", "--growth-tables", "--reps", "--deals"),
     "grpc": ("--games", "--rounds", "--seconds", "--concurrency"),
     "http": ("--clients", "--requests", "--rounds"),
+    "overload": ("--http", "--grpc", "--seconds"),
 }
 
 

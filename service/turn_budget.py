@@ -17,8 +17,12 @@ from collections import deque
 
 
 class TurnBudget:
-    """Admits at most ``per_turn`` calls per turn of the running event loop, first come first
-    served."""
+    """Admits ``per_turn`` calls per turn of the running event loop, first come first served.
+
+    While calls queue, every turn runs at most ``per_turn`` of them. A turn that calls
+    find no queue in may run up to twice as many: asyncio offers no hook at the start of
+    a turn, so the budget is renewed early in each turn rather than at its start.
+    """
 
     def __init__(self, per_turn: int) -> None:
         if per_turn < 1:
@@ -26,12 +30,9 @@ class TurnBudget:
         self._per_turn = per_turn
         self._left = per_turn
         self._waiting: deque[asyncio.Future[None]] = deque()
+        # Waiters the last refill resolved: they run in the turn after it, as part of its budget.
+        self._resolved = 0
         self._refill_scheduled = False
-
-    @property
-    def waiting(self) -> int:
-        """Calls queued for a later turn."""
-        return len(self._waiting)
 
     async def take(self) -> None:
         """Return once the call may run: at once while this turn has room and nobody waits."""
@@ -44,19 +45,22 @@ class TurnBudget:
         await waiter
 
     def _schedule_refill(self) -> None:
-        # call_soon runs the refill in the next turn, after the callbacks already queued:
-        # the calls admitted in this turn run before the budget is new again.
+        # call_soon runs the refill early in the next turn: after the waiters the last
+        # refill resolved (queued before it), before the calls that arrive in that turn.
         if not self._refill_scheduled:
             self._refill_scheduled = True
             asyncio.get_running_loop().call_soon(self._refill)
 
     def _refill(self) -> None:
+        """A new turn: its budget less the waiters already run in it, and the next turn's
+        waiters resolved (a resolved future resumes its task one turn later)."""
         self._refill_scheduled = False
-        self._left = self._per_turn
-        while self._left and self._waiting:
+        self._left = self._per_turn - self._resolved
+        self._resolved = 0
+        while self._resolved < self._per_turn and self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():  # done: its request was cancelled while it waited
                 waiter.set_result(None)
-                self._left -= 1
-        if self._left < self._per_turn:
+                self._resolved += 1
+        if self._resolved or self._left < self._per_turn:
             self._schedule_refill()

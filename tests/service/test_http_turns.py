@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+from collections import Counter
 from typing import Any
 
 import aiohttp
@@ -18,7 +20,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.service.http_helpers import rpc
-from tests.service.server_process import ServerProcess, running
+from tests.service.metrics_helpers import handled
+from tests.service.server_process import ServerProcess, free_port, running
 
 IN_FLIGHT = 300
 
@@ -74,3 +77,33 @@ def test_a_health_check_is_answered_while_most_http_calls_in_flight_still_wait()
         at_health, sent = asyncio.run(answered_before_health(server, body))
     assert sent == IN_FLIGHT
     assert at_health < IN_FLIGHT // 2, f"{at_health} of {sent} HTTP calls answered first"
+
+
+def test_a_call_whose_client_left_while_it_waited_is_not_served():
+    """Its work would go to an answer nobody reads: it is logged and counted as
+    ``Canceled``, ``CLIENT_GONE``, and the calls still wanted are served."""
+    with running(("--metrics-port", str(free_port()))) as server:
+        body = legal_moves_body(server).encode()
+        request = (
+            f"POST /v1/krypkasino:legalMoves HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        connections = [
+            socket.create_connection(("127.0.0.1", server.http_port)) for _ in range(IN_FLIGHT)
+        ]
+        for connection in connections:
+            connection.sendall(request)
+        # The first answer: the server is working through the calls, most still queued.
+        first = connections[0].recv(65536)
+        assert first.startswith(b"HTTP/1.1 200"), first[:80]
+        for connection in connections[1:]:
+            connection.close()
+        connections[0].close()
+        lines = server.wait_for_logs("request", IN_FLIGHT)
+        calls = [line for line in lines if str(line["method"]).endswith("/LegalMoves")]
+        gone = [line for line in calls if line["code"] == "Canceled"]
+        assert handled(server.metrics_url, "LegalMoves", "Canceled") == len(gone)
+    assert gone, f"every call was served: {Counter(line['code'] for line in calls)}"
+    assert {line["reason"] for line in gone} == {"CLIENT_GONE"}
+    assert {line["code"] for line in calls} == {"OK", "Canceled"}
+    assert not [line for line in server.logs if line.get("level") == "error"]

@@ -52,16 +52,45 @@ def test_calls_are_admitted_in_arrival_order_a_few_per_turn():
 
 
 def test_a_quiet_loop_admits_at_once():
-    async def one_call_per_turn() -> list[int]:
+    async def turns_waited() -> list[int]:
         budget = TurnBudget(1)
+        turns = TurnCounter()
         waited = []
         for _ in range(5):
+            before = turns.turn
             await budget.take()
-            waited.append(budget.waiting)
+            waited.append(turns.turn - before)
             await asyncio.sleep(0)  # the next turn: the budget is new
+        turns.stop()
         return waited
 
-    assert asyncio.run(one_call_per_turn()) == [0] * 5
+    assert asyncio.run(turns_waited()) == [0] * 5
+
+
+def test_waiters_run_within_the_budget_of_the_turn_they_run_in():
+    """A refill resolves waiters for the next turn; calls that come in that turn get only
+    what the waiters left of its budget."""
+
+    async def scenario() -> Counter[int]:
+        budget = TurnBudget(2)
+        turns = TurnCounter()
+        ran: Counter[int] = Counter()
+
+        async def call() -> None:
+            await budget.take()
+            ran[turns.turn] += 1
+
+        calls = [asyncio.create_task(call()) for _ in range(4)]  # 2 run, 2 wait
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the refill has resolved the 2 waiting
+        calls += [asyncio.create_task(call()) for _ in range(2)]
+        await asyncio.gather(*calls)
+        turns.stop()
+        return ran
+
+    ran = asyncio.run(scenario())
+    assert sum(ran.values()) == 6
+    assert max(ran.values()) == 2, ran
 
 
 def test_a_caller_cancelled_while_waiting_gives_its_place_to_the_next():
@@ -77,11 +106,9 @@ def test_a_caller_cancelled_while_waiting_gives_its_place_to_the_next():
         gone = asyncio.create_task(call("gone"))
         last = asyncio.create_task(call("last"))
         await asyncio.sleep(0)  # all three have asked; "first" got this turn's place
-        assert budget.waiting == 2
         gone.cancel()
         await asyncio.gather(first, last)
         assert gone.cancelled()
-        assert budget.waiting == 0
         return order
 
     assert asyncio.run(scenario()) == ["first", "last"]

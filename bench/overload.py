@@ -83,10 +83,13 @@ def http_load(load: Load, body: bytes, results: multiprocessing.Queue[Json]) -> 
             async def client() -> None:
                 nonlocal served, failed
                 while time.monotonic() < end:
-                    async with session.post(url, data=body, headers=headers) as response:
-                        await response.read()
-                        served += response.status == 200
-                        failed += response.status != 200
+                    try:
+                        async with session.post(url, data=body, headers=headers) as response:
+                            await response.read()
+                            served += response.status == 200
+                            failed += response.status != 200
+                    except aiohttp.ClientError:
+                        failed += 1
 
             await asyncio.gather(*(client() for _ in range(load.in_flight)))
         return {"transport": "http", "served": served, "failed": failed}
@@ -131,7 +134,7 @@ def probe(port: int, until: float) -> tuple[list[float], int]:
     """Liveness checks every half second until ``until``: their seconds, and the failures."""
     seconds: list[float] = []
     failures = 0
-    while time.monotonic() < until:
+    while not seconds or time.monotonic() < until:  # at least one, however short the run
         started = time.monotonic()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub: Any = health_pb2_grpc.HealthStub(channel)  # its type stubs lack Check
@@ -161,9 +164,11 @@ def scenario(name: str, http: bool, grpc_too: bool, sizes: dict[str, int]) -> Js
             ports.grpc, time.monotonic() + sizes["seconds"] - 2 * SETTLE_SECONDS
         )
         served = {"http": 0, "grpc": 0}
+        failed = {"http": 0, "grpc": 0}
         for _ in loads:
             result = results.get(timeout=sizes["seconds"] + 60)
             served[result["transport"]] = result["served"]
+            failed[result["transport"]] = result["failed"]
         for process in loads:
             process.join()
     ordered = sorted(latencies)
@@ -171,6 +176,7 @@ def scenario(name: str, http: bool, grpc_too: bool, sizes: dict[str, int]) -> Js
         "scenario": name,
         "http_per_s": round(served["http"] / sizes["seconds"]),
         "grpc_per_s": round(served["grpc"] / sizes["seconds"]),
+        "calls_failed": failed["http"] + failed["grpc"],
         "probes": len(ordered),
         "probe_p50_ms": round(median(ordered) * 1000, 1),
         "probe_max_ms": round(ordered[-1] * 1000, 1),
@@ -207,8 +213,25 @@ def render(sizes: dict[str, int], rows: list[Json]) -> str:
         f"in flight for {sizes['seconds']} s; liveness probes every {PROBE_EVERY_SECONDS} s, "
         f"{PROBE_TIMEOUT_SECONDS} s timeout"
     )
-    columns = ("scenario", "HTTP Play/s", "gRPC Play/s", "probes", "p50 ms", "max ms", "failed")
-    keys = ("scenario", "http_per_s", "grpc_per_s", "probes", "probe_p50_ms", "probe_max_ms")
+    columns = (
+        "scenario",
+        "HTTP Play/s",
+        "gRPC Play/s",
+        "calls failed",
+        "probes",
+        "p50 ms",
+        "max ms",
+        "failed",
+    )
+    keys = (
+        "scenario",
+        "http_per_s",
+        "grpc_per_s",
+        "calls_failed",
+        "probes",
+        "probe_p50_ms",
+        "probe_max_ms",
+    )
     return f"{heading}\n{table(columns, [[row[k] for k in (*keys, 'probe_failures')] for row in rows])}"
 
 
@@ -217,4 +240,4 @@ def run(args: argparse.Namespace) -> int:
     rows = [scenario(name, http, grpc_too, sizes) for name, http, grpc_too in SCENARIOS]
     print(render(sizes, rows), flush=True)
     finish({"command": "overload", "meta": meta(), "params": sizes, "scenarios": rows}, args.json)
-    return 0
+    return 1 if any(row["calls_failed"] for row in rows) else 0

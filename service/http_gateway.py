@@ -510,7 +510,7 @@ async def start_http(
     except BaseException:
         await runner.cleanup()
         raise
-    return HttpServer(gateway, runner, _bound_port(runner.addresses), grace_seconds)
+    return HttpServer(gateway, runner, port, grace_seconds)
 
 
 def _bound_port(addresses: Iterable[Any]) -> int:

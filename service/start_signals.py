@@ -12,7 +12,7 @@ the default action a pod deleted just after it started would die by SIGTERM
 drops a signal that has no handler, it would serve on until killed. So the
 console script (``service.entry``) starts recording before it imports the rest
 of the server, which takes a few tenths of a second: this module imports
-nothing but ``signal``.
+nothing but ``signal`` (and its package, ``service``, about 2 ms).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 def test_quick_overload_run_loads_each_transport_and_probes(tmp_path: Path) -> None:
     out = tmp_path / "overload.json"
-    command = [sys.executable, "-m", "bench", "overload", "--quick", "--seconds", "4"]
+    command = [sys.executable, "-m", "bench", "overload", "--quick", "--seconds", "2"]
     done = subprocess.run(
         [*command, "--http", "20", "--grpc", "20", "--json", str(out)],
         capture_output=True,
@@ -27,5 +27,6 @@ def test_quick_overload_run_loads_each_transport_and_probes(tmp_path: Path) -> N
     assert scenarios["HTTP and gRPC"]["http_per_s"] > 0
     assert scenarios["HTTP and gRPC"]["grpc_per_s"] > 0
     for row in scenarios.values():
+        assert row["calls_failed"] == 0, row
         assert row["probes"] > 0 and row["probe_failures"] >= 0
         assert 0 < row["probe_p50_ms"] <= row["probe_max_ms"]

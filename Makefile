@@ -65,7 +65,7 @@ test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff for
 	$(BIN)/mypy
 	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) CARDRULES_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto $(PYTEST_ARGS)
 
-coverage: $(VENV_STAMP) ## pytest with line coverage of engine/ and service/, servers started by tests included
+coverage: $(VENV_STAMP) $(NODE_STAMP) ## pytest with line coverage of engine/ and service/, servers started by tests included
 	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) CARDRULES_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
 lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff format --check + mypy

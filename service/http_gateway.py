@@ -288,7 +288,9 @@ class HttpGateway:
         bound = by_method[request.method]
         payload = await self._read_body(request)
         await self._turns.take()
-        if request.transport is None or request.transport.is_closing():
+        if not isinstance(payload, ServiceError) and (
+            request.transport is None or request.transport.is_closing()
+        ):
             # Gone while it waited its turn: work for it would be spent on an answer nobody
             # reads, as for a gRPC call past its deadline.
             payload = _refusal(

@@ -43,7 +43,7 @@ def ipv6_available() -> bool:
 
 def dual_stack(host: str) -> bool:
     """Whether ``host`` is to be served on IPv4 and IPv6 alike."""
-    return is_wildcard(host) and ipv6_available()
+    return len(listen_hosts(host)) > 1
 
 
 def listen_hosts(host: str) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from service.listen import IPV6_WILDCARD, dual_stack, listen_hosts
+from service.listen import IPV6_WILDCARD, listen_hosts
 from service.logs import get_logger
 
 if TYPE_CHECKING:
@@ -162,13 +162,13 @@ def start_metrics_http(
     serves it, or on IPv4 alone on a machine without IPv6 (``service.listen``).
     Start it after any fork: a thread does not survive ``fork``.
     """
-    dual = dual_stack(host)
-    if dual:
+    hosts = listen_hosts(host)  # "::" on a machine without IPv6: 0.0.0.0 alone
+    dual = len(hosts) > 1
+    if dual:  # both families on one socket, as gRPC serves a wildcard
         family, address = socket.AF_INET6, IPV6_WILDCARD
     else:
-        resolved = listen_hosts(host)[0]  # "::" on a machine without IPv6: 0.0.0.0
         family, _, _, _, found = socket.getaddrinfo(
-            resolved, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            hosts[0], port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
         address = str(found[0])
     server = _BoundedServer(

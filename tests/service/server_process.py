@@ -355,6 +355,18 @@ def serve_and_fail(
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
+def events(output: str) -> list[dict[str, object]]:
+    """The JSON log lines of ``output``; any other line (a traceback) fails the test."""
+    return [json.loads(line) for line in output.splitlines()]
+
+
+def cannot_listen_line(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """The one ``cannot listen`` line of a server that could not bind and exited 1."""
+    assert done.returncode == 1
+    [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
+    return failure
+
+
 @contextmanager
 def port_taken(address: str = "127.0.0.1") -> Iterator[int]:
     """A port that something else listens on at ``address``; at an IPv6 address (``::``

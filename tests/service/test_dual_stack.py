@@ -9,7 +9,6 @@ run: without it, they check the IPv4 fallback instead.
 from __future__ import annotations
 
 import errno
-import json
 import socket
 import sys
 import urllib.error
@@ -25,6 +24,7 @@ from service.listen import dual_stack, ipv6_available, is_wildcard, listen_hosts
 from tests.service.grpc_helpers import health
 from tests.service.server_process import (
     ServerProcess,
+    cannot_listen_line,
     free_ports,
     port_taken,
     running,
@@ -66,11 +66,6 @@ def fixed_ports(host: str | None, *extra: str) -> tuple[str, ...]:
         str(metrics_port),
         *extra,
     )
-
-
-def events(output: str) -> list[dict[str, object]]:
-    """The JSON log lines of ``output``; any other line (a traceback) fails the test."""
-    return [json.loads(line) for line in output.splitlines()]
 
 
 def url(address: str, port: int, path: str) -> str:
@@ -208,8 +203,7 @@ def test_a_port_held_on_ipv6_alone_stops_a_server_on_0_0_0_0(flag):
         return
     with port_taken("::") as port:
         done = serve_and_fail("--host", "0.0.0.0", "--http-port", "0", flag, str(port))
-    assert done.returncode == 1
-    [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
+    failure = cannot_listen_line(done)
     assert failure["address"] == f"0.0.0.0:{port}"
     assert str(failure["error"]).startswith(f"[::]:{port}, which 0.0.0.0 is served on too: ")
     assert "in use" in str(failure["error"])

@@ -34,6 +34,7 @@ from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
 from tests.service.metrics_helpers import handled
 from tests.service.server_process import (
     ServerProcess,
+    cannot_listen_line,
     free_port,
     free_ports,
     port_taken,
@@ -609,8 +610,7 @@ def test_workers_share_one_http_port():
 def test_an_http_port_in_use_stops_the_server_with_status_1():
     with port_taken() as port:
         done = serve_and_fail("--http-port", str(port))
-    assert done.returncode == 1
-    (line,) = [json.loads(raw) for raw in done.stdout.splitlines() if "cannot listen" in raw]
+    line = cannot_listen_line(done)
     assert line["address"] == f"127.0.0.1:{port}"
 
 

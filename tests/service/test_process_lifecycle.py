@@ -34,6 +34,8 @@ from tests.service.grpc_helpers import connect, health
 from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import (
     CARDRULES,
+    cannot_listen_line,
+    events,
     free_port,
     free_ports,
     kill_group,
@@ -74,11 +76,6 @@ def launched(
         yield process
     finally:
         kill_group(process)
-
-
-def events(output: str) -> list[dict[str, object]]:
-    """The JSON log lines of ``output``; any other line (a traceback) fails the test."""
-    return [json.loads(line) for line in output.splitlines()]
 
 
 def nothing_listens_on(port: int) -> bool:
@@ -164,8 +161,7 @@ def test_a_grpc_port_in_use_exits_1_with_one_cannot_listen_line_naming_the_cause
     """grpc's own refusal said only "Failed to bind" and wrote a raw line to stderr."""
     with port_taken() as port:
         done = serve_and_fail("--grpc-port", str(port))
-    assert done.returncode == 1
-    [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
+    failure = cannot_listen_line(done)
     assert failure["address"] == f"127.0.0.1:{port}"
     assert "in use" in str(failure["error"])
     assert done.stderr == ""
@@ -195,8 +191,7 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
             str(ports["http"] if taken == "http" else other_http),
             env=env,
         )
-        assert second.returncode == 1
-        [failure] = [line for line in events(second.stdout) if line["event"] == "cannot listen"]
+        failure = cannot_listen_line(second)
         assert failure["address"] == f"127.0.0.1:{ports[taken]}"
         assert "listening" not in second.stdout
         assert nothing_listens_on(other_grpc) and nothing_listens_on(other_http)
@@ -698,8 +693,7 @@ def test_a_grpc_port_held_on_the_ipv6_address_grpc_also_serves_stops_the_server(
     host, held = "localhost", "::1"
     with port_taken(held) as port:
         done = serve_and_fail("--host", host, "--grpc-port", str(port), "--http-port", "0")
-    assert done.returncode == 1
-    [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
+    failure = cannot_listen_line(done)
     assert failure["address"] == f"{host}:{port}"
     assert str(failure["error"]).startswith(f"[{held}]:{port}, which gRPC also serves for {host}: ")
     assert "in use" in str(failure["error"])

@@ -76,6 +76,7 @@ __all__ = [
     "deal_result_to_proto",
     "deck_from_proto",
     "events_to_proto",
+    "fill_move_event",
     "legal_move_to_proto",
     "move_from_proto",
     "move_to_proto",
@@ -405,26 +406,33 @@ def score_to_proto(sheet: ScoreSheet) -> pb.ScoreResponse:
 # --- events ------------------------------------------------------------------
 
 
+def fill_move_event(msg: pb.Event | pb.LastMove, event: Crawled | Captured) -> None:
+    """A move's event written into ``msg``, an empty ``Event`` or ``LastMove`` (K8).
+
+    Crawls and captures are nearly every Play's events: they are filled in
+    place, which skips building and copying the inner message. Their card is
+    never all zero values, so the oneof member is always set.
+    """
+    if isinstance(event, Crawled):
+        crawled = msg.crawled
+        crawled.seat = event.seat
+        crawled.card.CopyFrom(_CARD_PROTOS[event.card])
+        return
+    captured = msg.captured
+    captured.seat = event.seat
+    captured.card.CopyFrom(_CARD_PROTOS[event.card])
+    add_cards(captured.captures, event.captures)
+    captured.kind = MOVE_KIND_OF_SWEEP[event.sweep]
+    if event.conceded_by is not None:
+        captured.conceded_by = event.conceded_by
+
+
 def _fill_event(msg: pb.Event, event: Event) -> None:
     """The API event of ``event`` written into ``msg``, an empty Event."""
-    # Crawls and captures are nearly every Play's events: they are filled in
-    # place, which skips building and copying the inner message. Their card is
-    # never all zero values, so the oneof member is always set.
-    match event:
-        case Crawled():
-            crawled = msg.crawled
-            crawled.seat = event.seat
-            crawled.card.CopyFrom(_CARD_PROTOS[event.card])
-        case Captured():
-            captured = msg.captured
-            captured.seat = event.seat
-            captured.card.CopyFrom(_CARD_PROTOS[event.card])
-            add_cards(captured.captures, event.captures)
-            captured.kind = MOVE_KIND_OF_SWEEP[event.sweep]
-            if event.conceded_by is not None:
-                captured.conceded_by = event.conceded_by
-        case _:
-            msg.CopyFrom(_rare_event_to_proto(event))
+    if isinstance(event, Crawled | Captured):
+        fill_move_event(msg, event)
+    else:
+        msg.CopyFrom(_rare_event_to_proto(event))
 
 
 def _rare_event_to_proto(event: Event) -> pb.Event:

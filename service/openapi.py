@@ -28,9 +28,10 @@ its response form requires a field that requests need not send (a repeated
 field counts as sendable: an empty list is harmless) or the reverse; then
 the request form has a schema of its own under the full name plus ``-Input``
 (``cardrules.krypkasino.v1.GameConfig-Input``). A message whose fields are
-exactly the members of one oneof that responses always set (``Event``) is a
-``oneOf`` of one wrapper schema per member (``EventCrawled``: an object
-requiring ``crawled``), which generators turn into one class per kind; any
+exactly the members of one oneof that responses always set (``Event``,
+``LastMove``) is a ``oneOf`` of one wrapper schema per member
+(``EventCrawled``: an object requiring ``crawled``), which generators turn
+into one class per kind; any
 other oneof is a JSON Schema ``oneOf`` whose branches each require one member,
 with a last branch that holds none of them unless the oneof is always set.
 """
@@ -98,13 +99,15 @@ SET_IN_EVERY_RESPONSE: frozenset[str] = frozenset(
         # a Move appears in responses only there.
         "cardrules.krypkasino.v1.LegalMove.move",
         "cardrules.krypkasino.v1.Move.card",
-        # _fill_event copies in the card of a crawl or capture, and
+        # fill_move_event copies in the card of a crawl or capture, and
         # _rare_event_to_proto builds DealEnded(score=...).
         "cardrules.krypkasino.v1.Crawled.card",
         "cardrules.krypkasino.v1.Captured.card",
         "cardrules.krypkasino.v1.DealEnded.score",
-        # _fill_event sets a member for every engine event (a TypeError otherwise).
+        # _fill_event sets a member for every engine event (a TypeError otherwise),
+        # and fill_move_event one for the view's last move whenever there is one.
         "cardrules.krypkasino.v1.Event.kind",
+        "cardrules.krypkasino.v1.LastMove.kind",
     }
 )
 

@@ -3,8 +3,8 @@ section 4): a plain token can hold anything, a sealed one only what this service
 
 Checked: config (K3, K16), card codes, seats, dealer rotation (K4), dealing counts
 (K15.2), K15.1 conservation, markers (K8.4), exact hand sizes (K15.3), the table's
-size, the move number, deal scores (K12.1) and the match outcome (K13); and, once
-the state is built, the game id (``check_game_id``).
+size, the move number, the last move's form, deal scores (K12.1) and the match
+outcome (K13); and, once the state is built, the game id (``check_game_id``).
 """
 
 from __future__ import annotations
@@ -157,6 +157,8 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
     played -= sum(sizes)
     if msg.move_number != played:
         raise StateError(f"move_number {msg.move_number}, but {played} cards were played")
+    if msg.HasField("last_move"):
+        _check_last_move(msg.last_move, n, played)
 
     # Every field is checked now: ``state_codec`` builds the state as a sealed one's.
     return results
@@ -183,6 +185,29 @@ def _check_conserved(msg: pb.GameState, everything: bytes, copies: int) -> None:
         check_deck(as_cards(everything), copies)
     except CardError as error:
         raise StateError(f"cards are not conserved (K15.1): {error}") from None
+
+
+def _check_last_move(last: pb.PlayedMove, players: int, played: int) -> None:
+    """The stored last move, which only views show: its seat, its card codes, and
+    markers that fit the move (K8.3)."""
+    cards, markers = last.cards, last.markers
+    if not played:
+        raise StateError("a last_move before the first move")
+    if not 0 <= last.seat < players:
+        raise StateError(f"last_move.seat {last.seat} is not a seat of {players} players")
+    if not cards or max(cards) >= CARDS_PER_DECK or len(cards) > MAX_PLAIN_TABLE + 1:
+        raise StateError(
+            f"last_move.cards must be 1 to {MAX_PLAIN_TABLE + 1} card codes (0-51): "
+            "the card played, then its captures"
+        )
+    if (
+        markers not in (0, 1, 2)
+        or (markers and len(cards) < 2)
+        or (markers == 2 and len(cards) != 2)
+    ):
+        raise StateError(
+            f"last_move.markers {markers}: 0, 1 for a sweep, or 2 for a lone card taken by its twin (K8.3)"
+        )
 
 
 def _drawn_dealer(msg: pb.GameState, config: Config) -> int:

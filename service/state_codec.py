@@ -21,6 +21,9 @@ import hashlib
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
+from engine.cards import Card
+from engine.krypkasino.events import Captured, Crawled
+from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.state import State
 from service.codec import (
@@ -104,6 +107,15 @@ def state_to_proto(state: State, game_id: str) -> pb.GameState:
         msg.winners.extend(state.winners)
     if state.over:
         msg.over = True
+    if (last := state.last_move) is not None:
+        played = msg.last_move
+        played.seat = last.seat
+        if isinstance(last, Crawled):
+            played.cards = bytes((last.card,))
+        else:
+            played.cards = bytes((last.card, *last.captures))
+            if last.sweep is not SweepKind.NONE:
+                played.markers = last.sweep.markers
     return msg
 
 
@@ -139,6 +151,18 @@ def state_from_proto(msg: pb.GameState, *, trusted: bool = False) -> tuple[State
 
 
 _serialize_deal = pb.DealScore.SerializeToString
+_SWEEP_OF_MARKERS = {kind.markers: kind for kind in SweepKind}
+
+
+def _last_move(played: pb.PlayedMove, players: int) -> Crawled | Captured:
+    """The event of a stored last move; a sweep's payer is the previous seat (K9.1)."""
+    seat = played.seat
+    card, *captures = played.cards
+    if not captures:
+        return Crawled(seat, Card(card))
+    sweep = _SWEEP_OF_MARKERS[played.markers]
+    conceded_by = None if sweep is SweepKind.NONE else (seat - 1) % players
+    return Captured(seat, Card(card), tuple(map(Card, captures)), sweep, conceded_by)
 
 
 def _trusted_state(msg: pb.GameState, results: tuple[DealResult, ...] | None = None) -> State:
@@ -158,8 +182,9 @@ def _trusted_state(msg: pb.GameState, results: tuple[DealResult, ...] | None = N
             else ()
         )
     draw = msg.dealer_draw_cards
+    config = config_layout(config_data).config
     return State(
-        config=config_layout(config_data).config,
+        config=config,
         seed=msg.seed,
         decks=tuple(map(as_cards, msg.decks)),
         first_dealer=first_dealer,
@@ -181,4 +206,5 @@ def _trusted_state(msg: pb.GameState, results: tuple[DealResult, ...] | None = N
         winners=tuple(msg.winners),
         over=msg.over,
         move_number=msg.move_number,
+        last_move=_last_move(msg.last_move, config.players) if msg.HasField("last_move") else None,
     )

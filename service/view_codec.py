@@ -15,7 +15,13 @@ from engine.cards import Card
 from engine.krypkasino.config import CACHED_MATCH_DEALS, Config
 from engine.krypkasino.scoring import DealResult
 from engine.krypkasino.views import View
-from service.codec import RANKS, add_cards, config_in_force_to_proto, deal_result_to_proto
+from service.codec import (
+    RANKS,
+    add_cards,
+    config_in_force_to_proto,
+    deal_result_to_proto,
+    fill_move_event,
+)
 
 __all__ = ["fill_view", "view_to_proto"]
 
@@ -123,3 +129,5 @@ def fill_view(msg: pb.View, view: View, game_id: str, state_id: str) -> None:
     if view.winners:
         msg.winners.extend(view.winners)
     msg.move_number = view.move_number
+    if view.last_move is not None:
+        fill_move_event(msg.last_move, view.last_move)

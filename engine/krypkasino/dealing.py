@@ -101,6 +101,7 @@ def open_game(
         winners=(),
         over=False,
         move_number=0,
+        last_move=None,
     )
     return start_deal(state, events)
 

@@ -149,7 +149,7 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
     at = hand.index(card)
     hands = list(state.hands)
     hands[seat] = hand[:at] + hand[at + 1 :]
-    event: Event
+    event: Crawled | Captured
     if captures:
         table = state.table
         kind = sweep_kind(table, move)
@@ -163,6 +163,8 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
             markers = tuple(marked)
         # A sweep leaves nothing; otherwise the captured copies come off the table (K8.3).
         rest = () if len(captures) == len(table) else remove_cards(table, captures)
+        conceded_by = None if kind is SweepKind.NONE else (seat - 1) % n
+        event = Captured(seat, card, captures, kind, conceded_by)
         state = evolve(
             state,
             hands=tuple(hands),
@@ -172,18 +174,18 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
             last_capturer=seat,
             turn=(seat + 1) % n,
             move_number=state.move_number + 1,
+            last_move=event,
         )
-        conceded_by = None if kind is SweepKind.NONE else (seat - 1) % n
-        event = Captured(seat, card, captures, kind, conceded_by)
     else:
+        event = Crawled(seat, card)
         state = evolve(
             state,
             hands=tuple(hands),
             table=(*state.table, card),
             turn=(seat + 1) % n,
             move_number=state.move_number + 1,
+            last_move=event,
         )
-        event = Crawled(seat, card)
     events: list[Event] = [event]
     if state.turn == (state.dealer + 1) % n and not any(hands):
         if state.stock:

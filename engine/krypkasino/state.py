@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from engine.cards import Card
 from engine.krypkasino.config import Config
+from engine.krypkasino.events import Captured, Crawled
 from engine.krypkasino.scoring import DealResult
 
 T = TypeVar("T")
@@ -21,7 +22,8 @@ class State:
     ``stock`` is top first. ``piles`` hold every card a seat has taken this
     deal, markers included; ``markers`` lists the face-up sweep cards (K8.3).
     Chance comes from ``seed`` (and the explicit ``decks``), so the state
-    alone determines the rest of the match.
+    alone determines the rest of the match. ``last_move`` is the event of the
+    match's last move, kept only for views: no rule reads it.
     """
 
     config: Config
@@ -46,6 +48,7 @@ class State:
     winners: tuple[int, ...]
     over: bool
     move_number: int
+    last_move: Crawled | Captured | None
 
     @property
     def players(self) -> int:

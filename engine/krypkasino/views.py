@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 from engine.cards import Card
 from engine.krypkasino.config import CACHED_MATCH_DEALS, Config
+from engine.krypkasino.events import Captured, Crawled
 from engine.krypkasino.moves import sweep_ranks
 from engine.krypkasino.scoring import DealResult, match_totals
 from engine.krypkasino.state import State
@@ -16,11 +17,12 @@ class View(NamedTuple):
 
     Hidden from everyone: the stock's order and the face-down pile contents;
     hidden from other seats: each hand. ``sweep_ranks`` (K14.1) are rank
-    indices, 0 = ace.
+    indices, 0 = ace. ``last_move`` is the event of the match's last move,
+    public like every event.
 
     Immutable like the engine's dataclasses, but a named tuple: every response
     builds one, and a tuple is made in one step where a frozen dataclass sets
-    its 24 fields one call at a time.
+    its 25 fields one call at a time.
     """
 
     config: Config
@@ -47,6 +49,7 @@ class View(NamedTuple):
     over: bool
     winners: tuple[int, ...]
     move_number: int
+    last_move: Crawled | Captured | None
 
 
 class _Derived(NamedTuple):
@@ -111,4 +114,5 @@ def view(state: State, seat: int | None = None) -> View:
         state.over,
         state.winners,
         state.move_number,
+        state.last_move,
     )

@@ -288,6 +288,36 @@ def test_every_view_of_one_state_carries_the_same_state_id(grpc_target: str) -> 
     assert played.view.state_id == after.state_id != game.view.state_id
 
 
+def test_every_seat_and_the_public_view_show_the_last_move_as_its_play_reported_it(
+    grpc_target: str,
+) -> None:
+    """A client whose seat did not move learns what the seat before did from its own
+    view (docs/api.md, "lastMove"), across distributions and deals, to the match's end."""
+    with KrypkasinoClient(grpc_target) as client:
+        game = client.new_game(players=3, seed=5)
+        state, tokens, view = game.state, game.seat_tokens, game.view
+        assert not view.HasField("last_move")
+        kinds = set()
+        while not view.game_over:
+            seat = view.turn
+            move = client.legal_moves(state=state, seat=seat, seat_token=tokens[seat]).moves[-1]
+            played = client.play(state=state, seat=seat, seat_token=tokens[seat], move=move)
+            state, view, first = played.state, played.view, played.events[0]
+            kind = first.WhichOneof("kind")
+            assert kind in {"crawled", "captured"}
+            kinds.add(first.captured.kind if kind == "captured" else pb.MOVE_KIND_CRAWL)
+            other = (seat + 1) % 3
+            views = (
+                view,
+                client.get_view(state=state, seat=other, seat_token=tokens[other]).view,
+                client.get_view(state=state).view,
+            )
+            for shown in views:
+                assert shown.last_move.WhichOneof("kind") == kind
+                assert getattr(shown.last_move, kind) == getattr(first, kind)
+    assert {pb.MOVE_KIND_CRAWL, pb.MOVE_KIND_CAPTURE, pb.MOVE_KIND_SWEEP} <= kinds
+
+
 def test_a_request_and_field_keywords_together_are_refused() -> None:
     client = KrypkasinoClient("127.0.0.1:1")
     with pytest.raises(TypeError, match=r"not both: \['seat'\]"):

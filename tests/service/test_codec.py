@@ -583,6 +583,11 @@ def assert_view_matches(v: View, msg: pb.View, sid: str) -> None:
     assert msg.game_over == v.over
     assert tuple(msg.winners) == v.winners
     assert msg.move_number == v.move_number
+    assert msg.HasField("last_move") == (v.last_move is not None)
+    if v.last_move is not None:
+        kind = msg.last_move.WhichOneof("kind")
+        assert kind is not None
+        assert_event_matches(v.last_move, pb.Event(**{kind: getattr(msg.last_move, kind)}))
 
 
 def test_views_carry_every_field_of_the_engine_view() -> None:
@@ -607,6 +612,29 @@ def test_views_carry_every_field_of_the_engine_view() -> None:
     final = view_to_proto(view(state), GAME_ID, "x")
     assert not final.HasField("turn") and not final.HasField("seat")
     assert not final.hand and final.game_over and final.winners
+
+
+def test_a_views_last_move_is_the_event_of_the_move_that_made_its_state() -> None:
+    """Before the first move there is none; after each, every seat's view and the
+    public one show that move's event, as the Play that made it reported it, even
+    when the move ended a distribution or a deal. Whole games until crawls,
+    captures, sweeps and double sweeps have all been seen."""
+    kinds: set[object] = set()
+    for seed in range(40):
+        config = Config(2 + seed % 5)
+        for state, events in games(config, seed):
+            # A Play's first event is its move's; opening a game makes none.
+            assert state.last_move == (events[0] if state.move_number else None)
+            for seat in (None, state.turn):
+                v = view(state, seat)
+                msg = pb.View.FromString(view_to_proto(v, GAME_ID, "x").SerializeToString())
+                assert_view_matches(v, msg, "x")
+            kinds.add("crawl" if isinstance(state.last_move, Crawled) else None)
+            if isinstance(state.last_move, Captured):
+                kinds.add(state.last_move.sweep)
+        if kinds >= {"crawl", *SweepKind}:
+            return
+    raise AssertionError(f"40 games showed only {kinds}")
 
 
 def test_views_carry_the_bordstabbe_seat_and_the_tie_break_teams() -> None:
@@ -904,6 +932,13 @@ def move_card(source: str, index: int, dest: str) -> Mutation:
     return mutate
 
 
+def last_move(cards: bytes, markers: int) -> Mutation:
+    def mutate(msg: pb.GameState) -> None:
+        msg.last_move.cards, msg.last_move.markers = cards, markers
+
+    return mutate
+
+
 def flag_off(msg: pb.GameState) -> None:
     msg.config.rules.bordstabbe = False
     msg.bordstabbe_seat = (msg.dealer + 1) % msg.config.players
@@ -1087,6 +1122,22 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         lambda m: setattr(m, "move_number", m.move_number + 1),
         "move_number",
     ),
+    "last move's seat out of range": (
+        lambda m: setattr(m.last_move, "seat", 4),
+        "last_move.seat 4 is not a seat",
+    ),
+    "last move without a card": (lambda m: setattr(m.last_move, "cards", b""), "last_move.cards"),
+    "last move's byte that is no card": (
+        lambda m: setattr(m.last_move, "cards", b"\x05\x34"),
+        "last_move.cards must be 1 to 21 card codes",
+    ),
+    "last move capturing more than any table": (
+        lambda m: setattr(m.last_move, "cards", bytes(range(MAX_PLAIN_TABLE + 2))),
+        "last_move.cards",
+    ),
+    "a crawl leaving a sweep marker": (last_move(b"\x05", 1), "last_move.markers 1"),
+    "a double sweep of two cards": (last_move(b"\x05\x06\x07", 2), "last_move.markers 2"),
+    "three sweep markers": (last_move(b"\x05\x06", 3), "last_move.markers 3"),
     "deck not full": (set_item("decks", 0, lambda m: m.decks[0][1:]), "decks[0] is not a full"),
     "stock not the rest of the deck": (
         set_item("decks", 0, lambda m: m.decks[0][::-1]),
@@ -1183,6 +1234,31 @@ def test_a_plain_states_game_id_is_a_short_name_fit_for_a_log_line(game_id: str)
     assert_refused(base_states()["over"], set_game_id, "game_id must be 1 to 64 letters")
     state = base_states()["over"]
     assert state_from_proto(state_to_proto(state, "g-_9" * 16))[1] == "g-_9" * 16
+
+
+def test_a_last_move_before_the_first_move_is_refused() -> None:
+    state = open_game(Config(3), seed=4)[0]
+    assert state.move_number == 0 and state.last_move is None
+
+    def add_a_last_move(msg: pb.GameState) -> None:
+        msg.last_move.cards = bytes(state.hands[0][:1])
+
+    assert_refused(state, add_a_last_move, "a last_move before the first move")
+
+
+def test_a_state_of_a_release_without_the_last_move_opens_without_one() -> None:
+    """Tokens made before ``last_move`` was stored hold none after their first moves:
+    they open, and views show no last move until the next one."""
+    state = base_states()["mid"]
+    assert state.last_move is not None
+    msg = state_to_proto(state, GAME_ID)
+    msg.ClearField("last_move")
+    for trusted in (False, True):
+        opened, _ = state_from_proto(
+            pb.GameState.FromString(msg.SerializeToString()), trusted=trusted
+        )
+        assert opened.last_move is None and opened == replace(state, last_move=None)
+        assert not view_to_proto(view(opened), GAME_ID, "x").HasField("last_move")
 
 
 def test_an_empty_game_state_is_refused() -> None:

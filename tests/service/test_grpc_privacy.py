@@ -8,6 +8,7 @@ Score) is held to this rule:
 
 - ``view.hand`` is exactly the viewer's hand, empty in the public view; hand,
   stock and pile sizes are exact;
+- ``view.last_move`` shows only the cards of the match's last move;
 - every other field that lists cards shows, as a multiset, only cards that are
   public at that moment: the table, the set-aside pile, the sweep markers, and
   the cards that this response's own events reveal (the card played and the
@@ -65,6 +66,11 @@ from tests.sizes import fuzz_examples
 
 CARD = cards_pb2.Card.DESCRIPTOR.full_name
 VIEW_PUBLIC = frozenset({"table", "set_aside", "markers.cards"})
+# The last move was played in front of everyone, but its cards are public only there:
+# its captures may be in a pile now, so they do not widen what other fields may show.
+VIEW_LAST_MOVE = frozenset(
+    {"last_move.crawled.card", "last_move.captured.card", "last_move.captured.captures"}
+)
 EVENT_PUBLIC = frozenset(
     {
         "crawled.card",
@@ -159,8 +165,12 @@ def check_view(view: pb.View, state: State, seat: int | None, events: Sequence[E
     # The privacy of the other card fields first: a hidden card in the table must be
     # caught as a leak, not only as a table that differs from the engine's.
     pool, hidden = public_cards(state, events), hidden_cards(state, seat)
+    last_move = revealed([state.last_move] if state.last_move else [])
     for path, shown in card_fields(view).items():
         if path == "hand":
+            continue
+        if path in VIEW_LAST_MOVE:
+            assert_public(f"view.{path}", shown, last_move, hidden)
             continue
         assert path in VIEW_PUBLIC, f"unclassified card field View.{path}"
         assert_public(f"view.{path}", shown, pool, hidden)

@@ -253,9 +253,10 @@ def test_an_event_is_one_of_a_wrapper_per_kind():
 
 
 def test_every_oneof_of_the_protos_is_a_one_of():
-    """Event.kind is the only oneof; proto3 ``optional`` fields are none."""
+    """Event.kind and LastMove.kind are the only oneofs; proto3 ``optional`` fields are
+    none."""
     oneofs = {o.full_name for d in MESSAGES.values() for o in real_oneofs(d)}
-    assert oneofs == {"cardrules.krypkasino.v1.Event.kind"}
+    assert oneofs == {"cardrules.krypkasino.v1.Event.kind", "cardrules.krypkasino.v1.LastMove.kind"}
     for name, descriptor in MESSAGES.items():
         if name in SCHEMAS:
             assert ("oneOf" in SCHEMAS[name]) == bool(real_oneofs(descriptor)), name

@@ -489,6 +489,7 @@ class View(_message.Message):
     WINNERS_FIELD_NUMBER: _builtins.int
     MOVE_NUMBER_FIELD_NUMBER: _builtins.int
     STATE_ID_FIELD_NUMBER: _builtins.int
+    LAST_MOVE_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
     """The game's identifier."""
     seat: _builtins.int
@@ -571,6 +572,14 @@ class View(_message.Message):
     def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The winning teams once the match is over."""
 
+    @_builtins.property
+    def last_move(self) -> Global___LastMove:
+        """The match's last move, as the Play that made it reported it; unset before
+        the first move. It may have ended the previous distribution or deal, whose
+        table the view no longer shows. Unset too in a state made by a release
+        before this field (until its next move).
+        """
+
     def __init__(
         self,
         *,
@@ -601,10 +610,11 @@ class View(_message.Message):
         winners: _abc.Iterable[_builtins.int] | None = ...,
         move_number: _builtins.int = ...,
         state_id: _builtins.str = ...,
+        last_move: Global___LastMove | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat", "_last_capturer", b"_last_capturer", "_seat", b"_seat", "_turn", b"_turn", "bordstabbe_seat", b"bordstabbe_seat", "config", b"config", "last_capturer", b"last_capturer", "seat", b"seat", "turn", b"turn"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat", "_last_capturer", b"_last_capturer", "_seat", b"_seat", "_turn", b"_turn", "bordstabbe_seat", b"bordstabbe_seat", "config", b"config", "last_capturer", b"last_capturer", "last_move", b"last_move", "seat", b"seat", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat", "_last_capturer", b"_last_capturer", "_seat", b"_seat", "_turn", b"_turn", "bordstabbe_seat", b"bordstabbe_seat", "config", b"config", "deal_number", b"deal_number", "dealer", b"dealer", "deals", b"deals", "distribution", b"distribution", "distributions", b"distributions", "game_id", b"game_id", "game_over", b"game_over", "hand", b"hand", "hand_sizes", b"hand_sizes", "last_capturer", b"last_capturer", "last_distribution", b"last_distribution", "markers", b"markers", "move_number", b"move_number", "pile_sizes", b"pile_sizes", "seat", b"seat", "set_aside", b"set_aside", "state_id", b"state_id", "stock_size", b"stock_size", "sweep_ranks", b"sweep_ranks", "table", b"table", "team_of_seat", b"team_of_seat", "tiebreak_teams", b"tiebreak_teams", "totals", b"totals", "turn", b"turn", "winners", b"winners"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat", "_last_capturer", b"_last_capturer", "_seat", b"_seat", "_turn", b"_turn", "bordstabbe_seat", b"bordstabbe_seat", "config", b"config", "deal_number", b"deal_number", "dealer", b"dealer", "deals", b"deals", "distribution", b"distribution", "distributions", b"distributions", "game_id", b"game_id", "game_over", b"game_over", "hand", b"hand", "hand_sizes", b"hand_sizes", "last_capturer", b"last_capturer", "last_distribution", b"last_distribution", "last_move", b"last_move", "markers", b"markers", "move_number", b"move_number", "pile_sizes", b"pile_sizes", "seat", b"seat", "set_aside", b"set_aside", "state_id", b"state_id", "stock_size", b"stock_size", "sweep_ranks", b"sweep_ranks", "table", b"table", "team_of_seat", b"team_of_seat", "tiebreak_teams", b"tiebreak_teams", "totals", b"totals", "turn", b"turn", "winners", b"winners"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__bordstabbe_seat: _TypeAlias = _typing.Literal["bordstabbe_seat"]  # noqa: Y015
     _WhichOneofArgType__bordstabbe_seat: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat"]  # noqa: Y015
@@ -624,6 +634,38 @@ class View(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__turn) -> _WhichOneofReturnType__turn | None: ...
 
 Global___View: _TypeAlias = View  # noqa: Y015
+
+@_typing.final
+class LastMove(_message.Message):
+    """The last move of a match (K8), as its Play's event reported it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CRAWLED_FIELD_NUMBER: _builtins.int
+    CAPTURED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def crawled(self) -> Global___Crawled:
+        """The card crawled."""
+
+    @_builtins.property
+    def captured(self) -> Global___Captured:
+        """A capture, sweep or double sweep."""
+
+    def __init__(
+        self,
+        *,
+        crawled: Global___Crawled | None = ...,
+        captured: Global___Captured | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["captured", b"captured", "crawled", b"crawled", "kind", b"kind"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["captured", b"captured", "crawled", b"crawled", "kind", b"kind"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["crawled", "captured"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___LastMove: _TypeAlias = LastMove  # noqa: Y015
 
 @_typing.final
 class DealerDrawn(_message.Message):
@@ -1430,6 +1472,7 @@ class GameState(_message.Message):
     WINNERS_FIELD_NUMBER: _builtins.int
     OVER_FIELD_NUMBER: _builtins.int
     MOVE_NUMBER_FIELD_NUMBER: _builtins.int
+    LAST_MOVE_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
     """The game's identifier."""
     seed: _builtins.int
@@ -1494,6 +1537,10 @@ class GameState(_message.Message):
     def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Winning teams."""
 
+    @_builtins.property
+    def last_move(self) -> Global___PlayedMove:
+        """The last move, for views; unset before the first move."""
+
     def __init__(
         self,
         *,
@@ -1521,10 +1568,11 @@ class GameState(_message.Message):
         winners: _abc.Iterable[_builtins.int] | None = ...,
         over: _builtins.bool = ...,
         move_number: _builtins.int = ...,
+        last_move: Global___PlayedMove | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat", "_last_capturer", b"_last_capturer", "bordstabbe_seat", b"bordstabbe_seat", "config", b"config", "last_capturer", b"last_capturer"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat", "_last_capturer", b"_last_capturer", "bordstabbe_seat", b"bordstabbe_seat", "config", b"config", "last_capturer", b"last_capturer", "last_move", b"last_move"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat", "_last_capturer", b"_last_capturer", "bordstabbe_seat", b"bordstabbe_seat", "config", b"config", "deal", b"deal", "dealer", b"dealer", "dealer_draw_cards", b"dealer_draw_cards", "dealer_draw_seats", b"dealer_draw_seats", "decks", b"decks", "distribution", b"distribution", "first_dealer", b"first_dealer", "game_id", b"game_id", "hands", b"hands", "last_capturer", b"last_capturer", "markers", b"markers", "move_number", b"move_number", "over", b"over", "piles", b"piles", "results", b"results", "seed", b"seed", "set_aside", b"set_aside", "stock", b"stock", "table", b"table", "tiebreak", b"tiebreak", "turn", b"turn", "winners", b"winners"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat", "_last_capturer", b"_last_capturer", "bordstabbe_seat", b"bordstabbe_seat", "config", b"config", "deal", b"deal", "dealer", b"dealer", "dealer_draw_cards", b"dealer_draw_cards", "dealer_draw_seats", b"dealer_draw_seats", "decks", b"decks", "distribution", b"distribution", "first_dealer", b"first_dealer", "game_id", b"game_id", "hands", b"hands", "last_capturer", b"last_capturer", "last_move", b"last_move", "markers", b"markers", "move_number", b"move_number", "over", b"over", "piles", b"piles", "results", b"results", "seed", b"seed", "set_aside", b"set_aside", "stock", b"stock", "table", b"table", "tiebreak", b"tiebreak", "turn", b"turn", "winners", b"winners"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__bordstabbe_seat: _TypeAlias = _typing.Literal["bordstabbe_seat"]  # noqa: Y015
     _WhichOneofArgType__bordstabbe_seat: _TypeAlias = _typing.Literal["_bordstabbe_seat", b"_bordstabbe_seat"]  # noqa: Y015
@@ -1536,3 +1584,35 @@ class GameState(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__last_capturer) -> _WhichOneofReturnType__last_capturer | None: ...
 
 Global___GameState: _TypeAlias = GameState  # noqa: Y015
+
+@_typing.final
+class PlayedMove(_message.Message):
+    """INTERNAL: a move as played, inside GameState."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    CARDS_FIELD_NUMBER: _builtins.int
+    MARKERS_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    """The mover."""
+    cards: _builtins.bytes
+    """The card played, then the cards it captured, as card codes."""
+    markers: _builtins.int
+    """Sweep markers the move left (K8.3): 0 for a crawl or a capture, 1 for a
+    sweep, 2 for a double sweep.
+    """
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        cards: _builtins.bytes = ...,
+        markers: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cards", b"cards", "markers", b"markers", "seat", b"seat"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlayedMove: _TypeAlias = PlayedMove  # noqa: Y015

@@ -31,7 +31,7 @@ RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
 
 REQUEST_ID_HEADER = "x-request-id"
-_USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
+USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
 _OK = code_label(grpc.StatusCode.OK)
 
 
@@ -94,7 +94,7 @@ def request_id_from(value: str | None) -> str:
     metadata holds nothing else: an "é" echoed in the trailers of a refusal
     turned the refusal into INTERNAL.
     """
-    if value and _USABLE_REQUEST_ID.fullmatch(value):
+    if value and USABLE_REQUEST_ID.fullmatch(value):
         return value
     return new_request_id()
 

@@ -55,6 +55,8 @@ from google.protobuf.descriptor import (
     ServiceDescriptor,
 )
 
+from service.calls import USABLE_REQUEST_ID
+from service.config import ServerConfig
 from service.descriptors import message_descriptor
 from service.http_json import JSON_TYPE
 from service.http_routes import OPENAPI_PATH, routes
@@ -75,6 +77,7 @@ TYPE_URL_PREFIX = "type.googleapis.com/"
 # The request form of a message that responses use too, where the two differ
 # (component names may hold "-", proto names may not, so it names no message).
 INPUT_SUFFIX = "-Input"
+DEFAULT_HTTP_PORT = ServerConfig().http_port
 
 # Fields with presence (message fields by their full name, oneofs by theirs) that
 # the service sets in every response it sends, so response schemas require them.
@@ -693,6 +696,7 @@ def _operation(
     }
     if method_name in builder.notes:
         operation["description"] = builder.notes[method_name]
+    operation["parameters"] = [_ref("X-Request-Id", "parameters")]
     operation["requestBody"] = {
         # An empty body is the empty request (http_json.parse_request), as "{}" is.
         "required": False,
@@ -771,6 +775,17 @@ def build_document(
             "proto API by scripts/generate_openapi.py: the same RPCs as gRPC, in the proto3 "
             "JSON mapping. The service keeps nothing between calls: every call is safe to retry.",
         },
+        "servers": [
+            {
+                "url": "http://{host}:{port}",
+                "description": "A cardrules server; `make serve` listens on "
+                f"localhost:{DEFAULT_HTTP_PORT}.",
+                "variables": {
+                    "host": {"default": "localhost"},
+                    "port": {"default": str(DEFAULT_HTTP_PORT)},
+                },
+            }
+        ],
         "tags": [*tags, {"name": "OpenApi", "description": "This document."}],
         "paths": paths,
         "components": {
@@ -781,6 +796,17 @@ def build_document(
                     "description": "The request id of the log line: the caller's "
                     "X-Request-Id when usable, else a new one.",
                     "schema": {"type": "string"},
+                }
+            },
+            "parameters": {
+                "X-Request-Id": {
+                    "name": "X-Request-Id",
+                    "in": "header",
+                    "required": False,
+                    "description": "The caller's id for this call, logged as its request_id "
+                    "and returned in the X-Request-Id response header. A value this schema "
+                    "does not allow is not refused: the server makes up a new id instead.",
+                    "schema": {"type": "string", "pattern": f"^{USABLE_REQUEST_ID.pattern}$"},
                 }
             },
         },

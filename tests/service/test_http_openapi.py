@@ -14,6 +14,7 @@ from google.rpc import error_details_pb2
 from openapi_spec_validator import validate
 
 from scripts.generate_openapi import descriptor_set, generate
+from service.config import ServerConfig
 from service.descriptors import message_descriptor
 from service.errors import ServiceError
 from service.http_json import parse_request
@@ -316,3 +317,42 @@ def test_the_server_serves_the_committed_document(server: ServerProcess):
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("application/json")
         assert response.read() == COMMITTED.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("sent", "echoed"),
+    [
+        ("a", True),
+        ("trace-7 of 9", True),
+        ("~" * 128, True),
+        ("~" * 129, False),
+        (" padded", False),
+        ("tab\there", False),
+    ],
+)
+def test_the_request_id_parameter_allows_what_the_server_echoes(
+    server: ServerProcess, sent: str, echoed: bool
+):
+    """Every operation documents the optional X-Request-Id request header; a value its
+    pattern allows comes back as sent, any other is replaced, never refused."""
+    document = committed()
+    parameter = document["components"]["parameters"]["X-Request-Id"]
+    assert (parameter["in"], parameter["required"]) == ("header", False)
+    for service in SERVICES:
+        for route in routes(service):
+            operation = document["paths"][route.path][route.http_method.lower()]
+            assert operation["parameters"] == [{"$ref": "#/components/parameters/X-Request-Id"}], (
+                route.path
+            )
+    assert bool(re.search(parameter["schema"]["pattern"], sent)) is echoed
+    status, headers, _ = exchange(
+        f"{server.http_url}/v1/krypkasino:getView", b"{}", headers={"X-Request-Id": sent}
+    )
+    assert status == 400  # no state token: refused, with the request id all the same
+    assert (headers["X-Request-Id"] == sent) is echoed
+
+
+def test_the_documented_server_is_where_make_serve_listens():
+    (server,) = committed()["servers"]
+    url = server["url"].format(**{k: v["default"] for k, v in server["variables"].items()})
+    assert url == f"http://localhost:{ServerConfig().http_port}"

@@ -43,6 +43,11 @@ RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation ./cl
 # ---- runtime: the base image, the venv and an unprivileged user; no compiler, no cache ----
 FROM python:3.11-slim
 
+# OCI annotations; the version is the project's (a test holds it to pyproject.toml).
+LABEL org.opencontainers.image.title="cardrules" \
+      org.opencontainers.image.description="Stateless card-game rules over gRPC and HTTP/JSON" \
+      org.opencontainers.image.version="0.1.0"
+
 # A fixed numeric UID/GID so that Kubernetes runAsNonRoot can verify it.
 RUN groupadd --system --gid 10001 cardrules \
     && useradd --system --uid 10001 --gid 10001 --no-create-home \

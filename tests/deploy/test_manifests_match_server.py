@@ -10,8 +10,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import subprocess
 import sys
+import tomllib
 
 import grpc
 import pytest
@@ -273,6 +275,23 @@ def test_hpa_and_pdb_point_at_the_deployment():
         assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pods_spread_over_zones_and_nodes_per_replica_set(overlay):
+    """Each constraint selects the Deployment's pods and counts one ReplicaSet at a
+    time (the label the Deployment controller adds), and none blocks scheduling."""
+    template = one(rendered(overlay), "Deployment")["spec"]["template"]
+    constraints = template["spec"]["topologySpreadConstraints"]
+    labels = template["metadata"]["labels"]
+    assert {c["topologyKey"] for c in constraints} == {
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    }
+    for constraint in constraints:
+        assert constraint["labelSelector"]["matchLabels"].items() <= labels.items()
+        assert constraint["matchLabelKeys"] == ["pod-template-hash"]
+        assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
+
+
 # -- the image ---------------------------------------------------------------------------
 
 
@@ -310,6 +329,19 @@ def healthcheck_command() -> list[str]:
     command: list[str] = json.loads(arguments[arguments.index("CMD") + 3 :])
     assert command[0] == "python"
     return [sys.executable, *command[1:]]
+
+
+def test_the_image_is_labelled_with_the_projects_name_and_version():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    labels = dict(
+        item.split("=", 1)
+        for instruction, arguments in final_stage()
+        if instruction == "LABEL"
+        for item in shlex.split(arguments)
+    )
+    assert labels["org.opencontainers.image.title"] == project["name"]
+    assert labels["org.opencontainers.image.version"] == project["version"]
+    assert labels["org.opencontainers.image.description"]
 
 
 def test_the_image_healthcheck_asks_the_grpc_health_service():

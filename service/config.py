@@ -306,6 +306,12 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             values["state_keys"] = Path(keys_file[1]).read_text()
         except OSError as error:
             raise ConfigValueError(f"{keys_file[0]}: cannot read {keys_file[1]}: {error}") from None
+        except UnicodeDecodeError:
+            # Its text would quote a byte of the file, and where: a raw key's.
+            raise ConfigValueError(
+                f"{keys_file[0]}: {keys_file[1]} is not text: expected base64 AES-256 keys, "
+                "one per line (not raw key bytes)"
+            ) from None
     elif keys:
         values["state_keys"] = keys[1]
     if source := keys_file or keys:

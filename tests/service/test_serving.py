@@ -1049,6 +1049,20 @@ def test_a_bad_key_in_the_keys_file_names_the_file_variable(tmp_path: Path) -> N
     assert result.stderr.startswith("cardrules: error: CARDRULES_STATE_KEYS_FILE: key 2 ")
 
 
+def test_a_binary_keys_file_is_refused_without_quoting_its_bytes(tmp_path: Path) -> None:
+    """A raw key (``openssl rand 32 > file``) instead of base64 is a config error naming
+    the variable, never a traceback that quotes a byte of the key and where it was."""
+    keys_file = tmp_path / "state-keys"
+    raw = bytes.fromhex("d3") + bytes(range(1, 30)) + bytes.fromhex("fffe")
+    keys_file.write_bytes(raw)
+    result = serve_and_fail(env={"CARDRULES_STATE_KEYS_FILE": str(keys_file)}, keys=None)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"cardrules: error: CARDRULES_STATE_KEYS_FILE: {keys_file} is not text: "
+        "expected base64 AES-256 keys, one per line (not raw key bytes)\n"
+    )
+
+
 def test_one_connection_holds_a_bounded_number_of_calls_whose_request_never_comes(
     grpc_target,
 ):

@@ -317,7 +317,8 @@ class HttpGateway:
 
     async def _read_body(self, request: web.Request) -> bytes | ServiceError:
         """The body, or the refusal the ``CallRunner`` will raise for it."""
-        coding = request.headers.get("Content-Encoding", "").strip().lower()
+        # Every line: two mean what one "gzip, deflate" does (RFC 9110, 5.3), not the first.
+        coding = ", ".join(request.headers.getall("Content-Encoding", ())).strip().lower()
         if coding not in _CONTENT_CODINGS:
             return _refusal(
                 grpc.StatusCode.INVALID_ARGUMENT,

@@ -494,6 +494,31 @@ def test_a_body_in_an_unknown_coding_is_415(server):
     assert refusal(value)[:3] == (3, "UNSUPPORTED_MEDIA_TYPE", {"content_encoding": "x-secret"})
 
 
+def test_two_content_encoding_lines_are_one_list_of_codings(server):
+    """RFC 9110 (5.3): two Content-Encoding lines mean what one line "gzip, deflate" does,
+    a body gzipped and then deflated, which the gateway does not read: refused as that
+    line is, not read as the first line alone says (a proxy would read it otherwise)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+    try:
+        body = gzip.compress(_body(config={"players": 2}))
+        connection.putrequest("POST", "/v1/krypkasino:newGame")
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Content-Encoding", "gzip")
+        connection.putheader("Content-Encoding", "deflate")
+        connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        status, value = response.status, json.loads(response.read())
+    finally:
+        connection.close()
+    assert status == 415
+    assert refusal(value)[:3] == (
+        3,
+        "UNSUPPORTED_MEDIA_TYPE",
+        {"content_encoding": "gzip, deflate"},
+    )
+
+
 # -- observability ----------------------------------------------------------------------------
 
 

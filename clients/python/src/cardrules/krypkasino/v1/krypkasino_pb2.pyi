@@ -1038,7 +1038,11 @@ class NewGameRequest(_message.Message):
     DECKS_FIELD_NUMBER: _builtins.int
     DRAW_FIELD_NUMBER: _builtins.int
     seed: _builtins.int
-    """Seed of every shuffle; the server picks one when absent."""
+    """Seed of every shuffle; the server picks one (63 random bits) when absent.
+    A seed determines every hand and the stock: whoever knows or can guess it
+    sees all the cards. Give one only for tests and replays, never one a
+    player chose or could guess (small, sequential, or a timestamp).
+    """
     @_builtins.property
     def config(self) -> Global___GameConfig:
         """The match configuration. Beyond each field's own range, NewGame refuses

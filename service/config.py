@@ -12,7 +12,7 @@ import ipaddress
 import itertools
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ class ServerConfig:
     http_port: int = 8080
     metrics_port: int = 9464
     workers: int = 1
-    state_keys: str | None = None
+    # Never in a repr: a config printed or logged by mistake must not carry the keys.
+    state_keys: str | None = field(default=None, repr=False)
     plain_state: bool = False
     log_format: str = "auto"
     log_level: str = "info"

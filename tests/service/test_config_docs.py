@@ -17,6 +17,7 @@ from service.config import (
     resolve,
     server_options,
 )
+from service.tokens import KeyRing
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -234,3 +235,10 @@ def test_a_keys_file_is_read(tmp_path: Path) -> None:
     keys.write_text(KEY)
     config = resolved("CARDRULES_STATE_KEYS_FILE", str(keys))
     assert config.state_keys == KEY
+
+
+def test_a_configs_repr_never_shows_its_keys() -> None:
+    key = KeyRing.generate_key_text()
+    config = ServerConfig(state_keys=key)
+    assert key not in repr(config) and "state_keys" not in repr(config)
+    assert "grpc_port=50051" in repr(config)

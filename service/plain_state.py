@@ -13,7 +13,7 @@ import re
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from engine.cards import CARDS_PER_DECK, JACK, SPADES, CardError, check_deck
+from engine.cards import ACE, CARDS_PER_DECK, JACK, SPADES, CardError, check_deck
 from engine.krypkasino.config import Config, Removal
 from engine.krypkasino.dealing import DrawExhaustedError, draw_for_deal
 from engine.krypkasino.scoring import DealResult
@@ -203,10 +203,11 @@ def _check_last_move(last: pb.PlayedMove, players: int, played: int) -> None:
     if (
         markers not in (0, 1, 2)
         or (markers and len(cards) < 2)
-        or (markers == 2 and len(cards) != 2)
+        or (markers == 2 and (len(cards) != 2 or cards[0] != cards[1] or cards[0] >> 2 == ACE))
     ):
         raise StateError(
-            f"last_move.markers {markers}: 0, 1 for a sweep, or 2 for a lone card taken by its twin (K8.3)"
+            f"last_move.markers {markers}: 0, 1 for a sweep, or 2 for a lone card other "
+            "than an ace taken by its twin (K8.3)"
         )
 
 

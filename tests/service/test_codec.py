@@ -1136,7 +1136,9 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         "last_move.cards",
     ),
     "a crawl leaving a sweep marker": (last_move(b"\x05", 1), "last_move.markers 1"),
-    "a double sweep of two cards": (last_move(b"\x05\x06\x07", 2), "last_move.markers 2"),
+    "a double sweep of three cards": (last_move(b"\x05\x06\x07", 2), "last_move.markers 2"),
+    "a double sweep of two cards, not twins": (last_move(b"\x05\x06", 2), "last_move.markers 2"),
+    "a double sweep of twin aces": (last_move(b"\x01\x01", 2), "last_move.markers 2"),
     "three sweep markers": (last_move(b"\x05\x06", 3), "last_move.markers 3"),
     "deck not full": (set_item("decks", 0, lambda m: m.decks[0][1:]), "decks[0] is not a full"),
     "stock not the rest of the deck": (

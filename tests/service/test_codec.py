@@ -629,8 +629,9 @@ def test_a_views_last_move_is_the_event_of_the_move_that_made_its_state() -> Non
                 v = view(state, seat)
                 msg = pb.View.FromString(view_to_proto(v, GAME_ID, "x").SerializeToString())
                 assert_view_matches(v, msg, "x")
-            kinds.add("crawl" if isinstance(state.last_move, Crawled) else None)
-            if isinstance(state.last_move, Captured):
+            if isinstance(state.last_move, Crawled):
+                kinds.add("crawl")
+            elif isinstance(state.last_move, Captured):
                 kinds.add(state.last_move.sweep)
         if kinds >= {"crawl", *SweepKind}:
             return

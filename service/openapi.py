@@ -776,6 +776,7 @@ def build_document(
             "JSON mapping. The service keeps nothing between calls: every call is safe to retry.",
         },
         "servers": [
+            {"url": "/", "description": "The server that serves this document."},
             {
                 "url": "http://{host}:{port}",
                 "description": "A cardrules server; `make serve` listens on "
@@ -784,7 +785,7 @@ def build_document(
                     "host": {"default": "localhost"},
                     "port": {"default": str(DEFAULT_HTTP_PORT)},
                 },
-            }
+            },
         ],
         "tags": [*tags, {"name": "OpenApi", "description": "This document."}],
         "paths": paths,
@@ -804,8 +805,9 @@ def build_document(
                     "in": "header",
                     "required": False,
                     "description": "The caller's id for this call, logged as its request_id "
-                    "and returned in the X-Request-Id response header. A value this schema "
-                    "does not allow is not refused: the server makes up a new id instead.",
+                    "and returned in the X-Request-Id response header. Whitespace around it "
+                    "is not part of a header's value. A value this schema does not allow is "
+                    "not refused: the server makes up a new id instead.",
                     "schema": {"type": "string", "pattern": f"^{USABLE_REQUEST_ID.pattern}$"},
                 }
             },

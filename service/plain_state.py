@@ -158,7 +158,13 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
     if msg.move_number != played:
         raise StateError(f"move_number {msg.move_number}, but {played} cards were played")
     if msg.HasField("last_move"):
-        _check_last_move(msg.last_move, n, played)
+        if not played:
+            raise StateError("a last_move before the first move")
+        # Each move passes the turn on (K4.4), but a deal's last move also starts the next
+        # deal (K4.3), whose first player follows the new dealer: the mover dealt before.
+        moved_this_deal = played - (deal - 1) * layout.per_deal
+        mover = (dealer - 1) % n if moved_this_deal == 0 and not over else (turn - 1) % n
+        _check_last_move(msg.last_move, mover, copies)
 
     # Every field is checked now: ``state_codec`` builds the state as a sealed one's.
     return results
@@ -187,18 +193,24 @@ def _check_conserved(msg: pb.GameState, everything: bytes, copies: int) -> None:
         raise StateError(f"cards are not conserved (K15.1): {error}") from None
 
 
-def _check_last_move(last: pb.PlayedMove, players: int, played: int) -> None:
-    """The stored last move, which only views show: its seat, its card codes, and
-    markers that fit the move (K8.3)."""
+def _check_last_move(last: pb.PlayedMove, mover: int, copies: int) -> None:
+    """The stored last move, which only views show: the seat that moved, card codes
+    in canonical order (K7.5) and no more of one than the decks hold, and markers that
+    fit the move (K8.3). Not whether the table it was played to allowed it: that table
+    is gone."""
     cards, markers = last.cards, last.markers
-    if not played:
-        raise StateError("a last_move before the first move")
-    if not 0 <= last.seat < players:
-        raise StateError(f"last_move.seat {last.seat} is not a seat of {players} players")
-    if not cards or max(cards) >= CARDS_PER_DECK or len(cards) > MAX_PLAIN_TABLE + 1:
+    if last.seat != mover:
+        raise StateError(f"last_move.seat {last.seat}: the last move was seat {mover}'s (K4.4)")
+    if (
+        not cards
+        or max(cards) >= CARDS_PER_DECK
+        or len(cards) > MAX_PLAIN_TABLE + 1
+        or bytes(sorted(cards[1:])) != cards[1:]
+        or max(map(cards.count, cards)) > copies
+    ):
         raise StateError(
-            f"last_move.cards must be 1 to {MAX_PLAIN_TABLE + 1} card codes (0-51): "
-            "the card played, then its captures"
+            f"last_move.cards must be 1 to {MAX_PLAIN_TABLE + 1} card codes (0-51): the card "
+            f"played, then its captures in order, no code more than {copies} times"
         )
     if (
         markers not in (0, 1, 2)

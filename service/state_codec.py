@@ -155,14 +155,15 @@ _SWEEP_OF_MARKERS = {kind.markers: kind for kind in SweepKind}
 
 
 def _last_move(played: pb.PlayedMove, players: int) -> Crawled | Captured:
-    """The event of a stored last move; a sweep's payer is the previous seat (K9.1)."""
+    """The event of a stored last move."""
     seat = played.seat
     card, *captures = played.cards
     if not captures:
         return Crawled(seat, Card(card))
-    sweep = _SWEEP_OF_MARKERS[played.markers]
-    conceded_by = None if sweep is SweepKind.NONE else (seat - 1) % players
-    return Captured(seat, Card(card), tuple(map(Card, captures)), sweep, conceded_by)
+    sweep = _SWEEP_OF_MARKERS.get(played.markers)
+    if sweep is None:  # a plain token's are checked: a newer release sealed this one
+        raise NewerReleaseError(f"the state's last move left {played.markers} sweep markers")
+    return Captured.of(seat, Card(card), tuple(map(Card, captures)), sweep, players)
 
 
 def _trusted_state(msg: pb.GameState, results: tuple[DealResult, ...] | None = None) -> State:

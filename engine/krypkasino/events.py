@@ -67,6 +67,14 @@ class Captured:
     sweep: SweepKind
     conceded_by: int | None
 
+    @classmethod
+    def of(
+        cls, seat: int, card: Card, captures: tuple[Card, ...], sweep: SweepKind, players: int
+    ) -> Captured:
+        """The capture by ``seat``; a sweep is paid by the previous seat (K9.1)."""
+        conceded_by = None if sweep is SweepKind.NONE else (seat - 1) % players
+        return cls(seat, card, captures, sweep, conceded_by)
+
 
 @dataclass(frozen=True, slots=True)
 class DealEnded:

@@ -163,8 +163,7 @@ def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:
             markers = tuple(marked)
         # A sweep leaves nothing; otherwise the captured copies come off the table (K8.3).
         rest = () if len(captures) == len(table) else remove_cards(table, captures)
-        conceded_by = None if kind is SweepKind.NONE else (seat - 1) % n
-        event = Captured(seat, card, captures, kind, conceded_by)
+        event = Captured.of(seat, card, captures, kind, n)
         state = evolve(
             state,
             hands=tuple(hands),

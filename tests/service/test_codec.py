@@ -56,6 +56,7 @@ from service import view_codec
 from service.client_decode import deal_result_from_proto, event_from_proto
 from service.codec import (
     CodecError,
+    NewerReleaseError,
     card_from_proto,
     card_to_proto,
     config_from_proto,
@@ -1123,9 +1124,17 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         lambda m: setattr(m, "move_number", m.move_number + 1),
         "move_number",
     ),
-    "last move's seat out of range": (
-        lambda m: setattr(m.last_move, "seat", 4),
-        "last_move.seat 4 is not a seat",
+    "last move by a seat that did not make it": (
+        lambda m: setattr(m.last_move, "seat", m.turn),
+        "the last move was seat",
+    ),
+    "last move's captures out of order": (
+        lambda m: setattr(m.last_move, "cards", b"\x05\x09\x06"),
+        "last_move.cards",
+    ),
+    "last move with a card three times from two decks": (
+        lambda m: setattr(m.last_move, "cards", b"\x05\x05\x05"),
+        "no code more than 2 times",
     ),
     "last move without a card": (lambda m: setattr(m.last_move, "cards", b""), "last_move.cards"),
     "last move's byte that is no card": (
@@ -1247,6 +1256,30 @@ def test_a_last_move_before_the_first_move_is_refused() -> None:
         msg.last_move.cards = bytes(state.hands[0][:1])
 
     assert_refused(state, add_a_last_move, "a last_move before the first move")
+
+
+def test_the_last_move_of_a_deal_is_the_old_dealers_though_the_turn_passed_on() -> None:
+    """K4.3: a deal's last move (by its dealer) also deals the next deal, whose first
+    player follows the new dealer, so the mover is not the seat before the turn."""
+    config = Config(3, match_deals=3)
+    state = next(s for s, _ in games(config, seed=6) if s.deal == 2)
+    assert state.last_move is not None and state.last_move.seat == (state.dealer - 1) % 3
+    assert state.last_move.seat != (state.turn - 1) % 3
+    assert state_from_proto(state_to_proto(state, GAME_ID))[0] == state
+
+    def seat_before_the_turn(msg: pb.GameState) -> None:
+        msg.last_move.seat = (msg.turn - 1) % 3
+
+    assert_refused(state, seat_before_the_turn, "the last move was seat")
+
+
+def test_a_sealed_last_move_of_a_kind_this_release_does_not_know_is_a_newer_releases() -> None:
+    """Sealed tokens skip the checks: sweep markers this release has no kind for mean a
+    newer release sealed the state (TOKEN_FROM_NEWER_RELEASE), not a crash."""
+    msg = state_to_proto(base_states()["mid"], GAME_ID)
+    msg.last_move.cards, msg.last_move.markers = b"\x05\x06", 3
+    with pytest.raises(NewerReleaseError, match="3 sweep markers"):
+        state_from_proto(pb.GameState.FromString(msg.SerializeToString()), trusted=True)
 
 
 def test_a_state_of_a_release_without_the_last_move_opens_without_one() -> None:

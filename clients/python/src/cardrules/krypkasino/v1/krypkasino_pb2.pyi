@@ -575,9 +575,9 @@ class View(_message.Message):
     @_builtins.property
     def last_move(self) -> Global___LastMove:
         """The match's last move, as the Play that made it reported it; unset before
-        the first move. It may have ended the previous distribution or deal, whose
-        table the view no longer shows. Unset too in a state made by a release
-        before this field (until its next move).
+        the first move. It may have ended the previous deal, whose table and piles
+        the view no longer shows. Unset too in a state made by a release before
+        this field (until its next move).
         """
 
     def __init__(

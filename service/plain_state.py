@@ -3,8 +3,8 @@ section 4): a plain token can hold anything, a sealed one only what this service
 
 Checked: config (K3, K16), card codes, seats, dealer rotation (K4), dealing counts
 (K15.2), K15.1 conservation, markers (K8.4), exact hand sizes (K15.3), the table's
-size, the move number, the last move's form, deal scores (K12.1) and the match
-outcome (K13); and, once the state is built, the game id (``check_game_id``).
+size, the move number, the last move's mover and form, deal scores (K12.1) and the
+match outcome (K13); and, once the state is built, the game id (``check_game_id``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from service.config import ServerConfig
 from service.descriptors import message_descriptor
 from service.errors import ServiceError
 from service.http_json import parse_request
-from service.http_routes import routes
+from service.http_routes import Route, routes
 from service.openapi import (
     COMMITTED,
     SERVICES,
@@ -34,6 +34,13 @@ from tests.service.server_process import ServerProcess
 def committed() -> dict[str, Any]:
     document: dict[str, Any] = json.loads(COMMITTED.read_text())
     return document
+
+
+def operations(document: dict[str, Any]) -> Iterator[tuple[Route, dict[str, Any]]]:
+    """Every RPC's route with its operation in ``document``."""
+    for service in SERVICES:
+        for route in routes(service):
+            yield route, document["paths"][route.path][route.http_method.lower()]
 
 
 def test_the_committed_document_is_what_the_generator_makes_now():
@@ -62,14 +69,12 @@ ERRORS_OF = {
 def test_every_annotated_rpc_is_a_path_with_its_messages_and_error_responses():
     document = committed()
     schemas = document["components"]["schemas"]
-    for service in SERVICES:
-        for route in routes(service):
-            operation = document["paths"][route.path][route.http_method.lower()]
-            body = operation["requestBody"]["content"]["application/json"]["schema"]
-            ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
-            assert body["$ref"].endswith(route.request_class.DESCRIPTOR.full_name)
-            assert ok["$ref"].endswith(route.response_class.DESCRIPTOR.full_name)
-            assert set(operation["responses"]) == ERRORS_OF[route.method] | {"200"}
+    for route, operation in operations(document):
+        body = operation["requestBody"]["content"]["application/json"]["schema"]
+        ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+        assert body["$ref"].endswith(route.request_class.DESCRIPTOR.full_name)
+        assert ok["$ref"].endswith(route.response_class.DESCRIPTOR.full_name)
+        assert set(operation["responses"]) == ERRORS_OF[route.method] | {"200"}
     for name in ("BadRequest", "PermissionDenied", "RequestTooLarge", "UnsupportedMediaType"):
         response = document["components"]["responses"][name]
         assert response["content"]["application/json"]["schema"] == {
@@ -258,17 +263,14 @@ def test_without_the_proto_sources_the_same_document_is_built_minus_comments():
 
 def test_a_body_is_optional_as_the_server_takes_none_as_the_empty_request(server: ServerProcess):
     """No body is answered as ``{}`` is, so no operation may require one."""
-    document = committed()
-    for service in SERVICES:
-        for route in routes(service):
-            operation = document["paths"][route.path][route.http_method.lower()]
-            assert operation["requestBody"]["required"] is False, route.path
-            url = f"{server.http_url}{route.path}"
-            none_status, _, none_value = exchange(url)
-            empty_status, _, empty_value = exchange(url, b"{}")
-            assert none_status == empty_status, route.path
-            if none_value is not None and "details" in none_value:
-                assert refusal(none_value)[:2] == refusal(empty_value)[:2], route.path
+    for route, operation in operations(committed()):
+        assert operation["requestBody"]["required"] is False, route.path
+        url = f"{server.http_url}{route.path}"
+        none_status, _, none_value = exchange(url)
+        empty_status, _, empty_value = exchange(url, b"{}")
+        assert none_status == empty_status, route.path
+        if none_value is not None and "details" in none_value:
+            assert refusal(none_value)[:2] == refusal(empty_value)[:2], route.path
 
 
 def test_the_config_limits_the_document_states_are_the_ones_the_server_enforces(
@@ -333,18 +335,9 @@ def test_the_server_serves_the_committed_document(server: ServerProcess):
 def test_the_request_id_parameter_allows_what_the_server_echoes(
     server: ServerProcess, sent: str, echoed: bool
 ):
-    """Every operation documents the optional X-Request-Id request header; a value its
-    pattern allows comes back as sent (less the whitespace around it, which HTTP drops),
-    any other is replaced, never refused."""
-    document = committed()
-    parameter = document["components"]["parameters"]["X-Request-Id"]
-    assert (parameter["in"], parameter["required"]) == ("header", False)
-    for service in SERVICES:
-        for route in routes(service):
-            operation = document["paths"][route.path][route.http_method.lower()]
-            assert operation["parameters"] == [{"$ref": "#/components/parameters/X-Request-Id"}], (
-                route.path
-            )
+    """A value the X-Request-Id parameter's pattern allows comes back as sent (less the
+    whitespace around it, which HTTP drops), any other is replaced, never refused."""
+    parameter = committed()["components"]["parameters"]["X-Request-Id"]
     value = sent.strip(" ")
     assert bool(re.search(parameter["schema"]["pattern"], value)) is echoed
     status, headers, _ = exchange(
@@ -352,6 +345,16 @@ def test_the_request_id_parameter_allows_what_the_server_echoes(
     )
     assert status == 400  # no state token: refused, with the request id all the same
     assert (headers["X-Request-Id"] == value) is echoed
+
+
+def test_every_operation_documents_the_optional_request_id_header():
+    document = committed()
+    parameter = document["components"]["parameters"]["X-Request-Id"]
+    assert (parameter["in"], parameter["required"]) == ("header", False)
+    for route, operation in operations(document):
+        assert operation["parameters"] == [{"$ref": "#/components/parameters/X-Request-Id"}], (
+            route.path
+        )
 
 
 def test_the_documented_servers_are_this_one_and_where_make_serve_listens():

@@ -702,18 +702,21 @@ def _operation(
         "required": False,
         "content": {JSON_TYPE: {"schema": builder.message(request, output=False)}},
     }
-    responses: Json = {
-        "200": {
-            "description": "OK",
-            "headers": {"X-Request-Id": _ref("X-Request-Id", "headers")},
-            "content": {JSON_TYPE: {"schema": builder.message(response, output=True)}},
-        }
-    }
+    responses: Json = {"200": _answer("OK", builder.message(response, output=True))}
     for error in ERROR_RESPONSES:
         if error.needs is None or error.needs in request.fields_by_name:
             responses[error.status] = _ref(error.name, "responses")
     operation["responses"] = responses
     return operation
+
+
+def _answer(description: str, schema: Json) -> Json:
+    """A response with a body, and the request id header as every answer has."""
+    return {
+        "description": description,
+        "headers": {"X-Request-Id": _ref("X-Request-Id", "headers")},
+        "content": {JSON_TYPE: {"schema": schema}},
+    }
 
 
 def build_document(
@@ -741,11 +744,9 @@ def build_document(
             "operationId": "OpenApi_Get",
             "summary": "This document",
             "tags": ["OpenApi"],
+            "parameters": [_ref("X-Request-Id", "parameters")],
             "responses": {
-                "200": {
-                    "description": "The OpenAPI document of this service.",
-                    "content": {JSON_TYPE: {"schema": {"type": "object"}}},
-                },
+                "200": _answer("The OpenAPI document of this service.", {"type": "object"}),
                 "405": _ref("MethodNotAllowed", "responses"),
             },
         }

@@ -18,7 +18,7 @@ from service.config import ServerConfig
 from service.descriptors import message_descriptor
 from service.errors import ServiceError
 from service.http_json import parse_request
-from service.http_routes import Route, routes
+from service.http_routes import OPENAPI_PATH, Route, routes
 from service.openapi import (
     COMMITTED,
     SERVICES,
@@ -315,9 +315,14 @@ def test_the_config_limits_the_document_states_are_the_ones_the_server_enforces(
 
 
 def test_the_server_serves_the_committed_document(server: ServerProcess):
-    with urllib.request.urlopen(f"{server.http_url}/openapi.json", timeout=10) as response:
+    """With the caller's request id back, as the document's own operation declares."""
+    fetch = urllib.request.Request(
+        f"{server.http_url}{OPENAPI_PATH}", headers={"X-Request-Id": "probe-7"}
+    )
+    with urllib.request.urlopen(fetch, timeout=10) as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("application/json")
+        assert response.headers["X-Request-Id"] == "probe-7"
         assert response.read() == COMMITTED.read_bytes()
 
 
@@ -347,14 +352,33 @@ def test_the_request_id_parameter_allows_what_the_server_echoes(
     assert (headers["X-Request-Id"] == value) is echoed
 
 
+def all_operations(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every operation of ``document``: the RPCs' and the document's own."""
+    for path, item in document["paths"].items():
+        for verb, operation in item.items():
+            yield f"{verb.upper()} {path}", operation
+
+
+def test_the_paths_are_the_rpcs_and_the_documents_own():
+    """Not the health paths: they are for probes, not client generators (docs/api.md)."""
+    rpc_paths = {route.path for service in SERVICES for route in routes(service)}
+    assert set(committed()["paths"]) == rpc_paths | {OPENAPI_PATH}
+
+
 def test_every_operation_documents_the_optional_request_id_header():
+    """In the request and in every answer with a body of its own (refusals' come from
+    ``components/responses``, which declare it too)."""
     document = committed()
     parameter = document["components"]["parameters"]["X-Request-Id"]
     assert (parameter["in"], parameter["required"]) == ("header", False)
-    for route, operation in operations(document):
-        assert operation["parameters"] == [{"$ref": "#/components/parameters/X-Request-Id"}], (
-            route.path
-        )
+    header = {"$ref": "#/components/headers/X-Request-Id"}
+    for name, operation in all_operations(document):
+        assert operation["parameters"] == [{"$ref": "#/components/parameters/X-Request-Id"}], name
+        for status, response in operation["responses"].items():
+            if "$ref" not in response:
+                assert response["headers"]["X-Request-Id"] == header, (name, status)
+    for name, response in document["components"]["responses"].items():
+        assert response["headers"]["X-Request-Id"] == header, name
 
 
 def test_the_documented_servers_are_this_one_and_where_make_serve_listens():

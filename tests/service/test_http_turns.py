@@ -99,8 +99,11 @@ def test_a_call_whose_client_left_while_it_waited_is_not_served():
         for connection in connections[1:]:
             connection.close()
         connections[0].close()
-        lines = server.wait_for_logs("request", IN_FLIGHT)
+        # The NewGame's line and each LegalMoves': the metric counts a call just before its
+        # line is written, so wait for every line before comparing the two.
+        lines = server.wait_for_logs("request", 1 + IN_FLIGHT)
         calls = [line for line in lines if str(line["method"]).endswith("/LegalMoves")]
+        assert len(calls) == IN_FLIGHT
         gone = [line for line in calls if line["code"] == "Canceled"]
         assert handled(server.metrics_url, "LegalMoves", "Canceled") == len(gone)
     assert gone, f"every call was served: {Counter(line['code'] for line in calls)}"

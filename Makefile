@@ -1,6 +1,6 @@
 # cardrules build entry points. A fresh machine needs only Python 3.11 and make (and
-# npm, for buf, in test and lint): every target bootstraps .venv from the hash-pinned
-# requirements/dev.lock.
+# npm, for buf, in test, coverage and lint): every target bootstraps .venv from the
+# hash-pinned requirements/dev.lock.
 
 ifeq ($(origin PYTHON),undefined)
 PYTHON := $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
@@ -83,7 +83,7 @@ serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, H
 	@# Not echoed: SERVE_ARGS may hold --state-keys.
 	@$(BIN)/cardrules serve $(SERVE_ARGS)
 
-bench: $(VENV_STAMP) ## Run the benchmarks: python -m bench with BENCH_ARGS (engine, grpc, http)
+bench: $(VENV_STAMP) ## Run the benchmarks: python -m bench with BENCH_ARGS (engine, grpc, http, overload)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lock: $(VENV_STAMP) ## Regenerate requirements/runtime.lock and requirements/dev.lock

@@ -110,3 +110,16 @@ def test_the_http_request_stream_refuses_a_seed_no_game_can_have(value, capsys):
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"python -m bench http: error: argument --seed: must be 0 to 2^64-1, not {value}"
     )
+
+
+def test_make_help_and_the_readme_name_every_bench_command():
+    """``make help`` listed engine, grpc and http, not overload, which the README names."""
+    from bench.__main__ import COMMANDS
+
+    (bench_help,) = [
+        line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("bench:")
+    ]
+    readme = " ".join((ROOT / "README.md").read_text().split("\n## Benchmarks\n", 1)[1].split())
+    for command in COMMANDS:
+        assert command in bench_help.split("##", 1)[1], command
+        assert command == "engine" or f"BENCH_ARGS={command}" in readme, command

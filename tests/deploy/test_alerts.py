@@ -225,6 +225,31 @@ def test_the_operations_guide_lists_the_alerts_in_their_order():
     assert documented_alerts() == [(r["alert"], r["labels"]["severity"], r["for"]) for r in shipped]
 
 
+API = ROOT / "docs" / "api.md"
+
+
+def test_the_alert_api_md_names_for_stranded_games_counts_their_refusals():
+    """docs/api.md, "Upgrades", named CardrulesServerErrors for the refusals of a newer
+    release's tokens, which that alert stopped counting when Unavailable (their code)
+    got an alert of its own; the sentence's alert must read that code, with its ``for``."""
+    upgrades = API.read_text().split("\n## Upgrades\n", 1)[1].split("\n## ", 1)[0]
+    sentence = " ".join(upgrades.split("**A rollback strands", 1)[1].split("\n- ", 1)[0].split())
+    (alert,) = re.findall(r"`(Cardrules\w+)`", sentence)
+    rule = {r["alert"]: r for r in alert_rules(rendered("base"))}[alert]
+    assert 'grpc_code="Unavailable"' in rule["expr"]
+    minutes = re.search(r"pass 1% of calls for (\d+) minutes", sentence)
+    assert minutes is not None and rule["for"] == f"{minutes[1]}m", sentence
+    assert "> 0.01" in rule["expr"]  # 1% of calls
+    assert rule["labels"]["severity"] == "ticket"  # "a ticket, not a page"
+
+
+def test_every_alert_the_docs_name_is_shipped():
+    shipped = {rule["alert"] for rule in alert_rules(rendered("base"))}
+    for path in (ROOT / "README.md", API, OPERATIONS):
+        named = set(re.findall(r"\bCardrules[A-Z][A-Za-z]+", path.read_text()))
+        assert named <= shipped, (path.name, named - shipped)
+
+
 # -- the checks can fail -----------------------------------------------------------------
 
 BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base"))}

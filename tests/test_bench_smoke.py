@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import build_parser
+from bench.__main__ import COMMANDS, build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE_OPTIONS = {
@@ -114,8 +114,6 @@ def test_the_http_request_stream_refuses_a_seed_no_game_can_have(value, capsys):
 
 def test_make_help_and_the_readme_name_every_bench_command():
     """``make help`` listed engine, grpc and http, not overload, which the README names."""
-    from bench.__main__ import COMMANDS
-
     (bench_help,) = [
         line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("bench:")
     ]

@@ -54,7 +54,8 @@ def check_state(state: State) -> None:
 
 
 def check_transition(before: State, move: Move, after: State, events: Sequence[Event]) -> None:
-    """K15.2, K15.4, K15.5, K15.8 and the deal-end invariants for one executed move."""
+    """K15.2, K15.3 at a distribution's start, K15.4, K15.5, K15.8 and the deal-end
+    invariants for one executed move."""
     config = before.config
     ended = next((e for e in events if isinstance(e, DealEnded)), None)
     for event in events:
@@ -65,6 +66,15 @@ def check_transition(before: State, move: Move, after: State, events: Sequence[E
             left = config.stock_after(event.distribution)
             _require(len(after.stock) == left, "K15.2", f"stock {len(after.stock)} != {left}")
             _require(event.last == (event.distribution == config.distributions), "K15.2", "sistan")
+            # K15.3 (with K5.1): every hand is dealt the same number of cards, none played yet.
+            schedule = config.schedule
+            dealt = schedule.first_hand if event.distribution == 1 else schedule.later_hand
+            sizes = [len(hand) for hand in after.hands]
+            _require(
+                sizes == [dealt] * config.players,
+                "K15.3",
+                f"hand sizes {sizes} at the start of distribution {event.distribution}",
+            )
             removal = config.rules.removal
             if removal is Removal.COURTS:
                 _require(not any(map(is_court, after.table)), "K15.4", "a court stayed")

@@ -182,6 +182,20 @@ def test_a_capture_credited_to_another_seat_or_card_is_reported(what: str) -> No
         check_transition(before, move, after, [wrong if e is captured else e for e in events])
 
 
+def test_k15_3_uneven_hands_at_the_start_of_a_distribution_are_reported() -> None:
+    """K15.3: all hands are equal at the start of a distribution. A card of seat 2 dealt to
+    the table instead keeps the stock count (K15.2), conservation (K15.1) and the mover's
+    lead of at most one card, so only this check sees it."""
+    before, move, after, events = later_distribution(Rules())
+    assert [len(hand) for hand in after.hands] == [4] * 4
+    hands = list(after.hands)
+    card, hands[2] = hands[2][0], hands[2][1:]
+    corrupted = replace(after, hands=tuple(hands), table=(*after.table, card))
+    check_state(corrupted)
+    with pytest.raises(InvariantError, match=r"^K15\.3: hand sizes \[4, 4, 3, 4\]"):
+        check_transition(before, move, corrupted, events)
+
+
 def test_a_distribution_that_misstates_whether_it_is_the_last_is_reported() -> None:
     before, move, after, events = later_distribution(Rules())
     dealt = only(events, DistributionDealt)

@@ -799,6 +799,13 @@ def test_kx30_golden_game_markers_and_piles():
     assert sum(len(p) for p in piles) == 104
 
 
+def test_kx30_markers_keep_the_order_the_sweeps_were_made_in():
+    """K8.3 / KX30 as listed: seat 3's markers are ``QH 10D`` (sweeps of D2, then D4), not
+    in K1.6 order (docs/krypkasino-decisions.md, "Table order")."""
+    _, _, before = run_golden(Config(players=4, first_dealer=2))
+    assert before.markers == tuple(cards(text) for text in ("6C 6C", "10C", "6S 6D KH", "QH 10D"))
+
+
 def test_kx30_golden_game_score_table():
     _, events, _ = run_golden(Config(players=4, first_dealer=2))
     result = only(events, DealEnded).result

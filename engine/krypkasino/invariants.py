@@ -54,8 +54,8 @@ def check_state(state: State) -> None:
 
 
 def check_transition(before: State, move: Move, after: State, events: Sequence[Event]) -> None:
-    """K15.2, K15.3 at a distribution's start, K15.4, K15.5, K15.8 and the deal-end
-    invariants for one executed move."""
+    """K15.2, K15.3 at a distribution's start, K15.4, K15.5, K15.8, K11.1 and the deal-end
+    invariants (K15.1 over the final piles, K15.6, K15.7) for one executed move."""
     config = before.config
     ended = next((e for e in events if isinstance(e, DealEnded)), None)
     for event in events:
@@ -84,7 +84,27 @@ def check_transition(before: State, move: Move, after: State, events: Sequence[E
             # A deal ends only when the stock and every hand are empty (K10.1).
             left = len(before.stock) + sum(len(hand) for hand in before.hands) - 1
             _require(left == 0, "K15.8", f"the deal ended with {left} cards to deal or play")
+            _check_collection(before, move, event)
             check_deal_result(before, event.result)
+
+
+def _check_collection(before: State, move: Move, ended: DealEnded) -> None:
+    """K11.1 recipient, and K15.1 at the deal's end: with the table and the set-aside pile
+    collected (K11.2, K15.8) every card of the deck lies in a pile."""
+    mover = before.turn
+    last_capturer = mover if move.captures else before.last_capturer
+    recipient = before.dealer if last_capturer is None else last_capturer
+    _require(ended.recipient == recipient, "K11.1", f"seat {ended.recipient} is not R")
+    cards: Counter[int] = Counter(ended.collected)
+    for pile in before.piles:
+        cards.update(pile)
+    if move.captures:
+        cards.update((move.card, *move.captures))
+    _require(
+        cards == _FULL_DECKS[before.config.copies],
+        "K15.1",
+        "the piles at the deal's end are not the deck (K11.2: table and set-aside pile go to R)",
+    )
 
 
 def _check_markers(before: State, after: State, event: Captured, ended: DealEnded | None) -> None:

@@ -88,6 +88,32 @@ def test_a_deal_may_end_only_when_every_card_is_played() -> None:
         check_transition(unfinished, move, after, events)
 
 
+def test_k15_8_a_collection_that_drops_a_card_is_reported() -> None:
+    """K11.2 / K15.8: the set-aside pile goes to R; losing a card of no points (KH) there
+    keeps every score, so only conservation over the deal's final piles (K15.1) sees it."""
+    config = Config(players=4, first_dealer=2)
+    before = dealer_last_card(
+        config, "9C", "4H 5D 2C", set_aside="KH QD", last_capturer=0, rest_to=0
+    )
+    before, move, after, events = step(before, "9C>4H+5D")
+    end = only(events, DealEnded)
+    assert sorted(end.collected) == sorted(cards("2C KH QD"))
+    dropped = replace(end, collected=cards("2C QD"))
+    with pytest.raises(InvariantError, match=r"^K15\.1: the piles at the deal's end"):
+        check_transition(before, move, after, [dropped if e is end else e for e in events])
+
+
+def test_k11_1_a_deal_collected_by_another_seat_is_reported() -> None:
+    """K11.1: the dealer who captures with the deal's last card is R, not the earlier
+    last capturer."""
+    before, move, after, events = last_sweep_of_deal()
+    end = only(events, DealEnded)
+    assert end.recipient == 2 and before.last_capturer == 0
+    wrong = replace(end, recipient=0)
+    with pytest.raises(InvariantError, match=r"^K11\.1: seat 0 is not R"):
+        check_transition(before, move, after, [wrong if e is end else e for e in events])
+
+
 def later_distribution(rules: Rules) -> Step:
     """The dealer's last card before the deal's last distribution (16 cards left in the stock)."""
     config = Config(players=4, first_dealer=0, rules=rules)

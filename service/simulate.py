@@ -32,6 +32,7 @@ from engine.krypkasino import (
 from engine.krypkasino.events import Captured, Crawled
 from engine.krypkasino.invariants import (
     InvariantError,
+    check_opening,
     check_state,
     check_transition,
 )
@@ -191,9 +192,11 @@ def _check_step(
     try:
         check_state(after)
         checks += 1
-        if before is not None and move is not None:
+        if before is None or move is None:
+            check_opening(after, events)  # the first distribution, dealt before any move
+        else:
             check_transition(before, move, after, events)  # the deal-end checks too
-            checks += 1
+        checks += 1
     except InvariantError as error:
         where = after if before is None else before
         raise SimulationError(

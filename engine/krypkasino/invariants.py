@@ -55,37 +55,51 @@ def check_state(state: State) -> None:
 
 def check_transition(before: State, move: Move, after: State, events: Sequence[Event]) -> None:
     """K15.2, K15.3 at a distribution's start, K15.4, K15.5, K15.8, K11.1 and the deal-end
-    invariants (K15.1 over the final piles, K15.6, K15.7) for one executed move."""
-    config = before.config
+    invariants (K15.1 over the final piles, K15.6, K15.7) for one executed move; the
+    match's first distribution is ``check_opening``'s."""
     ended = next((e for e in events if isinstance(e, DealEnded)), None)
     for event in events:
         if isinstance(event, Captured):
             _require(event.seat == before.turn and event.card == move.card, "K8.5", "wrong mover")
             _check_markers(before, after, event, ended)
         elif isinstance(event, DistributionDealt) and event.deal == after.deal:
-            left = config.stock_after(event.distribution)
-            _require(len(after.stock) == left, "K15.2", f"stock {len(after.stock)} != {left}")
-            _require(event.last == (event.distribution == config.distributions), "K15.2", "sistan")
-            # K15.3 (with K5.1): every hand is dealt the same number of cards, none played yet.
-            schedule = config.schedule
-            dealt = schedule.first_hand if event.distribution == 1 else schedule.later_hand
-            sizes = [len(hand) for hand in after.hands]
-            _require(
-                sizes == [dealt] * config.players,
-                "K15.3",
-                f"hand sizes {sizes} at the start of distribution {event.distribution}",
-            )
-            removal = config.rules.removal
-            if removal is Removal.COURTS:
-                _require(not any(map(is_court, after.table)), "K15.4", "a court stayed")
-            elif removal is Removal.SPADES:
-                _require(SPADES not in map(suit_of, after.table), "K15.4", "a spade stayed")
+            _check_distribution(after, event)
         elif isinstance(event, DealEnded):
             # A deal ends only when the stock and every hand are empty (K10.1).
             left = len(before.stock) + sum(len(hand) for hand in before.hands) - 1
             _require(left == 0, "K15.8", f"the deal ended with {left} cards to deal or play")
             _check_collection(before, move, event)
             check_deal_result(before, event.result)
+
+
+def check_opening(state: State, events: Sequence[Event]) -> None:
+    """K15.2, K15.3 and K15.4 for the match's first distribution, which ``open_game`` deals
+    before any move (``check_transition`` checks every later one)."""
+    for event in events:
+        if isinstance(event, DistributionDealt):
+            _check_distribution(state, event)
+
+
+def _check_distribution(after: State, event: DistributionDealt) -> None:
+    """K15.2 stock, K15.3 (with K5.1) equal hands and K15.4 removal, just after a distribution."""
+    config = after.config
+    left = config.stock_after(event.distribution)
+    _require(len(after.stock) == left, "K15.2", f"stock {len(after.stock)} != {left}")
+    _require(event.last == (event.distribution == config.distributions), "K15.2", "sistan")
+    # K15.3 (with K5.1): every hand is dealt the same number of cards, none played yet.
+    schedule = config.schedule
+    dealt = schedule.first_hand if event.distribution == 1 else schedule.later_hand
+    sizes = [len(hand) for hand in after.hands]
+    _require(
+        sizes == [dealt] * config.players,
+        "K15.3",
+        f"hand sizes {sizes} at the start of distribution {event.distribution}",
+    )
+    removal = config.rules.removal
+    if removal is Removal.COURTS:
+        _require(not any(map(is_court, after.table)), "K15.4", "a court stayed")
+    elif removal is Removal.SPADES:
+        _require(SPADES not in map(suit_of, after.table), "K15.4", "a spade stayed")
 
 
 def _check_collection(before: State, move: Move, ended: DealEnded) -> None:

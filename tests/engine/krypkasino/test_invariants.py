@@ -10,12 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from engine.krypkasino import Config, Move, Rules, State, play
+from engine.krypkasino import Config, Move, Rules, State, open_game, play
 from engine.krypkasino.config import Removal
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
 from engine.krypkasino.invariants import (
     InvariantError,
     check_deal_result,
+    check_opening,
     check_state,
     check_transition,
 )
@@ -253,3 +254,34 @@ def test_team_totals_that_do_not_add_up_are_reported() -> None:
     totals = (result.team_totals[0] + 1, *result.team_totals[1:])
     with pytest.raises(InvariantError, match=r"^K3\.3: team totals do not add up"):
         check_deal_result(state, replace(result, team_totals=totals))
+
+
+# -- the match's first distribution, dealt before any move ----------------------------------
+
+
+def opening(rules: Rules | None = None) -> tuple[State, list[Event]]:
+    """A real opening of a 4-player match, already passed by the checker."""
+    state, events = open_game(Config(players=4, rules=rules or Rules()), seed=3)
+    check_opening(state, events)
+    return state, events
+
+
+def test_an_opening_with_a_card_short_in_the_stock_is_reported() -> None:
+    state, events = opening()
+    with pytest.raises(InvariantError, match=r"^K15\.2: stock"):
+        check_opening(replace(state, stock=state.stock[1:]), events)
+
+
+def test_an_opening_with_uneven_hands_is_reported() -> None:
+    state, events = opening()
+    hands = (state.hands[0][1:], *state.hands[1:])
+    with pytest.raises(InvariantError, match=r"^K15\.3: hand sizes"):
+        check_opening(replace(state, hands=hands, table=(*state.table, state.hands[0][0])), events)
+
+
+def test_an_opening_that_kept_a_removed_card_on_the_table_is_reported() -> None:
+    state, events = opening(Rules(removal=Removal.COURTS))
+    king = cards("KH")[0]
+    assert king not in state.table
+    with pytest.raises(InvariantError, match=r"^K15\.4: a court stayed"):
+        check_opening(replace(state, table=(*state.table, king)), events)

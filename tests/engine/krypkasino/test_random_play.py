@@ -38,7 +38,7 @@ from engine.krypkasino import (
     view,
 )
 from engine.krypkasino.events import DealEnded, TiebreakDeal
-from engine.krypkasino.invariants import check_state, check_transition
+from engine.krypkasino.invariants import check_opening, check_state, check_transition
 from tests.engine.krypkasino.configs import CONFIGS, config_label, config_of
 from tests.sizes import random_games
 
@@ -177,8 +177,9 @@ def _play_match(config: Config, seed: int) -> tuple[list[State], list[Move]]:
     """
     policy = random.Random(seed)
     rng = random.Random(f"checks-{seed}")
-    state = new_game(config, seed=seed)
+    state, setup = open_game(config, seed=seed)
     check_state(state)
+    check_opening(state, setup)
     states, moves = [state], list[Move]()
     tiebreaks: list[tuple[int, ...]] = []
     viewers: list[int | None] = [None, *range(config.players)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import grpc
 from grpc import aio
@@ -79,7 +79,7 @@ class AsyncKrypkasinoClient:
         if self._owns_channel:
             await self.channel.close()
 
-    async def __aenter__(self) -> AsyncKrypkasinoClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import grpc
 
@@ -75,7 +75,7 @@ class KrypkasinoClient:
         if self._owns_channel:
             self.channel.close()
 
-    def __enter__(self) -> KrypkasinoClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -1,0 +1,93 @@
+"""The Python client as a user's type checker sees it: ``mypy --strict`` on user code.
+
+The package is typed (``py.typed``) and its README promises that with the
+``typing`` extra (the stubs of grpcio and protobuf, which the development
+environment has too) a type checker knows the messages and catches mistakes.
+This runs mypy, as a user would, on the README's examples and on a subclass
+of each client, with a configuration of its own rather than the repository's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mypy import api
+
+from tests.service.test_client import readme_blocks
+
+# A backend's own client: helpers on top of the typed client, used through ``with``.
+SUBCLASSES = """
+import asyncio
+
+from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient
+
+
+class GameClient(KrypkasinoClient):
+    def first_game_id(self) -> str:
+        return self.new_game(players=2).game_id
+
+
+class AsyncGameClient(AsyncKrypkasinoClient):
+    async def first_game_id(self) -> str:
+        return (await self.new_game(players=2)).game_id
+
+
+def sync_use() -> str:
+    with GameClient("localhost:50051") as client:
+        return client.first_game_id()
+
+
+async def async_use() -> str:
+    async with AsyncGameClient("localhost:50051") as client:
+        return await client.first_game_id()
+
+
+print(sync_use(), asyncio.run(async_use()))
+"""
+
+# A mistake the types must catch: a misspelt keyword and a token as text.
+MISTAKES = """
+from cardrules.client import KrypkasinoClient
+
+with KrypkasinoClient("localhost:50051") as client:
+    client.new_game(player=2)
+    client.score(state="not bytes")
+"""
+
+
+def strict_mypy(tmp_path: Path, sources: dict[str, str]) -> tuple[str, int]:
+    """mypy's report and exit status for ``sources`` (module name: text) under ``--strict``."""
+    config = tmp_path / "mypy.ini"
+    config.write_text("[mypy]\nstrict = True\n")
+    paths = []
+    for name, text in sources.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        paths.append(str(path))
+    report, errors, status = api.run(
+        [
+            *("--config-file", str(config)),
+            *("--cache-dir", str(tmp_path / "cache")),
+            "--no-error-summary",
+            *paths,
+        ]
+    )
+    assert not errors, errors
+    return report, status
+
+
+def test_the_readme_examples_and_subclasses_of_the_clients_type_check(tmp_path: Path) -> None:
+    """Before ``__enter__`` and ``__aenter__`` returned ``Self``, ``with GameClient(...) as
+    client`` gave a ``KrypkasinoClient``, and mypy refused ``client.first_game_id()``."""
+    sources = {f"readme_{i}": block for i, block in enumerate(readme_blocks())}
+    sources["subclasses"] = SUBCLASSES
+    report, status = strict_mypy(tmp_path, sources)
+    assert (report, status) == ("", 0)
+
+
+def test_mypy_catches_a_misspelt_keyword_and_a_token_of_the_wrong_type(tmp_path: Path) -> None:
+    # The control: the run above passes because the types are checked, not skipped.
+    report, status = strict_mypy(tmp_path, {"mistakes": MISTAKES})
+    assert status == 1
+    assert 'Unexpected keyword argument "player" for "new_game"' in report
+    assert 'Argument "state" to "score" of "KrypkasinoClient" has incompatible type "str"' in report

@@ -782,6 +782,22 @@ def test_error_info_is_none_without_status_details() -> None:
     assert field_violations(raised.value) == []
 
 
+def test_a_deadline_shorter_than_the_retries_hides_that_the_server_is_down() -> None:
+    """The README's warning: the default deadline lets the four attempts run out and
+    raise ``UNAVAILABLE``; the 2 s deadline of the README's example ends the call with
+    ``DEADLINE_EXCEEDED`` before its last attempt (2.1 s to 3.1 s after the call)."""
+    with refused_address() as target, KrypkasinoClient(target) as client:
+        with pytest.raises(grpc.RpcError) as within_default:
+            client.score(state=b"s")
+        with pytest.raises(grpc.RpcError) as within_two_seconds:
+            client.score(state=b"s", timeout=2.0)
+    assert within_default.value.code() == UNAVAILABLE
+    assert "Connection refused" in str(within_default.value.details())
+    assert within_two_seconds.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert within_two_seconds.value.details() == "Deadline Exceeded"
+    assert error_info(within_two_seconds.value) is None
+
+
 # -- card codes ------------------------------------------------------------------
 
 

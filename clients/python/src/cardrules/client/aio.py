@@ -38,7 +38,9 @@ class AsyncKrypkasinoClient:
     The service keeps no state, so every method is safe to retry: the channel
     retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the
     call's deadline. Each call has a deadline of ``timeout`` seconds (5 s by
-    default, ``None`` for none), which any call may override. Failures raise
+    default, ``None`` for none), which any call may override; a deadline under
+    2.1 s ends the retries of a call to a server that is down with
+    ``DEADLINE_EXCEEDED``, not ``UNAVAILABLE``. Failures raise
     ``grpc.RpcError``; :func:`cardrules.client.error_info` reads its reason.
 
     Use it as an async context manager, or await :meth:`close`. Create it

@@ -148,6 +148,22 @@ def test_async_client_plays_the_same_seeded_game(grpc_target: str) -> None:
     assert sheet.game_over
 
 
+def test_one_client_serves_many_threads_and_many_tasks_at_once(grpc_target: str) -> None:
+    """The README's "One client for the whole process": games played at the same time
+    through one shared client, on threads and on tasks, are the engine's games."""
+    seeds = range(6)
+    expected = [engine_game(seed) for seed in seeds]
+    with KrypkasinoClient(grpc_target) as client, futures.ThreadPoolExecutor(6) as pool:
+        threaded = list(pool.map(lambda seed: sync_game(client, seed), seeds))
+
+    async def run() -> list[tuple[list[Step], pb.ScoreResponse]]:
+        async with AsyncKrypkasinoClient(grpc_target) as client:
+            return await asyncio.gather(*(async_game(client, seed) for seed in seeds))
+
+    for games in threaded, asyncio.run(run()):
+        assert [(steps, list(sheet.totals)) for steps, sheet in games] == expected
+
+
 def test_new_games_without_a_seed_are_dealt_at_random(grpc_target: str) -> None:
     """NewGame without a seed draws one: five such games (2 players, 8 table cards
     from 104) all dealing one table would mean the same seed each time."""

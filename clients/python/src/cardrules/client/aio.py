@@ -43,6 +43,7 @@ class AsyncKrypkasinoClient:
     ``DEADLINE_EXCEEDED``, not ``UNAVAILABLE``. Failures raise
     ``grpc.RpcError``; :func:`cardrules.client.error_info` reads its reason.
 
+    One client serves a whole process: call it from many tasks at once.
     Use it as an async context manager, or await :meth:`close`. Create it
     inside the event loop that will use it.
     """

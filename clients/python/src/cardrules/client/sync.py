@@ -42,6 +42,7 @@ class KrypkasinoClient:
     ``DEADLINE_EXCEEDED``, not ``UNAVAILABLE``. Failures raise
     ``grpc.RpcError``; :func:`cardrules.client.error_info` reads its reason.
 
+    One client serves a whole process: call it from many threads at once.
     Use it as a context manager, or call :meth:`close`.
     """
 

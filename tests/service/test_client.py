@@ -349,6 +349,53 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         KrypkasinoClient(channel=grpc.insecure_channel("127.0.0.1:1"), load_balancing="round_robin")
 
 
+@pytest.mark.parametrize(
+    ("target", "refusal"),
+    [
+        # grpc takes the port modulo 2^16: the call would go to 127.0.0.1:34463.
+        ("127.0.0.1:99999", "port must be 1 to 65535, not 99999"),
+        ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "port must be 1 to 65535, not 70000"),
+        ("localhost:0", "port must be 1 to 65535, not 0"),
+        ("dns:///[::1]:65536", "port must be 1 to 65535, not 65536"),
+        # The HTTP gateway's address: grpc would look up a host called "http".
+        ("http://localhost:8080", "a URL"),
+        ("https://cardrules.example.com", "a URL"),
+        # grpc fails only at the first call, with UNKNOWN.
+        ("", "empty"),
+    ],
+)
+def test_a_target_grpc_would_dial_elsewhere_or_not_at_all_is_refused_at_once(
+    target: str, refusal: str
+) -> None:
+    """grpc takes these quietly and fails, or calls another port, at the first call."""
+    with pytest.raises(ValueError, match=refusal):
+        KrypkasinoClient(target)
+
+    async def make() -> None:
+        AsyncKrypkasinoClient(target)
+
+    with pytest.raises(ValueError, match=refusal):
+        asyncio.run(make())
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "localhost:50051",
+        "dns:///cardrules-headless.cardrules.svc.cluster.local:50051",
+        "ipv4:127.0.0.1:1,127.0.0.1:65535",
+        "[::1]:50051",
+        "ipv6:[::1]:50051",
+        "unix:///run/cardrules.sock",
+        "2001:db8::0",  # an IPv6 address without a port, not port 0
+        "dns://8.8.8.8:53/localhost:50051",
+        "cardrules.example.com",  # port 443, as for TLS
+    ],
+)
+def test_every_other_target_form_is_left_to_grpc(target: str) -> None:
+    KrypkasinoClient(target).close()
+
+
 # -- deadlines -------------------------------------------------------------------
 
 

@@ -33,7 +33,9 @@ class AsyncKrypkasinoClient:
     Give a ``target`` (``"localhost:50051"``, ``"dns:///cardrules.games:50051"``)
     and the client opens a channel with the retry policy of
     :mod:`cardrules.client.channel` (plain text unless ``credentials`` are
-    given), or give a ready ``channel``, which the client then does not close.
+    given), or give a ready ``channel``, which the client then does not close. A
+    target grpc would dial elsewhere or not at all (a port outside 1 to 65535, an
+    ``http://`` URL, an empty one) raises ``ValueError``.
 
     The service keeps no state, so every method is safe to retry: the channel
     retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the

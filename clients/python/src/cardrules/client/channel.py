@@ -166,8 +166,44 @@ def check_channel_arguments(
     """Exactly one of ``target`` and ``channel``; channel settings only with a target."""
     if (target is None) == (channel is None):
         raise TypeError("give exactly one of target and channel")
+    if target is not None:
+        check_target(target)
     if channel is not None and has_channel_settings:
         raise TypeError(
             "credentials, load_balancing and options configure a channel the client creates; "
             "build a given channel with channel_options() instead"
         )
+
+
+#: Target schemes that name addresses with ports (``dns:``, ``ipv4:``, ``ipv6:``).
+_ADDRESS_SCHEMES = ("dns", "ipv4", "ipv6")
+
+
+def check_target(target: str) -> None:
+    """Refuse, with ``ValueError``, a target that grpc takes quietly and then dials
+    elsewhere or not at all, failing only at the first call.
+
+    grpc takes a port modulo 2^16 (``127.0.0.1:99999`` dials port 34463), reads an
+    ``http://`` URL (such as the HTTP gateway's address) as a host name to look up,
+    and an empty target fails each call with ``UNKNOWN``. Every other form is left to
+    grpc: ``dns:///``, ``ipv4:``, ``ipv6:`` and ``unix:`` targets, and a host without
+    a port, which dials 443, the port of TLS.
+    """
+    if not target.strip():
+        raise ValueError("the target is empty: give host:port, such as localhost:50051")
+    if target.lower().startswith(("http://", "https://")):
+        raise ValueError(
+            f"{target!r} is a URL: a gRPC target is host:port, such as localhost:50051 "
+            "(the gRPC port, not the HTTP gateway's); for TLS pass "
+            "credentials=grpc.ssl_channel_credentials()"
+        )
+    for address in target.split(","):  # ipv4: and ipv6: targets list several
+        if "/" in address:  # dns:///host:port, dns://server/host:port, unix paths
+            address = address.rpartition("/")[2]
+        elif address.split(":", 1)[0].lower() in _ADDRESS_SCHEMES:
+            address = address.split(":", 1)[1]
+        host, colon, port = address.rpartition(":")
+        # A host with colons of its own is an IPv6 address: its port follows "]".
+        has_port = colon and (":" not in host or host.endswith("]"))
+        if has_port and port.isascii() and port.isdigit() and not 1 <= int(port) <= 65535:
+            raise ValueError(f"port must be 1 to 65535, not {port}, in target {target!r}")

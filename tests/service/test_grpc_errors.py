@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import grpc
 import pytest
 from cardrules.cards.v1 import cards_pb2
+from cardrules.client import error_info
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
@@ -911,6 +912,7 @@ def assert_too_large(stub: Stub, limit: int) -> None:
     with pytest.raises(grpc.RpcError) as caught:
         stub.GetView(pb.GetViewRequest(state=bytes(4 * limit)))
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error_info(caught.value) is None  # as the client's README says
 
 
 def test_a_request_over_the_default_limit_is_request_too_large(stub, game):

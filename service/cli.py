@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from cardrules.client.channel import check_target
 from tqdm import tqdm
 
 from engine.cards import CardError
@@ -95,20 +96,20 @@ def seed_argument(text: str) -> int:
 
 
 def _server_target(text: str) -> str:
-    """A gRPC target such as ``host:port``: not blank, and a numeric port in range.
+    """A gRPC target such as ``host:port``: what the client takes (``check_target``: not
+    blank, no URL, ports in range), and with a port.
 
     An empty ``--server "$SERVER"`` must not quietly fall back to in-process play,
     and grpc would wrap an out-of-range port silently (99999 becomes 34463).
     """
-    if not text.strip():
-        raise argparse.ArgumentTypeError("the server address is empty")
-    port = text.rpartition(":")[2]
-    if "/" not in text and not port.isdigit():  # grpc would quietly take port 443
+    try:
+        check_target(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if "/" not in text and not text.rpartition(":")[2].isdigit():  # grpc would take 443
         raise argparse.ArgumentTypeError(
             f"{text!r} has no port: give HOST:PORT, e.g. localhost:50051"
         )
-    if port.isdigit() and not 1 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 1 to 65535, not {port}")
     return text
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 
 import grpc
 from cardrules.cards.v1 import cards_pb2
+from cardrules.client import channel_options
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 
@@ -29,8 +30,9 @@ class RemoteError(RuntimeError):
 
 
 def play_remote_game(request: SimulationRequest, target: str, *, record: bool = True) -> GameRecord:
-    """Play one match against the service at ``target`` (``host:port``)."""
-    with grpc.insecure_channel(target) as channel:
+    """Play one match against the service at ``target`` (``host:port``), through a channel
+    with the client's retry policy, so that a restarting server does not end the run."""
+    with grpc.insecure_channel(target, options=channel_options()) as channel:
         try:
             return _play(krypkasino_pb2_grpc.KrypkasinoServiceStub(channel), request, record)
         except grpc.RpcError as error:

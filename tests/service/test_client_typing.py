@@ -19,12 +19,18 @@ from tests.service.test_client import readme_blocks
 SUBCLASSES = """
 import asyncio
 
-from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient
+from cardrules.client import DEFAULT, AsyncKrypkasinoClient, KrypkasinoClient, Metadata, Timeout
 
 
 class GameClient(KrypkasinoClient):
     def first_game_id(self) -> str:
         return self.new_game(players=2).game_id
+
+    def totals(
+        self, state: bytes, timeout: Timeout = DEFAULT, metadata: Metadata | None = None
+    ) -> list[int]:
+        # A typed wrapper passes the deadline and metadata on as the client takes them.
+        return list(self.score(state=state, timeout=timeout, metadata=metadata).totals)
 
 
 class AsyncGameClient(AsyncKrypkasinoClient):

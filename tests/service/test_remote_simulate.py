@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
 
+import grpc
 import pytest
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 
 from engine.krypkasino import Config, Removal, Rules, Teams, TieRule
+from service.calls import CallInfo
+from service.config import ServerConfig
+from service.descriptors import snake_case
+from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME
 from service.remote_simulate import RemoteError, play_remote_game
+from service.server import build_api
 from service.simulate import SimulationRequest, play_game, transcript
+from service.tokens import KeyRing
 from service.transcript import dump_document
-from tests.service.server_process import CARDRULES
+from tests.service.server_process import CARDRULES, TEST_KEY
 
 REQUESTS = [
     SimulationRequest(Config(players=2), seed=11),
@@ -45,6 +58,51 @@ def test_remote_transcript_equals_in_process(grpc_target, request_):
     assert len(remote["turns"]) > 0
 
 
+@contextlib.contextmanager
+def refusing_each_method_once() -> Iterator[str]:
+    """An in-process server of the real API that answers each method's first call with
+    ``UNAVAILABLE``, as a replica going away does; it yields its address."""
+    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
+    refused: set[str] = set()
+
+    def handler(name: str) -> grpc.RpcMethodHandler[Any, Any]:
+        serve = getattr(api, snake_case(name))
+
+        def handle(request: Message, context: grpc.ServicerContext) -> Message:
+            if name not in refused:
+                refused.add(name)
+                context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
+            response: Message = serve(request, CallInfo())
+            return response
+
+        request_class = GetMessageClass(SERVICE_DESCRIPTOR.methods_by_name[name].input_type)
+        return grpc.unary_unary_rpc_method_handler(
+            handle,
+            request_deserializer=request_class.FromString,
+            response_serializer=lambda response: response.SerializeToString(),
+        )
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    methods = {method.name: handler(method.name) for method in SERVICE_DESCRIPTOR.methods}
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE_NAME, methods)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(None)
+    assert refused >= {"NewGame", "LegalMoves", "Play", "Score"}
+
+
+def test_a_call_answered_unavailable_is_retried_as_the_client_retries_it():
+    """``--server`` plays through a channel with the client's retry policy, so a
+    replica going away (or restarting) does not end the run."""
+    request = REQUESTS[0]
+    with refusing_each_method_once() as target:
+        remote = transcript(play_remote_game(request, target))
+    assert remote == transcript(play_game(request))
+
+
 def test_cli_server_flag_prints_the_in_process_document(grpc_target):
     args = ["simulate", "krypkasino", "--players", "4", "--seed", "21", "--json"]
     local = subprocess.run([CARDRULES, *args], capture_output=True, text=True, check=True)
@@ -71,12 +129,15 @@ def test_unreachable_server_is_one_line_and_status_1():
 @pytest.mark.parametrize(
     ("address", "complaint"),
     [
-        ("", "the server address is empty"),
+        ("", "the target is empty: give host:port"),
         ("  ", "empty"),
         ("localhost:99999", "65535"),
         # grpc would take port 443 and fail to connect, far from the mistake
         ("localhost", "'localhost' has no port: give HOST:PORT, e.g. localhost:50051"),
         ("[::1]", "has no port"),
+        # the client's own checks (cardrules.client.channel.check_target)
+        ("http://localhost:8080", "is a URL"),
+        ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "not 70000"),
     ],
 )
 def test_a_blank_portless_or_out_of_range_server_address_is_bad_input(address, complaint):

@@ -21,6 +21,8 @@ from cardrules.client.channel import (
     DEFAULT,
     DEFAULT_TIMEOUT,
     RETRY_POLICY,
+    Metadata,
+    Timeout,
     channel_options,
     service_config,
 )
@@ -43,6 +45,8 @@ __all__ = [
     "AsyncKrypkasinoClient",
     "ErrorReason",
     "KrypkasinoClient",
+    "Metadata",
+    "Timeout",
     "card",
     "card_code",
     "cards",

@@ -973,5 +973,9 @@ def test_the_client_builds_a_wheel_with_stubs_and_types(tmp_path: Path) -> None:
     assert runtime == {"grpcio", "protobuf", "googleapis-common-protos"}
     typing = {re.split(r"[<>=!~ ;]", r)[0] for r in requires if "extra == 'typing'" in r}
     assert typing == {"types-grpcio", "types-protobuf"}
+    # The README is the package's page on an index.
+    text = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "Description-Content-Type: text/markdown" in text
+    assert (CLIENT / "README.md").read_text().splitlines()[0] in text
     # Building leaves no stray files in the source tree.
     assert sorted(p for p in CLIENT.rglob("*") if "__pycache__" not in p.parts) == before

@@ -97,19 +97,16 @@ def seed_argument(text: str) -> int:
 
 def _server_target(text: str) -> str:
     """A gRPC target such as ``host:port``: what the client takes (``check_target``: not
-    blank, no URL, ports in range), and with a port.
+    blank, no URL, ports in range), and with a port where it names a host.
 
-    An empty ``--server "$SERVER"`` must not quietly fall back to in-process play,
-    and grpc would wrap an out-of-range port silently (99999 becomes 34463).
+    An empty ``--server "$SERVER"`` must not quietly fall back to in-process play, grpc
+    would wrap an out-of-range port silently (99999 becomes 34463), and it would take
+    port 443 for a host without one, failing far from the mistake.
     """
     try:
-        check_target(text)
+        check_target(text, need_port=True)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-    if "/" not in text and not text.rpartition(":")[2].isdigit():  # grpc would take 443
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no port: give HOST:PORT, e.g. localhost:50051"
-        )
     return text
 
 

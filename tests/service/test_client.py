@@ -387,6 +387,10 @@ def test_a_target_grpc_would_dial_elsewhere_or_not_at_all_is_refused_at_once(
         "[::1]:50051",
         "ipv6:[::1]:50051",
         "unix:///run/cardrules.sock",
+        # A socket's path or name may end in what looks like a port: grpc dials the path.
+        "unix:/run/cardrules/grpc:0",
+        "unix:///run/cardrules/grpc:70000",
+        "unix-abstract:cardrules:99999",
         "2001:db8::0",  # an IPv6 address without a port, not port 0
         "dns://8.8.8.8:53/localhost:50051",
         "cardrules.example.com",  # port 443, as for TLS

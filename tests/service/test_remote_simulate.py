@@ -16,6 +16,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from engine.krypkasino import Config, Removal, Rules, Teams, TieRule
 from service.calls import CallInfo
+from service.cli import build_parser
 from service.config import ServerConfig
 from service.descriptors import snake_case
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME
@@ -135,6 +136,10 @@ def test_unreachable_server_is_one_line_and_status_1():
         # grpc would take port 443 and fail to connect, far from the mistake
         ("localhost", "'localhost' has no port: give HOST:PORT, e.g. localhost:50051"),
         ("[::1]", "has no port"),
+        ("localhost:", "has no port"),
+        ("dns:///localhost", "has no port"),
+        # an IPv6 address without brackets has no port: its last group is not one
+        ("::1", "'::1' has no port"),
         # the client's own checks (cardrules.client.channel.check_target)
         ("http://localhost:8080", "is a URL"),
         ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "not 70000"),
@@ -148,6 +153,25 @@ def test_a_blank_portless_or_out_of_range_server_address_is_bad_input(address, c
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert complaint in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "localhost:50051",
+        "[::1]:50051",
+        "localhost:http",  # a named port
+        "dns:///localhost:50051",
+        "ipv4:127.0.0.1:50051,127.0.0.1:50052",
+        "ipv6:[::1]:50051",
+        # a socket names no port
+        "unix:cardrules.sock",
+        "unix:///run/cardrules/grpc:0",
+    ],
+)
+def test_every_target_form_with_a_port_or_a_socket_is_taken(address):
+    args = ["simulate", "krypkasino", "--players", "2", "--server", address]
+    assert build_parser().parse_args(args).server == address
 
 
 def test_a_summary_through_the_server_says_no_invariant_was_checked(grpc_target):

@@ -178,16 +178,19 @@ def check_channel_arguments(
 #: Target schemes that name addresses with ports (``dns:``, ``ipv4:``, ``ipv6:``).
 _ADDRESS_SCHEMES = ("dns", "ipv4", "ipv6")
 
+#: Target schemes that name no host:port: a socket path may end in ``:70000`` of its own.
+_OTHER_SCHEMES = ("unix", "unix-abstract", "vsock", "xds")
 
-def check_target(target: str) -> None:
+
+def check_target(target: str, *, need_port: bool = False) -> None:
     """Refuse, with ``ValueError``, a target that grpc takes quietly and then dials
     elsewhere or not at all, failing only at the first call.
 
     grpc takes a port modulo 2^16 (``127.0.0.1:99999`` dials port 34463), reads an
     ``http://`` URL (such as the HTTP gateway's address) as a host name to look up,
     and an empty target fails each call with ``UNKNOWN``. Every other form is left to
-    grpc: ``dns:///``, ``ipv4:``, ``ipv6:`` and ``unix:`` targets, and a host without
-    a port, which dials 443, the port of TLS.
+    grpc: ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host
+    without a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
     """
     if not target.strip():
         raise ValueError("the target is empty: give host:port, such as localhost:50051")
@@ -197,13 +200,19 @@ def check_target(target: str) -> None:
             "(the gRPC port, not the HTTP gateway's); for TLS pass "
             "credentials=grpc.ssl_channel_credentials()"
         )
+    if target.partition(":")[0].lower() in _OTHER_SCHEMES:
+        return
     for address in target.split(","):  # ipv4: and ipv6: targets list several
-        if "/" in address:  # dns:///host:port, dns://server/host:port, unix paths
+        if "/" in address:  # dns:///host:port, dns://server/host:port
             address = address.rpartition("/")[2]
         elif address.split(":", 1)[0].lower() in _ADDRESS_SCHEMES:
             address = address.split(":", 1)[1]
         host, colon, port = address.rpartition(":")
-        # A host with colons of its own is an IPv6 address: its port follows "]".
-        has_port = colon and (":" not in host or host.endswith("]"))
-        if has_port and port.isascii() and port.isdigit() and not 1 <= int(port) <= 65535:
+        # A host with colons of its own is an IPv6 address: its port follows "]". An
+        # empty port is none ("localhost:" dials 443).
+        if not (colon and port) or (":" in host and not host.endswith("]")):
+            if need_port:
+                raise ValueError(f"{target!r} has no port: give HOST:PORT, e.g. localhost:50051")
+            continue
+        if port.isascii() and port.isdigit() and not 1 <= int(port) <= 65535:
             raise ValueError(f"port must be 1 to 65535, not {port}, in target {target!r}")

@@ -45,7 +45,7 @@ from engine.krypkasino.events import (
     MatchEnded,
     TiebreakDeal,
 )
-from engine.krypkasino.invariants import check_state, check_transition
+from engine.krypkasino.invariants import check_opening, check_state, check_transition
 from engine.krypkasino.scoring import match_outcome, match_totals
 from tests.engine.krypkasino.helpers import (
     cards,
@@ -721,6 +721,7 @@ def run_golden(config: Config) -> tuple[State, list[Event], State]:
     Returns the state after the deal, all events, and the state before the last move.
     """
     state, events = open_game(config, decks=[cards(GOLDEN_DECK)])
+    check_opening(state, events)
     all_events = list(events)
     before = state
     for number, distribution in enumerate(golden_distributions()):

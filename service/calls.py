@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from service.errors import ServiceError, internal_error
+from service.errors import ServiceError, deadline_exceeded, internal_error
 from service.logs import bound_logger, request_log_fields
 from service.metrics import ServiceMetrics, code_label
 
@@ -53,6 +53,36 @@ class Outcome(Generic[ResponseT]):
 
     response: ResponseT | None
     error: ServiceError | None
+
+
+def within_deadline(
+    handler: Callable[[RequestT, CallInfo], ResponseT],
+    time_remaining: Callable[[], float | None],
+) -> Callable[[RequestT, CallInfo], ResponseT]:
+    """``handler``, refused with ``DEADLINE_EXCEEDED`` once the call's deadline has passed,
+    before it runs or by the time it has answered or refused.
+
+    ``time_remaining`` gives the seconds left: 0 once the deadline has passed, None
+    without one (a gRPC call's ``context.time_remaining``; an HTTP call's
+    ``Grpc-Timeout``). An overloaded server queues calls until their callers stop
+    waiting; doing their work anyway would spend it on answers nobody reads, and log
+    and count them OK.
+    """
+
+    def handle(request: RequestT, info: CallInfo) -> ResponseT:
+        if time_remaining() == 0:
+            raise deadline_exceeded()
+        try:
+            response = handler(request, info)
+        except ServiceError:
+            if time_remaining() == 0:  # a refusal nobody reads either
+                raise deadline_exceeded() from None
+            raise
+        if time_remaining() == 0:
+            raise deadline_exceeded()
+        return response
+
+    return handle
 
 
 class _RequestIds:

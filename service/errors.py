@@ -129,7 +129,8 @@ DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 
 def deadline_exceeded() -> ServiceError:
     """The call's deadline passed before its answer was ready: its caller has stopped
-    waiting. Logged and counted, never sent (gRPC ends the call itself)."""
+    waiting. Logged and counted; over gRPC never sent (gRPC ends the call itself), over
+    HTTP sent as a 504 (the deadline of its ``Grpc-Timeout`` header)."""
     return ServiceError(
         grpc.StatusCode.DEADLINE_EXCEEDED,
         DEADLINE_EXCEEDED,

@@ -25,15 +25,20 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 from grpc_status import rpc_status
 
-from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, Handler, request_id_from
+from service.calls import (
+    REQUEST_ID_HEADER,
+    CallInfo,
+    CallRunner,
+    Handler,
+    request_id_from,
+    within_deadline,
+)
 from service.codec import holds_unknown_fields
 from service.descriptors import snake_case
 from service.errors import (
     DEADLINE_EXCEEDED,
     FIELD_UNKNOWN,
     REQUEST_MALFORMED,
-    ServiceError,
-    deadline_exceeded,
     invalid_argument,
     request_too_large,
 )
@@ -106,34 +111,6 @@ def _parsing(request_class: type[Message], handler: Handler, limit: int) -> Hand
     return parse_then_handle
 
 
-def _within_deadline(
-    handler: Callable[[RequestT, CallInfo], ResponseT],
-    context: grpc.aio.ServicerContext[RequestT, ResponseT],
-) -> Callable[[RequestT, CallInfo], ResponseT]:
-    """``handler``, refused with ``DEADLINE_EXCEEDED`` once the call's deadline has passed,
-    before it runs or by the time it has answered or refused.
-
-    An overloaded server queues calls until their callers stop waiting; doing their
-    work anyway would spend it on answers nobody reads, and log and count them OK.
-    """
-
-    def handle(request: RequestT, info: CallInfo) -> ResponseT:
-        # 0 once the deadline has passed; None when the caller set none.
-        if context.time_remaining() == 0:
-            raise deadline_exceeded()
-        try:
-            response = handler(request, info)
-        except ServiceError:
-            if context.time_remaining() == 0:  # a refusal nobody reads either
-                raise deadline_exceeded() from None
-            raise
-        if context.time_remaining() == 0:
-            raise deadline_exceeded()
-        return response
-
-    return handle
-
-
 async def serve_call(
     runner: CallRunner,
     service: str,
@@ -157,7 +134,7 @@ async def serve_call(
         method,
         "grpc",
         request_id,
-        _within_deadline(handler, context),
+        within_deadline(handler, context.time_remaining),
         request,
         context.peer(),
     )

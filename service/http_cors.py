@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-ALLOWED_HEADERS = "Content-Type, X-Request-Id"
+ALLOWED_HEADERS = "Content-Type, Grpc-Timeout, X-Request-Id"
 EXPOSED_HEADERS = "X-Request-Id"
 MAX_AGE_SECONDS = "600"
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -21,11 +21,15 @@ reason                     HTTP    code                  when
                                                          connection) or not decompressible
 ``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s, or
                                                          by the end of a stopping server's drain
+``TIMEOUT_INVALID``        400     ``INVALID_ARGUMENT``  a ``Grpc-Timeout`` header that is not 1 to 8
+                                                         digits and a unit (``service.grpc_timeout``)
 ``CLIENT_GONE``            499     ``CANCELLED``         the client closed the connection while the
                                                          call waited its turn (logged, never read)
 =========================  ======  ====================  =======================
 
-The last six happen on a route, so they pass through the ``CallRunner`` too.
+The last seven happen on a route, so they pass through the ``CallRunner`` too. A call
+with a ``Grpc-Timeout`` header has that deadline, as a gRPC call has its own: one
+reached after it is refused 504 ``DEADLINE_EXCEEDED`` unserved.
 ``GET /openapi.json`` serves the OpenAPI document, and ``GET /healthz`` and
 ``/readyz`` the gRPC health service's ``liveness`` and ``readiness`` for
 checkers that speak only HTTP.
@@ -35,7 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +49,14 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf.descriptor import ServiceDescriptor
 
-from service.calls import REQUEST_ID_HEADER, CallInfo, CallRunner, Handler, request_id_from
+from service.calls import (
+    REQUEST_ID_HEADER,
+    CallInfo,
+    CallRunner,
+    Handler,
+    request_id_from,
+    within_deadline,
+)
 from service.content_coding import CODINGS, BodyCodingError, BodyTooLargeError, Inflater
 from service.errors import (
     HTTP_STATUS,
@@ -54,6 +66,7 @@ from service.errors import (
     invalid_argument,
     request_too_large,
 )
+from service.grpc_timeout import GRPC_TIMEOUT_HEADER, timeout_seconds
 from service.http_cors import CorsPolicy
 from service.http_json import JSON_TYPE, message_json, parse_request, status_json
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
@@ -286,7 +299,9 @@ class HttpGateway:
                 status=200 if serving else 503, body=body, content_type=JSON_TYPE, headers=headers
             )
         bound = by_method[request.method]
-        payload = await self._read_body(request)
+        # The deadline counts from the headers, as the caller's timer runs from the send.
+        deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
+        payload = deadline if isinstance(deadline, ServiceError) else await self._read_body(request)
         await self._turns.take()
         if not isinstance(payload, ServiceError) and (
             request.transport is None or request.transport.is_closing()
@@ -298,12 +313,17 @@ class HttpGateway:
                 CLIENT_GONE,
                 "the client closed the connection before the call's turn came",
             )
+        handler: Callable[[bytes | ServiceError, CallInfo], bytes] = functools.partial(
+            _call, bound, limit=self._max_request_bytes
+        )
+        if isinstance(deadline, float):
+            handler = within_deadline(handler, _time_remaining(deadline))
         outcome = self._runner.run(
             bound.route.service,
             bound.route.method,
             TRANSPORT,
             request_id,
-            lambda body, info: _call(bound, body, info, self._max_request_bytes),
+            handler,
             payload,
             _peer(request),
         )
@@ -432,6 +452,22 @@ def _call(bound: _Bound, body: bytes | ServiceError, info: CallInfo, limit: int)
     if request.ByteSize() > limit:
         raise request_too_large("request", limit)
     return message_json(bound.handler(request, info))
+
+
+def _deadline(header: str | None) -> float | ServiceError | None:
+    """When a call with this ``Grpc-Timeout`` header must be answered, on the event loop's
+    clock; the refusal of a malformed one; None without one."""
+    if header is None:
+        return None
+    try:
+        return asyncio.get_running_loop().time() + timeout_seconds(header)
+    except ServiceError as refusal:
+        return refusal
+
+
+def _time_remaining(deadline: float) -> Callable[[], float]:
+    loop = asyncio.get_running_loop()
+    return lambda: max(0.0, deadline - loop.time())
 
 
 def _is_json(content_type: str) -> bool:

@@ -58,6 +58,7 @@ from google.protobuf.descriptor import (
 from service.calls import USABLE_REQUEST_ID
 from service.config import ServerConfig
 from service.descriptors import message_descriptor
+from service.grpc_timeout import GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER
 from service.http_json import JSON_TYPE
 from service.http_routes import OPENAPI_PATH, routes
 
@@ -192,7 +193,8 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
         "400",
         "BadRequest",
         "INVALID_ARGUMENT (a malformed request, token or JSON body: reason JSON_INVALID "
-        "and the others of docs/api.md) or FAILED_PRECONDITION (a move the rules forbid).",
+        "and the others of docs/api.md; a malformed Grpc-Timeout: TIMEOUT_INVALID) or "
+        "FAILED_PRECONDITION (a move the rules forbid).",
     ),
     ErrorResponse(
         "403", "PermissionDenied", "PERMISSION_DENIED: a missing or wrong seat token.", "seat_token"
@@ -215,6 +217,12 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
     ),
     ErrorResponse(
         "500", "Internal", "INTERNAL: a bug in the service; details are in its log only."
+    ),
+    ErrorResponse(
+        "504",
+        "DeadlineExceeded",
+        "DEADLINE_EXCEEDED: the call's Grpc-Timeout passed before its answer was ready (it "
+        "waited in an overloaded server, or the deadline was shorter than the call needs).",
     ),
     ErrorResponse(
         "503",
@@ -696,7 +704,10 @@ def _operation(
     }
     if method_name in builder.notes:
         operation["description"] = builder.notes[method_name]
-    operation["parameters"] = [_ref("X-Request-Id", "parameters")]
+    operation["parameters"] = [
+        _ref("X-Request-Id", "parameters"),
+        _ref(GRPC_TIMEOUT_HEADER, "parameters"),
+    ]
     operation["requestBody"] = {
         # An empty body is the empty request (http_json.parse_request), as "{}" is.
         "required": False,
@@ -810,7 +821,19 @@ def build_document(
                     "is not part of a header's value. A value this schema does not allow is "
                     "not refused: the server makes up a new id instead.",
                     "schema": {"type": "string", "pattern": f"^{USABLE_REQUEST_ID.pattern}$"},
-                }
+                },
+                GRPC_TIMEOUT_HEADER: {
+                    "name": GRPC_TIMEOUT_HEADER,
+                    "in": "header",
+                    "required": False,
+                    "description": "The call's deadline, from when its headers arrive, as gRPC "
+                    "writes it: 1 to 8 digits and a unit, H, M, S, m (milliseconds), u or n "
+                    "(500m is half a second). A call still waiting in the server then is "
+                    "refused 504 DEADLINE_EXCEEDED, unserved; without the header a call has no "
+                    "deadline. A value this schema does not allow is refused: 400 "
+                    "TIMEOUT_INVALID.",
+                    "schema": {"type": "string", "pattern": f"^{GRPC_TIMEOUT.pattern}$"},
+                },
             },
         },
     }

@@ -55,7 +55,7 @@ def test_the_document_is_valid_openapi_3_1():
     validate(document)
 
 
-ANY_ROUTE = {"400", "405", "413", "415", "500"}
+ANY_ROUTE = {"400", "405", "413", "415", "500", "504"}
 # 403 needs a seat token in the request, 503 a state token (TOKEN_FROM_NEWER_RELEASE).
 ERRORS_OF = {
     "NewGame": ANY_ROUTE,
@@ -352,6 +352,48 @@ def test_the_request_id_parameter_allows_what_the_server_echoes(
     assert (headers["X-Request-Id"] == value) is echoed
 
 
+def test_every_rpc_documents_the_optional_deadline_header():
+    document = committed()
+    parameter = document["components"]["parameters"]["Grpc-Timeout"]
+    assert (parameter["name"], parameter["in"], parameter["required"]) == (
+        "Grpc-Timeout",
+        "header",
+        False,
+    )
+    timeout = {"$ref": "#/components/parameters/Grpc-Timeout"}
+    for route, operation in operations(document):
+        assert operation["parameters"] == [
+            {"$ref": "#/components/parameters/X-Request-Id"},
+            timeout,
+        ], route.path
+    assert document["paths"][OPENAPI_PATH]["get"]["parameters"] == [
+        {"$ref": "#/components/parameters/X-Request-Id"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "reason"),
+    [
+        ("30S", 400, "STATE_MISSING"),
+        ("00000500m", 400, "STATE_MISSING"),
+        ("1n", 504, "DEADLINE_EXCEEDED"),
+        ("1.5S", 400, "TIMEOUT_INVALID"),
+        ("123456789S", 400, "TIMEOUT_INVALID"),
+        ("5s", 400, "TIMEOUT_INVALID"),
+    ],
+)
+def test_the_deadline_parameter_allows_what_the_server_takes(
+    server: ServerProcess, sent: str, status: int, reason: str
+):
+    parameter = committed()["components"]["parameters"]["Grpc-Timeout"]
+    allowed = bool(re.search(parameter["schema"]["pattern"], sent))
+    answer_status, _, answer = exchange(
+        f"{server.http_url}/v1/krypkasino:getView", b"{}", headers={"Grpc-Timeout": sent}
+    )
+    assert (answer_status, refusal(answer)[1]) == (status, reason)
+    assert allowed is (reason != "TIMEOUT_INVALID")
+
+
 def all_operations(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every operation of ``document``: the RPCs' and the document's own."""
     for path, item in document["paths"].items():
@@ -373,7 +415,7 @@ def test_every_operation_documents_the_optional_request_id_header():
     assert (parameter["in"], parameter["required"]) == ("header", False)
     header = {"$ref": "#/components/headers/X-Request-Id"}
     for name, operation in all_operations(document):
-        assert operation["parameters"] == [{"$ref": "#/components/parameters/X-Request-Id"}], name
+        assert operation["parameters"][0] == {"$ref": "#/components/parameters/X-Request-Id"}
         for status, response in operation["responses"].items():
             if "$ref" not in response:
                 assert response["headers"]["X-Request-Id"] == header, (name, status)

@@ -13,15 +13,13 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, cast
 
 import grpc
 import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from service.calls import CallInfo
+from service.calls import CallInfo, within_deadline
 from service.errors import ServiceError, invalid_argument
-from service.grpc_service import _within_deadline
 from tests.service.grpc_helpers import connect
 from tests.service.metrics_helpers import handled
 from tests.service.server_process import free_port, running
@@ -99,16 +97,11 @@ def test_calls_queued_past_their_deadline_are_refused_unserved_and_counted():
     assert not [line for line in server.logs if line.get("level") == "error"]
 
 
-class Deadline:
-    """What ``_within_deadline`` reads of a call: ``time_remaining()``, the seconds left at
-    each reading (0 once the deadline has passed, None without one). The flood above
-    shows the real thing; this pins which outcome each reading gives."""
-
-    def __init__(self, *left: float | None) -> None:
-        self.left = list(left)
-
-    def time_remaining(self) -> float | None:
-        return self.left.pop(0)
+def readings(*left: float | None) -> Callable[[], float | None]:
+    """What ``within_deadline`` reads of a call: the seconds left at each reading (0 once
+    the deadline has passed, None without one). The floods show the real thing; this
+    pins which outcome each reading gives."""
+    return iter(left).__next__
 
 
 def answer(request: str, info: CallInfo) -> str:
@@ -124,7 +117,7 @@ def crash(request: str, info: CallInfo) -> str:
 
 
 def run_within(handler: Callable[[str, CallInfo], str], *left: float | None) -> str:
-    served: str = _within_deadline(handler, cast(Any, Deadline(*left)))("request", CallInfo())
+    served: str = within_deadline(handler, readings(*left))("request", CallInfo())
     return served
 
 

@@ -219,17 +219,17 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
         "500", "Internal", "INTERNAL: a bug in the service; details are in its log only."
     ),
     ErrorResponse(
-        "504",
-        "DeadlineExceeded",
-        "DEADLINE_EXCEEDED: the call's Grpc-Timeout passed before its answer was ready (it "
-        "waited in an overloaded server, or the deadline was shorter than the call needs).",
-    ),
-    ErrorResponse(
         "503",
         "Unavailable",
         "UNAVAILABLE: a state token that only a newer release of the service reads "
         "(TOKEN_FROM_NEWER_RELEASE, during a rolling upgrade); retry, another replica may.",
         "state",
+    ),
+    ErrorResponse(
+        "504",
+        "DeadlineExceeded",
+        "DEADLINE_EXCEEDED: the call's Grpc-Timeout passed before its answer was ready (it "
+        "waited in an overloaded server, or the deadline was shorter than the call needs).",
     ),
 )
 

@@ -24,6 +24,9 @@ ENV_PREFIX = "CARDRULES_"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: Its deprecated name, which prometheus_client still reads.
 DEPRECATED_MULTIPROC_ENV = "prometheus_multiproc_dir"
+#: The room each process takes in that folder at start: its counters' and its
+#: histograms' files, each reserved at prometheus_client's initial size, 64 KiB.
+MULTIPROC_BYTES_PER_PROCESS = 2 * (1 << 16)
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1

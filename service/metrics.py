@@ -26,6 +26,7 @@ since the scrape would then silently report nothing.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -42,12 +43,16 @@ from prometheus_client import (
     disable_created_metrics,
     values,
 )
+from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
-from service.config import MULTIPROC_ENV
+from service.config import MULTIPROC_BYTES_PER_PROCESS, MULTIPROC_ENV
+from service.logs import get_logger
+
+_log = get_logger("cardrules.metrics")
 
 # Go's codes.Code.String(), indexed by the numeric code (go-grpc-prometheus label values).
 GRPC_CODES: tuple[str, ...] = (
@@ -230,6 +235,7 @@ class ServiceMetrics:
             "the call it was about was served.",
             registry=registry,
         )
+        self._reported_full = False
         # Pre-create (as go-grpc-prometheus's InitializeMetrics does) so that
         # rate() and absent-series alerts work from the first scrape.
         self._rpcs: dict[tuple[str, str], _RpcSeries] = {}
@@ -280,8 +286,22 @@ class ServiceMetrics:
             series.sent.inc()
 
     def game_started(self, game: str, players: int, teams: str, variant: str) -> None:
-        """A ``NewGame`` succeeded; ``variant`` comes from ``variant_label``."""
-        self.games_started.labels(game, str(players), teams, variant).inc()
+        """A ``NewGame`` succeeded; ``variant`` comes from ``variant_label``.
+
+        The one series made while serving (the others are made at start): with
+        workers, a new one may need more room in the metrics folder than is left
+        (``ValueFileFullError``). The game is started all the same; the series is lost.
+        """
+        try:
+            series = self.games_started.labels(game, str(players), teams, variant)
+        except ValueFileFullError as error:
+            if not self._reported_full:
+                self._reported_full = True
+                _log.error(
+                    "metrics values lost", series="cardrules_games_started_total", error=str(error)
+                )
+            return
+        series.inc()
 
     def seat_token_renewed(self, game: str) -> None:
         """A response carries a seat token renewed under the current key (key rotation)."""
@@ -332,6 +352,76 @@ def clear_multiprocess_dir() -> None:
     a second server that is refused at start must not wipe a running one's values."""
     for stale in Path(os.environ[MULTIPROC_ENV]).glob("*.db"):
         stale.unlink(missing_ok=True)
+
+
+#: The space each file of values takes at first (prometheus_client's initial map size,
+#: which ``serve_command`` checks the folder has room for).
+VALUE_FILE_BYTES = MULTIPROC_BYTES_PER_PROCESS // 2
+
+
+class ValueFileFullError(OSError):
+    """The metrics folder has no room left for a file of values, or for one to grow."""
+
+
+def reserve_value_files() -> None:
+    """Make prometheus_client reserve the space of its files of values before it maps them.
+
+    It makes and grows each file sparse (``truncate``) and writes to it through a
+    memory map: on a filesystem that is full (a small tmpfs, an ``emptyDir`` with a
+    size limit, a disk something else filled) the kernel kills the process with
+    SIGBUS at the first write to a page it cannot back, in the middle of a call.
+    With the space reserved (``posix_fallocate``) a full folder is an error instead:
+    ``ValueFileFullError``. Call once multiprocess mode is on, before any value is made.
+    """
+    values.MmapedDict = _ReservedMmapedDict  # type: ignore[attr-defined]  # untyped upstream
+
+
+class _ReservedMmapedDict(MmapedDict):
+    """``MmapedDict`` whose file space is reserved before it is mapped or written."""
+
+    def __init__(self, filename: str, read_mode: bool = False) -> None:
+        if not read_mode:
+            _reserve_new_file(filename)
+        super().__init__(filename, read_mode)  # type: ignore[no-untyped-call]  # untyped upstream
+
+    def _init_value(self, key: str) -> None:
+        # The entry prometheus_client writes: its length, the key padded to 8 bytes, and
+        # two doubles. It doubles the file until the entry fits, as reserved here first.
+        encoded = len(key.encode("utf-8"))
+        needed = self._used + 4 + encoded + (8 - (encoded + 4) % 8) + 16
+        capacity = self._capacity
+        while needed > capacity:
+            capacity *= 2
+        if capacity != self._capacity:
+            _reserve(self._f.fileno(), capacity, self._fname)
+        super()._init_value(key)  # type: ignore[no-untyped-call]  # untyped upstream
+
+
+def _reserve_new_file(filename: str) -> None:
+    """Create ``filename`` with ``VALUE_FILE_BYTES`` reserved, unless it has content;
+    an empty file is removed again when the room is not there."""
+    descriptor = os.open(filename, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(descriptor).st_size == 0:
+            try:
+                _reserve(descriptor, VALUE_FILE_BYTES, filename)
+            except ValueFileFullError:
+                os.unlink(filename)
+                raise
+    finally:
+        os.close(descriptor)
+
+
+def _reserve(descriptor: int, size: int, filename: str) -> None:
+    """Reserve the first ``size`` bytes of the open file (which grows to that size)."""
+    try:
+        os.posix_fallocate(descriptor, 0, size)
+    except OSError as error:
+        if error.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return  # a filesystem that cannot reserve: sparse, as before
+        raise ValueFileFullError(
+            error.errno, f"no room for {size} bytes of metric values: {error.strerror}", filename
+        ) from None
 
 
 class MetricsFolderGoneError(RuntimeError):

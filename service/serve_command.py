@@ -8,6 +8,7 @@ several workers, prometheus multiprocess mode must be switched on (by
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 
 from service.config import (
     DEPRECATED_MULTIPROC_ENV,
+    MULTIPROC_BYTES_PER_PROCESS,
     MULTIPROC_ENV,
     ConfigValueError,
     add_server_arguments,
@@ -58,7 +60,7 @@ def run_serve(args: argparse.Namespace) -> int:
         os.environ.setdefault(MULTIPROC_ENV, os.environ[folder_variable])
     if config.workers > 1 or folder_variable is not None:
         try:
-            made_folder = prepare_multiprocess_dir()
+            made_folder = prepare_multiprocess_dir(config.workers)
         except OSError as error:
             return _fail(_unusable_folder(config.workers, folder_variable, error))
     from service.logs import unbuffer_std_streams
@@ -100,21 +102,44 @@ def run_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-def prepare_multiprocess_dir() -> str | None:
+def prepare_multiprocess_dir(processes: int = 1) -> str | None:
     """Point prometheus at a folder shared by the workers (emptied later, once the ports
     are known free: ``metrics.clear_multiprocess_dir``).
 
     Returns the folder if it was made here (a temporary one, removed at exit),
     None if ``PROMETHEUS_MULTIPROC_DIR`` named it. Raises ``OSError`` when the
-    folder cannot be made or written.
+    folder cannot be made or written, or has no room for the values of
+    ``processes`` processes (``_check_room``).
     """
     folder = os.environ.get(MULTIPROC_ENV)
     if folder is None:
         made = tempfile.mkdtemp(prefix="cardrules-metrics-")
         os.environ[MULTIPROC_ENV] = made
+        try:
+            _check_room(made, processes)
+        except OSError:
+            shutil.rmtree(made, ignore_errors=True)
+            raise
         return made
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
     if not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(f"{folder} is not writable")
+    _check_room(folder, processes)
     return None
+
+
+def _check_room(folder: str, processes: int) -> None:
+    """Raise ``OSError`` unless ``folder`` has room for the files of values that
+    ``processes`` processes make at start: a full folder (a small tmpfs) stops the
+    server here, rather than its workers as they start."""
+    size = processes * MULTIPROC_BYTES_PER_PROCESS
+    with tempfile.TemporaryFile(dir=folder) as probe:
+        try:
+            os.posix_fallocate(probe.fileno(), 0, size)
+        except OSError as error:
+            if error.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                return  # a filesystem that cannot reserve space: nothing to check
+            raise OSError(
+                error.errno, f"no room for {size} bytes of metric values in {folder}"
+            ) from None

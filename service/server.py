@@ -48,6 +48,7 @@ from service.metrics import (
     clear_multiprocess_dir,
     multiprocess_enabled,
     multiprocess_registry,
+    reserve_value_files,
     worker_exited,
 )
 from service.metrics_http import start_metrics_http
@@ -328,6 +329,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
             return 1
     if multiprocess_enabled():
         clear_multiprocess_dir()
+        reserve_value_files()
     if config.workers > 1:
         return _supervise(config, keys.ring, pending)
     registry = CollectorRegistry()

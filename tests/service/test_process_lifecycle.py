@@ -735,3 +735,121 @@ def test_the_deprecated_lower_case_metrics_folder_variable_still_works(tmp_path)
         assert any(path.name.startswith("counter_") for path in folder.glob("*.db"))
     game = {"game": "krypkasino", "players": "2", "teams": "individual", "variant": "default"}
     assert found[("cardrules_games_started_total", frozenset(game.items()))] == 1
+
+
+def on_a_small_tmpfs(folder: Path, size: str, filled: Path | None = None) -> tuple[str, ...]:
+    """A launcher that mounts a tmpfs of ``size`` on ``folder`` (made here) in a mount
+    namespace of the server's own, then runs the server in it: a full filesystem
+    without filling a real one. Unprivileged, a user namespace maps the caller to root.
+
+    With ``filled``, something else fills the tmpfs once the server's four files of
+    values (two workers) are there, and then creates ``filled`` (outside the tmpfs).
+    """
+    folder.mkdir()
+    user = () if os.geteuid() == 0 else ("--map-root-user",)
+    script = 'mount -t tmpfs -o size="$1" tmpfs "$2" || exit 1\n'
+    if filled is not None:
+        script += (
+            '(until [ "$(ls "$2"/values 2>/dev/null | grep -c "[.]db$")" -ge 4 ]; do sleep 0.05; done\n'
+            ' cat /dev/zero > "$2/filler" 2>/dev/null; touch "$3") &\n'
+        )
+    script += 'shift 3\nexec "$@"\n'
+    return ("unshare", "--mount", *user, "sh", "-c", script, "sh", size, str(folder), str(filled))
+
+
+def test_a_metrics_folder_without_room_for_the_workers_exits_2_with_one_line(tmp_path):
+    """The values live in memory-mapped files that prometheus_client makes sparse: on a
+    full filesystem both workers died of SIGBUS as they started (exit 1, `worker
+    exited` with `signal` SIGBUS and nothing on the cause)."""
+    folder = tmp_path / "metrics"
+    command = [
+        *on_a_small_tmpfs(folder, "64k"),
+        CARDRULES,
+        "serve",
+        "--host",
+        "127.0.0.1",
+        *workers(),
+        "--http-port",
+        str(free_port()),
+        "--metrics-port",
+        "0",
+    ]
+    process = start_session(
+        command,
+        env=server_environment({"PROMETHEUS_MULTIPROC_DIR": str(folder / "values")}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        kill_group(process)
+    assert process.returncode == 2 and stdout == ""
+    assert stderr.startswith("cardrules: error: --workers needs a writable folder")
+    assert "No space left on device" in stderr or "no room for" in stderr
+    assert "PROMETHEUS_MULTIPROC_DIR" in stderr and stderr.count("\n") == 1
+
+
+# Rule flags a 4-player game takes in any combination, with the three removals: 192 variants.
+FREE_FLAGS = (
+    "last_capture_point",
+    "no_forced_sweep",
+    "court_cards_rank_only",
+    "must_capture_if_able",
+    "nordic_scoring",
+    "bordstabbe",
+)
+
+
+def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(tmp_path):
+    """A new series (a variant never played before) takes room in a worker's file of
+    values; once something else had filled the filesystem the worker died of SIGBUS
+    mid-call, and the server exited 1. Now the game is started, the series made after
+    the file's reserved room ran out are lost, and the worker says so once."""
+    folder = tmp_path / "metrics"
+    filled = tmp_path / "filled"
+    launcher = on_a_small_tmpfs(folder, "1m", filled)
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder / "values")}
+    variants = [
+        pb.Rules(
+            removal=removal, **{flag: bool(mask >> bit & 1) for bit, flag in enumerate(FREE_FLAGS)}
+        )
+        for mask in range(1 << len(FREE_FLAGS))
+        for removal in (pb.REMOVAL_COURTS, pb.REMOVAL_SPADES, pb.REMOVAL_NONE)
+    ]
+    with running(
+        (*workers(), "--metrics-port", str(free_port())), env, launcher=launcher
+    ) as server:
+        server.wait_for_logs("listening", 2)
+        server.wait_for_logs("metrics")
+        deadline = time.monotonic() + 30
+        while not filled.exists():
+            assert time.monotonic() < deadline, "the tmpfs was never filled"
+            time.sleep(0.05)
+        with connect(server.target) as stub:  # one connection: one worker serves them all
+            for rules in variants:
+                game = stub.NewGame(
+                    pb.NewGameRequest(config=pb.GameConfig(players=4, rules=rules)), timeout=30
+                )
+                assert len(game.seat_tokens) == 4
+        [lost] = server.wait_for_logs("metrics values lost")
+        found = metric_samples(server.metrics_url)
+    assert lost["level"] == "error" and lost["series"] == "cardrules_games_started_total"
+    assert "No space left on device" in str(lost["error"])
+    assert server.log_events("worker exited") == []
+    started = {
+        labels: value
+        for (name, labels), value in found.items()
+        if name == "cardrules_games_started_total"
+    }
+    # The series made before the folder was full are counted; the others are lost.
+    assert 0 < len(started) < len(variants) and set(started.values()) == {1}
+    handled_ok = sum(
+        value
+        for (name, labels), value in found.items()
+        if name == "grpc_server_handled_total"
+        and ("grpc_method", "NewGame") in labels
+        and ("grpc_code", "OK") in labels
+    )
+    assert handled_ok == len(variants)

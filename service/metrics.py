@@ -27,6 +27,7 @@ since the scrape would then silently report nothing.
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -290,11 +291,12 @@ class ServiceMetrics:
 
         The one series made while serving (the others are made at start): with
         workers, a new one may need more room in the metrics folder than is left
-        (``ValueFileFullError``). The game is started all the same; the series is lost.
+        (``ValueFileFullError``), or a descriptor to map it when none is left. The
+        game is started all the same; the series is lost.
         """
         try:
             series = self.games_started.labels(game, str(players), teams, variant)
-        except ValueFileFullError as error:
+        except OSError as error:  # ValueFileFullError, or no descriptor left to map it
             if not self._reported_full:
                 self._reported_full = True
                 _log.error(
@@ -394,6 +396,11 @@ class _ReservedMmapedDict(MmapedDict):
             capacity *= 2
         if capacity != self._capacity:
             _reserve(self._f.fileno(), capacity, self._fname)
+            # Mapped here, before anything changes: prometheus_client doubles its
+            # capacity first, and a map that then fails (no descriptor left to map
+            # with) left it writing past the end of the old map at the next new series.
+            self._m = mmap.mmap(self._f.fileno(), capacity)
+            self._capacity = capacity
         super()._init_value(key)  # type: ignore[no-untyped-call]  # untyped upstream
 
 

@@ -853,3 +853,53 @@ def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(t
         and ("grpc_code", "OK") in labels
     )
     assert handled_ok == len(variants)
+
+
+def test_new_series_made_while_no_descriptor_is_left_lose_no_call(tmp_path):
+    """With the values in files (``PROMETHEUS_MULTIPROC_DIR``), a file that outgrows its
+    map is mapped anew, which takes a descriptor. With none left the NewGame that made
+    the series failed INTERNAL, and so did every later one that made a series, also once
+    descriptors were back: prometheus_client had doubled the file's size before the map
+    failed, and wrote past the end of the old map from then on (IndexError)."""
+    folder = tmp_path / "metrics"
+    launcher = ("sh", "-c", 'ulimit -n 64 && exec "$@"', "sh")
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    variants = [
+        pb.Rules(
+            removal=removal, **{flag: bool(mask >> bit & 1) for bit, flag in enumerate(FREE_FLAGS)}
+        )
+        for mask in range(1 << len(FREE_FLAGS))
+        for removal in (pb.REMOVAL_COURTS, pb.REMOVAL_SPADES, pb.REMOVAL_NONE)
+    ]
+    with (
+        running(("--metrics-port", str(free_port())), env, launcher=launcher) as server,
+        connect(server.target) as stub,
+    ):
+        stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        hogs = []
+        try:
+            for _ in range(100):
+                hogs.append(socket.create_connection(("127.0.0.1", server.http_port)))
+            server.wait_for_logs("no file descriptors left: connections wait to be accepted")
+            for rules in variants[:-1]:
+                game = stub.NewGame(
+                    pb.NewGameRequest(config=pb.GameConfig(players=4, rules=rules)), timeout=30
+                )
+                assert len(game.seat_tokens) == 4
+        finally:
+            for hog in hogs:
+                hog.close()
+        [lost] = server.wait_for_logs("metrics values lost")
+        # Descriptors are back: the next new series is counted again.
+        last = variants[-1]
+        stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=4, rules=last)), timeout=30)
+        found = metric_samples(server.metrics_url)
+    assert lost["level"] == "error" and "Too many open files" in str(lost["error"])
+    assert not server.log_events("unhandled error")
+    variant = "+".join(flag for flag in FREE_FLAGS if getattr(last, flag)) + "+removal=none"
+    started = {
+        dict(labels)["variant"]: value
+        for (name, labels), value in found.items()
+        if name == "cardrules_games_started_total" and ("players", "4") in labels
+    }
+    assert started[variant] == 1, sorted(started)

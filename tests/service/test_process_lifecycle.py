@@ -802,6 +802,17 @@ FREE_FLAGS = (
 )
 
 
+def every_variant() -> list[pb.Rules]:
+    """The 192 rules of ``FREE_FLAGS``: a new ``variant`` series each."""
+    return [
+        pb.Rules(
+            removal=removal, **{flag: bool(mask >> bit & 1) for bit, flag in enumerate(FREE_FLAGS)}
+        )
+        for mask in range(1 << len(FREE_FLAGS))
+        for removal in (pb.REMOVAL_COURTS, pb.REMOVAL_SPADES, pb.REMOVAL_NONE)
+    ]
+
+
 def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(tmp_path):
     """A new series (a variant never played before) takes room in a worker's file of
     values; once something else had filled the filesystem the worker died of SIGBUS
@@ -811,13 +822,7 @@ def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(t
     filled = tmp_path / "filled"
     launcher = on_a_small_tmpfs(folder, "1m", filled)
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder / "values")}
-    variants = [
-        pb.Rules(
-            removal=removal, **{flag: bool(mask >> bit & 1) for bit, flag in enumerate(FREE_FLAGS)}
-        )
-        for mask in range(1 << len(FREE_FLAGS))
-        for removal in (pb.REMOVAL_COURTS, pb.REMOVAL_SPADES, pb.REMOVAL_NONE)
-    ]
+    variants = every_variant()
     with running(
         (*workers(), "--metrics-port", str(free_port())), env, launcher=launcher
     ) as server:
@@ -864,13 +869,7 @@ def test_new_series_made_while_no_descriptor_is_left_lose_no_call(tmp_path):
     folder = tmp_path / "metrics"
     launcher = ("sh", "-c", 'ulimit -n 64 && exec "$@"', "sh")
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
-    variants = [
-        pb.Rules(
-            removal=removal, **{flag: bool(mask >> bit & 1) for bit, flag in enumerate(FREE_FLAGS)}
-        )
-        for mask in range(1 << len(FREE_FLAGS))
-        for removal in (pb.REMOVAL_COURTS, pb.REMOVAL_SPADES, pb.REMOVAL_NONE)
-    ]
+    variants = every_variant()
     with (
         running(("--metrics-port", str(free_port())), env, launcher=launcher) as server,
         connect(server.target) as stub,

@@ -1041,6 +1041,11 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         table_from_stock(MAX_PLAIN_TABLE + 1),
         f"no game reaches more than {MAX_PLAIN_TABLE}",
     ),
+    # 21 cards, one over the bound, are refused by it (docs/api.md, STATE_INVALID).
+    "a table one card over the bound": (
+        lambda m: table_from_stock(MAX_PLAIN_TABLE + 1 - len(m.table))(m),
+        f"a table of {MAX_PLAIN_TABLE + 1} cards: no game reaches more than {MAX_PLAIN_TABLE}",
+    ),
     # 20 cards pass the table check: what refuses them is the stock they came from.
     "the largest table a plain token may hold": (
         lambda m: table_from_stock(MAX_PLAIN_TABLE - len(m.table))(m),
@@ -1102,6 +1107,10 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
     "marker not in pile": (
         set_item("markers", 0, lambda m: bytes([other_card(m.piles[0])])),
         "markers[0] are not all in piles[0] (K8.4)",
+    ),
+    "a marker twice with its card once in the pile": (
+        set_item("markers", 3, lambda m: m.markers[3] * 2),
+        "markers[3] are not all in piles[3] (K8.4)",
     ),
     "no last capturer with piles": (
         lambda m: m.ClearField("last_capturer"),
@@ -1271,6 +1280,34 @@ def test_the_last_move_of_a_deal_is_the_old_dealers_though_the_turn_passed_on() 
         msg.last_move.seat = (msg.turn - 1) % 3
 
     assert_refused(state, seat_before_the_turn, "the last move was seat")
+
+
+def test_a_last_move_may_hold_a_card_only_as_often_as_the_decks_do() -> None:
+    """With one deck (K16.3) a card cannot capture its twin: a last move naming one card
+    twice is refused, though two decks would allow it."""
+    state = mid_state(Config(2, rules=Rules(single_deck=True)), moves=3)
+    assert state.config.copies == 1 and state.last_move is not None
+
+    def twin_capture(msg: pb.GameState) -> None:
+        msg.last_move.cards, msg.last_move.markers = b"\x05\x05", 0
+
+    assert_refused(state, twin_capture, "no code more than 1 times")
+
+
+def test_a_finished_deal_stored_before_its_end_is_refused() -> None:
+    """The results hold the deals finished before the current one: a deal in play whose
+    score is already stored (from a later token) is no consistent game (K13)."""
+    config = Config(3, match_deals=6)
+    states = [state for state, _ in games(config, seed=5)]
+    in_deal_2 = next(s for s in states if s.deal == 2)
+    in_deal_3 = next(s for s in states if s.deal == 3)
+    assert len(in_deal_2.results) == 1 and in_deal_3.results[0] == in_deal_2.results[0]
+    later = state_to_proto(in_deal_3, GAME_ID).results[1]
+
+    def deal_2_scored_early(msg: pb.GameState) -> None:
+        msg.results.append(later)
+
+    assert_refused(in_deal_2, deal_2_scored_early, "2 finished deals in deal 2, over=False")
 
 
 def test_a_sealed_last_move_of_a_kind_this_release_does_not_know_is_a_newer_releases() -> None:

@@ -51,7 +51,7 @@ from engine.krypkasino.events import (
     TiebreakDeal,
 )
 from engine.krypkasino.invariants import check_state
-from engine.krypkasino.scoring import card_points
+from engine.krypkasino.scoring import BORDSTABBE_POINTS, card_points
 from service import view_codec
 from service.client_decode import deal_result_from_proto, event_from_proto
 from service.codec import (
@@ -653,6 +653,19 @@ def test_views_carry_the_bordstabbe_seat_and_the_tie_break_teams() -> None:
     assert list(msg.tiebreak_teams) == [0, 1]
 
 
+def test_a_finished_deals_bordstabbe_survives_the_token() -> None:
+    """Seed 9 scores a bordstabbe in deal 1 (K16.10). The token stores only the seat's
+    item (K12.1): once decoded, plain or sealed, the deal's sheet and totals still hold it."""
+    config = Config(2, match_deals=2, rules=Rules(bordstabbe=True))
+    state = next(s for s, _ in games(config, seed=9) if s.deal == 2)
+    (scored,) = [score for score in state.results[0].scores if score.bordstabbe]
+    assert scored.bordstabbe == BORDSTABBE_POINTS
+    data = serialize(state)
+    for trusted in (False, True):
+        opened, _ = state_from_proto(pb.GameState.FromString(data), trusted=trusted)
+        assert opened.results == state.results
+
+
 @pytest.mark.parametrize("limit", [2048, 2], ids=["cache", "evicting"])
 def test_interleaved_games_views_keep_their_own_cached_parts(
     limit: int, monkeypatch: pytest.MonkeyPatch
@@ -1008,6 +1021,14 @@ def storan_point_moved(msg: pb.GameState) -> None:
     taker.storan += 1
 
 
+def spade_points_below_zero(msg: pb.GameState) -> None:
+    """One point of other spades (unit 1, K2.4) moved so that a seat holds -1: the
+    columns still add up to the deck's, but no pile scores below zero."""
+    giver, taker = msg.results[0].seats
+    taker.other_spades += giver.other_spades + 1
+    giver.other_spades = -1
+
+
 def first_player_bordstabbe(points: int) -> Mutation:
     def mutate(msg: pb.GameState) -> None:
         msg.config.rules.bordstabbe = True
@@ -1210,6 +1231,7 @@ OVER_CASES: dict[str, tuple[Mutation, str]] = {
     ),
     "an extra seat": (lambda m: m.results[0].seats.add(), "results[0] is not deal 1"),
     "a storan point moved": (storan_point_moved, "results[0].seats["),
+    "a seat's spade points below zero": (spade_points_below_zero, "results[0].seats[0]"),
     "a bordstabbe of +100": (first_player_bordstabbe(100), "holds no K12.1 score items"),
     "a draw without draw_for_deal": (
         lambda m: setattr(m, "dealer_draw_seats", b"\x00"),

@@ -114,6 +114,55 @@ def test_a_caller_cancelled_while_waiting_gives_its_place_to_the_next():
     assert asyncio.run(scenario()) == ["first", "last"]
 
 
+@pytest.mark.parametrize("turns_later", range(6))
+def test_a_call_that_comes_while_others_wait_queues_behind_them(turns_later):
+    """First come first served: a call that asks in a turn with room left, while earlier
+    calls still wait, does not overtake them, whichever turn it comes in."""
+
+    async def scenario() -> list[str]:
+        budget = TurnBudget(2)
+        order: list[str] = []
+
+        async def call(name: str) -> None:
+            await budget.take()
+            order.append(name)
+
+        calls = [asyncio.create_task(call(f"early {number}")) for number in range(8)]
+        for _ in range(turns_later):
+            await asyncio.sleep(0)
+        calls.append(asyncio.create_task(call("late")))
+        await asyncio.gather(*calls)
+        return order
+
+    assert asyncio.run(scenario()) == [*(f"early {number}" for number in range(8)), "late"]
+
+
+def test_a_place_given_up_is_taken_in_the_same_turn():
+    """The next caller runs in the turn the cancelled one would have: a cancelled waiter
+    uses none of its turn's budget."""
+
+    async def admitted_turns(cancelled: bool) -> dict[str, int]:
+        budget = TurnBudget(1)
+        turns = TurnCounter()
+        ran: dict[str, int] = {}
+
+        async def call(name: str) -> None:
+            await budget.take()
+            ran[name] = turns.turn
+
+        calls = [asyncio.create_task(call("first"))]
+        gone = asyncio.create_task(call("gone")) if cancelled else None
+        calls.append(asyncio.create_task(call("last")))
+        await asyncio.sleep(0)  # all have asked; "first" got this turn's place
+        if gone is not None:
+            gone.cancel()
+        await asyncio.gather(*calls)
+        turns.stop()
+        return ran
+
+    assert asyncio.run(admitted_turns(True)) == asyncio.run(admitted_turns(False))
+
+
 def test_a_budget_admits_at_least_one_call():
     with pytest.raises(ValueError, match="at least 1"):
         TurnBudget(0)

@@ -345,6 +345,11 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
     client.close()
     with pytest.raises(TypeError, match="exactly one"):
         KrypkasinoClient()
+    with (
+        grpc.insecure_channel("127.0.0.1:1") as channel,
+        pytest.raises(TypeError, match="exactly one"),
+    ):
+        KrypkasinoClient("127.0.0.1:2", channel=channel)  # which would it call?
     with pytest.raises(TypeError, match="channel_options"):
         KrypkasinoClient(channel=grpc.insecure_channel("127.0.0.1:1"), load_balancing="round_robin")
 
@@ -357,9 +362,12 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "port must be 1 to 65535, not 70000"),
         ("localhost:0", "port must be 1 to 65535, not 0"),
         ("dns:///[::1]:65536", "port must be 1 to 65535, not 65536"),
+        # grpc reads schemes whatever their case: this is an ipv4: target too.
+        ("IPV4:127.0.0.1:70000", "port must be 1 to 65535, not 70000"),
         # The HTTP gateway's address: grpc would look up a host called "http".
         ("http://localhost:8080", "a URL"),
         ("https://cardrules.example.com", "a URL"),
+        ("HTTP://localhost:8080", "a URL"),
         # grpc fails only at the first call, with UNKNOWN.
         ("", "empty"),
     ],
@@ -391,6 +399,7 @@ def test_a_target_grpc_would_dial_elsewhere_or_not_at_all_is_refused_at_once(
         "unix:/run/cardrules/grpc:0",
         "unix:///run/cardrules/grpc:70000",
         "unix-abstract:cardrules:99999",
+        "UNIX:/run/cardrules/grpc:70000",  # grpc reads schemes whatever their case
         "2001:db8::0",  # an IPv6 address without a port, not port 0
         "dns://8.8.8.8:53/localhost:50051",
         "cardrules.example.com",  # port 443, as for TLS

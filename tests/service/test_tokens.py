@@ -370,6 +370,13 @@ def test_a_seat_token_under_a_key_the_server_lacks_names_that_key():
     )
     wrong = seat_error(seats, "game-2", 0, seats.issue("game-1", 0))
     assert (wrong.reason, wrong.metadata) == ("SEAT_TOKEN_INVALID", {})
+    # Only a token of a seat token's length names a key: the state token sent as the
+    # seat token is the caller's mistake, not a key retired too soon.
+    state = sealer(KEY_A).seal(b"state")
+    assert state[:KEY_ID_BYTES] != KeyRing.key_id(KEY_A)
+    swapped = seat_error(seats, "game-1", 0, state)
+    assert (swapped.reason, swapped.metadata) == ("SEAT_TOKEN_INVALID", {})
+    assert swapped.message == "not a valid seat token for seat 0"
 
 
 def test_a_seat_token_sent_as_the_state_is_malformed_whatever_its_key():

@@ -1,4 +1,4 @@
-"""Hypothesis profiles, the stop signals the tests' programs start with, and a temporary
+"""Hypothesis profiles, each test's time limit, the stop signals the tests' programs start with, and a temporary
 folder of its own for the servers the tests start.
 
 ``ci`` (the default) derandomizes Hypothesis, so a run of ``make test`` draws
@@ -17,6 +17,7 @@ import pytest
 from hypothesis import settings
 
 from service.start_signals import FROM_A_TERMINAL
+from tests.sizes import per_test_timeout_seconds
 
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
@@ -34,6 +35,14 @@ def _ignored_here_only(_signum: int, _frame: object) -> None:
 for _signum in FROM_A_TERMINAL:
     if signal.getsignal(_signum) == signal.SIG_IGN:
         signal.signal(_signum, _ignored_here_only)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A time limit on every test without one of its own (``tests/sizes.py``)."""
+    limit = pytest.mark.timeout(per_test_timeout_seconds())
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(limit)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -6,6 +6,10 @@ games the random-play harnesses play; ``CARDRULES_FUZZ_SCALE``
 fuzz test. Both are whole numbers >= 1. The scale cannot shrink a test below
 its CI number of examples, which some tests need to reach what they assert.
 A bad value stops the run with one line naming the variable.
+
+A test that runs longer than ``per_test_timeout_seconds`` fails with the stack it
+hung in (pytest-timeout), rather than holding the run until CI's own limit; the
+limit grows with the knobs.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import os
 RANDOM_GAMES_VARIABLE = "CARDRULES_RANDOM_GAMES"
 FUZZ_SCALE_VARIABLE = "CARDRULES_FUZZ_SCALE"
 DEFAULT_RANDOM_GAMES = 300
+# The slowest test of the default run takes about a minute on 2 cores.
+BASE_TEST_TIMEOUT_SECONDS = 300
 
 
 class SizeKnobError(ValueError):
@@ -42,3 +48,10 @@ def random_games() -> int:
 def fuzz_examples(base: int) -> int:
     """``base`` (a test's CI number of examples) times ``CARDRULES_FUZZ_SCALE``."""
     return base * _whole_number(FUZZ_SCALE_VARIABLE, 1)
+
+
+def per_test_timeout_seconds() -> int:
+    """How long one test may run: ``BASE_TEST_TIMEOUT_SECONDS`` times the larger of the
+    fuzz scale and the random games' multiple of their default."""
+    games = -(-random_games() // DEFAULT_RANDOM_GAMES)
+    return BASE_TEST_TIMEOUT_SECONDS * max(games, _whole_number(FUZZ_SCALE_VARIABLE, 1))

@@ -3,11 +3,13 @@
 import pytest
 
 from tests.sizes import (
+    BASE_TEST_TIMEOUT_SECONDS,
     DEFAULT_RANDOM_GAMES,
     FUZZ_SCALE_VARIABLE,
     RANDOM_GAMES_VARIABLE,
     SizeKnobError,
     fuzz_examples,
+    per_test_timeout_seconds,
     random_games,
 )
 
@@ -36,3 +38,19 @@ def test_bad_values_name_the_variable(
         SizeKnobError, match=f"{variable} must be a whole number >= 1, not {text!r}"
     ):
         random_games() if variable == RANDOM_GAMES_VARIABLE else fuzz_examples(10)
+
+
+def test_the_time_limit_grows_with_the_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(RANDOM_GAMES_VARIABLE, raising=False)
+    monkeypatch.delenv(FUZZ_SCALE_VARIABLE, raising=False)
+    assert per_test_timeout_seconds() == BASE_TEST_TIMEOUT_SECONDS
+    monkeypatch.setenv(RANDOM_GAMES_VARIABLE, str(DEFAULT_RANDOM_GAMES + 1))
+    assert per_test_timeout_seconds() == 2 * BASE_TEST_TIMEOUT_SECONDS
+    monkeypatch.setenv(FUZZ_SCALE_VARIABLE, "15")
+    assert per_test_timeout_seconds() == 15 * BASE_TEST_TIMEOUT_SECONDS
+
+
+def test_every_test_has_the_time_limit(request: pytest.FixtureRequest) -> None:
+    """A test that hangs fails with its stack instead of holding the run (conftest.py)."""
+    limit = request.node.get_closest_marker("timeout")
+    assert limit is not None and limit.args == (per_test_timeout_seconds(),)

@@ -329,7 +329,8 @@ class HttpGateway:
         )
         if outcome.error is not None:
             response = self._error_response(outcome.error, headers)
-            if outcome.error.reason in _CLOSING:
+            # The body's refusal decides, also when the deadline's replaced it: unread whole.
+            if (payload if isinstance(payload, ServiceError) else outcome.error).reason in _CLOSING:
                 response.force_close()
             return response
         assert outcome.response is not None

@@ -411,15 +411,22 @@ SCORE_HEAD = (
     ],
     ids=["stalled", "bad_chunk_mid_body"],
 )
-def test_a_body_that_does_not_arrive_in_time_is_refused_and_the_connection_closed(head, body, then):
+@pytest.mark.parametrize("deadline", [False, True], ids=["", "past_its_deadline"])
+def test_a_body_that_does_not_arrive_in_time_is_refused_and_the_connection_closed(
+    head, body, then, deadline
+):
+    """Past its ``Grpc-Timeout`` too the call is refused (504 then), and the
+    connection, whose body was never read whole, closed all the same."""
     gateway = krypkasino_gateway(body_seconds=0.5)  # the default (BODY_SECONDS) is 15 s
+    grpc_timeout = b"Grpc-Timeout: 100m\r\n" if deadline else b""
 
     async def scenario(_: aiohttp.ClientSession, url: str) -> None:
-        answer, status = await raw_exchange(url, SCORE_HEAD + head + body, then)
-        assert answer.startswith(b"HTTP/1.1 400 ")
+        answer, status = await raw_exchange(url, SCORE_HEAD + grpc_timeout + head + body, then)
+        assert answer.startswith(b"HTTP/1.1 504 " if deadline else b"HTTP/1.1 400 ")
         assert b"Connection: close" in answer
         info = json.loads(status)["details"][0]
-        assert (info["reason"], info["domain"]) == ("BODY_TIMEOUT", "cardrules")
+        reason = "DEADLINE_EXCEEDED" if deadline else "BODY_TIMEOUT"
+        assert (info["reason"], info["domain"]) == (reason, "cardrules")
 
     run(gateway, scenario)
 

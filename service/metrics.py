@@ -27,6 +27,7 @@ since the scrape would then silently report nothing.
 from __future__ import annotations
 
 import errno
+import fcntl
 import mmap
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -385,6 +386,13 @@ class _ReservedMmapedDict(MmapedDict):
         if not read_mode:
             _reserve_new_file(filename)
         super().__init__(filename, read_mode)  # type: ignore[no-untyped-call]  # untyped upstream
+        if not read_mode:
+            # Opened to append ("a+b"), though only truncated and mapped: where the
+            # filesystem has no fallocate (NFS, ramfs), glibc's posix_fallocate writes
+            # the blocks itself, and refuses a descriptor that appends (EBADF).
+            descriptor = self._f.fileno()
+            flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
+            fcntl.fcntl(descriptor, fcntl.F_SETFL, flags & ~os.O_APPEND)
 
     def _init_value(self, key: str) -> None:
         # The entry prometheus_client writes: its length, the key padded to 8 bytes, and
@@ -425,7 +433,11 @@ def _reserve(descriptor: int, size: int, filename: str) -> None:
         os.posix_fallocate(descriptor, 0, size)
     except OSError as error:
         if error.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            return  # a filesystem that cannot reserve: sparse, as before
+            # A filesystem that cannot reserve (musl does not write the blocks itself,
+            # as glibc does): grown sparse, as prometheus_client does.
+            if os.fstat(descriptor).st_size < size:
+                os.ftruncate(descriptor, size)
+            return
         raise ValueFileFullError(
             error.errno, f"no room for {size} bytes of metric values: {error.strerror}", filename
         ) from None

@@ -4,6 +4,7 @@ domain counters, the /metrics endpoint and multiprocess aggregation across forke
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import os
 import random
@@ -12,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -27,7 +29,9 @@ from service.errors import ServiceError, invalid_argument
 from service.metrics import (
     GRPC_CODES,
     HANDLING_BUCKETS,
+    VALUE_FILE_BYTES,
     ServiceMetrics,
+    _ReservedMmapedDict,
     code_label,
     move_kind,
     variant_label,
@@ -570,3 +574,56 @@ def test_domain_counters_count_what_the_api_answered(registry: CollectorRegistry
         found, "cardrules_illegal_moves_total", game="krypkasino", reason="NOT_YOUR_TURN"
     )
     assert illegal == out_of_turn > 0
+
+
+def fill(values: Any, count: int) -> None:  # prometheus_client is untyped
+    """``count`` new series of about 230 bytes each: 300 outgrow the first map."""
+    for number in range(count):
+        values.write_value(f"series {number:04} " + "x" * 200, float(number), 0.0)
+
+
+def test_a_file_of_values_grows_sparse_where_space_cannot_be_reserved(tmp_path, monkeypatch):
+    """musl's posix_fallocate, unlike glibc's, does not write the blocks itself on a
+    filesystem without fallocate: the file grows as prometheus_client grows it."""
+
+    def unsupported(descriptor: int, offset: int, size: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    path = tmp_path / "counter_1.db"
+    values: Any = _ReservedMmapedDict(str(path))
+    fill(values, 300)
+    assert path.stat().st_size == 2 * VALUE_FILE_BYTES
+    values.close()
+    assert len(list(values.read_all_values_from_file(str(path)))) == 300
+
+
+RAMFS_SCRIPT = """
+import sys
+from service.metrics import _ReservedMmapedDict
+values = _ReservedMmapedDict(sys.argv[1])
+for number in range(300):
+    values.write_value(f"series {number:04} " + "x" * 200, float(number), 0.0)
+"""
+
+
+def test_a_file_of_values_grows_on_a_filesystem_without_fallocate(tmp_path):
+    """On ramfs (as on NFS) glibc reserves the space by writing a byte to each block,
+    which it refuses to do through a descriptor opened to append (EBADF): every new
+    series past the first 64 KiB was lost as if the folder were full. A ramfs in a
+    mount namespace of its own (a user namespace when not root), as for the tmpfs of
+    test_process_lifecycle."""
+    folder = tmp_path / "ramfs"
+    folder.mkdir()
+    user = () if os.geteuid() == 0 else ("--map-root-user",)
+    mount = 'mount -t ramfs ramfs "$1" || exit 1\nshift\nexec "$@"\n'
+    filename = str(folder / "counter_1.db")
+    command = ("unshare", "--mount", *user, "sh", "-c", mount, "sh", str(folder))
+    finished = subprocess.run(
+        (*command, sys.executable, "-c", RAMFS_SCRIPT, filename),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+    assert finished.returncode == 0, finished.stderr

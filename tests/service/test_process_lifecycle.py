@@ -737,17 +737,23 @@ def test_the_deprecated_lower_case_metrics_folder_variable_still_works(tmp_path)
     assert found[("cardrules_games_started_total", frozenset(game.items()))] == 1
 
 
-def on_a_small_tmpfs(folder: Path, size: str, filled: Path | None = None) -> tuple[str, ...]:
+def on_a_small_tmpfs(
+    folder: Path, size: str, filled: Path | None = None, stale: str | None = None
+) -> tuple[str, ...]:
     """A launcher that mounts a tmpfs of ``size`` on ``folder`` (made here) in a mount
     namespace of the server's own, then runs the server in it: a full filesystem
     without filling a real one. Unprivileged, a user namespace maps the caller to root.
 
     With ``filled``, something else fills the tmpfs once the server's four files of
     values (two workers) are there, and then creates ``filled`` (outside the tmpfs).
+    With ``stale`` (a size for ``head -c``), an earlier run left a file of values of
+    that size in ``values``.
     """
     folder.mkdir()
     user = () if os.geteuid() == 0 else ("--map-root-user",)
     script = 'mount -t tmpfs -o size="$1" tmpfs "$2" || exit 1\n'
+    if stale is not None:
+        script += f'mkdir "$2/values" && head -c {stale} /dev/zero > "$2/values/counter_1.db"\n'
     if filled is not None:
         script += (
             '(until [ "$(ls "$2"/values 2>/dev/null | grep -c "[.]db$")" -ge 4 ]; do sleep 0.05; done\n'
@@ -789,6 +795,17 @@ def test_a_metrics_folder_without_room_for_the_workers_exits_2_with_one_line(tmp
     assert stderr.startswith("cardrules: error: --workers needs a writable folder")
     assert "No space left on device" in stderr or "no room for" in stderr
     assert "PROMETHEUS_MULTIPROC_DIR" in stderr and stderr.count("\n") == 1
+
+
+def test_the_room_an_earlier_runs_values_take_counts_as_free(tmp_path):
+    """They are deleted before the workers start: a folder with room for one run's
+    values (an emptyDir sized for them, kept when the container restarts) stopped
+    the next start with exit 2, no room."""
+    folder = tmp_path / "metrics"
+    launcher = on_a_small_tmpfs(folder, "384k", stale="256k")
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder / "values")}
+    with running((*workers(), "--metrics-port", "0"), env, launcher=launcher) as server:
+        server.wait_for_logs("listening", 2)
 
 
 # Rule flags a 4-player game takes in any combination, with the three removals: 192 variants.

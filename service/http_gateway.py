@@ -299,7 +299,8 @@ class HttpGateway:
                 status=200 if serving else 503, body=body, content_type=JSON_TYPE, headers=headers
             )
         bound = by_method[request.method]
-        # The deadline counts from the headers, as the caller's timer runs from the send.
+        # The deadline counts from here, once the headers are read: as near the caller's
+        # send as the gateway sees.
         deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
         payload = deadline if isinstance(deadline, ServiceError) else await self._read_body(request)
         await self._turns.take()

@@ -290,8 +290,9 @@ class ServiceMetrics:
     def game_started(self, game: str, players: int, teams: str, variant: str) -> None:
         """A ``NewGame`` succeeded; ``variant`` comes from ``variant_label``.
 
-        The one series made while serving (the others are made at start): with
-        workers, a new one may need more room in the metrics folder than is left
+        The one series made while serving (the others are made at start): with the
+        values in files (``PROMETHEUS_MULTIPROC_DIR``, which workers set), a new one
+        may need more room in the metrics folder than is left
         (``ValueFileFullError``), or a descriptor to map it when none is left. The
         game is started all the same; the series is lost.
         """

@@ -826,7 +826,7 @@ def build_document(
                     "name": GRPC_TIMEOUT_HEADER,
                     "in": "header",
                     "required": False,
-                    "description": "The call's deadline, from when its headers arrive, as gRPC "
+                    "description": "The call's deadline, from when the server takes it up, as gRPC "
                     "writes it: 1 to 8 digits and a unit, H, M, S, m (milliseconds), u or n "
                     "(500m is half a second). A call still waiting in the server then is "
                     "refused 504 DEADLINE_EXCEEDED, unserved; without the header a call has no "

@@ -135,7 +135,7 @@ def test_calls_queued_past_their_deadline_are_refused_unserved_and_counted():
     for line in late:
         assert line["reason"] == "DEADLINE_EXCEEDED", line
         assert statuses[str(line["request_id"])] == 504, line
-    # Most were refused before the rules work began: their state token was never opened.
+    # Calls reached after their deadline are refused before the rules work: no token opened.
     assert any(line["game_id"] is None for line in late), late[:3]
 
 

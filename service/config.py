@@ -8,6 +8,7 @@ default. The defaults run a one-machine server: gRPC on 50051, HTTP/JSON on
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import itertools
 import os
@@ -27,6 +28,8 @@ DEPRECATED_MULTIPROC_ENV = "prometheus_multiproc_dir"
 #: The room each process takes in that folder at start: its counters' and its
 #: histograms' files, each reserved at prometheus_client's initial size, 64 KiB.
 MULTIPROC_BYTES_PER_PROCESS = 2 * (1 << 16)
+#: What ``posix_fallocate`` fails with on a filesystem that cannot reserve space.
+CANNOT_RESERVE = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1

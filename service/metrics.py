@@ -26,7 +26,6 @@ since the scrape would then silently report nothing.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import mmap
 import os
@@ -51,7 +50,7 @@ from prometheus_client.registry import Collector
 
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
-from service.config import MULTIPROC_BYTES_PER_PROCESS, MULTIPROC_ENV
+from service.config import CANNOT_RESERVE, MULTIPROC_BYTES_PER_PROCESS, MULTIPROC_ENV
 from service.logs import get_logger
 
 _log = get_logger("cardrules.metrics")
@@ -433,7 +432,7 @@ def _reserve(descriptor: int, size: int, filename: str) -> None:
     try:
         os.posix_fallocate(descriptor, 0, size)
     except OSError as error:
-        if error.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+        if error.errno in CANNOT_RESERVE:
             # A filesystem that cannot reserve (musl does not write the blocks itself,
             # as glibc does): grown sparse, as prometheus_client does.
             if os.fstat(descriptor).st_size < size:

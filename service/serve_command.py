@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import os
 import shutil
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from service.config import (
+    CANNOT_RESERVE,
     DEPRECATED_MULTIPROC_ENV,
     MULTIPROC_BYTES_PER_PROCESS,
     MULTIPROC_ENV,
@@ -147,7 +147,7 @@ def _check_room(folder: str, processes: int) -> None:
         try:
             os.posix_fallocate(probe.fileno(), 0, size - stale)
         except OSError as error:
-            if error.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            if error.errno in CANNOT_RESERVE:
                 return  # a filesystem that cannot reserve space: nothing to check
             raise OSError(
                 error.errno, f"no room for {size} bytes of metric values in {folder}"

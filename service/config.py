@@ -8,7 +8,6 @@ default. The defaults run a one-machine server: gRPC on 50051, HTTP/JSON on
 from __future__ import annotations
 
 import argparse
-import errno
 import ipaddress
 import itertools
 import os
@@ -25,11 +24,6 @@ ENV_PREFIX = "CARDRULES_"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: Its deprecated name, which prometheus_client still reads.
 DEPRECATED_MULTIPROC_ENV = "prometheus_multiproc_dir"
-#: The room each process takes in that folder at start: its counters' and its
-#: histograms' files, each reserved at prometheus_client's initial size, 64 KiB.
-MULTIPROC_BYTES_PER_PROCESS = 2 * (1 << 16)
-#: What ``posix_fallocate`` fails with on a filesystem that cannot reserve space.
-CANNOT_RESERVE = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1

@@ -317,8 +317,8 @@ class HttpGateway:
         handler: Callable[[bytes | ServiceError, CallInfo], bytes] = functools.partial(
             _call, bound, limit=self._max_request_bytes
         )
-        if isinstance(deadline, float):
-            handler = within_deadline(handler, _time_remaining(deadline))
+        if deadline is not None and not isinstance(deadline, ServiceError):
+            handler = within_deadline(handler, deadline)
         outcome = self._runner.run(
             bound.route.service,
             bound.route.method,
@@ -456,20 +456,18 @@ def _call(bound: _Bound, body: bytes | ServiceError, info: CallInfo, limit: int)
     return message_json(bound.handler(request, info))
 
 
-def _deadline(header: str | None) -> float | ServiceError | None:
-    """When a call with this ``Grpc-Timeout`` header must be answered, on the event loop's
-    clock; the refusal of a malformed one; None without one."""
+def _deadline(header: str | None) -> Callable[[], float] | ServiceError | None:
+    """The seconds left to a call with this ``Grpc-Timeout`` header, from now (0 once it
+    has passed), for ``within_deadline``; the refusal of a malformed one; None without."""
     if header is None:
         return None
     try:
-        return asyncio.get_running_loop().time() + timeout_seconds(header)
+        seconds = timeout_seconds(header)
     except ServiceError as refusal:
         return refusal
-
-
-def _time_remaining(deadline: float) -> Callable[[], float]:
     loop = asyncio.get_running_loop()
-    return lambda: max(0.0, deadline - loop.time())
+    end = loop.time() + seconds
+    return lambda: max(0.0, end - loop.time())
 
 
 def _is_json(content_type: str) -> bool:

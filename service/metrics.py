@@ -50,8 +50,9 @@ from prometheus_client.registry import Collector
 
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
-from service.config import CANNOT_RESERVE, MULTIPROC_BYTES_PER_PROCESS, MULTIPROC_ENV
+from service.config import MULTIPROC_ENV
 from service.logs import get_logger
+from service.value_space import VALUE_FILE_BYTES, ValueFileFullError, reserve
 
 _log = get_logger("cardrules.metrics")
 
@@ -357,15 +358,6 @@ def clear_multiprocess_dir() -> None:
         stale.unlink(missing_ok=True)
 
 
-#: The space each file of values takes at first (prometheus_client's initial map size,
-#: which ``serve_command`` checks the folder has room for).
-VALUE_FILE_BYTES = MULTIPROC_BYTES_PER_PROCESS // 2
-
-
-class ValueFileFullError(OSError):
-    """The metrics folder has no room left for a file of values, or for one to grow."""
-
-
 def reserve_value_files() -> None:
     """Make prometheus_client reserve the space of its files of values before it maps them.
 
@@ -403,7 +395,7 @@ class _ReservedMmapedDict(MmapedDict):
         while needed > capacity:
             capacity *= 2
         if capacity != self._capacity:
-            _reserve(self._f.fileno(), capacity, self._fname)
+            reserve(self._f.fileno(), capacity, self._fname)
             # Mapped here, before anything changes: prometheus_client doubles its
             # capacity first, and a map that then fails (no descriptor left to map
             # with) left it writing past the end of the old map at the next new series.
@@ -419,28 +411,12 @@ def _reserve_new_file(filename: str) -> None:
     try:
         if os.fstat(descriptor).st_size == 0:
             try:
-                _reserve(descriptor, VALUE_FILE_BYTES, filename)
+                reserve(descriptor, VALUE_FILE_BYTES, filename)
             except ValueFileFullError:
                 os.unlink(filename)
                 raise
     finally:
         os.close(descriptor)
-
-
-def _reserve(descriptor: int, size: int, filename: str) -> None:
-    """Reserve the first ``size`` bytes of the open file (which grows to that size)."""
-    try:
-        os.posix_fallocate(descriptor, 0, size)
-    except OSError as error:
-        if error.errno in CANNOT_RESERVE:
-            # A filesystem that cannot reserve (musl does not write the blocks itself,
-            # as glibc does): grown sparse, as prometheus_client does.
-            if os.fstat(descriptor).st_size < size:
-                os.ftruncate(descriptor, size)
-            return
-        raise ValueFileFullError(
-            error.errno, f"no room for {size} bytes of metric values: {error.strerror}", filename
-        ) from None
 
 
 class MetricsFolderGoneError(RuntimeError):

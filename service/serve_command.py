@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from service.config import (
-    CANNOT_RESERVE,
     DEPRECATED_MULTIPROC_ENV,
-    MULTIPROC_BYTES_PER_PROCESS,
     MULTIPROC_ENV,
     ConfigValueError,
     add_server_arguments,
     resolve,
 )
 from service.start_signals import pending_signals
+from service.value_space import BYTES_PER_PROCESS, reserve
 
 
 def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -134,7 +133,7 @@ def _check_room(folder: str, processes: int) -> None:
     """Raise ``OSError`` unless ``folder`` has room for the files of values that
     ``processes`` processes make at start: a full folder (a small tmpfs) stops the
     server here, rather than its workers as they start."""
-    size = processes * MULTIPROC_BYTES_PER_PROCESS
+    size = processes * BYTES_PER_PROCESS
     # What an earlier run left there is deleted before any worker starts
     # (``metrics.clear_multiprocess_dir``): the room it takes counts as free.
     stale = 0
@@ -144,11 +143,4 @@ def _check_room(folder: str, processes: int) -> None:
     if size <= stale:
         return
     with tempfile.TemporaryFile(dir=folder) as probe:
-        try:
-            os.posix_fallocate(probe.fileno(), 0, size - stale)
-        except OSError as error:
-            if error.errno in CANNOT_RESERVE:
-                return  # a filesystem that cannot reserve space: nothing to check
-            raise OSError(
-                error.errno, f"no room for {size} bytes of metric values in {folder}"
-            ) from None
+        reserve(probe.fileno(), size - stale, folder)

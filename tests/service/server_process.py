@@ -196,6 +196,15 @@ class _Reaper:
 _REAPER_OF_THIS_PROCESS = _Reaper()
 
 
+def in_mount_namespace(script: str, *script_args: str) -> tuple[str, ...]:
+    """A launcher that runs the shell ``script`` (``$1``... are ``script_args``; it ends
+    by running the launched command) in a mount namespace of its own, so that it may
+    mount a small filesystem for the launched command alone. Unprivileged, a user
+    namespace maps the caller to root."""
+    user = () if os.geteuid() == 0 else ("--map-root-user",)
+    return ("unshare", "--mount", *user, "sh", "-c", script, "sh", *script_args)
+
+
 def start_session(command: Sequence[str], **options: Any) -> subprocess.Popen[str]:
     """``subprocess.Popen(command, **options)`` in a session and process group of its own,
     which ``kill_group`` ends, or the reaper if this test process dies first."""

@@ -29,7 +29,6 @@ from service.errors import ServiceError, invalid_argument
 from service.metrics import (
     GRPC_CODES,
     HANDLING_BUCKETS,
-    VALUE_FILE_BYTES,
     ServiceMetrics,
     _ReservedMmapedDict,
     code_label,
@@ -38,8 +37,9 @@ from service.metrics import (
 )
 from service.server import build_api, new_metrics
 from service.tokens import KeyRing
+from service.value_space import VALUE_FILE_BYTES
 from tests.service.metrics_helpers import Samples, samples
-from tests.service.server_process import TEST_KEY
+from tests.service.server_process import TEST_KEY, in_mount_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
@@ -611,19 +611,17 @@ def test_a_file_of_values_grows_on_a_filesystem_without_fallocate(tmp_path):
     """On ramfs (as on NFS) glibc reserves the space by writing a byte to each block,
     which it refuses to do through a descriptor opened to append (EBADF): every new
     series past the first 64 KiB was lost as if the folder were full. A ramfs in a
-    mount namespace of its own (a user namespace when not root), as for the tmpfs of
-    test_process_lifecycle."""
+    mount namespace of its own, as for the tmpfs of test_process_lifecycle."""
     folder = tmp_path / "ramfs"
     folder.mkdir()
-    user = () if os.geteuid() == 0 else ("--map-root-user",)
     mount = 'mount -t ramfs ramfs "$1" || exit 1\nshift\nexec "$@"\n'
     filename = str(folder / "counter_1.db")
-    command = ("unshare", "--mount", *user, "sh", "-c", mount, "sh", str(folder))
+    command = in_mount_namespace(mount, str(folder))
     finished = subprocess.run(
         (*command, sys.executable, "-c", RAMFS_SCRIPT, filename),
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).parents[2],
+        cwd=ROOT,
     )
     assert finished.returncode == 0, finished.stderr

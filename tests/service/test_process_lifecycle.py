@@ -38,6 +38,7 @@ from tests.service.server_process import (
     events,
     free_port,
     free_ports,
+    in_mount_namespace,
     kill_group,
     port_taken,
     running,
@@ -742,7 +743,7 @@ def on_a_small_tmpfs(
 ) -> tuple[str, ...]:
     """A launcher that mounts a tmpfs of ``size`` on ``folder`` (made here) in a mount
     namespace of the server's own, then runs the server in it: a full filesystem
-    without filling a real one. Unprivileged, a user namespace maps the caller to root.
+    without filling a real one.
 
     With ``filled``, something else fills the tmpfs once the server's four files of
     values (two workers) are there, and then creates ``filled`` (outside the tmpfs).
@@ -750,7 +751,6 @@ def on_a_small_tmpfs(
     that size in ``values``.
     """
     folder.mkdir()
-    user = () if os.geteuid() == 0 else ("--map-root-user",)
     script = 'mount -t tmpfs -o size="$1" tmpfs "$2" || exit 1\n'
     if stale is not None:
         script += f'mkdir "$2/values" && head -c {stale} /dev/zero > "$2/values/counter_1.db"\n'
@@ -760,7 +760,7 @@ def on_a_small_tmpfs(
             ' cat /dev/zero > "$2/filler" 2>/dev/null; touch "$3") &\n'
         )
     script += 'shift 3\nexec "$@"\n'
-    return ("unshare", "--mount", *user, "sh", "-c", script, "sh", size, str(folder), str(filled))
+    return in_mount_namespace(script, size, str(folder), str(filled))
 
 
 def test_a_metrics_folder_without_room_for_the_workers_exits_2_with_one_line(tmp_path):

@@ -21,6 +21,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
@@ -54,6 +55,8 @@ _INTEGER = re.compile(r"-?[0-9]+")
 _CANONICAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT32_DIGITS = len(str(_INT32_MAX))
+# Digits of the largest 64-bit integer (uint64's, 20): a longer number is out of range.
+_EXACT_DIGITS = len(str(2**64 - 1))
 _INTEGER_TYPES = frozenset(
     {
         FieldDescriptor.CPPTYPE_INT32,
@@ -95,6 +98,31 @@ def _objects_noting(duplicates: list[str]) -> Callable[[list[tuple[str, Any]]], 
     return build
 
 
+class _Inexact(float):
+    """A JSON number a float cannot hold exactly, with its text: float reads 1e-400 as 0.0."""
+
+    text: str
+    whole: bool
+
+
+def _number(text: str) -> int | float:
+    """A JSON number written with a fraction or an exponent, read exactly.
+
+    proto3 JSON takes ``1.0`` and ``3e0`` for integer fields, but a float would
+    round them: ``12345678901234567.0`` would deal the game of seed ...568. So a
+    whole number of at most ``_EXACT_DIGITS`` digits becomes the ``int`` it
+    spells, and anything else an ``_Inexact``, which integer and enum fields
+    refuse (double fields take it as the float it is).
+    """
+    exact = Decimal(text)
+    whole = exact == exact.to_integral_value()
+    if whole and exact.adjusted() < _EXACT_DIGITS:
+        return int(exact)
+    number = _Inexact(text)
+    number.text, number.whole = text, whole
+    return number
+
+
 def _constant(name: str) -> float:
     """Python's json takes NaN and Infinity, which RFC 8259 does not."""
     raise ValueError(f"{name} is not a JSON value")
@@ -115,6 +143,7 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
             body.decode("utf-8"),
             object_pairs_hook=_objects_noting(duplicates),
             parse_constant=_constant,
+            parse_float=_number,
         )
     except UnicodeDecodeError as error:
         raise _json_invalid("", f"the body is not UTF-8: {error.reason}") from None
@@ -246,6 +275,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             raise _wrong_type(path, "a JSON object", value)
         check_message(value, nested, path, floor)
     elif cpp_type in _INTEGER_TYPES:
+        _refuse_inexact(value, path)
         if isinstance(value, str):
             if not _CANONICAL_INTEGER.fullmatch(value):
                 raise _json_invalid(
@@ -253,7 +283,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
                     f"{path} must be an integer (a JSON number, or a string of decimal digits "
                     f"without a leading zero), not {_quoted(value)}",
                 )
-        elif isinstance(value, bool) or not isinstance(value, int | float):
+        elif isinstance(value, bool) or not isinstance(value, int):
             raise _wrong_type(path, "an integer (a JSON number or string)", value)
     elif cpp_type in _FLOAT_TYPES:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -262,9 +292,8 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         if not isinstance(value, bool):
             raise _wrong_type(path, "true or false", value)
     elif cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-        if isinstance(value, bool) or not (
-            isinstance(value, str | int) or (isinstance(value, float) and value.is_integer())
-        ):
+        _refuse_inexact(value, path)
+        if isinstance(value, bool) or not isinstance(value, str | int):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
         enum = field.enum_type
         # A number in a string is json_format's to judge, as a number is, but for its
@@ -288,6 +317,13 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         raise _wrong_type(path, "a JSON string", value)
 
 
+def _refuse_inexact(value: object, path: str) -> None:
+    """An integer or enum field given a number no 64-bit integer can hold (``_number``)."""
+    if isinstance(value, _Inexact):
+        problem = "is out of range" if value.whole else "must be a whole number"
+        raise _json_invalid(path, f"{path} {problem}, not {value.text}")
+
+
 def _sets_scalar(value: object, field: FieldDescriptor) -> bool:
     """Whether ``value`` is a scalar that protobuf writes: not its field's default.
 
@@ -309,7 +345,7 @@ def _sets_scalar(value: object, field: FieldDescriptor) -> bool:
     return value is True
 
 
-def _is_int32(number: str | int | float) -> bool:
+def _is_int32(number: str | int) -> bool:
     """Whether a whole number, or the digits of one, fits in 32 bits (signed).
 
     Counted before ``int`` reads digits: Python refuses to read more than 4,300.
@@ -319,7 +355,7 @@ def _is_int32(number: str | int | float) -> bool:
         if len(digits) > _INT32_DIGITS:
             return False
         number = -int(digits) if number.startswith("-") else int(digits)
-    return _INT32_MIN <= int(number) <= _INT32_MAX
+    return _INT32_MIN <= number <= _INT32_MAX
 
 
 def _base64_problem(text: str) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
+from google.protobuf.unknown_fields import UnknownFieldSet
 from grpc_status import rpc_status
 
 from service.calls import (
@@ -100,6 +101,13 @@ def _parsing(request_class: type[Message], handler: Handler, limit: int) -> Hand
         # Protobuf would ignore them, and with them what a newer client asked for (a
         # rule flag this release lacks would make a game under other rules).
         if holds_unknown_fields(request):
+            if (path := _misencoded_field(request_class.FromString(raw))) is not None:
+                raise invalid_argument(
+                    REQUEST_MALFORMED,
+                    f"the request bytes are not a {name} message: {path} is encoded as "
+                    "another type than the field's",
+                    path,
+                )
             raise invalid_argument(
                 FIELD_UNKNOWN,
                 f"the request holds fields that {name} does not have in this release "
@@ -109,6 +117,30 @@ def _parsing(request_class: type[Message], handler: Handler, limit: int) -> Hand
         return handler(request, info)
 
     return parse_then_handle
+
+
+def _misencoded_field(message: Message, path: str = "") -> str | None:
+    """The proto path of a field ``message`` holds under a known number but with another
+    wire type (protobuf keeps those as unknown fields), or None.
+
+    Corrupt bytes, not a newer client: no release changes a field's type.
+    """
+    known = message.DESCRIPTOR.fields_by_number
+    unknowns = UnknownFieldSet(message)
+    for index in range(len(unknowns)):  # its type stubs know no __iter__
+        if (field := known.get(unknowns[index].field_number)) is not None:
+            return f"{path}{field.name}"
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            continue  # no request has a map of messages
+        nested = value if field.is_repeated else [value]
+        for index, element in enumerate(nested):
+            at = f"{path}{field.name}[{index}]" if field.is_repeated else f"{path}{field.name}"
+            if (found := _misencoded_field(element, f"{at}.")) is not None:
+                return found
+    return None
 
 
 async def serve_call(

@@ -1530,6 +1530,31 @@ def test_a_request_field_this_release_does_not_have_is_refused_not_ignored(chann
         assert f".{method}Request does not have" in refusal.message
 
 
+@pytest.mark.parametrize(
+    ("method", "raw", "path"),
+    [
+        ("NewGame", b"\x12\x00", "seed"),  # uint64 seed (2) sent length-delimited
+        ("NewGame", b"\x0a\x02\x08\x02\x12\x00", "seed"),
+        ("NewGame", b"\x0a\x02\x0a\x00", "config.players"),  # an int32 as bytes
+        ("Play", b"\x20\x01", "move"),  # a message as a varint
+        (
+            "Play",
+            b"\x22\x08\x12\x02\x08\x01\x12\x02\x12\x00",  # the second capture's suit as bytes
+            "move.captures[1].suit",
+        ),
+    ],
+    ids=["top-level", "after-a-valid-field", "nested", "message-as-varint", "repeated"],
+)
+def test_a_known_field_sent_as_another_type_is_malformed_naming_it_not_unknown(
+    channel, method, raw, path
+):
+    """Protobuf keeps such a field as unknown; it is corrupt bytes, not a newer client."""
+    refusal = refused(raw_call(channel, method), raw)
+    assert (refusal.code, refusal.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "REQUEST_MALFORMED")
+    assert refusal.violations.keys() == {path}, refusal
+    assert f"{path} is encoded as another type" in refusal.message
+
+
 @settings(max_examples=fuzz_examples(60), deadline=None, database=None)
 @given(method=st.sampled_from(METHODS), raw=st.binary(max_size=120))
 def test_random_request_bytes_are_answered_or_refused_with_their_error_info(channel, method, raw):

@@ -49,6 +49,7 @@ from tests.service.server_process import (
 )
 
 WORKERS = ("--workers", "2")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def workers() -> tuple[str, ...]:
@@ -135,6 +136,41 @@ def test_sigterm_during_start_up_still_drains_and_exits_0(args):
     assert [line["event"] for line in lines].count("stopped") == workers
     assert all(line["signal"] == "SIGTERM" for line in lines if line["event"] == "draining")
     assert not [line for line in lines if line["level"] == "error"]
+
+
+def test_make_serve_prints_where_it_listens_serves_and_stops_with_status_0():
+    """The README's first command. Its ports come from ``SERVE_ARGS`` here, since tests
+    running side by side cannot all take the embedded defaults (test_config_docs.py
+    checks those)."""
+    grpc_port, http_port, metrics_port = free_ports(3)
+    flags = f"--host 127.0.0.1 --grpc-port {grpc_port} --http-port {http_port}"
+    process = start_session(
+        ["make", "-s", "serve", f"SERVE_ARGS={flags} --metrics-port {metrics_port}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=server_environment(keys=None),
+    )
+    try:
+        assert process.stdout is not None
+        lines = [json.loads(process.stdout.readline()) for _ in range(3)]
+        assert [line["event"] for line in lines][1:] == ["metrics", "listening"], lines
+        assert lines[1]["address"] == f"127.0.0.1:{metrics_port}"
+        listening = lines[2]
+        assert (listening["grpc"], listening["http"]) == (
+            f"127.0.0.1:{grpc_port}",
+            f"127.0.0.1:{http_port}",
+        )
+        with connect(f"127.0.0.1:{grpc_port}") as stub:
+            new_game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=10)
+        assert new_game.view.game_id
+        os.kill(int(listening["pid"]), signal.SIGTERM)  # make passes on the server's status
+        output = process.stdout.read()
+        assert process.wait(60) == 0, output
+    finally:
+        kill_group(process)
+    assert [line["event"] for line in events(output)][-1] == "stopped"
 
 
 @pytest.mark.parametrize("args", [(), WORKERS], ids=["one_process", "workers"])

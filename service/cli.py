@@ -103,6 +103,12 @@ def _server_target(text: str) -> str:
     would wrap an out-of-range port silently (99999 becomes 34463), and it would take
     port 443 for a host without one, failing far from the mistake.
     """
+    if text.lower().startswith(("http://", "https://")):
+        # check_target's word on TLS is for the client library: simulate dials plaintext.
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a URL: give the gRPC host:port, such as localhost:50051 "
+            "(the gRPC port, not the HTTP gateway's; simulate connects without TLS)"
+        )
     try:
         check_target(text, need_port=True)
     except ValueError as error:

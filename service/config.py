@@ -60,8 +60,8 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--metrics-port": ("metrics_port", "Prometheus metrics port (0 = off)"),
     "--workers": (
         "workers",
-        "worker processes sharing the ports, at most one per core; 2 or more need fixed "
-        "gRPC and HTTP ports",
+        "worker processes sharing the ports (more than one per core gains nothing); 2 or "
+        "more need fixed gRPC and HTTP ports",
     ),
     "--state-keys": (
         "state_keys",
@@ -179,7 +179,7 @@ def _seconds(source: str, text: str, high: int = 3600) -> float:
     except ValueError:
         raise ConfigValueError(f"{source}: {text!r} is not a number of seconds") from None
     if not 0 <= value <= high:
-        raise ConfigValueError(f"{source}: {value} is outside 0..{high} seconds")
+        raise ConfigValueError(f"{source}: {text.strip()} is outside 0..{high} seconds")
     return value
 
 
@@ -189,7 +189,7 @@ def _seconds_or_never(source: str, text: str, minimum: int, high: int = 3600) ->
     if 0 < value < minimum:
         unit = "second" if minimum == 1 else "seconds"
         raise ConfigValueError(
-            f"{source}: {value} is under the minimum of {minimum} {unit} (0 = never)"
+            f"{source}: {text.strip()} is under the minimum of {minimum} {unit} (0 = never)"
         )
     return value
 
@@ -235,7 +235,9 @@ def _bool(source: str, text: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise ConfigValueError(f"{source}: {text!r} is not true or false")
+    raise ConfigValueError(
+        f"{source}: {text!r} is not true or false (true, false, 1, 0, yes, no, on or off)"
+    )
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServerConfig:
@@ -254,12 +256,21 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             return sources[name], env[env_name(name)]
         return None
 
+    def given(name: str) -> tuple[str, str] | None:
+        """``raw``, refusing a value set but empty: usually one that went missing (a
+        Secret, a templated manifest), and the server must not quietly run on the default."""
+        if (item := raw(name)) is not None and not item[1].strip():
+            raise ConfigValueError(
+                f"{item[0]}: set but empty: give a value, or leave it out for the default"
+            )
+        return item
+
     def origin(name: str) -> str:
         """Where a value came from, for a message about two values together."""
         return sources.get(name, f"the default --{name.replace('_', '-')}")
 
     values: dict[str, Any] = {}
-    if (item := raw("host")) is not None:
+    if (item := given("host")) is not None:
         values["host"] = _host(*item)
     for name, low, high in (
         ("grpc_port", 0, 65535),
@@ -268,18 +279,18 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         ("workers", 1, 64),
         ("max_request_bytes", 1024, 64 * 1024 * 1024),
     ):
-        if (item := raw(name)) is not None:
+        if (item := given(name)) is not None:
             values[name] = _int(*item, low, high)
     for name in ("drain_delay_seconds", "grace_seconds"):
-        if (item := raw(name)) is not None:
+        if (item := given(name)) is not None:
             values[name] = _seconds(*item)
-    if (item := raw("max_connection_age_seconds")) is not None:
+    if (item := given("max_connection_age_seconds")) is not None:
         # Under a second, clients would spend their time reconnecting: with 1 ms, a
         # third of the calls of four clients failed.
         values["max_connection_age_seconds"] = _seconds_or_never(
             *item, MIN_CONNECTION_AGE_SECONDS, high=7 * 24 * 3600
         )
-    if (item := raw("worker_timeout_seconds")) is not None:
+    if (item := given("worker_timeout_seconds")) is not None:
         # Workers beat every half second (service.watchdog): a shorter timeout would
         # kill a worker that only waited for a core.
         values["worker_timeout_seconds"] = _seconds_or_never(*item, MIN_WORKER_TIMEOUT_SECONDS)
@@ -288,14 +299,14 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             values["cors_origins"] = parse_origins(item[1])
         except ValueError as error:
             raise ConfigValueError(f"{item[0]}: {error}") from None
-    if (item := raw("log_format")) is not None:
+    if (item := given("log_format")) is not None:
         values["log_format"] = _choice(*item, LOG_FORMATS)
-    if (item := raw("log_level")) is not None:
+    if (item := given("log_level")) is not None:
         values["log_level"] = _choice(*item, LOG_LEVELS)
     if args.plain_state:
         values["plain_state"] = True
-    elif env_name("plain_state") in env:
-        values["plain_state"] = _bool(env_name("plain_state"), env[env_name("plain_state")])
+    elif (item := given("plain_state")) is not None:
+        values["plain_state"] = _bool(*item)
     keys = raw("state_keys")
     keys_file = raw("state_keys_file")
     if keys and keys_file:

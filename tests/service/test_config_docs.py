@@ -121,6 +121,46 @@ def test_a_variable_set_but_empty_is_refused(variable: str) -> None:
         resolved(variable, "")
 
 
+@pytest.mark.parametrize(
+    "flag",
+    [
+        row["flag"]
+        for row in ROWS
+        if row["flag"]
+        not in ("--cors-origins", "--state-keys", "--state-keys-file", "--plain-state")
+    ],
+)
+@pytest.mark.parametrize("empty", ["", " "])
+def test_a_value_set_but_empty_says_so_whether_flag_or_variable(flag: str, empty: str) -> None:
+    """Not "'' is not a whole number": the value is missing, not mistyped."""
+    (row,) = [r for r in ROWS if r["flag"] == flag]
+    for argv, environ, source in (
+        ([flag, empty], {}, flag),
+        ([], {row["variable"]: empty}, row["variable"]),
+    ):
+        assert refusal(argv, environ) == (
+            f"{source}: set but empty: give a value, or leave it out for the default"
+        )
+
+
+def test_a_boolean_that_is_none_names_the_words_it_could_be() -> None:
+    assert refusal([], {"CARDRULES_PLAIN_STATE": "maybe"}) == (
+        "CARDRULES_PLAIN_STATE: 'maybe' is not true or false "
+        "(true, false, 1, 0, yes, no, on or off)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--worker-timeout-seconds", "1", "1 is under the minimum of 2 seconds (0 = never)"),
+        ("--grace-seconds", " 1e9", "1e9 is outside 0..3600 seconds"),
+    ],
+)
+def test_seconds_are_quoted_as_given(flag: str, value: str, message: str) -> None:
+    assert refusal([flag, value], {}) == f"{flag}: {message}"
+
+
 def test_empty_cors_origins_mean_none() -> None:
     assert resolved("CARDRULES_CORS_ORIGINS", "").cors_origins == ()
 

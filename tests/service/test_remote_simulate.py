@@ -140,8 +140,10 @@ def test_unreachable_server_is_one_line_and_status_1():
         ("dns:///localhost", "has no port"),
         # an IPv6 address without brackets has no port: its last group is not one
         ("::1", "'::1' has no port"),
+        # not the client library's advice on TLS credentials: simulate has none
+        ("http://localhost:8080", "is a URL: give the gRPC host:port, such as localhost:50051"),
+        ("HTTPS://x:443", "simulate connects without TLS)"),
         # the client's own checks (cardrules.client.channel.check_target)
-        ("http://localhost:8080", "is a URL"),
         ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "not 70000"),
     ],
 )

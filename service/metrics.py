@@ -114,11 +114,18 @@ def code_label(code: grpc.StatusCode) -> str:
     return GRPC_CODES[number]
 
 
+#: Variants each process names in ``cardrules_games_started_total``; any further one
+#: is counted as ``other``. ``NewGame`` needs no token, so without a bound anyone could
+#: make a series for each of the 4,608 valid combinations of players, teams and flags.
+MAX_NAMED_VARIANTS = 32
+OTHER_VARIANT = "other"
+
+
 def variant_label(enabled: Iterable[str]) -> str:
     """The ``variant`` label: enabled rule names joined by ``+``, or ``default``.
 
-    Pass ``Rules.enabled()``; the names come from the engine, so the label's
-    cardinality is bounded by the set of variants actually played.
+    Pass ``Rules.enabled()``; the names come from the engine. ``game_started``
+    bounds how many it names (``MAX_NAMED_VARIANTS``).
     """
     names = "+".join(enabled)
     return names or "default"
@@ -238,6 +245,7 @@ class ServiceMetrics:
             registry=registry,
         )
         self._reported_full = False
+        self._named_variants: set[str] = set()
         # Pre-create (as go-grpc-prometheus's InitializeMetrics does) so that
         # rate() and absent-series alerts work from the first scrape.
         self._rpcs: dict[tuple[str, str], _RpcSeries] = {}
@@ -294,8 +302,14 @@ class ServiceMetrics:
         values in files (``PROMETHEUS_MULTIPROC_DIR``, which workers set), a new one
         may need more room in the metrics folder than is left
         (``ValueFileFullError``), or a descriptor to map it when none is left. The
-        game is started all the same; the series is lost.
+        game is started all the same; the series is lost. Past ``MAX_NAMED_VARIANTS``
+        variants a new one counts as ``other``.
         """
+        if variant not in self._named_variants:
+            if len(self._named_variants) < MAX_NAMED_VARIANTS:
+                self._named_variants.add(variant)
+            else:
+                variant = OTHER_VARIANT
         try:
             series = self.games_started.labels(game, str(players), teams, variant)
         except OSError as error:  # ValueFileFullError, or no descriptor left to map it

@@ -29,6 +29,8 @@ from service.errors import ServiceError, invalid_argument
 from service.metrics import (
     GRPC_CODES,
     HANDLING_BUCKETS,
+    MAX_NAMED_VARIANTS,
+    OTHER_VARIANT,
     ServiceMetrics,
     _ReservedMmapedDict,
     code_label,
@@ -303,6 +305,26 @@ def test_the_call_runner_counts_and_times_every_outcome(registry, metrics):
 def test_unknown_code_label_is_refused(metrics):
     with pytest.raises(ValueError):
         metrics.rpc_handled(SERVICE, "Play", "INVALID_ARGUMENT", 0.001)
+
+
+def test_variants_past_the_bound_count_as_other_and_named_ones_keep_counting(registry, metrics):
+    """Anyone may call NewGame: the variant label must not let a client make a series
+    for every combination of flags."""
+    flags = [f"flag{index}" for index in range(MAX_NAMED_VARIANTS + 5)]
+    for name in flags:
+        metrics.game_started("krypkasino", 2, "individual", variant_label((name,)))
+    metrics.game_started("krypkasino", 2, "individual", variant_label((flags[0],)))
+    found = samples(exposition(registry))
+    games = {
+        dict(labels)["variant"]: count
+        for (name, labels), count in found.items()
+        if name == "cardrules_games_started_total"
+    }
+    assert games == {
+        **{name: 1.0 for name in flags[:MAX_NAMED_VARIANTS]},
+        flags[0]: 2.0,
+        OTHER_VARIANT: 5.0,
+    }
 
 
 def test_domain_counters(registry, metrics):

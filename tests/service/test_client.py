@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import doctest
 import json
+import math
 import re
 import socket
 import subprocess
@@ -44,14 +45,17 @@ from cardrules.client import (
 )
 from cardrules.client import codes as client_codes
 from cardrules.client import errors as client_errors
+from cardrules.client import reasons as client_reasons
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from engine.cards import card_str, full_deck
-from engine.krypkasino import Config, legal_moves, new_game, play, score
+from engine.krypkasino import Config, Reason, legal_moves, new_game, play, score
 from service.tokens import KeyRing
 from tests.service.server_process import ServerProcess, free_port, running
 from tests.source_imports import imported_top_level_modules
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
 SRC = CLIENT / "src"
@@ -361,6 +365,8 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("127.0.0.1:99999", "port must be 1 to 65535, not 99999"),
         ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "port must be 1 to 65535, not 70000"),
         ("localhost:0", "port must be 1 to 65535, not 0"),
+        ("localhost:-1", "port must be 1 to 65535, not -1"),  # grpc dials 65535
+        ("localhost:" + "9" * 5000, "port must be 1 to 65535"),
         ("dns:///[::1]:65536", "port must be 1 to 65535, not 65536"),
         # grpc reads schemes whatever their case: this is an ipv4: target too.
         ("IPV4:127.0.0.1:70000", "port must be 1 to 65535, not 70000"),
@@ -904,7 +910,7 @@ def test_card_code_refuses_an_unset_card() -> None:
         card_code(pb.Move().card)
 
 
-@pytest.mark.parametrize("module", [cardrules.client, client_codes, client_errors])
+@pytest.mark.parametrize("module", [cardrules.client, client_codes, client_errors, client_reasons])
 def test_client_doctests_pass(module: Any) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0
@@ -992,3 +998,73 @@ def test_the_client_builds_a_wheel_with_stubs_and_types(tmp_path: Path) -> None:
     assert (CLIENT / "README.md").read_text().splitlines()[0] in text
     # Building leaves no stray files in the source tree.
     assert sorted(p for p in CLIENT.rglob("*") if "__pycache__" not in p.parts) == before
+
+
+def grpc_reasons_in_the_docs() -> list[str]:
+    """The reasons of docs/api.md's gRPC errors table (the first under "Errors"), in order."""
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    section = text.split("\n## Errors\n", 1)[1]
+    table = section.split("\n| Code", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[2] for line in table.splitlines() if line.startswith("| ")]
+    return [name for row in rows for name in re.findall(r"`([A-Z_]+)`", row)]
+
+
+def test_the_client_lists_every_grpc_reason_of_the_docs_in_their_order() -> None:
+    assert [reason.value for reason in cardrules.client.Reason] == grpc_reasons_in_the_docs()
+
+
+def test_every_reason_the_rules_give_is_a_client_reason() -> None:
+    assert {reason.value for reason in Reason} <= set(cardrules.client.Reason)
+
+
+def test_a_refusal_read_by_error_info_compares_equal_to_its_reason(server: ServerProcess) -> None:
+    with KrypkasinoClient(server.target) as client:
+        game = client.new_game(players=2, seed=1)
+        with pytest.raises(grpc.RpcError) as refused:
+            client.score(state=game.state[:-1])
+    info = cardrules.client.error_info(refused.value)
+    assert info is not None and info.reason == cardrules.client.Reason.TOKEN_INVALID
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (math.nan, ValueError),
+        (math.inf, ValueError),
+        ("5", TypeError),
+        (True, TypeError),
+    ],
+)
+def test_a_timeout_that_is_no_positive_number_of_seconds_is_refused_at_once(
+    timeout: Any, error: type[Exception]
+) -> None:
+    """grpc would fail every call with DEADLINE_EXCEEDED, or a string at the first call."""
+    with pytest.raises(error, match="timeout must be"):
+        KrypkasinoClient("localhost:50051", timeout=timeout)
+    with KrypkasinoClient("localhost:50051") as client, pytest.raises(error, match="timeout must"):
+        client.score(state=b"", timeout=timeout)
+
+    async def make() -> None:
+        AsyncKrypkasinoClient("localhost:50051", timeout=timeout)
+
+    with pytest.raises(error, match="timeout must be"):
+        asyncio.run(make())
+
+
+def test_a_channel_of_the_other_kind_is_refused_at_once() -> None:
+    """Not an unawaited call returned by the blocking client, or a blocking call followed
+    by "can't be used in 'await'" in the asyncio one."""
+
+    async def check() -> None:
+        async with grpc.aio.insecure_channel("127.0.0.1:1") as asynchronous:
+            with pytest.raises(TypeError, match=r"must be a grpc \(not grpc.aio\) channel"):
+                KrypkasinoClient(channel=asynchronous)  # type: ignore[arg-type]  # the mistake
+        with (
+            grpc.insecure_channel("127.0.0.1:1") as blocking,
+            pytest.raises(TypeError, match=r"must be a grpc\.aio channel"),
+        ):
+            AsyncKrypkasinoClient(channel=blocking)  # type: ignore[arg-type]  # the mistake
+
+    asyncio.run(check())

@@ -34,6 +34,7 @@ from cardrules.client.errors import (
     request_id,
     rpc_status,
 )
+from cardrules.client.reasons import Reason
 from cardrules.client.sync import KrypkasinoClient
 from cardrules.client.tokens import seat_token_to_keep, state_to_keep
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
@@ -46,6 +47,7 @@ __all__ = [
     "ErrorReason",
     "KrypkasinoClient",
     "Metadata",
+    "Reason",
     "Timeout",
     "card",
     "card_code",

@@ -19,6 +19,7 @@ from cardrules.client.channel import (
     UseDefault,
     channel_options,
     check_channel_arguments,
+    checked_timeout,
 )
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
@@ -35,7 +36,8 @@ class AsyncKrypkasinoClient:
     :mod:`cardrules.client.channel` (plain text unless ``credentials`` are
     given), or give a ready ``channel``, which the client then does not close. A
     target grpc would dial elsewhere or not at all (a port outside 1 to 65535, an
-    ``http://`` URL, an empty one) raises ``ValueError``.
+    ``http://`` URL, an empty one) raises ``ValueError``, as does a ``timeout`` that is
+    not a positive number of seconds (or ``None``).
 
     The service keeps no state, so every method is safe to retry: the channel
     retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the
@@ -61,9 +63,12 @@ class AsyncKrypkasinoClient:
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         check_channel_arguments(
-            target, channel, bool(credentials or load_balancing is not None or options)
+            target,
+            channel,
+            bool(credentials or load_balancing is not None or options),
+            asynchronous=True,
         )
-        self.timeout = timeout
+        self.timeout = checked_timeout(timeout)
         self._owns_channel = channel is None
         if channel is None:
             assert target is not None
@@ -105,7 +110,7 @@ class AsyncKrypkasinoClient:
     ) -> _Response:
         return await method(
             request,
-            timeout=self.timeout if isinstance(timeout, UseDefault) else timeout,
+            timeout=self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout),
             metadata=None if metadata is None else tuple(metadata),
             wait_for_ready=wait_for_ready,
         )

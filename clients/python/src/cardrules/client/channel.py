@@ -27,8 +27,12 @@ from __future__ import annotations
 
 import enum
 import json
+import math
+import re
 from collections.abc import Sequence
 from typing import Any
+
+from grpc import aio
 
 #: Fully qualified gRPC service names the retry policy applies to.
 SERVICES = ("cardrules.krypkasino.v1.KrypkasinoService",)
@@ -161,11 +165,16 @@ Metadata = Sequence[tuple[str, str | bytes]]
 
 
 def check_channel_arguments(
-    target: str | None, channel: object | None, has_channel_settings: bool
+    target: str | None, channel: object | None, has_channel_settings: bool, *, asynchronous: bool
 ) -> None:
-    """Exactly one of ``target`` and ``channel``; channel settings only with a target."""
+    """Exactly one of ``target`` and ``channel``, a channel of the client's kind (asyncio or
+    not: the other kind fails only at the first call, and obscurely), and channel settings
+    only with a target."""
     if (target is None) == (channel is None):
         raise TypeError("give exactly one of target and channel")
+    if channel is not None and isinstance(channel, aio.Channel) != asynchronous:
+        wanted = "grpc.aio" if asynchronous else "grpc (not grpc.aio)"
+        raise TypeError(f"channel must be a {wanted} channel, not {type(channel).__name__}")
     if target is not None:
         check_target(target)
     if channel is not None and has_channel_settings:
@@ -175,8 +184,30 @@ def check_channel_arguments(
         )
 
 
+#: A port given as a number: grpc takes a negative one modulo 2^16 too (-1 dials 65535).
+_NUMBER = re.compile(r"-?[0-9]+")
+
 #: Target schemes that name addresses with ports (``dns:``, ``ipv4:``, ``ipv6:``).
 _ADDRESS_SCHEMES = ("dns", "ipv4", "ipv6")
+
+
+def checked_timeout(timeout: float | None) -> float | None:
+    """A deadline in seconds, refused unless positive and finite (or ``None``: no deadline).
+
+    grpc would take 0 or a negative number as a deadline already passed, and a
+    string only at the first call, with a ``TypeError`` about operands.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
+    if not 0 < timeout < math.inf:
+        raise ValueError(
+            f"timeout must be a positive number of seconds, or None for no deadline, "
+            f"not {timeout!r}"
+        )
+    return timeout
+
 
 #: Target schemes that name no host:port: a socket path may end in ``:70000`` of its own.
 _OTHER_SCHEMES = ("unix", "unix-abstract", "vsock", "xds")
@@ -214,5 +245,7 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             if need_port:
                 raise ValueError(f"{target!r} has no port: give HOST:PORT, e.g. localhost:50051")
             continue
-        if port.isascii() and port.isdigit() and not 1 <= int(port) <= 65535:
+        # Digits counted first: Python reads no more than 4,300 of them.
+        in_range = len(port.lstrip("-0")) <= 5 and 1 <= int(port) <= 65535
+        if _NUMBER.fullmatch(port) and not in_range:
             raise ValueError(f"port must be 1 to 65535, not {port}, in target {target!r}")

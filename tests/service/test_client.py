@@ -1068,3 +1068,20 @@ def test_a_channel_of_the_other_kind_is_refused_at_once() -> None:
             AsyncKrypkasinoClient(channel=blocking)  # type: ignore[arg-type]  # the mistake
 
     asyncio.run(check())
+
+
+def test_the_async_client_closes_with_a_grace_for_calls_in_flight_and_under_aclosing(
+    server: ServerProcess,
+) -> None:
+    async def check() -> None:
+        async with contextlib.aclosing(AsyncKrypkasinoClient(server.target)) as client:
+            game = await client.new_game(players=2, seed=3)
+        with pytest.raises(grpc.aio.UsageError):
+            await client.score(state=game.state)
+        client = AsyncKrypkasinoClient(server.target)
+        in_flight = asyncio.ensure_future(client.score(state=game.state))
+        await asyncio.sleep(0)  # the call has started
+        await client.close(grace=10)
+        assert not (await in_flight).game_over
+
+    asyncio.run(check())

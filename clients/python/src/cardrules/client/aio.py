@@ -83,11 +83,19 @@ class AsyncKrypkasinoClient:
             krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
         )
 
-    async def close(self) -> None:
+    async def close(self, grace: float | None = None) -> None:
         """Close the channel if the client opened it; calls after that raise
-        ``grpc.aio.UsageError``, not an ``RpcError``."""
+        ``grpc.aio.UsageError``, not an ``RpcError``.
+
+        Calls still in flight are cancelled (their tasks get ``CancelledError``) at
+        once, or after ``grace`` seconds if they have not finished by then.
+        """
         if self._owns_channel:
-            await self.channel.close()
+            await self.channel.close(grace)
+
+    async def aclose(self) -> None:
+        """``close()``, under the name ``contextlib.aclosing`` calls."""
+        await self.close()
 
     async def __aenter__(self) -> Self:
         return self

@@ -29,6 +29,8 @@ import structlog.testing
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc_health.v1 import health_pb2
 
+from service.codec import config_from_proto
+from service.metrics import MAX_NAMED_VARIANTS, variant_label
 from service.server import AcceptErrorsOncePerWindow
 from tests.service.grpc_helpers import connect, health
 from tests.service.metrics_helpers import metric_samples
@@ -737,7 +739,7 @@ def test_a_grpc_port_held_on_the_ipv6_address_grpc_also_serves_stops_the_server(
     assert "listening" not in done.stdout and done.stderr == ""
 
 
-@pytest.mark.parametrize("host", ["", " ", "[]", "a b", "http://x", "a..b", "x" * 64 + ".example"])
+@pytest.mark.parametrize("host", ["[]", "a b", "http://x", "a..b", "x" * 64 + ".example"])
 def test_a_host_that_is_no_name_or_address_exits_2(host):
     done = serve_and_fail("--host", host)
     assert (done.returncode, done.stdout) == (2, "")
@@ -866,6 +868,24 @@ def every_variant() -> list[pb.Rules]:
     ]
 
 
+SEATINGS = (
+    *((players, pb.TEAM_MODE_UNSPECIFIED) for players in range(2, 7)),
+    (4, pb.TEAM_MODE_PAIRS),
+    (6, pb.TEAM_MODE_PAIRS),
+    (6, pb.TEAM_MODE_TRIOS),
+)
+
+
+def every_series() -> list[pb.GameConfig]:
+    """256 configs, each a new ``cardrules_games_started_total`` series: the first
+    ``MAX_NAMED_VARIANTS`` variants (a process names no more) in every seating."""
+    return [
+        pb.GameConfig(players=players, teams=teams, rules=rules)
+        for players, teams in SEATINGS
+        for rules in every_variant()[:MAX_NAMED_VARIANTS]
+    ]
+
+
 def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(tmp_path):
     """A new series (a variant never played before) takes room in a worker's file of
     values; once something else had filled the filesystem the worker died of SIGBUS
@@ -875,7 +895,7 @@ def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(t
     filled = tmp_path / "filled"
     launcher = on_a_small_tmpfs(folder, "1m", filled)
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder / "values")}
-    variants = every_variant()
+    configs = every_series()
     with running(
         (*workers(), "--metrics-port", str(free_port())), env, launcher=launcher
     ) as server:
@@ -886,11 +906,9 @@ def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(t
             assert time.monotonic() < deadline, "the tmpfs was never filled"
             time.sleep(0.05)
         with connect(server.target) as stub:  # one connection: one worker serves them all
-            for rules in variants:
-                game = stub.NewGame(
-                    pb.NewGameRequest(config=pb.GameConfig(players=4, rules=rules)), timeout=30
-                )
-                assert len(game.seat_tokens) == 4
+            for config in configs:
+                game = stub.NewGame(pb.NewGameRequest(config=config), timeout=30)
+                assert len(game.seat_tokens) == config.players
         [lost] = server.wait_for_logs("metrics values lost")
         found = metric_samples(server.metrics_url)
     assert lost["level"] == "error" and lost["series"] == "cardrules_games_started_total"
@@ -902,7 +920,7 @@ def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(t
         if name == "cardrules_games_started_total"
     }
     # The series made before the folder was full are counted; the others are lost.
-    assert 0 < len(started) < len(variants) and set(started.values()) == {1}
+    assert 0 < len(started) < len(configs) and set(started.values()) == {1}
     handled_ok = sum(
         value
         for (name, labels), value in found.items()
@@ -910,7 +928,7 @@ def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(t
         and ("grpc_method", "NewGame") in labels
         and ("grpc_code", "OK") in labels
     )
-    assert handled_ok == len(variants)
+    assert handled_ok == len(configs)
 
 
 def test_new_series_made_while_no_descriptor_is_left_lose_no_call(tmp_path):
@@ -922,7 +940,7 @@ def test_new_series_made_while_no_descriptor_is_left_lose_no_call(tmp_path):
     folder = tmp_path / "metrics"
     launcher = ("sh", "-c", 'ulimit -n 64 && exec "$@"', "sh")
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
-    variants = every_variant()
+    configs = every_series()
     with (
         running(("--metrics-port", str(free_port())), env, launcher=launcher) as server,
         connect(server.target) as stub,
@@ -933,25 +951,24 @@ def test_new_series_made_while_no_descriptor_is_left_lose_no_call(tmp_path):
             for _ in range(100):
                 hogs.append(socket.create_connection(("127.0.0.1", server.http_port)))
             server.wait_for_logs("no file descriptors left: connections wait to be accepted")
-            for rules in variants[:-1]:
-                game = stub.NewGame(
-                    pb.NewGameRequest(config=pb.GameConfig(players=4, rules=rules)), timeout=30
-                )
-                assert len(game.seat_tokens) == 4
+            for config in configs[:-1]:
+                game = stub.NewGame(pb.NewGameRequest(config=config), timeout=30)
+                assert len(game.seat_tokens) == config.players
         finally:
             for hog in hogs:
                 hog.close()
         [lost] = server.wait_for_logs("metrics values lost")
         # Descriptors are back: the next new series is counted again.
-        last = variants[-1]
-        stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=4, rules=last)), timeout=30)
+        last = configs[-1]
+        stub.NewGame(pb.NewGameRequest(config=last), timeout=30)
         found = metric_samples(server.metrics_url)
     assert lost["level"] == "error" and "Too many open files" in str(lost["error"])
     assert not server.log_events("unhandled error")
-    variant = "+".join(flag for flag in FREE_FLAGS if getattr(last, flag)) + "+removal=none"
+    variant = variant_label(config_from_proto(last).rules.enabled())
     started = {
         dict(labels)["variant"]: value
         for (name, labels), value in found.items()
-        if name == "cardrules_games_started_total" and ("players", "4") in labels
+        if name == "cardrules_games_started_total"
+        and {("players", "6"), ("teams", "trios")} <= labels
     }
     assert started[variant] == 1, sorted(started)

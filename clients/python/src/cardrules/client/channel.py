@@ -246,6 +246,7 @@ def check_target(target: str, *, need_port: bool = False) -> None:
                 raise ValueError(f"{target!r} has no port: give HOST:PORT, e.g. localhost:50051")
             continue
         # Digits counted first: Python reads no more than 4,300 of them.
-        in_range = len(port.lstrip("-0")) <= 5 and 1 <= int(port) <= 65535
-        if _NUMBER.fullmatch(port) and not in_range:
+        if _NUMBER.fullmatch(port) and not (
+            len(port.lstrip("-0")) <= 5 and 1 <= int(port) <= 65535
+        ):
             raise ValueError(f"port must be 1 to 65535, not {port}, in target {target!r}")

@@ -21,7 +21,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
@@ -99,7 +99,8 @@ def _objects_noting(duplicates: list[str]) -> Callable[[list[tuple[str, Any]]], 
 
 
 class _Inexact(float):
-    """A JSON number a float cannot hold exactly, with its text: float reads 1e-400 as 0.0."""
+    """A JSON number no 64-bit integer holds (a fraction, or more than 20 digits), with its
+    text: float reads 1e-400 as 0.0."""
 
     text: str
     whole: bool
@@ -114,10 +115,17 @@ def _number(text: str) -> int | float:
     spells, and anything else an ``_Inexact``, which integer and enum fields
     refuse (double fields take it as the float it is).
     """
-    exact = Decimal(text)
-    whole = exact == exact.to_integral_value()
-    if whole and exact.adjusted() < _EXACT_DIGITS:
-        return int(exact)
+    try:
+        exact = Decimal(text)
+    except InvalidOperation:  # an exponent of 19 digits or more: beyond any range or tiny
+        mantissa, _, exponent = text.lower().partition("e")
+        if Decimal(mantissa).is_zero():
+            return 0
+        whole = not exponent.startswith("-")
+    else:
+        whole = exact == exact.to_integral_value()
+        if whole and (exact.is_zero() or exact.adjusted() < _EXACT_DIGITS):
+            return int(exact)
     number = _Inexact(text)
     number.text, number.whole = text, whole
     return number

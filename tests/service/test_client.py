@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import doctest
+import fractions
 import json
 import math
 import re
@@ -366,6 +367,8 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "port must be 1 to 65535, not 70000"),
         ("localhost:0", "port must be 1 to 65535, not 0"),
         ("localhost:-1", "port must be 1 to 65535, not -1"),  # grpc dials 65535
+        ("localhost:+99999", "port must be 1 to 65535, not \\+99999"),  # grpc reads as atoi
+        ("127.0.0.1: 99999", "port must be 1 to 65535, not  99999"),
         ("localhost:" + "9" * 5000, "port must be 1 to 65535"),
         ("dns:///[::1]:65536", "port must be 1 to 65535, not 65536"),
         # grpc reads schemes whatever their case: this is an ipv4: target too.
@@ -1033,6 +1036,8 @@ def test_a_refusal_read_by_error_info_compares_equal_to_its_reason(server: Serve
         (-1, ValueError),
         (math.nan, ValueError),
         (math.inf, ValueError),
+        (1e10, ValueError),  # grpc's clock overflows: every call would end at once
+        (10**400, ValueError),  # no float holds it
         ("5", TypeError),
         (True, TypeError),
     ],
@@ -1085,3 +1090,11 @@ def test_the_async_client_closes_with_a_grace_for_calls_in_flight_and_under_aclo
         assert not (await in_flight).game_over
 
     asyncio.run(check())
+
+
+def test_a_timeout_may_be_any_real_number(server: ServerProcess) -> None:
+    """Typed ``float``, as grpc's stubs have it; any real number is taken at run time."""
+    two_and_a_half: Any = fractions.Fraction(5, 2)
+    with KrypkasinoClient(server.target, timeout=two_and_a_half) as client:
+        assert client.timeout == 2.5
+        assert client.new_game(players=2, timeout=10**9).state

@@ -988,6 +988,8 @@ def test_a_number_that_is_no_whole_number_is_refused_for_an_integer_or_enum(
         ("18446744073709551616.0", "Value out of range: 18446744073709551616"),  # 2**64
         ("1e20", "seed is out of range, not 1e20"),
         ("1e999999999", "seed is out of range, not 1e999999999"),
+        # Past what Python's decimal reads: refused all the same, not INTERNAL.
+        ("1e999999999999999999999", "seed is out of range, not 1e999999999999999999999"),
     ],
 )
 def test_a_whole_number_beyond_64_bits_is_refused_as_out_of_range(
@@ -999,3 +1001,23 @@ def test_a_whole_number_beyond_64_bits_is_refused_as_out_of_range(
 def test_a_double_takes_a_number_finer_than_a_float_as_the_nearest_float() -> None:
     parsed: Any = parse_request(b'{"ratio": 0.1000000000000000000001}', scalars_class())
     assert parsed.ratio == 0.1
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["0e21", "-0.0e25", "0e999999999", "0e99999999999999999999999", "0e-99999999999999999999"],
+)
+def test_zero_is_zero_whatever_its_exponent(text: str) -> None:
+    assert (
+        parse_request(
+            f'{{"seed": {text}, "config": {{"teams": {text}}}}}'.encode(), pb.NewGameRequest
+        ).seed
+        == 0
+    )
+
+
+def test_a_tiny_number_past_what_decimal_reads_is_no_whole_number() -> None:
+    assert refusal_of(b'{"seed": 1e-99999999999999999999}', pb.NewGameRequest) == (
+        "seed",
+        "seed must be a whole number, not 1e-99999999999999999999",
+    )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import numbers
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -184,29 +185,40 @@ def check_channel_arguments(
         )
 
 
-#: A port given as a number: grpc takes a negative one modulo 2^16 too (-1 dials 65535).
-_NUMBER = re.compile(r"-?[0-9]+")
+#: A port as grpc reads one (as C's ``atoi`` does, white space and sign included), which
+#: it takes modulo 2^16: ``-1`` dials 65535, ``+99999`` and `` 99999`` 34463.
+_NUMBER = re.compile(r"\s*[-+]?[0-9]+\s*")
+
+#: The longest deadline a call may have: grpc fails every call at once with
+#: DEADLINE_EXCEEDED past about 7e9 s, where the deadline overflows its clock.
+MAX_TIMEOUT = 1e9
 
 #: Target schemes that name addresses with ports (``dns:``, ``ipv4:``, ``ipv6:``).
 _ADDRESS_SCHEMES = ("dns", "ipv4", "ipv6")
 
 
-def checked_timeout(timeout: float | None) -> float | None:
-    """A deadline in seconds, refused unless positive and finite (or ``None``: no deadline).
+def checked_timeout(timeout: object) -> float | None:
+    """A deadline in seconds as a float, refused unless over 0 and at most ``MAX_TIMEOUT``
+    (or ``None``: no deadline).
 
-    grpc would take 0 or a negative number as a deadline already passed, and a
-    string only at the first call, with a ``TypeError`` about operands.
+    grpc would take 0 or a negative number as a deadline already passed, and one
+    past its clock's range too; a string it refuses only at the first call, with
+    a ``TypeError`` about operands. Any real number will do (``Fraction``, numpy's).
     """
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
         raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
-    if not 0 < timeout < math.inf:
+    try:
+        seconds = float(timeout)
+    except OverflowError:
+        seconds = math.inf
+    if not 0 < seconds <= MAX_TIMEOUT:
         raise ValueError(
-            f"timeout must be a positive number of seconds, or None for no deadline, "
-            f"not {timeout!r}"
+            f"timeout must be over 0 and at most {MAX_TIMEOUT:.0e} seconds, or None for no "
+            f"deadline, not {timeout!r}"
         )
-    return timeout
+    return seconds
 
 
 #: Target schemes that name no host:port: a socket path may end in ``:70000`` of its own.
@@ -247,6 +259,6 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             continue
         # Digits counted first: Python reads no more than 4,300 of them.
         if _NUMBER.fullmatch(port) and not (
-            len(port.lstrip("-0")) <= 5 and 1 <= int(port) <= 65535
+            len(port.strip().lstrip("+-0")) <= 5 and 1 <= int(port) <= 65535
         ):
             raise ValueError(f"port must be 1 to 65535, not {port}, in target {target!r}")

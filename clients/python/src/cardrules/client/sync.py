@@ -36,7 +36,7 @@ class KrypkasinoClient:
     given), or give a ready ``channel``, which the client then does not close. A
     target grpc would dial elsewhere or not at all (a port outside 1 to 65535, an
     ``http://`` URL, an empty one) raises ``ValueError``, as does a ``timeout`` that is
-    not a positive number of seconds (or ``None``).
+    not ``None`` or a number of seconds over 0 and at most 1e9.
 
     The service keeps no state, so every method is safe to retry: the channel
     retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the

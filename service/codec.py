@@ -113,16 +113,16 @@ class NewerReleaseError(CodecError):
         super().__init__("state", description)
 
 
-def holds_unknown_fields(message: Message) -> bool:
-    """Whether ``message``, nested messages included, has fields this release does not
-    know (a newer release or client wrote them), which protobuf would silently ignore.
-    Discards them, so call it once, on a message just parsed.
+def unknown_field_bytes(message: Message) -> int:
+    """How many bytes of ``message``, nested messages included, hold fields this release
+    does not know (a newer release or client wrote them), which protobuf would silently
+    ignore: 0 when none. Discards them, so call it once, on a message just parsed.
 
     Sizes before and after discarding differ exactly when there were any, whatever the
     encoding; cheaper than walking every nested message."""
     size = message.ByteSize()
     message.DiscardUnknownFields()
-    return message.ByteSize() != size
+    return size - message.ByteSize()
 
 
 # --- enums -----------------------------------------------------------------

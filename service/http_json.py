@@ -174,7 +174,7 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
     message = message_class()
     try:
         json_format.ParseDict(value, message)
-    except json_format.ParseError as error:
+    except (json_format.ParseError, OverflowError) as error:  # a huge integer for a double
         field = offending_field(value, descriptor)
         raise _json_invalid(field, _innermost(str(error))) from None
     return message
@@ -522,7 +522,7 @@ def _first_refused(key: str, elements: list[Any], message_class: type[Message]) 
 def _parses(value: dict[str, Any], message_class: type[Message]) -> bool:
     try:
         json_format.ParseDict(value, message_class())
-    except json_format.ParseError:
+    except (json_format.ParseError, OverflowError):
         return False
     return True
 

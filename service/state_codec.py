@@ -31,7 +31,7 @@ from service.codec import (
     CodecError,
     NewerReleaseError,
     config_to_proto,
-    holds_unknown_fields,
+    unknown_field_bytes,
 )
 from service.identity_memo import IdentityMemo
 from service.plain_state import check_game_id, check_plain_state
@@ -138,7 +138,7 @@ def state_from_proto(msg: pb.GameState, *, trusted: bool = False) -> tuple[State
     decoding would drop them (the next seal would lose them for good) or could
     not read them.
     """
-    if holds_unknown_fields(msg):
+    if unknown_field_bytes(msg):
         raise NewerReleaseError("the state holds fields this release does not know")
     try:
         if trusted:

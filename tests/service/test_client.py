@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import decimal
 import doctest
 import fractions
 import json
@@ -369,6 +370,12 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("localhost:-1", "port must be 1 to 65535, not -1"),  # grpc dials 65535
         ("localhost:+99999", "port must be 1 to 65535, not \\+99999"),  # grpc reads as atoi
         ("127.0.0.1: 99999", "port must be 1 to 65535, not  99999"),
+        # grpc reads a URI: it drops the query and fragment and decodes %XX.
+        ("localhost:99999?x", "port must be 1 to 65535, not 99999,"),
+        ("dns:///localhost:99999#x", "port must be 1 to 65535, not 99999,"),
+        ("localhost:%399999", "port must be 1 to 65535, not 99999,"),
+        # and an ipv4: port as sscanf does, up to the first character that is no digit
+        ("ipv4:127.0.0.1:4295017347x", "not 4295017347x"),
         ("localhost:" + "9" * 5000, "port must be 1 to 65535"),
         ("dns:///[::1]:65536", "port must be 1 to 65535, not 65536"),
         # grpc reads schemes whatever their case: this is an ipv4: target too.
@@ -1095,6 +1102,8 @@ def test_the_async_client_closes_with_a_grace_for_calls_in_flight_and_under_aclo
 def test_a_timeout_may_be_any_real_number(server: ServerProcess) -> None:
     """Typed ``float``, as grpc's stubs have it; any real number is taken at run time."""
     two_and_a_half: Any = fractions.Fraction(5, 2)
+    half: Any = decimal.Decimal("0.5")
     with KrypkasinoClient(server.target, timeout=two_and_a_half) as client:
         assert client.timeout == 2.5
         assert client.new_game(players=2, timeout=10**9).state
+        assert client.new_game(players=2, timeout=half).state

@@ -1021,3 +1021,10 @@ def test_a_tiny_number_past_what_decimal_reads_is_no_whole_number() -> None:
         "seed",
         "seed must be a whole number, not 1e-99999999999999999999",
     )
+
+
+def test_an_integer_too_large_for_a_double_is_refused_naming_the_field() -> None:
+    """json_format's float() of it raised OverflowError: INTERNAL, had a request a double."""
+    field, description = refusal_of(b'{"ratio": 1' + b"0" * 400 + b"}", scalars_class())
+    assert field == "ratio"
+    assert "too large" in description

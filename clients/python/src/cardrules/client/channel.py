@@ -30,7 +30,9 @@ import json
 import math
 import numbers
 import re
+import urllib.parse
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from grpc import aio
@@ -185,9 +187,10 @@ def check_channel_arguments(
         )
 
 
-#: A port as grpc reads one (as C's ``atoi`` does, white space and sign included), which
-#: it takes modulo 2^16: ``-1`` dials 65535, ``+99999`` and `` 99999`` 34463.
-_NUMBER = re.compile(r"\s*[-+]?[0-9]+\s*")
+#: The number a port starts with, as grpc reads it (as C's ``atoi`` and ``sscanf`` do:
+#: C's white space and a sign, and whatever follows ignored where it reads an ``ipv4:``
+#: address), which it takes modulo 2^16: ``-1`` dials 65535, ``+99999`` 34463.
+_NUMBER = re.compile(r"[ \t\n\v\f\r]*[-+]?([0-9]+)")
 
 #: The longest deadline a call may have: grpc fails every call at once with
 #: DEADLINE_EXCEEDED past about 7e9 s, where the deadline overflows its clock.
@@ -203,11 +206,12 @@ def checked_timeout(timeout: object) -> float | None:
 
     grpc would take 0 or a negative number as a deadline already passed, and one
     past its clock's range too; a string it refuses only at the first call, with
-    a ``TypeError`` about operands. Any real number will do (``Fraction``, numpy's).
+    a ``TypeError`` about operands. Any real number will do (``Fraction``, ``Decimal``,
+    numpy's).
     """
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real | Decimal):
         raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
     try:
         seconds = float(timeout)
@@ -245,7 +249,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
         )
     if target.partition(":")[0].lower() in _OTHER_SCHEMES:
         return
-    for address in target.split(","):  # ipv4: and ipv6: targets list several
+    # grpc reads a target as a URI: it drops a query and a fragment, and decodes %XX.
+    addresses = urllib.parse.unquote(re.split("[?#]", target, maxsplit=1)[0])
+    for address in addresses.split(","):  # ipv4: and ipv6: targets list several
         if "/" in address:  # dns:///host:port, dns://server/host:port
             address = address.rpartition("/")[2]
         elif address.split(":", 1)[0].lower() in _ADDRESS_SCHEMES:
@@ -258,7 +264,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
                 raise ValueError(f"{target!r} has no port: give HOST:PORT, e.g. localhost:50051")
             continue
         # Digits counted first: Python reads no more than 4,300 of them.
-        if _NUMBER.fullmatch(port) and not (
-            len(port.strip().lstrip("+-0")) <= 5 and 1 <= int(port) <= 65535
+        if (number := _NUMBER.match(port)) is not None and not (
+            number.end() == len(port.rstrip(" \t\n\v\f\r"))
+            and len(number[1].lstrip("0")) <= 5
+            and 1 <= int(number[0]) <= 65535
         ):
             raise ValueError(f"port must be 1 to 65535, not {port}, in target {target!r}")

@@ -317,7 +317,7 @@ class HttpGateway:
         handler: Callable[[bytes | ServiceError, CallInfo], bytes] = functools.partial(
             _call, bound, limit=self._max_request_bytes
         )
-        if deadline is not None and not isinstance(deadline, ServiceError):
+        if callable(deadline):
             handler = within_deadline(handler, deadline)
         outcome = self._runner.run(
             bound.route.service,

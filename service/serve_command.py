@@ -36,12 +36,12 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     add_server_arguments(serve)
     serve.set_defaults(handler=run_serve)
-    keygen_help = "print a new random state key (base64) for CARDRULES_STATE_KEYS"
     keygen = subparsers.add_parser(
         "keygen",
-        help=keygen_help,
-        description=f"{keygen_help[0].upper()}{keygen_help[1:]}, drawn from the operating "
-        "system's random source: 32 bytes for AES-256 (docs/operations.md, Key rotation).",
+        help="print a new random state key (base64) for CARDRULES_STATE_KEYS",
+        description="Print a new random state key (base64) for CARDRULES_STATE_KEYS, drawn "
+        "from the operating system's random source: 32 bytes for AES-256 "
+        "(docs/operations.md, Key rotation).",
     )
     keygen.set_defaults(handler=run_keygen)
 

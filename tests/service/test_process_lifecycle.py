@@ -490,8 +490,11 @@ def test_running_out_of_descriptors_is_logged_once_and_serving_resumes():
                 connection.close()
         [line] = server.wait_for_logs("no file descriptors left: connections wait to be accepted")
         assert line["level"] == "error" and "Too many open files" in str(line["error"])
-        # At least the connection whose accept failed still waits (it said 0).
-        assert isinstance(line["held_back"], int) and line["held_back"] >= 1
+        # The kernel finds a descriptor before it looks at the queue, so an accept can fail
+        # for want of one with no connection waiting: when the server had kept pace with
+        # the connections until then, the first line rightly says 0 (a full CI run saw it).
+        # That the count is the queue's is checked with a queue of known length below.
+        assert isinstance(line["held_back"], int) and 0 <= line["held_back"] <= len(connections)
         assert line["listener"] == f"127.0.0.1:{server.http_port}"
         with connect(server.target) as stub:
             game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)

@@ -302,6 +302,20 @@ async def _start_gateway(
         return None
 
 
+def _warn_plain_state(keys: Keys) -> None:
+    """Plain mode is for debugging (docs/api.md). With configured keys it also opens their
+    sealed tokens and answers them in the clear, every hand included, so the warning names
+    those keys: a debugging server given the production keys should not pass unnoticed."""
+    warning = "plain state tokens: anyone can read and forge game states (debugging only)"
+    if keys.ephemeral:
+        _log.warning(warning)
+    else:
+        _log.warning(
+            f"{warning}; sealed tokens of these keys are opened and answered in the clear",
+            key_ids=[KeyRing.key_id(key).hex() for key in keys.ring.keys],
+        )
+
+
 def serve(config: ServerConfig, pending: PendingSignals) -> int:
     """Start the configured server(s); returns the process exit status.
 
@@ -318,7 +332,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
             "server and other replicas cannot open them (set CARDRULES_STATE_KEYS)"
         )
     if config.plain_state:
-        _log.warning("plain state tokens: anyone can read and forge game states (debugging only)")
+        _warn_plain_state(keys)
     for port, is_grpc in (
         (config.grpc_port, True),
         (config.http_port, False),

@@ -46,6 +46,7 @@ from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import health, key_id, refused
 from tests.service.metrics_helpers import Samples, metric_samples
 from tests.service.server_process import (
+    TEST_KEY,
     ServerProcess,
     free_ports,
     running,
@@ -418,6 +419,24 @@ def test_a_misspelt_variable_is_named_in_a_warning_without_its_value():
     assert [line["variables"] for line in warnings] == [sorted(misspelt)]
     assert warnings[0]["level"] == "warning"
     assert value not in json.dumps(server.logs)
+
+
+@pytest.mark.parametrize("keys", [None, TEST_KEY])
+def test_plain_mode_warns_and_names_the_keys_whose_tokens_it_opens_in_the_clear(keys):
+    """docs/api.md: a plain server still opens sealed tokens, so one given real keys shows
+    their games' hands; its warning names those keys (their public ids, never the keys)."""
+    with running(("--plain-state",), keys=keys) as server:
+        server.wait_for_logs("listening")
+    [warning] = [line for line in server.logs if "plain state tokens" in str(line.get("event"))]
+    assert warning["level"] == "warning"
+    if keys is None:
+        assert "key_ids" not in warning
+        assert "in the clear" not in str(warning["event"])
+    else:
+        ring = KeyRing.parse(keys)
+        assert warning["key_ids"] == [KeyRing.key_id(key).hex() for key in ring.keys]
+        assert "answered in the clear" in str(warning["event"])
+        assert keys not in json.dumps(server.logs)
 
 
 def test_only_variables_no_setting_reads_are_unknown():

@@ -315,7 +315,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         if not keys_file[1].strip():
             raise ConfigValueError(f"{keys_file[0]}: empty: give the path of the keys file")
         try:
-            values["state_keys"] = Path(keys_file[1]).read_text(encoding="utf-8")
+            values["state_keys"] = Path(keys_file[1]).read_text(encoding="utf-8-sig")
         except OSError as error:
             raise ConfigValueError(f"{keys_file[0]}: cannot read {keys_file[1]}: {error}") from None
         except UnicodeDecodeError:

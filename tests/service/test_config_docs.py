@@ -277,6 +277,14 @@ def test_a_keys_file_is_read(tmp_path: Path) -> None:
     assert config.state_keys == KEY
 
 
+def test_a_keys_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Some Windows editors begin a UTF-8 file with a BOM, which is no part of a key."""
+    keys = tmp_path / "keys"
+    keys.write_text(KEY + "\n", encoding="utf-8-sig")
+    assert keys.read_bytes().startswith(b"\xef\xbb\xbf")
+    assert resolved("CARDRULES_STATE_KEYS_FILE", str(keys)).state_keys == KEY + "\n"
+
+
 def test_a_configs_repr_never_shows_its_keys() -> None:
     key = KeyRing.generate_key_text()
     config = ServerConfig(state_keys=key)

@@ -53,7 +53,7 @@ from service.metrics import (
 )
 from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
-from service.signals import StopSignals
+from service.signals import LIKE_SIGTERM, StopSignals
 from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from service.watchdog import Heartbeats, keep_beating, start_watchdog
@@ -185,6 +185,7 @@ async def run_servers(
     )
     await signals.received.wait()
     await _shut_down(config, server, http, health_servicer, signals)
+    signals.finished()
     _log.info("stopped", pid=os.getpid())
     return 0
 
@@ -543,6 +544,11 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
         if not stopping:
             deadline = config.drain_delay_seconds + config.grace_seconds + STOP_MARGIN_SECONDS
             signal.setitimer(signal.ITIMER_REAL, deadline)
+            # Ignored rather than returned from: Python resets the handlers it ran to the
+            # default action as it exits, and a repeated SIGTERM then killed the
+            # supervisor (status 143) after its workers had drained.
+            for quiet in LIKE_SIGTERM:
+                signal.signal(quiet, signal.SIG_IGN)
         stopping = True
         for pid in list(workers):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
@@ -579,6 +585,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
             status = 1
             forward(signal.SIGTERM, None)
     signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing left to hurry (as for SIGTERM)
     end_watch()
     if stop_metrics is not None:
         stop_metrics()

@@ -17,7 +17,7 @@ import signal
 from service.start_signals import PendingSignals
 
 # Stop as SIGTERM does, and are ignored once stopping.
-_LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
+LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
 
 
 class StopSignals:
@@ -43,7 +43,7 @@ class StopSignals:
         """Stop as ``signum`` would: the handler of the stop signals, also called directly."""
         if self.first is None:
             self.first = signum
-            for quiet in _LIKE_SIGTERM:
+            for quiet in LIKE_SIGTERM:
                 self._loop.remove_signal_handler(quiet)
                 signal.signal(quiet, signal.SIG_IGN)
         self.received.set()
@@ -53,6 +53,14 @@ class StopSignals:
     def drain_delay(self, configured: float) -> float:
         """The delay to keep serving for: none once SIGINT came."""
         return 0.0 if self._hurry.is_set() else configured
+
+    def finished(self) -> None:
+        """Serving is over: SIGINT, the one stop signal still handled, is ignored from now
+        on too. Left to the event loop, its closing would hand SIGINT back to Python's
+        KeyboardInterrupt, and a second Ctrl-C in the last tenths of a second of the
+        exit would end a clean stop with status 130."""
+        self._loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds``, or until SIGINT."""

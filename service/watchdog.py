@@ -6,7 +6,10 @@ system call) still gets its share of new connections from the kernel
 stamps the time into its slot of a mapping shared with the supervisor every
 ``BEAT_SECONDS``; the supervisor kills a worker whose stamp is older than the
 timeout, and then stops the others and exits 1 as for any worker that exits on
-its own, so that the orchestrator restarts the server.
+its own, so that the orchestrator restarts the server. Silence is counted only
+while the watch itself runs: when the whole server was paused (``docker pause``,
+a cgroup freeze, Ctrl-Z), every worker's stamp is old on resuming, and all of them
+were killed.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ class Heartbeats:
         (last,) = _SLOT.unpack_from(self._slots, _SLOT.size * (worker - 1))
         return float(self._clock() - last)
 
+    def now(self) -> float:
+        """The time on the clock the beats are stamped with."""
+        return self._clock()
+
 
 def keep_beating(loop: asyncio.AbstractEventLoop, beat: Callable[[], None]) -> None:
     """Call ``beat`` now and every ``BEAT_SECONDS`` for as long as ``loop`` runs callbacks."""
@@ -64,12 +71,17 @@ def keep_beating(loop: asyncio.AbstractEventLoop, beat: Callable[[], None]) -> N
 
 
 def overdue(
-    workers: Mapping[int, int], heartbeats: Heartbeats, timeout: float
+    workers: Mapping[int, int],
+    heartbeats: Heartbeats,
+    timeout: float,
+    watched_for: float = float("inf"),
 ) -> list[tuple[int, int, float]]:
-    """``(pid, worker, silent seconds)`` of each worker silent for longer than ``timeout``."""
+    """``(pid, worker, silent seconds)`` of each worker silent for longer than ``timeout``,
+    counting no more of its silence than the ``watched_for`` seconds the watch has been
+    running without a break."""
     found = []
     for pid, worker in list(workers.items()):  # a copy: the supervisor's thread reaps
-        silent = heartbeats.silent_for(worker)
+        silent = min(heartbeats.silent_for(worker), watched_for)
         if silent > timeout:
             found.append((pid, worker, silent))
     return found
@@ -84,9 +96,19 @@ def start_watchdog(
 
     def watch() -> None:
         killed: set[int] = set()
+        watching_since = last = heartbeats.now()
         while not ended.wait(BEAT_SECONDS):
+            now = heartbeats.now()
+            if now - last > timeout / 2:
+                # The supervisor itself did not run for that long: the whole server was
+                # paused (``docker pause``, a cgroup freeze, Ctrl-Z), its workers with
+                # it. Their silence until now says nothing of their loops; count anew.
+                watching_since = now
+            last = now
             found = [
-                hung for hung in overdue(workers, heartbeats, timeout) if hung[0] not in killed
+                hung
+                for hung in overdue(workers, heartbeats, timeout, now - watching_since)
+                if hung[0] not in killed
             ]
             # All killed before any log line: a log reader that stalls every write (one
             # reason workers hang) would stall this thread at its first line.

@@ -64,6 +64,20 @@ def test_overdue_names_the_workers_silent_for_longer_than_the_timeout(
     assert overdue({1001: 1, 1003: 3}, beats, timeout=0.9) == [(1001, 1, 1.5), (1003, 3, 1.0)]
 
 
+def test_overdue_counts_only_the_silence_the_watch_was_running_for(
+    clock: Clock, beats: Heartbeats
+) -> None:
+    """After a pause of the whole server the watch has seen ``watched_for`` seconds of it."""
+    clock.now += 30
+    workers = {1001: 1, 1002: 2, 1003: 3}
+    assert overdue(workers, beats, timeout=10, watched_for=1.5) == []
+    assert overdue(workers, beats, timeout=10, watched_for=12) == [
+        (1001, 1, 12),
+        (1002, 2, 12),
+        (1003, 3, 12),
+    ]
+
+
 def test_a_forked_worker_beats_into_the_supervisors_memory(clock: Clock, beats: Heartbeats) -> None:
     clock.now += 10
     pid = os.fork()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
 import shutil
 import sys
@@ -117,9 +118,11 @@ def prepare_multiprocess_dir(processes: int = 1) -> str | None:
     """
     folder = os.environ.get(MULTIPROC_ENV)
     if folder is None:
-        made = tempfile.mkdtemp(prefix="cardrules-metrics-")
+        remove_abandoned_folders(tempfile.gettempdir())
+        made = tempfile.mkdtemp(prefix=TEMPORARY_PREFIX)
         os.environ[MULTIPROC_ENV] = made
         try:
+            _hold(made)
             _check_room(made, processes)
         except OSError:
             shutil.rmtree(made, ignore_errors=True)
@@ -131,6 +134,41 @@ def prepare_multiprocess_dir(processes: int = 1) -> str | None:
         raise PermissionError(f"{folder} is not writable")
     _check_room(folder, processes)
     return None
+
+
+TEMPORARY_PREFIX = "cardrules-metrics-"
+#: Locked by the server that made the temporary folder, for as long as it or any of its
+#: workers lives (they inherit the descriptor across ``fork``).
+_LOCK_NAME = ".in-use"
+_held: list[int] = []
+
+
+def _hold(folder: str) -> None:
+    descriptor = os.open(os.path.join(folder, _LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _held.append(descriptor)
+
+
+def remove_abandoned_folders(parent: str) -> None:
+    """Remove the temporary metrics folders of servers that are gone without removing
+    theirs (killed with SIGKILL: the kubelet at the end of the grace period, the OOM
+    killer). A pod's ``/tmp`` is an ``emptyDir`` that outlives its containers: each
+    such restart left ``--workers`` times 128 KiB of a memory-backed 16 MiB behind,
+    until a server could no longer start there. A folder whose lock is held (its server
+    or an orphaned worker still runs), or that has no lock yet, is left alone."""
+    for folder in Path(parent).glob(f"{TEMPORARY_PREFIX}*"):
+        try:
+            descriptor = os.open(folder / _LOCK_NAME, os.O_RDWR)
+        except OSError:  # no lock (yet), not ours, or not a folder
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # in use
+            continue
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            os.close(descriptor)
 
 
 def _check_room(folder: str, processes: int) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -624,6 +625,38 @@ def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):
         [folder] = tmp_path.glob("cardrules-metrics-*")
         assert list(folder.glob("*.db"))
     assert not folder.exists()
+
+
+def test_the_temporary_metrics_folder_of_a_killed_server_is_removed_at_the_next_start(tmp_path):
+    """A supervisor killed outright (SIGKILL) cannot remove its folder; in a pod's
+    ``emptyDir`` /tmp, which outlives the container, each such restart left its values
+    behind until the folder had no room for a server to start."""
+    env = {"TMPDIR": str(tmp_path)}
+    killed = start_server(workers(), env)
+    try:
+        killed.wait_for_logs("listening", 2)
+        [abandoned] = tmp_path.glob("cardrules-metrics-*")
+        killed.process.kill()
+        killed.wait_for_logs("stopped", 2)  # the orphaned workers drain and exit
+        with (abandoned / ".in-use").open("rb") as lock:  # ... and are gone
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+        with running(workers(), env) as server:
+            server.wait_for_logs("listening", 2)
+            assert not abandoned.exists()
+            [folder] = tmp_path.glob("cardrules-metrics-*")
+            # A second server's start leaves the running one's folder alone.
+            assert serve_and_fail(*workers(), "--http-port", str(server.http_port), env=env)
+            assert list(tmp_path.glob("cardrules-metrics-*")) == [folder]
+    finally:
+        killed.kill()
+    assert not list(tmp_path.glob("cardrules-metrics-*"))
 
 
 def _delete_folder(folder: Path) -> None:

@@ -722,6 +722,25 @@ def test_sigterm_under_load_completes_every_call_the_servicer_accepted_without_h
     assert len(run.load.last_codes) == 6
 
 
+def test_sigterm_under_load_with_workers_completes_every_call_the_servicers_accepted():
+    """docs/operations.md "Workers": the supervisor forwards SIGTERM and exits 0 once every
+    worker has drained; no call a worker's servicer began fails."""
+    args = ("--workers", "2", "--grpc-port", str(free_ports(1)[0]), "--grace-seconds", "20")
+    with running((*args, "--drain-delay-seconds", "0")) as server:
+        server.wait_for_logs("listening", 2)
+        run = sigterm_under_load(server, health_checked=False)
+    assert run.exit_code == 0
+    assert len(server.log_events("stopped")) == 2
+    handled = run.handled()
+    for call in run.load.calls:
+        if call.request_id in handled:
+            assert handled[call.request_id]["code"] == "OK", call
+            assert call.code == grpc.StatusCode.OK, call
+        else:
+            assert call.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), call
+            assert call.ended > run.signalled, call
+
+
 @pytest.mark.parametrize(
     "signals",
     [(signal.SIGINT,), (signal.SIGTERM, signal.SIGINT)],

@@ -7,7 +7,6 @@ metrics folder) and IPv6 hosts. Real processes on loopback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import json
 import os
@@ -1009,30 +1008,6 @@ def test_new_series_made_while_no_descriptor_is_left_lose_no_call(tmp_path):
         and {("players", "6"), ("teams", "trios")} <= labels
     }
     assert started[variant] == 1, sorted(started)
-
-
-@pytest.mark.parametrize(
-    "signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=["sigterm", "sighup", "sigint"]
-)
-@pytest.mark.parametrize("processes", [1, 2], ids=["one_process", "workers"])
-def test_a_stop_signal_repeated_until_the_process_is_gone_exits_0(signum, processes):
-    """docs/operations.md "Termination": more stop signals, up to the moment the process
-    is gone, change nothing; the supervisor of ``--workers N`` too. Its handlers are
-    Python functions, which Python resets to the default action as it exits: a SIGTERM
-    then killed it (status 143). A SIGINT after the event loop closed (a second Ctrl-C)
-    met asyncio's KeyboardInterrupt, or that same default action (status 130)."""
-    args = workers() if processes == 2 else ()
-    with running((*args, "--drain-delay-seconds", "0.2")) as server:
-        server.wait_for_logs("listening", processes)
-        server.process.send_signal(signum)
-        server.wait_for_logs("draining", processes)
-        while server.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                server.process.send_signal(signum)
-            time.sleep(0.0005)
-        assert server.process.wait(60) == 0
-    assert len(server.log_events("stopped")) == processes
-    assert not [line for line in server.logs if line.get("level") == "error"]
 
 
 def test_a_server_paused_whole_for_longer_than_the_worker_timeout_keeps_its_workers():

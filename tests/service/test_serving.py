@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import random
 import signal
@@ -760,25 +761,35 @@ def test_sigint_skips_the_drain_delay(signals):
     assert [line.get("event") for line in server.logs][-2:] == ["stopping", "stopped"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
-def test_a_stop_signal_repeated_until_the_process_is_gone_still_exits_0(signum):
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=["sigterm", "sighup", "sigint"]
+)
+@pytest.mark.parametrize("processes", [1, 2], ids=["one_process", "workers"])
+def test_a_stop_signal_repeated_until_the_process_is_gone_still_exits_0(signum, processes):
     """Only the first SIGTERM counts: more of them, up to the last moment of the exit
-    (after the event loop, whose handlers they met, has closed), change nothing.
-    SIGHUP (the terminal of ``make serve`` closed) drains the same way: it used to
-    kill the process with calls in flight."""
-    with running(("--drain-delay-seconds", "0.2")) as server:
+    (after the event loop, whose handlers they met, has closed), change nothing, for the
+    supervisor of ``--workers N`` too: Python resets the handlers it ran to the default
+    action as it exits, and a SIGTERM then killed the supervisor (status 143). SIGHUP
+    (the terminal of ``make serve`` closed) drains the same way: it used to kill the
+    process with calls in flight. A SIGINT after the event loop closed (a second Ctrl-C)
+    met asyncio's KeyboardInterrupt or that default action (status 130)."""
+    args = ("--workers", "2", "--grpc-port", str(free_ports(1)[0])) if processes == 2 else ()
+    with running((*args, "--drain-delay-seconds", "0.2")) as server:
+        server.wait_for_logs("listening", processes)
         server.process.send_signal(signum)
-        server.wait_for_logs("draining")
+        server.wait_for_logs("draining", processes)
         while server.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 server.process.send_signal(signum)
-            except ProcessLookupError:
-                break
             time.sleep(0.0005)
         assert server.process.wait(60) == 0
-    assert server.log_events("draining")[0]["signal"] == signum.name
-    assert server.log_events("draining")[0]["drain_delay_seconds"] == 0.2
-    assert [line.get("event") for line in server.logs][-2:] == ["stopping", "stopped"]
+    assert len(server.log_events("stopped")) == processes
+    assert not [line for line in server.logs if line.get("level") == "error"]
+    if processes == 1:
+        draining = server.log_events("draining")[0]
+        assert draining["signal"] == signum.name
+        assert draining["drain_delay_seconds"] == (0 if signum == signal.SIGINT else 0.2)
+        assert [line.get("event") for line in server.logs][-2:] == ["stopping", "stopped"]
 
 
 # -- health and reflection -----------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from engine.cards import SPADES, full_deck, suit_of
+from engine.cards import SPADES, full_deck, rank_of, suit_of
 from engine.krypkasino.config import Removal
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Event
 from engine.krypkasino.moves import Move, is_court
@@ -81,7 +81,8 @@ def check_opening(state: State, events: Sequence[Event]) -> None:
 
 
 def _check_distribution(after: State, event: DistributionDealt) -> None:
-    """K15.2 stock, K15.3 (with K5.1) equal hands and K15.4 removal, just after a distribution."""
+    """K15.2 stock, K15.3 (with K5.1) equal hands, K15.4 removal and K16.10 bordstabbe, just
+    after a distribution."""
     config = after.config
     left = config.stock_after(event.distribution)
     _require(len(after.stock) == left, "K15.2", f"stock {len(after.stock)} != {left}")
@@ -95,6 +96,15 @@ def _check_distribution(after: State, event: DistributionDealt) -> None:
         "K15.3",
         f"hand sizes {sizes} at the start of distribution {event.distribution}",
     )
+    if event.distribution == 1 and config.rules.bordstabbe:
+        # K16.10, so that K15.7's bordstabbe term is not taken on the result's word.
+        one_value = bool(after.table) and len(set(map(rank_of, after.table))) == 1
+        expected = (after.dealer + 1) % config.players if one_value else None
+        _require(
+            after.bordstabbe_seat == expected,
+            "K16.10",
+            f"bordstabbe seat {after.bordstabbe_seat}, the first table asks for {expected}",
+        )
     removal = config.rules.removal
     if removal is Removal.COURTS:
         _require(not any(map(is_court, after.table)), "K15.4", "a court stayed")

@@ -285,3 +285,18 @@ def test_an_opening_that_kept_a_removed_card_on_the_table_is_reported() -> None:
     assert king not in state.table
     with pytest.raises(InvariantError, match=r"^K15\.4: a court stayed"):
         check_opening(replace(state, table=(*state.table, king)), events)
+
+
+@pytest.mark.parametrize(
+    ("table", "wrong"),
+    [("5H 5C 5D", None), ("5H 5C 6D", 1), ("", 1)],
+    ids=["missed", "not-one-value", "empty-table"],
+)
+def test_k16_10_a_wrong_bordstabbe_is_reported(table: str, wrong: int | None) -> None:
+    """K16.10: the first table after removal decides bordstabbe, so K15.7's -5 term is
+    checked against the table, not taken from the result being checked."""
+    state, events = opening(Rules(bordstabbe=True))
+    state = replace(state, table=cards(table), bordstabbe_seat=None if wrong else 1)
+    check_opening(state, events)
+    with pytest.raises(InvariantError, match=r"^K16\.10: bordstabbe seat"):
+        check_opening(replace(state, bordstabbe_seat=wrong), events)

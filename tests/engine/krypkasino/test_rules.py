@@ -54,6 +54,7 @@ from engine.krypkasino import (
     view,
 )
 from engine.krypkasino.events import (
+    Bordstabbe,
     Captured,
     CardsSetAside,
     Crawled,
@@ -712,6 +713,35 @@ def test_k11_1_the_recipient_is_the_last_capturer_of_the_deal(
     for item in final_moves.split():
         state, events = play_text(state, item)
     assert only(events, DealEnded).recipient == 1
+
+
+def test_k11_1_a_new_deal_starts_without_a_last_capturer() -> None:
+    """K11.1: R is the last capturer *of the deal*; a capture of the previous deal does
+    not count, so a deal in which nobody captures goes to its own dealer (KX25)."""
+    state, events = finish_deal(new_game(Config(players=4), seed=111))
+    assert only(events, DealEnded).recipient is not None
+    assert (state.deal, state.dealer) == (2, 1)
+    assert state.last_capturer is None
+
+
+@pytest.mark.parametrize(
+    ("removal", "table"),
+    [(Removal.COURTS, "JH QC KS KD"), (Removal.SPADES, "3S 5S 9S 5S")],
+)
+def test_k16_10_no_bordstabbe_when_removal_empties_the_table(removal: Removal, table: str) -> None:
+    """K16.10 triggers only "if the table is non-empty": a first table that removal takes
+    whole (K6.3, KX11) leaves nothing of one value, so nobody scores -5 and the deal
+    total stays 42 (K15.7)."""
+    config = Config(players=4, rules=Rules(bordstabbe=True, removal=removal))
+    deck = stacked_deck(config.schedule.first_rounds, 4, 0, table=table)
+    state, events = open_game(config, decks=[deck])
+    assert state.table == ()
+    assert not any(isinstance(e, Bordstabbe) for e in events)
+    assert state.bordstabbe_seat is None
+    state, deal_events = finish_deal(state)
+    result = only(deal_events, DealEnded).result
+    assert [s.bordstabbe for s in result.scores] == [0, 0, 0, 0]
+    assert sum(s.total for s in result.scores) == 42
 
 
 @pytest.mark.parametrize(

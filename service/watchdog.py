@@ -8,8 +8,8 @@ stamps the time into its slot of a mapping shared with the supervisor every
 timeout, and then stops the others and exits 1 as for any worker that exits on
 its own, so that the orchestrator restarts the server. Silence is counted only
 while the watch itself runs: when the whole server was paused (``docker pause``,
-a cgroup freeze, Ctrl-Z), every worker's stamp is old on resuming, and all of them
-were killed.
+a cgroup freeze, Ctrl-Z), every worker's stamp is old on resuming, and counting
+that silence would kill them all.
 """
 
 from __future__ import annotations

@@ -246,6 +246,7 @@ def _simulate(args: argparse.Namespace) -> int:
             desc="simulate",
             unit="game",
             file=sys.stderr,
+            disable=sys.stderr is None,  # started with stderr closed (``2>&-``)
         )
         for game in games:
             summary.add(player(game, record=False))
@@ -258,18 +259,34 @@ def _simulate(args: argparse.Namespace) -> int:
     return _print(dump_document(report) if args.json else render_summary(report))
 
 
-def _print(text: str) -> int:
+OUTPUT_FAILED = 1
+
+
+def print_output(text: str) -> int:
+    """Write a command's result to stdout; its status: 0, or 1 with one line on stderr when
+    stdout is closed or refuses it (a full disk). A reader that went away (``| head``)
+    is not an error."""
+    if sys.stdout is None:  # started with stdout closed (``>&-``): Python gives it None
+        return _fail("stdout is closed: nowhere to print the result", OUTPUT_FAILED)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error worth a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as error:
+        # What was not written must not be written again, and fail again, at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _fail(f"cannot print the result: {error.strerror or error}", OUTPUT_FAILED)
     return 0
 
 
+_print = print_output
+
+
 def _fail(message: str, status: int = USAGE_ERROR) -> int:
-    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    if sys.stderr is not None:  # started with stderr closed: the status says it all
+        print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
     return status
 
 

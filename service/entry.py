@@ -15,6 +15,10 @@ from service.start_signals import record_from_start
 def main() -> int:
     if sys.argv[1:2] == ["serve"]:
         record_from_start()
-    from service import cli  # only now: its imports take a few tenths of a second
-
+    try:
+        from service import cli  # only now: its imports take a few tenths of a second
+    except KeyboardInterrupt:  # Ctrl-C while it starts: as cli.main reports it later
+        if sys.stderr is not None:
+            print("cardrules: error: interrupted", file=sys.stderr)
+        return 128 + 2
     return cli.main()

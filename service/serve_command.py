@@ -101,10 +101,10 @@ def _fail(message: str) -> int:
 
 
 def run_keygen(args: argparse.Namespace) -> int:
+    from service.cli import print_output
     from service.tokens import KeyRing
 
-    print(KeyRing.generate_key_text())
-    return 0
+    return print_output(KeyRing.generate_key_text() + "\n")
 
 
 def prepare_multiprocess_dir(processes: int = 1) -> str | None:

@@ -1,0 +1,81 @@
+"""Where a command's result or its complaints cannot go: one line and a status, never a
+traceback (service/cli.py), and Ctrl-C before the command even started."""
+
+from __future__ import annotations
+
+import importlib.abc
+import io
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+import service
+from service import entry
+from service.logs import configure_logging, get_logger
+from tests.service.server_process import CARDRULES
+
+SIMULATE = [CARDRULES, "simulate", "krypkasino", "--players", "2"]
+
+
+def _run(argv: list[str], stdout: Any = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, stdout=stdout, stderr=subprocess.PIPE, text=True, check=False, timeout=60
+    )
+
+
+@pytest.mark.parametrize("argv", [SIMULATE, [CARDRULES, "keygen"]], ids=["simulate", "keygen"])
+def test_a_full_disk_is_one_line_and_status_1(argv):
+    with open("/dev/full", "w") as full:
+        done = _run(argv, stdout=full)
+    assert done.returncode == 1
+    assert done.stderr == "cardrules: error: cannot print the result: No space left on device\n"
+
+
+@pytest.mark.parametrize("argv", [SIMULATE, [CARDRULES, "keygen"]], ids=["simulate", "keygen"])
+def test_a_closed_stdout_is_one_line_and_status_1(argv):
+    # keygen printed nothing and exited 0: a script would have taken "" for a key.
+    done = _run(["sh", "-c", '"$@" >&-', "sh", *argv])
+    assert done.returncode == 1
+    assert done.stderr == "cardrules: error: stdout is closed: nowhere to print the result\n"
+
+
+def test_keygen_into_a_reader_that_went_away_is_no_traceback():
+    done = _run(["sh", "-c", '"$@" | true', "sh", CARDRULES, "keygen"])
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_summary_with_stderr_closed_is_still_printed():
+    done = _run(["sh", "-c", '"$@" 2>&-', "sh", *SIMULATE, "--games", "2"])
+    assert done.returncode == 0, done.stdout
+    assert "games 2, deals 4" in done.stdout
+
+
+class _Interrupting(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "service.cli":
+            raise KeyboardInterrupt
+        return None
+
+
+def test_ctrl_c_while_the_command_starts_exits_130_with_one_line(monkeypatch, capsys):
+    monkeypatch.delattr(service, "cli", raising=False)
+    monkeypatch.delitem(sys.modules, "service.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_Interrupting(), *sys.meta_path])
+    monkeypatch.setattr(sys, "argv", ["cardrules", "simulate"])
+    assert entry.main() == 130
+    assert capsys.readouterr().err == "cardrules: error: interrupted\n"
+
+
+def test_a_console_line_stdout_cannot_encode_is_escaped_not_an_error(monkeypatch):
+    # Such an error failed the call the line was about: an HTTP path "/é" got a 500
+    # from a server whose stdout is ASCII (docs/operations.md: never the call).
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii", write_through=True)
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        configure_logging("console")
+        get_logger("cardrules.requests").info("request", method="GET /\u00e9")
+        assert "GET /\\xe9" in out.buffer.getvalue().decode("ascii")
+    finally:
+        configure_logging("json")

@@ -42,6 +42,7 @@ PROG = "cardrules"
 USAGE_ERROR = 2
 INVARIANT_FAILED = 1
 REMOTE_FAILED = 1
+OUTPUT_FAILED = 1
 INTERRUPTED = 128 + 2  # as a shell reports a process stopped by SIGINT
 MAX_SEED = 2**64 - 1  # NewGame's seed is a uint64
 
@@ -238,7 +239,7 @@ def _simulate(args: argparse.Namespace) -> int:
     try:
         if args.games == 1:
             document = transcript(player(request))
-            return _print(dump_document(document) if args.json else render_text(document))
+            return print_output(dump_document(document) if args.json else render_text(document))
         summary = Summary(request)
         games = tqdm(
             requests_for_games(request, args.games),
@@ -256,10 +257,7 @@ def _simulate(args: argparse.Namespace) -> int:
     except RemoteError as error:
         return _fail(str(error), REMOTE_FAILED)
     report = summary_json(summary)
-    return _print(dump_document(report) if args.json else render_summary(report))
-
-
-OUTPUT_FAILED = 1
+    return print_output(dump_document(report) if args.json else render_summary(report))
 
 
 def print_output(text: str) -> int:
@@ -279,9 +277,6 @@ def print_output(text: str) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _fail(f"cannot print the result: {error.strerror or error}", OUTPUT_FAILED)
     return 0
-
-
-_print = print_output
 
 
 def _fail(message: str, status: int = USAGE_ERROR) -> int:

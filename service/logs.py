@@ -382,13 +382,15 @@ def unbuffer_std_streams() -> None:
 def _write_line(message: str | bytes) -> None:
     stream = sys.stdout
     if isinstance(message, str):
-        # Console lines quote what callers sent (an HTTP path): a character the stream's
-        # encoding lacks (PYTHONIOENCODING=ascii, a Latin-1 terminal) is escaped, never
-        # an error that would fail the call the line is about.
-        encoding = getattr(stream, "encoding", None) or "utf-8"
-        if not message.isascii() and not encoding.lower().replace("-", "").startswith("utf"):
-            message = message.encode(encoding, "backslashreplace").decode(encoding)
-        stream.write(message + "\n")
+        try:
+            stream.write(message + "\n")
+        except UnicodeEncodeError:
+            # Console lines quote what callers sent (an HTTP path): a character the
+            # stream's encoding lacks (PYTHONIOENCODING=ascii, a Latin-1 terminal) is
+            # escaped, never an error that would fail the call the line is about. The
+            # text was encoded whole before any of it was written.
+            encoding = stream.encoding
+            stream.write((message + "\n").encode(encoding, "backslashreplace").decode(encoding))
         stream.flush()
         return
     buffer = getattr(stream, "buffer", None)

@@ -25,6 +25,7 @@ from engine.krypkasino.policies import POLICIES
 from service import serve_command
 from service.remote_simulate import RemoteError, play_remote_game
 from service.simulate import (
+    GameRecord,
     InputError,
     SimulationError,
     SimulationRequest,
@@ -238,7 +239,7 @@ def _simulate(args: argparse.Namespace) -> int:
         player = functools.partial(play_remote_game, target=args.server)
     try:
         if args.games == 1:
-            document = transcript(player(request))
+            document = transcript(_one_game(request, args.server))
             return print_output(dump_document(document) if args.json else render_text(document))
         summary = Summary(request)
         games = tqdm(
@@ -258,6 +259,23 @@ def _simulate(args: argparse.Namespace) -> int:
         return _fail(str(error), REMOTE_FAILED)
     report = summary_json(summary)
     return print_output(dump_document(report) if args.json else render_summary(report))
+
+
+def _one_game(request: SimulationRequest, server: str | None) -> GameRecord:
+    """One match; through a server, with a bar of its deals on a terminal's stderr: a
+    long match takes minutes there (a 240-deal one about six), against seconds
+    in-process. Not elsewhere: a log or a pipe would get the bar's every redraw."""
+    if server is None:
+        return play_game(request)
+    with tqdm(
+        total=request.config.deal_limit,
+        desc="simulate",
+        unit="deal",
+        file=sys.stderr,
+        disable=None if sys.stderr is not None else True,  # None: on a terminal only
+        leave=False,
+    ) as bar:
+        return play_remote_game(request, server, progress=lambda deal: bar.update(deal - bar.n))
 
 
 def print_output(text: str) -> int:

@@ -10,6 +10,7 @@ from outside, so remote records say ``invariant_checks=None`` (``null`` in JSON)
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import grpc
 from cardrules.cards.v1 import cards_pb2
@@ -29,18 +30,31 @@ class RemoteError(RuntimeError):
     """The service refused a call or could not be reached."""
 
 
-def play_remote_game(request: SimulationRequest, target: str, *, record: bool = True) -> GameRecord:
+def play_remote_game(
+    request: SimulationRequest,
+    target: str,
+    *,
+    record: bool = True,
+    progress: Callable[[int], object] = lambda deal: None,
+) -> GameRecord:
     """Play one match against the service at ``target`` (``host:port``), through a channel
-    with the client's retry policy, so that a restarting server does not end the run."""
+    with the client's retry policy, so that a restarting server does not end the run.
+
+    ``progress`` gets the deal in play (1-based, as views number it) after every move.
+    """
     with grpc.insecure_channel(target, options=channel_options()) as channel:
         try:
-            return _play(krypkasino_pb2_grpc.KrypkasinoServiceStub(channel), request, record)
+            stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+            return _play(stub, request, record, progress)
         except grpc.RpcError as error:
             raise RemoteError(f"{target}: {error.code().name}: {error.details()}") from None
 
 
 def _play(
-    stub: krypkasino_pb2_grpc.KrypkasinoServiceStub, request: SimulationRequest, record: bool
+    stub: krypkasino_pb2_grpc.KrypkasinoServiceStub,
+    request: SimulationRequest,
+    record: bool,
+    progress: Callable[[int], object],
 ) -> GameRecord:
     policy = POLICIES[request.policy]
     rng = seeded_rng(request.seed, "policy")
@@ -101,6 +115,7 @@ def _play(
         moves += 1
         state = played.state
         game_over, turn = played.view.game_over, played.view.turn
+        progress(played.view.deal_number)
     sheet = stub.Score(pb.ScoreRequest(state=state), timeout=DEADLINE_SECONDS)
     return GameRecord(
         request,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -15,6 +17,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from engine.krypkasino import Config, Removal, Rules, Teams, TieRule
+from service import cli
 from service.calls import CallInfo
 from service.cli import build_parser
 from service.config import ServerConfig
@@ -113,6 +116,36 @@ def test_cli_server_flag_prints_the_in_process_document(grpc_target):
     assert remote.stdout == local.stdout
     request = SimulationRequest(Config(players=4), seed=21)
     assert local.stdout == dump_document(transcript(play_game(request)))
+    assert remote.stderr == local.stderr == ""  # no bar where stderr is no terminal
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_one_game_through_a_server_shows_its_deals_on_a_terminal(grpc_target, monkeypatch):
+    """A long match takes minutes through a server: a bar of its deals shows it going."""
+    argv = ["simulate", "krypkasino", "--players", "3", "--deals", "6", "--seed", "3"]
+    outputs = []
+    for server in ((), ("--server", grpc_target)):
+        stdout, stderr = io.StringIO(), _Terminal()
+        monkeypatch.setattr(sys, "stdout", stdout)
+        monkeypatch.setattr(sys, "stderr", stderr)
+        assert cli.main([*argv, *server]) == 0
+        outputs.append((stdout.getvalue(), stderr.getvalue()))
+    (local, no_bar), (remote, bar) = outputs
+    assert remote == local
+    assert no_bar == ""  # in-process a match takes seconds
+    assert "/6 [" in bar and "deal/s" in bar, bar
+
+
+def test_progress_hears_of_every_move_with_its_deal(grpc_target):
+    request = SimulationRequest(Config(players=3, match_deals=6), seed=3)
+    deals: list[int] = []
+    record = play_remote_game(request, grpc_target, progress=deals.append)
+    assert len(deals) == record.moves
+    assert deals == sorted(deals) and set(deals) == set(range(1, 7))
 
 
 def test_unreachable_server_is_one_line_and_status_1():

@@ -107,6 +107,13 @@ def run_keygen(args: argparse.Namespace) -> int:
     return print_output(KeyRing.generate_key_text() + "\n")
 
 
+TEMPORARY_PREFIX = "cardrules-metrics-"
+#: Locked by the server that made the temporary folder, for as long as it or any of its
+#: workers lives (they inherit the descriptor across ``fork``).
+_LOCK_NAME = ".in-use"
+_held: list[int] = []
+
+
 def prepare_multiprocess_dir(processes: int = 1) -> str | None:
     """Point prometheus at a folder shared by the workers (emptied later, once the ports
     are known free: ``metrics.clear_multiprocess_dir``).
@@ -134,13 +141,6 @@ def prepare_multiprocess_dir(processes: int = 1) -> str | None:
         raise PermissionError(f"{folder} is not writable")
     _check_room(folder, processes)
     return None
-
-
-TEMPORARY_PREFIX = "cardrules-metrics-"
-#: Locked by the server that made the temporary folder, for as long as it or any of its
-#: workers lives (they inherit the descriptor across ``fork``).
-_LOCK_NAME = ".in-use"
-_held: list[int] = []
 
 
 def _hold(folder: str) -> None:

@@ -53,7 +53,7 @@ from service.metrics import (
 )
 from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
-from service.signals import LIKE_SIGTERM, StopSignals
+from service.signals import StopSignals, ignore_further_stops
 from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from service.watchdog import Heartbeats, keep_beating, start_watchdog
@@ -544,11 +544,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
         if not stopping:
             deadline = config.drain_delay_seconds + config.grace_seconds + STOP_MARGIN_SECONDS
             signal.setitimer(signal.ITIMER_REAL, deadline)
-            # Ignored rather than returned from: Python resets the handlers it ran to the
-            # default action as it exits, and a repeated SIGTERM then killed the
-            # supervisor (status 143) after its workers had drained.
-            for quiet in LIKE_SIGTERM:
-                signal.signal(quiet, signal.SIG_IGN)
+            ignore_further_stops()
         stopping = True
         for pid in list(workers):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped

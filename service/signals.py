@@ -17,7 +17,15 @@ import signal
 from service.start_signals import PendingSignals
 
 # Stop as SIGTERM does, and are ignored once stopping.
-LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
+_LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
+
+
+def ignore_further_stops() -> None:
+    """SIGTERM and SIGHUP ignored from now on: only the first counts. Ignored, not left to
+    a handler that returns, because Python resets the handlers it ran to the default
+    action as it exits, and a repeated SIGTERM would then end a clean stop with 143."""
+    for quiet in _LIKE_SIGTERM:
+        signal.signal(quiet, signal.SIG_IGN)
 
 
 class StopSignals:
@@ -43,9 +51,9 @@ class StopSignals:
         """Stop as ``signum`` would: the handler of the stop signals, also called directly."""
         if self.first is None:
             self.first = signum
-            for quiet in LIKE_SIGTERM:
+            for quiet in _LIKE_SIGTERM:
                 self._loop.remove_signal_handler(quiet)
-                signal.signal(quiet, signal.SIG_IGN)
+            ignore_further_stops()
         self.received.set()
         if signum == signal.SIGINT:
             self._hurry.set()

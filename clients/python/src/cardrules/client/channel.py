@@ -190,7 +190,8 @@ def check_channel_arguments(
 #: The number a port starts with, as grpc reads it (as C's ``atoi`` and ``sscanf`` do:
 #: C's white space and a sign, and whatever follows ignored where it reads an ``ipv4:``
 #: address), which it takes modulo 2^16: ``-1`` dials 65535, ``+99999`` 34463.
-_NUMBER = re.compile(r"[ \t\n\v\f\r]*[-+]?([0-9]+)")
+_C_SPACE = " \t\n\v\f\r"
+_NUMBER = re.compile(f"[{_C_SPACE}]*[-+]?([0-9]+)")
 
 #: The longest deadline a call may have: grpc fails every call at once with
 #: DEADLINE_EXCEEDED past about 7e9 s, where the deadline overflows its clock.
@@ -265,7 +266,7 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             continue
         # Digits counted first: Python reads no more than 4,300 of them.
         if (number := _NUMBER.match(port)) is not None and not (
-            number.end() == len(port.rstrip(" \t\n\v\f\r"))
+            number.end() == len(port.rstrip(_C_SPACE))
             and len(number[1].lstrip("0")) <= 5
             and 1 <= int(number[0]) <= 65535
         ):

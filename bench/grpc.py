@@ -7,6 +7,9 @@ token size, workers.
   transport's capacity that the rules leave (target 0.6, goal 0.8). A second
   echo takes ``serve_call``, the path of every real RPC (request id, metrics,
   the request log line), so beside it Play differs only by the rules work.
+  A third call, the Play floor, takes Play's whole path but the rules work
+  (token, protobuf and seat-token work, the real answer precomputed): what
+  any engine, in any language, could reach at most.
 - Server CPU per call comes from ``/proc/<pid>/stat`` around each round, and
   what the main (asyncio) thread did from ``/proc/<pid>/schedstat``: the share
   of the round it ran, the share it waited for a core, times scheduled per call.
@@ -30,7 +33,8 @@ from statistics import median
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from bench.common import Json, note, summarize_ns, table, target
-from bench.grpc_server import ECHO_METHOD, INSTRUMENTED_ECHO_METHOD
+from bench.grpc_load import write_requests
+from bench.grpc_server import ECHO_METHOD, INSTRUMENTED_ECHO_METHOD, PLAY_FLOOR_METHOD
 from bench.server import BENCH_KEY, cardrules_serve
 from service.calls import CallInfo
 from service.config import ServerConfig
@@ -70,13 +74,6 @@ def play_stream(games: int, players: int = 4) -> tuple[list[bytes], list[int], l
             if view.distribution == middle and view.deal_number == 1:
                 token_sizes.append(len(state))
     return requests, response_sizes, token_sizes
-
-
-def _write_requests(requests: list[bytes]) -> Path:
-    with tempfile.NamedTemporaryFile(prefix="cardrules-bench-", delete=False) as handle:
-        for request in requests:
-            handle.write(len(request).to_bytes(4, "big") + request)
-    return Path(handle.name)
 
 
 def _main_thread_schedule(pid: int) -> tuple[int, int, int]:
@@ -121,7 +118,14 @@ def side_by_side(
     with tempfile.TemporaryDirectory() as folder:
         port_file = Path(folder) / "port"
         server = subprocess.Popen(
-            [sys.executable, "-m", "bench.grpc_server", str(port_file), str(echo_bytes)],
+            [
+                sys.executable,
+                "-m",
+                "bench.grpc_server",
+                str(port_file),
+                str(echo_bytes),
+                str(path),
+            ],
             stdout=subprocess.DEVNULL,
         )
         try:
@@ -135,6 +139,7 @@ def side_by_side(
                 ("play", PLAY_METHOD),
                 ("echo", ECHO_METHOD),
                 ("echo_instrumented", INSTRUMENTED_ECHO_METHOD),
+                ("play_floor", PLAY_FLOOR_METHOD),
             )
             runs: dict[str, list[Json]] = {name: [] for name, _ in calls}
             for round_number in range(rounds):
@@ -175,12 +180,13 @@ def side_by_side(
             ),
             "failures": failures,
         }
-    # "ceiling": what Play/echo would read if the rules cost nothing, since Play takes
-    # the instrumented echo's path plus the rules work.
+    # "ceiling": what Play/echo would read if only the path every RPC takes cost; "floor":
+    # if the rules cost nothing, with only the token, protobuf and seat-token work left.
     for name, top, bottom in (
         ("ratio", "play", "echo"),
         ("ratio_instrumented", "play", "echo_instrumented"),
         ("ceiling", "echo_instrumented", "echo"),
+        ("floor", "play_floor", "echo"),
     ):
         ratios = [
             (t["calls"] / t["seconds"]) / (b["calls"] / b["seconds"])
@@ -210,7 +216,7 @@ def workers_throughput(path: Path, seconds: float, concurrency: int) -> Json:
 
 def run(games: int, rounds: int, seconds: float, concurrency: int) -> Json:
     requests, response_sizes, token_sizes = play_stream(games)
-    path = _write_requests(requests)
+    path = write_requests(requests)
     try:
         echo_bytes = int(median(response_sizes))
         report: Json = {
@@ -272,7 +278,7 @@ def render(report: Json) -> str:
             sides[name]["main_thread_scheduled_per_call"],
             sides[name]["failures"],
         ]
-        for name in ("play", "echo", "echo_instrumented")
+        for name in ("play", "echo", "echo_instrumented", "play_floor")
     ]
     lines = [
         "gRPC: Play beside an echo of the same size "
@@ -293,7 +299,9 @@ def render(report: Json) -> str:
         ),
         f"throughput ratio Play/echo: {sides['ratio']} (rounds {sides['ratio_rounds']}); "
         f"Play/instrumented echo: {sides['ratio_instrumented']}; "
-        f"instrumented echo/echo, the ceiling if the rules cost nothing: {sides['ceiling']}",
+        f"instrumented echo/echo, the ceiling if nothing but the RPC path cost: {sides['ceiling']}; "
+        f"Play floor/echo, if the rules cost nothing: {sides['floor']} "
+        f"(rounds {sides['floor_rounds']})",
         f"state token, 4 players mid-deal: median {report['token_bytes_mid_deal']['median']} B, "
         f"max {report['token_bytes_mid_deal']['max']} B",
         table(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,17 +56,37 @@ async def load(
     return {"calls": len(latencies), "seconds": elapsed, "failures": failures, "ns": latencies}
 
 
-def main() -> None:
-    target, method, path, concurrency, seconds, channels = sys.argv[1:7]
-    blob = Path(path).read_bytes()
+def write_requests(requests: list[bytes]) -> Path:
+    """A temporary file of ``requests`` as length-prefixed records; the caller removes it."""
+    with tempfile.NamedTemporaryFile(prefix="cardrules-bench-", delete=False) as handle:
+        for request in requests:
+            handle.write(len(request).to_bytes(4, "big") + request)
+    return Path(handle.name)
+
+
+def read_requests(path: Path) -> list[bytes]:
+    """The requests ``write_requests`` wrote."""
+    blob = path.read_bytes()
     requests = []
     offset = 0
-    while offset < len(blob):  # length-prefixed records
+    while offset < len(blob):
         size = int.from_bytes(blob[offset : offset + 4], "big")
         requests.append(blob[offset + 4 : offset + 4 + size])
         offset += 4 + size
+    return requests
+
+
+def main() -> None:
+    target, method, path, concurrency, seconds, channels = sys.argv[1:7]
     result = asyncio.run(
-        load(target, method, requests, int(concurrency), float(seconds), int(channels))
+        load(
+            target,
+            method,
+            read_requests(Path(path)),
+            int(concurrency),
+            float(seconds),
+            int(channels),
+        )
     )
     print(json.dumps(result))
 

@@ -3,7 +3,8 @@
 Both services share the process, the port, the server options and the
 logging set-up, so ``bench.grpc`` can compare ``Play`` with a call that does
 no work at all but move a payload of the same size. Run as
-``python -m bench.grpc_server PORT_FILE ECHO_BYTES``; stops on SIGTERM.
+``python -m bench.grpc_server PORT_FILE ECHO_BYTES REQUESTS_FILE`` (the
+``Play`` requests of the load, for ``PlayFloor``); stops on SIGTERM.
 """
 
 from __future__ import annotations
@@ -12,24 +13,32 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf.message import Message
 from prometheus_client import CollectorRegistry
 
+from bench.grpc_load import read_requests
 from bench.server import BENCH_KEY
-from service.calls import CallRunner
+from service.calls import CallInfo, CallRunner
 from service.config import ServerConfig
-from service.grpc_service import KrypkasinoServicer, serve_call
+from service.grpc_service import KrypkasinoServicer, parsing, serve_call
 from service.logs import configure_logging
-from service.server import build_api, grpc_server_options, new_metrics
-from service.tokens import KeyRing
+from service.server import build_api, build_sealer, grpc_server_options, new_metrics
+from service.state_codec import state_id
+from service.tokens import KeyRing, SeatTokens
 
 ECHO_SERVICE = "cardrules.bench.v1.EchoService"
 ECHO_METHOD = f"/{ECHO_SERVICE}/Echo"
 INSTRUMENTED_ECHO_METHOD = f"/{ECHO_SERVICE}/InstrumentedEcho"
+PLAY_FLOOR_METHOD = f"/{ECHO_SERVICE}/PlayFloor"
 
 
-def echo_handler(payload: bytes, runner: CallRunner) -> grpc.GenericRpcHandler:
+def echo_handlers(
+    payload: bytes, runner: CallRunner
+) -> dict[str, grpc.RpcMethodHandler[bytes, bytes]]:
     """``Echo`` moves the payload and nothing else; ``InstrumentedEcho`` takes the
     path of every RPC of the real service (``serve_call``: request id, metrics,
     the request log line)."""
@@ -44,26 +53,69 @@ def echo_handler(payload: bytes, runner: CallRunner) -> grpc.GenericRpcHandler:
             runner, ECHO_SERVICE, "InstrumentedEcho", lambda _r, _i: payload, request, context
         )
 
-    return grpc.method_handlers_generic_handler(
-        ECHO_SERVICE,
-        {
-            "Echo": grpc.unary_unary_rpc_method_handler(echo),
-            "InstrumentedEcho": grpc.unary_unary_rpc_method_handler(instrumented),
-        },
+    return {
+        "Echo": grpc.unary_unary_rpc_method_handler(echo),
+        "InstrumentedEcho": grpc.unary_unary_rpc_method_handler(instrumented),
+    }
+
+
+def play_floor_handler(
+    config: ServerConfig, keys: KeyRing, runner: CallRunner, requests: list[bytes]
+) -> grpc.RpcMethodHandler[bytes, Message]:
+    """``PlayFloor``: a ``Play`` whose rules cost nothing, the most any engine could reach.
+
+    It takes ``Play``'s whole path but the rules work: the request parsed and
+    checked, the state token opened, its ``GameState`` parsed, the seat token
+    checked, the same state serialized again, sealed and hashed for its state
+    id, and the ``PlayResponse`` the real engine made for the request
+    (computed before serving) serialized as the answer. What ``Play`` costs
+    beyond it is the Python rules work: decoding into the engine's state,
+    judging and playing the move, encoding, events and the view.
+    """
+    answers: dict[bytes, pb.PlayResponse] = {}
+    api = build_api(config, keys, None)
+    for raw in requests:
+        request = pb.PlayRequest.FromString(raw)
+        answers[request.state] = api.play(request, CallInfo())
+    sealer = build_sealer(config, keys)
+    seat_tokens = SeatTokens(keys)
+
+    def floor(request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:
+        payload = sealer.open(request.state)
+        state = pb.GameState.FromString(payload)
+        info.game_id = state.game_id
+        seat_tokens.verify(state.game_id, request.seat, request.seat_token)
+        payload = state.SerializeToString(deterministic=True)
+        sealer.seal(payload)
+        state_id(payload)
+        return answers[request.state]
+
+    handle = parsing(pb.PlayRequest, floor, config.max_request_bytes)
+
+    async def served(request: bytes, context: grpc.aio.ServicerContext[bytes, Message]) -> Message:
+        return await serve_call(runner, ECHO_SERVICE, "PlayFloor", handle, request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        served, response_serializer=pb.PlayResponse.SerializeToString
     )
 
 
-async def serve(port_file: Path, echo_bytes: int) -> None:
+async def serve(port_file: Path, echo_bytes: int, requests: list[bytes]) -> None:
     config = ServerConfig(host="127.0.0.1", grpc_port=0, metrics_port=0, log_format="json")
     configure_logging(config.log_format, config.log_level)
     server = grpc.aio.server(options=grpc_server_options(config))
     metrics = new_metrics(CollectorRegistry())
-    api = build_api(config, KeyRing.parse(BENCH_KEY), metrics)
+    keys = KeyRing.parse(BENCH_KEY)
+    api = build_api(config, keys, metrics)
     runner = CallRunner(metrics)
     server.add_generic_rpc_handlers(
         (KrypkasinoServicer(api, runner, config.max_request_bytes).rpc_handler(),)
     )
-    server.add_generic_rpc_handlers((echo_handler(b"\x01" * echo_bytes, runner),))
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        **echo_handlers(b"\x01" * echo_bytes, runner),
+        "PlayFloor": play_floor_handler(config, keys, runner, requests),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(ECHO_SERVICE, handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     port_file.write_text(str(port))
@@ -74,4 +126,4 @@ async def serve(port_file: Path, echo_bytes: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(Path(sys.argv[1]), int(sys.argv[2])))
+    asyncio.run(serve(Path(sys.argv[1]), int(sys.argv[2]), read_requests(Path(sys.argv[3]))))

@@ -62,7 +62,7 @@ class KrypkasinoServicer:
         """The handler of every RPC of the service, for ``server.add_generic_rpc_handlers``."""
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for method in SERVICE_DESCRIPTOR.methods:
-            parse_then_handle = _parsing(
+            parse_then_handle = parsing(
                 GetMessageClass(method.input_type),
                 getattr(self._api, snake_case(method.name)),
                 self._max_request_bytes,
@@ -86,7 +86,7 @@ class KrypkasinoServicer:
         return serve
 
 
-def _parsing(request_class: type[Message], handler: Handler, limit: int) -> Handler:
+def parsing(request_class: type[Message], handler: Handler, limit: int) -> Handler:
     """``handler`` behind the size check and parsing of its request from the raw bytes."""
     name = request_class.DESCRIPTOR.full_name
 

@@ -84,8 +84,12 @@ def load_keys(config: ServerConfig) -> Keys:
 
 def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> KrypkasinoApi:
     """The API that both transports serve, sealing with ``keys`` (plain if configured)."""
-    sealer = StateSealer(keys, game=GAME, schema_version=SCHEMA_VERSION, plain=config.plain_state)
-    return KrypkasinoApi(sealer, SeatTokens(keys), metrics)
+    return KrypkasinoApi(build_sealer(config, keys), SeatTokens(keys), metrics)
+
+
+def build_sealer(config: ServerConfig, keys: KeyRing) -> StateSealer:
+    """The sealer of Krypkasino's state tokens under ``keys`` (plain if configured)."""
+    return StateSealer(keys, game=GAME, schema_version=SCHEMA_VERSION, plain=config.plain_state)
 
 
 def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:

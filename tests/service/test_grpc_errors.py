@@ -56,7 +56,7 @@ from service.grpc_service import (
     _MISENCODED_SEARCH_BYTES,
     _MISENCODED_SEARCH_LIMIT,
     _misencoded_field,
-    _parsing,
+    parsing,
 )
 from service.krypkasino_api import METHODS, SERVICE_NAME
 from tests.engine.krypkasino.helpers import first_distribution_deck
@@ -1587,7 +1587,7 @@ def test_the_search_for_a_misencoded_field_stops_after_a_bounded_number_of_messa
 def test_no_misencoded_field_is_sought_among_kilobytes_of_unknown_fields(unknown_fields, reason):
     """Reading 32,000 unknown fields (a 64 KiB request) took 30 ms of the event loop."""
     raw = b"\x12\x00" + b"\x78\x00" * unknown_fields  # seed (2) as bytes, then field 15s
-    parse = _parsing(pb.NewGameRequest, lambda request, info: request, 65536)
+    parse = parsing(pb.NewGameRequest, lambda request, info: request, 65536)
     with pytest.raises(ServiceError) as refused:
         parse(raw, CallInfo())
     assert refused.value.reason == reason

@@ -26,8 +26,9 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stderr
     assert "throughput ratio Play/echo" in done.stdout and "the ceiling" in done.stdout
+    assert "Play floor/echo" in done.stdout
     report = json.loads(out.read_text())["grpc"]
-    for call in ("play", "echo"):
+    for call in ("play", "echo", "echo_instrumented", "play_floor"):
         side = report["side_by_side"][call]
         assert side["failures"] == 0 and side["throughput_rps"] > 0, side
         assert side["latency"]["p50_us"] <= side["latency"]["p99_us"]
@@ -37,7 +38,7 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
         )
         assert 0 <= side["main_thread_waiting_for_a_core_pct"] <= 100
     sides = report["side_by_side"]
-    for ratio in ("ratio", "ratio_instrumented", "ceiling"):
+    for ratio in ("ratio", "ratio_instrumented", "ceiling", "floor"):
         rounds = sides[ratio + "_rounds"]
         assert rounds and 0 < min(rounds) <= sides[ratio] <= max(rounds), (ratio, sides)
     assert 0 < report["token_bytes_mid_deal"]["median"] <= report["token_bytes_mid_deal"]["max"]

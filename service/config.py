@@ -68,7 +68,10 @@ _OPTIONS: dict[str, tuple[str, str]] = {
         "comma-separated base64 AES-256 keys; the first seals, all open",
     ),
     "--state-keys-file": ("state_keys_file", "file holding the state keys, one per line"),
-    "--plain-state": ("plain_state", "DEBUGGING ONLY: unsealed state tokens"),
+    "--plain-state": (
+        "plain_state",
+        "DEBUGGING ONLY: unsealed state tokens (the flag takes no value)",
+    ),
     "--log-format": ("log_format", "json, console, or auto (console on a terminal)"),
     "--log-level": ("log_level", "debug, info, warning or error"),
     "--max-request-bytes": ("max_request_bytes", "largest request accepted"),

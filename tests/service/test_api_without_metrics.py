@@ -4,6 +4,8 @@ renewals of a key rotation."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
@@ -38,17 +40,24 @@ def test_every_rpc_works_without_metrics() -> None:
         )
     assert refused.value.reason == "NOT_YOUR_TURN"
     state = game.state
-    for _ in range(40):  # with seed 5: 24 crawls, 8 captures and 8 sweeps
+    kinds: Counter[int] = Counter()
+    for _ in range(40):
         view = api.get_view(pb.GetViewRequest(state=state), CallInfo()).view
         seat = view.turn
         move = api.legal_moves(
             pb.LegalMovesRequest(state=state, seat=seat, seat_token=game.seat_tokens[seat]),
             CallInfo(),
         ).moves[0]
-        state = api.play(
+        played = api.play(
             pb.PlayRequest(
                 state=state, seat=seat, seat_token=game.seat_tokens[seat], move=move.move
             ),
             CallInfo(),
-        ).state
-    assert api.score(pb.ScoreRequest(state=state), CallInfo()).totals
+        )
+        kinds.update(e.captured.kind for e in played.events if e.HasField("captured"))
+        kinds.update(pb.MOVE_KIND_CRAWL for e in played.events if e.HasField("crawled"))
+        state = played.state
+    # Every counted kind of move was made: crawls, captures and sweeps.
+    assert {pb.MOVE_KIND_CRAWL, pb.MOVE_KIND_CAPTURE, pb.MOVE_KIND_SWEEP} <= set(kinds), kinds
+    scored = api.score(pb.ScoreRequest(state=state), CallInfo())
+    assert not scored.deals and list(scored.totals) == [0, 0]  # the first deal goes on

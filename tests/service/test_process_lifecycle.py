@@ -137,7 +137,8 @@ def test_sigterm_during_start_up_still_drains_and_exits_0(args):
     lines = events(output)
     workers = 2 if args else 1
     assert [line["event"] for line in lines].count("stopped") == workers
-    assert all(line["signal"] == "SIGTERM" for line in lines if line["event"] == "draining")
+    draining = [line for line in lines if line["event"] == "draining"]
+    assert [line["signal"] for line in draining] == ["SIGTERM"] * workers, draining
     assert not [line for line in lines if line["level"] == "error"]
 
 

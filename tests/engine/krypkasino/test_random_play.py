@@ -161,6 +161,9 @@ def _check_match(state: State, tiebreaks: list[tuple[int, ...]]) -> None:
     assert tiebreaks == ([tuple(lowest)] if tied else [])
     assert len(state.results) == deals + tied
     final = score(state).totals
+    if tied:
+        totals = [t + d for t, d in zip(totals, state.results[-1].team_totals, strict=True)]
+    assert list(final) == totals
     candidates = lowest if tied else range(len(final))
     best = min(final[t] for t in candidates)
     assert list(state.winners) == [t for t in candidates if final[t] == best]

@@ -228,9 +228,11 @@ def test_kh_forced_double_sweep_or_the_other_suit():
     assert sweep_parts(after) == [0, -5, 5, 0]
 
 
-def test_ki1_identical_card_but_not_alone():
-    assert legal("4C 7S JD", "JD") == moves("JD>4C+7S+JD")
-    after, events = play_move(position("4C 7S JD", {1: "JD"}), 1, "JD>4C+7S+JD")
+@pytest.mark.parametrize("table", ["4C 7S JD", "JD 4C 7S", "7S JD 4C"])
+def test_ki1_identical_card_but_not_alone(table):
+    """Wherever the twin lies on the table, sweeping it with other cards is ordinary."""
+    assert legal(table, "JD") == moves("JD>4C+7S+JD")
+    after, events = play_move(position(table, {1: "JD"}), 1, "JD>4C+7S+JD")
     assert captured(events).sweep is SweepKind.SWEEP
     assert after.markers[1] == cards("JD")
     assert sweep_parts(after) == [-5, 5, 0, 0]
@@ -956,3 +958,13 @@ def test_kx33_two_players():
     markers = [cards("7H 8H"), cards("9H 4C 5D")]
     scores = score_deal(Config(players=2), markers, markers, 0, None)
     assert [s.sweeps_made + s.sweeps_conceded for s in scores] == [-5, 5]
+
+
+@pytest.mark.parametrize("table", ["5H 5C", "5C 5H"])
+def test_k8_3_a_twin_swept_with_another_card_is_an_ordinary_sweep(table):
+    """K8.3: only a lone identical card makes a double sweep; 5H taking 5H and 5C is a
+    sweep of two cards, one marker and +-5 (K9.1)."""
+    after, events = play_move(position(table, {1: "5H"}), 1, "5H>5C+5H")
+    assert captured(events).sweep is SweepKind.SWEEP
+    assert after.markers[1] == cards("5H")
+    assert sweep_parts(after) == [-5, 5, 0, 0]

@@ -841,8 +841,12 @@ def test_too_many_explicit_decks_are_refused(stub):
     )
 
 
-def test_a_draw_without_draw_for_deal_is_refused(stub):
-    refusal = refused(stub.NewGame, two_player_new_game(draw=deck_proto(full_deck(2))))
+@pytest.mark.parametrize("decks", [[], [full_deck(2)]], ids=["dealt_by_seed", "explicit_deck"])
+def test_a_draw_without_draw_for_deal_is_refused(stub, decks):
+    request = two_player_new_game(
+        draw=deck_proto(full_deck(2)), decks=[deck_proto(deck) for deck in decks]
+    )
+    refusal = refused(stub.NewGame, request)
     assert (refusal.code, refusal.reason, set(refusal.violations)) == (
         INVALID,
         "DRAW_WITHOUT_DRAW_FOR_DEAL",
@@ -1565,7 +1569,14 @@ def test_a_known_field_sent_as_another_type_is_malformed_naming_it_not_unknown(
 
 @pytest.mark.parametrize(
     ("card", "path"),
-    [(10, "decks[0].cards[10].suit"), (_MISENCODED_SEARCH_LIMIT + 10, None)],
+    [
+        (10, "decks[0].cards[10].suit"),
+        # The request and the deck come first: this card is the last message sought...
+        (_MISENCODED_SEARCH_LIMIT - 3, f"decks[0].cards[{_MISENCODED_SEARCH_LIMIT - 3}].suit"),
+        # ... and this one the first not sought.
+        (_MISENCODED_SEARCH_LIMIT - 2, None),
+        (_MISENCODED_SEARCH_LIMIT + 10, None),
+    ],
 )
 def test_the_search_for_a_misencoded_field_stops_after_a_bounded_number_of_messages(card, path):
     """A 64 KiB request holds 32,000 empty cards: walking them all took 90 ms of the event

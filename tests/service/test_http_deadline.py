@@ -64,6 +64,29 @@ def test_anything_else_is_refused_naming_the_value(value):
     assert "Grpc-Timeout" in refused.value.message
 
 
+def test_a_long_value_is_echoed_as_its_first_32_characters():
+    with pytest.raises(ServiceError) as refused:
+        timeout_seconds("x" * 40)
+    assert refused.value.metadata == {"grpc_timeout": "x" * 32}
+
+
+@pytest.mark.parametrize(
+    ("values", "reason"), [(("5S", "bad"), "STATE_MISSING"), (("bad", "5S"), TIMEOUT_INVALID)]
+)
+def test_of_two_grpc_timeouts_the_first_counts(values, reason):
+    """docs/api.md, "Deadlines": a call whose first header is good is served (here refused
+    for its empty body), one whose first is bad refused ``TIMEOUT_INVALID``."""
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        headers = [("Content-Type", "application/json")]
+        headers += [("Grpc-Timeout", value) for value in values]
+        async with session.post(f"{url}/v1/krypkasino:score", data=b"{}", headers=headers) as r:
+            assert r.status == 400
+            assert (await r.json())["details"][0]["reason"] == reason
+
+    run(krypkasino_gateway(), scenario)
+
+
 def score_body(server: ServerProcess) -> bytes:
     game = rpc(server, "newGame", {"config": {"players": 2}, "seed": "9"})
     return json.dumps({"state": game["state"]}).encode()

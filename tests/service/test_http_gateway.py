@@ -762,3 +762,22 @@ def test_http_statuses_are_the_standard_mapping_of_google_rpc_codes() -> None:
     }
     assert len(documented) == len(code_pb2.Code.values())
     assert documented == HTTP_STATUS
+
+
+def test_of_two_request_ids_the_first_counts():
+    """docs/api.md, "HTTP/JSON": as the gRPC service takes the first ``x-request-id``."""
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        for first, second in (("first-id", "second-id"), ("second-id", "first-id")):
+            headers = [
+                ("Content-Type", "application/json"),
+                ("X-Request-Id", first),
+                ("X-Request-Id", second),
+            ]
+            async with session.post(
+                f"{url}/v1/krypkasino:getView", data=b"{}", headers=headers
+            ) as r:
+                assert r.status == 400  # no state: the answer still carries the id
+                assert r.headers.getall("X-Request-Id") == [first]
+
+    run(krypkasino_gateway(), scenario)

@@ -453,6 +453,34 @@ def test_every_call_carries_the_client_deadline_unless_overridden(grpc_target: s
     assert recorder.timeouts == [5.0, 0.75, None, 9.0]
 
 
+class RecordAsyncTimeouts(grpc.aio.UnaryUnaryClientInterceptor):
+    """Records the deadline of every call that goes through a real asyncio channel."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float | None] = []
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self.timeouts.append(details.timeout)
+        return await continuation(details, request)
+
+
+def test_every_async_call_carries_the_client_deadline_unless_overridden(
+    grpc_target: str,
+) -> None:
+    recorder = RecordAsyncTimeouts()
+
+    async def run() -> None:
+        async with grpc.aio.insecure_channel(grpc_target, interceptors=[recorder]) as channel:
+            client = AsyncKrypkasinoClient(channel=channel)
+            game = await client.new_game(players=2, seed=1)
+            await client.score(state=game.state, timeout=0.75)
+            await client.get_view(state=game.state, timeout=None)
+            await AsyncKrypkasinoClient(channel=channel, timeout=9.0).score(state=game.state)
+
+    asyncio.run(run())
+    assert recorder.timeouts == [5.0, 0.75, None, 9.0]
+
+
 @contextlib.contextmanager
 def silent_server() -> Iterator[str]:
     """A loopback address that accepts TCP connections and never answers a byte."""
@@ -491,8 +519,13 @@ def test_the_async_client_default_deadline_ends_a_call_that_never_answers() -> N
 class ScriptedServicer:
     """Answers ``Score`` with the next scripted status code (``OK`` once the script runs out)."""
 
-    def __init__(self, codes: list[grpc.StatusCode] | None = None) -> None:
+    def __init__(
+        self,
+        codes: list[grpc.StatusCode] | None = None,
+        trailers: tuple[tuple[str, bytes], ...] = (),
+    ) -> None:
         self.codes = list(codes or [])
+        self.trailers = trailers
         self.calls = 0
         self.lock = threading.Lock()
 
@@ -501,6 +534,7 @@ class ScriptedServicer:
             self.calls += 1
             code = self.codes.pop(0) if self.codes else grpc.StatusCode.OK
         if code != grpc.StatusCode.OK:
+            context.set_trailing_metadata(self.trailers)
             context.abort(code, f"scripted {code.name}")
         return pb.ScoreResponse(totals=[self.calls])
 
@@ -542,6 +576,24 @@ def test_unavailable_is_retried_until_an_attempt_succeeds() -> None:
         answer = client.score(state=b"s", wait_for_ready=False)
     assert servicer.calls == 4
     assert list(answer.totals) == [4]
+
+
+def test_a_garbled_status_trailer_means_no_details() -> None:
+    """A proxy may mangle ``grpc-status-details-bin``: the helpers then find no details
+    rather than fail anew."""
+    garbled = b"\xff\xff\xff"
+    servicer = ScriptedServicer(
+        [grpc.StatusCode.INVALID_ARGUMENT], trailers=(("grpc-status-details-bin", garbled),)
+    )
+    with (
+        scripted_server(servicer) as target,
+        KrypkasinoClient(target) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"s")
+    trailers: Any = raised.value.trailing_metadata()  # typed by grpc's stubs as opaque
+    assert dict(trailers)["grpc-status-details-bin"] == garbled
+    assert error_info(raised.value) is None and field_violations(raised.value) == []
 
 
 def test_cancelled_from_a_stopping_server_is_retried() -> None:
@@ -727,7 +779,7 @@ def test_service_config_holds_the_retry_policy() -> None:
     for _ in range(policy["maxAttempts"] - 1):
         waits.append(min(wait, seconds(policy["maxBackoff"])))
         wait *= policy["backoffMultiplier"]
-    assert 1.5 <= sum(waits) <= 3.0
+    assert waits == pytest.approx([0.2, 0.6, 1.8])  # as the client's README says
     assert sum(waits) * 1.2 <= DEFAULT_TIMEOUT - 1.5
     # The channel reconnects soon, backing off to seconds, not gRPC's two minutes;
     # the minimum connect timeout (min_reconnect_backoff_ms) keeps gRPC's 20 s.
@@ -832,16 +884,41 @@ def test_request_id_names_the_log_line_of_a_refused_call(server: ServerProcess) 
         client.score(state=b"x", metadata=[("x-request-id", "support-ticket-42")])
     assert request_id(own.value) == "support-ticket-42"
 
-    async def refused() -> grpc.RpcError:
+    async def refused(metadata: list[tuple[str, str]] | None) -> grpc.RpcError:
         async with AsyncKrypkasinoClient(server.target) as client:
             with pytest.raises(grpc.RpcError) as raised:
-                await client.score(state=b"x")
+                await client.score(state=b"x", metadata=metadata)
             return raised.value
 
-    given = request_id(asyncio.run(refused()))
+    assert request_id(asyncio.run(refused([("x-request-id", "ticket-43")]))) == "ticket-43"
+    given = request_id(asyncio.run(refused(None)))
     assert given is not None and given != "support-ticket-42"
     supplied, generated = server.request_lines("support-ticket-42", given)
     assert (supplied["reason"], generated["reason"]) == ("TOKEN_MALFORMED", "TOKEN_MALFORMED")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "asyncio"])
+def test_wait_for_ready_waits_out_the_deadline_for_a_server_that_is_not_there(
+    asynchronous: bool,
+) -> None:
+    """README: with ``wait_for_ready=True`` a call waits for the server up to its deadline
+    and fails DEADLINE_EXCEEDED; without it the retries end in UNAVAILABLE after about
+    2.1 to 3.1 s, before this deadline."""
+    with refused_address() as target:
+        if asynchronous:
+
+            async def call() -> grpc.RpcError:
+                async with AsyncKrypkasinoClient(target) as client:
+                    with pytest.raises(grpc.RpcError) as raised:
+                        await client.score(state=b"s", wait_for_ready=True, timeout=3.5)
+                    return raised.value
+
+            error = asyncio.run(call())
+        else:
+            with KrypkasinoClient(target) as client, pytest.raises(grpc.RpcError) as raised:
+                client.score(state=b"s", wait_for_ready=True, timeout=3.5)
+            error = raised.value
+    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
 def test_request_id_of_a_call_that_never_reached_the_service_is_none() -> None:

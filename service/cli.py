@@ -289,12 +289,19 @@ def print_output(text: str) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error worth a traceback.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _discard_stdout()
     except OSError as error:
-        # What was not written must not be written again, and fail again, at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _discard_stdout()
         return _fail(f"cannot print the result: {error.strerror or error}", OUTPUT_FAILED)
     return 0
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: what was not written must not be written again, and
+    fail again, when Python flushes it at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _fail(message: str, status: int = USAGE_ERROR) -> int:

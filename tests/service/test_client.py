@@ -247,11 +247,15 @@ def test_the_tokens_to_keep_are_the_ones_a_rotated_server_renews() -> None:
 
 def test_the_server_package_without_the_client_says_what_to_install() -> None:
     """``pip install .`` alone gave every ``cardrules`` command a bare
-    "No module named 'cardrules'", although the command itself is called cardrules."""
+    "No module named 'cardrules'", although the command itself is called cardrules.
+
+    ``-E`` as well as ``-S``: ``-S`` drops site-packages but not ``PYTHONPATH``, and a run
+    that puts the client's ``src`` there (to test a checkout's client) imported it anyway."""
     root = CLIENT.parents[1]
     done = subprocess.run(
         [
             sys.executable,
+            "-E",
             "-S",
             "-c",
             f"import sys; sys.path.insert(0, {str(root)!r}); import service",

@@ -19,6 +19,7 @@ from cardrules.client.channel import (
     UseDefault,
     channel_options,
     check_channel_arguments,
+    checked_metadata,
     checked_timeout,
 )
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -119,7 +120,7 @@ class AsyncKrypkasinoClient:
         return await method(
             request,
             timeout=self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout),
-            metadata=None if metadata is None else tuple(metadata),
+            metadata=checked_metadata(metadata),
             wait_for_ready=wait_for_ready,
         )
 

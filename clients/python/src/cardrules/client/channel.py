@@ -163,8 +163,49 @@ DEFAULT = UseDefault.TIMEOUT
 #: A per-call deadline in seconds; ``None`` means no deadline, ``DEFAULT`` the client's.
 Timeout = float | None | UseDefault
 
-#: Call metadata as ``(key, value)`` pairs; binary values need keys ending in ``-bin``.
+#: Call metadata as ``(key, value)`` pairs: lowercase keys, printable ASCII text values;
+#: binary values need keys ending in ``-bin`` (see ``checked_metadata``).
 Metadata = Sequence[tuple[str, str | bytes]]
+
+#: The characters gRPC sends in a metadata key (HTTP/2 header names are lowercase).
+_METADATA_KEY = re.compile("[0-9a-z_.-]+")
+#: The characters gRPC sends in a text (not ``-bin``) metadata value.
+_METADATA_TEXT = re.compile("[ -~]*")
+
+
+def checked_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], ...] | None:
+    """Call metadata as a tuple, refused with ``ValueError`` where gRPC cannot send it.
+
+    gRPC fails such a call itself, but obscurely: the blocking client with ``INTERNAL``
+    "Invalid metadata", as if the server had failed, and the asyncio client with an
+    ``ExecuteBatchError`` that is no ``grpc.RpcError``. The commonest case is a key
+    with capitals, such as ``X-Request-Id`` (the HTTP header's spelling). The message
+    names the key, never the value, which may be a credential. Keys and values of other
+    types are left to grpc, which refuses them with ``TypeError``.
+    """
+    if metadata is None:
+        return None
+    pairs = tuple(metadata)
+    given: tuple[tuple[object, object], ...] = pairs  # as called, whatever the types say
+    for key, value in given:
+        if not isinstance(key, str):
+            continue
+        if _METADATA_KEY.fullmatch(key) is None:
+            lower = key.lower()
+            hint = f": use {lower!r}" if _METADATA_KEY.fullmatch(lower) else ""
+            raise ValueError(
+                f"metadata key {key!r} cannot be sent: gRPC keys are lowercase letters, "
+                f"digits, '-', '_' and '.'{hint}"
+            )
+        if key.endswith("-bin"):
+            continue
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        if isinstance(text, str) and _METADATA_TEXT.fullmatch(text) is None:
+            raise ValueError(
+                f"the value of metadata key {key!r} cannot be sent: a text value is printable "
+                "ASCII (space to '~'); send bytes under a key ending in '-bin'"
+            )
+    return pairs
 
 
 def check_channel_arguments(

@@ -18,6 +18,7 @@ from cardrules.client.channel import (
     UseDefault,
     channel_options,
     check_channel_arguments,
+    checked_metadata,
     checked_timeout,
 )
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -107,7 +108,7 @@ class KrypkasinoClient:
         return method(
             request,
             timeout=self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout),
-            metadata=None if metadata is None else tuple(metadata),
+            metadata=checked_metadata(metadata),
             wait_for_ready=wait_for_ready,
         )
 

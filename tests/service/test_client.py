@@ -41,6 +41,7 @@ from cardrules.client import (
     error_info,
     field_violations,
     request_id,
+    rpc_status,
     seat_token_to_keep,
     service_config,
     state_to_keep,
@@ -49,6 +50,7 @@ from cardrules.client import codes as client_codes
 from cardrules.client import errors as client_errors
 from cardrules.client import reasons as client_reasons
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from engine.cards import card_str, full_deck
@@ -505,6 +507,20 @@ def test_a_short_deadline_ends_a_call_to_a_server_that_never_answers() -> None:
     assert error_info(raised.value) is None
 
 
+def test_closing_the_client_cancels_its_calls_in_flight() -> None:
+    """The README's "One client for the whole process": ``close`` does not wait for them."""
+    with silent_server() as target, futures.ThreadPoolExecutor(max_workers=1) as pool:
+        client = KrypkasinoClient(target)
+        call = pool.submit(client.score, state=b"x", timeout=20)
+        with pytest.raises(futures.TimeoutError):
+            call.result(timeout=0.3)  # in flight: the server never answers
+        client.close()
+        with pytest.raises(grpc.RpcError) as raised:
+            call.result(timeout=5)
+    assert raised.value.code() == grpc.StatusCode.CANCELLED
+    assert raised.value.details() == "Channel closed!"
+
+
 def test_the_async_client_default_deadline_ends_a_call_that_never_answers() -> None:
     async def run() -> grpc.StatusCode:
         async with AsyncKrypkasinoClient(target, timeout=0.2) as client:
@@ -598,6 +614,43 @@ def test_a_garbled_status_trailer_means_no_details() -> None:
     trailers: Any = raised.value.trailing_metadata()  # typed by grpc's stubs as opaque
     assert dict(trailers)["grpc-status-details-bin"] == garbled
     assert error_info(raised.value) is None and field_violations(raised.value) == []
+
+
+def status_details(*infos: tuple[str, str]) -> bytes:
+    """A ``grpc-status-details-bin`` value holding one ``ErrorInfo`` per ``(domain, reason)``."""
+    status = status_pb2.Status(code=grpc.StatusCode.INVALID_ARGUMENT.value[0])
+    for domain, reason in infos:
+        status.details.add().Pack(error_details_pb2.ErrorInfo(domain=domain, reason=reason))
+    return status.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("infos", "expected"),
+    [
+        ((("proxy.example.com", "RATE_LIMITED"),), None),
+        ((("proxy.example.com", "NOT_YOUR_TURN"),), None),
+        ((("proxy.example.com", "RATE_LIMITED"), ("cardrules", "NOT_YOUR_TURN")), "NOT_YOUR_TURN"),
+    ],
+    ids=["foreign", "foreign-with-a-cardrules-name", "foreign-then-cardrules"],
+)
+def test_error_info_reads_only_the_services_domain(
+    infos: tuple[tuple[str, str], ...], expected: str | None
+) -> None:
+    """A reason is stable only within its domain (AIP-193): another layer's ``ErrorInfo``,
+    whatever its reason is spelt, is not the service's."""
+    servicer = ScriptedServicer(
+        [grpc.StatusCode.INVALID_ARGUMENT],
+        trailers=(("grpc-status-details-bin", status_details(*infos)),),
+    )
+    with (
+        scripted_server(servicer) as target,
+        KrypkasinoClient(target) as client,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        client.score(state=b"s")
+    info = error_info(raised.value)
+    assert (info.reason if info else None) == expected
+    assert rpc_status(raised.value) is not None
 
 
 def test_cancelled_from_a_stopping_server_is_retried() -> None:

@@ -19,6 +19,8 @@ from google.rpc import error_details_pb2, status_pb2
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 REQUEST_ID_KEY = "x-request-id"
+#: The ``ErrorInfo`` domain of the service's refusals; a reason is stable within its domain.
+DOMAIN = "cardrules"
 
 
 class ErrorReason(NamedTuple):
@@ -65,7 +67,9 @@ def _trailer(error: grpc.RpcError, name: str) -> str | bytes | None:
 
 
 def error_info(error: grpc.RpcError) -> ErrorReason | None:
-    """``(reason, metadata)`` of the call's ``ErrorInfo``, or ``None`` if it has none.
+    """``(reason, metadata)`` of the call's ``ErrorInfo`` of domain ``cardrules``, or ``None``
+    if it has none. An ``ErrorInfo`` of another domain (a proxy's or a gateway's) is not the
+    service's, whose reasons would not mean what a reason of its own spelling means here.
 
     >>> error_info(grpc.RpcError()) is None
     True
@@ -75,7 +79,7 @@ def error_info(error: grpc.RpcError) -> ErrorReason | None:
         return None
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
+        if detail.Unpack(info) and info.domain == DOMAIN:
             return ErrorReason(info.reason, dict(info.metadata))
     return None
 

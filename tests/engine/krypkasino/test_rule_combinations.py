@@ -1,0 +1,99 @@
+"""Combinations of rules the acceptance examples state only separately
+(K8.3 with K9.3 and K11, K3.3 with K13.2 and K13.3, K16.10 in later deals, K4.2 with K4.3)."""
+
+from __future__ import annotations
+
+from engine.krypkasino import (
+    Config,
+    DealResult,
+    Rules,
+    SeatScore,
+    SweepKind,
+    Teams,
+    TieRule,
+    legal_moves,
+    new_game,
+    open_game,
+    play,
+)
+from engine.krypkasino.events import Bordstabbe, Captured, DealEnded
+from engine.krypkasino.moves import Move
+from engine.krypkasino.scoring import match_outcome
+from tests.engine.krypkasino.helpers import (
+    cards,
+    dealer_last_card,
+    finish_deal,
+    moves,
+    only,
+    stacked_deck,
+)
+
+
+def test_k8_3_k9_3_a_double_sweep_with_the_last_card_of_the_deal() -> None:
+    """K9.3: the dealer's last card sweeps by a normal capture, here of a lone twin (K8.3):
+    two markers, +10 to the dealer, -10 to prev(dealer); K11.2: he then receives the
+    set-aside pile, which makes no marker."""
+    config = Config(players=4, first_dealer=2)
+    state = dealer_last_card(config, "7H", "7H", set_aside="JS QS", last_capturer=0, rest_to=0)
+    assert legal_moves(state, 2) == moves("7H>7H")
+    state, events = play(state, 2, Move.parse("7H>7H"))
+    assert only(events, Captured).sweep is SweepKind.DOUBLE
+    end = only(events, DealEnded)
+    assert end.recipient == 2
+    assert sorted(end.collected) == sorted(cards("JS QS"))
+    scores = state.results[0].scores
+    assert [s.sweeps_made + s.sweeps_conceded for s in scores] == [0, -10, 10, 0]
+    assert scores[2].card_points == 2  # JS QS from the set-aside pile
+    assert sum(s.total for s in scores) == 42
+
+
+def deal(number: int, totals: list[int], config: Config) -> DealResult:
+    scores = tuple(SeatScore(seat=s, total=t) for s, t in enumerate(totals))
+    teams = [0] * config.team_count
+    for s, t in enumerate(totals):
+        teams[config.team_of(s)] += t
+    return DealResult(number, 0, 0, scores, tuple(teams))
+
+
+def test_k3_3_k13_2_a_team_reaches_the_target_that_no_member_reaches() -> None:
+    config = Config(players=4, teams=Teams.PAIRS, target_score=100)
+    results = [deal(1, [60, 0, 50, -68], config)]  # team {0,2} = 110, no seat >= 100
+    assert match_outcome(config, results, ()) == (True, (1,), ())
+
+
+def test_k3_3_k13_3_tied_teams_play_one_tiebreak_deal() -> None:
+    config = Config(players=6, teams=Teams.TRIOS, tie_rule=TieRule.TIEBREAK_DEAL)
+    per_deal = [7, 7, 7, 7, 7, 7]  # both trios 21 a deal
+    results = [deal(k + 1, per_deal, config) for k in range(6)]
+    assert match_outcome(config, results, ()) == (False, (), (0, 1))
+    results.append(deal(7, [10, 0, 10, 0, 10, 12], config))  # 30 against 12
+    assert match_outcome(config, results, (0, 1)) == (True, (1,), ())
+
+
+def test_k16_10_bordstabbe_in_a_later_deal_goes_to_that_deals_first_player() -> None:
+    """K16.10 applies after the first distribution of *a deal*: in deal 2 (dealer 1,
+    K4.3) seat 2 scores the -5, and nobody scores it in deal 1."""
+    rules = Rules(bordstabbe=True)
+    config = Config(players=4, rules=rules)
+    first = stacked_deck(((3, 2), (2, 2)), 4, 0, table="5H 6C 7D 8S")
+    second = stacked_deck(((3, 2), (2, 2)), 4, 1, table="9H QD 9C KS")
+    state = new_game(config, decks=[first, second])
+    assert state.bordstabbe_seat is None
+    state, events = finish_deal(state)
+    assert state.deal == 2 and state.dealer == 1
+    assert only(events, Bordstabbe).seat == 2
+    assert state.bordstabbe_seat == 2
+    state, events = finish_deal(state)
+    result = state.results[1]
+    assert [s.bordstabbe for s in result.scores] == [0, 0, -5, 0]
+    assert [s.bordstabbe for s in state.results[0].scores] == [0, 0, 0, 0]
+    assert sum(s.total for s in result.scores) == 37
+
+
+def test_k4_2_k4_3_the_drawn_dealer_starts_the_rotation() -> None:
+    config = Config(players=3, draw_for_deal=True, match_deals=3)
+    state, _ = open_game(config, draw=cards("2H 9C 5D"))
+    assert (state.dealer, state.turn) == (1, 2)
+    while not state.over:
+        state, _ = finish_deal(state)
+    assert [r.dealer for r in state.results] == [1, 2, 0]

@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler as WebHandler
 from google.protobuf.descriptor import ServiceDescriptor
 
 from service.calls import (
@@ -192,12 +193,36 @@ class HttpGateway:
         return [bound.route for by_method in self._table.values() for bound in by_method.values()]
 
     def application(self) -> web.Application:
-        app = web.Application()
-        # [\s\S], not ".": a path with an encoded newline (%0A) would miss the gateway
-        # and get aiohttp's own plain 404, unlogged and uncounted.
-        app.router.add_route("*", r"/{path:[\s\S]*}", self.handle)
+        # The middleware sends every request the parser accepted to the gateway, also one
+        # no route of aiohttp's can match: a request target that is no path ("OPTIONS *",
+        # "CONNECT host:443", "GET http://host" without a path) would otherwise get
+        # aiohttp's own plain 404, without the gateway's headers, unlogged.
+        app = web.Application(middlewares=(self._every_target,))
+        # [\s\S], not ".": a path with an encoded newline (%0A) would miss the route. The
+        # route (with the middleware above) keeps aiohttp's per-route middleware cache and
+        # takes the Expect header the gateway's way (_expect).
+        app.router.add_route("*", r"/{path:[\s\S]*}", self.handle, expect_handler=self._expect)
         app.on_response_prepare.append(_common_headers)
         return app
+
+    @web.middleware
+    async def _every_target(self, request: web.Request, handler: WebHandler) -> web.StreamResponse:
+        return await self.handle(request)
+
+    async def _expect(self, request: web.Request) -> None:
+        """``Expect: 100-continue`` is answered 100 unless the body is refused by its
+        ``Content-Length`` alone, which the refusal then answers at once; any other
+        expectation is ignored (RFC 9110, 10.1.1 allows that), so that the request is
+        answered, logged and counted as the gateway answers every request, not refused
+        417 by aiohttp unlogged."""
+        expectation = request.headers.get("Expect", "").strip().lower()
+        if expectation != "100-continue" or request.version != HttpVersion11:
+            return
+        length = request.content_length
+        if length is not None and length > self._max_request_bytes * JSON_BODY_FACTOR:
+            return
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # as aiohttp's own handler: the body is yet to come
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Every request, counted while in flight so that a drain can wait for it."""

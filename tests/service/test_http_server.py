@@ -177,6 +177,86 @@ def test_a_path_with_an_encoded_newline_reaches_the_gateway(server):
     assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": "/v1/a\nb"})
 
 
+def raw_exchange(server: ServerProcess, head: str) -> tuple[http.client.HTTPResponse, bytes]:
+    """One request written as it is (a request target urllib cannot send), its answer."""
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+        connection.sendall(head.encode())
+        answer = http.client.HTTPResponse(connection)
+        answer.begin()
+        return answer, answer.read()
+
+
+@pytest.mark.parametrize(
+    ("request_line", "method", "path"),
+    [
+        ("OPTIONS * HTTP/1.1", "OPTIONS", "*"),
+        ("CONNECT cardrules.example:443 HTTP/1.1", "CONNECT", ""),
+        ("GET http://cardrules.example HTTP/1.1", "GET", ""),
+    ],
+    ids=["asterisk", "authority", "absolute_without_path"],
+)
+def test_a_request_target_that_is_no_path_reaches_the_gateway(server, request_line, method, path):
+    """A target no route's pattern can match ("*", an authority, an absolute URL without a
+    path) is a well-formed request: it gets the gateway's 404 with its headers and its log
+    line, not aiohttp's own plain-text 404 without either."""
+    request_id = f"no-path-target-{method}"
+    answer, body = raw_exchange(
+        server, f"{request_line}\r\nHost: test\r\nX-Request-Id: {request_id}\r\n\r\n"
+    )
+    assert answer.status == 404
+    assert answer.getheader("X-Request-Id") == request_id
+    assert answer.getheader("Cache-Control") == "no-store"
+    assert refusal(json.loads(body))[:3] == (5, "NOT_FOUND_ROUTE", {"path": path})
+    (line,) = server.request_lines(request_id)
+    assert (line["method"], line["code"]) == (f"{method} {path}", "NotFound")
+
+
+def test_an_unknown_expectation_is_ignored_and_the_call_answered_and_logged(server):
+    """RFC 9110 lets a server ignore an expectation it does not know; aiohttp's own 417
+    came without the gateway's headers, log line or metrics."""
+    answer, body = raw_exchange(
+        server,
+        "POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nExpect: teapot\r\n"
+        "X-Request-Id: unknown-expectation\r\nContent-Length: 0\r\n\r\n",
+    )
+    assert (answer.status, answer.getheader("X-Request-Id")) == (400, "unknown-expectation")
+    assert refusal(json.loads(body))[1] == "STATE_MISSING"
+    (line,) = server.request_lines("unknown-expectation")
+    assert (line["code"], line["reason"]) == ("InvalidArgument", "STATE_MISSING")
+
+
+def test_a_body_too_large_by_its_length_is_refused_before_100_continue(server):
+    """The client waits for 100 Continue before it sends the body: a body the gateway
+    refuses by its Content-Length alone gets the 413 at once, not a 100 that has the
+    client send megabytes for nothing."""
+    length = 64 * 1024 * 16 + 1
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+        connection.sendall(
+            b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
+        )
+        # Read as it comes: http.client would skip a 100 Continue.
+        answer = connection.makefile("rb")
+        assert answer.readline() == b"HTTP/1.1 413 Request Entity Too Large\r\n"
+        headers = http.client.parse_headers(answer)
+        body = answer.read(int(headers["Content-Length"]))
+    assert refusal(json.loads(body))[1] == "REQUEST_TOO_LARGE"
+
+
+def test_a_body_within_the_limit_gets_100_continue_and_is_served(server):
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+        connection.sendall(
+            b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+        )
+        assert connection.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        connection.sendall(b"{}")
+        answer = http.client.HTTPResponse(connection)
+        answer.begin()
+        assert answer.status == 400
+        assert refusal(json.loads(answer.read()))[1] == "STATE_MISSING"
+
+
 def test_a_wrong_method_is_405_with_allow(server):
     status, headers, body = exchange(f"{server.http_url}/v1/krypkasino:score", method="GET")
     assert status == 405 and headers["Allow"] == "POST, OPTIONS"

@@ -32,6 +32,7 @@ import structlog
 from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.web import RequestPayloadError
 from google.protobuf.message import Message
+from grpc._cython.cygrpc import ExecuteBatchError  # type: ignore[import-not-found]  # untyped upstream
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
@@ -513,28 +514,39 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     handler.setFormatter(formatter)
     root.addHandler(handler)
     root.setLevel(threshold)
-    http_server = logging.getLogger("aiohttp.server")
-    for old in [f for f in http_server.filters if isinstance(f, _ClientErrorsAtDebug)]:
-        http_server.removeFilter(old)
-    http_server.addFilter(_ClientErrorsAtDebug(threshold))
+    for name, kinds in _CLIENT_ERRORS.items():
+        library = logging.getLogger(name)
+        for old in [f for f in library.filters if isinstance(f, _ClientErrorsAtDebug)]:
+            library.removeFilter(old)
+        library.addFilter(_ClientErrorsAtDebug(threshold, kinds))
 
 
-_CLIENT_ERRORS = (BadHttpMessage, RequestPayloadError)
+# Per library logger, the exceptions it logs as errors with a traceback that a client
+# causes, not the server:
+# - aiohttp's HTTP server, every request its parser refuses (a line too long, broken
+#   chunks), and again a body it could not decompress when it discards the rest after
+#   the answer: the client already got a 400 for it.
+# - grpc.aio's server, an answer (or a reflection or health message) it could not send
+#   because the client went: it closed the connection while its call's answer waited
+#   for flow-control room, as a client that never reads does. The call itself was
+#   handled, logged and counted already.
+_CLIENT_ERRORS: dict[str, tuple[type[BaseException], ...]] = {
+    "aiohttp.server": (BadHttpMessage, RequestPayloadError),
+    "grpc._cython.cygrpc": (ExecuteBatchError,),
+}
 
 
 class _ClientErrorsAtDebug(logging.Filter):
-    """aiohttp logs every request its parser refuses (a line too long, broken chunks) as
-    an error with a traceback, and again a body it could not decompress when it discards
-    the rest after the answer: the client's mistake, which it already got a 400 for, and
-    which anyone could repeat to flood the log and trip error alerts. Those records are
-    debug-level here, so shown only at ``--log-level debug``."""
+    """Anyone could repeat what ``_CLIENT_ERRORS`` lists to flood the log and trip error
+    alerts: those records are debug-level here, so shown only at ``--log-level debug``."""
 
-    def __init__(self, threshold: int) -> None:
+    def __init__(self, threshold: int, kinds: tuple[type[BaseException], ...]) -> None:
         super().__init__()
         self._threshold = threshold
+        self._kinds = kinds
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], _CLIENT_ERRORS):
+        if record.exc_info and isinstance(record.exc_info[1], self._kinds):
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return self._threshold <= logging.DEBUG
         return True

@@ -24,6 +24,7 @@ import structlog.testing
 from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.web import RequestPayloadError
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from grpc._cython.cygrpc import ExecuteBatchError  # type: ignore[import-not-found]
 from prometheus_client import CollectorRegistry
 
 import service.logs
@@ -735,6 +736,24 @@ def test_requests_the_http_server_refused_are_logged_at_debug_only(capsys, level
     expected = [("error", "OSError")]
     refused = ("debug", type(refusal).__name__)
     assert kinds == ([refused, *expected] if level == "debug" else expected)
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_answers_grpc_could_not_send_to_a_client_gone_are_logged_at_debug_only(capsys, level):
+    """grpc.aio logs an answer it could not send (the client closed the connection while
+    the answer waited for flow-control room) as an error with a traceback: the client's
+    doing, which anyone can repeat. Another of its errors stays an error."""
+    configure_logging("json", level)
+    grpc_server = logging.getLogger("grpc._cython.cygrpc")
+    for error in (ExecuteBatchError("Failed execute_batch"), RuntimeError("a bug")):
+        try:
+            raise error
+        except Exception:
+            grpc_server.exception("%s raised in core by servicer method", type(error).__name__)
+    lines = json_lines(capsys.readouterr().out)
+    kinds = [(line["level"], line["exception"][0]["exc_type"]) for line in lines]  # type: ignore[index]
+    expected = [("error", "RuntimeError")]
+    assert kinds == ([("debug", "ExecuteBatchError"), *expected] if level == "debug" else expected)
 
 
 def test_every_secret_name_is_redacted_whatever_its_case(capsys):

@@ -2,9 +2,8 @@
 
 What such a client causes is the client's, not the server's: nothing it does may put an
 error line (with a traceback) in the log, which anyone could repeat to flood the log and
-trip error alerts (docs/api.md, as for aiohttp's refusals of malformed HTTP). The frames
-are written by hand, as no HTTP/2 library that would let a client misbehave so is a
-dependency of the project.
+trip error alerts (docs/api.md, as for aiohttp's refusals of malformed HTTP). The client
+is h2's protocol machine over a plain socket, which lets it misbehave as grpc's would not.
 """
 
 from __future__ import annotations
@@ -14,61 +13,47 @@ import struct
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc_reflection.v1alpha import reflection_pb2
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.settings import SettingCodes, Settings
 
 from tests.service.grpc_helpers import connect
 from tests.service.server_process import failure_lines, running
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-_DATA, _HEADERS, _SETTINGS = 0x0, 0x1, 0x4
-_END_STREAM, _END_HEADERS = 0x1, 0x4
-_SETTINGS_INITIAL_WINDOW_SIZE = 0x4
 
-
-def frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
-    return (
-        struct.pack(">I", len(payload))[1:]
-        + bytes((kind, flags))
-        + struct.pack(">I", stream)
-        + payload
+def never_reading_client(port: int, calls: list[tuple[str, bytes, str]]) -> socket.socket:
+    """A connection that sends whole unary calls ``(path, message, request id)`` but grants
+    no flow-control window, so the server can send none of their answers' messages."""
+    client = H2Connection(H2Configuration(client_side=True, header_encoding="ascii"))
+    # Set before the preamble, so that its first SETTINGS frame carries the window of 0.
+    client.local_settings = Settings(
+        client=True, initial_values={SettingCodes.INITIAL_WINDOW_SIZE: 0}
     )
-
-
-def _literal(name: bytes, value: bytes) -> bytes:
-    """An HPACK literal header field without indexing, new name, no Huffman coding."""
-    assert len(name) < 127 and len(value) < 127
-    return b"\x00" + bytes((len(name),)) + name + bytes((len(value),)) + value
-
-
-def unary_call(stream: int, path: str, message: bytes, request_id: str) -> bytes:
-    """The HEADERS and DATA frames of one whole gRPC call on ``stream``."""
-    block = b"".join(
-        _literal(name, value)
-        for name, value in (
-            (b":method", b"POST"),
-            (b":scheme", b"http"),
-            (b":path", path.encode()),
-            (b":authority", b"test"),
-            (b"content-type", b"application/grpc"),
-            (b"te", b"trailers"),
-            (b"x-request-id", request_id.encode()),
+    client.initiate_connection()
+    for path, message, request_id in calls:
+        stream = client.get_next_available_stream_id()
+        client.send_headers(
+            stream,
+            [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", path),
+                (":authority", "test"),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+                ("x-request-id", request_id),
+            ],
         )
-    )
-    grpc_message = b"\x00" + struct.pack(">I", len(message)) + message
-    return frame(_HEADERS, _END_HEADERS, stream, block) + frame(
-        _DATA, _END_STREAM, stream, grpc_message
-    )
-
-
-def never_reading_client(port: int, calls: bytes) -> socket.socket:
-    """A connection whose client grants no flow-control window: the server can send
-    no answer's message on it."""
+        # gRPC's length-prefixed message: not compressed, then its length.
+        client.send_data(
+            stream, b"\x00" + struct.pack(">I", len(message)) + message, end_stream=True
+        )
     connection = socket.create_connection(("127.0.0.1", port), timeout=10)
-    no_window = struct.pack(">HI", _SETTINGS_INITIAL_WINDOW_SIZE, 0)
-    connection.sendall(PREFACE + frame(_SETTINGS, 0, 0, no_window) + calls)
+    connection.sendall(client.data_to_send())
     return connection
 
 
-def test_a_client_that_goes_while_its_answers_wait_leaves_no_error_in_the_log():
+def test_a_client_that_goes_while_its_answers_wait_leaves_no_error_in_the_log() -> None:
     """The answers wait for a window that never comes; the client then closes the
     connection. grpc.aio logged each answer it could not send as an error with a
     traceback (``ExecuteBatchError raised in core by servicer method``), whoever's
@@ -78,17 +63,18 @@ def test_a_client_that_goes_while_its_answers_wait_leaves_no_error_in_the_log():
     list_services = reflection_pb2.ServerReflectionRequest(list_services="").SerializeToString()
     with running() as server:
         for number in range(3):
-            calls = unary_call(
-                1,
-                "/cardrules.krypkasino.v1.KrypkasinoService/NewGame",
-                new_game,
-                f"unread-answer-{number}",
-            ) + unary_call(
-                3,
-                "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-                list_services,
-                f"unread-reflection-{number}",
-            )
+            calls = [
+                (
+                    "/cardrules.krypkasino.v1.KrypkasinoService/NewGame",
+                    new_game,
+                    f"unread-answer-{number}",
+                ),
+                (
+                    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                    list_services,
+                    f"unread-reflection-{number}",
+                ),
+            ]
             with never_reading_client(server.grpc_port, calls):
                 (line,) = server.request_lines(f"unread-answer-{number}")
                 assert line["code"] == "OK"

@@ -67,7 +67,11 @@ class CorsPolicy:
 
 def normal_origin(origin: str) -> str | None:
     """``origin`` as a browser sends it (lowercase scheme and host, no default port),
-    or None when it is no http(s) origin."""
+    or None when it is no http(s) origin. Browsers send ASCII (an international host in
+    its ``xn--`` form): ``str.lower`` of anything else could match what it is not, as the
+    Kelvin sign's "K" lowers to "k"."""
+    if not origin.isascii():
+        return None
     scheme, separator, rest = origin.partition("://")
     scheme = scheme.lower()
     if not separator or scheme not in _DEFAULT_PORTS or not rest or "/" in rest:
@@ -97,5 +101,6 @@ def parse_origins(text: str) -> tuple[str, ...]:
         elif (normal := normal_origin(origin)) is not None:
             origins.append(normal)
         else:
-            raise ValueError(f"{origin!r} is not an origin like https://example.com[:port]")
+            hint = "" if origin.isascii() else " (a host beyond ASCII goes in its xn-- form)"
+            raise ValueError(f"{origin!r} is not an origin like https://example.com[:port]{hint}")
     return tuple(origins)

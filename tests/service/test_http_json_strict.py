@@ -467,6 +467,16 @@ def test_configured_origins_are_normalised_as_browsers_send_them():
             parse_origins(bad)
 
 
+def test_an_origin_beyond_ascii_is_no_origin():
+    """Browsers send ASCII; Unicode lowering would take the Kelvin sign for a "k"."""
+    kelvin = "https://\u212aards.example"
+    assert normal_origin(kelvin) is None
+    assert not CorsPolicy(("https://kards.example",)).allows(kelvin)
+    with pytest.raises(ValueError, match="xn-- form"):
+        parse_origins("https://bücher.example")
+    assert parse_origins("https://xn--bcher-kva.example") == ("https://xn--bcher-kva.example",)
+
+
 def test_a_port_of_five_digits_with_leading_zeros_is_that_port():
     assert normal_origin("https://a.example:00443") == "https://a.example"
     assert normal_origin("https://a.example:08080") == "https://a.example:8080"

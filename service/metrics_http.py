@@ -6,8 +6,10 @@ descriptor of the serving process for good: with one worker, the very process
 whose descriptors gRPC needs to accept calls. This server serves the same app
 (``make_wsgi_app``) on the standard library's WSGI server with two bounds:
 
-- a connection that sends or takes nothing for ``idle_timeout_seconds`` is
-  closed (Prometheus sends its request as soon as it connects);
+- a connection is closed ``deadline_seconds`` after it was accepted, whatever it
+  sends (Prometheus sends its request as soon as it connects and gives up on a
+  scrape after as long), so that one that trickles its request a byte at a time
+  cannot hold its slot for good;
 - at most ``max_connections`` are served at once; one more is closed at once,
   so a flood costs the scrapes, never the calls.
 
@@ -19,6 +21,7 @@ traceback reaches stderr.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterable
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 #: Prometheus' default scrape timeout: a scrape never waits longer than this on us.
-IDLE_TIMEOUT_SECONDS = 10.0
+DEADLINE_SECONDS = 10.0
 #: Prometheus servers (an HA pair), a person with curl, and room to spare.
 MAX_CONNECTIONS = 16
 
@@ -60,13 +63,26 @@ def _failing_loudly(app: WSGIApplication) -> WSGIApplication:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """One request per connection, and no access log."""
+    """One request per connection, ended at the server's deadline, and no access log."""
+
+    server: _BoundedServer
 
     def handle(self) -> None:
+        # Not a socket timeout, which bounds each read and write but not the whole: a
+        # client sending a byte at a time would renew it. Shutting the socket down ends
+        # the read or write under way.
+        deadline = threading.Timer(self.server.deadline_seconds, self._end_connection)
+        deadline.start()
         try:
             super().handle()
-        except OSError:  # the client went quiet (the timeout) or away: nothing to answer
+        except OSError:  # the client went quiet, away, or past the deadline
             return
+        finally:
+            deadline.cancel()
+
+    def _end_connection(self) -> None:
+        with contextlib.suppress(OSError):  # the handler closed it just then
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def log_message(self, format: str, *args: Any) -> None:
         """No access log: Prometheus scrapes every 15 s."""
@@ -74,7 +90,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 class _BoundedServer(ThreadingMixIn, WSGIServer):
     """A thread per connection, at most ``max_connections`` of them, each connection
-    closed once it has been idle for ``idle_timeout_seconds``."""
+    closed ``deadline_seconds`` after it was accepted."""
 
     daemon_threads = True
 
@@ -85,12 +101,12 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         *,
         family: socket.AddressFamily,
         dual_stack: bool,
-        idle_timeout_seconds: float,
+        deadline_seconds: float,
         max_connections: int,
     ) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it makes the socket
         self._dual_stack = dual_stack
-        self._idle_timeout_seconds = idle_timeout_seconds
+        self.deadline_seconds = deadline_seconds
         self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, handler)
 
@@ -99,11 +115,6 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
             # Explicitly: the system default (net.ipv6.bindv6only) may be IPv6 alone.
             self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         super().server_bind()
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        connection, address = super().get_request()
-        connection.settimeout(self._idle_timeout_seconds)  # each read and write of its handler
-        return connection, address
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
@@ -153,7 +164,7 @@ def start_metrics_http(
     registry: CollectorRegistry,
     host: str = "0.0.0.0",
     *,
-    idle_timeout_seconds: float = IDLE_TIMEOUT_SECONDS,
+    deadline_seconds: float = DEADLINE_SECONDS,
     max_connections: int = MAX_CONNECTIONS,
 ) -> MetricsHTTP:
     """Serve ``registry`` on ``http://host:port/metrics`` (default port 9464) in a daemon thread.
@@ -176,7 +187,7 @@ def start_metrics_http(
         _QuietHandler,
         family=family,
         dual_stack=dual,
-        idle_timeout_seconds=idle_timeout_seconds,
+        deadline_seconds=deadline_seconds,
         max_connections=max_connections,
     )
     server.set_app(_failing_loudly(make_wsgi_app(registry)))

@@ -365,6 +365,50 @@ def test_any_origin_with_a_star():
     run(krypkasino_gateway(cors=("*",)), scenario)
 
 
+def test_a_preflight_allows_the_three_documented_headers_and_never_credentials():
+    """docs/api.md, "CORS": ``Content-Type``, ``Grpc-Timeout`` and ``X-Request-Id`` are
+    allowed headers, and nothing uses cookies, so credentials are never allowed."""
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        headers = {**preflight_headers(ORIGIN), "Access-Control-Request-Headers": "x-request-id"}
+        async with session.options(score, headers=headers) as r:
+            assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+            allowed = r.headers["Access-Control-Allow-Headers"].lower().split(", ")
+            assert sorted(allowed) == ["content-type", "grpc-timeout", "x-request-id"]
+            assert "Access-Control-Allow-Credentials" not in r.headers
+        async with session.post(score, json={}, headers={"Origin": ORIGIN}) as r:
+            assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+            assert "Access-Control-Allow-Credentials" not in r.headers
+
+    async def under_a_star(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        async with session.post(score, json={}, headers={"Origin": ORIGIN}) as r:
+            assert r.headers["Access-Control-Allow-Origin"] == "*"
+            assert "Access-Control-Allow-Credentials" not in r.headers
+
+    run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
+    run(krypkasino_gateway(cors=("*",)), under_a_star)
+
+
+def test_a_preflight_of_the_openapi_document_allows_get():
+    """A page fetching ``/openapi.json`` with a header that needs a preflight is allowed its
+    ``GET``: the preflight names that path's methods, not the calls' ``POST``."""
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        async with session.options(
+            f"{url}/openapi.json", headers=preflight_headers(ORIGIN, "GET")
+        ) as r:
+            assert r.status == 204
+            assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+            assert "GET" in r.headers["Access-Control-Allow-Methods"].split(", ")
+        headers = {"Origin": ORIGIN, "X-Request-Id": "page-1"}
+        async with session.get(f"{url}/openapi.json", headers=headers) as r:
+            assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == ORIGIN
+
+    run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
+
+
 # -- slow and idle clients ------------------------------------------------------------
 
 

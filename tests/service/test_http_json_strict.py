@@ -477,6 +477,33 @@ def test_an_origin_beyond_ascii_is_no_origin():
     assert parse_origins("https://xn--bcher-kva.example") == ("https://xn--bcher-kva.example",)
 
 
+def test_a_star_is_every_origin_alone_never_a_pattern():
+    """docs/api.md, "CORS": ``*`` allows any origin; ``*.example.com`` is no wildcard of
+    subdomains (CORS has none) and is refused at start rather than taken silently."""
+    for bad in ("*.example.com", "**", "https://a.example, *a"):
+        with pytest.raises(ValueError, match="not an origin"):
+            parse_origins(bad)
+
+
+def test_an_origin_with_an_empty_port_has_the_default_port():
+    """``https://a.example:`` is ``https://a.example`` (the URL standard's empty port), as
+    configured and as sent by a client, which must not make the gateway fail (a 500)."""
+    assert parse_origins("https://a.example:, http://b.example:") == (
+        "https://a.example",
+        "http://b.example",
+    )
+    policy = CorsPolicy(parse_origins("https://play.example"))
+    assert policy.allows("https://play.example:")
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        async with session.post(score, json={}, headers={"Origin": "https://play.example:"}) as r:
+            assert r.status == 400
+            assert r.headers["Access-Control-Allow-Origin"] == "https://play.example:"
+
+    run(krypkasino_gateway(cors=parse_origins("https://play.example")), scenario)
+
+
 def test_a_port_of_five_digits_with_leading_zeros_is_that_port():
     assert normal_origin("https://a.example:00443") == "https://a.example"
     assert normal_origin("https://a.example:08080") == "https://a.example:8080"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import tracemalloc
 import zlib
 
 import pytest
@@ -34,6 +35,20 @@ def test_a_bomb_is_refused_before_it_inflates_much_past_the_limit(size: int) -> 
     assert inflated <= LIMIT
 
 
+def test_a_bomb_in_one_chunk_is_never_inflated_whole() -> None:
+    """docs/api.md, ``REQUEST_TOO_LARGE``: a gzip body is inflated only until it passes the
+    limit, so the 64 MiB the bomb holds are never made, even when it comes in one chunk."""
+    inflater = Inflater("gzip", LIMIT)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BodyTooLargeError):
+            inflater.feed(BOMB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * LIMIT
+
+
 def test_a_body_inflating_to_exactly_the_limit_is_taken() -> None:
     body = bytes(range(256)) * (LIMIT // 256)
     assert inflate("gzip", [gzip.compress(body)]) == body
@@ -63,6 +78,16 @@ def test_what_is_not_whole_gzip_data_is_refused_saying_why(packed: bytes, why: s
         inflate("gzip", [packed])
 
 
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+def test_data_of_the_other_coding_is_refused(coding: str) -> None:
+    """docs/api.md, ``REQUEST_MALFORMED``: a body that is not the data its
+    ``Content-Encoding`` names is refused; zlib data is no gzip body, nor gzip data a
+    deflate body."""
+    other = zlib.compress(b"{}") if coding == "gzip" else gzip.compress(b"{}", mtime=0)
+    with pytest.raises(BodyCodingError):
+        inflate(coding, [other])
+
+
 def test_data_in_a_chunk_after_the_end_is_refused() -> None:
     with pytest.raises(BodyCodingError, match="data follows the end of the gzip data"):
         inflate("gzip", [gzip.compress(b"{}", mtime=0), b"more"])
@@ -72,6 +97,8 @@ def test_an_empty_body_is_empty() -> None:
     assert inflate("gzip", []) == b"" and inflate("deflate", [b""]) == b""
 
 
-def test_only_gzip_and_deflate_are_inflated() -> None:
-    with pytest.raises(ValueError, match="br"):
-        Inflater("br", LIMIT)
+@pytest.mark.parametrize("coding", ["br", "x-gzip", "compress", "identity", "zstd"])
+def test_only_gzip_and_deflate_are_inflated(coding: str) -> None:
+    """docs/api.md, ``UNSUPPORTED_MEDIA_TYPE``: no other coding is read."""
+    with pytest.raises(ValueError, match=coding):
+        Inflater(coding, LIMIT)

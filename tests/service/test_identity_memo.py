@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from engine.krypkasino import Config, new_game
@@ -63,3 +64,12 @@ def test_a_match_converts_each_finished_deal_once_for_its_tokens_and_views() -> 
         assert all(convert(r) is message for r, message in zip(state.results, made, strict=True))
     encoded = state_codec.state_to_proto(state, "game").results
     assert list(encoded) == [state_codec._compact_result(r) for r in state.results]
+
+
+def test_an_object_gone_never_lends_its_value_to_a_new_one_at_its_address() -> None:
+    """Each entry keeps its object alive, so no new object can take its id: the finished
+    deals of a match that ended are never mistaken for another match's deals."""
+    count = itertools.count(1)
+    memo: IdentityMemo[Box, int] = IdentityMemo(lambda box: next(count), limit=1000)
+    values = [memo(Box()) for _ in range(200)]  # each Box is dropped by the caller at once
+    assert values == list(range(1, 201))

@@ -870,6 +870,8 @@ def test_a_metrics_folder_without_room_for_the_workers_exits_2_with_one_line(tmp
     assert stderr.startswith("cardrules: error: --workers needs a writable folder")
     assert "No space left on device" in stderr or "no room for" in stderr
     assert "PROMETHEUS_MULTIPROC_DIR" in stderr and stderr.count("\n") == 1
+    # docs/operations.md, "Workers": two files of 64 KiB for each of the two workers.
+    assert f"no room for {2 * 2 * 64 * 1024} bytes" in stderr
 
 
 def test_the_room_an_earlier_runs_values_take_counts_as_free(tmp_path):

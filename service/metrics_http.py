@@ -75,7 +75,7 @@ class _QuietHandler(WSGIRequestHandler):
         deadline.start()
         try:
             super().handle()
-        except OSError:  # the client went quiet, away, or past the deadline
+        except OSError:  # the client went away, or the deadline cut a write
             return
         finally:
             deadline.cancel()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -141,6 +143,22 @@ def test_a_connection_that_trickles_its_request_is_closed_at_the_deadline(regist
         assert 0.45 <= time.monotonic() - started < 3
         assert scrape(server.port) == 3
     assert capfd.readouterr().err == ""
+
+
+def test_a_held_connection_does_not_hold_the_process_at_exit(registry):
+    """The deadline's timer is a daemon thread, as the connection's thread that starts it:
+    a process ending while a scrape is under way ends at once, not at the deadline."""
+    program = (
+        "import socket, time\n"
+        "from prometheus_client import CollectorRegistry\n"
+        "from service.metrics_http import start_metrics_http\n"
+        "server = start_metrics_http(0, CollectorRegistry(), '127.0.0.1', deadline_seconds=60)\n"
+        "held = socket.create_connection(('127.0.0.1', server.port))\n"
+        "held.sendall(b'GET /metrics HTTP/1.0\\r\\n')\n"
+        "time.sleep(0.5)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], timeout=30, capture_output=True)
+    assert done.returncode == 0, done.stderr
 
 
 class FailingCollector(Collector):

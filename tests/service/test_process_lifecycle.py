@@ -299,6 +299,25 @@ def test_a_terminal_signal_the_server_was_started_ignoring_stays_ignored(ignored
     }
 
 
+@pytest.mark.parametrize("processes", [1, 2], ids=["one_process", "workers"])
+def test_sigterm_stops_a_server_started_with_it_ignored(processes):
+    """docs/operations.md, "Termination": a terminal's SIGINT or SIGHUP ignored at start
+    stays ignored, but SIGTERM always stops the server: an orchestrator's stop must not
+    be lost to a launcher (a shell, a process manager) that left SIGTERM ignored."""
+    args = workers() if processes == 2 else ()
+    launcher = ("sh", "-c", 'trap "" TERM && exec "$@"', "sh")
+    with running((*args, "--drain-delay-seconds", "0.2"), launcher=launcher) as server:
+        server.wait_for_logs("listening", processes)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(60) == 0
+    draining = server.log_events("draining")
+    assert len(draining) == processes
+    assert {(line["signal"], line["drain_delay_seconds"]) for line in draining} == {
+        ("SIGTERM", 0.2)
+    }
+    assert len(server.log_events("stopped")) == processes
+
+
 def test_a_worker_that_dies_stops_the_server_with_status_1():
     """Workers are not restarted one by one: the orchestrator restarts the server."""
     server = start_server(workers())

@@ -142,6 +142,54 @@ def test_sigterm_during_start_up_still_drains_and_exits_0(args):
     assert not [line for line in lines if line["level"] == "error"]
 
 
+# The console script's main, sent a SIGTERM by itself while it imports the server (at the
+# first import of ``service.cli``): the window before any server code can take a signal.
+SCRIPT_SIGTERM_WHILE_IMPORTING = """
+import importlib.abc, os, signal, sys
+class SendSigterm(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "service.cli":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+sys.meta_path.insert(0, SendSigterm())
+from service.entry import main
+raise SystemExit(main())
+"""
+
+
+def test_sigterm_while_the_server_is_imported_is_kept_and_drains_once_it_serves():
+    """docs/operations.md, "Termination": a SIGTERM that comes while the server is still
+    starting is kept, and the server stops as soon as it serves. Here it comes in the
+    few tenths of a second the console script spends importing the server, after it
+    began recording stop signals and before anything of the server ran."""
+    environ = server_environment(None, keys=None)
+    flags = ["serve", "--host", "127.0.0.1", "--drain-delay-seconds", "0.2"]
+    flags += [
+        f"--{name}-port={port}"
+        for name, port in zip(("grpc", "http", "metrics"), free_ports(3), strict=True)
+    ]
+    process = start_session(
+        [sys.executable, "-c", SCRIPT_SIGTERM_WHILE_IMPORTING, *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environ,
+    )
+    try:
+        output, _ = process.communicate(timeout=60)
+    finally:
+        kill_group(process)
+    assert process.returncode == 0, output
+    lines = events(output)
+    names = [line["event"] for line in lines]
+    assert names.index("listening") < names.index("draining") < names.index("stopped")
+    draining = [line for line in lines if line["event"] == "draining"]
+    assert [(line["signal"], line["drain_delay_seconds"]) for line in draining] == [
+        ("SIGTERM", 0.2)
+    ]
+
+
 def test_make_serve_prints_where_it_listens_serves_and_stops_with_status_0():
     """The README's first command. Its ports come from ``SERVE_ARGS`` here, since tests
     running side by side cannot all take the embedded defaults (test_config_docs.py

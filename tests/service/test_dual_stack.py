@@ -9,7 +9,9 @@ run: without it, they check the IPv4 fallback instead.
 from __future__ import annotations
 
 import errno
+import os
 import socket
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -168,6 +170,25 @@ def test_the_hosts_listened_on_follow_grpc(monkeypatch):
         assert not dual_stack("0.0.0.0")
     monkeypatch.setattr(socket, "has_ipv6", False)
     assert listen_hosts("0.0.0.0") == ("0.0.0.0",)
+
+
+def test_with_ipv6_switched_off_a_wildcard_host_is_served_on_ipv4_alone():
+    """docs/operations.md, "Configuration": a machine that cannot bind IPv6 loopback, here
+    one where ``disable_ipv6`` is set, serves a wildcard on IPv4 alone, as gRPC does. Such
+    a kernel still makes IPv6 sockets and binds ``::``: only ``::1`` is gone. Run in a
+    network namespace of its own (unprivileged, a user namespace maps the caller to root)."""
+    switch_off = "for f in all lo; do echo 1 > /proc/sys/net/ipv6/conf/$f/disable_ipv6; done"
+    script = f'[ ! -d /proc/sys/net/ipv6 ] || {{ {switch_off}; }} && exec "$@"'
+    user = () if os.geteuid() == 0 else ("--map-root-user",)
+    code = "from service.listen import listen_hosts; print(listen_hosts('0.0.0.0'))"
+    done = subprocess.run(
+        ["unshare", "--net", *user, "sh", "-c", script, "sh", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout == "('0.0.0.0',)\n", done.stderr
 
 
 def test_a_specific_host_is_served_on_that_address_alone():

@@ -1076,6 +1076,12 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         set_item("hands", 0, lambda m: m.hands[0][:-1] + bytes([60])),
         "hands[0] holds byte 60",
     ),
+    # 52, the first byte past the card codes 0-51, is refused as 60 is, not met later
+    # by code that takes it for a card.
+    "card byte one past the last card code": (
+        set_item("hands", 0, lambda m: m.hands[0][:-1] + bytes([52])),
+        "hands[0] holds byte 52, which is no card code (0-51)",
+    ),
     "stock byte out of range": (set_bytes("stock", lambda m: swap_in(m.stock, 3, 255)), "stock"),
     "too few hands": (lambda m: m.hands.pop(), "3 hands, 4 piles and 4 marker lists"),
     "too many piles": (lambda m: m.piles.append(b""), "4 hands, 5 piles"),

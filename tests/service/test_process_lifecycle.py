@@ -142,15 +142,17 @@ def test_sigterm_during_start_up_still_drains_and_exits_0(args):
     assert not [line for line in lines if line["level"] == "error"]
 
 
-# The console script's main, sent a SIGTERM by itself while it imports the server (at the
-# first import of ``service.cli``): the window before any server code can take a signal.
+# The console script's main, sent the stop signals ``SEND_SIGNALS`` names by itself while it
+# imports the server (at the first import of ``service.cli``): the window before any
+# server code can take a signal.
 SCRIPT_SIGTERM_WHILE_IMPORTING = """
 import importlib.abc, os, signal, sys
 class SendSigterm(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name == "service.cli":
             sys.meta_path.remove(self)
-            os.kill(os.getpid(), signal.SIGTERM)
+            for name in os.environ["SEND_SIGNALS"].split():
+                os.kill(os.getpid(), signal.Signals[name])
         return None
 sys.meta_path.insert(0, SendSigterm())
 from service.entry import main
@@ -158,12 +160,14 @@ raise SystemExit(main())
 """
 
 
-def test_sigterm_while_the_server_is_imported_is_kept_and_drains_once_it_serves():
+@pytest.mark.parametrize("sent", ["SIGTERM", "SIGTERM SIGHUP"], ids=["sigterm", "then_sighup"])
+def test_sigterm_while_the_server_is_imported_is_kept_and_drains_once_it_serves(sent):
     """docs/operations.md, "Termination": a SIGTERM that comes while the server is still
     starting is kept, and the server stops as soon as it serves. Here it comes in the
     few tenths of a second the console script spends importing the server, after it
-    began recording stop signals and before anything of the server ran."""
-    environ = server_environment(None, keys=None)
+    began recording stop signals and before anything of the server ran. Only the first
+    stop signal counts, so a SIGHUP after it leaves the drain a SIGTERM's."""
+    environ = server_environment({"SEND_SIGNALS": sent}, keys=None)
     flags = ["serve", "--host", "127.0.0.1", "--drain-delay-seconds", "0.2"]
     flags += [
         f"--{name}-port={port}"

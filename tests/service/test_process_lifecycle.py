@@ -37,6 +37,7 @@ from tests.service.grpc_helpers import connect, health
 from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import (
     CARDRULES,
+    ServerProcess,
     cannot_listen_line,
     events,
     free_port,
@@ -145,16 +146,16 @@ def test_sigterm_during_start_up_still_drains_and_exits_0(args):
 # The console script's main, sent the stop signals ``SEND_SIGNALS`` names by itself while it
 # imports the server (at the first import of ``service.cli``): the window before any
 # server code can take a signal.
-SCRIPT_SIGTERM_WHILE_IMPORTING = """
+SCRIPT_SIGNALLED_WHILE_IMPORTING = """
 import importlib.abc, os, signal, sys
-class SendSigterm(importlib.abc.MetaPathFinder):
+class SendStopSignals(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name == "service.cli":
             sys.meta_path.remove(self)
             for name in os.environ["SEND_SIGNALS"].split():
                 os.kill(os.getpid(), signal.Signals[name])
         return None
-sys.meta_path.insert(0, SendSigterm())
+sys.meta_path.insert(0, SendStopSignals())
 from service.entry import main
 raise SystemExit(main())
 """
@@ -174,7 +175,7 @@ def test_sigterm_while_the_server_is_imported_is_kept_and_drains_once_it_serves(
         for name, port in zip(("grpc", "http", "metrics"), free_ports(3), strict=True)
     ]
     process = start_session(
-        [sys.executable, "-c", SCRIPT_SIGTERM_WHILE_IMPORTING, *flags],
+        [sys.executable, "-c", SCRIPT_SIGNALLED_WHILE_IMPORTING, *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -327,6 +328,15 @@ IGNORING = {
 }
 
 
+def assert_each_process_drained_on_sigterm(server: ServerProcess, processes: int) -> None:
+    """One ``draining`` line per process, each for SIGTERM with the 0.2 s delay asked."""
+    draining = server.log_events("draining")
+    assert len(draining) == processes
+    assert {(line["signal"], line["drain_delay_seconds"]) for line in draining} == {
+        ("SIGTERM", 0.2)
+    }
+
+
 @pytest.mark.parametrize("ignored", list(IGNORING), ids=["sighup_under_nohup", "sigint"])
 @pytest.mark.parametrize("processes", [1, 2], ids=["one_process", "workers"])
 def test_a_terminal_signal_the_server_was_started_ignoring_stays_ignored(ignored, processes):
@@ -344,11 +354,7 @@ def test_a_terminal_signal_the_server_was_started_ignoring_stays_ignored(ignored
         assert len(game.seat_tokens) == 2
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(60) == 0
-    draining = server.log_events("draining")
-    assert len(draining) == processes
-    assert {(line["signal"], line["drain_delay_seconds"]) for line in draining} == {
-        ("SIGTERM", 0.2)
-    }
+    assert_each_process_drained_on_sigterm(server, processes)
 
 
 @pytest.mark.parametrize("processes", [1, 2], ids=["one_process", "workers"])
@@ -362,11 +368,7 @@ def test_sigterm_stops_a_server_started_with_it_ignored(processes):
         server.wait_for_logs("listening", processes)
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(60) == 0
-    draining = server.log_events("draining")
-    assert len(draining) == processes
-    assert {(line["signal"], line["drain_delay_seconds"]) for line in draining} == {
-        ("SIGTERM", 0.2)
-    }
+    assert_each_process_drained_on_sigterm(server, processes)
     assert len(server.log_events("stopped")) == processes
 
 

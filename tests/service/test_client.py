@@ -598,12 +598,11 @@ def test_unavailable_is_retried_until_an_attempt_succeeds() -> None:
     assert list(answer.totals) == [4]
 
 
-def test_a_garbled_status_trailer_means_no_details() -> None:
-    """A proxy may mangle ``grpc-status-details-bin``: the helpers then find no details
-    rather than fail anew."""
-    garbled = b"\xff\xff\xff"
+def refused_with_status_details(details: bytes) -> grpc.RpcError:
+    """A call a real server refused ``INVALID_ARGUMENT`` with ``details`` as its
+    ``grpc-status-details-bin`` trailer."""
     servicer = ScriptedServicer(
-        [grpc.StatusCode.INVALID_ARGUMENT], trailers=(("grpc-status-details-bin", garbled),)
+        [grpc.StatusCode.INVALID_ARGUMENT], trailers=(("grpc-status-details-bin", details),)
     )
     with (
         scripted_server(servicer) as target,
@@ -611,9 +610,17 @@ def test_a_garbled_status_trailer_means_no_details() -> None:
         pytest.raises(grpc.RpcError) as raised,
     ):
         client.score(state=b"s")
-    trailers: Any = raised.value.trailing_metadata()  # typed by grpc's stubs as opaque
+    return raised.value
+
+
+def test_a_garbled_status_trailer_means_no_details() -> None:
+    """A proxy may mangle ``grpc-status-details-bin``: the helpers then find no details
+    rather than fail anew."""
+    garbled = b"\xff\xff\xff"
+    error = refused_with_status_details(garbled)
+    trailers: Any = error.trailing_metadata()  # typed by grpc's stubs as opaque
     assert dict(trailers)["grpc-status-details-bin"] == garbled
-    assert error_info(raised.value) is None and field_violations(raised.value) == []
+    assert error_info(error) is None and field_violations(error) == []
 
 
 def status_details(*infos: tuple[str, str]) -> bytes:
@@ -638,19 +645,10 @@ def test_error_info_reads_only_the_services_domain(
 ) -> None:
     """A reason is stable only within its domain (AIP-193): another layer's ``ErrorInfo``,
     whatever its reason is spelt, is not the service's."""
-    servicer = ScriptedServicer(
-        [grpc.StatusCode.INVALID_ARGUMENT],
-        trailers=(("grpc-status-details-bin", status_details(*infos)),),
-    )
-    with (
-        scripted_server(servicer) as target,
-        KrypkasinoClient(target) as client,
-        pytest.raises(grpc.RpcError) as raised,
-    ):
-        client.score(state=b"s")
-    info = error_info(raised.value)
+    error = refused_with_status_details(status_details(*infos))
+    info = error_info(error)
     assert (info.reason if info else None) == expected
-    assert rpc_status(raised.value) is not None
+    assert rpc_status(error) is not None
 
 
 def test_cancelled_from_a_stopping_server_is_retried() -> None:

@@ -63,14 +63,17 @@ def workers() -> tuple[str, ...]:
 
 @contextmanager
 def launched(
-    args: Sequence[str], env: dict[str, str] | None = None
+    args: Sequence[str],
+    env: dict[str, str] | None = None,
+    program: Sequence[str] = (CARDRULES,),
 ) -> Iterator[subprocess.Popen[str]]:
-    """``cardrules serve`` on loopback with free ports and no state keys (so that its first
-    log line, the ephemeral-key warning, comes before anything listens); it and its
-    workers are killed afterwards if the test left them running."""
+    """``cardrules serve`` (or ``program`` taking its arguments) on loopback with free ports
+    and no state keys (so that its first log line, the ephemeral-key warning, comes before
+    anything listens); it and its workers are killed afterwards if the test left them
+    running."""
     environ = server_environment(env, keys=None)
     http_port, grpc_port, metrics_port = free_ports(3)
-    command = [CARDRULES, "serve", "--host", "127.0.0.1", "--http-port", str(http_port)]
+    command = [*program, "serve", "--host", "127.0.0.1", "--http-port", str(http_port)]
     if "--grpc-port" not in args:
         command += ["--grpc-port", str(grpc_port)]
     if "--metrics-port" not in args:
@@ -168,23 +171,9 @@ def test_sigterm_while_the_server_is_imported_is_kept_and_drains_once_it_serves(
     few tenths of a second the console script spends importing the server, after it
     began recording stop signals and before anything of the server ran. Only the first
     stop signal counts, so a SIGHUP after it leaves the drain a SIGTERM's."""
-    environ = server_environment({"SEND_SIGNALS": sent}, keys=None)
-    flags = ["serve", "--host", "127.0.0.1", "--drain-delay-seconds", "0.2"]
-    flags += [
-        f"--{name}-port={port}"
-        for name, port in zip(("grpc", "http", "metrics"), free_ports(3), strict=True)
-    ]
-    process = start_session(
-        [sys.executable, "-c", SCRIPT_SIGNALLED_WHILE_IMPORTING, *flags],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=environ,
-    )
-    try:
+    script = (sys.executable, "-c", SCRIPT_SIGNALLED_WHILE_IMPORTING)
+    with launched(("--drain-delay-seconds", "0.2"), {"SEND_SIGNALS": sent}, script) as process:
         output, _ = process.communicate(timeout=60)
-    finally:
-        kill_group(process)
     assert process.returncode == 0, output
     lines = events(output)
     names = [line["event"] for line in lines]

@@ -454,9 +454,13 @@ def test_every_call_carries_the_client_deadline_unless_overridden(grpc_target: s
     client.get_view(state=game.state, timeout=None)
     patient = KrypkasinoClient(channel=channel, timeout=9.0)
     patient.score(state=game.state)
+    patient.timeout = fractions.Fraction(5, 2)  # type: ignore[assignment]  # any real number
+    with pytest.raises(ValueError, match="timeout must be over 0"):
+        patient.timeout = 0  # refused when set, not at every call after it
+    patient.score(state=game.state)
     channel.close()
     assert DEFAULT_TIMEOUT == 5.0
-    assert recorder.timeouts == [5.0, 0.75, None, 9.0]
+    assert recorder.timeouts == [5.0, 0.75, None, 9.0, 2.5]
 
 
 class RecordAsyncTimeouts(grpc.aio.UnaryUnaryClientInterceptor):
@@ -482,9 +486,13 @@ def test_every_async_call_carries_the_client_deadline_unless_overridden(
             await client.score(state=game.state, timeout=0.75)
             await client.get_view(state=game.state, timeout=None)
             await AsyncKrypkasinoClient(channel=channel, timeout=9.0).score(state=game.state)
+            client.timeout = None
+            with pytest.raises(TypeError, match="timeout must be a number"):
+                client.timeout = "5"  # type: ignore[assignment]  # the mistake
+            await client.score(state=game.state)
 
     asyncio.run(run())
-    assert recorder.timeouts == [5.0, 0.75, None, 9.0]
+    assert recorder.timeouts == [5.0, 0.75, None, 9.0, None]
 
 
 @contextlib.contextmanager

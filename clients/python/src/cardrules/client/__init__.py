@@ -15,11 +15,14 @@ stubs.
 
 from __future__ import annotations
 
+from importlib import metadata
+
 from cardrules.cards.v1 import cards_pb2
 from cardrules.client.aio import AsyncKrypkasinoClient
 from cardrules.client.channel import (
     DEFAULT,
     DEFAULT_TIMEOUT,
+    LOAD_BALANCING_POLICIES,
     RETRY_POLICY,
     Metadata,
     Timeout,
@@ -39,9 +42,15 @@ from cardrules.client.sync import KrypkasinoClient
 from cardrules.client.tokens import seat_token_to_keep, state_to_keep
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
 
+try:
+    __version__ = metadata.version("cardrules-client")
+except metadata.PackageNotFoundError:  # imported from a source tree, not installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "DEFAULT",
     "DEFAULT_TIMEOUT",
+    "LOAD_BALANCING_POLICIES",
     "RETRY_POLICY",
     "AsyncKrypkasinoClient",
     "ErrorReason",

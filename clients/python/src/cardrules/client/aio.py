@@ -14,6 +14,7 @@ from cardrules.client import messages
 from cardrules.client.channel import (
     DEFAULT,
     DEFAULT_TIMEOUT,
+    DefaultTimeout,
     Metadata,
     Timeout,
     UseDefault,
@@ -37,8 +38,10 @@ class AsyncKrypkasinoClient:
     :mod:`cardrules.client.channel` (plain text unless ``credentials`` are
     given), or give a ready ``channel``, which the client then does not close. A
     target grpc would dial elsewhere or not at all (a port outside 1 to 65535, an
-    ``http://`` URL, an empty one) raises ``ValueError``, as does a ``timeout`` that is
-    not ``None`` or a number of seconds over 0 and at most 1e9.
+    ``http://`` URL, an empty one) raises ``ValueError``, as do a ``timeout`` that is
+    not ``None`` or a number of seconds over 0 and at most 1e9 (here or when
+    ``timeout`` is set later) and a ``load_balancing`` policy that is not one of
+    ``pick_first``, ``round_robin`` and ``weighted_round_robin``.
 
     The service keeps no state, so every method is safe to retry: the channel
     retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the
@@ -52,6 +55,10 @@ class AsyncKrypkasinoClient:
     Use it as an async context manager, or await :meth:`close`. Create it
     inside the event loop that will use it.
     """
+
+    #: The default deadline of every call, in seconds (``None``: no deadline); checked
+    #: whenever it is set.
+    timeout = DefaultTimeout()
 
     def __init__(
         self,
@@ -69,7 +76,7 @@ class AsyncKrypkasinoClient:
             bool(credentials or load_balancing is not None or options),
             asynchronous=True,
         )
-        self.timeout = checked_timeout(timeout)
+        self.timeout = timeout
         self._owns_channel = channel is None
         if channel is None:
             assert target is not None

@@ -25,6 +25,7 @@ sending it calls as soon as it hears so (docs/operations.md, "Termination").
 
 from __future__ import annotations
 
+import difflib
 import enum
 import json
 import math
@@ -33,7 +34,7 @@ import re
 import urllib.parse
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Self, overload
 
 from grpc import aio
 
@@ -95,11 +96,36 @@ DEFAULT_TIMEOUT = 5.0
 
 ChannelOptions = list[tuple[str, Any]]
 
+#: The load-balancing policies ``load_balancing=`` takes: gRPC's that need no settings
+#: of their own. ``weighted_round_robin`` weighs servers by the load they report, which
+#: this service does not: it spreads calls as ``round_robin`` does.
+LOAD_BALANCING_POLICIES = ("pick_first", "round_robin", "weighted_round_robin")
+
+
+def check_load_balancing(load_balancing: object) -> None:
+    """Refuse a policy gRPC does not know, or needs settings for, as the client is made.
+
+    grpc takes any name and then fails every call with ``INVALID_ARGUMENT`` ("errors
+    validating service config"), the code the service gives a bad request, so a typo
+    such as ``"roundrobin"`` would read as a refusal of the request itself.
+    """
+    if load_balancing is None or load_balancing in LOAD_BALANCING_POLICIES:
+        return
+    if not isinstance(load_balancing, str):
+        raise TypeError(f"load_balancing must be a policy name or None, not {load_balancing!r}")
+    close = difflib.get_close_matches(load_balancing, LOAD_BALANCING_POLICIES, n=1)
+    hint = f": did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"load_balancing must be one of {', '.join(LOAD_BALANCING_POLICIES)} or None, "
+        f"not {load_balancing!r}{hint}"
+    )
+
 
 def service_config(
     load_balancing: str | None = None, services: Sequence[str] = SERVICES
 ) -> dict[str, Any]:
-    """The service config: the retry policy and, if given, a load-balancing policy.
+    """The service config: the retry policy and, if given, a load-balancing policy
+    (one of ``LOAD_BALANCING_POLICIES``, else ``ValueError``).
 
     ``load_balancing="round_robin"`` spreads calls over every address that a
     ``dns:///`` target resolves to, such as the pods behind a headless
@@ -115,6 +141,7 @@ def service_config(
     under ``round_robin`` and similar policies and ignores it under
     ``pick_first``.
     """
+    check_load_balancing(load_balancing)
     config: dict[str, Any] = {
         "methodConfig": [
             {
@@ -265,6 +292,30 @@ def checked_timeout(timeout: object) -> float | None:
             f"deadline, not {timeout!r}"
         )
     return seconds
+
+
+class DefaultTimeout:
+    """A client's ``timeout`` attribute, its default deadline: checked by ``checked_timeout``
+    whenever it is set, so a later ``client.timeout = 0`` fails there and then, not as
+    ``DEADLINE_EXCEEDED`` at every call after it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = f"_{name}"
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Self: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type) -> float | None: ...
+
+    def __get__(self, instance: object, owner: type) -> Self | float | None:
+        if instance is None:
+            return self
+        seconds: float | None = getattr(instance, self._attribute)
+        return seconds
+
+    def __set__(self, instance: object, timeout: float | None) -> None:
+        setattr(instance, self._attribute, checked_timeout(timeout))
 
 
 #: Target schemes that name no host:port: a socket path may end in ``:70000`` of its own.

@@ -54,7 +54,11 @@ def rules_json(rules: Rules) -> Json:
 def config_json(
     config: Config, *, seed: int, policy: str, decks: Sequence[Sequence[Card]] = ()
 ) -> Json:
-    """The game's configuration, its seed, the policy and any explicit deal decks."""
+    """The game's configuration, its seed, the policy and any explicit deal decks.
+
+    ``match_deals`` is the deal cap in force (K13.2), as views show it: one deal per
+    player when it was left out, ``null`` only when a target score leaves no cap.
+    """
     return {
         "game": "krypkasino",
         "players": config.players,
@@ -63,7 +67,7 @@ def config_json(
         "rules": rules_json(config.rules),
         "first_dealer": config.first_dealer,
         "draw_for_deal": config.draw_for_deal,
-        "match_deals": config.match_deals,
+        "match_deals": config.deal_limit,
         "target_score": config.target_score,
         "tie_rule": config.tie_rule.value,
         "seed": seed,

@@ -76,8 +76,9 @@ def test_one_game_json_has_the_contract_keys_and_consistent_scores(capsys):
     assert config["seed"] == 4 and config["policy"] == "random"
     assert set(config["rules"]) == {*Rules.flag_names(), "removal"}
     assert config["rules"]["removal"] == "courts"
-    # K13.2: without target_score a match has n deals.
+    # K13.2: without target_score a match has n deals, and the config shows that cap.
     assert [d["deal"] for d in doc["deals"]] == [1, 2, 3]
+    assert config["match_deals"] == 3 and config["target_score"] is None
     # K4.3: the dealer of deal k is (first_dealer + k - 1) mod n.
     assert [d["dealer"] for d in doc["deals"]] == [0, 1, 2]
     for turn in doc["turns"]:
@@ -110,6 +111,21 @@ def test_one_game_json_has_the_contract_keys_and_consistent_scores(capsys):
     assert result["seat_totals"] == seat_totals == result["team_totals"]
     lowest = min(seat_totals)
     assert result["winners"] == [s for s, t in enumerate(seat_totals) if t == lowest]  # K13.3
+
+
+@pytest.mark.parametrize(
+    ("flags", "cap"),
+    [
+        ((), 2),
+        (("--deals", "4"), 4),
+        (("--target-score", "30"), None),
+        (("--target-score", "30", "--deals", "6"), 6),
+    ],
+)
+def test_the_config_shows_the_deal_cap_in_force(capsys, flags, cap):
+    """K13.2, as views show it: one deal per player unless a target score leaves no cap."""
+    doc = run_json(capsys, "--players", "2", "--seed", "1", *flags)
+    assert doc["config"]["match_deals"] == cap
 
 
 def test_pairs_team_totals_add_their_members(capsys):

@@ -46,6 +46,18 @@ def test_keygen_into_a_reader_that_went_away_is_no_traceback():
     assert "Traceback" not in done.stderr, done.stderr
 
 
+def test_simulate_into_a_reader_that_went_away_is_status_0_and_no_line():
+    """README, "The simulator": a reader that goes away (``| head``) is no error."""
+    with subprocess.Popen(
+        [*SIMULATE, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # gone before the first write: the write meets EPIPE
+        stderr = process.stderr.read()
+        assert process.wait(timeout=60) == 0, stderr
+    assert stderr == ""
+
+
 def test_a_summary_with_stderr_closed_is_still_printed():
     done = _run(["sh", "-c", '"$@" 2>&-', "sh", *SIMULATE, "--games", "2"])
     assert done.returncode == 0, done.stdout

@@ -38,10 +38,11 @@ class AsyncKrypkasinoClient:
     :mod:`cardrules.client.channel` (plain text unless ``credentials`` are
     given), or give a ready ``channel``, which the client then does not close. A
     target grpc would dial elsewhere or not at all (a port outside 1 to 65535, an
-    ``http://`` URL, an empty one) raises ``ValueError``, as do a ``timeout`` that is
-    not ``None`` or a number of seconds over 0 and at most 1e9 (here or when
-    ``timeout`` is set later) and a ``load_balancing`` policy that is not one of
-    ``pick_first``, ``round_robin`` and ``weighted_round_robin``.
+    ``http://`` URL, an empty one) raises ``ValueError``, as do a ``timeout`` of 0
+    or less or over 1e9 seconds (here or when ``timeout`` is set later) and a
+    ``load_balancing`` policy other than ``pick_first``, ``round_robin`` and
+    ``weighted_round_robin``; a ``timeout`` or policy of another type raises
+    ``TypeError``.
 
     The service keeps no state, so every method is safe to retry: the channel
     retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the

@@ -225,6 +225,40 @@ def test_the_operations_guide_lists_the_alerts_in_their_order():
     assert documented_alerts() == [(r["alert"], r["labels"]["severity"], r["for"]) for r in shipped]
 
 
+#: A line that continues the query above it: indented, or led by a binary operator.
+_CONTINUED = re.compile(r"\s|[-+*/<>=!^%]|(?:and|or|unless)\b")
+
+
+def guide_queries() -> list[str]:
+    """Each query of the ```promql blocks of docs/operations.md. A query begins at an
+    unindented line that no operator leads; ``#`` lines and blank lines are no part of it."""
+    queries: list[str] = []
+    for block in re.findall(r"```promql\n(.*?)```", OPERATIONS.read_text(), re.DOTALL):
+        for line in block.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            if _CONTINUED.match(line):
+                queries[-1] += "\n" + line
+            else:
+                queries.append(line)
+    return queries
+
+
+GUIDE_QUERIES = guide_queries()
+
+
+def test_the_guide_has_queries():
+    assert len(GUIDE_QUERIES) >= 7
+    assert all(query.count("(") == query.count(")") for query in GUIDE_QUERIES), GUIDE_QUERIES
+
+
+@pytest.mark.parametrize("query", GUIDE_QUERIES, ids=lambda query: query.split("\n", 1)[0])
+def test_each_query_of_the_guide_reads_only_series_and_labels_that_exist(query, server_series):
+    """The queries docs/operations.md gives to paste into Prometheus read what a server
+    exports, as the alerts must."""
+    assert problems(query, server_series) == []
+
+
 API = ROOT / "docs" / "api.md"
 
 

@@ -127,8 +127,9 @@ MAX_MATCH_DEALS = 240
 MAX_TARGET_SCORE = 480
 # The caches that keep a match's finished deals (decoded histories, view templates, a
 # view's derived fields) keep only histories of at most this many: every default match
-# (one deal per player, and a tie-break deal) is kept, and no cache holds more than a
-# few thousand deals, where MAX_MATCH_DEALS would let 1,024 long histories hold 250,000.
+# (one deal per player, and a tie-break deal) is kept, and no cache holds more than
+# 8,192 to 16,384 deals (1,024 or 2,048 entries), where MAX_MATCH_DEALS would let 1,024
+# long histories hold 250,000.
 # The view caches are keyed by the identity of a decoded history, which the service
 # reuses only while it caches that history, so all three must use this one bound.
 CACHED_MATCH_DEALS = 8

@@ -50,6 +50,9 @@ class ServerConfig:
     max_connection_age_seconds: float = 0.0
     worker_timeout_seconds: float = 10.0
     cors_origins: tuple[str, ...] = ()
+    # Where ``state_keys`` came from (a flag or variable name), for the start-up warning
+    # about keys on the command line.
+    keys_from: str | None = None
 
 
 # flag name -> (ServerConfig field, help). The env var is CARDRULES_ + FIELD upper-cased.
@@ -330,6 +333,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     elif keys:
         values["state_keys"] = keys[1]
     if source := keys_file or keys:
+        values["keys_from"] = source[0]
         # Parsed here too, so that a bad key is reported like any other bad value,
         # naming where it came from (the message never quotes key text). Set but
         # empty is an error, not the ephemeral key: it is a Secret gone wrong.

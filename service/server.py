@@ -336,6 +336,12 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
             "no state keys configured: using an ephemeral key; tokens die with this "
             "server and other replicas cannot open them (set CARDRULES_STATE_KEYS)"
         )
+    if config.keys_from == "--state-keys":
+        # /proc/PID/cmdline is readable by every user of the machine, unlike environ.
+        _log.warning(
+            "state keys given on the command line: any user of this machine can read "
+            "them (ps); set CARDRULES_STATE_KEYS or --state-keys-file instead"
+        )
     if config.plain_state:
         _warn_plain_state(keys)
     for port, is_grpc in (

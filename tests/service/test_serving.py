@@ -440,6 +440,23 @@ def test_plain_mode_warns_and_names_the_keys_whose_tokens_it_opens_in_the_clear(
         assert keys not in json.dumps(server.logs)
 
 
+def test_keys_on_the_command_line_are_warned_of_and_keys_elsewhere_are_not(tmp_path):
+    """/proc/PID/cmdline, which ps shows, is readable by every user of the machine; the
+    environment and a file are not. The warning never quotes the keys."""
+    with running(("--state-keys", TEST_KEY), keys=None) as server:
+        server.wait_for_logs("listening")
+    [warning] = [line for line in server.logs if "command line" in str(line.get("event"))]
+    assert warning["level"] == "warning"
+    assert "CARDRULES_STATE_KEYS or --state-keys-file" in str(warning["event"])
+    assert TEST_KEY not in json.dumps(server.logs)
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(TEST_KEY)
+    for args, keys in ((("--state-keys-file", str(keys_file)), None), ((), TEST_KEY)):
+        with running(args, keys=keys) as server:
+            server.wait_for_logs("listening")
+        assert not [line for line in server.logs if "command line" in str(line.get("event"))]
+
+
 def test_only_variables_no_setting_reads_are_unknown():
     settings = ("STATE_KEYS", "STATE_KEYS_FILE", "WORKER_TIMEOUT_SECONDS", "HOST")
     environ = {f"CARDRULES_{name}": "" for name in (*settings, "STATE_KEY", "X")}

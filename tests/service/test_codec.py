@@ -666,6 +666,31 @@ def test_a_finished_deals_bordstabbe_survives_the_token() -> None:
         assert opened.results == state.results
 
 
+def test_a_bordstabbe_of_seat_0_survives_the_token() -> None:
+    """Dealer 1 of two players: the K16.10 table of ``bordstabbe_deck`` penalises seat 0,
+    a seat number proto3 writes as nothing. ``bordstabbe_seat`` has presence: a token of
+    the deal in play keeps the seat, plain or sealed, and the deal's sheet still holds
+    the -5 when play goes on from decoded states."""
+    config = Config(2, first_dealer=1, match_deals=2, rules=Rules(bordstabbe=True))
+    deck = bordstabbe_deck()
+    states = [state for state, _ in games(config, seed=1, decks=[deck, deck])]
+    in_deal_1 = [s for s in states if s.deal == 1]
+    assert in_deal_1 and all(s.bordstabbe_seat == 0 for s in in_deal_1)
+    for state in states:
+        msg = pb.GameState.FromString(serialize(state))
+        assert msg.HasField("bordstabbe_seat") == (state.bordstabbe_seat is not None)
+        for trusted in (False, True):
+            decoded, _ = state_from_proto(
+                pb.GameState.FromString(serialize(state)), trusted=trusted
+            )
+            assert decoded == state
+    # The last move of deal 1 from a sealed token's state: the deal is scored with it.
+    before = in_deal_1[-1]
+    decoded, _ = state_from_proto(pb.GameState.FromString(serialize(before)), trusted=True)
+    after, _ = play_unchecked(decoded, legal_moves(decoded, decoded.turn)[0])
+    assert [s.bordstabbe for s in after.results[0].scores] == [BORDSTABBE_POINTS, 0]
+
+
 @pytest.mark.parametrize("limit", [2048, 2], ids=["cache", "evicting"])
 def test_interleaved_games_views_keep_their_own_cached_parts(
     limit: int, monkeypatch: pytest.MonkeyPatch

@@ -156,10 +156,12 @@ def test_caches_keep_no_long_history_whatever_the_tokens(long_matches):
     assert state_parts._deal.cache_info().currsize <= 4096
     assert len(codec.deal_result_to_proto) <= codec.DEAL_MEMO_SIZE
     assert len(state_codec._compact_result) <= codec.DEAL_MEMO_SIZE
-    # Decoded histories: a long one never reaches the cache, a short one does.
+    # Decoded histories: a long one never reaches the cache, a short one does; one deal
+    # more than the bound is already long.
     history_cache = state_parts._cached_history.cache_info
-    long, short = long_matches[0][-1], long_matches[0][CACHED_MATCH_DEALS - 1]
-    for payload, consulted in ((long, 0), (short, 2)):
+    payloads = long_matches[0]
+    long, short = payloads[CACHED_MATCH_DEALS], payloads[CACHED_MATCH_DEALS - 1]
+    for payload, consulted in ((payloads[-1], 0), (long, 0), (short, 2)):
         before = history_cache()
         for _ in range(2):
             decode_and_view(payload)
@@ -181,10 +183,12 @@ def test_the_view_of_a_long_match_carries_its_config_and_every_deal(long_matches
 
 def test_a_plain_token_of_a_long_history_is_checked_without_the_cache(long_matches):
     """A plain token's long history decodes to what a sealed one does, every K13 check
-    run, and never enters the history cache (its bound holds with plain tokens too)."""
+    run, and never enters the history cache (its bound holds with plain tokens too), from
+    one deal more than the bound on."""
     history_cache = state_parts._cached_history.cache_info
-    long, short = long_matches[1][-1], long_matches[1][CACHED_MATCH_DEALS - 1]
-    for payload, consulted in ((long, 0), (short, 1)):
+    payloads = long_matches[1]
+    long, short = payloads[CACHED_MATCH_DEALS], payloads[CACHED_MATCH_DEALS - 1]
+    for payload, consulted in ((payloads[-1], 0), (long, 0), (short, 1)):
         sealed = state_codec.state_from_proto(pb.GameState.FromString(payload), trusted=True)
         before = history_cache()
         plain = state_codec.state_from_proto(pb.GameState.FromString(payload))

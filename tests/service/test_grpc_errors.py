@@ -832,6 +832,20 @@ def test_a_malformed_card_in_a_deck_names_its_field(stub):
     assert set(refusal.violations) == {"decks[1].cards[5].rank"}
 
 
+def test_the_most_explicit_decks_are_each_checked_not_refused_as_too_many(stub):
+    """64 decks (MAX_DECKS) is the limit, not over it: they make a game, and a bad 64th
+    deck is refused as that deck, not as one too many."""
+    full = deck_proto(full_deck(2))
+    game = stub.NewGame(two_player_new_game(decks=[full] * 64))
+    assert game.game_id and len(game.seat_tokens) == 2
+    refusal = refused(stub.NewGame, two_player_new_game(decks=[full] * 63 + [cards_pb2.Deck()]))
+    assert (refusal.code, refusal.reason, set(refusal.violations)) == (
+        INVALID,
+        "DECK_INVALID",
+        {"decks[63]"},
+    )
+
+
 def test_too_many_explicit_decks_are_refused(stub):
     refusal = refused(stub.NewGame, two_player_new_game(decks=[cards_pb2.Deck()] * 65))
     assert (refusal.code, refusal.reason, set(refusal.violations)) == (

@@ -592,6 +592,8 @@ def test_the_capture_position_is_what_the_rule_tests_assume(stub, capture_game):
     ("move", "reason", "rule"),
     [
         ("6H", "CARD_NOT_IN_HAND", "K8.1"),
+        # AS is engine card code 0: the refusal still names it.
+        ("AS", "CARD_NOT_IN_HAND", "K8.1"),
         ("KS>AH", "CARD_NOT_IN_HAND", "K8.1"),
         ("8D>8H", "CAPTURE_NOT_ON_TABLE", "K7.3"),
         ("8D>AH+7C+8S+8S", "CAPTURE_NOT_ON_TABLE", "K7.3"),

@@ -177,10 +177,19 @@ def test_choices_are_read_in_any_case(variable: str, value: str, field: str) -> 
     assert field in (config.log_level, config.log_format)
 
 
-def test_an_empty_keys_file_variable_says_so() -> None:
-    with pytest.raises(ConfigValueError) as refused:
-        resolved("CARDRULES_STATE_KEYS_FILE", "")
-    assert str(refused.value) == "CARDRULES_STATE_KEYS_FILE: empty: give the path of the keys file"
+@pytest.mark.parametrize(
+    ("argv", "environ", "source"),
+    [
+        ([], {"CARDRULES_STATE_KEYS_FILE": ""}, "CARDRULES_STATE_KEYS_FILE"),
+        ([], {"CARDRULES_STATE_KEYS_FILE": "  "}, "CARDRULES_STATE_KEYS_FILE"),
+        (["--state-keys-file", " "], {}, "--state-keys-file"),
+    ],
+)
+def test_an_empty_keys_file_setting_says_so(
+    argv: list[str], environ: dict[str, str], source: str
+) -> None:
+    """Blank is empty too: not "cannot read ' '", which reads as a file that went missing."""
+    assert refusal(argv, environ) == f"{source}: empty: give the path of the keys file"
 
 
 @pytest.mark.parametrize(

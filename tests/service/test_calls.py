@@ -10,6 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
+import google.rpc.code_pb2 as code_pb2
+import google.rpc.error_details_pb2 as error_details_pb2
 import pytest
 
 from service.calls import CallInfo, CallRunner, new_request_id, request_id_from
@@ -103,3 +105,23 @@ def test_the_outcome_carries_the_response_or_the_error():
     failed = runner.run("s.S", "M", "grpc", "rid-2", broken, 0)
     assert failed.response is None and failed.error is not None
     assert failed.error.code.name == "INTERNAL"
+
+
+def test_a_bug_is_refused_as_docs_api_md_says_without_its_details():
+    """docs/api.md, "Errors": ``INTERNAL`` with the reason ``INTERNAL``, the details in
+    the server log only: neither the exception's type nor its text reach the caller."""
+    secret = "a bug holding 8D>AH+7C+8S"
+
+    def broken(request: int, info: CallInfo) -> int:
+        raise KeyError(secret)
+
+    failed = CallRunner(None).run("s.S", "M", "http", "rid-3", broken, 0)
+    assert failed.error is not None
+    status = failed.error.to_status()
+    assert (status.code, status.message) == (code_pb2.INTERNAL, "internal error")
+    [packed] = status.details
+    info = error_details_pb2.ErrorInfo()
+    assert packed.Unpack(info)
+    assert (info.reason, info.domain, dict(info.metadata)) == ("INTERNAL", "cardrules", {})
+    wire = status.SerializeToString()
+    assert secret.encode() not in wire and b"KeyError" not in wire

@@ -657,6 +657,26 @@ def test_a_handler_bug_is_logged_with_its_call_and_traceback(capsys):
     )
 
 
+def test_at_warning_level_no_request_line_is_written_answered_or_refused(capsys):
+    """docs/operations.md: ``CARDRULES_LOG_LEVEL`` ``warning`` drops the request lines,
+    leaving warnings and errors only: a refusal is the client's doing, its line is info
+    like an answer's, and only a bug's own line stays."""
+    configure_logging("json", "warning")
+    runner = CallRunner(None)
+
+    def refuse(request: str, info: CallInfo) -> str:
+        raise invalid_argument("BAD_THING", "no")
+
+    def broken(request: str, info: CallInfo) -> str:
+        raise RuntimeError("a bug")
+
+    runner.run("svc.S", "Ok", "grpc", "rid-1", lambda request, info: request, "x")
+    runner.run("svc.S", "No", "http", "rid-2", refuse, "x")
+    runner.run("svc.S", "Broken", "grpc", "rid-3", broken, "x")
+    [bug] = json_lines(capsys.readouterr().out)
+    assert (bug["event"], bug["level"], bug["request_id"]) == ("unhandled error", "error", "rid-3")
+
+
 def test_the_request_line_times_the_call_as_the_histogram_does(capsys):
     """``duration_ms`` is the handling time the metrics observe, in milliseconds."""
     configure_logging("json")

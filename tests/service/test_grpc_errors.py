@@ -937,6 +937,7 @@ def assert_too_large(stub: Stub, limit: int) -> None:
         "REQUEST_TOO_LARGE",
     )
     assert refusal.metadata == {"limit": str(limit)}
+    assert refusal.message == f"the request is larger than {limit} bytes"
     with pytest.raises(grpc.RpcError) as caught:
         stub.GetView(pb.GetViewRequest(state=bytes(4 * limit)))
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -985,6 +986,20 @@ def test_every_answer_carries_its_request_id_in_the_trailers(server, stub, captu
     made_up = dict(call.trailing_metadata())["x-request-id"]
     [line] = wait_for_request_lines(server, [made_up])
     assert (line["method"], line["code"]) == (f"{SERVICE_NAME}/GetView", "OK")
+
+
+def test_the_request_line_of_a_grpc_call_names_its_transport_and_peer(server, stub, game):
+    """The request line says which transport carried the call, answered or refused, as
+    the HTTP gateway's lines say ``http``, and names the peer (docs/operations.md)."""
+    ids = [f"grpc-{uuid.uuid4().hex}" for _ in range(2)]
+    stub.GetView(pb.GetViewRequest(state=game.state), metadata=(("x-request-id", ids[0]),))
+    refused(stub.GetView, pb.GetViewRequest(), (("x-request-id", ids[1]),))
+    lines = {str(line["request_id"]): line for line in wait_for_request_lines(server, ids)}
+    assert [(lines[i]["code"], lines[i]["transport"]) for i in ids] == [
+        ("OK", "grpc"),
+        ("InvalidArgument", "grpc"),
+    ]
+    assert all(str(lines[i]["peer"]).startswith("ipv4:127.0.0.1:") for i in ids)
 
 
 def test_the_request_log_never_holds_a_token_or_a_hand(server, stub, capture_game):

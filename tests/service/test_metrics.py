@@ -39,7 +39,7 @@ from service.metrics import (
 )
 from service.server import build_api, new_metrics
 from service.tokens import KeyRing
-from service.value_space import VALUE_FILE_BYTES
+from service.value_space import VALUE_FILE_BYTES, ValueFileFullError
 from tests.service.metrics_helpers import Samples, samples
 from tests.service.server_process import TEST_KEY, in_mount_namespace
 
@@ -618,6 +618,20 @@ def test_a_file_of_values_grows_sparse_where_space_cannot_be_reserved(tmp_path, 
     assert path.stat().st_size == 2 * VALUE_FILE_BYTES
     values.close()
     assert len(list(values.read_all_values_from_file(str(path)))) == 300
+
+
+def test_a_new_file_of_values_without_room_is_refused_and_not_left_behind(tmp_path, monkeypatch):
+    """An empty file left in the folder would fail every later scrape of it (the
+    collector cannot read a file of 0 bytes), as long as the folder is in use."""
+
+    def full(descriptor: int, offset: int, size: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    path = tmp_path / "counter_1.db"
+    with pytest.raises(ValueFileFullError, match="no room for"):
+        _ReservedMmapedDict(str(path))
+    assert list(tmp_path.iterdir()) == []
 
 
 RAMFS_SCRIPT = """

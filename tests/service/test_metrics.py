@@ -39,7 +39,7 @@ from service.metrics import (
 )
 from service.server import build_api, new_metrics
 from service.tokens import KeyRing
-from service.value_space import VALUE_FILE_BYTES, ValueFileFullError
+from service.value_space import VALUE_FILE_BYTES
 from tests.service.metrics_helpers import Samples, samples
 from tests.service.server_process import TEST_KEY, in_mount_namespace
 
@@ -620,18 +620,37 @@ def test_a_file_of_values_grows_sparse_where_space_cannot_be_reserved(tmp_path, 
     assert len(list(values.read_all_values_from_file(str(path)))) == 300
 
 
-def test_a_new_file_of_values_without_room_is_refused_and_not_left_behind(tmp_path, monkeypatch):
+FULL_SCRIPT = """
+import os, sys
+from service.metrics import _ReservedMmapedDict
+from service.value_space import ValueFileFullError
+try:
+    _ReservedMmapedDict(sys.argv[1])
+except ValueFileFullError as error:
+    print("refused:", error)
+print("left:", os.listdir(os.path.dirname(sys.argv[1])))
+"""
+
+
+def test_a_new_file_of_values_without_room_is_refused_and_not_left_behind(tmp_path):
     """An empty file left in the folder would fail every later scrape of it (the
-    collector cannot read a file of 0 bytes), as long as the folder is in use."""
-
-    def full(descriptor: int, offset: int, size: int) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "posix_fallocate", full)
-    path = tmp_path / "counter_1.db"
-    with pytest.raises(ValueFileFullError, match="no room for"):
-        _ReservedMmapedDict(str(path))
-    assert list(tmp_path.iterdir()) == []
+    collector cannot read a file of 0 bytes), as long as the folder is in use. A tmpfs
+    smaller than one file of values, in a mount namespace of its own."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mount = 'mount -t tmpfs -o size=16k tmpfs "$1" || exit 1\nshift\nexec "$@"\n'
+    command = in_mount_namespace(mount, str(folder))
+    finished = subprocess.run(
+        (*command, sys.executable, "-c", FULL_SCRIPT, str(folder / "counter_1.db")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert finished.returncode == 0, finished.stderr
+    refused, left = finished.stdout.splitlines()
+    assert refused.startswith("refused:") and "no room for" in refused
+    assert left == "left: []"
 
 
 RAMFS_SCRIPT = """

@@ -125,7 +125,8 @@ def service_config(
     load_balancing: str | None = None, services: Sequence[str] = SERVICES
 ) -> dict[str, Any]:
     """The service config: the retry policy and, if given, a load-balancing policy
-    (one of ``LOAD_BALANCING_POLICIES``, else ``ValueError``).
+    (one of ``LOAD_BALANCING_POLICIES``: else ``ValueError``, or ``TypeError`` for one
+    that is no string).
 
     ``load_balancing="round_robin"`` spreads calls over every address that a
     ``dns:///`` target resolves to, such as the pods behind a headless

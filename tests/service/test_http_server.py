@@ -257,6 +257,33 @@ def test_a_body_within_the_limit_gets_100_continue_and_is_served(server):
         assert refusal(json.loads(answer.read()))[1] == "STATE_MISSING"
 
 
+def test_a_body_at_the_limit_by_its_length_gets_100_continue(server):
+    """Only a length over the limit is refused unread; one at it is asked for."""
+    length = 64 * 1024 * 16
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+        connection.sendall(
+            b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
+        )
+        assert connection.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def test_an_http_1_0_request_gets_no_100_continue(server):
+    """RFC 9110, 10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored; an
+    HTTP/1.0 client knows no interim answers and would take the 100 for the answer."""
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+        connection.sendall(
+            b"POST /v1/krypkasino:score HTTP/1.0\r\nHost: test\r\nExpect: 100-continue\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        )
+        answer = connection.makefile("rb")
+        status_line = answer.readline()
+        headers = http.client.parse_headers(answer)
+        body = answer.read(int(headers["Content-Length"]))
+    assert status_line.split()[1:2] == [b"400"], status_line
+    assert refusal(json.loads(body))[1] == "STATE_MISSING"
+
+
 def test_a_wrong_method_is_405_with_allow(server):
     status, headers, body = exchange(f"{server.http_url}/v1/krypkasino:score", method="GET")
     assert status == 405 and headers["Allow"] == "POST, OPTIONS"

@@ -4,7 +4,9 @@ and connections, on real sockets."""
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -12,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import pytest
 import structlog.testing
@@ -114,6 +117,14 @@ def test_the_metrics_endpoint_listens_on_every_address_by_default(registry):
         server()
 
 
+def test_a_loopback_host_is_served_on_that_address_alone(registry):
+    """A named address is not widened to the wildcard: 127.0.0.1 is not 127.0.0.2."""
+    with serving(registry) as server:
+        assert scrape(server.port) == 3
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.2", server.port), timeout=10).close()
+
+
 def test_a_connection_that_sends_nothing_is_closed_at_the_deadline(registry, capfd):
     """prometheus_client's own server kept such a connection, and its thread, for good."""
     with serving(registry, deadline_seconds=0.3) as server:
@@ -143,6 +154,44 @@ def test_a_connection_that_trickles_its_request_is_closed_at_the_deadline(regist
         assert 0.45 <= time.monotonic() - started < 3
         assert scrape(server.port) == 3
     assert capfd.readouterr().err == ""
+
+
+def deadline_timers() -> int:
+    return sum(isinstance(thread, threading.Timer) for thread in threading.enumerate())
+
+
+def test_a_served_connection_ends_its_deadline_timer(registry):
+    """A scrape's timer ends with its connection, not at the deadline: else every scrape
+    would leave a thread behind for as long."""
+    with serving(registry, deadline_seconds=60) as server:
+        before = deadline_timers()
+        assert scrape(server.port) == 3
+        deadline = time.monotonic() + 3
+        while deadline_timers() != before:
+            assert time.monotonic() < deadline, (deadline_timers(), before)
+            time.sleep(0.01)
+
+
+def test_a_client_that_resets_its_connection_leaves_no_traceback(registry, capfd):
+    """A read cut by the client's reset is the client gone, not an error to print."""
+    with serving(registry) as server:
+        before = connection_threads()
+        connection = connect(server.port)
+        connection.sendall(b"GET /metrics HTTP/1.0\r\n")
+        wait_for_connection_threads(before + 1)
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()  # with no linger: a reset
+        wait_for_connection_threads(before)
+        assert scrape(server.port) == 3
+    assert capfd.readouterr().err == ""
+
+
+def test_the_bounds_are_those_docs_operations_states():
+    operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    text = " ".join(operations.split())
+    stated = re.search(r"a connection is closed (\d+) s .* at most (\d+) connections", text)
+    assert stated is not None
+    assert (float(stated[1]), int(stated[2])) == (DEADLINE_SECONDS, MAX_CONNECTIONS)
 
 
 def test_a_held_connection_does_not_hold_the_process_at_exit(registry):

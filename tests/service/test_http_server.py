@@ -257,6 +257,20 @@ def test_a_body_within_the_limit_gets_100_continue_and_is_served(server):
         assert refusal(json.loads(answer.read()))[1] == "STATE_MISSING"
 
 
+def test_a_path_with_an_encoded_newline_takes_an_unknown_expectation_the_gateways_way(server):
+    """The Expect header is taken by the route that matches the path: a path the route's
+    pattern missed would be refused 417 by aiohttp, unlogged."""
+    answer, body = raw_exchange(
+        server,
+        "GET /v1/a%0Ab HTTP/1.1\r\nHost: test\r\nExpect: teapot\r\n"
+        "X-Request-Id: newline-expectation\r\n\r\n",
+    )
+    assert (answer.status, answer.getheader("X-Request-Id")) == (404, "newline-expectation")
+    assert refusal(json.loads(body))[1] == "NOT_FOUND_ROUTE"
+    (line,) = server.request_lines("newline-expectation")
+    assert line["code"] == "NotFound"
+
+
 def test_a_body_at_the_limit_by_its_length_gets_100_continue(server):
     """Only a length over the limit is refused unread; one at it is asked for."""
     length = 64 * 1024 * 16

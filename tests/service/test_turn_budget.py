@@ -4,6 +4,7 @@ first come first served, none lost."""
 from __future__ import annotations
 
 import asyncio
+import selectors
 from collections import Counter
 
 import pytest
@@ -161,6 +162,38 @@ def test_a_place_given_up_is_taken_in_the_same_turn():
         return ran
 
     assert asyncio.run(admitted_turns(True)) == asyncio.run(admitted_turns(False))
+
+
+class CountingSelector(selectors.DefaultSelector):
+    """The loop's own selector, counting its waits: one per turn of the loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selects = 0
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        self.selects += 1
+        return super().select(timeout)
+
+
+def test_the_budget_stops_renewing_itself_once_calls_stop():
+    """With no call in a turn and none waiting there is nothing to renew: a refill that
+    kept scheduling itself would spin an idle loop from turn to turn for good."""
+    selector = CountingSelector()
+    loop = asyncio.SelectorEventLoop(selector)
+
+    async def turns_while_idle() -> int:
+        budget = TurnBudget(2)
+        await asyncio.gather(*(budget.take() for _ in range(5)))
+        await asyncio.sleep(0.01)  # the last refills run
+        before = selector.selects
+        await asyncio.sleep(0.2)
+        return selector.selects - before
+
+    try:
+        assert loop.run_until_complete(turns_while_idle()) <= 3
+    finally:
+        loop.close()
 
 
 def test_a_budget_admits_at_least_one_call():

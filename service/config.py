@@ -50,9 +50,9 @@ class ServerConfig:
     max_connection_age_seconds: float = 0.0
     worker_timeout_seconds: float = 10.0
     cors_origins: tuple[str, ...] = ()
-    # Where ``state_keys`` came from (a flag or variable name), for the start-up warning
-    # about keys on the command line.
-    keys_from: str | None = None
+    # ``state_keys`` came from ``--state-keys``: the start-up warning about keys that every
+    # user of the machine can read in the command line.
+    keys_on_command_line: bool = False
 
 
 # flag name -> (ServerConfig field, help). The env var is CARDRULES_ + FIELD upper-cased.
@@ -332,8 +332,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             ) from None
     elif keys:
         values["state_keys"] = keys[1]
+        values["keys_on_command_line"] = keys[0].startswith("--")  # not its variable
     if source := keys_file or keys:
-        values["keys_from"] = source[0]
         # Parsed here too, so that a bad key is reported like any other bad value,
         # naming where it came from (the message never quotes key text). Set but
         # empty is an error, not the ephemeral key: it is a Secret gone wrong.

@@ -336,7 +336,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
             "no state keys configured: using an ephemeral key; tokens die with this "
             "server and other replicas cannot open them (set CARDRULES_STATE_KEYS)"
         )
-    if config.keys_from == "--state-keys":
+    if config.keys_on_command_line:
         # /proc/PID/cmdline is readable by every user of the machine, unlike environ.
         _log.warning(
             "state keys given on the command line: any user of this machine can read "

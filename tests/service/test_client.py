@@ -1103,6 +1103,11 @@ def test_the_client_declares_only_the_grpc_runtime() -> None:
     assert project["name"] == "cardrules-client"
 
 
+def test_the_client_package_reports_its_version() -> None:
+    project = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]
+    assert cardrules.client.__version__ == project["version"]
+
+
 def test_the_client_builds_a_wheel_with_stubs_and_types(tmp_path: Path) -> None:
     before = sorted(p for p in CLIENT.rglob("*") if "__pycache__" not in p.parts)
     result = subprocess.run(

@@ -632,22 +632,30 @@ print("left:", os.listdir(os.path.dirname(sys.argv[1])))
 """
 
 
-def test_a_new_file_of_values_without_room_is_refused_and_not_left_behind(tmp_path):
-    """An empty file left in the folder would fail every later scrape of it (the
-    collector cannot read a file of 0 bytes), as long as the folder is in use. A tmpfs
-    smaller than one file of values, in a mount namespace of its own."""
-    folder = tmp_path / "full"
+def on_own_mount(folder: Path, mount: str, script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run with ``folder/counter_1.db`` as its argument, with a filesystem
+    mounted on ``folder`` by ``mount`` (``mount -t ... "$1"``) in a mount namespace of its
+    own, as for the tmpfs of test_process_lifecycle."""
     folder.mkdir()
-    mount = 'mount -t tmpfs -o size=16k tmpfs "$1" || exit 1\nshift\nexec "$@"\n'
-    command = in_mount_namespace(mount, str(folder))
+    launcher = f'{mount} "$1" || exit 1\nshift\nexec "$@"\n'
+    command = in_mount_namespace(launcher, str(folder))
+    filename = str(folder / "counter_1.db")
     finished = subprocess.run(
-        (*command, sys.executable, "-c", FULL_SCRIPT, str(folder / "counter_1.db")),
+        (*command, sys.executable, "-c", script, filename),
         capture_output=True,
         text=True,
         timeout=60,
         cwd=ROOT,
     )
     assert finished.returncode == 0, finished.stderr
+    return finished
+
+
+def test_a_new_file_of_values_without_room_is_refused_and_not_left_behind(tmp_path):
+    """An empty file left in the folder would fail every later scrape of it (the
+    collector cannot read a file of 0 bytes), as long as the folder is in use. A tmpfs
+    smaller than one file of values."""
+    finished = on_own_mount(tmp_path / "full", "mount -t tmpfs -o size=16k tmpfs", FULL_SCRIPT)
     refused, left = finished.stdout.splitlines()
     assert refused.startswith("refused:") and "no room for" in refused
     assert left == "left: []"
@@ -666,17 +674,5 @@ def test_a_file_of_values_grows_on_a_filesystem_without_fallocate(tmp_path):
     """On ramfs (as on NFS) glibc reserves the space by writing a byte to each block,
     which it refuses to do through a descriptor opened to append (EBADF): every new
     series past the first 64 KiB was lost as if the folder were full. A ramfs in a
-    mount namespace of its own, as for the tmpfs of test_process_lifecycle."""
-    folder = tmp_path / "ramfs"
-    folder.mkdir()
-    mount = 'mount -t ramfs ramfs "$1" || exit 1\nshift\nexec "$@"\n'
-    filename = str(folder / "counter_1.db")
-    command = in_mount_namespace(mount, str(folder))
-    finished = subprocess.run(
-        (*command, sys.executable, "-c", RAMFS_SCRIPT, filename),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-    assert finished.returncode == 0, finished.stderr
+    mount namespace of its own."""
+    on_own_mount(tmp_path / "ramfs", "mount -t ramfs ramfs", RAMFS_SCRIPT)

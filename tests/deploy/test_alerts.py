@@ -137,6 +137,10 @@ def missing_values(matcher: promql_parser.Matcher, values: set[str]) -> list[str
     return [a for a in alternatives if not any(re.fullmatch(a, seen) for seen in values)]
 
 
+#: Aggregations that pick series and keep their labels; ``by`` only groups the picking.
+_SELECTING = frozenset({"topk", "bottomk", "limitk", "limit_ratio"})
+
+
 def output_labels(
     node: promql_parser.Expr, series: Series, found: list[str]
 ) -> frozenset[str] | None:
@@ -166,6 +170,8 @@ def output_labels(
         named = frozenset(node.modifier.labels)
         for label in sorted(named - inner):
             found.append(f"{node}: no label {label} to group by")
+        if str(node.op) in _SELECTING:
+            return inner
         if node.modifier.type is promql_parser.AggModifierType.By:
             return named
         return inner - named
@@ -257,6 +263,13 @@ def test_each_query_of_the_guide_reads_only_series_and_labels_that_exist(query, 
     """The queries docs/operations.md gives to paste into Prometheus read what a server
     exports, as the alerts must."""
     assert problems(query, server_series) == []
+
+
+@pytest.mark.parametrize("query", GUIDE_QUERIES, ids=lambda query: query.split("\n", 1)[0])
+def test_each_query_of_the_guide_counts_per_namespace(query, server_series):
+    """As the alerts do, so that pasting one never adds dev's calls to prod's."""
+    labels = output_labels(promql_parser.parse(query), server_series, [])
+    assert labels is not None and "namespace" in labels
 
 
 API = ROOT / "docs" / "api.md"

@@ -97,3 +97,15 @@ def test_k4_2_k4_3_the_drawn_dealer_starts_the_rotation() -> None:
     while not state.over:
         state, _ = finish_deal(state)
     assert [r.dealer for r in state.results] == [1, 2, 0]
+
+
+def test_k4_2_the_draw_overrides_first_dealer() -> None:
+    """K4.2 offers first_dealer and draw_for_deal as alternatives: with both, the draw
+    decides (here seat 1's ace) and first_dealer is ignored, and the rotation of K4.3
+    goes on from the drawn seat (docs/krypkasino-decisions.md, "Draw for deal and
+    first_dealer")."""
+    config = Config(players=4, first_dealer=2, draw_for_deal=True)
+    state, _ = open_game(config, draw=cards("KH AD 2C QS"))
+    assert (state.first_dealer, state.dealer, state.turn) == (1, 1, 2)
+    state, _ = finish_deal(state)
+    assert (state.deal, state.dealer) == (2, 2)

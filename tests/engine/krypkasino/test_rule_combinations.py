@@ -1,11 +1,15 @@
 """Combinations of rules the acceptance examples state only separately
-(K8.3 with K9.3 and K11, K3.3 with K13.2 and K13.3, K16.10 in later deals, K4.2 with K4.3)."""
+(K8.3 with K9.3 and K11, K3.3 with K13.2 and K13.3, K16.10 in later deals and with K16.5,
+K4.2 with K4.3)."""
 
 from __future__ import annotations
+
+import pytest
 
 from engine.krypkasino import (
     Config,
     DealResult,
+    Removal,
     Rules,
     SeatScore,
     SweepKind,
@@ -109,3 +113,29 @@ def test_k4_2_the_draw_overrides_first_dealer() -> None:
     assert (state.first_dealer, state.dealer, state.turn) == (1, 1, 2)
     state, _ = finish_deal(state)
     assert (state.deal, state.dealer) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    ("removal", "players", "dealt", "left", "triggered"),
+    [
+        (Removal.NONE, 4, "QH QD QC QS", "QH QD QC QS", True),
+        (Removal.NONE, 6, "7H QD", "7H QD", False),
+        (Removal.SPADES, 6, "5S 7H", "7H", True),
+        (Removal.SPADES, 4, "3S KH KD KC", "KH KD KC", True),
+        (Removal.SPADES, 4, "5S 5H 5C JD", "5H 5C JD", False),
+    ],
+)
+def test_k16_10_bordstabbe_reads_the_table_the_removal_setting_leaves(
+    removal: Removal, players: int, dealt: str, left: str, triggered: bool
+) -> None:
+    """K16.10 looks at the table "after removal", which is the game's own K16.5 removal:
+    without removal a table of one court rank triggers it (and KX23's 6-player ``7H QD``
+    does not), with ``spades`` the spades are gone first and the courts that stay count
+    like any rank (docs/krypkasino-decisions.md, "Bordstabbe")."""
+    config = Config(players=players, rules=Rules(bordstabbe=True, removal=removal))
+    deck = stacked_deck(config.schedule.first_rounds, players, 0, table=dealt)
+    state, events = open_game(config, decks=[deck])
+    assert state.table == cards(left)
+    expected = 1 if triggered else None
+    assert state.bordstabbe_seat == expected
+    assert [e.seat for e in events if isinstance(e, Bordstabbe)] == ([1] if triggered else [])

@@ -1,6 +1,6 @@
 """Combinations of rules the acceptance examples state only separately
 (K8.3 with K9.3 and K11, K3.3 with K13.2 and K13.3, K16.10 in later deals and with K16.5,
-K4.2 with K4.3)."""
+K4.2 with K4.3, K16.6 with K16.8 and K8.3, K16.7 with K8.3)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ from tests.engine.krypkasino.helpers import (
     finish_deal,
     moves,
     only,
+    position,
     stacked_deck,
+    sweep_parts,
 )
 
 
@@ -139,3 +141,63 @@ def test_k16_10_bordstabbe_reads_the_table_the_removal_setting_leaves(
     expected = 1 if triggered else None
     assert state.bordstabbe_seat == expected
     assert [e.seat for e in events if isinstance(e, Bordstabbe)] == ([1] if triggered else [])
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        (Rules(), ["10S>4H+6C"]),
+        (Rules(must_capture_if_able=True), ["10S>4H+6C"]),
+        (Rules(no_forced_sweep=True), ["2C", "4D>4H", "10S>4H+6C"]),
+        (Rules(no_forced_sweep=True, must_capture_if_able=True), ["4D>4H", "10S>4H+6C"]),
+    ],
+    ids=["default", "must_capture_if_able", "no_forced_sweep", "both"],
+)
+def test_k16_6_k16_8_without_the_forced_sweep_a_sweep_is_one_capture_among_others(
+    rules: Rules, expected: list[str]
+) -> None:
+    """K7.7 with both K16.6 and K16.8: step 1 is skipped and step 2 applies, so the sweep
+    is offered beside the other captures and the crawl is refused; the sweep still
+    scores (K16.6)."""
+    state = position("4H 6C", {1: "10S 4D 2C"}, rules=rules)
+    assert legal_moves(state, 1) == moves(*expected)
+    after, events = play(state, 1, Move.parse("10S>4H+6C"))
+    assert only(events, Captured).sweep is SweepKind.SWEEP
+    assert sweep_parts(after) == [-5, 5, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        (Rules(), ["5S>5S"]),
+        (Rules(no_forced_sweep=True), ["5S>5S", "9H"]),
+        (Rules(must_capture_if_able=True), ["5S>5S"]),
+    ],
+    ids=["default", "no_forced_sweep", "must_capture_if_able"],
+)
+def test_k16_6_k8_3_a_twin_may_be_held_back_but_never_crawls(
+    rules: Rules, expected: list[str]
+) -> None:
+    """K16.6 with K8.3: without the forced sweep another card may crawl beside a lone
+    table card, but its twin can only take it (K7.4), as a double sweep worth 10."""
+    state = position("5S", {1: "5S 9H"}, rules=rules)
+    assert legal_moves(state, 1) == moves(*expected)
+    after, events = play(state, 1, Move.parse("5S>5S"))
+    assert only(events, Captured).sweep is SweepKind.DOUBLE
+    assert sweep_parts(after) == [-10, 10, 0, 0]
+
+
+@pytest.mark.parametrize("removal", [Removal.COURTS, Removal.NONE])
+def test_k16_7_k8_3_a_court_double_sweeps_its_twin_by_rank(removal: Removal) -> None:
+    """K16.7 with K8.3: a lone court is one same-rank group of its twin, so taking it is
+    a double sweep as by default (KX32); two courts of one rank (crawled, K6.2, or kept
+    by ``removal=none``) are a table the third must sweep (K7.6), an ordinary sweep."""
+    rules = Rules(court_cards_rank_only=True, removal=removal)
+    state = position("JD", {1: "JD 4C"}, rules=rules)
+    assert legal_moves(state, 1) == moves("JD>JD")
+    _, events = play(state, 1, Move.parse("JD>JD"))
+    assert only(events, Captured).sweep is SweepKind.DOUBLE
+    state = position("QH QD", {1: "QC 5D"}, rules=rules)
+    assert legal_moves(state, 1) == moves("QC>QD+QH")
+    _, events = play(state, 1, Move.parse("QC>QD+QH"))
+    assert only(events, Captured).sweep is SweepKind.SWEEP

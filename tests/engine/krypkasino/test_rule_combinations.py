@@ -1,6 +1,6 @@
 """Combinations of rules the acceptance examples state only separately
 (K8.3 with K9.3 and K11, K3.3 with K13.2 and K13.3, K16.10 in later deals and with K16.5,
-K4.2 with K4.3, K16.6 with K16.8 and K8.3, K16.7 with K8.3)."""
+K4.2 with K4.3, K16.6 with K16.8 and K8.3, K16.7 with K8.3, K13.2's target with K13.3)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from engine.krypkasino import (
 )
 from engine.krypkasino.events import Bordstabbe, Captured, DealEnded
 from engine.krypkasino.moves import Move
-from engine.krypkasino.scoring import match_outcome
+from engine.krypkasino.scoring import match_outcome, match_totals
 from tests.engine.krypkasino.helpers import (
     cards,
     dealer_last_card,
@@ -201,3 +201,29 @@ def test_k16_7_k8_3_a_court_double_sweeps_its_twin_by_rank(removal: Removal) -> 
     assert legal_moves(state, 1) == moves("QC>QD+QH")
     _, events = play(state, 1, Move.parse("QC>QD+QH"))
     assert only(events, Captured).sweep is SweepKind.SWEEP
+
+
+@pytest.mark.parametrize(
+    ("target", "match_deals", "reached"),
+    [(50, None, True), (80, 2, False)],
+    ids=["target", "cap"],
+)
+def test_k13_2_k13_3_a_tie_when_a_target_match_ends_plays_one_tiebreak_deal(
+    target: int, match_deals: int | None, reached: bool
+) -> None:
+    """K13.3 with K13.2's target_score: a tie for lowest when the target is reached, or
+    when match_deals caps the match first, is broken by one extra deal, as without a
+    target (docs/krypkasino-decisions.md, "Tie-break deal"); with ``shared`` it is
+    shared at once."""
+    config = Config(
+        players=3, target_score=target, match_deals=match_deals, tie_rule=TieRule.TIEBREAK_DEAL
+    )
+    results = [deal(1, [10, 10, 22], config)]
+    assert match_outcome(config, results, ()) == (False, (), ())
+    results.append(deal(2, [10, 10, 30], config))  # 20, 20, 52
+    assert (max(match_totals(config, results)) >= target) is reached
+    assert match_outcome(config, results, ()) == (False, (), (0, 1))
+    shared = Config(players=3, target_score=target, match_deals=match_deals)
+    assert match_outcome(shared, results, ()) == (True, (0, 1), ())
+    results.append(deal(3, [5, 0, 37], config))  # seat 2, far over the target, plays too
+    assert match_outcome(config, results, (0, 1)) == (True, (1,), ())

@@ -99,6 +99,16 @@ class KrypkasinoApi:
         """K4-K6: a new match (a new game id, a random seed unless given), sealed, with
         one seat token per seat (design section 4) and the public view."""
         config = _config(request.config)
+        if config.draw_for_deal and config.first_dealer:
+            # Refused only here: a sealed game that holds both still opens, the draw deciding.
+            raise _config_error(
+                ConfigError(
+                    ("first_dealer", "draw_for_deal"),
+                    "with draw_for_deal the draw decides the first dealer (K4.2): "
+                    "leave first_dealer 0",
+                ),
+                request.config,
+            )
         if len(request.decks) > MAX_DECKS:
             raise invalid_argument(
                 "TOO_MANY_DECKS", f"at most {MAX_DECKS} explicit decks are accepted", "decks"
@@ -344,12 +354,17 @@ def _config(message: pb.GameConfig) -> Config:
     try:
         return config.validate()
     except ConfigError as error:
-        reason = error.reason
-        if error.flag == "players" and not message.players:  # proto3 cannot tell 0 from unset
-            reason = f"config.players is missing or 0: {reason}"
-        raise invalid_argument(
-            "CONFIG_INVALID", reason, codec.config_field_paths(error), flag=error.flag
-        ) from None
+        raise _config_error(error, message) from None
+
+
+def _config_error(error: ConfigError, message: pb.GameConfig) -> ServiceError:
+    """``CONFIG_INVALID`` naming each flag the error names, with a field violation each."""
+    reason = error.reason
+    if error.flag == "players" and not message.players:  # proto3 cannot tell 0 from unset
+        reason = f"config.players is missing or 0: {reason}"
+    return invalid_argument(
+        "CONFIG_INVALID", reason, codec.config_field_paths(error), flag=error.flag
+    )
 
 
 def _field_error(error: codec.CodecError) -> ServiceError:

@@ -721,6 +721,13 @@ def test_a_move_after_the_match_is_game_over(stub, finished_game, seat):
             "two_player_five_six,four_four,single_deck",
             "config.rules.two_player_five_six config.rules.four_four config.rules.single_deck",
         ),
+        # K4.2: the draw decides the first dealer, so a dealer given beside it is refused
+        # (as the CLI's options exclude each other), not ignored.
+        (
+            pb.GameConfig(players=4, first_dealer=2, draw_for_deal=True),
+            "first_dealer,draw_for_deal",
+            "config.first_dealer config.draw_for_deal",
+        ),
     ],
 )
 def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag, field):
@@ -1467,6 +1474,8 @@ def new_game_refusals(request: pb.NewGameRequest) -> tuple[set[tuple[str, str]],
             config.validate()
         except ConfigError:
             allowed.add(("INVALID_ARGUMENT", "CONFIG_INVALID"))
+        if config.draw_for_deal and config.first_dealer:
+            allowed.add(("INVALID_ARGUMENT", "CONFIG_INVALID"))  # K4.2: the draw decides
     decks = [well_formed(deck.cards) for deck in request.decks]
     draw = well_formed(request.draw.cards) if request.HasField("draw") else []
     if draw is None or any(deck is None for deck in decks):

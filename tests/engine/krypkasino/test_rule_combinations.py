@@ -106,7 +106,8 @@ def test_k4_2_k4_3_the_drawn_dealer_starts_the_rotation() -> None:
 
 
 def test_k4_2_the_draw_overrides_first_dealer() -> None:
-    """K4.2 offers first_dealer and draw_for_deal as alternatives: with both, the draw
+    """K4.2 offers first_dealer and draw_for_deal as alternatives: with both (which only
+    a game sealed by an earlier release holds: NewGame refuses them now), the draw
     decides (here seat 1's ace) and first_dealer is ignored, and the rotation of K4.3
     goes on from the drawn seat (docs/krypkasino-decisions.md, "Draw for deal and
     first_dealer")."""

@@ -219,7 +219,7 @@ class GameConfig(_message.Message):
     """Team mode."""
     first_dealer: _builtins.int
     """Seat of the first dealer, 0 to players - 1; with draw_for_deal the draw
-    decides instead.
+    decides instead, and NewGame refuses any first_dealer but 0.
     """
     draw_for_deal: _builtins.bool
     """Draw for the first deal instead of using first_dealer (K4.2)."""

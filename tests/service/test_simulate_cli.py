@@ -15,8 +15,9 @@ import pytest
 
 from engine.cards import Card, card_str, full_deck, parse_cards, shuffled
 from engine.krypkasino import Config, Move, Rules, State, legal_moves, new_game, sweep_ranks
-from engine.krypkasino.policies import Situation, greedy_policy, random_policy
+from engine.krypkasino.policies import POLICIES, Situation, greedy_policy, random_policy
 from service.cli import main
+from service.simulate import SimulationError, SimulationRequest, play_game
 from tests.service.server_process import CARDRULES
 
 # Spec KX30's deck (top first), also the deck of KX27.
@@ -270,6 +271,96 @@ def test_text_header_names_the_players_teams_flags_seed_and_policy(capsys, argv,
     assert text.splitlines()[0] == f"Krypkasino: {header}"
 
 
+# The score table's titles after each deal: each column right-aligned under its title.
+SCORE_HEADER = "seat storan lillan   AS spades aces cards made conceded last bord total"
+
+
+def _score_row(score: dict[str, Any]) -> str:
+    ends = [m.end() for m in re.finditer(r"\S+", SCORE_HEADER)]
+    widths = [end - start for start, end in zip([0, *(e + 1 for e in ends)], ends, strict=False)]
+    values = [score[key] for key in ("seat", *SCORE_ITEMS)]
+    return " ".join(str(value).rjust(width) for value, width in zip(values, widths, strict=True))
+
+
+def _expected_event_lines(doc: dict[str, Any]) -> list[str]:
+    """The lines of the text transcript besides its header and turns, from the JSON
+    document of the same game: set-up, distributions, set-asides, bordstabbe, deal ends
+    with their score tables, tie-break deals and the result."""
+    config = doc["config"]
+
+    def names(teams: list[int]) -> str:
+        if config["teams"] == "individual":
+            return ", ".join(f"seat {t}" for t in teams)
+        seats = config["team_seats"]
+        return ", ".join(f"team {t} (seats {'+'.join(map(str, seats[t]))})" for t in teams)
+
+    deals = {deal["deal"]: deal for deal in doc["deals"]}
+    lines: list[str] = []
+    for e in [*doc["setup_events"], *(e for turn in doc["turns"] for e in turn["events"])]:
+        if e["type"] == "dealer_drawn":
+            draws = ", ".join(f"seat {d['seat']} {d['card']}" for d in e["draws"])
+            lines.append(f"Draw for deal: {draws}; seat {e['dealer']} deals first")
+        elif e["type"] == "distribution_dealt":
+            if e["distribution"] == 1:
+                lines += ["", f"Deal {e['deal']}, dealer seat {e['dealer']}"]
+            last = " (last cards)" if e["last"] else ""
+            table = f": table dealt {' '.join(e['table'])}" if e["table"] else ""
+            lines.append(f"  distribution {e['distribution']} dealt{last}{table}")
+        elif e["type"] == "cards_set_aside":
+            lines.append(f"  set aside {' '.join(e['cards'])}")
+        elif e["type"] == "bordstabbe":
+            lines.append(f"  bordstabbe: seat {e['seat']} scores -5")
+        elif e["type"] == "deal_ended":
+            collected = " ".join(e["collected"]) or "nothing"
+            lines.append(f"  deal {e['deal']} ends: seat {e['recipient']} collects {collected}")
+            deal = deals[e["deal"]]
+            lines += ["  " + SCORE_HEADER, *("  " + _score_row(s) for s in deal["scores"])]
+            if config["teams"] != "individual":
+                totals = enumerate(deal["team_totals"])
+                lines.append(f"  teams: {', '.join(f'{names([t])} {n}' for t, n in totals)}")
+        elif e["type"] == "tiebreak_deal":
+            lines.append(f"Tie for lowest: {names(e['teams'])} play one more deal")
+    result = doc["result"]
+    seats = ", ".join(f"seat {s} {total}" for s, total in enumerate(result["seat_totals"]))
+    lines += ["", f"Result after {result['deals_played']} deals: {seats}"]
+    if config["teams"] != "individual":
+        teams = ", ".join(f"{names([t])} {n}" for t, n in enumerate(result["team_totals"]))
+        lines.append(f"Teams: {teams}")
+    lines.append(f"Winner(s): {names(result['winners'])} (lowest total wins, K13.3)")
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (
+            "--players 4 --teams pairs --rule bordstabbe --draw-for-deal --policy greedy --seed 0",
+            {"dealer_drawn", "cards_set_aside", "bordstabbe"},
+        ),
+        (
+            "--players 2 --deals 2 --tie-rule tiebreak_deal --seed 85",
+            {"cards_set_aside", "tiebreak_deal"},
+        ),
+    ],
+    ids=["pairs_draw_bordstabbe", "tiebreak_deal"],
+)
+def test_text_transcript_shows_every_event_score_table_and_the_result(capsys, argv, shown):
+    doc = run_json(capsys, *argv.split())
+    kinds = {e["type"] for e in doc["setup_events"]}
+    kinds |= {e["type"] for turn in doc["turns"] for e in turn["events"]}
+    assert shown <= kinds  # the game really has what the transcript should show
+    status, text, _ = run(capsys, *argv.split())
+    assert status == 0
+    lines = [line for line in text.splitlines()[1:] if not re.match(r"D\d+ seat \d: ", line)]
+    assert lines == _expected_event_lines(doc)
+
+
+def test_a_shared_lowest_total_makes_every_holder_a_winner(capsys):
+    result = run_json(capsys, "--players", "2", "--deals", "2", "--seed", "85")["result"]
+    assert result["seat_totals"] == [42, 42]
+    assert result["winners"] == [0, 1]  # K13.3: ties shared
+
+
 # --- many games -------------------------------------------------------------------------------
 
 
@@ -299,6 +390,54 @@ def test_games_text_summary_and_progress_bar(capsys):
     assert checks is not None and int(checks.group(1)) > 0
     assert "mean score per seat: 0: " in out
     assert "2/2" in err  # the tqdm bar on stderr
+
+
+def test_games_summary_per_team_and_its_text_agree_with_the_single_games(capsys):
+    argv = ("--players", "4", "--teams", "pairs", "--games", "3", "--seed", "1")
+    summary = run_json(capsys, *argv)
+    singles = [run_json(capsys, *argv[:4], "--seed", str(seed)) for seed in (1, 2, 3)]
+    for team in range(2):
+        mean = sum(doc["result"]["team_totals"][team] for doc in singles) / 3
+        assert summary["mean_team_score"][team] == pytest.approx(mean, abs=1e-3)
+    wins = [sum(team in doc["result"]["winners"] for doc in singles) for team in range(2)]
+    assert summary["team_wins"] == wins and wins[0] != wins[1]
+    events = [e for doc in singles for turn in doc["turns"] for e in turn["events"]]
+    doubles = sum(e.get("sweep") == "double_sweep" for e in events)
+    assert doubles > 0
+    assert summary["double_sweeps_per_deal"] == pytest.approx(doubles / 12, abs=1e-4)
+    crawls = sum(e["type"] == "crawled" for e in events)
+    assert summary["crawl_rate"] == pytest.approx(crawls / summary["turns"], abs=1e-4)
+    status, text, _ = run(capsys, *argv)
+    assert status == 0
+
+    def means(key: str, names: list[str]) -> str:
+        return "  ".join(
+            f"{name}: {mean:.2f}" for name, mean in zip(names, summary[key], strict=True)
+        )
+
+    assert text.splitlines()[1:] == [
+        f"games 3, deals {summary['deals']}, turns {summary['turns']}",
+        "mean score per seat: " + means("mean_seat_score", ["0", "1", "2", "3"]),
+        "mean score per team: "
+        + means("mean_team_score", ["team 0 (seats 0+2)", "team 1 (seats 1+3)"]),
+        f"wins (team, ties shared): 0: {wins[0]}  1: {wins[1]}",
+        f"sweeps per deal: {summary['sweeps_per_deal']:.3f}   "
+        f"double sweeps per deal: {summary['double_sweeps_per_deal']:.3f}",
+        f"crawl rate: {summary['crawl_rate']:.3f}   capture rate: {summary['capture_rate']:.3f}",
+        f"invariant checks passed: {summary['invariant_checks']}",
+    ]
+
+
+def test_games_summary_config_names_the_decks(capsys):
+    summary = run_json(capsys, "--players", "4", "--deck", KX30_DECK, "--games", "2")
+    assert summary["config"]["decks"] == [KX30_DECK.split()]
+
+
+def test_a_policy_that_chooses_an_illegal_move_stops_the_game(monkeypatch):
+    """Every chosen move is checked against the legal set (K7.8): a policy bug is caught."""
+    monkeypatch.setitem(POLICIES, "table_card", lambda situation, rng: Move.of(situation.table[0]))
+    with pytest.raises(SimulationError, match="policy 'table_card' chose an illegal move"):
+        play_game(SimulationRequest(Config(players=2), seed=0, policy="table_card"))
 
 
 # --- bad input --------------------------------------------------------------------------------
@@ -337,6 +476,12 @@ BAD_INPUT = {
     "seed past uint64": ["--players", "4", "--seed", str(2**64)],
     "games past the last seed": ["--players", "4", "--seed", str(2**64 - 1), "--games", "2"],
 }
+
+
+def test_a_bad_deck_is_named_by_its_place_on_the_command_line(capsys):
+    status, out, err = run(capsys, "--players", "4", "--deck", KX30_DECK, "--deck", _SHORT_DECK)
+    assert (status, out) == (2, "")
+    assert err.startswith("cardrules: error: deck 2: ")
 
 
 @pytest.mark.parametrize("argv", BAD_INPUT.values(), ids=BAD_INPUT.keys())

@@ -98,11 +98,19 @@ def test_snake_case_names_the_api_method_of_an_rpc(rpc, handler):
 
 
 def echo_service(
-    path: str = "/v1/echo:pingPong", verb: str = "post", body: str = "*"
+    path: str = "/v1/echo:pingPong",
+    verb: str = "post",
+    body: str = "*",
+    *,
+    response_body: str = "",
+    also: tuple[tuple[str, str], ...] = (),
 ) -> ServiceDescriptor:
-    """A service that exists nowhere in the code base, annotated like ours."""
+    """A service that exists nowhere in the code base, annotated like ours; ``verb``
+    ``custom`` makes a custom pattern, ``also`` additional (verb, path) bindings."""
     file = descriptor_pb2.FileDescriptorProto(
-        name=f"test/echo_{abs(hash((path, verb, body)))}.proto", package="test.v1", syntax="proto3"
+        name=f"test/echo_{abs(hash((path, verb, body, response_body, also)))}.proto",
+        package="test.v1",
+        syntax="proto3",
     )
     request = file.message_type.add(name="PingRequest")
     request.field.add(name="text_value", number=1, type=9, label=1, json_name="textValue")
@@ -114,8 +122,15 @@ def echo_service(
     )
     http: Any = annotations_pb2.http  # the stubs do not type it as an extension
     rule = method.options.Extensions[http]
-    setattr(rule, verb, path)
+    if verb == "custom":
+        rule.custom.kind, rule.custom.path = "HEAD", path
+    else:
+        setattr(rule, verb, path)
     rule.body = body
+    rule.response_body = response_body
+    for other_verb, other_path in also:
+        binding = rule.additional_bindings.add(body="*")
+        setattr(binding, other_verb, other_path)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return pool.FindServiceByName("test.v1.EchoService")
@@ -233,11 +248,32 @@ def test_two_routes_on_one_method_and_path_fail_at_start_up(services):
         ("/v1/echo:ping", "get", "", 'body "\\*"'),
         ("/v1/echo:ping", "post", "text_value", 'body "\\*"'),
         ("v1/echo:ping", "post", "*", "literal paths"),
+        ("/v1/echo/*", "post", "*", "literal paths"),
+        ("/v1/echo:ping", "get", "*", 'body "\\*"'),
+        ("/v1/echo:ping", "custom", "*", "pattern 'custom' is not supported"),
     ],
 )
 def test_annotations_the_gateway_cannot_serve_fail_at_start_up(path, verb, body, complaint):
     with pytest.raises(UnsupportedRouteError, match=complaint):
         list(routes(echo_service(path, verb, body)))
+
+
+def test_a_response_body_annotation_fails_at_start_up():
+    with pytest.raises(UnsupportedRouteError, match="response_body is not supported"):
+        list(routes(echo_service(response_body="echo")))
+
+
+def test_additional_bindings_are_routes_too_in_declaration_order():
+    """docs/api.md, "HTTP/JSON": every literal path with ``body: "*"`` is served, in any
+    verb that carries a body."""
+    also = (("put", "/v1/echo:put"), ("delete", "/v1/echo:delete"), ("patch", "/v1/echo:patch"))
+    service = echo_service(also=also)
+    assert [(r.http_method, r.path, r.handler_name) for r in routes(service)] == [
+        ("POST", "/v1/echo:pingPong", "ping_pong"),
+        ("PUT", "/v1/echo:put", "ping_pong"),
+        ("DELETE", "/v1/echo:delete", "ping_pong"),
+        ("PATCH", "/v1/echo:patch", "ping_pong"),
+    ]
 
 
 # -- proto3 JSON in ---------------------------------------------------------------------

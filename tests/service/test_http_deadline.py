@@ -62,6 +62,7 @@ def test_anything_else_is_refused_naming_the_value(value):
     assert refused.value.reason == TIMEOUT_INVALID
     assert refused.value.metadata == {"grpc_timeout": value}
     assert "Grpc-Timeout" in refused.value.message
+    assert "1 to 8 digits and a unit, H, M, S, m (milliseconds), u or n" in refused.value.message
 
 
 def test_a_long_value_is_echoed_as_its_first_32_characters():

@@ -3,6 +3,7 @@ traceback (service/cli.py), and Ctrl-C before the command even started."""
 
 from __future__ import annotations
 
+import base64
 import importlib.abc
 import io
 import subprocess
@@ -39,6 +40,14 @@ def test_a_closed_stdout_is_one_line_and_status_1(argv):
     done = _run(["sh", "-c", '"$@" >&-', "sh", *argv])
     assert done.returncode == 1
     assert done.stderr == "cardrules: error: stdout is closed: nowhere to print the result\n"
+
+
+def test_keygen_prints_one_line_a_base64_aes_256_key():
+    """README: ``CARDRULES_STATE_KEYS="$(cardrules keygen)"``; one line, for terminals too."""
+    done = _run([CARDRULES, "keygen"])
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.endswith("\n") and done.stdout.count("\n") == 1
+    assert len(base64.b64decode(done.stdout.rstrip("\n"), validate=True)) == 32
 
 
 def test_keygen_into_a_reader_that_went_away_is_no_traceback():

@@ -771,14 +771,32 @@ def test_deleted_metrics_values_make_metrics_answer_503_while_calls_go_on(delete
     assert line["level"] == "error"
 
 
-def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path):
+@pytest.mark.parametrize("variable", ["PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"])
+def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path, variable):
+    """The line names the variable that was set, the deprecated lower-case one too."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    with launched(WORKERS, {"PROMETHEUS_MULTIPROC_DIR": str(blocker / "metrics")}) as process:
+    with launched(WORKERS, {variable: str(blocker / "metrics")}) as process:
         output, _ = process.communicate(timeout=60)
     assert process.returncode == 2
     assert output.startswith("cardrules: error: --workers needs a writable folder")
-    assert "PROMETHEUS_MULTIPROC_DIR" in output and output.count("\n") == 1
+    assert f"; set {variable} to one" in output and output.count("\n") == 1
+
+
+def test_a_metrics_folder_is_created_with_its_parents(tmp_path):
+    """docs/operations.md, "Workers": the folder is created if needed."""
+    folder = tmp_path / "not" / "yet" / "metrics"
+    with running(workers(), {"PROMETHEUS_MULTIPROC_DIR": str(folder)}) as server:
+        server.wait_for_logs("listening", 2)
+        assert list(folder.glob("*.db"))
+
+
+def test_a_single_process_without_the_variable_keeps_its_metrics_in_memory(tmp_path):
+    """Only ``--workers`` or the variable asks for a metrics folder (docs/operations.md,
+    "Workers"): a lone server makes none, so a read-only filesystem does not stop it."""
+    with running(("--workers", "1"), {"TMPDIR": str(tmp_path)}) as server:
+        server.wait_for_logs("listening")
+        assert not list(tmp_path.glob("cardrules-metrics-*"))
 
 
 @pytest.mark.parametrize("variable", ["PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"])
@@ -936,12 +954,16 @@ def test_a_metrics_folder_without_room_for_the_workers_exits_2_with_one_line(tmp
     assert f"no room for {2 * 2 * 64 * 1024} bytes" in stderr
 
 
-def test_the_room_an_earlier_runs_values_take_counts_as_free(tmp_path):
+@pytest.mark.parametrize(
+    ("size", "stale"), [("384k", "256k"), ("320k", "128k")], ids=["all_of_it", "half_of_it"]
+)
+def test_the_room_an_earlier_runs_values_take_counts_as_free(tmp_path, size, stale):
     """They are deleted before the workers start: a folder with room for one run's
     values (an emptyDir sized for them, kept when the container restarts) stopped
-    the next start with exit 2, no room."""
+    the next start with exit 2, no room. Two workers need 256 KiB: with 128 KiB of
+    stale values, only the other 128 KiB must be free."""
     folder = tmp_path / "metrics"
-    launcher = on_a_small_tmpfs(folder, "384k", stale="256k")
+    launcher = on_a_small_tmpfs(folder, size, stale=stale)
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder / "values")}
     with running((*workers(), "--metrics-port", "0"), env, launcher=launcher) as server:
         server.wait_for_logs("listening", 2)

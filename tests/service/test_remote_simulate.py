@@ -16,6 +16,7 @@ import pytest
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
+from engine.cards import full_deck
 from engine.krypkasino import Config, Removal, Rules, Teams, TieRule
 from service import cli
 from service.calls import CallInfo
@@ -50,6 +51,11 @@ REQUESTS = [
             match_deals=6,
         ),
         seed=4,
+    ),
+    SimulationRequest(  # the first deal from an explicit deck, reversed, the next shuffled
+        Config(players=2, rules=Rules(single_deck=True)),
+        seed=6,
+        decks=(tuple(reversed(full_deck(1))),),
     ),
 ]
 
@@ -146,6 +152,8 @@ def test_progress_hears_of_every_move_with_its_deal(grpc_target):
     record = play_remote_game(request, grpc_target, progress=deals.append)
     assert len(deals) == record.moves
     assert deals == sorted(deals) and set(deals) == set(range(1, 7))
+    # The deal in play after each move: the next one's after a deal's last move.
+    assert deals == [turn.deal for turn in record.turns[1:]] + [6]
 
 
 def test_unreachable_server_is_one_line_and_status_1():

@@ -891,6 +891,17 @@ def test_k13_3_tiebreak_still_tied_is_shared():
     assert match_outcome(config, results, (0, 1)) == (True, (0, 1), ())
 
 
+def test_k13_3_every_team_tied_for_lowest_is_a_tiebreak_candidate():
+    """K13.3: with ``tiebreak_deal`` all the teams tied for the lowest total play on as
+    candidates, not just two of them; the extra deal decides among all of them."""
+    config = Config(players=4, tie_rule=TieRule.TIEBREAK_DEAL)
+    results = [result_of(k + 1, [10, 10, 10, 11]) for k in range(4)]
+    assert match_outcome(config, results, ()) == (False, (), (0, 1, 2))
+    results.append(result_of(5, [4, 3, 2, -20]))
+    # Seat 2, the third candidate, wins the tie-break deal; seat 3 was no candidate.
+    assert match_outcome(config, results, (0, 1, 2)) == (True, (2,), ())
+
+
 # --- IllegalMoveError: reasons and rule IDs (K7.8) -----------------------------------------
 
 

@@ -247,12 +247,14 @@ def config_for(players: int, data: st.DataObject) -> tuple[Config, pb.GameConfig
         nordic_scoring=draw(st.booleans(), label="nordic_scoring"),
         bordstabbe=draw(st.booleans(), label="bordstabbe"),
     )
+    drawn = draw(st.booleans(), label="draw for deal")
     config = Config(
         players=players,
         teams=draw(st.sampled_from(teams), label="teams"),
         rules=rules,
-        first_dealer=draw(st.integers(0, players - 1), label="first dealer"),
-        draw_for_deal=draw(st.booleans(), label="draw for deal"),
+        # K4.2: NewGame refuses a first dealer beside the draw, which decides it.
+        first_dealer=0 if drawn else draw(st.integers(0, players - 1), label="first dealer"),
+        draw_for_deal=drawn,
         # Any first deal reaches 1 (the deal's points are positive); 15 takes a deal or more.
         target_score=draw(st.sampled_from([1, 1, 15]), label="target"),
         tie_rule=draw(st.sampled_from(list(TieRule)), label="tie rule"),

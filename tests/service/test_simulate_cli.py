@@ -341,13 +341,17 @@ def _expected_event_lines(doc: dict[str, Any]) -> list[str]:
             "--players 2 --deals 2 --tie-rule tiebreak_deal --seed 85",
             {"cards_set_aside", "tiebreak_deal"},
         ),
+        # Without removal nothing is set aside, and deal 2's last capture clears the table.
+        ("--players 2 --rule removal=none --policy greedy --seed 10", {"collects_nothing"}),
     ],
-    ids=["pairs_draw_bordstabbe", "tiebreak_deal"],
+    ids=["pairs_draw_bordstabbe", "tiebreak_deal", "collects_nothing"],
 )
 def test_text_transcript_shows_every_event_score_table_and_the_result(capsys, argv, shown):
     doc = run_json(capsys, *argv.split())
-    kinds = {e["type"] for e in doc["setup_events"]}
-    kinds |= {e["type"] for turn in doc["turns"] for e in turn["events"]}
+    events = [*doc["setup_events"], *(e for turn in doc["turns"] for e in turn["events"])]
+    kinds = {e["type"] for e in events}
+    if any(e["type"] == "deal_ended" and not e["collected"] for e in events):
+        kinds.add("collects_nothing")
     assert shown <= kinds  # the game really has what the transcript should show
     status, text, _ = run(capsys, *argv.split())
     assert status == 0

@@ -677,12 +677,11 @@ def test_a_bordstabbe_of_seat_0_survives_the_token() -> None:
     in_deal_1 = [s for s in states if s.deal == 1]
     assert in_deal_1 and all(s.bordstabbe_seat == 0 for s in in_deal_1)
     for state in states:
-        msg = pb.GameState.FromString(serialize(state))
+        data = serialize(state)
+        msg = pb.GameState.FromString(data)
         assert msg.HasField("bordstabbe_seat") == (state.bordstabbe_seat is not None)
         for trusted in (False, True):
-            decoded, _ = state_from_proto(
-                pb.GameState.FromString(serialize(state)), trusted=trusted
-            )
+            decoded, _ = state_from_proto(pb.GameState.FromString(data), trusted=trusted)
             assert decoded == state
     # The last move of deal 1 from a sealed token's state: the deal is scored with it.
     before = in_deal_1[-1]

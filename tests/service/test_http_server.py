@@ -28,6 +28,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 
+from service.http_gateway import JSON_BODY_FACTOR
 from service.http_json import message_json
 from tests.service.grpc_helpers import state_of_request_size
 from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
@@ -43,6 +44,8 @@ from tests.service.server_process import (
 )
 
 SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
+LIMIT = 64 * 1024  # the default --max-request-bytes
+BODY_LIMIT = JSON_BODY_FACTOR * LIMIT  # of a JSON body, by its length
 
 
 # -- the API in JSON ----------------------------------------------------------------------
@@ -236,16 +239,20 @@ def test_an_unknown_expectation_is_ignored_and_the_call_answered_and_logged(
     assert (line["code"], line["reason"]) == (code, reason)
 
 
+def expecting_continue(length: int, version: str = "1.1") -> bytes:
+    """The head of a Score request whose body of ``length`` bytes waits for 100 Continue."""
+    return (
+        f"POST /v1/krypkasino:score HTTP/{version}\r\nHost: test\r\nExpect: 100-continue\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
 def test_a_body_too_large_by_its_length_is_refused_before_100_continue(server):
     """The client waits for 100 Continue before it sends the body: a body the gateway
     refuses by its Content-Length alone gets the 413 at once, not a 100 that has the
     client send megabytes for nothing."""
-    length = 64 * 1024 * 16 + 1
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
-        connection.sendall(
-            b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
-        )
+        connection.sendall(expecting_continue(BODY_LIMIT + 1))
         # Read as it comes: http.client would skip a 100 Continue.
         answer = connection.makefile("rb")
         assert answer.readline() == b"HTTP/1.1 413 Request Entity Too Large\r\n"
@@ -256,10 +263,7 @@ def test_a_body_too_large_by_its_length_is_refused_before_100_continue(server):
 
 def test_a_body_within_the_limit_gets_100_continue_and_is_served(server):
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
-        connection.sendall(
-            b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n"
-        )
+        connection.sendall(expecting_continue(2))
         assert connection.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
         connection.sendall(b"{}")
         answer = http.client.HTTPResponse(connection)
@@ -270,12 +274,8 @@ def test_a_body_within_the_limit_gets_100_continue_and_is_served(server):
 
 def test_a_body_at_the_limit_by_its_length_gets_100_continue(server):
     """Only a length over the limit is refused unread; one at it is asked for."""
-    length = 64 * 1024 * 16
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
-        connection.sendall(
-            b"POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
-        )
+        connection.sendall(expecting_continue(BODY_LIMIT))
         assert connection.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
@@ -283,10 +283,7 @@ def test_an_http_1_0_request_gets_no_100_continue(server):
     """RFC 9110, 10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored; an
     HTTP/1.0 client knows no interim answers and would take the 100 for the answer."""
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
-        connection.sendall(
-            b"POST /v1/krypkasino:score HTTP/1.0\r\nHost: test\r\nExpect: 100-continue\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-        )
+        connection.sendall(expecting_continue(2, version="1.0") + b"{}")
         answer = connection.makefile("rb")
         status_line = answer.readline()
         headers = http.client.parse_headers(answer)
@@ -470,9 +467,6 @@ def test_seat_left_out_with_another_seats_token_is_refused_saying_whose_token_it
     )
 
 
-LIMIT = 64 * 1024  # the default --max-request-bytes
-
-
 def test_a_request_over_the_limit_as_protobuf_is_413_as_over_grpc(server):
     """Its JSON is well under the body limit; the message itself is what counts."""
     state = base64.b64encode(b"A" * LIMIT).decode()
@@ -500,9 +494,9 @@ def test_a_gzip_bomb_of_empty_values_is_413_before_its_json_is_parsed(server):
 
 
 def test_a_body_over_sixteen_times_the_limit_is_413_with_or_without_a_length(server):
-    big = _body(state="A" * 16 * LIMIT)
+    big = _body(state="A" * BODY_LIMIT)
     status, _, value = exchange(f"{server.http_url}/v1/krypkasino:score", big)
-    assert status == 413 and refusal(value)[2] == {"limit": str(16 * LIMIT)}
+    assert status == 413 and refusal(value)[2] == {"limit": str(BODY_LIMIT)}
     # Chunked, so the server finds out only while reading.
     request = urllib.request.Request(
         f"{server.http_url}/v1/krypkasino:score",

@@ -22,7 +22,7 @@ DOCUMENTED_URL = "URL=http://localhost:8080"
 def walkthrough() -> str:
     text = README.read_text()
     assert MARKER in text, "the README lost its HTTP walkthrough"
-    match = re.search(r"```sh\n(.*?)```", text[text.index(MARKER) :], re.DOTALL)
+    match = re.search(r"```bash\n(.*?)```", text[text.index(MARKER) :], re.DOTALL)
     assert match is not None
     return match.group(1)
 

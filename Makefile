@@ -12,8 +12,9 @@ VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUF        := node_modules/.bin/buf
 
-# Size knobs of the long tests: random games played (CARDRULES_RANDOM_GAMES) and
-# the factor on every property/fuzz test's examples (CARDRULES_FUZZ_SCALE).
+# Size knobs of the long tests: random games played (RANDOM_GAMES) and the factor
+# on every property/fuzz test's examples (FUZZ_SCALE); tests/sizes.py reads them
+# from the environment, outside the server's CARDRULES_* variables.
 RANDOM_GAMES ?= 300
 FUZZ_SCALE   ?= 1
 # Extra arguments for pytest, e.g. make test PYTEST_ARGS='-k deck -x'
@@ -63,10 +64,10 @@ test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff for
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) CARDRULES_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto $(PYTEST_ARGS)
+	RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto $(PYTEST_ARGS)
 
 coverage: $(VENV_STAMP) $(NODE_STAMP) ## pytest with line coverage of engine/ and service/, servers started by tests included
-	CARDRULES_RANDOM_GAMES=$(RANDOM_GAMES) CARDRULES_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
+	RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
 lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff format --check + mypy
 	$(BUF) lint

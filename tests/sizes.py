@@ -1,10 +1,12 @@
 """The size knobs of the long tests: small in CI, large on demand.
 
-``CARDRULES_RANDOM_GAMES`` (``make test RANDOM_GAMES=N``) is how many random
-games the random-play harnesses play; ``CARDRULES_FUZZ_SCALE``
-(``make test FUZZ_SCALE=N``) multiplies the examples of every property and
-fuzz test. Both are whole numbers >= 1. The scale cannot shrink a test below
-its CI number of examples, which some tests need to reach what they assert.
+``RANDOM_GAMES`` (``make test RANDOM_GAMES=N``) is how many random games the
+random-play harnesses play; ``FUZZ_SCALE`` (``make test FUZZ_SCALE=N``)
+multiplies the examples of every property and fuzz test. Both are whole
+numbers >= 1, and neither is one of the server's ``CARDRULES_*`` variables,
+whose unknown names ``cardrules serve`` warns of. The scale cannot shrink a
+test below its CI number of examples, which some tests need to reach what
+they assert.
 A bad value stops the run with one line naming the variable.
 
 A test that runs longer than ``per_test_timeout_seconds`` fails with the stack it
@@ -16,8 +18,8 @@ from __future__ import annotations
 
 import os
 
-RANDOM_GAMES_VARIABLE = "CARDRULES_RANDOM_GAMES"
-FUZZ_SCALE_VARIABLE = "CARDRULES_FUZZ_SCALE"
+RANDOM_GAMES_VARIABLE = "RANDOM_GAMES"
+FUZZ_SCALE_VARIABLE = "FUZZ_SCALE"
 DEFAULT_RANDOM_GAMES = 300
 # The slowest test of the default run takes about a minute on 2 cores.
 BASE_TEST_TIMEOUT_SECONDS = 300
@@ -46,7 +48,7 @@ def random_games() -> int:
 
 
 def fuzz_examples(base: int) -> int:
-    """``base`` (a test's CI number of examples) times ``CARDRULES_FUZZ_SCALE``."""
+    """``base`` (a test's CI number of examples) times ``FUZZ_SCALE``."""
     return base * _whole_number(FUZZ_SCALE_VARIABLE, 1)
 
 

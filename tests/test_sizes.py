@@ -2,6 +2,7 @@
 
 import pytest
 
+from service.config import unknown_variables
 from tests.sizes import (
     BASE_TEST_TIMEOUT_SECONDS,
     DEFAULT_RANDOM_GAMES,
@@ -54,3 +55,9 @@ def test_every_test_has_the_time_limit(request: pytest.FixtureRequest) -> None:
     """A test that hangs fails with its stack instead of holding the run (conftest.py)."""
     limit = request.node.get_closest_marker("timeout")
     assert limit is not None and limit.args == (per_test_timeout_seconds(),)
+
+
+def test_the_knobs_are_not_server_variables() -> None:
+    """A shell that exported the knobs for ``make test`` serves without the server's
+    warning of unknown ``CARDRULES_*`` variables (docs/operations.md)."""
+    assert unknown_variables({RANDOM_GAMES_VARIABLE: "5000", FUZZ_SCALE_VARIABLE: "20"}) == []

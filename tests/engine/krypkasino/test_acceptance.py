@@ -876,6 +876,30 @@ def test_kx28_dealer_rotation_by_play():
     assert sheet.winners == tuple(s for s in range(3) if sheet.totals[s] == best)
 
 
+def test_kx28_shared_win_by_play():
+    """KX28 / K13.3 by play: deals 1-2 are rewritten so that seats 0 and 1 tie at 30 after
+    deal 3; the last card of deal 3 ends the match, and the MatchEnded event, the state
+    and the score sheet all name both seats; before it the sheet says the match is on."""
+    config = Config(players=3, first_dealer=1, match_deals=3)
+    state = new_game(config, seed=2028)
+    while state.deal < 3:
+        state, _ = finish_deal(state)
+    while sum(len(h) for h in state.hands) > 1 or state.stock:
+        state, _ = play(state, state.turn, legal_moves(state, state.turn)[0])
+    last = legal_moves(state, state.turn)[0]
+    _, events = play(state, state.turn, last)  # a probe: the real deal-3 totals
+    third = [s.total for s in only(events, DealEnded).result.scores]
+    second = [t - a - b for t, a, b in zip([30, 30, 66], [10, 20, 12], third, strict=True)]
+    rigged = replace(state, results=(deal_result(1, 1, [10, 20, 12]), deal_result(2, 2, second)))
+    before = score(rigged)
+    assert (before.over, before.winners) == (False, ())
+    state, events = play(rigged, rigged.turn, last)
+    assert only(events, MatchEnded) == MatchEnded((30, 30, 66), (0, 1))
+    assert (state.over, state.winners) == (True, (0, 1))
+    sheet = score(state)
+    assert (sheet.over, sheet.totals, sheet.winners) == (True, (30, 30, 66), (0, 1))
+
+
 def test_kx28_tiebreak_deal():
     config = Config(players=3, first_dealer=1, match_deals=3, tie_rule=TieRule.TIEBREAK_DEAL)
     deals = [[10, 20, 12], [15, -3, 30], [5, 13, 24]]

@@ -616,6 +616,21 @@ def test_k8_2_a_crawl_adds_the_card_to_the_table() -> None:
 
 @pytest.mark.parametrize(
     ("table", "hand", "move"),
+    [("9C JH", "6C", "6C"), ("8H 9C", "8D", "8D>8H"), ("4H 5D", "9C", "9C>4H+5D")],
+    ids=["crawl", "capture", "sweep"],
+)
+def test_k8_every_move_counts_once_and_is_the_last_move(table: str, hand: str, move: str) -> None:
+    """K8 (K8.2, K8.3): every executed move, crawl or capture, advances ``move_number`` by
+    one and becomes the state's ``last_move``, the event that ``play`` reported."""
+    state = position(table, {1: hand}, filler=1)
+    state = replace(state, move_number=7)
+    after, events = play(state, 1, Move.parse(move))
+    assert after.move_number == 8
+    assert after.last_move == events[0]
+
+
+@pytest.mark.parametrize(
+    ("table", "hand", "move"),
     [
         ("9C JH", "6C", "6C"),
         ("8H 9C", "8D", "8D>8H"),
@@ -1037,6 +1052,16 @@ def test_k7_5_capture_order_does_not_matter(table: str, captures: str) -> None:
     # The same move as its canonical form: same next state, same events (captures sorted).
     assert (after, events) == play(state, 1, Move.of(unsorted.card, unsorted.captures))
     assert only(events, Captured).captures == tuple(sorted(unsorted.captures))
+
+
+def test_k7_5_captures_given_as_a_list_make_the_same_move() -> None:
+    """K7.5: a move is the pair (card, captured multiset), however its captures are held;
+    a one-card capture in a list plays exactly like the canonical move, tuple in its event."""
+    state = position("8H 9C JH", {1: "8D 6C"})
+    listed = Move(cards("8D")[0], list(cards("8H")))  # type: ignore[arg-type]
+    after, events = play(state, 1, listed)
+    assert (after, events) == play(state, 1, Move.parse("8D>8H"))
+    assert only(events, Captured).captures == cards("8H")
 
 
 def test_k7_7_only_the_mover_has_legal_moves():

@@ -229,6 +229,38 @@ def test_k16_new_game_validates():
     assert error.value.flag == "teams"
 
 
+def test_k16_flag_names_are_the_boolean_flags_in_the_spec_order():
+    """K16.1-K16.10: every flag but ``removal`` (K16.5, not a boolean), in the table's order."""
+    assert Rules.flag_names() == (
+        "two_player_five_six",
+        "four_four",
+        "single_deck",
+        "last_capture_point",
+        "no_forced_sweep",
+        "court_cards_rank_only",
+        "must_capture_if_able",
+        "nordic_scoring",
+        "bordstabbe",
+    )
+
+
+@pytest.mark.parametrize(
+    ("rules", "enabled"),
+    [
+        (Rules(), ()),
+        (Rules(removal=Removal.COURTS), ()),
+        (Rules(removal=Removal.SPADES), ("removal=spades",)),
+        (
+            Rules(bordstabbe=True, four_four=True, removal=Removal.NONE),
+            ("four_four", "bordstabbe", "removal=none"),
+        ),
+    ],
+)
+def test_k16_enabled_names_the_flags_that_differ_from_their_default(rules, enabled):
+    """K16: only non-default flags, in the spec's order, ``removal`` (K16.5) by its value."""
+    assert rules.enabled() == enabled
+
+
 # --- K5.1 / K5.2 / K5.3 / K15.2: schedules and dealing ------------------------------------
 
 # (players, rules, first rounds, hand, table, distributions), straight from K5.1 and K16.
@@ -277,6 +309,11 @@ def test_k5_1_schedule_table(players, rules, rounds, hand, table, count):
     assert config.distributions == count
     # K5.2
     assert count == 1 + (config.deck_size - players * hand - table) // (4 * players)
+    # K5.1 / K8: the first distribution deals n*h1 hand cards, each later one 4n more, so
+    # the whole deal plays every card but the first table's.
+    assert config.hand_cards_dealt(1) == players * hand
+    assert config.hand_cards_dealt(2) == players * (hand + 4)
+    assert config.hand_cards_dealt(count) == config.deck_size - table
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,19 @@ def test_interleaved_games_views_derive_their_own_totals_and_distributions(
     assert len(views_module._DERIVED) <= limit
 
 
+def test_the_view_cache_keeps_every_default_match_with_a_tiebreak_deal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The longest default match (K13.2: one deal per player, 6 players) and its
+    tie-break deal (K13.3), 7 finished deals, keep their derived view fields cached."""
+    monkeypatch.setattr(views_module, "_DERIVED", {})
+    final = deal_starts(Config(6), 6)[-1]
+    assert len(final.results) == 6
+    longest = replace(final, results=(*final.results, final.results[0]))
+    view(longest, None)
+    assert (id(longest.config), id(longest.results)) in views_module._DERIVED
+
+
 def test_a_view_reports_the_state_it_was_made_of() -> None:
     state, _ = open_game(Config(3), seed=5)
     state, _ = play(state, state.turn, legal_moves(state, state.turn)[0])

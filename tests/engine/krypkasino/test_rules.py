@@ -11,6 +11,7 @@ deal, K3.2 teams, K13 match ends, the reasons of ``IllegalMoveError``, and that
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import random
 from collections import Counter
@@ -1124,6 +1125,16 @@ def test_play_never_mutates_its_input():
         state = after
         seen += 1
     assert seen > 0
+
+
+def test_states_are_frozen_however_they_are_made():
+    """K4.1: a State is never mutated; the one ``new_game`` makes and the one ``play``
+    derives from it (through ``evolve``) both refuse an assignment."""
+    state = new_game(Config(players=2), seed=3)
+    after, _ = play(state, state.turn, legal_moves(state, state.turn)[0])
+    for each in (state, after):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            each.turn = 0  # type: ignore[misc]
 
 
 def test_new_game_is_deterministic():

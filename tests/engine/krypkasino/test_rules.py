@@ -20,14 +20,21 @@ from dataclasses import replace
 import pytest
 
 from engine.cards import (
+    HEARTS,
+    KING,
     RANK_NAMES,
     Card,
     CardError,
     card_str,
+    cards_str,
     check_deck,
     full_deck,
+    make_card,
     parse_card,
+    parse_cards,
+    rank_of,
     shuffled,
+    suit_of,
 )
 from engine.krypkasino import (
     Config,
@@ -820,6 +827,36 @@ def test_k14_2_views_tell_the_last_distribution(config: Config) -> None:
 # --- K4.2 / K4.3 / K3.2 / K13: dealers, teams and match ends ------------------------------
 
 
+def test_k1_1_card_codes_are_read_in_any_case_and_written_as_in_the_spec():
+    """K1.1: ``10D``, ``AS``, ``QH``; reading ignores case and surrounding blanks, and a
+    list of codes may be separated by blanks or commas or given as separate words."""
+    assert parse_card(" 10d ") == make_card(9, 2) and card_str(parse_card("qh")) == "QH"
+    assert suit_of(parse_card("2H")) == HEARTS and rank_of(parse_card("KC")) == KING
+    expected = [parse_card("QH"), parse_card("AS"), parse_card("2C")]
+    assert parse_cards("qh, AS,2c") == parse_cards(["QH", "as", "2C"]) == expected
+    assert cards_str(expected) == "QH AS 2C"
+    for malformed in ("1S", "11H", "AX", "10", ""):
+        with pytest.raises(CardError, match="malformed card"):
+            parse_card(malformed)
+
+
+def test_k2_1_a_deck_with_every_card_and_one_more_is_refused():
+    """K2.1: a deck holds each code exactly twice; an extra card is refused although none
+    is missing."""
+    with pytest.raises(CardError) as refused:
+        check_deck((*full_deck(2), parse_card("7S")), 2)
+    assert str(refused.value).endswith("got 105; too many 7S")
+
+
+def test_k4_1_the_seeded_shuffle_reaches_every_order():
+    """K4.1 chance: the deck order comes from a Fisher-Yates shuffle, so every order of
+    three cards appears from some seed, none of them more than twice as often as fair."""
+    three = cards("AS 2H 3D")
+    seen = Counter(shuffled(three, random.Random(seed)) for seed in range(600))
+    assert set(seen) == set(itertools.permutations(three))
+    assert all(50 <= count <= 200 for count in seen.values()), seen
+
+
 def test_k2_1_a_deck_check_counts_each_code_missing_or_too_many():
     deck = [card for card in full_deck(2) if card_str(card) != "AS"] + list(cards("KH KH 2C"))
     with pytest.raises(CardError) as refused:
@@ -1028,6 +1065,8 @@ def refused(state, seat: int, text: str) -> IllegalMoveError:
         # A card of the mover's own hand is not on the table either.
         ("8H 9C JH", "8D 6C", 1, "8D>6C", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),
         ("8H 9C JH", "8D 6C", 1, "8D>8D", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),
+        # K1.4: a capture naming the one 4H of the table twice names a card not there.
+        ("4H 4C 9C", "8D 6C", 1, "8D>4H+4H", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),
         # Two reasons apply (AS is not on the table; QD must sweep): the first of
         # docs/krypkasino-decisions.md's order is reported.
         ("AH AC 4C 6D QH", "QD 2C", 1, "2C>AH+AS", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),

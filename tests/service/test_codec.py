@@ -238,6 +238,17 @@ def test_round_trips_cover_tiebreak_deals_and_finished_tiebreaks() -> None:
     assert states[-1].over and states[-1].winners
 
 
+def test_a_tied_draw_for_deal_keeps_its_order_through_the_token() -> None:
+    """K4.2: the tied seats draw again, so a draw's seats are not in seat order (seed 5
+    of three players: 0, 1, 2, then 1, 2 twice). The token keeps each seat with its card
+    in the order drawn, plain or sealed."""
+    state = open_game(Config(3, draw_for_deal=True), seed=5)[0]
+    seats = [seat for seat, _ in state.dealer_draw]
+    assert seats == [0, 1, 2, 1, 2, 1, 2] and state.first_dealer == 1
+    data = round_trip(state)
+    assert state_from_proto(pb.GameState.FromString(data), trusted=True)[0] == state
+
+
 def test_state_id_is_16_hex_digits_of_sha256() -> None:
     data = serialize(mid_state(Config(4), 10))
     assert state_id(data) == hashlib.sha256(data).hexdigest()[:16]

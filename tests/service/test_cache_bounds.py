@@ -100,6 +100,39 @@ def test_a_plain_token_cannot_carry_an_unbounded_config():
         state_codec.state_from_proto(msg)
 
 
+def test_plain_tokens_of_ever_new_configs_keep_each_cache_within_its_bound():
+    """service/state_parts.py: at most 256 configs, 1024 deal histories and 4096 deals
+    per process. A plain token may carry any valid config, and each new one is a new key
+    of all three caches: 1,888 tokens of one 2-player match after five deals, each with
+    another match length or rule flags the stored deal items do not depend on, hold
+    1,888 configs, 1,888 histories and 9,440 deals; the caches keep their bounds."""
+    state, rng = new_game(Config(2, match_deals=MAX_MATCH_DEALS), seed=1), random.Random(1)
+    while len(state.results) < 5:
+        state, _ = play_unchecked(state, random_policy(Situation.of(state), rng))
+    msg = state_codec.state_to_proto(state, "g")
+    flags = (
+        "must_capture_if_able",
+        "no_forced_sweep",
+        "court_cards_rank_only",
+        "last_capture_point",
+    )
+    tokens = 0
+    for deals in range(6, MAX_MATCH_DEALS + 1, 2):  # K13.2: a multiple of the players
+        msg.config.match_deals = deals
+        for values in itertools.product((False, True), repeat=len(flags)):
+            for flag, value in zip(flags, values, strict=True):
+                setattr(msg.config.rules, flag, value)
+            decoded, _ = state_codec.state_from_proto(
+                pb.GameState.FromString(msg.SerializeToString())
+            )
+            assert len(decoded.results) == 5
+            tokens += 1
+    assert tokens == 1888
+    assert state_parts.config_layout.cache_info().currsize <= 256
+    assert state_parts._cached_history.cache_info().currsize <= 1024
+    assert state_parts._deal.cache_info().currsize <= 4096
+
+
 # -- a finished long match --------------------------------------------------------------
 
 

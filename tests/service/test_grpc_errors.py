@@ -454,6 +454,22 @@ def test_another_seats_token_is_permission_denied_naming_the_tokens_seat(stub, g
         assert refusal.message == expected, method
 
 
+def test_a_token_of_a_seat_the_game_does_not_have_names_no_seat(plain_stub):
+    """Design section 4: a wrong seat token is named only when it is the token of another
+    of the game's own seats. A hand-edited plain state gives a 3-player game's id to a
+    2-player game: seat 2's token under that id is of no seat the game has."""
+    three = plain_stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=3), seed=1))
+    two = plain_stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+    message = pb.GameState.FromString(two.state[1:])
+    message.game_id = three.game_id
+    game = pb.NewGameResponse(state=plain(message.SerializeToString()))
+    refusals = seat_calls(plain_stub, game, 0, three.seat_tokens[2])
+    assert_seat_refused(refusals, DENIED, "SEAT_TOKEN_INVALID")
+    for method, refusal in refusals.items():
+        assert refusal.metadata == {"seat": "0"}, method
+        assert refusal.message == "not a valid seat token for seat 0", method
+
+
 def test_another_games_token_for_the_same_seat_is_permission_denied(stub, game):
     other = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
     assert other.game_id != game.game_id

@@ -876,11 +876,9 @@ def test_kx28_dealer_rotation_by_play():
     assert sheet.winners == tuple(s for s in range(3) if sheet.totals[s] == best)
 
 
-def test_kx28_shared_win_by_play():
-    """KX28 / K13.3 by play: deals 1-2 are rewritten so that seats 0 and 1 tie at 30 after
-    deal 3; the last card of deal 3 ends the match, and the MatchEnded event, the state
-    and the score sheet all name both seats; before it the sheet says the match is on."""
-    config = Config(players=3, first_dealer=1, match_deals=3)
+def tied_before_the_last_card(config: Config) -> tuple[State, Move]:
+    """Seed 2028's match of three deals, one card before its end, with deals 1-2 rewritten
+    so that the last card leaves seats 0 and 1 tied at 30 (seat 2 at 66)."""
     state = new_game(config, seed=2028)
     while state.deal < 3:
         state, _ = finish_deal(state)
@@ -891,6 +889,15 @@ def test_kx28_shared_win_by_play():
     third = [s.total for s in only(events, DealEnded).result.scores]
     second = [t - a - b for t, a, b in zip([30, 30, 66], [10, 20, 12], third, strict=True)]
     rigged = replace(state, results=(deal_result(1, 1, [10, 20, 12]), deal_result(2, 2, second)))
+    return rigged, last
+
+
+def test_kx28_shared_win_by_play():
+    """KX28 / K13.3 by play: deals 1-2 are rewritten so that seats 0 and 1 tie at 30 after
+    deal 3; the last card of deal 3 ends the match, and the MatchEnded event, the state
+    and the score sheet all name both seats; before it the sheet says the match is on."""
+    config = Config(players=3, first_dealer=1, match_deals=3)
+    rigged, last = tied_before_the_last_card(config)
     before = score(rigged)
     assert (before.over, before.winners) == (False, ())
     state, events = play(rigged, rigged.turn, last)
@@ -913,16 +920,7 @@ def test_kx28_tiebreak_deal():
 def test_kx28_tiebreak_deal_by_play():
     """The tie after deal 3 is forced by rewriting deals 1-2; deal 4 is then really played."""
     config = Config(players=3, first_dealer=1, match_deals=3, tie_rule=TieRule.TIEBREAK_DEAL)
-    state = new_game(config, seed=2028)
-    while state.deal < 3:
-        state, _ = finish_deal(state)
-    while sum(len(h) for h in state.hands) > 1 or state.stock:
-        state, _ = play(state, state.turn, legal_moves(state, state.turn)[0])
-    last = legal_moves(state, state.turn)[0]
-    _, events = play(state, state.turn, last)  # a probe: the real deal-3 totals
-    third = [s.total for s in only(events, DealEnded).result.scores]
-    second = [t - a - b for t, a, b in zip([30, 30, 66], [10, 20, 12], third, strict=True)]
-    rigged = replace(state, results=(deal_result(1, 1, [10, 20, 12]), deal_result(2, 2, second)))
+    rigged, last = tied_before_the_last_card(config)
     state, events = play(rigged, rigged.turn, last)
     assert only(events, TiebreakDeal).teams == (0, 1)
     assert not state.over

@@ -29,6 +29,7 @@ from typing import Any
 import cardrules.client
 import grpc
 import pytest
+from cardrules.cards.v1 import cards_pb2
 from cardrules.client import (
     DEFAULT_TIMEOUT,
     AsyncKrypkasinoClient,
@@ -1058,6 +1059,31 @@ def test_card_refuses_malformed_codes(code: str) -> None:
 def test_card_code_refuses_an_unset_card() -> None:
     with pytest.raises(ValueError):
         card_code(pb.Move().card)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        cards_pb2.Card(rank=cards_pb2.RANK_ACE),  # no suit
+        cards_pb2.Card(suit=cards_pb2.SUIT_SPADES),  # no rank
+        cards_pb2.Card(rank=cards_pb2.Rank.ValueType(14), suit=cards_pb2.SUIT_SPADES),  # past K
+        cards_pb2.Card(rank=cards_pb2.RANK_ACE, suit=cards_pb2.Suit.ValueType(5)),  # past C
+    ],
+    ids=["rank-only", "suit-only", "rank-14", "suit-5"],
+)
+def test_card_code_refuses_a_card_without_a_valid_rank_and_suit(message: cards_pb2.Card) -> None:
+    """The client README offers ``card_code(card)`` "for the specs' card codes": a card
+    missing its rank or its suit, or with a number past the last (protobuf enums take any
+    number), has no code, and gets ``ValueError``, not half a code or an ``IndexError``."""
+    with pytest.raises(ValueError, match="without a valid rank and suit"):
+        card_code(message)
+
+
+def test_card_reads_a_code_with_white_space_around_it() -> None:
+    """The client README's ``card("10D")`` reads the specs' codes as a user types them:
+    white space around a code is no part of it, as ``cards`` drops it between codes."""
+    assert card(" 10d\n") == card("10D")
+    assert cards([" AS", "KH "]) == cards("AS KH")
 
 
 @pytest.mark.parametrize("module", [cardrules.client, client_codes, client_errors, client_reasons])

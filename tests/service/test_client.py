@@ -302,6 +302,35 @@ def test_keywords_build_the_same_request_as_a_message(grpc_target: str) -> None:
     assert not public.HasField("seat") and not public.hand
 
 
+def test_every_new_game_keyword_reaches_the_server(grpc_target: str) -> None:
+    """The client README ("Teams, house rules and match length"): each method takes "the
+    request's own fields as keywords", and ``players=`` is "a shortcut for
+    ``config.players``", which leaves the rest of a given ``config`` as it is. The
+    ``decks`` and ``draw`` keywords reach the server: it deals the explicit deck, and
+    refuses a bad deck or draw as docs/api.md's errors table says (``DECK_INVALID``,
+    ``DRAW_INVALID``)."""
+    order = cards([card_str(c) for c in reversed(full_deck(2))])  # two decks (no single_deck)
+    deck = cards_pb2.Deck(cards=order)
+    with KrypkasinoClient(grpc_target) as client:
+        by_keywords = client.new_game(players=2, seed=1, decks=[deck])
+        message = pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1, decks=[deck])
+        by_message = client.new_game(message)
+        shuffled = client.new_game(players=2, seed=1)
+        config = pb.GameConfig(players=2, match_deals=6, draw_for_deal=True)
+        merged = client.new_game(config=config, players=3, seed=1)
+        with pytest.raises(grpc.RpcError) as bad_deck:
+            client.new_game(players=2, seed=1, decks=[cards_pb2.Deck(cards=order[:1])])
+        with pytest.raises(grpc.RpcError) as bad_draw:
+            client.new_game(config=config, seed=1, draw=cards_pb2.Deck(cards=cards("AS AS AS")))
+    assert dealt(by_keywords.view) == dealt(by_message.view) != dealt(shuffled.view)
+    kept = merged.view.config
+    assert (kept.players, kept.match_deals, kept.draw_for_deal) == (3, 6, True)
+    assert config.players == 2  # the caller's config is left as it was
+    deck_info, draw_info = error_info(bad_deck.value), error_info(bad_draw.value)
+    assert deck_info is not None and deck_info.reason == cardrules.client.Reason.DECK_INVALID
+    assert draw_info is not None and draw_info.reason == cardrules.client.Reason.DRAW_INVALID
+
+
 def test_every_view_of_one_state_carries_the_same_state_id(grpc_target: str) -> None:
     # View.state_id "identifies this exact state, for optimistic concurrency" (design 4):
     # a backend compares the id of a view it got from NewGame or Play with GetView's.

@@ -1227,6 +1227,15 @@ def test_every_reason_the_rules_give_is_a_client_reason() -> None:
     assert {reason.value for reason in Reason} <= set(cardrules.client.Reason)
 
 
+def test_a_reason_member_is_the_reason_text_itself() -> None:
+    """The client README: "the reason is a ``str`` equal to a member of ``Reason``". A
+    member is that ``str`` too (a ``StrEnum``), so it prints, formats and keys a dict
+    as the reason ``error_info`` reads, not as ``Reason.NOT_YOUR_TURN``."""
+    member = cardrules.client.Reason.NOT_YOUR_TURN
+    assert str(member) == f"{member}" == "NOT_YOUR_TURN"
+    assert {"NOT_YOUR_TURN": 1}[member] == 1
+
+
 def test_a_refusal_read_by_error_info_compares_equal_to_its_reason(server: ServerProcess) -> None:
     with KrypkasinoClient(server.target) as client:
         game = client.new_game(players=2, seed=1)

@@ -406,6 +406,8 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("localhost:-1", "port must be 1 to 65535, not -1"),  # grpc dials 65535
         ("localhost:+99999", "port must be 1 to 65535, not \\+99999"),  # grpc reads as atoi
         ("127.0.0.1: 99999", "port must be 1 to 65535, not  99999"),
+        # A port that is no number: grpc's DNS lookup fails every call with UNAVAILABLE.
+        ("localhost:50051x", "port must be 1 to 65535, not 50051x"),
         # grpc reads a URI: it drops the query and fragment and decodes %XX.
         ("localhost:99999?x", "port must be 1 to 65535, not 99999,"),
         ("dns:///localhost:99999#x", "port must be 1 to 65535, not 99999,"),
@@ -455,9 +457,16 @@ def test_a_target_grpc_would_dial_elsewhere_or_not_at_all_is_refused_at_once(
         "2001:db8::0",  # an IPv6 address without a port, not port 0
         "dns://8.8.8.8:53/localhost:50051",
         "cardrules.example.com",  # port 443, as for TLS
+        "dns://8.8.8.8:53/cardrules.example.com",  # the DNS server's port is no target port
+        "xds:///cardrules:70000",  # an xDS listener name, whatever it ends in
+        "vsock:3:99999",  # vsock ports are 32 bits
+        "127.0.0.1:0050051",  # grpc reads the port as atoi does: 50051
+        "127.0.0.1:50051 ",  # and ignores white space after it
     ],
 )
 def test_every_other_target_form_is_left_to_grpc(target: str) -> None:
+    """The client README refuses only "a target that grpc would take quietly and then dial
+    elsewhere or not at all": every form grpc dials as written is taken."""
     KrypkasinoClient(target).close()
 
 
@@ -1330,8 +1339,23 @@ def test_a_timeout_may_be_any_real_number(server: ServerProcess) -> None:
         ([("x-request-id", "line\nbreak")], r"value of metadata key 'x-request-id'"),
         ([("x-note", "café")], r"value of metadata key 'x-note'"),
         ([("x-note", b"\xff")], r"value of metadata key 'x-note'"),
+        # DEL is no printable ASCII either; a key ending in "bin" without "-" is no -bin key.
+        ([("x-note", "a\x7fb")], r"value of metadata key 'x-note'"),
+        ([("x-cabin", "line\nbreak")], r"value of metadata key 'x-cabin'"),
+        # No hint when the lowercase key cannot be sent either.
+        ([("X Request Id", "checkout-1")], r"digits, '-', '_' and '\.'$"),
     ],
-    ids=["capitals", "space", "empty-key", "newline", "non-ascii", "non-ascii-bytes"],
+    ids=[
+        "capitals",
+        "space",
+        "empty-key",
+        "newline",
+        "non-ascii",
+        "non-ascii-bytes",
+        "delete",
+        "bin-without-dash",
+        "capitals-and-space",
+    ],
 )
 def test_metadata_grpc_cannot_send_is_refused_before_the_call(
     grpc_target: str, metadata: list[tuple[str, str | bytes]], match: str
@@ -1353,12 +1377,13 @@ def test_metadata_grpc_cannot_send_is_refused_before_the_call(
 
 def test_metadata_grpc_can_send_reaches_the_server(grpc_target: str) -> None:
     """The check refuses only what grpc cannot send: digits, '.', '_' and '-' in keys,
-    printable ASCII text (as str or bytes, '~' and spaces included) and any bytes under
+    printable ASCII text (as str or bytes, '~' and spaces included, or empty) and any bytes under
     a ``-bin`` key all reach the server, which answers with the request id sent."""
     metadata: list[tuple[str, str | bytes]] = [
         ("x-request-id", "~checkout 1~"),
         ("x.trace_id-2", b"abc ~"),
         ("x-blob-bin", b"\x00\xff"),
+        ("x-empty", ""),
     ]
     with KrypkasinoClient(grpc_target) as client, pytest.raises(grpc.RpcError) as raised:
         client.score(state=b"", metadata=metadata)

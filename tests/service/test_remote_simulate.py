@@ -179,6 +179,7 @@ def test_unreachable_server_is_one_line_and_status_1():
         ("[::1]", "has no port"),
         ("localhost:", "has no port"),
         ("dns:///localhost", "has no port"),
+        ("dns:localhost", "has no port"),
         # an IPv6 address without brackets has no port: its last group is not one
         ("::1", "'::1' has no port"),
         # not the client library's advice on TLS credentials: simulate has none

@@ -400,24 +400,30 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
     ("target", "refusal"),
     [
         # grpc takes the port modulo 2^16: the call would go to 127.0.0.1:34463.
-        ("127.0.0.1:99999", "port must be 1 to 65535, not 99999"),
-        ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "port must be 1 to 65535, not 70000"),
-        ("localhost:0", "port must be 1 to 65535, not 0"),
-        ("localhost:-1", "port must be 1 to 65535, not -1"),  # grpc dials 65535
-        ("localhost:+99999", "port must be 1 to 65535, not \\+99999"),  # grpc reads as atoi
-        ("127.0.0.1: 99999", "port must be 1 to 65535, not  99999"),
+        ("127.0.0.1:99999", "port must be a number from 1 to 65535, not 99999"),
+        (
+            "ipv4:127.0.0.1:50051,127.0.0.1:70000",
+            "port must be a number from 1 to 65535, not 70000",
+        ),
+        ("localhost:0", "port must be a number from 1 to 65535, not 0"),
+        ("localhost:-1", "port must be a number from 1 to 65535, not -1"),  # grpc dials 65535
+        (
+            "localhost:+99999",
+            "port must be a number from 1 to 65535, not \\+99999",
+        ),  # grpc reads as atoi
+        ("127.0.0.1: 99999", "port must be a number from 1 to 65535, not  99999"),
         # A port that is no number: grpc's DNS lookup fails every call with UNAVAILABLE.
-        ("localhost:50051x", "port must be 1 to 65535, not 50051x"),
+        ("localhost:50051x", "port must be a number from 1 to 65535, not 50051x"),
         # grpc reads a URI: it drops the query and fragment and decodes %XX.
-        ("localhost:99999?x", "port must be 1 to 65535, not 99999,"),
-        ("dns:///localhost:99999#x", "port must be 1 to 65535, not 99999,"),
-        ("localhost:%399999", "port must be 1 to 65535, not 99999,"),
+        ("localhost:99999?x", "port must be a number from 1 to 65535, not 99999,"),
+        ("dns:///localhost:99999#x", "port must be a number from 1 to 65535, not 99999,"),
+        ("localhost:%399999", "port must be a number from 1 to 65535, not 99999,"),
         # and an ipv4: port as sscanf does, up to the first character that is no digit
         ("ipv4:127.0.0.1:4295017347x", "not 4295017347x"),
-        ("localhost:" + "9" * 5000, "port must be 1 to 65535"),
-        ("dns:///[::1]:65536", "port must be 1 to 65535, not 65536"),
+        ("localhost:" + "9" * 5000, "port must be a number from 1 to 65535"),
+        ("dns:///[::1]:65536", "port must be a number from 1 to 65535, not 65536"),
         # grpc reads schemes whatever their case: this is an ipv4: target too.
-        ("IPV4:127.0.0.1:70000", "port must be 1 to 65535, not 70000"),
+        ("IPV4:127.0.0.1:70000", "port must be a number from 1 to 65535, not 70000"),
         # The HTTP gateway's address: grpc would look up a host called "http".
         ("http://localhost:8080", "a URL"),
         ("https://cardrules.example.com", "a URL"),

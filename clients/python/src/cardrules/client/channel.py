@@ -327,9 +327,12 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     """Refuse, with ``ValueError``, a target that grpc takes quietly and then dials
     elsewhere or not at all, failing only at the first call.
 
-    grpc takes a port modulo 2^16 (``127.0.0.1:99999`` dials port 34463), reads an
-    ``http://`` URL (such as the HTTP gateway's address) as a host name to look up,
-    and an empty target fails each call with ``UNKNOWN``. Every other form is left to
+    grpc takes a port modulo 2^16 (``127.0.0.1:99999`` dials port 34463); of a port
+    that is no number it reads the leading digits in an ``ipv4:`` target
+    (``ipv4:127.0.0.1:50051x`` dials 50051) and fails every call to a host name; it
+    reads an ``http://`` URL (such as the HTTP gateway's address) as a host name to
+    look up, and an empty target fails each call with ``UNKNOWN``. All of these are
+    refused, so a typo never dials a port nobody meant. Every other form is left to
     grpc: ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host
     without a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
     """
@@ -363,4 +366,6 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             and len(number[1].lstrip("0")) <= 5
             and 1 <= int(number[0]) <= 65535
         ):
-            raise ValueError(f"port must be 1 to 65535, not {port}, in target {target!r}")
+            raise ValueError(
+                f"port must be a number from 1 to 65535, not {port}, in target {target!r}"
+            )

@@ -248,6 +248,31 @@ def test_descriptions_are_the_proto_comments():
     assert operation["description"] == notes["cardrules.krypkasino.v1.KrypkasinoService.Score"]
 
 
+def test_a_comment_s_paragraphs_stay_paragraphs_and_its_lines_are_joined():
+    """service/openapi.py: proto comment lines are joined into paragraphs, which a blank
+    comment line separates (Markdown, as OpenAPI descriptions are)."""
+    notes = comments(descriptor_set())
+    config = notes["cardrules.krypkasino.v1.NewGameRequest.config"]
+    assert config.startswith(
+        "The match configuration. Beyond each field's own range, NewGame refuses "
+        "these combinations (CONFIG_INVALID, metadata flag):\n\nWithout target_score, "
+    )
+    assert "\n\n\n" not in config and "\n" not in config.replace("\n\n", "")
+
+
+def test_operation_ids_are_the_service_and_rpc_names_and_unique():
+    """docs/api.md "OpenAPI": the document is for client generators, which name methods
+    by ``operationId``: a change renames every generated method, two alike would clash."""
+    document = committed()
+    for route, operation in operations(document):
+        assert operation["operationId"] == f"{operation['tags'][0]}_{route.method}", route.path
+    ids = [operation["operationId"] for _, operation in all_operations(document)]
+    assert len(ids) == len(set(ids))
+    assert document["paths"]["/v1/krypkasino:score"]["post"]["operationId"] == (
+        "KrypkasinoService_Score"
+    )
+
+
 def _without_descriptions(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_descriptions(v) for k, v in value.items() if k != "description"}
@@ -428,3 +453,47 @@ def test_the_documented_servers_are_this_one_and_where_make_serve_listens():
     assert this_one["url"] == "/"  # as when no servers are given: relative to the document
     url = local["url"].format(**{k: v["default"] for k, v in local["variables"].items()})
     assert url == f"http://localhost:{ServerConfig().http_port}"
+
+
+def test_every_path_documents_the_405_the_server_answers_with_its_allow_header(
+    server: ServerProcess,
+):
+    """docs/api.md: a method a path has no route for is 405 METHOD_NOT_ALLOWED with
+    ``Allow``, on the RPCs' paths and the document's own alike; the document says so."""
+    document = committed()
+    method_not_allowed = {"$ref": "#/components/responses/MethodNotAllowed"}
+    for name, operation in all_operations(document):
+        assert operation["responses"]["405"] == method_not_allowed, name
+    allow = document["components"]["responses"]["MethodNotAllowed"]["headers"]["Allow"]
+    assert allow["schema"] == {"type": "string"}
+    for path in document["paths"]:
+        status, headers, _ = exchange(f"{server.http_url}{path}", b"{}", method="PUT")
+        assert (status, "Allow" in headers) == (405, True), path
+
+
+def test_a_field_with_presence_says_it_may_be_absent():
+    """service/openapi.py: a field with presence may be absent (an ``optional`` scalar
+    the gateway prints only when set), which its description says; oneof members say it
+    through their oneof's note, messages through their schema not being required."""
+    document = committed()
+    noted = 0
+    for name, schema in document["components"]["schemas"].items():
+        try:
+            descriptor = pb.DESCRIPTOR.pool.FindMessageTypeByName(name.removesuffix("-Input"))
+        except KeyError:
+            continue  # a wrapper of one oneof member
+        if not name.startswith("cardrules.") or "properties" not in schema:
+            continue  # google.rpc's, or a oneOf of wrappers (Event) which hold its members
+        for field in descriptor.fields:
+            oneof = field.containing_oneof  # proto3 ``optional``: a oneof "_" + its name
+            optional_scalar = (
+                field.has_presence
+                and field.message_type is None
+                and (oneof is None or oneof.name == f"_{field.name}")
+            )
+            description = schema["properties"][field.json_name].get("description", "")
+            assert description.endswith("Optional: absent when not set.") is optional_scalar, (
+                field.full_name
+            )
+            noted += optional_scalar
+    assert noted >= 3  # NewGameRequest.seed, GameConfig.match_deals and target_score

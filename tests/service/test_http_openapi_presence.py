@@ -252,6 +252,18 @@ def test_an_event_is_one_of_a_wrapper_per_kind():
         assert "additionalProperties" not in SCHEMAS[name], "a later field must not break clients"
 
 
+def test_a_views_last_move_is_one_of_a_wrapper_per_kind():
+    """docs/api.md "OpenAPI": a view's ``lastMove`` is a ``oneOf`` the same way as an
+    ``Event`` (``LastMoveCrawled``, ``LastMoveCaptured``): the service sets its kind
+    whenever there is a last move (``SET_IN_EVERY_RESPONSE``)."""
+    last_move = "cardrules.krypkasino.v1.LastMove"
+    kinds = pb.LastMove.DESCRIPTOR.oneofs_by_name["kind"].fields
+    names = [f"{last_move}{f.json_name[0].upper()}{f.json_name[1:]}" for f in kinds]
+    assert {"LastMoveCrawled", "LastMoveCaptured"} <= {SCHEMAS[name]["title"] for name in names}
+    assert SCHEMAS[last_move]["oneOf"] == [{"$ref": f"#/components/schemas/{n}"} for n in names]
+    assert not component(last_move).is_valid({}), "a last move without its kind"
+
+
 def test_every_oneof_of_the_protos_is_a_one_of():
     """Event.kind and LastMove.kind are the only oneofs; proto3 ``optional`` fields are
     none."""
@@ -773,6 +785,13 @@ def test_a_status_requires_its_message_and_a_violation_its_description():
     check_status = component(STATUS)
     assert check_status.is_valid({"code": 3, "message": "m", "details": [info]})
     assert not check_status.is_valid({"code": 3, "details": [info]})
+
+
+def test_a_status_requires_its_details():
+    """Design section 5: every refusal carries an ErrorInfo with its reason
+    (``ServiceError.to_status``), so ``details`` is never left out of a Status."""
+    check_status = component(STATUS)
+    assert not check_status.is_valid({"code": 3, "message": "m"})
     check_violation = component("google.rpc.BadRequest.FieldViolation")
     assert check_violation.is_valid({"description": "d"})
     assert not check_violation.is_valid({"field": "x"})

@@ -73,6 +73,13 @@ def test_a_summary_with_stderr_closed_is_still_printed():
     assert "games 2, deals 4" in done.stdout
 
 
+def test_bad_input_with_stderr_closed_is_status_2_and_nothing_on_stdout():
+    """service/cli.py: errors go to stderr, never stdout (where a script reads the
+    result); with stderr closed (``2>&-``) the status says it all."""
+    done = _run(["sh", "-c", '"$@" 2>&-', "sh", *SIMULATE[:-1], "9"])
+    assert (done.returncode, done.stdout) == (2, "")
+
+
 class _Interrupting(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == "service.cli":

@@ -168,6 +168,15 @@ def test_unreachable_server_is_one_line_and_status_1():
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
+def test_a_failure_whose_text_spans_lines_is_still_one_line(capsys):
+    """service/cli.py: errors are one line on stderr. gRPC's own text may hold the
+    address as given, line break and all."""
+    status = cli.main(["simulate", "krypkasino", "--players", "2", "--server", "local\nhost:1"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.count("\n") == 1 and err.startswith("cardrules: error: local host:1: ")
+
+
 @pytest.mark.parametrize(
     ("address", "complaint"),
     [

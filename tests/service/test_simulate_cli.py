@@ -444,6 +444,17 @@ def test_a_policy_that_chooses_an_illegal_move_stops_the_game(monkeypatch):
         play_game(SimulationRequest(Config(players=2), seed=0, policy="table_card"))
 
 
+@pytest.mark.parametrize("games", ["1", "3"])
+def test_an_invariant_that_fails_exits_1_with_one_line(monkeypatch, capsys, games):
+    """service/cli.py: exit status 1 when an invariant fails during a simulation (an
+    engine bug), unlike bad input's 2, with one line and no traceback."""
+    monkeypatch.setitem(POLICIES, "table_card", lambda situation, rng: Move.of(situation.table[0]))
+    status, out, err = run(capsys, "--players", "2", "--policy", "table_card", "--games", games)
+    assert (status, out) == (1, "")
+    assert err.splitlines()[-1].startswith("cardrules: error: policy 'table_card' chose an ")
+    assert "Traceback" not in err
+
+
 # --- bad input --------------------------------------------------------------------------------
 
 _SHORT_DECK = " ".join(KX30_DECK.split()[:-1])
@@ -480,6 +491,16 @@ BAD_INPUT = {
     "seed past uint64": ["--players", "4", "--seed", str(2**64)],
     "games past the last seed": ["--players", "4", "--seed", str(2**64 - 1), "--games", "2"],
 }
+
+
+def test_every_seed_newgame_takes_is_taken_up_to_the_last(capsys):
+    """service/cli.py ``seed_argument``: a seed is ``NewGame``'s uint64, 0 to 2^64-1, so a
+    game played through ``--server`` and in-process are the same game; with ``--games``
+    the seeds may run up to the last one, not past it."""
+    for seed in (2**63, 2**64 - 1):
+        assert run_json(capsys, "--players", "2", "--seed", str(seed))["config"]["seed"] == seed
+    status, _, err = run(capsys, "--players", "2", "--seed", str(2**64 - 2), "--games", "2")
+    assert (status, err.count("error")) == (0, 0), err
 
 
 def test_a_bad_deck_is_named_by_its_place_on_the_command_line(capsys):
@@ -671,3 +692,23 @@ def test_random_policy_is_seeded_and_covers_the_legal_set():
 def test_the_version_is_the_installed_distribution_s(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"cardrules {importlib.metadata.version('cardrules')}\n"
+
+
+def test_the_version_of_a_source_tree_that_is_not_installed_says_so(monkeypatch, capsys):
+    """service/cli.py ``_version``: run from a source tree, not installed, ``--version``
+    says so instead of failing with a traceback."""
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == "cardrules (not installed)\n"
+
+
+def test_without_a_seed_the_game_is_seed_0s(capsys):
+    """``cardrules simulate --help``: ``--seed`` defaults to 0, so a transcript without
+    one is reproducible, and the same game as ``--seed 0``."""
+    without = run_json(capsys, "--players", "2")
+    assert without["config"]["seed"] == 0
+    assert without == run_json(capsys, "--players", "2", "--seed", "0")

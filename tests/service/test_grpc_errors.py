@@ -961,6 +961,13 @@ def assert_too_large(stub: Stub, limit: int) -> None:
     )
     assert refusal.metadata == {"limit": str(limit)}
     assert refusal.message == f"the request is larger than {limit} bytes"
+    # Up to four times the limit, the service's own refusal, with its ErrorInfo
+    # (docs/api.md: only a message over four times the limit is refused by gRPC).
+    four_times = public_view(stub, state_of_request_size(4 * limit))
+    assert (four_times.code, four_times.reason) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "REQUEST_TOO_LARGE",
+    )
     with pytest.raises(grpc.RpcError) as caught:
         stub.GetView(pb.GetViewRequest(state=bytes(4 * limit)))
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED

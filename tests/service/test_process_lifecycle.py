@@ -7,6 +7,7 @@ metrics folder) and IPv6 hosts. Real processes on loopback.
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import json
 import os
@@ -290,6 +291,40 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
         )
 
 
+def test_a_server_restarted_at_once_on_the_same_ports_listens_again():
+    """service/server.py ``_taken``: a port whose last connections linger in TIME_WAIT is
+    free, as grpc and aiohttp bind it; an orchestrator restarts a stopped server on its
+    ports at once. The server's own stop closes the HTTP connection a client still holds
+    open, which leaves it in TIME_WAIT on the server's port."""
+    grpc_port, http_port = free_ports(2)
+    ports = ("--grpc-port", str(grpc_port), "--http-port", str(http_port))
+    with connect(f"127.0.0.1:{grpc_port}") as stub, running(ports) as first:
+        stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        with socket.create_connection(("127.0.0.1", http_port), timeout=10) as idle:
+            idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert idle.recv(12) == b"HTTP/1.1 200"
+            assert first.terminate() == 0
+            while idle.recv(4096):  # read to the server's close: then ours is no reset
+                pass
+    with running(ports) as second:
+        assert (second.grpc_port, second.http_port) == (grpc_port, http_port)
+
+
+def test_a_single_process_server_shares_its_ports_with_no_other_socket():
+    """Design section 6: only workers bind with SO_REUSEPORT (the kernel spreads
+    connections among them). A single process that did so too would share its ports with
+    any socket of the same user binding that way, which would take part of its
+    connections."""
+    with running() as server:
+        server.wait_for_logs("listening")
+        for port in (server.grpc_port, server.http_port):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+                other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                with pytest.raises(OSError) as refused:
+                    other.bind(("127.0.0.1", port))
+                assert refused.value.errno == errno.EADDRINUSE, port
+
+
 @pytest.mark.parametrize(
     "signals",
     [(signal.SIGINT,), (signal.SIGTERM, signal.SIGINT), (signal.SIGHUP, signal.SIGINT)],
@@ -377,6 +412,26 @@ def test_a_worker_that_dies_stops_the_server_with_status_1():
     assert (exited["worker"], exited["pid"]) == (2, pid_of[2])
     assert (exited["signal"], exited["level"]) == ("SIGKILL", "error")
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
+
+
+def test_a_worker_that_stops_cleanly_on_its_own_still_stops_the_server_with_status_1():
+    """docs/operations.md "Workers": a worker that exits on its own stops the server,
+    whatever its status: one stopped by a SIGTERM of its own drains and exits 0, and the
+    server must not serve on with fewer workers than it was given."""
+    server = start_server(workers())
+    try:
+        listening = server.wait_for_logs("listening", 2)
+        pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
+        os.kill(pid_of[2], signal.SIGTERM)
+        assert server.process.wait(60) == 1
+    finally:
+        server.kill()
+    server.wait_for_logs("stopped", 2)
+    [exited] = server.log_events("worker exited")
+    assert (exited["worker"], exited["exit_code"], exited["signal"]) == (2, 0, None)
+    assert sorted(int(str(line["pid"])) for line in server.log_events("stopped")) == sorted(
+        pid_of.values()
+    )
 
 
 def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period():

@@ -407,10 +407,8 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ),
         ("localhost:0", "port must be a number from 1 to 65535, not 0"),
         ("localhost:-1", "port must be a number from 1 to 65535, not -1"),  # grpc dials 65535
-        (
-            "localhost:+99999",
-            "port must be a number from 1 to 65535, not \\+99999",
-        ),  # grpc reads as atoi
+        # grpc reads this port as atoi does
+        ("localhost:+99999", "port must be a number from 1 to 65535, not \\+99999"),
         ("127.0.0.1: 99999", "port must be a number from 1 to 65535, not  99999"),
         # A port that is no number: grpc's DNS lookup fails every call with UNAVAILABLE.
         ("localhost:50051x", "port must be a number from 1 to 65535, not 50051x"),
@@ -1383,8 +1381,9 @@ def test_metadata_grpc_cannot_send_is_refused_before_the_call(
 
 def test_metadata_grpc_can_send_reaches_the_server(grpc_target: str) -> None:
     """The check refuses only what grpc cannot send: digits, '.', '_' and '-' in keys,
-    printable ASCII text (as str or bytes, '~' and spaces included, or empty) and any bytes under
-    a ``-bin`` key all reach the server, which answers with the request id sent."""
+    printable ASCII text (as str or bytes, '~' and spaces included, or empty) and any
+    bytes under a ``-bin`` key all reach the server, which answers with the request id
+    sent."""
     metadata: list[tuple[str, str | bytes]] = [
         ("x-request-id", "~checkout 1~"),
         ("x.trace_id-2", b"abc ~"),

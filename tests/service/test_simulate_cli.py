@@ -62,6 +62,11 @@ def run_json(capsys, *argv: str) -> dict[str, Any]:
     return document
 
 
+def all_events(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A JSON transcript's events in order: its set-up's, then each turn's."""
+    return [*doc["setup_events"], *(e for turn in doc["turns"] for e in turn["events"])]
+
+
 def multiset(codes: list[str]) -> Counter[str]:
     return Counter(codes)
 
@@ -296,7 +301,7 @@ def _expected_event_lines(doc: dict[str, Any]) -> list[str]:
 
     deals = {deal["deal"]: deal for deal in doc["deals"]}
     lines: list[str] = []
-    for e in [*doc["setup_events"], *(e for turn in doc["turns"] for e in turn["events"])]:
+    for e in all_events(doc):
         if e["type"] == "dealer_drawn":
             draws = ", ".join(f"seat {d['seat']} {d['card']}" for d in e["draws"])
             lines.append(f"Draw for deal: {draws}; seat {e['dealer']} deals first")
@@ -348,7 +353,7 @@ def _expected_event_lines(doc: dict[str, Any]) -> list[str]:
 )
 def test_text_transcript_shows_every_event_score_table_and_the_result(capsys, argv, shown):
     doc = run_json(capsys, *argv.split())
-    events = [*doc["setup_events"], *(e for turn in doc["turns"] for e in turn["events"])]
+    events = all_events(doc)
     kinds = {e["type"] for e in events}
     if any(e["type"] == "deal_ended" and not e["collected"] for e in events):
         kinds.add("collects_nothing")
@@ -437,19 +442,26 @@ def test_games_summary_config_names_the_decks(capsys):
     assert summary["config"]["decks"] == [KX30_DECK.split()]
 
 
-def test_a_policy_that_chooses_an_illegal_move_stops_the_game(monkeypatch):
-    """Every chosen move is checked against the legal set (K7.8): a policy bug is caught."""
+@pytest.fixture
+def table_card_policy(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A policy plugged in that plays a card of the table, never a legal move."""
     monkeypatch.setitem(POLICIES, "table_card", lambda situation, rng: Move.of(situation.table[0]))
+    return "table_card"
+
+
+def test_a_policy_that_chooses_an_illegal_move_stops_the_game(table_card_policy):
+    """Every chosen move is checked against the legal set (K7.8): a policy bug is caught."""
     with pytest.raises(SimulationError, match="policy 'table_card' chose an illegal move"):
-        play_game(SimulationRequest(Config(players=2), seed=0, policy="table_card"))
+        play_game(SimulationRequest(Config(players=2), seed=0, policy=table_card_policy))
 
 
 @pytest.mark.parametrize("games", ["1", "3"])
-def test_an_invariant_that_fails_exits_1_with_one_line(monkeypatch, capsys, games):
+def test_an_invariant_that_fails_exits_1_with_one_line(table_card_policy, capsys, games):
     """service/cli.py: exit status 1 when an invariant fails during a simulation (an
     engine bug), unlike bad input's 2, with one line and no traceback."""
-    monkeypatch.setitem(POLICIES, "table_card", lambda situation, rng: Move.of(situation.table[0]))
-    status, out, err = run(capsys, "--players", "2", "--policy", "table_card", "--games", games)
+    status, out, err = run(
+        capsys, "--players", "2", "--policy", table_card_policy, "--games", games
+    )
     assert (status, out) == (1, "")
     assert err.splitlines()[-1].startswith("cardrules: error: policy 'table_card' chose an ")
     assert "Traceback" not in err

@@ -68,7 +68,7 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "--state-keys": (
         "state_keys",
-        "comma-separated base64 AES-256 keys; the first seals, all open",
+        "base64 AES-256 keys separated by commas or white space; the first seals, all open",
     ),
     "--state-keys-file": ("state_keys_file", "file holding the state keys, one per line"),
     "--plain-state": (

@@ -428,6 +428,12 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("HTTP://localhost:8080", "a URL"),
         # grpc fails only at the first call, with UNKNOWN.
         ("", "empty"),
+        # A host grpc can never resolve or parse: it fails every call.
+        ("local\nhost:50051", "white space or a control character"),
+        (" localhost:50051", "white space or a control character"),
+        ("ipv4:127.0.0.1 :50051", "white space or a control character"),
+        ("dns:///local%20host:50051", "white space or a control character"),
+        ("local\x00host", "white space or a control character"),
     ],
 )
 def test_a_target_grpc_would_dial_elsewhere_or_not_at_all_is_refused_at_once(

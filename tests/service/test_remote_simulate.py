@@ -170,11 +170,13 @@ def test_unreachable_server_is_one_line_and_status_1():
 
 def test_a_failure_whose_text_spans_lines_is_still_one_line(capsys):
     """service/cli.py: errors are one line on stderr. gRPC's own text may hold the
-    address as given, line break and all."""
-    status = cli.main(["simulate", "krypkasino", "--players", "2", "--server", "local\nhost:1"])
+    address as given, line break and all: a socket's path may hold one."""
+    server = "unix:/nonexistent/no\nsuch.sock"
+    status = cli.main(["simulate", "krypkasino", "--players", "2", "--server", server])
     err = capsys.readouterr().err
     assert status == 1
-    assert err.count("\n") == 1 and err.startswith("cardrules: error: local host:1: ")
+    assert err.count("\n") == 1
+    assert err.startswith("cardrules: error: unix:/nonexistent/no such.sock: UNAVAILABLE")
 
 
 @pytest.mark.parametrize(
@@ -196,9 +198,10 @@ def test_a_failure_whose_text_spans_lines_is_still_one_line(capsys):
         ("HTTPS://x:443", "simulate connects without TLS)"),
         # the client's own checks (cardrules.client.channel.check_target)
         ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "not 70000"),
+        ("local\nhost:1", "the host in target 'local\\nhost:1' holds white space"),
     ],
 )
-def test_a_blank_portless_or_out_of_range_server_address_is_bad_input(address, complaint):
+def test_a_blank_portless_out_of_range_or_malformed_server_address_is_bad_input(address, complaint):
     done = subprocess.run(
         [CARDRULES, "simulate", "krypkasino", "--players", "2", "--server", address],
         capture_output=True,

@@ -7,6 +7,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 from collections import Counter
 from dataclasses import replace
 from typing import Any
@@ -704,6 +705,17 @@ def test_random_policy_is_seeded_and_covers_the_legal_set():
 def test_the_version_is_the_installed_distribution_s(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"cardrules {importlib.metadata.version('cardrules')}\n"
+
+
+def test_python_m_service_is_the_console_script():
+    """service/__main__.py: ``python -m service`` runs what ``cardrules`` runs."""
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "--version"], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"cardrules {importlib.metadata.version('cardrules')}\n"
+    refused = subprocess.run([sys.executable, "-m", "service", "deal"], capture_output=True)
+    assert refused.returncode == 2 and refused.stderr.startswith(b"cardrules: error: ")
 
 
 def test_the_version_of_a_source_tree_that_is_not_installed_says_so(monkeypatch, capsys):

@@ -329,9 +329,10 @@ def check_target(target: str, *, need_port: bool = False) -> None:
 
     grpc takes a port modulo 2^16 (``127.0.0.1:99999`` dials port 34463); of a port
     that is no number it reads the leading digits in an ``ipv4:`` target
-    (``ipv4:127.0.0.1:50051x`` dials 50051) and fails every call to a host name; it
-    reads an ``http://`` URL (such as the HTTP gateway's address) as a host name to
-    look up, and an empty target fails each call with ``UNKNOWN``. All of these are
+    (``ipv4:127.0.0.1:50051x`` dials 50051) and fails every call to a host name, as it
+    does to a host with white space or a control character in it (a pasted line
+    break); it reads an ``http://`` URL (such as the HTTP gateway's address) as a host
+    name to look up, and an empty target fails each call with ``UNKNOWN``. All these are
     refused, so a typo never dials a port nobody meant. Every other form is left to
     grpc: ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host
     without a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
@@ -354,6 +355,11 @@ def check_target(target: str, *, need_port: bool = False) -> None:
         elif address.split(":", 1)[0].lower() in _ADDRESS_SCHEMES:
             address = address.split(":", 1)[1]
         host, colon, port = address.rpartition(":")
+        if any(char.isspace() or not char.isprintable() for char in (host if colon else address)):
+            raise ValueError(
+                f"the host in target {target!r} holds white space or a control character: "
+                "give HOST:PORT, e.g. localhost:50051"
+            )
         # A host with colons of its own is an IPv6 address: its port follows "]". An
         # empty port is none ("localhost:" dials 443).
         if not (colon and port) or (":" in host and not host.endswith("]")):

@@ -176,7 +176,9 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
         json_format.ParseDict(value, message)
     except (json_format.ParseError, OverflowError) as error:  # a huge integer for a double
         field = offending_field(value, descriptor)
-        raise _json_invalid(field, _innermost(str(error))) from None
+        reason = _innermost(str(error))
+        # json_format's words name no field ("Value out of range: 7"), this project's do.
+        raise _json_invalid(field, f"{field}: {reason}" if field else reason) from None
     return message
 
 

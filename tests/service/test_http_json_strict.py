@@ -267,7 +267,11 @@ LONG = "x" * 100_000
         (f'{{"{LONG}": 1}}', LONG[:50], 'Message type "cardrules.krypkasino.v1.NewGameRequest"'),
         (f'{{"bogus": {{"{LONG}": 1, "{LONG}": 2}}}}', "bogus", "Message type"),
         (f'{{"config": {{"players": 2, "teams": "{LONG}"}}}}', "config.teams", "config.teams"),
-        (f'{{"config": {{"players": "{"9" * 100_000}"}}}}', "config.players", "Couldn't parse"),
+        (
+            f'{{"config": {{"players": "{"9" * 100_000}"}}}}',
+            "config.players",
+            "config.players: Couldn't parse",
+        ),
         (f'{{"config": {{"players": 2, "{LONG}": 1}}}}', "config.xxx", "Message type"),
     ],
 )
@@ -654,10 +658,10 @@ def test_null_is_the_default_of_any_field_even_a_repeated_one_or_a_map() -> None
 
 
 def test_a_null_element_of_a_list_is_left_to_json_format() -> None:
-    """Which refuses it in its own words, naming the element."""
+    """Which refuses it in its own words, after the element's path."""
     assert refusal_of(b'{"decks": [{"cards": [null]}]}', pb.NewGameRequest) == (
         "decks[0].cards[0]",
-        "null is not allowed to be used as an element in a repeated field",
+        "decks[0].cards[0]: null is not allowed to be used as an element in a repeated field",
     )
 
 
@@ -779,7 +783,7 @@ def test_a_value_json_format_refuses_is_named_by_its_proto_name() -> None:
     """Not by the lowerCamelCase name it was sent under."""
     assert refusal_of(b'{"config": {"firstDealer": 99999999999}}', pb.NewGameRequest) == (
         "config.first_dealer",
-        "Value out of range: 99999999999",
+        "config.first_dealer: Value out of range: 99999999999",
     )
 
 
@@ -1022,7 +1026,7 @@ def test_a_number_that_is_no_whole_number_is_refused_for_an_integer_or_enum(
 @pytest.mark.parametrize(
     ("text", "description"),
     [
-        ("18446744073709551616.0", "Value out of range: 18446744073709551616"),  # 2**64
+        ("18446744073709551616.0", "seed: Value out of range: 18446744073709551616"),  # 2**64
         ("1e20", "seed is out of range, not 1e20"),
         ("1e999999999", "seed is out of range, not 1e999999999"),
         # Past what Python's decimal reads: refused all the same, not INTERNAL.

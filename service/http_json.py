@@ -53,6 +53,7 @@ _INTEGER = re.compile(r"-?[0-9]+")
 # would also take "1e3", "7.0" and "07", which a client checked against the document
 # could never send, and no two spellings of one value should both be valid.
 _CANONICAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+_SPELLING = "a JSON number, or a string of decimal digits without a leading zero"
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT32_DIGITS = len(str(_INT32_MAX))
 # Digits of the largest 64-bit integer (uint64's, 20): a longer number is out of range.
@@ -131,6 +132,16 @@ def _number(text: str) -> int | float:
     return number
 
 
+def _integer(text: str) -> int | float:
+    """A JSON integer; one longer than any 64-bit integer is an ``_Inexact`` out of range,
+    as ``_number`` makes it: Python's ``int`` refuses to read more than 4,300 digits."""
+    if len(text) - text.startswith("-") <= _EXACT_DIGITS:
+        return int(text)
+    number = _Inexact(text)
+    number.text, number.whole = text, True
+    return number
+
+
 def _constant(name: str) -> float:
     """Python's json takes NaN and Infinity, which RFC 8259 does not."""
     raise ValueError(f"{name} is not a JSON value")
@@ -152,6 +163,7 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
             object_pairs_hook=_objects_noting(duplicates),
             parse_constant=_constant,
             parse_float=_number,
+            parse_int=_integer,
         )
     except UnicodeDecodeError as error:
         raise _json_invalid("", f"the body is not UTF-8: {error.reason}") from None
@@ -289,10 +301,9 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         if isinstance(value, str):
             if not _CANONICAL_INTEGER.fullmatch(value):
                 raise _json_invalid(
-                    path,
-                    f"{path} must be an integer (a JSON number, or a string of decimal digits "
-                    f"without a leading zero), not {_quoted(value)}",
+                    path, f"{path} must be an integer ({_SPELLING}), not {_quoted(value)}"
                 )
+            _refuse_long(value, path)
         elif isinstance(value, bool) or not isinstance(value, int):
             raise _wrong_type(path, "an integer (a JSON number or string)", value)
     elif cpp_type in _FLOAT_TYPES:
@@ -310,6 +321,11 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         # width: json_format wraps a number beyond 32 bits (4294967298 read as 2, another
         # rule than the client meant) where it refuses one just beyond 31.
         name = value if isinstance(value, str) and not _INTEGER.fullmatch(value) else None
+        if name is None and isinstance(value, str) and not _CANONICAL_INTEGER.fullmatch(value):
+            raise _json_invalid(
+                path,
+                f"{path} must be an enum value name or number ({_SPELLING}), not {_quoted(value)}",
+            )
         if name is None and not _is_int32(value):
             raise _json_invalid(
                 path, f"{path} must be an enum number of 32 bits, not {_quoted(str(value))}"
@@ -325,6 +341,13 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             raise _json_invalid(path, f"{path} is not base64: {problem}")
     elif not isinstance(value, str):
         raise _wrong_type(path, "a JSON string", value)
+
+
+def _refuse_long(digits: str, path: str) -> None:
+    """An integer in a string longer than any 64-bit one: json_format's ``int`` would
+    refuse one of over 4,300 digits in Python's words, as no integer at all."""
+    if len(digits.lstrip("-")) > _EXACT_DIGITS:
+        raise _json_invalid(path, f"{path} is out of range, not {_quoted(digits)}")
 
 
 def _refuse_inexact(value: object, path: str) -> None:

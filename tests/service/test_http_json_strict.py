@@ -270,7 +270,7 @@ LONG = "x" * 100_000
         (
             f'{{"config": {{"players": "{"9" * 100_000}"}}}}',
             "config.players",
-            "config.players: Couldn't parse",
+            "config.players is out of range",
         ),
         (f'{{"config": {{"players": 2, "{LONG}": 1}}}}', "config.xxx", "Message type"),
     ],
@@ -866,6 +866,35 @@ def test_a_config_integer_in_a_string_is_held_to_the_same_spelling() -> None:
     )
 
 
+@pytest.mark.parametrize("text", ["02", "0002", "-0", "-00", "-01"])
+def test_an_enum_number_in_a_string_is_held_to_the_same_spelling(text: str) -> None:
+    """json_format would read "02" as 2 and "-0" as 0, where "2" and "0" are the spellings."""
+    body = json.dumps({"config": {"players": 4, "teams": text}}).encode()
+    assert refusal_of(body, pb.NewGameRequest) == (
+        "config.teams",
+        "config.teams must be an enum value name or number (a JSON number, or a string of "
+        f"decimal digits without a leading zero), not {json.dumps(text)}",
+    )
+    card = json.dumps({"move": {"card": {"rank": text, "suit": "1"}}}).encode()
+    assert refusal_of(card, pb.PlayRequest)[0] == "move.card.rank"
+
+
+@pytest.mark.parametrize("digits", [21, 4300, 4301, 100_000])
+@pytest.mark.parametrize("quoted", [False, True], ids=["number", "string"])
+def test_an_integer_longer_than_any_64_bit_one_is_out_of_range_naming_its_field(
+    digits: int, quoted: bool
+) -> None:
+    """Python's int() reads at most 4,300 digits: json.loads and json_format once refused
+    longer ones in Python's words ("use sys.set_int_max_str_digits()"), naming no field."""
+    text = "9" * digits
+    value = json.dumps(text) if quoted else text
+    body = f'{{"config": {{"players": 2}}, "seed": {value}}}'.encode()
+    field, description = refusal_of(body, pb.NewGameRequest)
+    assert field == "seed"
+    assert description.startswith("seed is out of range, not ")
+    assert len(description) <= 403
+
+
 def test_negative_numbers_in_strings_are_integers_and_enum_numbers() -> None:
     """Left to json_format, which takes them: proto3 enums are open."""
     body = b'{"config": {"firstDealer": "-1", "teams": "-1"}}'
@@ -946,7 +975,7 @@ def test_a_card_with_its_rank_and_suit_counts_six_bytes_towards_the_limit() -> N
         {"seed": "7"},
         {"config": {"players": 2, "rules": {"singleDeck": True}}},
         {"decks": [{"cards": [{"suit": "SUIT_CLUBS"}, {"rank": 1}, {"rank": "2", "suit": "0"}]}]},
-        {"seed": "0", "config": {"players": "2", "teams": "-0"}},
+        {"seed": "0", "config": {"players": "2", "teams": "0"}},
         {"state": "AA=="},
     ],
     ids=["int", "int32_max", "string_number", "bool", "enums", "zeros_in_strings", "bytes"],

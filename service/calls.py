@@ -17,7 +17,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -37,9 +37,13 @@ _OK = code_label(grpc.StatusCode.OK)
 
 @dataclass(slots=True)
 class CallInfo:
-    """What a handler learns about its call, for the request log line."""
+    """What a handler tells about its call: the game for the request log line, and the
+    domain counters of what it did (design section 6), counted by ``CallRunner`` only
+    when its answer stands. A call dropped at its deadline, or failed by a bug, counts
+    none: no caller received the game it started or the move it played."""
 
     game_id: str | None = None
+    counts: list[Callable[[], None]] = field(default_factory=list)
 
 
 #: An API method as both transports call it: a request message in, a response out.
@@ -76,9 +80,11 @@ def within_deadline(
             response = handler(request, info)
         except ServiceError:
             if time_remaining() == 0:  # a refusal nobody reads either
+                info.counts.clear()
                 raise deadline_exceeded() from None
             raise
         if time_remaining() == 0:
+            info.counts.clear()
             raise deadline_exceeded()
         return response
 
@@ -160,10 +166,13 @@ class CallRunner:
         except Exception:
             self._log.exception("unhandled error", method=method, request_id=request_id)
             error = internal_error()
+            info.counts.clear()
         seconds = time.perf_counter() - started
         code = _OK if error is None else code_label(error.code)
         if metrics is not None:
             metrics.rpc_handled(service, method, code, seconds)
+        for count in info.counts:
+            count()
         fields = request_log_fields(
             request_id=request_id,
             method=f"{service}/{method}",

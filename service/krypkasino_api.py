@@ -11,6 +11,7 @@ import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf.message import DecodeError
@@ -143,8 +144,14 @@ class KrypkasinoApi:
         info.game_id = game_id
         token, state_id = self._seal(state, game_id)
         if self._metrics is not None:
-            self._metrics.game_started(
-                GAME, config.players, config.teams.value, variant_label(config.rules.enabled())
+            info.counts.append(
+                partial(
+                    self._metrics.game_started,
+                    GAME,
+                    config.players,
+                    config.teams.value,
+                    variant_label(config.rules.enabled()),
+                )
             )
         response = pb.NewGameResponse(
             game_id=game_id,
@@ -167,8 +174,8 @@ class KrypkasinoApi:
                 for move in legal_moves(state, seat)
             ]
         )
-        self._renew(response, opened.game_id, seat, request.seat_token)
-        self._renew_state(response, request.state, opened)
+        self._renew(response, info, opened.game_id, seat, request.seat_token)
+        self._renew_state(response, info, request.state, opened)
         return response
 
     def play(self, request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:
@@ -185,22 +192,22 @@ class KrypkasinoApi:
             state, events = play(opened.state, seat, move)
         except IllegalMoveError as error:
             if self._metrics is not None:
-                self._metrics.illegal_move(GAME, error.reason.value)
+                info.counts.append(partial(self._metrics.illegal_move, GAME, error.reason.value))
             raise _illegal_move_refusal(error, opened.state, seat) from None
         if self._metrics is not None:
-            self._count_moves(events)
+            info.counts.append(partial(_count_moves, self._metrics, events))
         token, state_id = self._seal(state, opened.game_id)
         response = pb.PlayResponse(state=token)
         codec.add_events(response.events, events)
         view_codec.fill_view(response.view, view(state, seat), opened.game_id, state_id)
-        self._renew(response, opened.game_id, seat, request.seat_token)
+        self._renew(response, info, opened.game_id, seat, request.seat_token)
         return response
 
     def score(self, request: pb.ScoreRequest, info: CallInfo) -> pb.ScoreResponse:
         """K12-K13: the finished deals' score sheets, match totals and winners."""
         opened = self._open(request.state, info)
         response = codec.score_to_proto(score(opened.state))
-        self._renew_state(response, request.state, opened)
+        self._renew_state(response, info, request.state, opened)
         return response
 
     def get_view(self, request: pb.GetViewRequest, info: CallInfo) -> pb.GetViewResponse:
@@ -218,8 +225,8 @@ class KrypkasinoApi:
             response.view, view(opened.state, seat), opened.game_id, opened.state_id
         )
         if seat is not None:
-            self._renew(response, opened.game_id, seat, request.seat_token)
-        self._renew_state(response, request.state, opened)
+            self._renew(response, info, opened.game_id, seat, request.seat_token)
+        self._renew_state(response, info, request.state, opened)
         return response
 
     # -- shared steps -------------------------------------------------------
@@ -297,6 +304,7 @@ class KrypkasinoApi:
     def _renew(
         self,
         response: pb.LegalMovesResponse | pb.PlayResponse | pb.GetViewResponse,
+        info: CallInfo,
         game_id: str,
         seat: int,
         token: bytes,
@@ -307,11 +315,12 @@ class KrypkasinoApi:
         if renewed is not None:
             response.seat_token = renewed
             if self._metrics is not None:
-                self._metrics.seat_token_renewed(GAME)
+                info.counts.append(partial(self._metrics.seat_token_renewed, GAME))
 
     def _renew_state(
         self,
         response: pb.LegalMovesResponse | pb.ScoreResponse | pb.GetViewResponse,
+        info: CallInfo,
         token: bytes,
         opened: OpenedState,
     ) -> None:
@@ -322,15 +331,15 @@ class KrypkasinoApi:
         if renewed is not None:
             response.state = renewed
             if self._metrics is not None:
-                self._metrics.state_token_renewed(GAME)
+                info.counts.append(partial(self._metrics.state_token_renewed, GAME))
 
-    def _count_moves(self, events: list[Event]) -> None:
-        assert self._metrics is not None
-        for event in events:
-            if isinstance(event, Crawled):
-                self._metrics.move_played(GAME, move_kind(True, SweepKind.NONE))
-            elif isinstance(event, Captured):
-                self._metrics.move_played(GAME, move_kind(False, event.sweep))
+
+def _count_moves(metrics: ServiceMetrics, events: list[Event]) -> None:
+    for event in events:
+        if isinstance(event, Crawled):
+            metrics.move_played(GAME, move_kind(True, SweepKind.NONE))
+        elif isinstance(event, Captured):
+            metrics.move_played(GAME, move_kind(False, event.sweep))
 
 
 def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> ServiceError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import functools
 import json
 import os
 import random
@@ -19,11 +20,12 @@ import grpc
 import pytest
 from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf.message import Message
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.krypkasino import Reason, Removal, Rules
-from service.calls import CallInfo, CallRunner
+from service.calls import CallInfo, CallRunner, Handler, within_deadline
 from service.config import ServerConfig
 from service.errors import ServiceError, invalid_argument
 from service.metrics import (
@@ -537,16 +539,30 @@ _KIND_LABELS = {
 }
 
 
+def answered(runner: CallRunner, method: str, handler: Handler, request: Message) -> Any:
+    """``handler``'s answer to ``request`` through ``runner``, as either transport calls
+    it; a refusal is raised."""
+    outcome = runner.run(SERVICE, method, "grpc", "test", handler, request)
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.response
+
+
 def test_domain_counters_count_what_the_api_answered(registry: CollectorRegistry) -> None:
     """Design section 6: games started, moves by kind, sweeps and illegal moves, counted
     from whole games played through the API, against the events its answers carried."""
-    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), new_metrics(registry))
+    metrics = new_metrics(registry)
+    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), metrics)
+    runner = CallRunner(metrics)
     rng = random.Random(3)
     kinds: collections.Counter[str] = collections.Counter()
     out_of_turn = 0
     for seed in (1, 2):
-        game = api.new_game(
-            pb.NewGameRequest(config=pb.GameConfig(players=2), seed=seed), CallInfo()
+        game = answered(
+            runner,
+            "NewGame",
+            api.new_game,
+            pb.NewGameRequest(config=pb.GameConfig(players=2), seed=seed),
         )
         state, view = game.state, game.view
         while view.HasField("turn"):
@@ -554,7 +570,10 @@ def test_domain_counters_count_what_the_api_answered(registry: CollectorRegistry
             token = game.seat_tokens[seat]
             if rng.random() < 0.1:
                 with pytest.raises(ServiceError) as refused:
-                    api.play(
+                    answered(
+                        runner,
+                        "Play",
+                        api.play,
                         pb.PlayRequest(
                             state=state,
                             seat=1 - seat,
@@ -565,15 +584,16 @@ def test_domain_counters_count_what_the_api_answered(registry: CollectorRegistry
                                 )
                             ),
                         ),
-                        CallInfo(),
                     )
                 assert refused.value.reason == "NOT_YOUR_TURN"
                 out_of_turn += 1
             request = pb.LegalMovesRequest(state=state, seat=seat, seat_token=token)
-            move = rng.choice(api.legal_moves(request, CallInfo()).moves)
-            played = api.play(
+            move = rng.choice(answered(runner, "LegalMoves", api.legal_moves, request).moves)
+            played = answered(
+                runner,
+                "Play",
+                api.play,
                 pb.PlayRequest(state=state, seat=seat, seat_token=token, move=move.move),
-                CallInfo(),
             )
             for event in played.events:
                 if event.HasField("crawled"):
@@ -596,6 +616,62 @@ def test_domain_counters_count_what_the_api_answered(registry: CollectorRegistry
         found, "cardrules_illegal_moves_total", game="krypkasino", reason="NOT_YOUR_TURN"
     )
     assert illegal == out_of_turn > 0
+
+
+def domain_counts(registry: CollectorRegistry) -> tuple[float, float, float]:
+    """Games started, moves played and illegal moves, over every label."""
+    found = samples(exposition(registry))
+
+    def total(name: str) -> float:
+        return sum(count for (series, _), count in found.items() if series == name)
+
+    return (
+        total("cardrules_games_started_total"),
+        total("cardrules_moves_total"),
+        total("cardrules_illegal_moves_total"),
+    )
+
+
+def test_a_call_dropped_at_its_deadline_or_failed_by_a_bug_counts_nothing_it_did(
+    registry: CollectorRegistry,
+) -> None:
+    """docs/api.md, DEADLINE_EXCEEDED: an answer ready after the deadline is not sent, so
+    the game it started or the move it played (or refused) reached nobody."""
+    metrics = new_metrics(registry)
+    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), metrics)
+    runner = CallRunner(metrics)
+
+    def late(handler: Handler) -> Handler:
+        return within_deadline(handler, iter((1.0, 0)).__next__)  # passed while it ran
+
+    def reason(method: str, handler: Handler, request: Message) -> str:
+        error = runner.run(SERVICE, method, "grpc", "late", handler, request).error
+        assert error is not None
+        return error.reason
+
+    new_game = pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1)
+    assert reason("NewGame", late(api.new_game), new_game) == "DEADLINE_EXCEEDED"
+    game = answered(runner, "NewGame", api.new_game, new_game)
+    seat = game.view.turn
+    request = pb.LegalMovesRequest(state=game.state, seat=seat, seat_token=game.seat_tokens[seat])
+    move = answered(runner, "LegalMoves", api.legal_moves, request).moves[0].move
+    play = pb.PlayRequest(state=game.state, seat=seat, seat_token=game.seat_tokens[seat], move=move)
+    out_of_turn = pb.PlayRequest(
+        state=game.state, seat=1 - seat, seat_token=game.seat_tokens[1 - seat], move=move
+    )
+    assert reason("Play", late(api.play), play) == "DEADLINE_EXCEEDED"
+    assert reason("Play", late(api.play), out_of_turn) == "DEADLINE_EXCEEDED"
+
+    def counted_then_crashed(request: Message, info: CallInfo) -> Message:
+        info.counts.append(functools.partial(metrics.move_played, "krypkasino", "crawl"))
+        raise KeyError("a bug")
+
+    assert reason("Play", counted_then_crashed, play) == "INTERNAL"
+    assert domain_counts(registry) == (1, 0, 0)
+
+    answered(runner, "Play", api.play, play)
+    assert reason("Play", api.play, out_of_turn) == "NOT_YOUR_TURN"
+    assert domain_counts(registry) == (1, 1, 1)
 
 
 def fill(values: Any, count: int) -> None:  # prometheus_client is untyped

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
@@ -54,6 +54,7 @@ from service.metrics import (
 from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
 from service.signals import StopSignals, ignore_further_stops
+from service.standard_services import add_health_and_reflection
 from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from service.watchdog import Heartbeats, keep_beating, start_watchdog
@@ -158,14 +159,14 @@ async def run_servers(
         (KrypkasinoServicer(api, runner, config.max_request_bytes).rpc_handler(),)
     )
     health_servicer = DrainingHealth()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
+    add_health_and_reflection(
+        server,
+        health_servicer,
         (
             SERVICE_NAME,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         ),
-        server,
     )
     address = host_port(config.host, config.grpc_port)
     try:
@@ -212,6 +213,7 @@ class DrainingHealth(health.aio.HealthServicer):
     def __init__(self) -> None:
         super().__init__()
         self._stopping = asyncio.Event()
+        self._statuses: dict[str, int] = {}
 
     async def Watch(  # noqa: N802 - the name is the RPC's
         self,
@@ -231,6 +233,20 @@ class DrainingHealth(health.aio.HealthServicer):
             stopping.cancel()
         if watching.done() and not watching.cancelled():
             watching.result()  # the stream's own error, if it failed
+
+    async def set(self, service: str, status: int) -> None:
+        await super().set(service, status)
+        self._statuses[service] = status
+
+    async def List(  # noqa: N802 - the name is the RPC's
+        self, request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Any:
+        """Every name's status: the health protocol's List, which the library leaves out."""
+        # Any: the type stubs of grpcio-health-checking predate List.
+        response: Any = health_pb2.HealthListResponse()  # type: ignore[attr-defined]
+        for name, status in self._statuses.items():
+            response.statuses[name].status = status
+        return response
 
     def end_watches(self) -> None:
         """End every Watch stream, and each one opened from now on, with status OK."""

@@ -8,16 +8,19 @@ is h2's protocol machine over a plain socket, which lets it misbehave as grpc's 
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 
+import grpc
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.settings import SettingCodes, Settings
 
-from tests.service.grpc_helpers import connect
+from tests.service.grpc_helpers import connect, health, outcome
 from tests.service.server_process import failure_lines, running
 
 
@@ -81,4 +84,44 @@ def test_a_client_that_goes_while_its_answers_wait_leaves_no_error_in_the_log() 
         # The server goes on serving; its log is complete once it has stopped.
         with connect(server.target) as stub:
             stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=10)
+    assert failure_lines(server) == []
+
+
+# What grpc.aio parses itself for the standard services' handlers: it answered UNKNOWN
+# and logged each DecodeError with a traceback at error level.
+UNDECODABLE = [
+    ("/grpc.health.v1.Health/Check", "unary"),
+    ("/grpc.health.v1.Health/List", "unary"),
+    ("/grpc.health.v1.Health/Watch", "stream"),
+    ("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", "both"),
+]
+
+
+def send(channel: grpc.Channel, path: str, kind: str, message: bytes) -> None:
+    """``message`` as the request bytes of the method at ``path``, every answer read."""
+    if kind == "unary":
+        unary: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(path)
+        unary(message, timeout=10)
+    elif kind == "stream":
+        stream: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(path)
+        list(stream(message, timeout=10))
+    else:
+        both: grpc.StreamStreamMultiCallable[bytes, bytes] = channel.stream_stream(path)
+        list(both(iter([message]), timeout=10))
+
+
+def test_bytes_that_are_no_health_or_reflection_request_are_malformed_and_leave_no_error():
+    with running() as server, grpc.insecure_channel(server.target) as channel:
+        for path, kind in UNDECODABLE:
+            for garbage in (b"\x0a\x05ab", b"\xff\xff"):
+                refusal = outcome(functools.partial(send, channel, path, kind, garbage))
+                assert refusal is not None, path
+                assert (refusal.code, refusal.reason) == (
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "REQUEST_MALFORMED",
+                ), path
+                assert path in refusal.message
+        # The same services still answer requests that parse.
+        answer = health(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
     assert failure_lines(server) == []

@@ -809,6 +809,17 @@ def test_health_reports_serving(grpc_target, service):
     assert answer.status == SERVING
 
 
+def test_health_lists_every_name_it_answers_for(grpc_target):
+    """The health protocol's List, which grpcio-health-checking leaves unimplemented (a
+    call answered UNIMPLEMENTED, logged as an error with a traceback)."""
+    with grpc.insecure_channel(grpc_target) as channel:
+        list_request = health_pb2.HealthListRequest()  # type: ignore[attr-defined]
+        listed = health(channel).List(list_request, timeout=10)
+    assert {name: answer.status for name, answer in listed.statuses.items()} == {
+        name: SERVING for name in ("", "liveness", "readiness", SERVICE)
+    }
+
+
 def test_health_does_not_know_other_services(grpc_target):
     with grpc.insecure_channel(grpc_target) as channel, pytest.raises(grpc.RpcError) as unknown:
         health(channel).Check(

@@ -33,8 +33,9 @@ class StopSignals:
 
     A SIGINT that comes during a SIGTERM's drain delay cuts the delay short: a
     second Ctrl-C, or the one a terminal sends to the workers of ``--workers N``.
-    Once stopping, further SIGTERMs and SIGHUPs are ignored, also after the event
-    loop has closed (which would restore the default action, death by the signal).
+    Once stopping, further SIGTERMs and SIGHUPs change nothing, and once serving is
+    over every stop signal is ignored, also after the event loop has closed (which
+    would restore the default action, death by the signal).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, pending: PendingSignals) -> None:
@@ -48,12 +49,15 @@ class StopSignals:
             self.stop(signum)
 
     def stop(self, signum: signal.Signals) -> None:
-        """Stop as ``signum`` would: the handler of the stop signals, also called directly."""
+        """Stop as ``signum`` would: the handler of the stop signals, also called directly.
+
+        The loop keeps handling repeats until ``finished``: asyncio's
+        ``remove_signal_handler`` resets a signal to its default action before this
+        could ignore it, and a repeat in that moment, such as the copy the supervisor
+        of ``--workers N`` forwards right after its process group's, killed the process.
+        """
         if self.first is None:
             self.first = signum
-            for quiet in _LIKE_SIGTERM:
-                self._loop.remove_signal_handler(quiet)
-            ignore_further_stops()
         self.received.set()
         if signum == signal.SIGINT:
             self._hurry.set()
@@ -63,12 +67,15 @@ class StopSignals:
         return 0.0 if self._hurry.is_set() else configured
 
     def finished(self) -> None:
-        """Serving is over: SIGINT, the one stop signal still handled, is ignored from now
-        on too. Left to the event loop, its closing would hand SIGINT back to Python's
-        KeyboardInterrupt, and a second Ctrl-C in the last tenths of a second of the
-        exit would end a clean stop with status 130."""
-        self._loop.remove_signal_handler(signal.SIGINT)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        """Serving is over: every stop signal is ignored from now on. Left to the event
+        loop, its closing would restore their default actions: SIGTERM would kill, and
+        a second Ctrl-C in the last tenths of a second of the exit would end a clean
+        stop with status 130 (Python's KeyboardInterrupt)."""
+        for signum in (signal.SIGINT, *_LIKE_SIGTERM):
+            # The one moment a signal meets its default action: asyncio resets it as it
+            # lets go, here at the end of serving, not right after the first signal.
+            self._loop.remove_signal_handler(signum)
+            signal.signal(signum, signal.SIG_IGN)
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds``, or until SIGINT."""

@@ -483,6 +483,14 @@ BAD_INPUT = {
     "deck not the game's cards": ["--players", "4", "--deck", _WRONG_DECK],
     "double deck for single_deck": ["--players", "4", "--rule", "single_deck", "--deck", KX30_DECK],
     "more decks than deals": ["--players", "2", *["--deck", KX30_DECK] * 3],
+    # NewGame's limit, which --server would meet (exit 1) where in-process played on.
+    "more decks than NewGame takes": [
+        "--players",
+        "2",
+        "--deals",
+        "66",
+        *["--deck", KX30_DECK] * 65,
+    ],
     "pairs with 5 players": ["--players", "5", "--teams", "pairs"],
     "trios with 4 players": ["--players", "4", "--teams", "trios"],
     "unknown team mode": ["--players", "4", "--teams", "quads"],

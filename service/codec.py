@@ -317,6 +317,11 @@ def add_cards(field: RepeatedCards, cards: Iterable[Card]) -> None:
         add().CopyFrom(_CARD_PROTOS[card])
 
 
+#: The most explicit decks a ``NewGame`` takes (``TOO_MANY_DECKS``); ``simulate`` holds
+#: its ``--deck`` values to it too, so that the same flags play the same game anywhere.
+MAX_DECKS = 64
+
+
 def deck_from_proto(msg: cards_pb2.Deck, field: str) -> tuple[Card, ...]:
     """The cards of a deck, top first; the engine checks that it is a full deck (K2.1)."""
     return cards_from_proto(msg.cards, f"{field}.cards")

@@ -55,7 +55,6 @@ GAME = "krypkasino"
 SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["KrypkasinoService"]
 SERVICE_NAME = SERVICE_DESCRIPTOR.full_name
 METHODS = tuple(method.name for method in SERVICE_DESCRIPTOR.methods)
-MAX_DECKS = 64
 
 
 @dataclass(slots=True)
@@ -110,9 +109,9 @@ class KrypkasinoApi:
                 ),
                 request.config,
             )
-        if len(request.decks) > MAX_DECKS:
+        if len(request.decks) > codec.MAX_DECKS:
             raise invalid_argument(
-                "TOO_MANY_DECKS", f"at most {MAX_DECKS} explicit decks are accepted", "decks"
+                "TOO_MANY_DECKS", f"at most {codec.MAX_DECKS} explicit decks are accepted", "decks"
             )
         try:
             decks = [

@@ -39,7 +39,7 @@ from engine.krypkasino.invariants import (
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.policies import POLICIES, Situation
 from engine.krypkasino.scoring import DealResult, match_totals
-from service.krypkasino_api import MAX_DECKS
+from service.codec import MAX_DECKS
 from service.transcript import Json, codes, config_json, deal_json, event_json, move_json
 
 
@@ -94,7 +94,6 @@ def parse_decks(texts: Sequence[str], config: Config) -> tuple[tuple[Card, ...],
             raise InputError(f"deck {number}: {error}") from None
         decks.append(deck)
     if len(decks) > MAX_DECKS:
-        # The service's limit, kept in-process too: the same flags make the same game.
         raise InputError(f"{len(decks)} decks given but at most {MAX_DECKS} are accepted")
     limit = config.deal_limit
     if limit is not None and config.tie_rule is TieRule.TIEBREAK_DEAL:

@@ -11,6 +11,7 @@ import argparse
 import ipaddress
 import itertools
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -24,6 +25,9 @@ ENV_PREFIX = "CARDRULES_"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: Its deprecated name, which prometheus_client still reads.
 DEPRECATED_MULTIPROC_ENV = "prometheus_multiproc_dir"
+#: The names of prometheus_client's files of values in that folder (its ``values.py``):
+#: the server deletes these of an earlier run, and no other file.
+MULTIPROC_VALUE_FILE = re.compile(r"(?:counter|histogram|summary|gauge_[a-z]+)_[^/]+\.db")
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1

@@ -50,7 +50,7 @@ from prometheus_client.registry import Collector
 
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
-from service.config import MULTIPROC_ENV
+from service.config import MULTIPROC_ENV, MULTIPROC_VALUE_FILE
 from service.logs import get_logger
 from service.value_space import VALUE_FILE_BYTES, ValueFileFullError, reserve
 
@@ -369,7 +369,8 @@ def clear_multiprocess_dir() -> None:
     be added in. Called once the ports are known free and before any value is made:
     a second server that is refused at start must not wipe a running one's values."""
     for stale in Path(os.environ[MULTIPROC_ENV]).glob("*.db"):
-        stale.unlink(missing_ok=True)
+        if MULTIPROC_VALUE_FILE.fullmatch(stale.name):
+            stale.unlink(missing_ok=True)
 
 
 def reserve_value_files() -> None:

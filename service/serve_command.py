@@ -20,6 +20,7 @@ from typing import Any
 from service.config import (
     DEPRECATED_MULTIPROC_ENV,
     MULTIPROC_ENV,
+    MULTIPROC_VALUE_FILE,
     ConfigValueError,
     add_server_arguments,
     resolve,
@@ -135,10 +136,22 @@ def prepare_multiprocess_dir(processes: int = 1) -> str | None:
             shutil.rmtree(made, ignore_errors=True)
             raise
         return made
+    if not folder.strip():
+        # Path("") is the working folder, whose files would be taken for values.
+        raise FileNotFoundError("the variable is set but empty")
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
     if not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(f"{folder} is not writable")
+    # prometheus_client reads every *.db file there as one of its own.
+    foreign = sorted(
+        name.name for name in path.glob("*.db") if not MULTIPROC_VALUE_FILE.fullmatch(name.name)
+    )
+    if foreign:
+        raise FileExistsError(
+            f"{folder} holds files that are not prometheus_client's ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}): give the metrics a folder of their own"
+        )
     _check_room(folder, processes)
     return None
 

@@ -67,6 +67,7 @@ def launched(
     args: Sequence[str],
     env: dict[str, str] | None = None,
     program: Sequence[str] = (CARDRULES,),
+    cwd: Path | None = None,
 ) -> Iterator[subprocess.Popen[str]]:
     """``cardrules serve`` (or ``program`` taking its arguments) on loopback with free ports
     and no state keys (so that its first log line, the ephemeral-key warning, comes before
@@ -80,7 +81,12 @@ def launched(
     if "--metrics-port" not in args:
         command += ["--metrics-port", str(metrics_port)]
     process = start_session(
-        [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
+        [*command, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environ,
+        cwd=cwd,
     )
     try:
         yield process
@@ -868,6 +874,40 @@ def test_an_unwritable_metrics_folder_with_one_worker_names_the_variable_not_wor
     assert output.startswith(f"cardrules: error: {variable} is set, which keeps the metrics ")
     assert "multiprocess" in output and "unset it" in output
     assert "--workers" not in output and output.count("\n") == 1
+
+
+@pytest.mark.parametrize("variable", ["PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"])
+@pytest.mark.parametrize("args", [WORKERS, ("--workers", "1")], ids=["workers", "one"])
+def test_an_empty_metrics_folder_variable_exits_2_and_deletes_nothing(tmp_path, variable, args):
+    """An empty value named the working folder: the server deleted every ``*.db`` there
+    as an earlier run's values, and with workers its supervisor then crashed."""
+    kept = tmp_path / "important.db"
+    kept.write_text("precious")
+    with launched(args, {variable: ""}, cwd=tmp_path) as process:
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "the variable is set but empty" in output and output.count("\n") == 1
+    assert [path.name for path in tmp_path.iterdir()] == ["important.db"]
+    assert kept.read_text() == "precious"
+
+
+def test_a_metrics_folder_holding_other_files_exits_2_and_deletes_nothing(tmp_path):
+    """prometheus_client reads every ``*.db`` file in its folder as its own; the server
+    deletes only the values an earlier run left (``counter_1.db``), never a stranger's."""
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    for name in ("important.db", "counter_1.db", "notes.txt"):
+        (folder / name).write_text("kept")
+    with launched(WORKERS, {"PROMETHEUS_MULTIPROC_DIR": str(folder)}) as process:
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "holds files that are not prometheus_client's (important.db)" in output
+    assert output.count("\n") == 1
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "counter_1.db",
+        "important.db",
+        "notes.txt",
+    ]
 
 
 @pytest.mark.parametrize("host", ["::1", "[::1]"])

@@ -25,7 +25,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,7 @@ from service.metrics import (
 )
 from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
-from service.signals import StopSignals, ignore_further_stops
+from service.signals import StopSignals
 from service.standard_services import add_health_and_reflection
 from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
@@ -146,6 +146,9 @@ async def run_servers(
     serves. A worker also stops when its ``supervisor`` is gone, and beats for it
     (``_follow_supervisor``). Returns the exit status.
     """
+    # Until every server has started, so that each thread grpc and aiohttp start keeps
+    # them blocked: the main thread takes every stop signal (``StopSignals.finished``).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     signals = StopSignals(asyncio.get_running_loop(), pending)
     asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
     if metrics is not None:
@@ -188,6 +191,7 @@ async def run_servers(
         http_port=http.port,
         pid=os.getpid(),
     )
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     await signals.received.wait()
     await _shut_down(config, server, http, health_servicer, signals)
     signals.finished()
@@ -376,7 +380,8 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     registry = CollectorRegistry()
     metrics = new_metrics(registry)
     add_process_metrics(registry)
-    stop_metrics = _start_metrics(config, registry)
+    with _signals_blocked(STOP_SIGNALS):  # for the metrics server's threads
+        stop_metrics = _start_metrics(config, registry)
     if stop_metrics is None:
         return 1
     try:
@@ -556,11 +561,12 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     if MULTIPROC_ENV not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
     workers, heartbeats = _fork_workers(config, keys)
-    end_watch = (
-        start_watchdog(workers, heartbeats, config.worker_timeout_seconds)
-        if config.worker_timeout_seconds
-        else lambda: None
-    )
+    with _signals_blocked(_SUPERVISOR_SIGNALS):  # for the watchdog's thread
+        end_watch = (
+            start_watchdog(workers, heartbeats, config.worker_timeout_seconds)
+            if config.worker_timeout_seconds
+            else lambda: None
+        )
     stopping = False
 
     def forward(signum: int, _frame: object) -> None:
@@ -570,7 +576,6 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
         if not stopping:
             deadline = config.drain_delay_seconds + config.grace_seconds + STOP_MARGIN_SECONDS
             signal.setitimer(signal.ITIMER_REAL, deadline)
-            ignore_further_stops()
         stopping = True
         for pid in list(workers):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
@@ -590,7 +595,8 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     for signum in pending.received:
         forward(signum, None)
     status = 0
-    stop_metrics = _start_metrics(config, multiprocess_registry())
+    with _signals_blocked(_SUPERVISOR_SIGNALS):  # for the metrics server's threads
+        stop_metrics = _start_metrics(config, multiprocess_registry())
     if stop_metrics is None:
         status = 1
         forward(signal.SIGINT, None)  # nothing was served yet: no drain delay
@@ -607,11 +613,36 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
             status = 1
             forward(signal.SIGTERM, None)
     signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing left to hurry (as for SIGTERM)
+    # Ignored from now on: Python resets its own handlers to the default action as it
+    # exits, and a repeat would end a clean stop with 143. Set while no thread can take
+    # one, as Python reports a signal it had taken but not yet handled when its handler
+    # changes to SIG_IGN ("ignored due to race condition") with a traceback.
+    with _signals_blocked(STOP_SIGNALS):
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
     end_watch()
     if stop_metrics is not None:
         stop_metrics()
     return status
+
+
+#: The signals the supervisor's main thread handles. Its other threads (the watchdog, the
+#: metrics server and the thread of each scrape) block them, as a thread inherits the
+#: mask of the thread that starts it: the kernel hands a signal to any thread that does
+#: not block it, and Python runs handlers in the main thread only, which would not wake
+#: from ``os.wait`` for one another thread took: the stop waited for a worker to exit.
+_SUPERVISOR_SIGNALS = (*STOP_SIGNALS, signal.SIGALRM)
+
+
+@contextlib.contextmanager
+def _signals_blocked(signals: Iterable[int]) -> Iterator[set[int | signal.Signals]]:
+    """``signals`` blocked in this thread and the threads it starts meanwhile; yields the
+    mask before."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 #: How long after the drain delay and the grace period a supervisor waits for its
@@ -642,8 +673,7 @@ def _fork_workers(config: ServerConfig, keys: KeyRing) -> tuple[dict[int, int], 
     workers: dict[int, int] = {}
     heartbeats = Heartbeats(config.workers)
     lifeline, held = os.pipe()
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
+    with _signals_blocked(STOP_SIGNALS) as mask:
         for worker in range(1, config.workers + 1):
             pid = os.fork()
             if pid == 0:
@@ -654,9 +684,7 @@ def _fork_workers(config: ServerConfig, keys: KeyRing) -> tuple[dict[int, int], 
                 link = SupervisorLink(lifeline, functools.partial(heartbeats.beat, worker))
                 os._exit(_run_worker(config, keys, pending, link))
             workers[pid] = worker
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        os.close(lifeline)
+    os.close(lifeline)
     # ``held`` is never closed here: the kernel closes it when the supervisor exits,
     # however it dies.
     return workers, heartbeats

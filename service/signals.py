@@ -16,16 +16,8 @@ import signal
 
 from service.start_signals import PendingSignals
 
-# Stop as SIGTERM does, and are ignored once stopping.
+# Stop as SIGTERM does; SIGINT also cuts the drain delay short.
 _LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
-
-
-def ignore_further_stops() -> None:
-    """SIGTERM and SIGHUP ignored from now on: only the first counts. Ignored, not left to
-    a handler that returns, because Python resets the handlers it ran to the default
-    action as it exits, and a repeated SIGTERM would then end a clean stop with 143."""
-    for quiet in _LIKE_SIGTERM:
-        signal.signal(quiet, signal.SIG_IGN)
 
 
 class StopSignals:
@@ -71,11 +63,19 @@ class StopSignals:
         loop, its closing would restore their default actions: SIGTERM would kill, and
         a second Ctrl-C in the last tenths of a second of the exit would end a clean
         stop with status 130 (Python's KeyboardInterrupt)."""
-        for signum in (signal.SIGINT, *_LIKE_SIGTERM):
-            # The one moment a signal meets its default action: asyncio resets it as it
-            # lets go, here at the end of serving, not right after the first signal.
-            self._loop.remove_signal_handler(signum)
-            signal.signal(signum, signal.SIG_IGN)
+        stops = (signal.SIGINT, *_LIKE_SIGTERM)
+        # asyncio resets a signal to its default action as it lets go of it: done while
+        # no thread takes one, as the server's other threads block them from their start
+        # (``run_servers``), and a signal that comes meanwhile waits, then is dropped by
+        # SIG_IGN. Blocking runs the handlers of those Python has taken first: one taken
+        # but not yet handled when SIG_IGN is set is reported with a traceback.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+        try:
+            for signum in stops:
+                self._loop.remove_signal_handler(signum)
+                signal.signal(signum, signal.SIG_IGN)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds``, or until SIGINT."""

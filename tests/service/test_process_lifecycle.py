@@ -742,6 +742,49 @@ def _exists(pid: int) -> bool:
     return True
 
 
+def blocked_signals(pid: int, thread: int) -> set[signal.Signals]:
+    """The signals ``thread`` of process ``pid`` blocks (``SigBlk`` of /proc)."""
+    status = Path(f"/proc/{pid}/task/{thread}/status").read_text()
+    mask = int(
+        next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16
+    )
+    return {signum for signum in signal.Signals if mask >> (signum - 1) & 1}
+
+
+def assert_only_the_main_thread_takes(pid: int, taken: set[signal.Signals]) -> None:
+    threads = sorted(int(task.name) for task in Path(f"/proc/{pid}/task").iterdir())
+    assert len(threads) >= 2
+    assert not blocked_signals(pid, pid) & taken
+    for thread in threads:
+        if thread != pid:
+            assert blocked_signals(pid, thread) >= taken, (pid, thread)
+
+
+STOPS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+@pytest.mark.parametrize("processes", [1, 2], ids=["one_process", "workers"])
+def test_only_the_main_thread_of_each_process_takes_its_signals(processes):
+    """The kernel hands a signal sent to a process to any of its threads that does not
+    block it, but Python runs handlers in the main thread only. In the supervisor a stop
+    signal another thread took waited until ``os.wait`` returned for a worker's exit, and
+    back-to-back signals left the server serving, readiness SERVING, until killed; in a
+    server, a repeat taken by a thread of grpc's as asyncio let go of the signals at the
+    end of serving met the default action, and killed it."""
+    args = (*workers(), "--worker-timeout-seconds", "5") if processes == 2 else ()
+    with running((*args, "--metrics-port", str(free_port()))) as server:
+        listening = server.wait_for_logs("listening", processes)
+        server.wait_for_logs("metrics")
+        with connect(server.target) as stub:
+            for _ in range(20):
+                stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        assert metric_samples(server.metrics_url)
+        for line in listening:
+            assert_only_the_main_thread_takes(int(str(line["pid"])), STOPS)
+        if processes == 2:  # the supervisor: its watchdog and metrics threads
+            assert_only_the_main_thread_takes(server.process.pid, {*STOPS, signal.SIGALRM})
+
+
 def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):
     with running(workers(), {"TMPDIR": str(tmp_path)}) as server:
         server.wait_for_logs("listening", 2)

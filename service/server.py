@@ -25,7 +25,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,7 @@ from service.metrics import (
 )
 from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
-from service.signals import StopSignals
+from service.signals import StopSignals, signals_blocked
 from service.standard_services import add_health_and_reflection
 from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
@@ -380,7 +380,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     registry = CollectorRegistry()
     metrics = new_metrics(registry)
     add_process_metrics(registry)
-    with _signals_blocked(STOP_SIGNALS):  # for the metrics server's threads
+    with signals_blocked(STOP_SIGNALS):  # for the metrics server's threads
         stop_metrics = _start_metrics(config, registry)
     if stop_metrics is None:
         return 1
@@ -561,7 +561,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     if MULTIPROC_ENV not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
     workers, heartbeats = _fork_workers(config, keys)
-    with _signals_blocked(_SUPERVISOR_SIGNALS):  # for the watchdog's thread
+    with signals_blocked(_SUPERVISOR_SIGNALS):  # for the watchdog's thread
         end_watch = (
             start_watchdog(workers, heartbeats, config.worker_timeout_seconds)
             if config.worker_timeout_seconds
@@ -595,7 +595,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     for signum in pending.received:
         forward(signum, None)
     status = 0
-    with _signals_blocked(_SUPERVISOR_SIGNALS):  # for the metrics server's threads
+    with signals_blocked(_SUPERVISOR_SIGNALS):  # for the metrics server's threads
         stop_metrics = _start_metrics(config, multiprocess_registry())
     if stop_metrics is None:
         status = 1
@@ -617,7 +617,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     # exits, and a repeat would end a clean stop with 143. Set while no thread can take
     # one, as Python reports a signal it had taken but not yet handled when its handler
     # changes to SIG_IGN ("ignored due to race condition") with a traceback.
-    with _signals_blocked(STOP_SIGNALS):
+    with signals_blocked(STOP_SIGNALS):
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
     end_watch()
@@ -632,17 +632,6 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
 #: not block it, and Python runs handlers in the main thread only, which would not wake
 #: from ``os.wait`` for one another thread took: the stop waited for a worker to exit.
 _SUPERVISOR_SIGNALS = (*STOP_SIGNALS, signal.SIGALRM)
-
-
-@contextlib.contextmanager
-def _signals_blocked(signals: Iterable[int]) -> Iterator[set[int | signal.Signals]]:
-    """``signals`` blocked in this thread and the threads it starts meanwhile; yields the
-    mask before."""
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    try:
-        yield mask
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 #: How long after the drain delay and the grace period a supervisor waits for its
@@ -673,7 +662,7 @@ def _fork_workers(config: ServerConfig, keys: KeyRing) -> tuple[dict[int, int], 
     workers: dict[int, int] = {}
     heartbeats = Heartbeats(config.workers)
     lifeline, held = os.pipe()
-    with _signals_blocked(STOP_SIGNALS) as mask:
+    with signals_blocked(STOP_SIGNALS) as mask:
         for worker in range(1, config.workers + 1):
             pid = os.fork()
             if pid == 0:

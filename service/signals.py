@@ -13,11 +13,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Iterable, Iterator
 
 from service.start_signals import PendingSignals
 
 # Stop as SIGTERM does; SIGINT also cuts the drain delay short.
 _LIKE_SIGTERM = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_blocked(signals: Iterable[int]) -> Iterator[set[int | signal.Signals]]:
+    """``signals`` blocked in this thread and the threads it starts meanwhile (a thread
+    inherits the mask of the thread that starts it); yields the mask before."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class StopSignals:
@@ -69,13 +81,10 @@ class StopSignals:
         # (``run_servers``), and a signal that comes meanwhile waits, then is dropped by
         # SIG_IGN. Blocking runs the handlers of those Python has taken first: one taken
         # but not yet handled when SIG_IGN is set is reported with a traceback.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-        try:
+        with signals_blocked(stops):
             for signum in stops:
                 self._loop.remove_signal_handler(signum)
                 signal.signal(signum, signal.SIG_IGN)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds``, or until SIGINT."""

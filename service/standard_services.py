@@ -72,39 +72,27 @@ class _ParsingGeneric(grpc.GenericRpcHandler):
 def _parsed_inside(
     handler: grpc.RpcMethodHandler[Any, Any], method: str
 ) -> grpc.RpcMethodHandler[Any, Any]:
-    """``handler`` taking raw bytes, its own deserializer run inside it."""
+    """``handler`` taking raw bytes, its own deserializer run inside it. The kinds of
+    method the health and reflection servicers of grpc.aio have, only: grpc.aio tells a
+    coroutine (reader-writer API) from an async generator by its kind."""
     parse = handler.request_deserializer
     serialize = handler.response_serializer
-    if parse is None:
-        return handler
-    if handler.unary_unary is not None:
+    if parse is not None and inspect.iscoroutinefunction(handler.unary_unary):
         return grpc.unary_unary_rpc_method_handler(
             _unary(handler.unary_unary, parse, method), None, serialize
         )
-    if handler.unary_stream is not None:
+    if parse is not None and inspect.iscoroutinefunction(handler.unary_stream):
         return grpc.unary_stream_rpc_method_handler(
             _unary(handler.unary_stream, parse, method), None, serialize
         )
-    if handler.stream_stream is not None and inspect.isasyncgenfunction(handler.stream_stream):
+    if parse is not None and inspect.isasyncgenfunction(handler.stream_stream):
         return grpc.stream_stream_rpc_method_handler(
             _streaming(handler.stream_stream, parse, method), None, serialize
         )
-    raise TypeError(f"{method}: only async unary requests and streamed answers are served here")
+    raise TypeError(f"{method}: not an async method of a kind served here")
 
 
 def _unary(behaviour: Callable[..., Any], parse: Parse, method: str) -> Callable[..., Any]:
-    """A coroutine (reader-writer API) or async generator, as ``behaviour`` is: grpc.aio
-    tells them apart by their kind."""
-    if inspect.isasyncgenfunction(behaviour):
-
-        async def answers(raw: bytes, context: Context) -> AsyncIterator[Any]:
-            async for answer in behaviour(await _parsed(raw, parse, method, context), context):
-                yield answer
-
-        return answers
-    if not inspect.iscoroutinefunction(behaviour):
-        raise TypeError(f"{method}: the servicer's method is not async")
-
     async def answer(raw: bytes, context: Context) -> Any:
         return await behaviour(await _parsed(raw, parse, method, context), context)
 

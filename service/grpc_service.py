@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -41,6 +41,7 @@ from service.errors import (
     DEADLINE_EXCEEDED,
     FIELD_UNKNOWN,
     REQUEST_MALFORMED,
+    ServiceError,
     invalid_argument,
     request_too_large,
 )
@@ -84,6 +85,18 @@ class KrypkasinoServicer:
             return await serve_call(runner, SERVICE_NAME, method, handler, request, context)
 
         return serve
+
+
+async def abort_refused(
+    context: grpc.aio.ServicerContext[Any, Any],
+    refusal: ServiceError,
+    *trailers: tuple[str, str],
+) -> NoReturn:
+    """End the call with ``refusal`` as the rich ``google.rpc.Status`` (its code, message
+    and ``grpc-status-details-bin``), and ``trailers`` after it."""
+    status = rpc_status.to_status(refusal.to_status())
+    await context.abort(status.code, status.details, (*status.trailing_metadata, *trailers))
+    raise AssertionError("abort returned")  # it raises; for the type checker
 
 
 def parsing(request_class: type[Message], handler: Handler, limit: int) -> Handler:
@@ -193,12 +206,7 @@ async def serve_call(
             # sent to an ended call makes grpc log an error with a traceback.
             raise asyncio.CancelledError
 
-        status = rpc_status.to_status(outcome.error.to_status())
-        await context.abort(
-            status.code,
-            status.details,
-            (*status.trailing_metadata, (REQUEST_ID_HEADER, request_id)),
-        )
+        await abort_refused(context, outcome.error, (REQUEST_ID_HEADER, request_id))
     assert outcome.response is not None
     context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
     return outcome.response

@@ -106,6 +106,11 @@ class _Inexact(float):
     text: str
     whole: bool
 
+    def __new__(cls, text: str, whole: bool) -> _Inexact:
+        number = super().__new__(cls, text)
+        number.text, number.whole = text, whole
+        return number
+
 
 def _number(text: str) -> int | float:
     """A JSON number written with a fraction or an exponent, read exactly.
@@ -127,9 +132,7 @@ def _number(text: str) -> int | float:
         whole = exact == exact.to_integral_value()
         if whole and (exact.is_zero() or exact.adjusted() < _EXACT_DIGITS):
             return int(exact)
-    number = _Inexact(text)
-    number.text, number.whole = text, whole
-    return number
+    return _Inexact(text, whole)
 
 
 def _integer(text: str) -> int | float:
@@ -137,9 +140,7 @@ def _integer(text: str) -> int | float:
     as ``_number`` makes it: Python's ``int`` refuses to read more than 4,300 digits."""
     if len(text) - text.startswith("-") <= _EXACT_DIGITS:
         return int(text)
-    number = _Inexact(text)
-    number.text, number.whole = text, True
-    return number
+    return _Inexact(text, whole=True)
 
 
 def _constant(name: str) -> float:

@@ -19,9 +19,9 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
-from grpc_status import rpc_status
 
 from service.errors import REQUEST_MALFORMED, invalid_argument
+from service.grpc_service import abort_refused
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Parse = Callable[[bytes], Any]
@@ -77,15 +77,17 @@ def _parsed_inside(
     coroutine (reader-writer API) from an async generator by its kind."""
     parse = handler.request_deserializer
     serialize = handler.response_serializer
-    if parse is not None and inspect.iscoroutinefunction(handler.unary_unary):
+    if parse is None:
+        raise TypeError(f"{method}: no request deserializer to run inside")
+    if inspect.iscoroutinefunction(handler.unary_unary):
         return grpc.unary_unary_rpc_method_handler(
             _unary(handler.unary_unary, parse, method), None, serialize
         )
-    if parse is not None and inspect.iscoroutinefunction(handler.unary_stream):
+    if inspect.iscoroutinefunction(handler.unary_stream):
         return grpc.unary_stream_rpc_method_handler(
             _unary(handler.unary_stream, parse, method), None, serialize
         )
-    if parse is not None and inspect.isasyncgenfunction(handler.stream_stream):
+    if inspect.isasyncgenfunction(handler.stream_stream):
         return grpc.stream_stream_rpc_method_handler(
             _streaming(handler.stream_stream, parse, method), None, serialize
         )
@@ -115,8 +117,9 @@ async def _parsed(raw: bytes, parse: Parse, method: str, context: Context) -> An
     try:
         return parse(raw)
     except DecodeError:
-        refusal = invalid_argument(
-            REQUEST_MALFORMED, f"the request bytes are not a request message of {method}", ""
+        await abort_refused(
+            context,
+            invalid_argument(
+                REQUEST_MALFORMED, f"the request bytes are not a request message of {method}", ""
+            ),
         )
-        status = rpc_status.to_status(refusal.to_status())
-        await context.abort(status.code, status.details, status.trailing_metadata)

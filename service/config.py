@@ -327,6 +327,14 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         try:
             values["state_keys"] = Path(keys_file[1]).read_text(encoding="utf-8-sig")
         except OSError as error:
+            if _reads_as_keys(keys_file[1]):
+                # The keys where their file's path belongs (a Secret wired to this
+                # variable): quoted, as the OSError quotes it too, they would reach the log.
+                raise ConfigValueError(
+                    f"{keys_file[0]}: cannot read the file it names ({error.strerror}), "
+                    "whose name is not shown: it reads as state keys, which go in "
+                    "CARDRULES_STATE_KEYS (this setting takes the path of a file of them)"
+                ) from None
             raise ConfigValueError(f"{keys_file[0]}: cannot read {keys_file[1]}: {error}") from None
         except UnicodeDecodeError:
             # Its text would quote a byte of the file, and where: a raw key's.
@@ -348,6 +356,16 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     config = ServerConfig(**values)
     _check_ports(config, origin)
     return config
+
+
+def _reads_as_keys(text: str) -> bool:
+    """Whether ``text`` parses as state keys, so that no message may quote it (design
+    section 4: key material is never logged)."""
+    try:
+        KeyRing.parse(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_ports(config: ServerConfig, origin: Callable[[str], str]) -> None:

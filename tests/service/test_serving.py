@@ -1129,6 +1129,26 @@ def test_a_binary_keys_file_is_refused_without_quoting_its_bytes(tmp_path: Path)
     )
 
 
+@pytest.mark.parametrize("source", ["CARDRULES_STATE_KEYS_FILE", "--state-keys-file"])
+def test_keys_given_where_the_keys_file_belongs_are_not_echoed(source: str) -> None:
+    """A Secret wired to the file's variable instead of CARDRULES_STATE_KEYS: the refusal
+    reaches the pod's log, so it must not quote the keys as the name of a missing file."""
+    keys = [KeyRing.generate_key_text(), KeyRing.generate_key_text()]
+    value = ",".join(keys)
+    if source.startswith("--"):
+        result = serve_and_fail(source, value, keys=None)
+    else:
+        result = serve_and_fail(env={source: value}, keys=None)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"cardrules: error: {source}: cannot read the file it names (No such file or "
+        "directory), whose name is not shown: it reads as state keys, which go in "
+        "CARDRULES_STATE_KEYS (this setting takes the path of a file of them)\n"
+    )
+    for key in keys:
+        assert key.rstrip("=") not in result.stderr
+
+
 def test_one_connection_holds_a_bounded_number_of_calls_whose_request_never_comes(
     grpc_target,
 ):

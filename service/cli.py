@@ -23,6 +23,7 @@ from engine.cards import CardError
 from engine.krypkasino import Config, ConfigError, Teams, TieRule
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
+from service.config import hide_keys
 from service.remote_simulate import RemoteError, play_remote_game
 from service.simulate import (
     GameRecord,
@@ -316,12 +317,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, extras = parser.parse_known_args(argv)
     except _UsageError as error:
-        return _fail(f"{error} (see {error.prog} --help)")
+        # argparse quotes what was given: a state key, say, after a flag that takes none.
+        return _fail(f"{hide_keys(str(error))} (see {error.prog} --help)")
     except _ParserExitError as done:
         return done.status
     if extras:  # what parse_args would refuse, but naming the command's help
         return _fail(
-            f"unrecognized arguments: {' '.join(extras)} (see {PROG} {args.command} --help)"
+            f"unrecognized arguments: {hide_keys(' '.join(extras))} "
+            f"(see {PROG} {args.command} --help)"
         )
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:

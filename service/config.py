@@ -32,6 +32,11 @@ LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1
 MIN_WORKER_TIMEOUT_SECONDS = 2
+#: What ``hide_keys`` puts in a message in place of a state key.
+KEY_NOT_SHOWN = "[a state key, not shown]"
+# A word of either base64 alphabet as long as a key's text or longer (43 characters
+# unpadded): what ``hide_keys`` tries as a state key.
+_KEY_LIKE = re.compile(r"[A-Za-z0-9+/_-]{43,}={0,2}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +361,12 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     config = ServerConfig(**values)
     _check_ports(config, origin)
     return config
+
+
+def hide_keys(text: str) -> str:
+    """``text`` with each word that reads as a state key replaced by ``KEY_NOT_SHOWN``: for
+    messages that quote what was given, such as argparse's (design section 4)."""
+    return _KEY_LIKE.sub(lambda word: KEY_NOT_SHOWN if _reads_as_keys(word[0]) else word[0], text)
 
 
 def _reads_as_keys(text: str) -> bool:

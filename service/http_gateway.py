@@ -117,6 +117,10 @@ KEEPALIVE_SECONDS = 75.0
 CALLS_PER_TURN = 2
 # Refusals after which the connection's byte stream cannot be trusted or was never read.
 _CLOSING = frozenset({REQUEST_MALFORMED, BODY_TIMEOUT})
+# Of the body's refusals, also one too large: the rest of the body (chunked, or compressed
+# past the limit) is left unread, so the connection cannot carry another request. RFC 9110,
+# 10.1.1: an answer sent before the whole body says whether the connection stays.
+_CLOSING_BODY_REFUSALS = _CLOSING | {REQUEST_TOO_LARGE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,8 +222,7 @@ class HttpGateway:
         expectation = request.headers.get("Expect", "").strip().lower()
         if expectation != "100-continue" or request.version != HttpVersion11:
             return
-        length = request.content_length
-        if length is not None and length > self._max_request_bytes * JSON_BODY_FACTOR:
+        if self._too_large_by_length(request):
             return
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0  # as aiohttp's own handler: the body is yet to come
@@ -232,11 +235,20 @@ class HttpGateway:
             response = await self._respond(request)
             if self._bodies_end_at is not None:  # draining
                 response.force_close()  # the client reconnects, to a replica still serving
+            elif self._too_large_by_length(request):
+                # Whatever the answer, that body is never read (nor, without its 100
+                # Continue, sent): a next request on the connection would be taken for it.
+                response.force_close()
             return response
         finally:
             self._in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
+
+    def _too_large_by_length(self, request: web.Request) -> bool:
+        """Whether the body is over the limit by its ``Content-Length`` alone: refused unread."""
+        length = request.content_length
+        return length is not None and length > self._max_request_bytes * JSON_BODY_FACTOR
 
     def not_ready(self) -> None:
         """``/readyz`` answers 503 from now on: the first step of the SIGTERM drain."""
@@ -356,7 +368,11 @@ class HttpGateway:
         if outcome.error is not None:
             response = self._error_response(outcome.error, headers)
             # The body's refusal decides, also when the deadline's replaced it: unread whole.
-            if (payload if isinstance(payload, ServiceError) else outcome.error).reason in _CLOSING:
+            if isinstance(payload, ServiceError):
+                closing = payload.reason in _CLOSING_BODY_REFUSALS
+            else:
+                closing = outcome.error.reason in _CLOSING
+            if closing:
                 response.force_close()
             return response
         assert outcome.response is not None
@@ -375,7 +391,7 @@ class HttpGateway:
             )
         limit = self._max_request_bytes * JSON_BODY_FACTOR
         too_large = request_too_large("body", limit)
-        if request.content_length is not None and request.content_length > limit:
+        if self._too_large_by_length(request):
             return too_large
         inflater = Inflater(coding, limit) if coding in CODINGS else None
         chunks: list[bytes] = []

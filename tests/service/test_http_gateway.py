@@ -687,6 +687,70 @@ def test_a_chunked_body_is_413_as_soon_as_it_passes_the_limit():
     run(krypkasino_gateway(limit=4096), scenario)
 
 
+OVER_THE_BODY_LIMIT = 4096 * JSON_BODY_FACTOR + 1
+EXPECTING_CONTINUE_OVER_THE_LIMIT = (
+    f"Expect: 100-continue\r\nContent-Length: {OVER_THE_BODY_LIMIT}\r\n\r\n".encode()
+)
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (SCORE_HEAD + f"Content-Length: {OVER_THE_BODY_LIMIT}\r\n\r\n".encode(), 413),
+        (SCORE_HEAD + EXPECTING_CONTINUE_OVER_THE_LIMIT, 413),
+        (
+            SCORE_HEAD
+            + b"Transfer-Encoding: chunked\r\n\r\n"
+            + f"{OVER_THE_BODY_LIMIT:x}\r\n".encode()
+            + b" " * OVER_THE_BODY_LIMIT
+            + b"\r\n",
+            413,
+        ),
+        (SCORE_HEAD + b"Grpc-Timeout: soon\r\n" + EXPECTING_CONTINUE_OVER_THE_LIMIT, 400),
+        (SCORE_HEAD + b"Content-Encoding: br\r\n" + EXPECTING_CONTINUE_OVER_THE_LIMIT, 415),
+        (SCORE_HEAD.replace(b":score", b":nowhere") + EXPECTING_CONTINUE_OVER_THE_LIMIT, 404),
+    ],
+    ids=[
+        "by_its_length",
+        "by_its_length_expecting_continue",
+        "as_it_comes",
+        "bad_deadline_expecting_continue",
+        "unknown_coding_expecting_continue",
+        "no_route_expecting_continue",
+    ],
+)
+def test_an_answer_that_leaves_a_body_over_the_limit_unread_closes_the_connection(head, status):
+    """RFC 9110, 10.1.1: an answer sent before the whole body is read says whether the
+    connection stays. The rest of a body over the limit is never read, and after an
+    ``Expect: 100-continue`` answered without the 100 (a ``Content-Length`` over the
+    limit), never sent: a next request on the connection would be taken for it, so the
+    answer says ``Connection: close``, whatever the refusal."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        answer, _body = await asyncio.wait_for(raw_exchange(url, head), 5)
+        assert answer.startswith(f"HTTP/1.1 {status} ".encode())
+        assert b"100 Continue" not in answer
+        assert b"Connection: close" in answer
+
+    run(krypkasino_gateway(limit=4096), scenario)
+
+
+def test_a_request_too_large_once_parsed_keeps_its_connection():
+    """A body read whole and refused as too large once parsed leaves the connection
+    clean: only a body left unread closes it."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        body = json.dumps({"config": {"players": 2}, "decks": [{}] * 2049}).encode()
+        head = SCORE_HEAD.replace(b":score", b":newGame")
+        head += f"Content-Length: {len(body)}\r\n\r\n".encode()
+        answer, status = await asyncio.wait_for(raw_exchange(url, head + body), 5)
+        assert answer.startswith(b"HTTP/1.1 413 ")
+        assert b"Connection: close" not in answer
+        assert refusal(json.loads(status))[1] == "REQUEST_TOO_LARGE"
+
+    run(krypkasino_gateway(limit=4096), scenario)
+
+
 def test_stopping_closes_a_kept_alive_connection():
     async def main() -> None:
         server = await start_http(

@@ -276,7 +276,7 @@ def _one_game(request: SimulationRequest, server: str | None) -> GameRecord:
         disable=None if sys.stderr is not None else True,  # None: on a terminal only
         leave=False,
     ) as bar:
-        return play_remote_game(request, server, progress=lambda deal: bar.update(deal - bar.n))
+        return play_remote_game(request, server, progress=lambda deals: bar.update(deals - bar.n))
 
 
 def print_output(text: str) -> int:

@@ -35,12 +35,14 @@ def play_remote_game(
     target: str,
     *,
     record: bool = True,
-    progress: Callable[[int], object] = lambda deal: None,
+    progress: Callable[[int], object] = lambda deals: None,
 ) -> GameRecord:
     """Play one match against the service at ``target`` (``host:port``), through a channel
     with the client's retry policy, so that a restarting server does not end the run.
 
-    ``progress`` gets the deal in play (1-based, as views number it) after every move.
+    ``progress`` gets the number of deals finished after every move: the deal in play
+    (1-based, as views number it) is not yet one, so a bar of them reaches its total only
+    once the match is over (K13.2).
     """
     with grpc.insecure_channel(target, options=channel_options()) as channel:
         try:
@@ -115,7 +117,9 @@ def _play(
         moves += 1
         state = played.state
         game_over, turn = played.view.game_over, played.view.turn
-        progress(played.view.deal_number)
+        # After a deal's last move the view is already the next deal's; the last deal's
+        # number stays, so the match over is the one time it counts as finished.
+        progress(played.view.deal_number if game_over else played.view.deal_number - 1)
     sheet = stub.Score(pb.ScoreRequest(state=state), timeout=DEADLINE_SECONDS)
     return GameRecord(
         request,

@@ -146,14 +146,17 @@ def test_one_game_through_a_server_shows_its_deals_on_a_terminal(grpc_target, mo
     assert "/6 [" in bar and "deal/s" in bar, bar
 
 
-def test_progress_hears_of_every_move_with_its_deal(grpc_target):
+def test_progress_hears_of_every_move_with_the_deals_finished(grpc_target):
+    """The bar of ``--server``'s deals counts finished deals: it counted the deal in play,
+    and so stood at 6/6, 100 %, through the whole of the last deal."""
     request = SimulationRequest(Config(players=3, match_deals=6), seed=3)
     deals: list[int] = []
     record = play_remote_game(request, grpc_target, progress=deals.append)
     assert len(deals) == record.moves
-    assert deals == sorted(deals) and set(deals) == set(range(1, 7))
-    # The deal in play after each move: the next one's after a deal's last move.
-    assert deals == [turn.deal for turn in record.turns[1:]] + [6]
+    assert deals == sorted(deals) and set(deals) == set(range(7))
+    # The deals before the next move's: a deal ends with its last move.
+    assert deals == [turn.deal - 1 for turn in record.turns[1:]] + [6]
+    assert deals.count(6) == 1  # only once the match is over
 
 
 def test_unreachable_server_is_one_line_and_status_1():

@@ -428,6 +428,12 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("HTTP://localhost:8080", "a URL"),
         # grpc fails only at the first call, with UNKNOWN.
         ("", "empty"),
+        # Two slashes: grpc reads localhost:50051 as the authority (a DNS server's) and
+        # finds no address after it, so every call fails with UNKNOWN.
+        ("dns://localhost:50051", "names no address: give dns:///HOST:PORT"),
+        ("DNS://8.8.8.8:53/", "names no address: give DNS:///HOST:PORT"),
+        ("dns:///?x", "names no address"),
+        ("ipv4:", "names no address"),  # every call fails: "empty address list"
         # A host grpc can never resolve or parse: it fails every call.
         ("local\nhost:50051", "white space or a control character"),
         (" localhost:50051", "white space or a control character"),
@@ -448,6 +454,20 @@ def test_a_target_grpc_would_dial_elsewhere_or_not_at_all_is_refused_at_once(
 
     with pytest.raises(ValueError, match=refusal):
         asyncio.run(make())
+
+
+def test_grpc_itself_fails_every_call_to_a_dns_target_with_two_slashes(grpc_target: str) -> None:
+    """Why the client refuses ``dns://HOST:PORT``: grpc takes it, then fails each call with
+    UNKNOWN, a code that says nothing of the typo; with three slashes the call is served."""
+    with (
+        grpc.insecure_channel(f"dns://{grpc_target}") as channel,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        KrypkasinoClient(channel=channel).new_game(players=2)
+    assert raised.value.code() == grpc.StatusCode.UNKNOWN
+    assert "the target uri is not valid" in str(raised.value.details())
+    with KrypkasinoClient(f"dns:///{grpc_target}") as client:
+        assert client.new_game(players=2).state
 
 
 @pytest.mark.parametrize(

@@ -332,8 +332,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     (``ipv4:127.0.0.1:50051x`` dials 50051) and fails every call to a host name, as it
     does to a host with white space or a control character in it (a pasted line
     break); it reads an ``http://`` URL (such as the HTTP gateway's address) as a host
-    name to look up, and an empty target fails each call with ``UNKNOWN``. All these are
-    refused, so a typo never dials a port nobody meant. Every other form is left to
+    name to look up, and an empty target fails each call with ``UNKNOWN``, as does one
+    that names no address after its authority (``dns://localhost:50051``, which has two
+    slashes where ``dns:///localhost:50051`` has three). All these are refused, so a typo never dials a port nobody meant. Every other form is left to
     grpc: ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host
     without a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
     """
@@ -345,8 +346,21 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             "(the gRPC port, not the HTTP gateway's); for TLS pass "
             "credentials=grpc.ssl_channel_credentials()"
         )
-    if target.partition(":")[0].lower() in _OTHER_SCHEMES:
+    scheme, _, rest = target.partition(":")
+    if scheme.lower() in _OTHER_SCHEMES:
         return
+    if scheme.lower() in _ADDRESS_SCHEMES:
+        # grpc reads what follows "//" up to the next "/" as the authority (a DNS server)
+        # and only the rest as addresses: dns://localhost:50051 names none, and every call
+        # fails with UNKNOWN ("the target uri is not valid"), as for an empty target.
+        names = re.split("[?#]", rest, maxsplit=1)[0]
+        if names.startswith("//"):
+            names = names[2:].partition("/")[2]
+        if not names.strip("/"):
+            raise ValueError(
+                f"{target!r} names no address: give {scheme}:///HOST:PORT, with three slashes "
+                f"(after {scheme}:// comes an authority, such as a DNS server, then /HOST:PORT)"
+            )
     # grpc reads a target as a URI: it drops a query and a fragment, and decodes %XX.
     addresses = urllib.parse.unquote(re.split("[?#]", target, maxsplit=1)[0])
     for address in addresses.split(","):  # ipv4: and ipv6: targets list several

@@ -38,7 +38,9 @@ def play_remote_game(
     progress: Callable[[int], object] = lambda deals: None,
 ) -> GameRecord:
     """Play one match against the service at ``target`` (``host:port``), through a channel
-    with the client's retry policy, so that a restarting server does not end the run.
+    with the client's retry policy: a call that meets ``UNAVAILABLE`` or ``CANCELLED`` (a
+    replica stopping behind a load balancer) is tried again for about 2.6 s, so a server
+    that is down for longer (a single one restarting) ends the run.
 
     ``progress`` gets the number of deals finished after every move: the deal in play
     (1-based, as views number it) is not yet one, so a bar of them reaches its total only

@@ -334,9 +334,10 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     break); it reads an ``http://`` URL (such as the HTTP gateway's address) as a host
     name to look up, and an empty target fails each call with ``UNKNOWN``, as does one
     that names no address after its authority (``dns://localhost:50051``, which has two
-    slashes where ``dns:///localhost:50051`` has three). All these are refused, so a typo never dials a port nobody meant. Every other form is left to
-    grpc: ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host
-    without a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
+    slashes where ``dns:///localhost:50051`` has three). All these are refused, so a
+    typo never dials a port nobody meant. Every other form is left to grpc:
+    ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host without
+    a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
     """
     if not target.strip():
         raise ValueError("the target is empty: give host:port, such as localhost:50051")

@@ -23,6 +23,7 @@ from service.config import (
     MULTIPROC_VALUE_FILE,
     ConfigValueError,
     add_server_arguments,
+    env_name,
     resolve,
 )
 from service.start_signals import pending_signals
@@ -68,7 +69,8 @@ def run_serve(args: argparse.Namespace) -> int:
         try:
             made_folder = prepare_multiprocess_dir(config.workers)
         except OSError as error:
-            return _fail(_unusable_folder(config.workers, folder_variable, error))
+            workers_source = "--workers" if args.workers is not None else env_name("workers")
+            return _fail(_unusable_folder(config.workers, workers_source, folder_variable, error))
     from service.logs import unbuffer_std_streams
     from service.server import serve
 
@@ -80,12 +82,15 @@ def run_serve(args: argparse.Namespace) -> int:
             shutil.rmtree(made_folder, ignore_errors=True)
 
 
-def _unusable_folder(workers: int, variable: str | None, error: OSError) -> str:
-    """Why the metrics folder stops the server, naming what asked for it: ``--workers``,
-    or with one process the variable alone (docs/operations.md, "Workers")."""
+def _unusable_folder(
+    workers: int, workers_source: str, variable: str | None, error: OSError
+) -> str:
+    """Why the metrics folder stops the server, naming what asked for it: ``--workers``
+    (or its variable), or with one process the folder's variable alone
+    (docs/operations.md, "Workers")."""
     if workers > 1:
         return (
-            f"--workers needs a writable folder for the workers' metrics ({error}); "
+            f"{workers_source} needs a writable folder for the workers' metrics ({error}); "
             f"set {variable or MULTIPROC_ENV} to one"
         )
     return (

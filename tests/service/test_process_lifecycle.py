@@ -887,6 +887,17 @@ def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path, variable):
     assert f"; set {variable} to one" in output and output.count("\n") == 1
 
 
+def test_an_unwritable_metrics_folder_names_the_workers_variable_that_asked_for_it(tmp_path):
+    """As every other configuration error, the line names where the value came from."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {"CARDRULES_WORKERS": "2", "PROMETHEUS_MULTIPROC_DIR": str(blocker / "metrics")}
+    with launched((), env) as process:
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert output.startswith("cardrules: error: CARDRULES_WORKERS needs a writable folder")
+
+
 def test_a_metrics_folder_is_created_with_its_parents(tmp_path):
     """docs/operations.md, "Workers": the folder is created if needed."""
     folder = tmp_path / "not" / "yet" / "metrics"

@@ -32,6 +32,8 @@ LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1
 MIN_WORKER_TIMEOUT_SECONDS = 2
+#: A keys file holds a few keys of 44 characters; a larger file is refused unread.
+MAX_KEYS_FILE_BYTES = 64 * 1024
 #: What ``hide_keys`` puts in a message in place of a state key.
 KEY_NOT_SHOWN = "[a state key, not shown]"
 # A word of either base64 alphabet as long as a key's text or longer (43 characters
@@ -330,7 +332,16 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         if not keys_file[1].strip():
             raise ConfigValueError(f"{keys_file[0]}: empty: give the path of the keys file")
         try:
-            values["state_keys"] = Path(keys_file[1]).read_text(encoding="utf-8-sig")
+            with Path(keys_file[1]).open("rb") as file:
+                content = file.read(MAX_KEYS_FILE_BYTES + 1)
+            if len(content) > MAX_KEYS_FILE_BYTES:
+                # Not a keys file (a key is 44 characters): /dev/zero, a log, a disk image,
+                # whose whole reading would hold the start-up for ever or fill the memory.
+                raise ConfigValueError(
+                    f"{keys_file[0]}: {keys_file[1]} is larger than {MAX_KEYS_FILE_BYTES} "
+                    "bytes: expected base64 AES-256 keys, one per line"
+                )
+            values["state_keys"] = content.decode("utf-8-sig")
         except OSError as error:
             if _reads_as_keys(keys_file[1]):
                 # The keys where their file's path belongs (a Secret wired to this

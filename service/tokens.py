@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import os
 import re
+import string
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
@@ -161,8 +162,15 @@ def _decode_key(item: str, position: int) -> bytes:
         # ``from None``: the underlying error could quote the key text.
         raise ValueError(f"key {position} is not valid base64") from None
     if len(key) != KEY_BYTES:
+        hint = ""
+        if len(item) == 2 * KEY_BYTES and all(c in string.hexdigits for c in item):
+            # What ``openssl rand -hex 32`` prints: the right key, in the wrong spelling.
+            hint = (
+                f" (it reads as {2 * KEY_BYTES} hex digits: give the key in base64, as "
+                "`cardrules keygen` or `openssl rand -base64 32` print it)"
+            )
         raise ValueError(
-            f"key {position} decodes to {len(key)} bytes; AES-256 keys are {KEY_BYTES} bytes"
+            f"key {position} decodes to {len(key)} bytes; AES-256 keys are {KEY_BYTES} bytes" + hint
         )
     return key
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from service.config import (
+    MAX_KEYS_FILE_BYTES,
     ConfigValueError,
     ServerConfig,
     add_server_arguments,
@@ -284,6 +285,30 @@ def test_a_keys_file_is_read(tmp_path: Path) -> None:
     keys.write_text(KEY)
     config = resolved("CARDRULES_STATE_KEYS_FILE", str(keys))
     assert config.state_keys == KEY
+
+
+@pytest.mark.parametrize("size", [MAX_KEYS_FILE_BYTES + 1, None])
+def test_a_keys_file_larger_than_any_keys_is_refused_unread(
+    tmp_path: Path, size: int | None
+) -> None:
+    """/dev/zero (None) would otherwise be read for ever; a large file is no keys file."""
+    if size is None:
+        path = Path("/dev/zero")
+    else:
+        path = tmp_path / "keys"
+        path.write_text((KEY + "\n") * (size // (len(KEY) + 1) + 1))
+    assert refusal([], {"CARDRULES_STATE_KEYS_FILE": str(path)}) == (
+        f"CARDRULES_STATE_KEYS_FILE: {path} is larger than {MAX_KEYS_FILE_BYTES} bytes: "
+        "expected base64 AES-256 keys, one per line"
+    )
+
+
+def test_a_keys_file_of_as_many_keys_as_fit_is_read(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    lines = [KeyRing.generate_key_text() for _ in range(MAX_KEYS_FILE_BYTES // (len(KEY) + 1))]
+    keys.write_text("\n".join(lines))
+    assert len(keys.read_bytes()) <= MAX_KEYS_FILE_BYTES
+    assert resolved("CARDRULES_STATE_KEYS_FILE", str(keys)).state_keys == "\n".join(lines)
 
 
 def test_a_keys_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:

@@ -526,6 +526,17 @@ def test_parse_errors_name_the_position_never_the_key():
             assert item[:8] not in message, message
 
 
+def test_a_key_in_hex_is_refused_with_the_base64_spelling_named():
+    """``openssl rand -hex 32`` prints a right key in a spelling the ring does not take:
+    64 hex digits are valid base64 of 48 bytes."""
+    good = base64.b64encode(KEY_A).decode()
+    message = _parse_error(f"{good},{KEY_B.hex()}")
+    assert message.startswith("key 2 decodes to 48 bytes; AES-256 keys are 32 bytes")
+    assert "64 hex digits" in message and "base64" in message
+    assert KEY_B.hex()[:8] not in message
+    assert "hex" not in _parse_error(base64.b64encode(KEY_B[:16]).decode())
+
+
 def test_parse_refuses_an_empty_entry():
     """``,NEW`` is what a rotation script writes when reading the current keys failed."""
     good = base64.b64encode(KEY_A).decode()

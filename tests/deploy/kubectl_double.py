@@ -1,0 +1,74 @@
+"""A stand-in for ``kubectl``, for the key rotation steps of docs/operations.md.
+
+It takes only the commands those steps run, keeps the Secret ``cardrules-state-keys``
+in the JSON file ``$KUBECTL_DOUBLE_STATE`` (its ``data`` base64, as the cluster keeps
+it) and appends every command to that file's ``calls``. Anything else fails loudly, so
+a step that starts running another command fails its test rather than passing
+unexamined. ``$KUBECTL_DOUBLE_FAIL_GET`` set makes ``get`` fail, as with no access.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+SECRET = "cardrules-state-keys"
+
+
+def main(argv: list[str]) -> int:
+    # Both ends of ``create ... | apply`` run at once: stdin is read before the state,
+    # and the state is read and written under a lock, so neither loses the other's work.
+    stdin = sys.stdin.read() if argv == ["apply", "-f", "-"] else ""
+    state_file = Path(os.environ["KUBECTL_DOUBLE_STATE"])
+    with state_file.open("r+") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)
+        state: dict[str, Any] = json.load(file)
+        state["calls"].append(argv)
+        try:
+            return run(argv, stdin, state)
+        finally:
+            file.seek(0)
+            file.truncate()
+            json.dump(state, file)
+
+
+def run(argv: list[str], stdin: str, state: dict[str, Any]) -> int:
+    data: dict[str, str] = state["secret"]
+    match argv:
+        case ["-n", "cardrules", "get", "secret", name, "-o", jsonpath] if name == SECRET:
+            if os.environ.get("KUBECTL_DOUBLE_FAIL_GET"):
+                print("Error from server (Forbidden): secrets is forbidden", file=sys.stderr)
+                return 1
+            key = jsonpath.removeprefix("jsonpath={.data.").removesuffix("}")
+            print(data.get(key, ""), end="")  # as kubectl: nothing for a missing entry
+            return 0
+        case ["-n", "cardrules", "create", "secret", "generic", name, *options] if (
+            name == SECRET and options[0] == "--dry-run=client" and options[-2:] == ["-o", "yaml"]
+        ):
+            literals = dict(
+                option.removeprefix("--from-literal=").split("=", 1) for option in options[1:-2]
+            )
+            encoded = {k: base64.b64encode(v.encode()).decode() for k, v in literals.items()}
+            print(json.dumps({"kind": "Secret", "metadata": {"name": name}, "data": encoded}))
+            return 0
+        case ["apply", "-f", "-"]:
+            manifest = json.loads(stdin)
+            state["secret"] = manifest["data"]  # apply replaces the entries it is given
+            return 0
+        case ["-n", "cardrules", "patch", "secret", name, "-p", patch] if name == SECRET:
+            for key, value in json.loads(patch)["stringData"].items():
+                data[key] = base64.b64encode(value.encode()).decode()
+            return 0
+        case ["-n", "cardrules", "rollout", "restart" | "status", "deployment/cardrules"]:
+            return 0
+    print(f"kubectl double: not a command of the rotation steps: {argv}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

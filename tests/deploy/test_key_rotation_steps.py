@@ -1,0 +1,164 @@
+"""The key rotation steps of docs/operations.md ("Key rotation"), run as written.
+
+The shell functions and each step's block are taken from the document and run by
+bash, with the repository's real ``cardrules keygen``; ``kubectl`` is the double of
+tests/deploy/kubectl_double.py, since no cluster runs here. What is checked is the
+steps' own logic: the key list each writes, that every list written is one the server
+takes, and that a step run out of order, or on a Secret it cannot read, writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from service.tokens import KeyRing
+from tests.deploy.manifests import ROOT
+
+OPERATIONS = ROOT / "docs" / "operations.md"
+DOUBLE = Path(__file__).with_name("kubectl_double.py")
+
+
+def _section() -> str:
+    text = OPERATIONS.read_text()
+    return text[text.index("## Key rotation") : text.index("## Metrics and alerts")]
+
+
+def _blocks() -> list[str]:
+    """The section's ``sh`` blocks, dedented: the functions, then steps 1, 2 and 3."""
+    found = re.findall(r"^( *)```sh\n(.*?)^\1```", _section(), re.MULTILINE | re.DOTALL)
+    return [textwrap.dedent(block) for _, block in found]
+
+
+FUNCTIONS, *STEPS = _blocks()
+LEAKED_KEY = re.search(r"`(\( set -euo pipefail; NEW=.*? \))`", _section())
+
+
+def test_the_section_holds_the_functions_three_steps_and_the_leaked_key_line() -> None:
+    assert "keys() {" in FUNCTIONS and "set_keys() {" in FUNCTIONS
+    assert len(STEPS) == 3 and LEAKED_KEY is not None
+
+
+class Cluster:
+    """The Secret as the double keeps it, and a way to run a step against it."""
+
+    def __init__(self, folder: Path, keys: str | None, step: str | None = None) -> None:
+        self.state = folder / "cluster.json"
+        data = {}
+        if keys is not None:
+            data["state-keys"] = base64.b64encode(keys.encode()).decode()
+        if step is not None:
+            data["rotation-step"] = base64.b64encode(step.encode()).decode()
+        self.state.write_text(json.dumps({"secret": data, "calls": []}))
+        self.bin = folder / "bin"
+        self.bin.mkdir()
+        kubectl = self.bin / "kubectl"
+        kubectl.write_text(f'#!/bin/sh\nexec {sys.executable} {DOUBLE} "$@"\n')
+        kubectl.chmod(0o755)
+
+    def run(self, block: str, **env: str) -> subprocess.CompletedProcess[str]:
+        # sleep: set_keys waits out the old pods, which the double has none of.
+        script = f"sleep() {{ :; }}\n{FUNCTIONS}\n{block}"
+        environ = {
+            **os.environ,
+            "PATH": f"{self.bin}:{os.environ['PATH']}",
+            "KUBECTL_DOUBLE_STATE": str(self.state),
+            **env,
+        }
+        return subprocess.run(
+            ["bash", "-c", script], cwd=ROOT, env=environ, capture_output=True, text=True
+        )
+
+    def secret(self) -> dict[str, str]:
+        data = json.loads(self.state.read_text())["secret"]
+        return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+    def rollouts(self) -> int:
+        calls = json.loads(self.state.read_text())["calls"]
+        return sum(call[2:4] == ["rollout", "restart"] for call in calls)
+
+
+OLD = KeyRing.generate_key_text()
+OTHER = KeyRing.generate_key_text()
+
+
+def test_the_three_steps_rotate_old_to_new(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, OLD)
+    step_1, step_2, step_3 = STEPS
+    assert cluster.run(step_1).returncode == 0
+    keys = cluster.secret()["state-keys"].split(",")
+    assert keys[0] == OLD and len(keys) == 2 and keys[1] != OLD
+    new = keys[1]
+    assert cluster.secret()["rotation-step"] == "1"
+    assert cluster.run(step_2).returncode == 0
+    assert cluster.secret() == {"state-keys": f"{new},{OLD}", "rotation-step": "2"}
+    assert cluster.run(step_3).returncode == 0
+    assert cluster.secret() == {"state-keys": new, "rotation-step": "3"}
+    assert cluster.rollouts() == 3
+    assert len(KeyRing.parse(new).keys) == 1
+
+
+@pytest.mark.parametrize(
+    ("keys", "step", "run", "message"),
+    [
+        ("OLD,NEW", "1", 0, "the Secret holds two keys: finish that rotation first"),
+        ("OLD,NEW", "2", 1, "step 1 is not the last step done: nothing swapped"),
+        ("OLD", "3", 1, "step 1 is not the last step done: nothing swapped"),
+        ("OLD,NEW", "1", 2, "step 2 is not the last step done: no key retired"),
+        ("", None, 0, "the Secret holds no state keys"),
+        (None, None, 0, "the Secret holds no state keys"),
+    ],
+)
+def test_a_step_out_of_order_writes_nothing(
+    tmp_path: Path, keys: str | None, step: str | None, run: int, message: str
+) -> None:
+    spelled = None if keys is None else keys.replace("OLD", OLD).replace("NEW", OTHER)
+    cluster = Cluster(tmp_path, spelled, step)
+    before = cluster.secret()
+    done = cluster.run(STEPS[run])
+    assert done.returncode != 0 and message in done.stderr
+    assert cluster.secret() == before and cluster.rollouts() == 0
+
+
+def test_a_secret_that_cannot_be_read_stops_step_1_before_it_writes(tmp_path: Path) -> None:
+    """Read as an empty list, it would make step 1 write ``,NEW``: every game breaks."""
+    cluster = Cluster(tmp_path, OLD)
+    done = cluster.run(STEPS[0], KUBECTL_DOUBLE_FAIL_GET="1")
+    assert done.returncode != 0 and "Forbidden" in done.stderr
+    assert cluster.secret() == {"state-keys": OLD} and cluster.rollouts() == 0
+
+
+@pytest.mark.parametrize("separator", ["\n", " ", ", ", "\n\n"])
+def test_two_keys_in_any_spelling_the_server_takes_are_two_keys_to_the_steps(
+    tmp_path: Path, separator: str
+) -> None:
+    """The server takes keys separated by commas or white space (docs/api.md), as a
+    Secret made from a keys file of one key per line holds them: step 1 must see two
+    keys there too, and step 2 swap them."""
+    written = f"{OLD}{separator}{OTHER}\n"
+    cluster = Cluster(tmp_path, written)
+    done = cluster.run(STEPS[0])
+    assert done.returncode != 0 and "holds two keys" in done.stderr
+    swapped = tmp_path / "step-2"
+    swapped.mkdir()
+    cluster = Cluster(swapped, written, "1")
+    assert cluster.run(STEPS[1]).returncode == 0
+    assert cluster.secret()["state-keys"] == f"{OTHER},{OLD}"
+
+
+def test_a_leaked_key_is_replaced_at_once(tmp_path: Path) -> None:
+    assert LEAKED_KEY is not None
+    cluster = Cluster(tmp_path, f"{OLD},{OTHER}", "1")
+    assert cluster.run(LEAKED_KEY[1]).returncode == 0
+    secret = cluster.secret()
+    assert secret["rotation-step"] == "3" and OLD not in secret["state-keys"]
+    assert len(KeyRing.parse(secret["state-keys"]).keys) == 1

@@ -434,6 +434,9 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("DNS://8.8.8.8:53/", "names no address: give DNS:///HOST:PORT"),
         ("dns:///?x", "names no address"),
         ("ipv4:", "names no address"),  # every call fails: "empty address list"
+        # grpc reads the port as "50051/" and fails every call: "Failed to parse port".
+        ("localhost:50051/", "ends its address with '/'"),
+        ("dns:///localhost:50051/", "ends its address with '/'"),
         # A host grpc can never resolve or parse: it fails every call.
         ("local\nhost:50051", "white space or a control character"),
         (" localhost:50051", "white space or a control character"),
@@ -492,6 +495,7 @@ def test_grpc_itself_fails_every_call_to_a_dns_target_with_two_slashes(grpc_targ
         "vsock:3:99999",  # vsock ports are 32 bits
         "127.0.0.1:0050051",  # grpc reads the port as atoi does: 50051
         "127.0.0.1:50051 ",  # and ignores white space after it
+        "ipv4:127.0.0.1:50051/",  # and a slash after an ipv4: address list
     ],
 )
 def test_every_other_target_form_is_left_to_grpc(target: str) -> None:

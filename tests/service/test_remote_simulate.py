@@ -196,6 +196,8 @@ def test_a_failure_whose_text_spans_lines_is_still_one_line(capsys):
         ("dns:localhost", "has no port"),
         # two slashes: grpc reads the host as a DNS server's and would fail every call
         ("dns://localhost:50051", "names no address: give dns:///HOST:PORT"),
+        # a port, then a slash: not "no port"
+        ("localhost:50051/", "ends its address with '/'"),
         # an IPv6 address without brackets has no port: its last group is not one
         ("::1", "'::1' has no port"),
         # not the client library's advice on TLS credentials: simulate has none

@@ -334,8 +334,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     break); it reads an ``http://`` URL (such as the HTTP gateway's address) as a host
     name to look up, and an empty target fails each call with ``UNKNOWN``, as does one
     that names no address after its authority (``dns://localhost:50051``, which has two
-    slashes where ``dns:///localhost:50051`` has three). All these are refused, so a
-    typo never dials a port nobody meant. Every other form is left to grpc:
+    slashes where ``dns:///localhost:50051`` has three); a ``/`` after the port
+    (``localhost:50051/``) fails every call with ``UNAVAILABLE``. All these are
+    refused, so a typo never dials a port nobody meant. Every other form is left to grpc:
     ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host without
     a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
     """
@@ -367,6 +368,12 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     for address in addresses.split(","):  # ipv4: and ipv6: targets list several
         if "/" in address:  # dns:///host:port, dns://server/host:port
             address = address.rpartition("/")[2]
+            if not address and scheme.lower() not in ("ipv4", "ipv6"):
+                # grpc's resolver reads "localhost:50051/" as a port of "50051/", which
+                # fails every call; an ipv4: or ipv6: address list ignores the slash.
+                raise ValueError(
+                    f"{target!r} ends its address with '/': give HOST:PORT, e.g. localhost:50051"
+                )
         elif address.split(":", 1)[0].lower() in _ADDRESS_SCHEMES:
             address = address.split(":", 1)[1]
         host, colon, port = address.rpartition(":")

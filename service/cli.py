@@ -46,6 +46,7 @@ INVARIANT_FAILED = 1
 REMOTE_FAILED = 1
 OUTPUT_FAILED = 1
 INTERRUPTED = 128 + 2  # as a shell reports a process stopped by SIGINT
+STDOUT_CLOSED = "stdout is closed: nowhere to print the result"
 MAX_SEED = 2**64 - 1  # NewGame's seed is a uint64
 
 
@@ -235,6 +236,8 @@ def _simulate(args: argparse.Namespace) -> int:
         request = _request(args)
     except (InputError, ConfigError, CardError) as error:
         return _fail(str(error))
+    if sys.stdout is None:  # checked now, not after a run of minutes that can print nothing
+        return _fail(STDOUT_CLOSED, OUTPUT_FAILED)
     player = play_game
     if args.server is not None:
         player = functools.partial(play_remote_game, target=args.server)
@@ -284,7 +287,7 @@ def print_output(text: str) -> int:
     stdout is closed or refuses it (a full disk). A reader that went away (``| head``)
     is not an error."""
     if sys.stdout is None:  # started with stdout closed (``>&-``): Python gives it None
-        return _fail("stdout is closed: nowhere to print the result", OUTPUT_FAILED)
+        return _fail(STDOUT_CLOSED, OUTPUT_FAILED)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -42,6 +42,18 @@ def test_a_closed_stdout_is_one_line_and_status_1(argv):
     assert done.stderr == "cardrules: error: stdout is closed: nowhere to print the result\n"
 
 
+def test_a_closed_stdout_stops_simulate_before_it_plays():
+    """Nothing could print the result: no server is called (none listens on port 1 here,
+    which would be exit 1 too, but "could not be reached"), and bad input still says so."""
+    done = _run(["sh", "-c", '"$@" >&-', "sh", *SIMULATE, "--server", "127.0.0.1:1"])
+    assert (done.returncode, done.stderr) == (
+        1,
+        "cardrules: error: stdout is closed: nowhere to print the result\n",
+    )
+    done = _run(["sh", "-c", '"$@" >&-', "sh", *SIMULATE, "--deck", "XX"])
+    assert done.returncode == 2 and "stdout" not in done.stderr
+
+
 def test_keygen_prints_one_line_a_base64_aes_256_key():
     """README: ``CARDRULES_STATE_KEYS="$(cardrules keygen)"``; one line, for terminals too."""
     done = _run([CARDRULES, "keygen"])

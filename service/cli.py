@@ -323,6 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # argparse quotes what was given: a state key, say, after a flag that takes none.
         return _fail(f"{hide_keys(str(error))} (see {error.prog} --help)")
     except _ParserExitError as done:
+        # --help or --version, printed: argparse ignores a write that fails (a full disk)
+        # and what it wrote may wait in the buffer still. With stdout closed it printed
+        # to stderr instead.
+        if done.status == 0 and sys.stdout is not None:
+            return print_output("")
         return done.status
     if extras:  # what parse_args would refuse, but naming the command's help
         return _fail(

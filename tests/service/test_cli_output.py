@@ -26,7 +26,16 @@ def _run(argv: list[str], stdout: Any = subprocess.PIPE) -> subprocess.Completed
     )
 
 
-@pytest.mark.parametrize("argv", [SIMULATE, [CARDRULES, "keygen"]], ids=["simulate", "keygen"])
+PRINTING = [
+    SIMULATE,
+    [CARDRULES, "keygen"],
+    [CARDRULES, "--version"],
+    [CARDRULES, "serve", "--help"],
+]
+PRINTING_IDS = ["simulate", "keygen", "version", "help"]
+
+
+@pytest.mark.parametrize("argv", PRINTING, ids=PRINTING_IDS)
 def test_a_full_disk_is_one_line_and_status_1(argv):
     with open("/dev/full", "w") as full:
         done = _run(argv, stdout=full)
@@ -34,12 +43,19 @@ def test_a_full_disk_is_one_line_and_status_1(argv):
     assert done.stderr == "cardrules: error: cannot print the result: No space left on device\n"
 
 
-@pytest.mark.parametrize("argv", [SIMULATE, [CARDRULES, "keygen"]], ids=["simulate", "keygen"])
+@pytest.mark.parametrize("argv", PRINTING[:2], ids=PRINTING_IDS[:2])
 def test_a_closed_stdout_is_one_line_and_status_1(argv):
     # keygen printed nothing and exited 0: a script would have taken "" for a key.
     done = _run(["sh", "-c", '"$@" >&-', "sh", *argv])
     assert done.returncode == 1
     assert done.stderr == "cardrules: error: stdout is closed: nowhere to print the result\n"
+
+
+@pytest.mark.parametrize("argv", PRINTING[2:], ids=PRINTING_IDS[2:])
+def test_help_and_version_with_stdout_closed_go_to_stderr(argv):
+    """argparse's own choice; the text is there to read, so the status is 0."""
+    done = _run(["sh", "-c", '"$@" >&-', "sh", *argv])
+    assert done.returncode == 0 and done.stderr.startswith(("cardrules 0", "usage:"))
 
 
 def test_a_closed_stdout_stops_simulate_before_it_plays():

@@ -61,7 +61,9 @@ from engine.krypkasino.events import (
     Event,
 )
 from service import codec
+from service.tokens import KeyRing, StateSealer
 from tests.service.grpc_helpers import Stub, card_code, card_proto, move_proto
+from tests.service.server_process import TEST_KEY
 from tests.sizes import fuzz_examples
 
 CARD = cards_pb2.Card.DESCRIPTOR.full_name
@@ -320,6 +322,20 @@ def test_no_response_shows_a_hidden_card(stub, players, data):
     config, message = config_for(players, data)
     seed = data.draw(st.integers(0, 2**63 - 1), label="seed")
     check_match(stub, config, message, seed)
+
+
+def test_a_seed_left_out_is_63_random_bits(stub: Stub) -> None:
+    """krypkasino.proto, ``NewGameRequest.seed``: left out, the server picks 63 random
+    bits, as a seed shows every hand and the stock to whoever can guess it (K14). The
+    session server seals with ``TEST_KEY``, so its tokens open here. Sixteen seeds of
+    63 random bits all below 2**56 (a short seed) or equal happen with odds of 2**-112."""
+    sealer = StateSealer(KeyRing.parse(TEST_KEY), game="krypkasino")
+    seeds = set()
+    for _ in range(16):
+        game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)))
+        seeds.add(pb.GameState.FromString(sealer.open(game.state)).seed)
+    assert len(seeds) == 16
+    assert 2**56 <= max(seeds) < 2**63
 
 
 # -- the checks catch leaks ------------------------------------------------------------

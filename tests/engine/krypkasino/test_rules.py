@@ -70,7 +70,7 @@ from engine.krypkasino.events import (
     DistributionDealt,
 )
 from engine.krypkasino.invariants import check_state
-from engine.krypkasino.moves import is_court
+from engine.krypkasino.moves import is_court, is_legal
 from engine.krypkasino.scoring import match_outcome, match_totals, team_totals
 from engine.krypkasino.state import remove_cards
 from tests.engine.krypkasino.helpers import (
@@ -628,6 +628,11 @@ def test_k16_7_rank_only_courts():
     assert set(sweep_ranks(cards("JH JC"), rules)) == ranks("J")
     assert sweep_ranks(cards("JH 5C 6D"), rules) == ()
     assert set(sweep_ranks(cards("JH 5C 6D"), Rules())) == ranks("J")
+    # No sum reaches a table court, so a plain card never sweeps a table holding one: the
+    # 5 takes both fives and leaves the king, and nothing forces it over a crawl (K7.6).
+    assert sweep_ranks(cards("5H 5C KD"), rules) == ()
+    assert Move.parse("2S") in legal("5H 5C KD", "5D 2S", rules)
+    assert is_legal(cards("5D 2S"), cards("5H 5C KD"), rules, Move.parse("2S"))
 
 
 def test_k8_3_sweep_kinds():

@@ -99,6 +99,14 @@ def test_a_view_reports_the_state_it_was_made_of() -> None:
     )
 
 
+def test_a_finished_matchs_view_has_no_turn() -> None:
+    """K13: nobody moves once the match is over, whatever seat the state last gave the turn."""
+    state, _ = open_game(Config(2), seed=3)
+    while not state.over:
+        state, _ = play(state, state.turn, legal_moves(state, state.turn)[0])
+    assert [view(state, seat).turn for seat in (None, 0, 1)] == [None, None, None]
+
+
 def test_a_view_counts_a_sweep_marker_once_in_its_pile() -> None:
     """K8.4: a sweep's marker lies in the sweeper's pile, so it counts once in its size."""
     state = position("7S 4C", {1: "JH 2C"})

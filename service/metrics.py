@@ -80,7 +80,9 @@ GRPC_CODES: tuple[str, ...] = (
 #: Every RPC of the service is unary; streaming RPCs would need their own label value.
 GRPC_TYPE = "unary"
 
-#: Upper bounds in seconds: a ``Play`` takes ~50 µs to a few ms, 1 s is pathological.
+#: Upper bounds in seconds: a ``Play`` is handled in about 0.1 to a few ms (docs/benchmarks.md:
+#: 85 µs in a loop, 250 to 900 µs of CPU in a loaded server, more in long matches); 1 s is
+#: pathological.
 HANDLING_BUCKETS: tuple[float, ...] = (
     0.0001,
     0.00025,

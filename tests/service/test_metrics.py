@@ -299,9 +299,11 @@ def test_the_call_runner_counts_and_times_every_outcome(registry, metrics):
     for code in ("OK", "InvalidArgument", "Internal"):
         assert value(found, "grpc_server_handled_total", **play, grpc_code=code) == 1
     assert value(found, "grpc_server_handling_seconds_count", **play) == 3
-    # The slow answer took at least 20 ms, and no call took as long as a second.
+    # The slow answer took at least 20 ms: past the 10 ms bucket, where the others may be
+    # (no upper bound: the bug's traceback took over a second on a loaded machine).
     assert value(found, "grpc_server_handling_seconds_sum", **play) >= 0.02
-    assert value(found, "grpc_server_handling_seconds_bucket", **play, le="1.0") == 3
+    assert value(found, "grpc_server_handling_seconds_bucket", **play, le="0.01") <= 2
+    assert value(found, "grpc_server_handling_seconds_bucket", **play, le="+Inf") == 3
     assert value(found, "grpc_server_started_total", **rpc("Score")) == 0
 
 

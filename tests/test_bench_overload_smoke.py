@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
+import multiprocessing
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
 from pathlib import Path
+
+import grpc
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from bench import overload
+from bench.common import Json
+from bench.server import Ports
+from service.krypkasino_api import SERVICE_NAME
 
 
 def test_quick_overload_run_loads_each_transport_and_probes(tmp_path: Path) -> None:
@@ -30,3 +45,73 @@ def test_quick_overload_run_loads_each_transport_and_probes(tmp_path: Path) -> N
         assert row["calls_failed"] == 0, row
         assert 0 <= row["probe_failures"] <= row["probes"] and row["probes"] > 0
         assert 0 < row["probe_p50_ms"] <= row["probe_max_ms"]
+
+
+ANSWER_AFTER_SECONDS = 1.0
+WINDOW_SECONDS = 0.3
+
+
+@contextlib.contextmanager
+def late_servers() -> Iterator[Ports]:
+    """Real loopback servers whose every ``Play``, over gRPC and over HTTP, ends only
+    after a load window of ``WINDOW_SECONDS`` is over."""
+
+    def play(request: bytes, context: grpc.ServicerContext) -> bytes:
+        time.sleep(ANSWER_AFTER_SECONDS)
+        return pb.PlayResponse().SerializeToString()
+
+    class Late(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            time.sleep(ANSWER_AFTER_SECONDS)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(play)
+    grpc_server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(SERVICE_NAME, {"Play": handler})]
+    )
+    grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
+    grpc_server.start()
+    http_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Late)
+    threading.Thread(target=http_server.serve_forever, daemon=True).start()
+    try:
+        yield Ports(grpc=grpc_port, http=http_server.server_address[1])
+    finally:
+        http_server.shutdown()
+        http_server.server_close()
+        grpc_server.stop(None)
+
+
+def test_calls_that_end_after_the_window_are_not_counted_as_served() -> None:
+    """Play/s is the calls ended in the window over its seconds: every call in flight when
+    it ends was counted too, which inflated a starved transport's figure (gRPC beside HTTP:
+    495 counted in a 5 s window, 295 of them ended in it)."""
+    spawn = multiprocessing.get_context("spawn")
+    results: multiprocessing.Queue[Json] = spawn.Queue()
+    with late_servers() as ports:
+        loads = [
+            spawn.Process(
+                target=overload.http_load,
+                args=(overload.Load(ports.http, 4, WINDOW_SECONDS), b"{}", results),
+            ),
+            spawn.Process(
+                target=overload.grpc_load,
+                args=(overload.Load(ports.grpc, 4, WINDOW_SECONDS), b"", results),
+            ),
+        ]
+        for process in loads:
+            process.start()
+        counted = {}
+        for _ in loads:
+            result = results.get(timeout=60)
+            counted[result["transport"]] = (result["served"], result["failed"])
+        for process in loads:
+            process.join()
+    assert counted == {"http": (0, 0), "grpc": (0, 0)}

@@ -109,7 +109,7 @@ def run_grpc(args: argparse.Namespace) -> int:
     print(grpc_bench.render(result) + "\n")
     print(render_targets(result["targets"]))
     finish(report, args.json)
-    return 0
+    return 1 if grpc_bench.failed_calls(result) else 0
 
 
 COMMANDS: dict[str, Command] = {

@@ -264,6 +264,15 @@ def run(games: int, rounds: int, seconds: float, concurrency: int) -> Json:
     return report
 
 
+def failed_calls(report: Json) -> int:
+    """Calls answered with an error, in every round and on every server. Throughput counts
+    only the answered calls, so any failure fails the run, as in ``bench http`` and
+    ``bench overload``."""
+    sides = report["side_by_side"]
+    calls = [sides[name] for name in ("play", "echo", "echo_instrumented", "play_floor")]
+    return sum(call["failures"] for call in [*calls, *report["workers"].values()])
+
+
 def render(report: Json) -> str:
     sides = report["side_by_side"]
     rows = [

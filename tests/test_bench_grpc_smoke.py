@@ -9,6 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from bench import grpc as grpc_bench
+from bench.grpc_load import write_requests
+
 
 def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "grpc.json"
@@ -45,3 +50,23 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
     for workers in ("workers_1", "workers_2"):
         assert report["workers"][workers]["failures"] == 0
         assert report["workers"][workers]["throughput_rps"] > 0
+
+
+def test_a_call_answered_with_an_error_fails_the_run() -> None:
+    """Throughput counts only the answered calls, so any failure fails the run (exit 1), as
+    in ``bench http`` and ``bench overload``: ``bench grpc`` exited 0 whatever failed."""
+    requests, _, _ = grpc_bench.play_stream(1)
+    refused = pb.PlayRequest(state=b"not a state token", seat=0, seat_token=b"x")
+    # First, so the first call of the load fails however few calls a loaded machine makes.
+    path = write_requests([refused.SerializeToString(), *requests])
+    try:
+        workers = grpc_bench.workers_throughput(path, 0.3, 4)
+    finally:
+        path.unlink()
+    assert all(w["failures"] > 0 and w["throughput_rps"] > 0 for w in workers.values()), workers
+    answered = {"failures": 0}
+    sides = dict.fromkeys(("play", "echo", "echo_instrumented", "play_floor"), answered)
+    report = {"side_by_side": sides, "workers": workers}
+    assert grpc_bench.failed_calls(report) == sum(w["failures"] for w in workers.values())
+    no_failures = {name: {**w, "failures": 0} for name, w in workers.items()}
+    assert grpc_bench.failed_calls({"side_by_side": sides, "workers": no_failures}) == 0

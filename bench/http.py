@@ -128,7 +128,8 @@ async def _load(calls: list[Call], requests: int) -> Json:
     return {
         "requests": len(ordered),
         "failures": failures,
-        "rps": round(len(ordered) / seconds, 1),
+        # Answered calls only: a refusal is no Play served, however fast it comes back.
+        "rps": round((len(ordered) - failures) / seconds, 1),
         "p50_us": round(percentile(ordered, 0.50) / NS_PER_US, 1),
         "p99_us": round(percentile(ordered, 0.99) / NS_PER_US, 1),
     }
@@ -198,7 +199,9 @@ def summarize(rounds: dict[str, list[Json]]) -> Json:
             key: round(median([f[key] for f in figures]), 1) for key in ("rps", "p50_us", "p99_us")
         }
         result[transport]["failures"] = sum(f["failures"] for f in figures)
-    result["http_to_grpc_rps"] = round(result["http"]["rps"] / result["grpc"]["rps"], 2)
+    grpc_rps = result["grpc"]["rps"]
+    # None when no gRPC call was answered (the run fails then, on its failures).
+    result["http_to_grpc_rps"] = round(result["http"]["rps"] / grpc_rps, 2) if grpc_rps else None
     return result
 
 

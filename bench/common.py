@@ -182,6 +182,16 @@ def target(
     }
 
 
+def verdict(check: Json) -> str:
+    """``ok``, a missed target's ``MISSED``, or the side of its limit a missed goal is on."""
+    if check["met"]:
+        return "ok"
+    if check["kind"] == "target":
+        return "MISSED"
+    # An at-most goal missed is above its limit, not below it.
+    return "below" if check["op"] == ">=" else "above"
+
+
 def render_targets(targets: Iterable[Json]) -> str:
     rows = [
         [
@@ -189,7 +199,7 @@ def render_targets(targets: Iterable[Json]) -> str:
             fmt(t["value"]),
             f"{t['op']} {fmt(t['limit'])} {t['unit']}",
             t["kind"],
-            "ok" if t["met"] else ("MISSED" if t["kind"] == "target" else "below"),
+            verdict(t),
         ]
         for t in targets
     ]

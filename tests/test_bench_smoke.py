@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import COMMANDS, build_parser
+from bench.common import render_targets, target
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE_OPTIONS = {
@@ -121,3 +122,15 @@ def test_make_help_and_the_readme_name_every_bench_command():
     for command in COMMANDS:
         assert command in bench_help.split("##", 1)[1], command
         assert command == "engine" or f"BENCH_ARGS={command}" in readme, command
+
+
+def test_the_check_table_says_on_which_side_of_its_limit_a_missed_goal_is():
+    """A missed at-most goal (the 4-player token's 600 bytes) read "below" its limit."""
+    checks = [
+        target("token", 700, 600, "bytes", goal=True),
+        target("ratio", 0.5, 0.8, "", at_least=True, goal=True),
+        target("p99", 300, 200, "µs"),
+        target("deals/s", 400, 250, "/s", at_least=True),
+    ]
+    verdicts = [line.split()[-1] for line in render_targets(checks).splitlines()[2:]]
+    assert verdicts == ["above", "below", "MISSED", "ok"]

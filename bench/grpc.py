@@ -6,7 +6,8 @@ token size, workers.
   see the same machine; the ratio of their throughputs is the share of the
   transport's capacity that the rules leave (target 0.6, goal 0.8). A second
   echo takes ``serve_call``, the path of every real RPC (request id, metrics,
-  the request log line), so beside it Play differs only by the rules work.
+  the request log line), so beside it Play differs only by its handler's work:
+  the token, protobuf and seat-token work, and the rules work.
   A third call, the Play floor, takes Play's whole path but the rules work
   (token, protobuf and seat-token work, the real answer precomputed): what
   any engine, in any language, could reach at most.

@@ -7,6 +7,7 @@ Commands are registered in ``COMMANDS``; without one, ``engine`` runs, so
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -149,7 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stop(signum: int, _frame: object) -> None:
+    """SIGTERM (a CI job's time limit, ``kill``) unwinds as Ctrl-C does, so that each
+    benchmark stops the servers and load processes it started: its default action
+    ended this process at once and left them running."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _stop)
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or (args[0] not in COMMANDS and args[0] not in ("-h", "--help")):
         args.insert(0, DEFAULT_COMMAND)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -70,3 +73,37 @@ def test_a_call_answered_with_an_error_fails_the_run() -> None:
     assert grpc_bench.failed_calls(report) == sum(w["failures"] for w in workers.values())
     no_failures = {name: {**w, "failures": 0} for name, w in workers.items()}
     assert grpc_bench.failed_calls({"side_by_side": sides, "workers": no_failures}) == 0
+
+
+def test_sigterm_stops_the_servers_the_benchmark_started() -> None:
+    """A CI job's time limit sends SIGTERM: the benchmark server it had started kept
+    running, orphaned, for good."""
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "bench", "grpc", "--quick"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: every process it starts
+    )
+    try:
+        assert bench.stderr is not None
+        for line in bench.stderr:  # the first round's first note: its server is serving
+            if line.startswith("round 1/"):
+                break
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(60) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 15
+        while _group_alive(bench.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _group_alive(bench.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(bench.pid, signal.SIGKILL)
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True

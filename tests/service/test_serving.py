@@ -49,6 +49,7 @@ from tests.service.metrics_helpers import Samples, metric_samples
 from tests.service.server_process import (
     TEST_KEY,
     ServerProcess,
+    failure_lines,
     free_ports,
     running,
     serve_and_fail,
@@ -788,7 +789,9 @@ def test_a_stop_signal_repeated_until_the_process_is_gone_still_exits_0(signum, 
             with contextlib.suppress(ProcessLookupError):
                 server.process.send_signal(signum)
             time.sleep(0.0005)
-        assert server.process.wait(60) == 0
+        # terminate: the whole log read, for the message (status 1 once, under coverage
+        # on a loaded machine, not seen again in 70 runs).
+        assert server.terminate(60) == 0, failure_lines(server)
     assert len(server.log_events("stopped")) == processes
     assert not [line for line in server.logs if line.get("level") == "error"]
     if processes == 1:

@@ -240,13 +240,6 @@ def run(games: int, rounds: int, seconds: float, concurrency: int) -> Json:
             "Play/echo throughput ratio", report["side_by_side"]["ratio"], 0.6, "", at_least=True
         ),
         target(
-            "Play/instrumented echo ratio",
-            report["side_by_side"]["ratio_instrumented"],
-            0.6,
-            "",
-            at_least=True,
-        ),
-        target(
             "Play/echo throughput ratio (goal)",
             report["side_by_side"]["ratio"],
             0.8,

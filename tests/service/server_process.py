@@ -312,10 +312,13 @@ def running(
     *,
     loopback_flags: bool = True,
     launcher: Sequence[str] = (),
+    failures_expected: bool = False,
 ) -> Iterator[ServerProcess]:
     """A server for one test; it must drain and exit 0, and is killed if the test failed.
 
-    ``loopback_flags`` and ``launcher`` as for ``start_server``.
+    Its log must show no failure (``failure_lines``) unless ``failures_expected``: a test
+    that provokes one on purpose checks it itself. ``loopback_flags`` and ``launcher``
+    as for ``start_server``.
     """
     server = start_server(
         args, env, keys, timeout, loopback_flags=loopback_flags, launcher=launcher
@@ -326,6 +329,8 @@ def running(
         server.kill()
         raise
     assert server.terminate() == 0
+    if not failures_expected:
+        assert failure_lines(server) == []
 
 
 def serve_and_fail(

@@ -603,7 +603,7 @@ def test_running_out_of_descriptors_is_logged_once_and_serving_resumes():
     """asyncio reports every accept that fails for want of a descriptor, tens of
     thousands of lines a second; the server logs one line per 10 s."""
     launcher = ("sh", "-c", 'ulimit -n 64 && exec "$@"', "sh")
-    with running(launcher=launcher) as server:
+    with running(launcher=launcher, failures_expected=True) as server:
         assert open_files_limits(server.process.pid) == (64, 64)
         connections = []
         try:
@@ -757,7 +757,8 @@ def assert_only_the_main_thread_takes(pid: int, taken: set[signal.Signals]) -> N
     assert not blocked_signals(pid, pid) & taken
     for thread in threads:
         if thread != pid:
-            assert blocked_signals(pid, thread) >= taken, (pid, thread)
+            name = Path(f"/proc/{pid}/task/{thread}/comm").read_text().strip()
+            assert blocked_signals(pid, thread) >= taken, (pid, thread, name)
 
 
 STOPS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
@@ -853,7 +854,9 @@ def test_deleted_metrics_values_make_metrics_answer_503_while_calls_go_on(delete
     200 with less or nothing in it: a scrape that read as a server that served nothing."""
     folder = tmp_path / "metrics"
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
-    with running((*workers(), "--metrics-port", str(free_port())), env) as server:
+    with running(
+        (*workers(), "--metrics-port", str(free_port())), env, failures_expected=True
+    ) as server:
         server.wait_for_logs("listening", 2)
         server.wait_for_logs("metrics")
         assert metric_samples(server.metrics_url)  # seen once, as Prometheus sees them
@@ -1169,7 +1172,10 @@ def test_a_metrics_folder_that_fills_up_loses_new_series_but_no_call_or_worker(t
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder / "values")}
     configs = every_series()
     with running(
-        (*workers(), "--metrics-port", str(free_port())), env, launcher=launcher
+        (*workers(), "--metrics-port", str(free_port())),
+        env,
+        launcher=launcher,
+        failures_expected=True,
     ) as server:
         server.wait_for_logs("listening", 2)
         server.wait_for_logs("metrics")
@@ -1214,7 +1220,9 @@ def test_new_series_made_while_no_descriptor_is_left_lose_no_call(tmp_path):
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
     configs = every_series()
     with (
-        running(("--metrics-port", str(free_port())), env, launcher=launcher) as server,
+        running(
+            ("--metrics-port", str(free_port())), env, launcher=launcher, failures_expected=True
+        ) as server,
         connect(server.target) as stub,
     ):
         stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)

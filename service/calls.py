@@ -33,6 +33,9 @@ ResponseT = TypeVar("ResponseT")
 REQUEST_ID_HEADER = "x-request-id"
 USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
 _OK = code_label(grpc.StatusCode.OK)
+# The answers a call's domain counters are not counted for (``CallInfo``): dropped at
+# the deadline (``within_deadline``) or failed by a bug.
+_NOT_STANDING = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL})
 
 
 @dataclass(slots=True)
@@ -80,11 +83,9 @@ def within_deadline(
             response = handler(request, info)
         except ServiceError:
             if time_remaining() == 0:  # a refusal nobody reads either
-                info.counts.clear()
                 raise deadline_exceeded() from None
             raise
         if time_remaining() == 0:
-            info.counts.clear()
             raise deadline_exceeded()
         return response
 
@@ -166,13 +167,13 @@ class CallRunner:
         except Exception:
             self._log.exception("unhandled error", method=method, request_id=request_id)
             error = internal_error()
-            info.counts.clear()
         seconds = time.perf_counter() - started
         code = _OK if error is None else code_label(error.code)
         if metrics is not None:
             metrics.rpc_handled(service, method, code, seconds)
-        for count in info.counts:
-            count()
+        if error is None or error.code not in _NOT_STANDING:
+            for count in info.counts:
+                count()
         fields = request_log_fields(
             request_id=request_id,
             method=f"{service}/{method}",

@@ -257,6 +257,13 @@ def _bool(source: str, text: str) -> bool:
     )
 
 
+def given_by(args: argparse.Namespace, name: str, environ: Mapping[str, str]) -> str | None:
+    """Where the setting ``name`` is given: its flag, which wins, its variable, or nowhere."""
+    if getattr(args, name, None) is not None:
+        return "--" + name.replace("_", "-")
+    return env_name(name) if env_name(name) in environ else None
+
+
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServerConfig:
     """Combine parsed flags, the environment and the defaults into a checked config."""
     env = os.environ if environ is None else environ
@@ -264,14 +271,11 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     sources: dict[str, str] = {}
 
     def raw(name: str) -> tuple[str, str] | None:
+        if (source := given_by(args, name, env)) is None:
+            return None
+        sources[name] = source
         flag_value = getattr(args, name, None)
-        if flag_value is not None:
-            sources[name] = "--" + name.replace("_", "-")
-            return sources[name], str(flag_value)
-        if env_name(name) in env:
-            sources[name] = env_name(name)
-            return sources[name], env[env_name(name)]
-        return None
+        return source, str(flag_value) if flag_value is not None else env[source]
 
     def given(name: str) -> tuple[str, str] | None:
         """``raw``, refusing a value set but empty: usually one that went missing (a

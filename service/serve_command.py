@@ -23,7 +23,7 @@ from service.config import (
     MULTIPROC_VALUE_FILE,
     ConfigValueError,
     add_server_arguments,
-    env_name,
+    given_by,
     resolve,
 )
 from service.start_signals import pending_signals
@@ -69,7 +69,7 @@ def run_serve(args: argparse.Namespace) -> int:
         try:
             made_folder = prepare_multiprocess_dir(config.workers)
         except OSError as error:
-            workers_source = "--workers" if args.workers is not None else env_name("workers")
+            workers_source = given_by(args, "workers", os.environ) or "--workers"
             return _fail(_unusable_folder(config.workers, workers_source, folder_variable, error))
     from service.logs import unbuffer_std_streams
     from service.server import serve

@@ -109,6 +109,12 @@ def _load(
         check=True,
     )
     result: Json = json.loads(done.stdout)
+    # Throughput, latency and every ratio need answered calls; without any, say why.
+    if not result["calls"]:
+        raise RuntimeError(
+            f"no call to {method} at {target_address} was answered in {seconds} s: "
+            f"{result['failures']}"
+        )
     return result
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from bench import grpc as grpc_bench
@@ -73,6 +74,20 @@ def test_a_call_answered_with_an_error_fails_the_run() -> None:
     assert grpc_bench.failed_calls(report) == sum(w["failures"] for w in workers.values())
     no_failures = {name: {**w, "failures": 0} for name, w in workers.items()}
     assert grpc_bench.failed_calls({"side_by_side": sides, "workers": no_failures}) == 0
+
+
+def test_a_round_with_no_call_answered_says_why() -> None:
+    """A round whose every call failed ended the run in a bare ``no samples`` or a
+    ZeroDivisionError, naming neither the call nor how it failed."""
+    refused = pb.PlayRequest(state=b"not a state token", seat=0, seat_token=b"x")
+    path = write_requests([refused.SerializeToString()])
+    try:
+        with pytest.raises(
+            RuntimeError, match=r"no call to .*Play.* was answered.*INVALID_ARGUMENT"
+        ):
+            grpc_bench.workers_throughput(path, 0.3, 4)
+    finally:
+        path.unlink()
 
 
 def test_sigterm_stops_the_servers_the_benchmark_started() -> None:

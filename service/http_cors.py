@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-ALLOWED_HEADERS = "Content-Type, Grpc-Timeout, X-Request-Id"
+# Content-Encoding is no CORS-safelisted header: a page sending a gzip body needs it allowed.
+ALLOWED_HEADERS = "Content-Encoding, Content-Type, Grpc-Timeout, X-Request-Id"
 EXPOSED_HEADERS = "X-Request-Id"
 MAX_AGE_SECONDS = "600"
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -69,7 +69,13 @@ from service.errors import (
 )
 from service.grpc_timeout import GRPC_TIMEOUT_HEADER, timeout_seconds
 from service.http_cors import CorsPolicy
-from service.http_json import JSON_TYPE, message_json, parse_request, status_json
+from service.http_json import (
+    JSON_TYPE,
+    JSON_WHITE_SPACE,
+    message_json,
+    parse_request,
+    status_json,
+)
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
 from service.listen import listen_hosts
 from service.logs import get_logger, request_log_fields
@@ -438,7 +444,7 @@ class HttpGateway:
         body = b"".join(chunks)
         # Judged once read: an empty body is the empty request whatever type it is said
         # to have (urllib sends a form type with data=b""), as parse_request takes it.
-        if not body.strip():
+        if not body.strip(JSON_WHITE_SPACE):
             return body
         content_type = request.headers.get("Content-Type")
         if content_type is None:

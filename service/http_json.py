@@ -35,6 +35,8 @@ from service.errors import ServiceError, invalid_argument, request_too_large
 MessageT = TypeVar("MessageT", bound=Message)
 
 JSON_TYPE = "application/json"
+# RFC 8259 section 2: bytes.strip() would also take \v and \f, which JSON refuses.
+JSON_WHITE_SPACE = b" \t\n\r"
 JSON_INVALID = "JSON_INVALID"
 _NESTED_PREFIX = re.compile(r"Failed to parse \w+ field: ")
 # A UTF-8 body can only hold a surrogate as a \uD800-\uDFFF escape.
@@ -155,7 +157,7 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
     is ``REQUEST_TOO_LARGE`` before json_format (pure Python, about 2.5 µs a
     value) parses it: a kilobyte of gzip can hold a million bytes of ``{},``.
     """
-    if not body.strip():
+    if not body.strip(JSON_WHITE_SPACE):
         return message_class()  # an empty body is the empty request, as in grpc-gateway
     duplicates: list[str] = []
     try:

@@ -639,6 +639,15 @@ def test_a_body_of_only_white_space_is_the_empty_request() -> None:
     assert parse_request(b" \r\n\t ", pb.NewGameRequest) == pb.NewGameRequest()
 
 
+@pytest.mark.parametrize("body", [b"\x0b", b" \x0c ", b"\x1c"])
+def test_white_space_that_json_does_not_allow_is_malformed_not_empty(body: bytes) -> None:
+    """RFC 8259 allows only space, tab, LF and CR between values; ``bytes.strip()`` took a
+    vertical tab or form feed for white space, and the body for the empty request."""
+    with pytest.raises(ServiceError) as refused:
+        parse_request(body, pb.NewGameRequest)
+    assert refused.value.reason == "JSON_INVALID"
+
+
 @pytest.mark.parametrize(
     "body", [b'{"\\ud800": 1}', b'{"config": {"teams": "\\udc00"}}', b'{"bogus": ["a\\uDBFF"]}']
 )

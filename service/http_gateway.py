@@ -342,6 +342,9 @@ class HttpGateway:
                 status=200 if serving else 503, body=body, content_type=JSON_TYPE, headers=headers
             )
         bound = by_method[request.method]
+        # Read now: once its client has gone (mid-body, or while the call waits its turn)
+        # the connection is no more, and the request line would not say whose call it was.
+        peer = _peer(request)
         # The deadline counts from here, once the headers are read: as near the caller's
         # send as the gateway sees.
         deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
@@ -369,7 +372,7 @@ class HttpGateway:
             request_id,
             handler,
             payload,
-            _peer(request),
+            peer,
         )
         if outcome.error is not None:
             response = self._error_response(outcome.error, headers)

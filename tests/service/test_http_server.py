@@ -808,6 +808,23 @@ def test_a_body_cut_short_is_logged_as_one_refused_request():
     assert "SECRET" not in json.dumps(server.logs)
 
 
+def test_a_client_gone_before_its_body_came_is_logged_with_its_peer():
+    """Design section 6: the request line of a client that closed its connection in the
+    middle of its body still says who it was, as every other request line does."""
+    head = (
+        "POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    with running() as server:
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+            connection.sendall(head.encode() + b'{"state":"')
+            client_port = connection.getsockname()[1]
+            time.sleep(0.2)  # the server is reading the body when the client goes
+        [line] = server.wait_for_logs("request")
+    assert line["reason"] == "REQUEST_MALFORMED"
+    assert line.get("peer") == f"ipv4:127.0.0.1:{client_port}", line
+
+
 def refuses_connections(port: int, within: float = 10) -> bool:
     """Whether new connections to ``port`` are refused before ``within`` seconds pass."""
     deadline = time.monotonic() + within

@@ -108,5 +108,7 @@ def test_a_call_whose_client_left_while_it_waited_is_not_served():
         assert handled(server.metrics_url, "LegalMoves", "Canceled") == len(gone)
     assert gone, f"every call was served: {Counter(line['code'] for line in calls)}"
     assert {line["reason"] for line in gone} == {"CLIENT_GONE"}
+    # Whose calls they were, though their connections are gone by the time they are logged.
+    assert all(str(line.get("peer")).startswith("ipv4:127.0.0.1:") for line in gone)
     assert {line["code"] for line in calls} == {"OK", "Canceled"}
     assert not [line for line in server.logs if line.get("level") == "error"]

@@ -3,8 +3,10 @@
 One line per request (``request_log_fields``), and never a state token, a
 seat token, a hand or a key: ``redact`` runs on every event, including the
 stdlib ``logging`` records of libraries (grpc), which are rendered the same way.
-Tracebacks never include local variables, which could hold any of those, and
-the HTTP server's exceptions lose their message, which can quote the request.
+Tracebacks never include local variables, which could hold any of those; an
+exception's arguments are scrubbed as values are (``KeyError(token)`` would
+quote the token), and the HTTP server's exceptions lose their message, which
+can quote the request.
 
 The JSON path is on every request, so it is kept lean: structlog's
 ``JSONRenderer`` serializes with orjson, the timestamp is formatted once a
@@ -181,6 +183,103 @@ def _withhold_request_text(
             f"{kind.__name__}: message withheld, it may quote the request"
         )
         event_dict["exc_info"] = (kind, withheld, trace)
+    return event_dict
+
+
+class SecretWithheldError(Exception):
+    """Stands in for an exception whose arguments hold bytes or a protobuf message."""
+
+
+def _holds_secret(value: object, depth: int = 0) -> bool:
+    """Whether ``_scrub`` would hide something in ``value``: bytes (tokens and keys are
+    bytes), a protobuf message (a request holds tokens), or a secret key's value."""
+    if isinstance(value, bytes | bytearray | memoryview | Message):
+        return True
+    if type(value) in _PLAIN:
+        return False
+    if depth >= _MAX_DEPTH:
+        return True  # too deep to look through, as ``_scrub`` hides it
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return any(
+            _secret_key(k) or _holds_secret(k, depth + 1) or _holds_secret(v, depth + 1)
+            for k, v in value.items()
+        )
+    if isinstance(value, Iterable) and not isinstance(value, Iterator):
+        return any(_holds_secret(v, depth + 1) for v in value)
+    return False
+
+
+#: Exceptions followed down a chain of causes and groups at most; the rest is cut.
+_MAX_CHAIN = 64
+
+
+def _without_secrets(
+    error: BaseException, seen: dict[int, BaseException | None], depth: int = 0
+) -> BaseException | None:
+    """``error`` itself, or when its arguments, or an exception it came from or groups,
+    hold a secret a copy that says what it was with the secret hidden, traceback kept.
+    None where the chain loops back or runs past ``_MAX_CHAIN``: it is cut there, so that
+    no exception is shown that was not looked through.
+
+    An exception's text is its arguments: ``KeyError(token)`` would quote the token.
+    """
+    if id(error) in seen:
+        return seen[id(error)]  # None while it is still being looked through: a loop
+    if depth >= _MAX_CHAIN:
+        return None
+    seen[id(error)] = None
+    cause = _chained(error.__cause__, seen, depth)
+    context = _chained(error.__context__, seen, depth)
+    substitute = error
+    if isinstance(error, BaseExceptionGroup):
+        members = [
+            _chained(member, seen, depth) or _not_shown(member) for member in error.exceptions
+        ]
+        if any(new is not old for new, old in zip(members, error.exceptions, strict=True)):
+            substitute = error.derive(members)
+    elif _holds_secret(error.args):
+        shown = ", ".join(repr(arg) for arg in cast(tuple[object, ...], _scrub(error.args)))
+        substitute = SecretWithheldError(f"{type(error).__name__}({shown})")
+    if substitute is error and cause is error.__cause__ and context is error.__context__:
+        seen[id(error)] = error
+        return error
+    if substitute is error:  # only what it came from held a secret
+        substitute = SecretWithheldError(f"{type(error).__name__}: {error}")
+    substitute.__cause__, substitute.__context__ = cause, context
+    substitute.__suppress_context__ = error.__suppress_context__
+    substitute.__traceback__ = error.__traceback__
+    seen[id(error)] = substitute
+    return substitute
+
+
+def _chained(
+    error: BaseException | None, seen: dict[int, BaseException | None], depth: int
+) -> BaseException | None:
+    return None if error is None else _without_secrets(error, seen, depth + 1)
+
+
+def _not_shown(error: BaseException) -> SecretWithheldError:
+    return SecretWithheldError(f"{type(error).__name__}: not shown (a loop, or too deep)")
+
+
+def _withhold_secret_arguments(
+    _logger: WrappedLogger, _method: str, event_dict: EventDict
+) -> EventDict:
+    """Render a logged exception without the secrets its arguments hold (design section 6):
+    ``redact`` sees only the text it is rendered to."""
+    exc_info = event_dict.get("exc_info")
+    if not exc_info:
+        return event_dict
+    if isinstance(exc_info, BaseException):
+        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+    elif not isinstance(exc_info, tuple):
+        exc_info = sys.exc_info()
+    kind, error, trace = exc_info
+    if error is not None:
+        shown = _without_secrets(error, {}) or _not_shown(error)
+        event_dict["exc_info"] = (kind, shown, trace)
     return event_dict
 
 
@@ -474,12 +573,17 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         renderer = structlog.dev.ConsoleRenderer(
             colors=sys.stdout.isatty(), exception_formatter=structlog.dev.plain_traceback
         )
-        tail: list[Processor] = [structlog.processors.StackInfoRenderer(), redact]
+        tail: list[Processor] = [
+            structlog.processors.StackInfoRenderer(),
+            _withhold_secret_arguments,
+            redact,
+        ]
         processors = [*shared, *tail, renderer]
     else:
         renderer = _json_text
         tail = [
             structlog.processors.StackInfoRenderer(),
+            _withhold_secret_arguments,
             # show_locals defaults to True: a frame's locals may hold a token or a hand.
             structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
             redact,

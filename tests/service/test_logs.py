@@ -216,6 +216,58 @@ def test_tracebacks_show_no_locals(capsys, fmt):
     assert SECRET not in out
 
 
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_bugs_exception_holding_a_token_or_a_request_shows_neither(capsys, fmt):
+    """Design section 6: a bug's exception may hold what it failed on as its arguments (a
+    dict lookup by token raises ``KeyError(token)``), and its text would quote it; so
+    would the exceptions it was raised from. Bytes and messages are hidden there too."""
+    configure_logging(fmt)
+    token = SECRET.encode()
+
+    known: dict[bytes, int] = {}
+
+    def lookup(request: pb.PlayRequest, info: CallInfo) -> None:
+        try:
+            known[request.state]  # the bug: a lookup by token
+        except KeyError as error:
+            raise ValueError("cannot play", request) from error
+
+    def grouped(request: pb.PlayRequest, info: CallInfo) -> None:
+        raise ExceptionGroup("calls failed", [KeyError(request.seat_token)])
+
+    runner = CallRunner(None)
+    for bug in (lookup, grouped):
+        runner.run("svc.S", "Play", "grpc", "rid-1", bug, pb.PlayRequest(state=token))
+        out = capsys.readouterr().out
+        assert "unhandled error" in out and "Internal" in out
+        assert SECRET not in out and SECRET.encode().hex() not in out
+        assert "[REDACTED]" in out
+    # A chain that loops back through a secret, or is too long to look through whole,
+    # is cut where it was not looked through, never shown unscrubbed or not at all.
+    looped = ValueError("outer")
+    inner = KeyError(token)
+    looped.__context__, inner.__context__ = inner, looped
+    long = RuntimeError("first")
+    long.__context__ = KeyError(token)  # the deepest one holds the secret
+    for number in range(3000):
+        link = RuntimeError(f"link {number}")
+        link.__context__, long = long, link
+    for error in (looped, long):
+        try:
+            raise error
+        except Exception:
+            get_logger().exception("chained")
+        out = capsys.readouterr().out
+        assert "chained" in out and SECRET not in out
+    # What holds no secret is logged as it was, with its type and text.
+    try:
+        raise KeyError("seat 7")
+    except KeyError:
+        get_logger().exception("lookup failed")
+    out = capsys.readouterr().out
+    assert "KeyError" in out and "seat 7" in out and "REDACTED" not in out
+
+
 def test_level_filtering(capsys):
     configure_logging("json", "warning")
     log = get_logger()

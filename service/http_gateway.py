@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +99,11 @@ _HTTP_STATUS_OF_REASON = {
     REQUEST_TOO_LARGE: 413,
 }
 _ECHOED_CHARS = 120
+# A path no route took is logged only when it looks like a route: segments of route
+# characters, each no longer than a route's ("krypkasino:legalMoves" is 21), so that a
+# token a client put in its path (27 characters and more in base64) is never logged;
+# "*" and "" are the targets that are no path ("OPTIONS *", "CONNECT host:443").
+_ROUTE_LIKE_PATH = re.compile(r"\*|(/[A-Za-z0-9:._-]{0,24}){0,6}")
 _READ_CHUNK = 16 * 1024
 # A request is held to --max-request-bytes as a protobuf message, as over gRPC, so both
 # transports take the same requests. Its JSON is larger: the largest real request (a
@@ -483,7 +489,7 @@ class HttpGateway:
         """A request no RPC sees still gets its one log line (design section 6)."""
         fields = request_log_fields(
             request_id=request_id,
-            method=f"{request.method[:16]} {request.path[:_ECHOED_CHARS]}",
+            method=f"{request.method[:16]} {_logged_path(request.path)}",
             code=code_label(error.code),
             duration_ms=0.0,
             game_id=None,
@@ -492,6 +498,12 @@ class HttpGateway:
         )
         self._log.info("request", reason=error.reason, **fields)
         return self._error_response(error, headers)
+
+
+def _logged_path(path: str) -> str:
+    """``path`` for the request line of a request no route took if it looks like a route,
+    else only its length: it could hold a token (design section 6)."""
+    return path if _ROUTE_LIKE_PATH.fullmatch(path) else f"[a path of {len(path)} characters]"
 
 
 def _call(bound: _Bound, body: bytes | ServiceError, info: CallInfo, limit: int) -> bytes:

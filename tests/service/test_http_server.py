@@ -17,6 +17,7 @@ import json
 import re
 import socket
 import time
+import urllib.parse
 import urllib.request
 import zlib
 from typing import Any, cast
@@ -118,8 +119,9 @@ def test_an_unknown_path_is_404_not_found_route(server):
 
 
 def test_a_long_unknown_path_is_echoed_as_its_first_120_characters(server):
-    """What the client sent is quoted back, in the refusal and the request's log line,
-    cut to 120 characters: a request cannot make either as long as it likes."""
+    """What the client sent is quoted back in the refusal, cut to 120 characters: a
+    request cannot make it as long as it likes. The log line gives a path that does not
+    look like a route only as its length, as it could hold a token."""
     path = "/v1/" + "x" * 300
     request_id = "echo-cut-to-120"
     status, _, body = exchange(
@@ -130,7 +132,38 @@ def test_a_long_unknown_path_is_echoed_as_its_first_120_characters(server):
     assert status == 404
     assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": path[:120]})
     (line,) = server.request_lines(request_id)
-    assert line["method"] == f"POST {path[:120]}"
+    assert line["method"] == f"POST [a path of {len(path)} characters]"
+
+
+@pytest.mark.parametrize("alphabet", ["base64", "base64url"])
+def test_a_token_sent_in_an_unknown_path_is_not_logged(server, json_game, alphabet):
+    """Design section 6: never a token in the log, whatever a client does with it."""
+    token = json_game["seatTokens"][0]
+    if alphabet == "base64url":
+        token = base64.urlsafe_b64encode(base64.b64decode(token)).decode().rstrip("=")
+    path = f"/v1/krypkasino/{urllib.parse.quote(token, safe='')}:play"
+    request_id = f"token-in-path-{alphabet}"
+    status, _, _ = exchange(
+        f"{server.http_url}{path}",
+        b"{}",
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+    )
+    assert status == 404
+    (line,) = server.request_lines(request_id)
+    assert line["method"].startswith("POST [a path of ")
+    assert not [logged for logged in server.logs if token[:8] in json.dumps(logged)]
+
+
+def test_a_mistyped_route_is_logged_as_it_came(server):
+    request_id = "mistyped-route"
+    status, _, _ = exchange(
+        f"{server.http_url}/v1/krypkasino:playMove",
+        b"{}",
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+    )
+    assert status == 404
+    (line,) = server.request_lines(request_id)
+    assert line["method"] == "POST /v1/krypkasino:playMove"
 
 
 def test_a_request_no_route_takes_still_has_its_one_log_line(server):

@@ -67,10 +67,12 @@ USER 10001:10001
 EXPOSE 50051 8080 9464
 
 # Docker/Podman only (Kubernetes uses the native gRPC probes of k8s/): ask the
-# standard health service for "readiness" on 127.0.0.1:$CARDRULES_GRPC_PORT (default
-# 50051); it runs apart from the server and cannot see a --grpc-port flag.
+# standard health service for "readiness" where the server listens. The check runs
+# apart from the server and cannot see its flags: service/healthcheck.py reads
+# CARDRULES_HOST and CARDRULES_GRPC_PORT with the server's own parser, so that the
+# two agree on every value (a wildcard host is reached on 127.0.0.1).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
-    CMD ["python", "-c", "import os, sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; port = os.environ.get('CARDRULES_GRPC_PORT', '50051'); channel = grpc.insecure_channel('127.0.0.1:' + port); reply = g.HealthStub(channel).Check(h.HealthCheckRequest(service='readiness'), timeout=3); sys.exit(0 if reply.status == h.HealthCheckResponse.SERVING else 1)"]
+    CMD ["python", "-m", "service.healthcheck"]
 
 # Exec form: the server is PID 1 and gets SIGTERM itself. It handles SIGTERM
 # (readiness NOT_SERVING, keep serving for --drain-delay-seconds, then finish

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tomllib
@@ -44,7 +45,13 @@ from tests.deploy.manifests import (
     rendered,
 )
 from tests.service.grpc_helpers import health
-from tests.service.server_process import TEST_KEY, free_port, start_server
+from tests.service.server_process import (
+    CARDRULES,
+    TEST_KEY,
+    free_port,
+    server_environment,
+    start_server,
+)
 
 SECRETS = {"CARDRULES_STATE_KEYS": TEST_KEY}
 DESIGN_HTTP_PORT = 8080  # design section 6: HTTP/JSON on 8080
@@ -357,3 +364,87 @@ def test_the_image_healthcheck_asks_the_grpc_health_service():
         command, env={"CARDRULES_GRPC_PORT": str(free_port())}, capture_output=True, timeout=30
     )
     assert nobody.returncode != 0
+
+
+def run_healthcheck(environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        healthcheck_command(), env=environ, cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+
+
+#: Spellings of a port that ``cardrules serve`` reads as the port (``int``'s), with the
+#: host it listens on. gRPC's target parser refused the underscore and the full-width
+#: digits, and loopback missed a server on another address: the container turned
+#: unhealthy while serving.
+SPELLINGS = {
+    "trailing space": ("127.0.0.1", "{} "),
+    "underscore": ("127.0.0.1", "{:_}"),
+    "full-width digits": ("127.0.0.1", "FULLWIDTH"),
+    "another loopback address": ("127.0.0.2", "{}"),
+}
+
+
+def spelled(port: int, spelling: str) -> str:
+    if spelling == "FULLWIDTH":
+        return str(port).translate(
+            {ord(d): ord(d) - ord("0") + ord("\uff10") for d in "0123456789"}
+        )
+    return spelling.format(port)
+
+
+@pytest.mark.parametrize("name", SPELLINGS)
+def test_the_image_healthcheck_finds_the_server_where_its_variables_put_it(name):
+    """The check reads CARDRULES_HOST and CARDRULES_GRPC_PORT as the server does."""
+    host, spelling = SPELLINGS[name]
+    port = free_port()
+    env = {
+        "CARDRULES_HOST": host,
+        "CARDRULES_GRPC_PORT": spelled(port, spelling),
+        "CARDRULES_METRICS_PORT": "0",
+    }
+    server = start_server(env=env, loopback_flags=False)
+    try:
+        assert server.grpc_port == port
+        checked = run_healthcheck(server_environment(env))
+        assert checked.returncode == 0, checked.stderr
+    finally:
+        assert server.terminate() == 0
+
+
+@pytest.mark.parametrize("value", ["0x10", "-1", "65536"])
+def test_the_image_healthcheck_reports_a_port_the_server_refuses_as_the_server_does(value):
+    environ = server_environment({"CARDRULES_GRPC_PORT": value})
+    refused = subprocess.run(
+        [CARDRULES, "serve"], env=environ, capture_output=True, text=True, timeout=30
+    )
+    assert refused.returncode == 2
+    message = refused.stderr.strip().removeprefix("cardrules: error: ")
+    checked = run_healthcheck(environ)
+    assert checked.returncode == 1  # never 2, which Docker reserves
+    assert message in checked.stderr
+
+
+def test_the_image_healthcheck_fails_a_draining_server():
+    """On SIGTERM readiness turns NOT_SERVING for the drain delay, and so does the check."""
+    port = free_port()
+    env = {
+        "CARDRULES_HOST": "127.0.0.1",
+        "CARDRULES_GRPC_PORT": str(port),
+        "CARDRULES_METRICS_PORT": "0",
+        "CARDRULES_DRAIN_DELAY_SECONDS": "20",
+    }
+    server = start_server(env=env, loopback_flags=False)
+    try:
+        server.process.send_signal(signal.SIGTERM)
+        server.wait_for_logs("draining")
+        checked = run_healthcheck(server_environment(env))
+        assert checked.returncode == 1
+        assert f"127.0.0.1:{port}: readiness is NOT_SERVING" in checked.stderr
+    finally:
+        server.kill()
+
+
+def test_the_image_healthcheck_says_it_cannot_check_an_ephemeral_port():
+    checked = run_healthcheck(server_environment({"CARDRULES_GRPC_PORT": "0"}))
+    assert checked.returncode == 1
+    assert "CARDRULES_GRPC_PORT is 0" in checked.stderr

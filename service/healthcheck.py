@@ -1,0 +1,111 @@
+"""The image's ``HEALTHCHECK`` (Dockerfile; docs/operations.md, "The image"): ask the
+gRPC health service for ``readiness`` where the server listens, and exit 0 if it
+answers SERVING, else 1.
+
+The check runs apart from the server (Docker and Podman start it beside PID 1), so
+it cannot see the server's flags; it reads the server's ``CARDRULES_*`` variables
+with the server's own parser (``service.config.resolve``). A value the server takes
+is read alike (``50051 ``, ``5_0051``: gRPC's target parser refuses the second),
+and one the server refuses is reported with the server's own message, so the check
+and the server never disagree about the address.
+
+Run as ``python -m service.healthcheck``. Never exit status 2: Docker reserves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from service.config import (
+    ConfigValueError,
+    ServerConfig,
+    add_server_arguments,
+    env_name,
+    host_port,
+    resolve,
+)
+from service.listen import is_wildcard
+
+#: The health service name the check asks for: the one that turns NOT_SERVING on
+#: SIGTERM, as the Kubernetes readiness probe's (k8s/base/deployment.yaml).
+READINESS = "readiness"
+#: Within the Dockerfile's ``HEALTHCHECK --timeout`` (5 s), with room to start Python.
+TIMEOUT_SECONDS = 3.0
+HEALTHY = 0
+UNHEALTHY = 1
+#: Settings the check has no use for: a keys file that became unreadable since the
+#: server started must not make a serving container unhealthy.
+_NOT_READ = frozenset(env_name(name) for name in ("state_keys", "state_keys_file"))
+#: Where a wildcard listener is reached: grpc serves 0.0.0.0 and :: on IPv4 too
+#: (service.listen), and IPv4 loopback exists where IPv6 may be switched off.
+_LOOPBACK = "127.0.0.1"
+
+
+class CheckError(Exception):
+    """Why there is no address to ask; the message says what to change."""
+
+
+def server_config(environ: Mapping[str, str]) -> ServerConfig:
+    """The configuration ``cardrules serve`` resolves from ``environ`` and no flags,
+    the state keys aside."""
+    parser = argparse.ArgumentParser(prog="cardrules serve")
+    add_server_arguments(parser)
+    wanted = {name: value for name, value in environ.items() if name not in _NOT_READ}
+    try:
+        return resolve(parser.parse_args([]), wanted)
+    except ConfigValueError as error:
+        raise CheckError(f"the server refuses its configuration: {error}") from None
+
+
+def target(config: ServerConfig) -> str:
+    """The gRPC address the server listens on, as seen from inside its container."""
+    if config.grpc_port == 0:
+        # The server chose a free port and logged it; nothing outside it knows which.
+        raise CheckError(
+            f"{env_name('grpc_port')} is 0 (any free port): the health check needs a fixed port"
+        )
+    host = _LOOPBACK if is_wildcard(config.host) else config.host
+    return host_port(host, config.grpc_port)
+
+
+def ask(address: str, timeout: float = TIMEOUT_SECONDS) -> str:
+    """The status name the health service at ``address`` gives for readiness."""
+    with grpc.insecure_channel(address) as channel:
+        # Typed Any: grpcio-health-checking's type stubs lack the stub's methods.
+        stub: Any = health_pb2_grpc.HealthStub(channel)
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=READINESS), timeout=timeout)
+    return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+
+
+def check(environ: Mapping[str, str]) -> int:
+    """0 if the server ``environ`` configures answers SERVING for readiness, else 1;
+    the reason for a 1 goes to stderr, which Docker keeps in the health log."""
+    try:
+        address = target(server_config(environ))
+    except CheckError as error:
+        print(f"unhealthy: {error}", file=sys.stderr)
+        return UNHEALTHY
+    try:
+        status = ask(address)
+    except grpc.RpcError as error:
+        print(f"unhealthy: {address}: {error.code().name}: {error.details()}", file=sys.stderr)
+        return UNHEALTHY
+    if status != "SERVING":
+        print(f"unhealthy: {address}: {READINESS} is {status}", file=sys.stderr)
+        return UNHEALTHY
+    return HEALTHY
+
+
+def main() -> int:
+    return check(os.environ)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -444,6 +444,27 @@ def test_the_image_healthcheck_fails_a_draining_server():
         server.kill()
 
 
+def test_the_image_healthcheck_does_not_read_the_state_keys(tmp_path):
+    """A keys file gone since the server read it at start (a Secret volume remounted)
+    must not turn a serving container unhealthy: the check needs only the address."""
+    keys = tmp_path / "keys"
+    keys.write_text(TEST_KEY + "\n")
+    port = free_port()
+    env = {
+        "CARDRULES_HOST": "127.0.0.1",
+        "CARDRULES_GRPC_PORT": str(port),
+        "CARDRULES_METRICS_PORT": "0",
+        "CARDRULES_STATE_KEYS_FILE": str(keys),
+    }
+    server = start_server(env=env, keys=None, loopback_flags=False)
+    try:
+        keys.unlink()
+        checked = run_healthcheck(server_environment(env, keys=None))
+        assert checked.returncode == 0, checked.stderr
+    finally:
+        assert server.terminate() == 0
+
+
 def test_the_image_healthcheck_says_it_cannot_check_an_ephemeral_port():
     checked = run_healthcheck(server_environment({"CARDRULES_GRPC_PORT": "0"}))
     assert checked.returncode == 1

@@ -80,11 +80,11 @@ def context_excludes(path: str) -> bool:
 NEEDED = [
     "requirements/runtime.lock",
     "pyproject.toml",
-    "README.md",
     "engine/__init__.py",
     "service/config.py",
     "service/cardrules.openapi.json",
     "clients/python/pyproject.toml",
+    "clients/python/README.md",  # the client's pyproject.toml names it as its readme
     "clients/python/src/cardrules/client/__init__.py",
 ]
 

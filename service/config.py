@@ -180,11 +180,15 @@ class ConfigValueError(ValueError):
     """A flag or environment value that cannot be used; the message names it."""
 
 
+# ASCII digits only: int() also takes "5_0051", "+50051" and full-width digits, which
+# nothing else reading these settings (gRPC's target parser, a probe) would.
+_WHOLE_NUMBER = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
+
+
 def _int(source: str, text: str, low: int, high: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigValueError(f"{source}: {text!r} is not a whole number") from None
+    if not _WHOLE_NUMBER.fullmatch(text):
+        raise ConfigValueError(f"{source}: {text!r} is not a whole number")
+    value = int(text)
     if not low <= value <= high:
         raise ConfigValueError(f"{source}: {value} is outside {low}..{high}")
     return value

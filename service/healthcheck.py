@@ -5,7 +5,7 @@ answers SERVING, else 1.
 The check runs apart from the server (Docker and Podman start it beside PID 1), so
 it cannot see the server's flags; it reads the server's ``CARDRULES_*`` variables
 with the server's own parser (``service.config.resolve``). A value the server takes
-is read alike (``50051 ``, ``5_0051``: gRPC's target parser refuses the second),
+is read alike (``50051 `` with a space: the check makes ``127.0.0.1:50051``),
 and one the server refuses is reported with the server's own message, so the check
 and the server never disagree about the address.
 

@@ -372,24 +372,13 @@ def run_healthcheck(environ: dict[str, str]) -> subprocess.CompletedProcess[str]
     )
 
 
-#: Spellings of a port that ``cardrules serve`` reads as the port (``int``'s), with the
-#: host it listens on. gRPC's target parser refused the underscore and the full-width
-#: digits, and loopback missed a server on another address: the container turned
+#: Spellings of a port that ``cardrules serve`` reads as the port, with the host it
+#: listens on. Loopback missed a server on another address: the container turned
 #: unhealthy while serving.
 SPELLINGS = {
     "trailing space": ("127.0.0.1", "{} "),
-    "underscore": ("127.0.0.1", "{:_}"),
-    "full-width digits": ("127.0.0.1", "FULLWIDTH"),
     "another loopback address": ("127.0.0.2", "{}"),
 }
-
-
-def spelled(port: int, spelling: str) -> str:
-    if spelling == "FULLWIDTH":
-        return str(port).translate(
-            {ord(d): ord(d) - ord("0") + ord("\uff10") for d in "0123456789"}
-        )
-    return spelling.format(port)
 
 
 @pytest.mark.parametrize("name", SPELLINGS)
@@ -399,7 +388,7 @@ def test_the_image_healthcheck_finds_the_server_where_its_variables_put_it(name)
     port = free_port()
     env = {
         "CARDRULES_HOST": host,
-        "CARDRULES_GRPC_PORT": spelled(port, spelling),
+        "CARDRULES_GRPC_PORT": spelling.format(port),
         "CARDRULES_METRICS_PORT": "0",
     }
     server = start_server(env=env, loopback_flags=False)
@@ -411,7 +400,11 @@ def test_the_image_healthcheck_finds_the_server_where_its_variables_put_it(name)
         assert server.terminate() == 0
 
 
-@pytest.mark.parametrize("value", ["0x10", "-1", "65536"])
+# The server took "5_0051", "+50051" and full-width digits (int()'s spellings), which
+# gRPC's target parser refuses: the image's health check failed a serving container.
+@pytest.mark.parametrize(
+    "value", ["0x10", "-1", "65536", "5_0051", "+50051", "\uff15\uff10\uff10\uff15\uff11"]
+)
 def test_the_image_healthcheck_reports_a_port_the_server_refuses_as_the_server_does(value):
     environ = server_environment({"CARDRULES_GRPC_PORT": value})
     refused = subprocess.run(

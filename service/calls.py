@@ -165,7 +165,14 @@ class CallRunner:
         except ServiceError as refusal:
             error = refusal
         except Exception:
-            self._log.exception("unhandled error", method=method, request_id=request_id)
+            # Named as its request line names the call, which is logged only afterwards.
+            self._log.exception(
+                "unhandled error",
+                request_id=request_id,
+                method=f"{service}/{method}",
+                transport=transport,
+                game_id=info.game_id,
+            )
             error = internal_error()
         seconds = time.perf_counter() - started
         code = _OK if error is None else code_label(error.code)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 
-from engine.cards import Card, card_str, holds_all
+from engine.cards import CARDS_PER_DECK, Card, card_str, holds_all
 from engine.krypkasino.dealing import distribute, start_deal
 from engine.krypkasino.events import Captured, Crawled, DealEnded, Event, MatchEnded, TiebreakDeal
 from engine.krypkasino.moves import (
@@ -94,7 +94,7 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
         return IllegalMoveError(
             Reason.CARD_NOT_IN_HAND,
             "K8.1",
-            f"{card_str(move.card)} is not in seat {seat}'s hand",
+            f"{_card_name(move.card)} is not in seat {seat}'s hand",
             move.card,
         )
     if not holds_all(table, move.captures):
@@ -138,6 +138,16 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
         f"the captured cards do not split into groups worth {hand_value(move.card)}",
         move.card,
     )
+
+
+def _card_name(card: Card) -> str:
+    """The code of a card (K1.1), or the number of one outside the deck.
+
+    ``play`` is handed moves it must refuse (K7.8), and a number that is no card
+    code (-1, 52) is refused as not in hand (K8.1): naming it through
+    ``card_str`` would fail on 52 and up and call -1 ``KC``.
+    """
+    return card_str(card) if 0 <= card < CARDS_PER_DECK else f"card code {int(card)}"
 
 
 def play_unchecked(state: State, move: Move) -> tuple[State, list[Event]]:

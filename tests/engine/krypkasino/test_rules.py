@@ -1094,6 +1094,19 @@ def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule)
         assert error.card == Move.parse(move).card
 
 
+@pytest.mark.parametrize("code", [-1, 52, 60])
+def test_k7_8_a_number_that_is_no_card_code_is_refused_as_not_in_hand(code: int) -> None:
+    """K7.8: ``play`` refuses any move outside the legal set with ``IllegalMoveError``;
+    a played number outside the deck's codes (K1.1) is not in hand (K8.1), and the
+    message names that number, not a crash (52 and up) nor another card (-1 read as KC)."""
+    state = position("8H 9C JH", {1: "8D 6C"})
+    with pytest.raises(IllegalMoveError) as error:
+        play(state, 1, Move(Card(code)))
+    assert error.value.reason is Reason.CARD_NOT_IN_HAND
+    assert error.value.rule == "K8.1"
+    assert error.value.message == f"card code {code} is not in seat 1's hand"
+
+
 @pytest.mark.parametrize(
     ("move", "rules", "message"),
     [

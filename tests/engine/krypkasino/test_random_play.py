@@ -9,25 +9,34 @@ every deal end the deal total is K15.7's; at the end the match length, dealers
 and winners follow K4.3/K13, every view is checked once more and nothing can be
 played any more. Replaying the moves gives equal states (determinism).
 
-``tests.sizes.random_games()`` games are spread round-robin over ``CONFIGS``.
+``tests.sizes.random_games()`` games are spread round-robin over ``CONFIGS``;
+besides, a one-deal match of every accepted combination of the variant flags can be
+drawn (K16: any configuration ``Config.validate`` accepts must play).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.cards import Card
 from engine.krypkasino import (
     Config,
+    ConfigError,
     DealResult,
     Event,
     IllegalMoveError,
     Move,
     Reason,
+    Removal,
+    Rules,
     State,
+    Teams,
     TieRule,
     legal_moves,
     new_game,
@@ -40,7 +49,7 @@ from engine.krypkasino import (
 from engine.krypkasino.events import DealEnded, TiebreakDeal
 from engine.krypkasino.invariants import check_opening, check_state, check_transition
 from tests.engine.krypkasino.configs import CONFIGS, config_label, config_of
-from tests.sizes import random_games
+from tests.sizes import fuzz_examples, random_games
 
 GAMES = [(CONFIGS[i % len(CONFIGS)], i) for i in range(random_games())]
 
@@ -258,3 +267,50 @@ def test_every_configuration_is_played():
     assert len(CONFIGS) == len({config_label(c) for c in CONFIGS}), "duplicate configurations"
     if random_games() >= len(CONFIGS):
         assert {config_label(c) for c, _ in GAMES} == {config_label(c) for c in CONFIGS}
+
+
+def _accepted_rules() -> list[tuple[int, Teams, Rules]]:
+    """Every player count, team mode and K16 flag combination that ``Config.validate``
+    accepts (4,608 of 23,040): ``CONFIGS`` holds each flag alone and chosen pairs only."""
+    accepted = []
+    for bits in itertools.product((False, True), repeat=len(Rules.flag_names())):
+        for removal in Removal:
+            rules = Rules(**dict(zip(Rules.flag_names(), bits, strict=True)), removal=removal)
+            for players, teams in itertools.product(range(2, 7), Teams):
+                try:
+                    Config(players, teams, rules).validate()
+                except ConfigError:
+                    continue
+                accepted.append((players, teams, rules))
+    return accepted
+
+
+ACCEPTED_RULES = _accepted_rules()
+
+
+@settings(max_examples=fuzz_examples(60), deadline=None)
+@given(
+    table=st.sampled_from(ACCEPTED_RULES),
+    dealer=st.integers(0, 5),
+    draw_for_deal=st.booleans(),
+    tie_rule=st.sampled_from(TieRule),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_k16_every_accepted_flag_combination_plays_a_deal(
+    table: tuple[int, Teams, Rules], dealer: int, draw_for_deal: bool, tie_rule: TieRule, seed: int
+) -> None:
+    """K16: every combination of flags the configuration accepts deals, plays and scores
+    a deal with every step checked as above (K7.8, K15); a target of 1 ends the match
+    after it (K13.2), or after one tie-break deal (K13.3)."""
+    players, teams, rules = table
+    config = Config(
+        players,
+        teams,
+        rules,
+        first_dealer=0 if draw_for_deal else dealer % players,
+        draw_for_deal=draw_for_deal,
+        target_score=1,
+        tie_rule=tie_rule,
+    )
+    states, _ = _play_match(config.validate(), seed)
+    assert len(states[-1].results) in (1, 2)

@@ -41,6 +41,7 @@ from tests.service.server_process import (
     ServerProcess,
     cannot_listen_line,
     events,
+    failure_lines,
     free_port,
     free_ports,
     in_mount_namespace,
@@ -789,6 +790,68 @@ def test_only_the_main_thread_of_each_process_takes_its_signals(processes):
             assert_only_the_main_thread_takes(int(str(line["pid"])), STOPS)
         if processes == 2:  # the supervisor: its watchdog and metrics threads
             assert_only_the_main_thread_takes(server.process.pid, {*STOPS, signal.SIGALRM})
+
+
+# The console script with a hook in asyncio's removal of a signal handler, in the server and
+# each worker: as ``StopSignals.finished`` lets go of ``REPEAT``, which puts it back to its
+# default action for a moment (SIG_DFL; for SIGINT Python's default_int_handler), the
+# process sends it to itself and waits 0.1 s there, long enough for any thread able to take
+# it to do so. First it names, on a line that is no JSON, each thread that could.
+SCRIPT_REPEAT_AS_SERVING_LETS_GO = """
+import asyncio, os, signal, sys, time
+from pathlib import Path
+REPEAT = signal.Signals[os.environ["REPEAT"]]
+STOPS = sum(1 << (s - 1) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+def taking_threads():
+    names = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+            name = (task / "comm").read_text().strip()
+        except FileNotFoundError:
+            continue
+        blocked = next(l for l in status.splitlines() if l.startswith("SigBlk:")).split()[1]
+        if int(task.name) != os.getpid() and int(blocked, 16) & STOPS != STOPS:
+            names.append(name)
+    return names
+let_go = asyncio.SelectorEventLoop.remove_signal_handler
+def let_go_then_repeat(self, signum):
+    removed = let_go(self, signum)
+    if signum == REPEAT:
+        if taking := taking_threads():
+            print("threads that take stop signals:", taking, file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signum)
+        time.sleep(0.1)
+    return removed
+asyncio.SelectorEventLoop.remove_signal_handler = let_go_then_repeat
+del sys.argv[1]  # the console script, which the launcher was given to run
+from service.entry import main
+raise SystemExit(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("repeat", "processes"),
+    [(signal.SIGTERM, 1), (signal.SIGINT, 1), (signal.SIGINT, 2)],
+    ids=["sigterm-one_process", "sigint-one_process", "sigint-workers"],
+)
+def test_a_stop_signal_just_as_serving_lets_go_of_them_changes_nothing(repeat, processes):
+    """``StopSignals.finished`` ignores the stop signals from the end of serving on, through
+    asyncio's removal of its handlers, which puts each back to its default action first. A
+    repeat in that moment (the supervisor forwards every Ctrl-C) would kill the process
+    (143), or raise KeyboardInterrupt (130; a worker's crash, status 1), were there a thread
+    to take it: none may. Here the repeat comes in that very moment, which the test of
+    repeats until the process is gone meets by chance only."""
+    args = workers() if processes == 2 else ()
+    launcher = (sys.executable, "-c", SCRIPT_REPEAT_AS_SERVING_LETS_GO)
+    with running(
+        (*args, "--drain-delay-seconds", "0"), {"REPEAT": repeat.name}, launcher=launcher
+    ) as server:
+        server.wait_for_logs("listening", processes)
+        server.process.send_signal(signal.SIGTERM)
+        # terminate: the whole log read, for the threads named and any traceback.
+        assert server.terminate(60) == 0, failure_lines(server)
+    assert len(server.log_events("stopped")) == processes
 
 
 def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):

@@ -553,8 +553,8 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     Workers are not restarted one by one: when one exits on its own (a crash,
     ``kill -9``), the supervisor stops the others and exits 1, so that the
     orchestrator restarts the whole server (docs/operations.md "Workers"). So does
-    one whose event loop stops running for ``config.worker_timeout_seconds``: it is
-    killed (``service.watchdog``). Workers still running ``STOP_MARGIN_SECONDS``
+    one whose event loop stops running for ``config.worker_timeout_seconds`` while
+    serving: it is killed (``service.watchdog``). Workers still running ``STOP_MARGIN_SECONDS``
     after the drain delay and grace period that followed the first stop signal are
     killed, with the same exit status.
     """
@@ -576,6 +576,9 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
         if not stopping:
             deadline = config.drain_delay_seconds + config.grace_seconds + STOP_MARGIN_SECONDS
             signal.setitimer(signal.ITIMER_REAL, deadline)
+            # From now on the deadline judges the workers: a worker whose event loop has
+            # ended is still exiting, silent, and the watch would kill it as hung.
+            end_watch()
         stopping = True
         for pid in list(workers):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped

@@ -441,10 +441,15 @@ def test_a_worker_that_stops_cleanly_on_its_own_still_stops_the_server_with_stat
     )
 
 
-def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period():
-    """A stopped (or deadlocked) worker would keep the supervisor waiting for good."""
-    # Without the watchdog, which would otherwise kill the worker first.
-    server = start_server((*workers(), "--grace-seconds", "1", "--worker-timeout-seconds", "0"))
+@pytest.mark.parametrize("watchdog", ["0", "2"], ids=["no_watchdog", "watchdog"])
+def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period(watchdog):
+    """A stopped (or deadlocked) worker would keep the supervisor waiting for good. Once
+    stopping, the deadline alone judges the workers: the watchdog, silence being all it
+    sees, would also kill a worker still exiting after its event loop ended, long before
+    the deadline, and the server would exit 1 after a clean drain."""
+    server = start_server(
+        (*workers(), "--grace-seconds", "1", "--worker-timeout-seconds", watchdog)
+    )
     try:
         listening = server.wait_for_logs("listening", 2)
         pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
@@ -459,6 +464,7 @@ def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period():
     assert waited >= 1 + 5
     [late] = server.log_events("workers did not stop in time")
     assert late["workers"] == [2]
+    assert not server.log_events("worker hung")
     [exited] = server.log_events("worker exited")
     assert (exited["worker"], exited["signal"]) == (2, "SIGKILL")
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]

@@ -1,12 +1,14 @@
 """The configurations random play covers: every player count and team mode, every
-variant flag alone (K16) and flags that act on each other, with match settings (K4, K13).
+variant flag alone (K16) and flags that act on each other, with match settings (K4, K13);
+and ``random_config``, which draws any valid combination of all of them.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-from engine.krypkasino import Config, Removal, Rules, Teams, TieRule
+from engine.krypkasino import Config, ConfigError, Removal, Rules, Teams, TieRule
 
 
 def config_of(players: int, teams: str = "individual", **settings: Any) -> Config:
@@ -90,3 +92,58 @@ def config_label(config: Config) -> str:
     if config.tie_rule is not TieRule.SHARED:
         parts.append(config.tie_rule.value)
     return "-".join(parts)
+
+
+# K3.2: the team modes each player count allows.
+_TEAM_MODES = {
+    2: (Teams.INDIVIDUAL,),
+    3: (Teams.INDIVIDUAL,),
+    4: (Teams.INDIVIDUAL, Teams.PAIRS),
+    5: (Teams.INDIVIDUAL,),
+    6: (Teams.INDIVIDUAL, Teams.PAIRS, Teams.TRIOS),
+}
+
+
+def random_config(seed: int) -> Config:
+    """A valid configuration drawn from ``seed``: any player count and team mode, any
+    combination of the K16 flags and removal, a fixed or drawn first dealer (K4.2) and a
+    match setting (K13.2), so that random play also meets the combinations the lists
+    above leave out. A draw ``Config.validate`` refuses is drawn again."""
+    rng = random.Random(f"config-{seed}")
+    while True:
+        try:
+            return _draw_config(rng).validate()
+        except ConfigError:
+            continue
+
+
+def _draw_config(rng: random.Random) -> Config:
+    """One draw of ``random_config``; may be invalid (K5.2, K16.1-K16.3)."""
+    players = rng.randint(2, 6)
+    # A flag is on one time in three, so most draws combine two to four of them.
+    flags = {name: rng.random() < 1 / 3 for name in Rules.flag_names()}
+    rules = Rules(removal=rng.choice(list(Removal)), **flags)
+    target, deals = _match_length(rng, players)
+    return Config(
+        players,
+        rng.choice(_TEAM_MODES[players]),
+        rules,
+        first_dealer=rng.randrange(players),
+        draw_for_deal=rng.random() < 1 / 4,
+        match_deals=deals,
+        target_score=target,
+        tie_rule=rng.choice(list(TieRule)),
+    )
+
+
+def _match_length(rng: random.Random, players: int) -> tuple[int | None, int | None]:
+    """K13.2 ``(target_score, match_deals)``: the default, twice the default, or a target
+    (1 ends after the first deal) with or without a cap of deals that need not be a
+    multiple of the players. Kept about as long as a default match, for CI's time."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        return None, None
+    if kind == 1:
+        return None, players * rng.randint(1, 2)
+    target = rng.randint(1, 60)
+    return target, (rng.randint(1, players) if kind == 2 else None)

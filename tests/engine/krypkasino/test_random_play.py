@@ -6,7 +6,8 @@ mover and empty for everyone else (K7.7, K7.8, K1.6); moves outside it are
 refused (K7.8); the K15 invariants hold; the view of one viewer (the public and
 the seats in turn) does not change when only cards hidden from it change. At
 every move its execution is K8's, checked against the state before it (table,
-piles, markers, sweep kind, last capturer, turn); at every deal end the deal total
+piles, markers, sweep kind, last capturer, turn); at every deal end every seat's
+score items are K12.1's, recomputed from its pile and markers, and the deal total
 is K15.7's; at the end the match length, dealers and winners follow K4.3/K13,
 every view is checked once more and nothing can be played any more. Replaying the
 moves gives equal states (determinism).
@@ -27,7 +28,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.cards import ACE, Card, rank_of
+from engine.cards import ACE, SPADES, Card, parse_card, rank_of, suit_of
 from engine.krypkasino import (
     Config,
     DealResult,
@@ -37,6 +38,7 @@ from engine.krypkasino import (
     Reason,
     State,
     SweepKind,
+    Teams,
     TieRule,
     legal_moves,
     new_game,
@@ -115,7 +117,7 @@ def _check_deal_end(config: Config, result: DealResult) -> None:
 def _expected_sweep(table: tuple[Card, ...], move: Move) -> SweepKind:
     """K8.3 from the table before the move: the whole table is a sweep, a lone non-ace
     twin of the played card a double sweep."""
-    if not move.captures or Counter(move.captures) != Counter(table):
+    if not move.captures or list(move.captures) != sorted(table):
         return SweepKind.NONE
     if table == (move.card,) and rank_of(move.card) != ACE:
         return SweepKind.DOUBLE
@@ -136,20 +138,76 @@ def _check_execution(before: State, move: Move, after: State, events: list[Event
         assert not captured
     if any(isinstance(e, DealEnded) for e in events):
         return
-    piles = list(before.piles)
-    if move.captures:
-        piles[seat] += (move.card, *move.captures)
-    assert [Counter(p) for p in after.piles] == [Counter(p) for p in piles], "K8.3: piles"
+    # Piles only grow, so the mover's is the old one and the new cards; the others stay.
+    pile, added = after.piles[seat], (move.card, *move.captures) if move.captures else ()
+    assert pile[: len(pile) - len(added)] == before.piles[seat], "K8.3: piles"
+    assert sorted(pile[len(pile) - len(added) :]) == sorted(added), "K8.3: piles"
+    assert all(after.piles[s] == before.piles[s] for s in range(n) if s != seat), "K8.3"
     markers = list(before.markers)
     markers[seat] += (move.card,) * kind.markers
     assert after.markers == tuple(markers), "K8.3: markers"
     assert after.last_capturer == (seat if move.captures else before.last_capturer), "K8.3"
     if any(isinstance(e, DistributionDealt) for e in events):
         return
-    assert Counter(after.hands[seat]) == Counter(before.hands[seat]) - Counter([move.card])
-    table = Counter(before.table) - Counter(move.captures) + Counter([move.card] * move.is_crawl)
-    assert Counter(after.table) == table, "K8.2/K8.3: table"
+    hand, table = list(before.hands[seat]), list(before.table)
+    hand.remove(move.card)
+    assert list(after.hands[seat]) == hand, "K8.1"
+    for card in move.captures:
+        table.remove(card)
+    assert sorted(after.table) == sorted(table if move.captures else [*table, move.card]), "K8.2"
     assert after.turn == (seat + 1) % n, "K8.5"
+
+
+def _card_items(pile: list[Card], nordic: bool) -> tuple[int, ...]:
+    """K12.1's storan, lillan, ace of spades, other spades and other aces of a pile, from
+    the K2.4 table (K16.9 with ``nordic``)."""
+    count = Counter(pile)
+    storan, lillan, ace_of_spades = parse_card("10D"), parse_card("2S"), parse_card("AS")
+    spades = [c for c in count.elements() if suit_of(c) == SPADES]
+    aces = [c for c in count.elements() if rank_of(c) == ACE and suit_of(c) != SPADES]
+    return (
+        (0 if nordic else 3) * count[storan],
+        (1 if nordic else 2) * count[lillan],
+        2 * count[ace_of_spades],
+        len(spades) - count[lillan] - count[ace_of_spades],
+        len(aces),
+    )
+
+
+def _team_of(config: Config, seat: int) -> int:
+    """K3.2 seatings: pairs opposite ({0,2},{1,3} / {0,3},{1,4},{2,5}), trios alternating."""
+    if config.teams is Teams.PAIRS:
+        return seat % (config.players // 2)
+    return seat % 2 if config.teams is Teams.TRIOS else seat
+
+
+def _check_scores(before: State, move: Move, ended: DealEnded) -> None:
+    """K12.1 seat by seat, recomputed from the piles and markers the deal ends with (the
+    state before its last move, that move and K11.2's collection), and K3.3 team totals.
+    The deal-end sums (K15.6, K15.7) cannot see points moved between seats."""
+    config, result = before.config, ended.result
+    n, seat = config.players, before.turn
+    piles = [list(pile) for pile in before.piles]
+    markers = [len(m) for m in before.markers]
+    if move.captures:
+        piles[seat] += [move.card, *move.captures]
+        markers[seat] += _expected_sweep(before.table, move).markers
+    piles[ended.recipient] += ended.collected
+    teams = [0] * len(result.team_totals)
+    for s, got in enumerate(result.scores):
+        items = _card_items(piles[s], config.rules.nordic_scoring)
+        named = (got.storan, got.lillan, got.ace_of_spades, got.other_spades, got.other_aces)
+        assert named == items, (s, got, items)
+        points = sum(items)
+        made, conceded = 5 * markers[s], -5 * markers[(s + 1) % n]  # K9.1: prev(p) pays
+        last = int(config.rules.last_capture_point and s == ended.recipient)
+        bordstabbe = -5 if s == before.bordstabbe_seat else 0
+        expected = (points, made, conceded, last, bordstabbe)
+        rest = (got.card_points, got.sweeps_made, got.sweeps_conceded, got.last_capture)
+        assert (*rest, got.bordstabbe) == expected, (s, got, expected)
+        assert got.total == sum(expected), (s, got)
+        teams[_team_of(config, s)] += got.total
+    assert list(result.team_totals) == teams, "K3.3"
 
 
 def _check_illegal(state: State, legal: list[Move], rng: random.Random) -> None:
@@ -288,6 +346,7 @@ def _play_match(config: Config, seed: int) -> tuple[list[State], list[Move]]:
         for event in events:
             if isinstance(event, DealEnded):
                 _check_deal_end(config, event.result)
+                _check_scores(state, move, event)
             elif isinstance(event, TiebreakDeal):
                 tiebreaks.append(event.teams)
         state = after

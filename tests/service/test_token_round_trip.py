@@ -1,7 +1,7 @@
 """The random-play harness with a token round trip at every step (design section 7).
 
 Every state of seeded random matches over every configuration of the engine
-harness is encoded, sealed with real AES-256-GCM, opened, decoded and
+harness (and over random ones, ``random_config``) is encoded, sealed with real AES-256-GCM, opened, decoded and
 compared with the original; play then continues from the decoded copy, so a
 lossy codec would derail the match.
 """
@@ -16,13 +16,16 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from engine.krypkasino import State, legal_moves, new_game, play_unchecked
 from service import state_codec
 from service.tokens import KeyRing, StateSealer
-from tests.engine.krypkasino.configs import CONFIGS, config_label
+from tests.engine.krypkasino.configs import CONFIGS, config_label, random_config
 from tests.sizes import random_games
 
 SEALER = StateSealer(KeyRing.ephemeral(), game="krypkasino")
-# A quarter of the harness' budget, but every configuration at least once.
+# A quarter of the harness' budget, but every configuration at least once; beyond
+# that, every other game has a random configuration, as in the engine's harness.
+_FIXED = len(CONFIGS)
 GAMES = [
-    (CONFIGS[i % len(CONFIGS)], 500 + i) for i in range(max(len(CONFIGS), random_games() // 4))
+    (CONFIGS[i] if i < _FIXED else CONFIGS[i % _FIXED] if i % 2 else random_config(i), 500 + i)
+    for i in range(max(_FIXED, random_games() // 4))
 ]
 
 

@@ -118,20 +118,27 @@ def test_an_unknown_path_is_404_not_found_route(server):
     assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": "/v1/krypkasino:shuffle"})
 
 
-def test_a_long_unknown_path_is_echoed_as_its_first_120_characters(server):
-    """What the client sent is quoted back in the refusal, cut to 120 characters: a
-    request cannot make it as long as it likes. The log line gives a path that does not
-    look like a route only as its length, as it could hold a token."""
-    path = "/v1/" + "x" * 300
-    request_id = "echo-cut-to-120"
+def post_on_no_route(
+    server: ServerProcess, path: str, request_id: str
+) -> tuple[bytes, dict[str, object]]:
+    """POST ``{}`` to ``path``, which no route takes: the 404's body, the request line."""
     status, _, body = exchange(
         f"{server.http_url}{path}",
         b"{}",
         headers={"Content-Type": "application/json", "X-Request-Id": request_id},
     )
     assert status == 404
-    assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": path[:120]})
     (line,) = server.request_lines(request_id)
+    return body, line
+
+
+def test_a_long_unknown_path_is_echoed_as_its_first_120_characters(server):
+    """What the client sent is quoted back in the refusal, cut to 120 characters: a
+    request cannot make it as long as it likes. The log line gives a path that does not
+    look like a route only as its length, as it could hold a token."""
+    path = "/v1/" + "x" * 300
+    body, line = post_on_no_route(server, path, "echo-cut-to-120")
+    assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": path[:120]})
     assert line["method"] == f"POST [a path of {len(path)} characters]"
 
 
@@ -142,39 +149,15 @@ def test_a_token_sent_in_an_unknown_path_is_not_logged(server, json_game, alphab
     if alphabet == "base64url":
         token = base64.urlsafe_b64encode(base64.b64decode(token)).decode().rstrip("=")
     path = f"/v1/krypkasino/{urllib.parse.quote(token, safe='')}:play"
-    request_id = f"token-in-path-{alphabet}"
-    status, _, _ = exchange(
-        f"{server.http_url}{path}",
-        b"{}",
-        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
-    )
-    assert status == 404
-    (line,) = server.request_lines(request_id)
-    assert line["method"].startswith("POST [a path of ")
+    _, line = post_on_no_route(server, path, f"token-in-path-{alphabet}")
+    assert str(line["method"]).startswith("POST [a path of ")
     assert not [logged for logged in server.logs if token[:8] in json.dumps(logged)]
 
 
-def test_a_mistyped_route_is_logged_as_it_came(server):
-    request_id = "mistyped-route"
-    status, _, _ = exchange(
-        f"{server.http_url}/v1/krypkasino:playMove",
-        b"{}",
-        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
-    )
-    assert status == 404
-    (line,) = server.request_lines(request_id)
-    assert line["method"] == "POST /v1/krypkasino:playMove"
-
-
 def test_a_request_no_route_takes_still_has_its_one_log_line(server):
-    """Design section 6: every request is logged, the ones no RPC sees included."""
-    status, _, _ = exchange(
-        f"{server.http_url}/v1/nowhere",
-        b"{}",
-        headers={"Content-Type": "application/json", "X-Request-Id": "unrouted-line"},
-    )
-    assert status == 404
-    (line,) = server.request_lines("unrouted-line")
+    """Design section 6: every request is logged, the ones no RPC sees included; a path
+    that looks like a route (a mistyped one) as it came."""
+    _, line = post_on_no_route(server, "/v1/nowhere", "unrouted-line")
     assert re.fullmatch(r"ipv4:127\.0\.0\.1:[1-9]\d*", str(line["peer"]))
     assert {k: line[k] for k in ("method", "code", "reason", "transport", "game_id")} == {
         "method": "POST /v1/nowhere",

@@ -32,10 +32,12 @@ _SPADES = bytes(range(SPADES, CARDS_PER_DECK, 4))
 # at most, K5.1) can repeat a value: a crawled card's value was no subset sum of the
 # table (K7.4), so it differs from every table value, and values run 1..13; aces,
 # crawled for their hand value 14, are the only other way to add a duplicate. Random
-# play stays at or below about 12 cards. The worst table a reviewer built, low cards
-# against a hand of A J Q K (values 14, 11, 12, 13), has 6,949 legal moves at 20
-# cards (a 0.6 MB gRPC answer, a 4 MB JSON one that takes 0.5 s to render) and
-# 61,202 at 24 (10 s over HTTP): 20 bounds what one forged request can cost.
+# play stays at or below about 12 cards, and no game reaches more than 18 (6 dealt, 12
+# crawled: two exhaustive searches in the 32nd session's review). The worst table a
+# reviewer built, low cards against a hand of A J Q K (values 14, 11, 12, 13), has
+# 6,949 legal moves at 20 cards (a 0.6 MB gRPC answer, a 4 MB JSON one that takes
+# 0.5 s to render) and 61,202 at 24 (10 s over HTTP): 20 bounds what one forged
+# request can cost.
 MAX_PLAIN_TABLE = 20
 
 

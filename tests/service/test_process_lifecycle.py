@@ -768,7 +768,7 @@ def assert_only_the_main_thread_takes(pid: int, taken: set[signal.Signals]) -> N
         try:  # a scrape's threads end as it does: one may be gone since the listing
             blocked = blocked_signals(pid, thread)
             name = Path(f"/proc/{pid}/task/{thread}/comm").read_text().strip()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone, or exiting: ESRCH
             continue
         assert blocked >= taken, (pid, thread, name)
 
@@ -814,7 +814,7 @@ def taking_threads():
         try:
             status = (task / "status").read_text()
             name = (task / "comm").read_text().strip()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone, or exiting: ESRCH
             continue
         blocked = next(l for l in status.splitlines() if l.startswith("SigBlk:")).split()[1]
         if int(task.name) != os.getpid() and int(blocked, 16) & STOPS != STOPS:

@@ -190,27 +190,6 @@ class SecretWithheldError(Exception):
     """Stands in for an exception whose arguments hold bytes or a protobuf message."""
 
 
-def _holds_secret(value: object, depth: int = 0) -> bool:
-    """Whether ``_scrub`` would hide something in ``value``: bytes (tokens and keys are
-    bytes), a protobuf message (a request holds tokens), or a secret key's value."""
-    if isinstance(value, bytes | bytearray | memoryview | Message):
-        return True
-    if type(value) in _PLAIN:
-        return False
-    if depth >= _MAX_DEPTH:
-        return True  # too deep to look through, as ``_scrub`` hides it
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return any(
-            _secret_key(k) or _holds_secret(k, depth + 1) or _holds_secret(v, depth + 1)
-            for k, v in value.items()
-        )
-    if isinstance(value, Iterable) and not isinstance(value, Iterator):
-        return any(_holds_secret(v, depth + 1) for v in value)
-    return False
-
-
 #: Exceptions followed down a chain of causes and groups at most; the rest is cut.
 _MAX_CHAIN = 64
 
@@ -239,9 +218,11 @@ def _without_secrets(
         ]
         if any(new is not old for new, old in zip(members, error.exceptions, strict=True)):
             substitute = error.derive(members)
-    elif _holds_secret(error.args):
-        shown = ", ".join(repr(arg) for arg in cast(tuple[object, ...], _scrub(error.args)))
-        substitute = SecretWithheldError(f"{type(error).__name__}({shown})")
+    else:
+        # What ``_scrub`` hides it marks REDACTED: only then is the copy needed.
+        shown = ", ".join(map(repr, cast(tuple[object, ...], _scrub(error.args))))
+        if REDACTED in shown:
+            substitute = SecretWithheldError(f"{type(error).__name__}({shown})")
     if substitute is error and cause is error.__cause__ and context is error.__context__:
         seen[id(error)] = error
         return error

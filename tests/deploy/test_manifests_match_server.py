@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tomllib
+from typing import Any
 
 import grpc
 import pytest
@@ -57,9 +58,12 @@ SECRETS = {"CARDRULES_STATE_KEYS": TEST_KEY}
 DESIGN_HTTP_PORT = 8080  # design section 6: HTTP/JSON on 8080
 
 
-def probes(overlay: str) -> dict[str, dict[str, object]]:
+PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+
+
+def probes(overlay: str) -> dict[str, dict[str, Any]]:
     spec = container(rendered(overlay))
-    return {kind: spec[kind] for kind in ("livenessProbe", "readinessProbe")}
+    return {kind: spec[kind] for kind in PROBES}
 
 
 # -- configuration names and values ------------------------------------------------------
@@ -119,7 +123,7 @@ def test_the_container_ports_are_the_servers_ports(overlay):
         assert ports["http"] == DESIGN_HTTP_PORT
         assert "CARDRULES_HTTP_PORT" not in manifest_env_names(objects)
     for probe in probes(overlay).values():
-        assert probe["grpc"]["port"] == config.grpc_port  # type: ignore[index]
+        assert probe["grpc"]["port"] == config.grpc_port
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -189,13 +193,31 @@ def test_kubernetes_service_links_cannot_set_server_variables():
 def test_the_probes_ask_health_names_the_server_registers():
     for overlay in OVERLAYS:
         found = probes(overlay)
-        liveness = found["livenessProbe"]["grpc"]["service"]  # type: ignore[index]
-        readiness = found["readinessProbe"]["grpc"]["service"]  # type: ignore[index]
-        assert {liveness, readiness} <= set(HEALTH_SERVICES)
+        startup, liveness, readiness = (found[kind]["grpc"]["service"] for kind in PROBES)
+        assert {startup, liveness, readiness} <= set(HEALTH_SERVICES)
         # Readiness drops on SIGTERM so traffic moves away; liveness must not, or the
         # kubelet would kill a draining pod.
         assert readiness in DRAINED_ON_SHUTDOWN
         assert liveness not in DRAINED_ON_SHUTDOWN
+        # The kubelet runs the readiness probe as soon as the startup probe passes: the
+        # same name passes it too, rather than leaving the pod unready until the next tick.
+        assert startup == readiness
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_startup_probe_makes_pods_ready_sooner_and_shields_a_slow_start(overlay):
+    """docs/operations.md, "What the Deployment does": a new pod is Ready within a
+    startup period of serving, not a readiness period; and the kubelet restarts a slow
+    start no sooner than the liveness probe alone would have."""
+    found = probes(overlay)
+    startup, liveness, readiness = (found[kind] for kind in PROBES)
+    assert startup["periodSeconds"] < readiness["periodSeconds"]
+    assert startup.get("successThreshold", 1) == 1  # the API allows no other value
+    # Liveness alone restarts a pod that fails it failureThreshold times in a row.
+    liveness_budget = liveness["periodSeconds"] * liveness["failureThreshold"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= liveness_budget
+    for probe in found.values():
+        assert probe.get("initialDelaySeconds", 0) == 0  # the startup probe does the waiting
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -209,7 +231,7 @@ def test_a_server_with_the_manifests_environment_answers_the_probes(overlay):
         with grpc.insecure_channel(server.target) as channel:
             stub = health(channel)
             for probe in probes(overlay).values():
-                name = probe["grpc"]["service"]  # type: ignore[index]
+                name = probe["grpc"]["service"]
                 reply = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=10)
                 assert reply.status == health_pb2.HealthCheckResponse.SERVING, name
             with pytest.raises(grpc.RpcError) as unknown:

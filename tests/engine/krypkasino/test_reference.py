@@ -2,7 +2,9 @@
 
 The reference is first pinned to the spec's own acceptance examples (K18), so
 that agreement with it means agreement with the spec, then compared with the
-engine on random hands and tables full of small cards and twins.
+engine on random hands and tables of at most 9 cards, full of small cards and
+twins. Tables of 10 to 18 cards, reached by legal play, are compared in
+``test_reference_big_tables.py``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import captures, deals, http, legal_moves, overload
+from bench import captures, deals, http, legal_moves, overload, soak
 from bench.common import (
     Json,
     Size,
@@ -131,6 +131,11 @@ COMMANDS: dict[str, Command] = {
         "a server past saturation: liveness probes and each transport's Play/s",
         overload.configure,
         overload.run,
+    ),
+    "soak": Command(
+        "a real server for minutes of whole matches: memory, descriptors, threads over time",
+        soak.configure,
+        soak.run,
     ),
 }
 

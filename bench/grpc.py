@@ -22,7 +22,6 @@ The load generator (``bench.grpc_load``) runs in its own process.
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from bench.common import Json, note, summarize_ns, table, target
 from bench.grpc_load import write_requests
 from bench.grpc_server import ECHO_METHOD, INSTRUMENTED_ECHO_METHOD, PLAY_FLOOR_METHOD
+from bench.procfs import cpu_seconds
 from bench.server import BENCH_KEY, cardrules_serve
 from service.calls import CallInfo
 from service.config import ServerConfig
@@ -82,11 +82,6 @@ def _main_thread_schedule(pid: int) -> tuple[int, int, int]:
     and times scheduled (``/proc/<pid>/schedstat``)."""
     run_ns, wait_ns, slices = Path(f"/proc/{pid}/schedstat").read_text().split()
     return int(run_ns), int(wait_ns), int(slices)
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _load(
@@ -151,10 +146,10 @@ def side_by_side(
             runs: dict[str, list[Json]] = {name: [] for name, _ in calls}
             for round_number in range(rounds):
                 for name, method in calls:
-                    cpu = _cpu_seconds(server.pid)
+                    cpu = cpu_seconds(server.pid)
                     schedule = _main_thread_schedule(server.pid)
                     result = _load(address, method, path, concurrency, seconds, 1)
-                    result["server_cpu"] = _cpu_seconds(server.pid) - cpu
+                    result["server_cpu"] = cpu_seconds(server.pid) - cpu
                     result["main_thread"] = [
                         after - before
                         for after, before in zip(

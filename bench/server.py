@@ -31,8 +31,23 @@ class Ports:
     http: int
 
 
+@dataclass(frozen=True)
+class Server:
+    """A started server: its ports and its process (the supervisor, with several workers)."""
+
+    ports: Ports
+    process: subprocess.Popen[bytes]
+
+
 @contextlib.contextmanager
 def cardrules_serve(workers: int = 1) -> Iterator[Ports]:
+    """The ports of ``cardrules_server(workers)``."""
+    with cardrules_server(workers) as server:
+        yield server.ports
+
+
+@contextlib.contextmanager
+def cardrules_server(workers: int = 1) -> Iterator[Server]:
     """``cardrules serve --workers N`` on loopback with metrics off, once every worker listens.
 
     One worker takes any free ports; several must share fixed ones (the server
@@ -48,7 +63,7 @@ def cardrules_serve(workers: int = 1) -> Iterator[Ports]:
         with log_path.open("w") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
-                yield _wait_listening(log_path, process, workers)
+                yield Server(_wait_listening(log_path, process, workers), process)
             finally:
                 process.terminate()
                 process.wait(30)

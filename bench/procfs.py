@@ -1,0 +1,76 @@
+"""What ``/proc`` tells of a running server: CPU time, memory, descriptors and threads of
+a process and of the processes it forked (its workers). Linux only, as the benchmarks are."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """One process at one moment."""
+
+    pid: int
+    rss_kib: int  # VmRSS: resident now
+    hwm_kib: int  # VmHWM: the most it was ever resident
+    fds: int  # entries of /proc/PID/fd
+    threads: int  # entries of /proc/PID/task
+    cpu_seconds: float  # user + system, since the process started
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` (``/proc/<pid>/stat``), in seconds."""
+    # The command name, in parentheses, may hold spaces: the fields follow its last ")".
+    fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` forked, and theirs, in the order ``/proc`` lists them.
+
+    Each thread lists the children it forked (``/proc/PID/task/TID/children``), so
+    every thread of the process is read.
+    """
+    found: list[int] = []
+    try:
+        tasks = list((PROC / str(pid) / "task").iterdir())
+    except FileNotFoundError:
+        return found
+    for task in tasks:
+        try:
+            children = (task / "children").read_text().split()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        for child in map(int, children):
+            found += [child, *descendants(child)]
+    return found
+
+
+def footprint(pid: int) -> Footprint | None:
+    """``pid``'s memory, descriptors, threads and CPU time; None once it has ended."""
+    folder = PROC / str(pid)
+    try:
+        status = dict(line.split(":", 1) for line in (folder / "status").read_text().splitlines())
+        if status["State"].split()[0] in ("Z", "X"):  # ended, not yet reaped: no memory left
+            return None
+        return Footprint(
+            pid=pid,
+            rss_kib=_kib(status["VmRSS"]),
+            hwm_kib=_kib(status["VmHWM"]),
+            fds=len(os.listdir(folder / "fd")),
+            threads=len(os.listdir(folder / "task")),
+            cpu_seconds=cpu_seconds(pid),
+        )
+    except (FileNotFoundError, ProcessLookupError, KeyError):
+        return None
+
+
+def _kib(value: str) -> int:
+    """``"  1620 kB"`` as 1620."""
+    number, unit = value.split()
+    assert unit == "kB", value
+    return int(number)

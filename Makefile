@@ -84,7 +84,7 @@ serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, H
 	@# Not echoed: SERVE_ARGS may hold --state-keys.
 	@$(BIN)/cardrules serve $(SERVE_ARGS)
 
-bench: $(VENV_STAMP) ## Run the benchmarks: python -m bench with BENCH_ARGS (engine, grpc, http, overload)
+bench: $(VENV_STAMP) ## Run the benchmarks: python -m bench with BENCH_ARGS (engine, grpc, http, overload, soak)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lock: $(VENV_STAMP) ## Regenerate requirements/runtime.lock and requirements/dev.lock

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -50,16 +51,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_sizes(parser, SOAK_SIZES)
     parser.add_argument(
         "--minutes",
-        type=float,
+        type=positive_number,
         help=f"minutes of traffic (default {DEFAULT_MINUTES:g}, {QUICK_SECONDS:g} s with --quick)",
     )
     parser.add_argument(
         "--sample-seconds",
-        type=float,
+        type=positive_number,
         help=f"seconds between samples (default {SAMPLE_SECONDS:g}, "
         f"{QUICK_SAMPLE_SECONDS:g} with --quick)",
     )
     parser.add_argument("--seed", type=seed_argument, default=0, help="seed of the traffic")
+
+
+def positive_number(text: str) -> float:
+    """A finite number above 0 (``--minutes 0.5``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number above 0, not {text}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,8 +81,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         seconds = QUICK_SECONDS if args.quick else DEFAULT_MINUTES * 60
     every = args.sample_seconds or (QUICK_SAMPLE_SECONDS if args.quick else SAMPLE_SECONDS)
-    if seconds <= 0 or every <= 0:
-        raise SystemExit("--minutes and --sample-seconds must be positive")
     params: Json = {**sizes, "seconds": seconds, "sample_seconds": every, "seed": args.seed}
     report: Json = {"command": "soak", "meta": meta(), "params": params}
     with cardrules_server(sizes["workers"]) as server:

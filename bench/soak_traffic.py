@@ -43,6 +43,7 @@ SCORE_SHARE = 0.5
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 HTTP_TIMEOUT_SECONDS = 10.0
 JSON_HEADERS = {"Content-Type": "application/json"}
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 STATUS_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 # Each bad request and the code whose refusal is expected of it.
@@ -59,6 +60,9 @@ EVERY_CARD = [
     for suit in cards_pb2.Suit.values()[1:]  # past the UNSPECIFIED zero
     for rank in cards_pb2.Rank.values()[1:]
 ]
+
+# Those a turn in progress can make.
+TURN_MISTAKES = [kind for kind in EXPECTED_CODES if kind != "after_game_over"]
 
 ResponseT = TypeVar("ResponseT", bound=Message)
 
@@ -144,8 +148,12 @@ class HttpTransport:
         try:
             refusal = json.loads(text)
             code = STATUS_NAMES[int(refusal["code"])]
-            reason = str(refusal["details"][0]["reason"])
-        except (ValueError, KeyError, IndexError, TypeError) as error:
+            reason = next(
+                str(detail["reason"])
+                for detail in refusal["details"]
+                if detail["@type"] == ERROR_INFO_TYPE
+            )
+        except (ValueError, KeyError, TypeError, StopIteration) as error:
             raise CallError(f"HTTP_{status}", "no google.rpc.Status body") from error
         raise CallError(code, reason)
 
@@ -235,7 +243,7 @@ class Player:
                 return
             move = self.rng.choice(legal.moves).move
             if self.rng.random() < BAD_SHARE:
-                await self.bad_request(state, tokens, view, move)
+                await self.bad_request(self.rng.choice(TURN_MISTAKES), state, tokens, view, move)
             play = pb.PlayRequest(state=state, seat=seat, seat_token=tokens[seat], move=move)
             played = await self.call(PLAY, play)
             if played is None:
@@ -246,8 +254,7 @@ class Player:
             if score and await self.call(SCORE, pb.ScoreRequest(state=state)) is None:
                 return
         if self.rng.random() < BAD_SHARE * 10:
-            late = pb.PlayRequest(state=state, seat=0, seat_token=tokens[0], move=move)
-            await self.refused("after_game_over", PLAY, late)
+            await self.bad_request("after_game_over", state, tokens, view, move)
         if await self.call(SCORE, pb.ScoreRequest(state=state)) is not None:
             self.tally.games[self.transport.name] += 1
 
@@ -260,13 +267,16 @@ class Player:
         return await self.call(GET_VIEW, request)
 
     async def bad_request(
-        self, state: bytes, tokens: list[bytes], view: pb.View, move: pb.Move
+        self, kind: str, state: bytes, tokens: list[bytes], view: pb.View, move: pb.Move
     ) -> None:
-        """One bad request of a random kind, beside the turn's good ``Play``."""
-        seat = view.turn
+        """A bad request of ``kind`` (an ``EXPECTED_CODES`` key) made from a turn's state,
+        view and good move (``after_game_over``: a finished match's, and its last move)."""
+        seat = view.turn  # 0 once the match is over
         other = (seat + 1) % len(tokens)
-        kind = self.rng.choice([k for k in EXPECTED_CODES if k != "after_game_over"])
-        if kind == "tampered_state":
+        if kind == "after_game_over":
+            late = pb.PlayRequest(state=state, seat=seat, seat_token=tokens[seat], move=move)
+            await self.refused(kind, PLAY, late)
+        elif kind == "tampered_state":
             # A byte of the sealed part (past the version and key id): the AEAD tag fails.
             index = self.rng.randrange(len(state) // 2, len(state))
             tampered = state[:index] + bytes([state[index] ^ 0x5A]) + state[index + 1 :]
@@ -282,11 +292,13 @@ class Player:
         elif kind == "not_your_turn":
             play = pb.PlayRequest(state=state, seat=other, seat_token=tokens[other], move=move)
             await self.refused(kind, PLAY, play)
-        else:
+        elif kind == "capture_not_on_table":
             absent = self.rng.choice([c for c in EVERY_CARD if c not in view.table])
             wrong = pb.Move(card=move.card, captures=[absent])
             play = pb.PlayRequest(state=state, seat=seat, seat_token=tokens[seat], move=wrong)
             await self.refused(kind, PLAY, play)
+        else:
+            raise ValueError(f"no bad request of kind {kind!r}")
 
 
 async def play_until(

@@ -21,6 +21,7 @@ SIZE_OPTIONS = {
     "grpc": ("--games", "--rounds", "--seconds", "--concurrency"),
     "http": ("--clients", "--requests", "--rounds"),
     "overload": ("--http", "--grpc", "--seconds"),
+    "soak": ("--workers", "--grpc-clients", "--http-clients"),
 }
 
 

@@ -1,0 +1,198 @@
+"""The soak benchmark still runs end to end and counts what it should (real servers; its
+timings and memory growth are never asserted: shared machines are noisy)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from bench import procfs
+from bench.__main__ import build_parser
+from bench.server import cardrules_serve
+from bench.soak_traffic import (
+    EXPECTED_CODES,
+    GET_VIEW,
+    LEGAL_MOVES,
+    NEW_GAME,
+    PLAY,
+    GrpcTransport,
+    HttpTransport,
+    Player,
+    Tally,
+    Transport,
+)
+
+# One deal of two players on one deck: about fifty turns.
+SHORT_MATCH = pb.GameConfig(
+    players=2, rules=pb.Rules(single_deck=True), match_deals=1, target_score=20
+)
+
+
+def test_quick_soak_plays_whole_matches_over_both_transports(tmp_path: Path) -> None:
+    """Two workers, so that the sampler finds the supervisor's children through /proc."""
+    out = tmp_path / "soak.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "soak", "--quick", "--workers", "2", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "per hour after warm-up" in done.stdout
+    assert "  soak 0:0" in done.stderr  # a progress line per sample
+    report = json.loads(out.read_text())
+    tally = report["tally"]
+    assert tally["failures"] == {}
+    assert tally["games"]["grpc"] > 0 and tally["games"]["http"] > 0, tally
+    assert tally["calls"]["grpc"] > tally["games"]["grpc"], tally
+    assert tally["calls"]["http"] > tally["games"]["http"], tally
+    assert set(tally["refusals"]) <= set(EXPECTED_CODES)
+    samples = report["samples"]
+    assert len(samples) >= 4
+    for taken in samples:
+        roles = [process["role"] for process in taken["processes"]]
+        assert roles == ["main", "worker", "worker"], taken
+        for process in taken["processes"]:
+            assert 0 < process["rss_kib"] <= process["hwm_kib"], process
+            assert process["fds"] > 0 and process["threads"] > 0, process
+        assert taken["rss_kib"] == sum(p["rss_kib"] for p in taken["processes"])
+    assert [s["calls"] for s in samples] == sorted(s["calls"] for s in samples)
+    summary = report["summary"]
+    assert summary["failures"] == 0 and summary["samples"] == len(samples)
+    assert summary["games"] == tally["games"]["grpc"] + tally["games"]["http"]
+    assert summary["calls"] == samples[-1]["calls"] > 0
+    for metric in ("rss_kib", "hwm_kib", "fds", "threads"):
+        figures = summary["footprint"][metric]
+        assert figures["end"] == samples[-1][metric] and figures["per_hour"] is not None
+        assert figures["max"] == max(s[metric] for s in samples)
+    assert 0 < summary["warmup_seconds"] < summary["end_seconds"]
+
+
+@pytest.mark.parametrize("transport_name", ["grpc", "http"])
+def test_each_bad_request_is_refused_with_its_expected_code(transport_name: str) -> None:
+    """A refusal counts as expected only with its kind's code; a wrong code would be a
+    failure, so each kind is checked against the real service over each transport."""
+
+    async def main(ports: tuple[int, int]) -> Tally:
+        player = _player(transport_name, ports)
+        started = await player.transport.call(NEW_GAME, pb.NewGameRequest(config=SHORT_MATCH))
+        state, tokens, view = started.state, list(started.seat_tokens), started.view
+        move = pb.Move()
+        while not view.game_over:
+            seat = view.turn
+            legal = await player.transport.call(
+                LEGAL_MOVES, pb.LegalMovesRequest(state=state, seat=seat, seat_token=tokens[seat])
+            )
+            move = legal.moves[0].move
+            if view.move_number == 3:  # a table with cards on it
+                for kind in EXPECTED_CODES:
+                    if kind != "after_game_over":
+                        await player.bad_request(kind, state, tokens, view, move)
+            play = pb.PlayRequest(state=state, seat=seat, seat_token=tokens[seat], move=move)
+            played = await player.transport.call(PLAY, play)
+            state, view = played.state, played.view
+        await player.bad_request("after_game_over", state, tokens, view, move)
+        await player.transport.close()
+        return player.tally
+
+    with cardrules_serve() as ports:
+        tally = asyncio.run(main((ports.grpc, ports.http)))
+    assert tally.failures == {}
+    assert tally.refusals == dict.fromkeys(EXPECTED_CODES, 1)
+
+
+@pytest.mark.parametrize("transport_name", ["grpc", "http"])
+def test_refused_good_requests_and_accepted_bad_ones_are_failures(transport_name: str) -> None:
+    async def main(ports: tuple[int, int]) -> Tally:
+        player = _player(transport_name, ports)
+        # A good request the service refuses (no state token): a failure, no answer.
+        assert await player.call(LEGAL_MOVES, pb.LegalMovesRequest(seat=0)) is None
+        started = await player.transport.call(NEW_GAME, pb.NewGameRequest(config=SHORT_MATCH))
+        # A "bad" request the service answers: a failure too.
+        await player.refused("tampered_state", GET_VIEW, pb.GetViewRequest(state=started.state))
+        # Refused, but with another code than the kind's.
+        await player.refused("not_your_turn", LEGAL_MOVES, pb.LegalMovesRequest(seat=0))
+        await player.transport.close()
+        return player.tally
+
+    with cardrules_serve() as ports:
+        tally = asyncio.run(main((ports.grpc, ports.http)))
+    assert sorted(tally.failures) == [
+        f"{transport_name} get_view tampered_state: accepted",
+        f"{transport_name} legal_moves INVALID_ARGUMENT STATE_MISSING",
+        f"{transport_name} legal_moves not_your_turn: INVALID_ARGUMENT STATE_MISSING",
+    ]
+    assert tally.refusals == {}
+
+
+def test_an_unreachable_server_is_a_transport_failure() -> None:
+    async def main(port: int) -> Tally:
+        player = _player("http", (port, port))
+        assert await player.call(NEW_GAME, pb.NewGameRequest(config=SHORT_MATCH)) is None
+        await player.transport.close()
+        return player.tally
+
+    with cardrules_serve() as ports:
+        free = ports.http  # taken by the server until it stops
+    tally = asyncio.run(main(free))
+    assert list(tally.failures) == ["http new_game TRANSPORT ClientConnectorError"]
+
+
+def test_procfs_finds_forked_children_and_forgets_ended_processes() -> None:
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys; child = subprocess.Popen(['sleep', '60']); "
+            "print(child.pid, flush=True); sys.stdin.read(); child.kill(); child.wait()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None and parent.stdin is not None
+        child = int(parent.stdout.readline())
+        assert procfs.descendants(parent.pid) == [child]
+        figures = procfs.footprint(parent.pid)
+        assert figures is not None and figures.pid == parent.pid
+        assert 0 < figures.rss_kib <= figures.hwm_kib and figures.threads >= 1
+        assert figures.fds >= 3  # stdin, stdout and stderr at least
+        parent.stdin.close()
+        deadline = time.monotonic() + 30
+        while procfs.footprint(parent.pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)  # an ended, unreaped process (a zombie) counts as gone
+        assert procfs.footprint(parent.pid) is None
+    finally:
+        parent.kill()
+        parent.wait()
+    assert procfs.footprint(parent.pid) is None and procfs.descendants(parent.pid) == []
+
+
+def _player(transport_name: str, ports: tuple[int, int]) -> Player:
+    """A player on one connection of its own; made in the running loop, as the clients need."""
+    transport: Transport = (
+        GrpcTransport(ports[0]) if transport_name == "grpc" else HttpTransport(ports[1])
+    )
+    return Player(transport, random.Random(0), Tally(), time.monotonic() + 60, one_deal=True)
+
+
+@pytest.mark.parametrize("option", ["--minutes", "--sample-seconds"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_soak_refuses_a_duration_that_is_no_positive_number(
+    option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        build_parser().parse_args(["soak", option, value])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m bench soak: error: argument {option}: must be a number above 0, not {value}"
+    )

@@ -40,6 +40,8 @@ QUICK_SAMPLE_SECONDS = 1.0
 # longer, but at most half the run.
 WARMUP_SECONDS = 60.0
 WARMUP_SHARE = 0.1
+# The growth at the end of the run, beside the growth since the warm-up.
+LAST_SHARE = 0.25
 # The table over time: a row a minute, or about ten rows for a run under ROW_MINUTE_RUN.
 ROW_MINUTE_RUN = 180.0
 METRICS = ("rss_kib", "hwm_kib", "fds", "threads")
@@ -173,21 +175,23 @@ def _clock(seconds: float) -> str:
 
 
 def summarize(samples: list[Json], tally: Tally, warmup: float) -> Json:
-    """The footprint at the end of the warm-up against the end, and the growth after the
-    warm-up (a least-squares slope over its samples) per hour; the traffic's totals."""
+    """The footprint at the end of the warm-up against the end; its growth per hour after
+    the warm-up and over the run's last quarter (least-squares slopes over their samples:
+    bounded caches that still fill after the warm-up slow down, a leak does not); the
+    traffic's totals."""
     # The last sample at or before the warm-up's end (the baseline, if none came earlier).
     warm = max(i for i, s in enumerate(samples) if s["seconds"] <= warmup)
-    after = samples[warm:]
     end = samples[-1]
+    last_quarter = [s for s in samples if s["seconds"] >= (1 - LAST_SHARE) * end["seconds"]]
     footprint_summary: Json = {}
     for metric in METRICS:
-        slope = _slope([s["seconds"] for s in after], [s[metric] for s in after])
         footprint_summary[metric] = {
             "start": samples[0][metric],
             "warmup_end": samples[warm][metric],
             "end": end[metric],
             "max": max(s[metric] for s in samples),
-            "per_hour": None if slope is None else round(slope * SECONDS_PER_HOUR, 1),
+            "per_hour": _per_hour(samples[warm:], metric),
+            "per_hour_last_quarter": _per_hour(last_quarter, metric),
         }
     traffic_seconds = end["seconds"] or 1.0
     return {
@@ -207,6 +211,11 @@ def summarize(samples: list[Json], tally: Tally, warmup: float) -> Json:
         "refusals": sum(tally.refusals.values()),
         "failures": sum(tally.failures.values()),
     }
+
+
+def _per_hour(samples: list[Json], metric: str) -> float | None:
+    slope = _slope([s["seconds"] for s in samples], [s[metric] for s in samples])
+    return None if slope is None else round(slope * SECONDS_PER_HOUR, 1)
 
 
 def _slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -273,9 +282,10 @@ def render(report: Json) -> str:
             _figure(metric, footprint[metric]["warmup_end"]),
             _figure(metric, footprint[metric]["end"]),
             _figure(metric, footprint[metric]["max"]),
-            "-"
-            if footprint[metric]["per_hour"] is None
-            else _figure(metric, footprint[metric]["per_hour"]),
+            *(
+                "-" if footprint[metric][key] is None else _figure(metric, footprint[metric][key])
+                for key in ("per_hour", "per_hour_last_quarter")
+            ),
         ]
         for name, metric in (
             ("RSS MiB", "rss_kib"),
@@ -292,6 +302,7 @@ def render(report: Json) -> str:
             "end",
             "max",
             "per hour after warm-up",
+            "per hour, last quarter",
         ],
         change,
     )

@@ -72,6 +72,7 @@ def test_quick_soak_plays_whole_matches_over_both_transports(tmp_path: Path) -> 
     for metric in ("rss_kib", "hwm_kib", "fds", "threads"):
         figures = summary["footprint"][metric]
         assert figures["end"] == samples[-1][metric] and figures["per_hour"] is not None
+        assert figures["per_hour_last_quarter"] is not None
         assert figures["max"] == max(s[metric] for s in samples)
     assert 0 < summary["warmup_seconds"] < summary["end_seconds"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import statistics
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from bench.common import Json, Size, add_sizes, chosen_sizes, finish, fmt, meta, note, table
@@ -157,11 +157,18 @@ def _process_json(figures: Footprint, index: int) -> Json:
     return {"role": "worker" if index else "main", **figures.__dict__}
 
 
+def _rates(before: Json, after: Json) -> tuple[float, float] | None:
+    """The server's CPU (% of a core) and the calls a second between two samples."""
+    elapsed = after["seconds"] - before["seconds"]
+    if not elapsed:
+        return None
+    cpu = (after["cpu_seconds"] - before["cpu_seconds"]) / elapsed * 100
+    return cpu, (after["calls"] - before["calls"]) / elapsed
+
+
 def progress(samples: list[Json], seconds: float) -> None:
-    last, before = samples[-1], samples[-2]
-    elapsed = last["seconds"] - before["seconds"]
-    rate = (last["calls"] - before["calls"]) / elapsed if elapsed else 0.0
-    cpu = (last["cpu_seconds"] - before["cpu_seconds"]) / elapsed * 100 if elapsed else 0.0
+    last = samples[-1]
+    cpu, rate = _rates(samples[-2], last) or (0.0, 0.0)
     note(
         f"  soak {_clock(last['seconds'])}/{_clock(seconds)}: {last['calls']:,} calls "
         f"({rate:,.0f}/s), {last['games']:,} games, RSS {last['rss_kib'] / KIB_PER_MIB:.1f} MiB, "
@@ -214,17 +221,14 @@ def summarize(samples: list[Json], tally: Tally, warmup: float) -> Json:
 
 
 def _per_hour(samples: list[Json], metric: str) -> float | None:
-    slope = _slope([s["seconds"] for s in samples], [s[metric] for s in samples])
-    return None if slope is None else round(slope * SECONDS_PER_HOUR, 1)
-
-
-def _slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """The least-squares slope of ``ys`` over ``xs``; None with fewer than two distinct xs."""
-    if len(set(xs)) < 2:
+    """The least-squares slope of ``metric`` an hour; None with fewer than two distinct times."""
+    try:
+        fit = statistics.linear_regression(
+            [s["seconds"] for s in samples], [s[metric] for s in samples]
+        )
+    except statistics.StatisticsError:
         return None
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+    return round(fit.slope * SECONDS_PER_HOUR, 1)
 
 
 def rows_over_time(samples: list[Json], seconds: float) -> list[Json]:
@@ -248,7 +252,7 @@ def render(report: Json) -> str:
     rows = rows_over_time(samples, params["seconds"])
     lines: list[list[Any]] = []
     for before, row in zip([rows[0], *rows], rows, strict=False):
-        elapsed = row["seconds"] - before["seconds"]
+        rates = _rates(before, row)
         lines.append(
             [
                 _clock(row["seconds"]),
@@ -256,10 +260,8 @@ def render(report: Json) -> str:
                 f"{row['hwm_kib'] / KIB_PER_MIB:.1f}",
                 row["fds"],
                 row["threads"],
-                f"{(row['cpu_seconds'] - before['cpu_seconds']) / elapsed * 100:.0f}"
-                if elapsed
-                else "-",
-                f"{(row['calls'] - before['calls']) / elapsed:,.0f}" if elapsed else "-",
+                f"{rates[0]:.0f}" if rates else "-",
+                f"{rates[1]:,.0f}" if rates else "-",
                 f"{row['games']:,}",
                 row["failures"],
             ]

@@ -37,6 +37,7 @@ from engine.cards import JACK, Card, card_str
 from engine.krypkasino import Config, Move, Removal, Rules, State, new_game, play, table_moves
 from engine.krypkasino import play_unchecked as play_fast
 from engine.krypkasino.dealing import deck_for_deal, split_removal
+from engine.krypkasino.moves import hand_value
 from engine.krypkasino.policies import table_after
 from tests.engine.krypkasino.configs import config_label
 
@@ -108,10 +109,6 @@ class BigTable:
 _SUMS = (1 << 15) - 1
 
 
-def _hand_value(rank: int) -> int:
-    return 14 if rank == 0 else rank + 1
-
-
 def _grown(sums: int, courts: int, rank: int, rank_only: bool) -> tuple[int, int]:
     """The bit sets once a card of ``rank`` lies on the table too (K7.1: with
     ``court_cards_rank_only`` a court joins no sum)."""
@@ -131,7 +128,7 @@ def _crawling(sums: int, courts: int, rank: int, rank_only: bool) -> bool:
     """K7.4: a card of ``rank`` crawls (no group: K7.2, K7.3)."""
     if rank_only and rank >= JACK:
         return not courts >> rank & 1
-    return not sums >> _hand_value(rank) & 1
+    return not sums >> hand_value(Card(rank << 2)) & 1
 
 
 def room(table: Iterable[Card], rules: Rules) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import statistics
 import time
@@ -44,7 +45,8 @@ WARMUP_SHARE = 0.1
 LAST_SHARE = 0.25
 # The table over time: a row a minute, or about ten rows for a run under ROW_MINUTE_RUN.
 ROW_MINUTE_RUN = 180.0
-METRICS = ("rss_kib", "hwm_kib", "fds", "threads")
+# Each figure sampled, and its name in the tables.
+METRICS = {"rss_kib": "RSS MiB", "hwm_kib": "HWM MiB", "fds": "fds", "threads": "threads"}
 KIB_PER_MIB = 1024
 SECONDS_PER_HOUR = 3600.0
 
@@ -154,7 +156,7 @@ def sample(pid: int, tally: Tally, seconds: float) -> Json:
 
 def _process_json(figures: Footprint, index: int) -> Json:
     # With one worker the server is one process; with several the first is the supervisor.
-    return {"role": "worker" if index else "main", **figures.__dict__}
+    return {"role": "worker" if index else "main", **dataclasses.asdict(figures)}
 
 
 def _rates(before: Json, after: Json) -> tuple[float, float] | None:
@@ -289,12 +291,7 @@ def render(report: Json) -> str:
                 for key in ("per_hour", "per_hour_last_quarter")
             ),
         ]
-        for name, metric in (
-            ("RSS MiB", "rss_kib"),
-            ("HWM MiB", "hwm_kib"),
-            ("fds", "fds"),
-            ("threads", "threads"),
-        )
+        for metric, name in METRICS.items()
     ]
     growth = table(
         [

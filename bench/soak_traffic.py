@@ -17,7 +17,6 @@ code, ``INTERNAL``, a deadline, a transport failure.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections import Counter
@@ -31,6 +30,7 @@ from cardrules.client import AsyncKrypkasinoClient, error_info
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import json_format
 from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
 
 from bench.soak_configs import random_config
 
@@ -43,7 +43,6 @@ SCORE_SHARE = 0.5
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 HTTP_TIMEOUT_SECONDS = 10.0
 JSON_HEADERS = {"Content-Type": "application/json"}
-ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 STATUS_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 # Each bad request and the code whose refusal is expected of it.
@@ -145,17 +144,15 @@ class HttpTransport:
             raise CallError("TRANSPORT", type(error).__name__) from error
         if status == 200:
             return json_format.Parse(text, rpc.response())
+        refusal = status_pb2.Status()
+        info = error_details_pb2.ErrorInfo()
         try:
-            refusal = json.loads(text)
-            code = STATUS_NAMES[int(refusal["code"])]
-            reason = next(
-                str(detail["reason"])
-                for detail in refusal["details"]
-                if detail["@type"] == ERROR_INFO_TYPE
-            )
-        except (ValueError, KeyError, TypeError, StopIteration) as error:
+            json_format.Parse(text, refusal)
+        except json_format.ParseError as error:
             raise CallError(f"HTTP_{status}", "no google.rpc.Status body") from error
-        raise CallError(code, reason)
+        if refusal.code not in STATUS_NAMES or not any(d.Unpack(info) for d in refusal.details):
+            raise CallError(f"HTTP_{status}", "no google.rpc.Status body")
+        raise CallError(STATUS_NAMES[refusal.code], info.reason)
 
     async def close(self) -> None:
         await self.session.close()

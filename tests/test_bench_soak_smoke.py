@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from bench import procfs
+from bench import procfs, soak
 from bench.__main__ import build_parser
 from bench.server import cardrules_serve
 from bench.soak_traffic import (
@@ -69,7 +69,7 @@ def test_quick_soak_plays_whole_matches_over_both_transports(tmp_path: Path) -> 
     assert summary["failures"] == 0 and summary["samples"] == len(samples)
     assert summary["games"] == tally["games"]["grpc"] + tally["games"]["http"]
     assert summary["calls"] == samples[-1]["calls"] > 0
-    for metric in ("rss_kib", "hwm_kib", "fds", "threads"):
+    for metric in soak.METRICS:
         figures = summary["footprint"][metric]
         assert figures["end"] == samples[-1][metric] and figures["per_hour"] is not None
         assert figures["per_hour_last_quarter"] is not None

@@ -17,14 +17,14 @@ reason                     HTTP    code                  when
 ``REQUEST_TOO_LARGE``      413     ``RESOURCE_EXHAUSTED`` a request over ``--max-request-bytes`` as
                                                          protobuf, or a body over 16 times that
 ``JSON_INVALID``           400     ``INVALID_ARGUMENT``  malformed JSON, an unknown field, a bad value
-``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body cut short (the client closed the
-                                                         connection) or not decompressible
+``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body that is not decompressible
 ``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s, or
                                                          by the end of a stopping server's drain
 ``TIMEOUT_INVALID``        400     ``INVALID_ARGUMENT``  a ``Grpc-Timeout`` header that is not 1 to 8
                                                          digits and a unit (``service.grpc_timeout``)
-``CLIENT_GONE``            499     ``CANCELLED``         the client closed the connection while the
-                                                         call waited its turn (logged, never read)
+``CLIENT_GONE``            499     ``CANCELLED``         the client closed the connection before its
+                                                         body came whole or while the call waited
+                                                         its turn (logged, never read)
 =========================  ======  ====================  =======================
 
 The last seven happen on a route, so they pass through the ``CallRunner`` too. A call
@@ -155,6 +155,10 @@ def http_status(error: ServiceError) -> int:
 
 def _refusal(code: grpc.StatusCode, reason: str, message: str, **metadata: str) -> ServiceError:
     return ServiceError(code, reason, message, metadata)
+
+
+def _client_gone(message: str) -> ServiceError:
+    return _refusal(grpc.StatusCode.CANCELLED, CLIENT_GONE, message)
 
 
 class HttpGateway:
@@ -361,11 +365,7 @@ class HttpGateway:
         ):
             # Gone while it waited its turn: work for it would be spent on an answer nobody
             # reads, as for a gRPC call past its deadline.
-            payload = _refusal(
-                grpc.StatusCode.CANCELLED,
-                CLIENT_GONE,
-                "the client closed the connection before the call's turn came",
-            )
+            payload = _client_gone("the client closed the connection before the call's turn came")
         handler: Callable[[bytes | ServiceError, CallInfo], bytes] = functools.partial(
             _call, bound, limit=self._max_request_bytes
         )
@@ -446,8 +446,12 @@ class HttpGateway:
                 BODY_TIMEOUT, f"the body did not arrive within {self._body_seconds:g} s", ""
             )
         except (HttpProcessingError, ConnectionResetError, web.RequestPayloadError) as error:
-            # Broken chunk framing, or the client went before the whole body came. The
-            # error's text may quote the body, which may hold a token: only its type is told.
+            if request.transport is None or request.transport.is_closing():
+                # Nobody is left to read an answer: counted as a gRPC call its client
+                # cancelled, not as a bad request.
+                return _client_gone("the client closed the connection before the whole body came")
+            # Broken chunk framing. The error's text may quote the body, which may hold a
+            # token: only its type is told.
             described = f"the body could not be read ({type(error).__name__})"
             return invalid_argument(REQUEST_MALFORMED, described, "")
         body = b"".join(chunks)

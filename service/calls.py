@@ -152,12 +152,15 @@ class CallRunner:
         handler: Callable[[RequestT, CallInfo], ResponseT],
         request: RequestT,
         peer: str | None = None,
+        received: bool = True,
     ) -> Outcome[ResponseT]:
+        """``handler`` on ``request``, counted, timed and logged; ``received`` is False
+        when the request message never came (an HTTP body refused before it was read)."""
         info = CallInfo()
         metrics = self._metrics
         started = time.perf_counter()
         if metrics is not None:
-            metrics.rpc_started(service, method)
+            metrics.rpc_started(service, method, received)
         response: ResponseT | None = None
         error: ServiceError | None = None
         try:

@@ -157,6 +157,29 @@ def _refusal(code: grpc.StatusCode, reason: str, message: str, **metadata: str) 
     return ServiceError(code, reason, message, metadata)
 
 
+def _json_body(request: web.Request, body: bytes) -> bytes | ServiceError:
+    """``body``, or its refusal when it is not JSON by its ``Content-Type``."""
+    # Judged once read: an empty body is the empty request whatever type it is said
+    # to have (urllib sends a form type with data=b""), as parse_request takes it.
+    if not body.strip(JSON_WHITE_SPACE):
+        return body
+    content_type = request.headers.get("Content-Type")
+    if content_type is None:
+        return _refusal(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            UNSUPPORTED_MEDIA_TYPE,
+            f"a body needs Content-Type: {JSON_TYPE}",
+        )
+    if not _is_json(content_type):
+        return _refusal(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            UNSUPPORTED_MEDIA_TYPE,
+            f"the body must be {JSON_TYPE} (UTF-8)",
+            content_type=content_type[:_ECHOED_CHARS],
+        )
+    return body
+
+
 def _client_gone(message: str) -> ServiceError:
     return _refusal(grpc.StatusCode.CANCELLED, CLIENT_GONE, message)
 
@@ -359,6 +382,11 @@ class HttpGateway:
         # send as the gateway sees.
         deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
         payload = deadline if isinstance(deadline, ServiceError) else await self._read_body(request)
+        # The request message came (for grpc_server_msg_received_total) once its body did.
+        received = False
+        if isinstance(payload, bytes):
+            received = True
+            payload = _json_body(request, payload)
         await self._turns.take()
         if not isinstance(payload, ServiceError) and (
             request.transport is None or request.transport.is_closing()
@@ -379,6 +407,7 @@ class HttpGateway:
             handler,
             payload,
             peer,
+            received=received,
         )
         if outcome.error is not None:
             response = self._error_response(outcome.error, headers)
@@ -394,7 +423,7 @@ class HttpGateway:
         return web.Response(body=outcome.response, content_type=JSON_TYPE, headers=headers)
 
     async def _read_body(self, request: web.Request) -> bytes | ServiceError:
-        """The body, or the refusal the ``CallRunner`` will raise for it."""
+        """The whole body, or the refusal the ``CallRunner`` will raise for it."""
         # Every line: two mean what one "gzip, deflate" does (RFC 9110, 5.3), not the first.
         coding = ", ".join(request.headers.getall("Content-Encoding", ())).strip().lower()
         if coding not in _CONTENT_CODINGS:
@@ -454,26 +483,7 @@ class HttpGateway:
             # token: only its type is told.
             described = f"the body could not be read ({type(error).__name__})"
             return invalid_argument(REQUEST_MALFORMED, described, "")
-        body = b"".join(chunks)
-        # Judged once read: an empty body is the empty request whatever type it is said
-        # to have (urllib sends a form type with data=b""), as parse_request takes it.
-        if not body.strip(JSON_WHITE_SPACE):
-            return body
-        content_type = request.headers.get("Content-Type")
-        if content_type is None:
-            return _refusal(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                UNSUPPORTED_MEDIA_TYPE,
-                f"a body needs Content-Type: {JSON_TYPE}",
-            )
-        if not _is_json(content_type):
-            return _refusal(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                UNSUPPORTED_MEDIA_TYPE,
-                f"the body must be {JSON_TYPE} (UTF-8)",
-                content_type=content_type[:_ECHOED_CHARS],
-            )
-        return body
+        return b"".join(chunks)
 
     def _error_response(self, error: ServiceError, headers: Mapping[str, str]) -> web.Response:
         return web.Response(

@@ -279,11 +279,13 @@ class ServiceMetrics:
             self._rpcs[service, method] = series
         return series
 
-    def rpc_started(self, service: str, method: str) -> None:
-        """A unary RPC began: its request message has been received."""
+    def rpc_started(self, service: str, method: str, received: bool = True) -> None:
+        """A unary RPC began, with its request message ``received``: always over gRPC, not
+        for an HTTP call refused before its body came whole."""
         series = self._rpc(service, method)
         series.started.inc()
-        series.received.inc()
+        if received:
+            series.received.inc()
 
     def rpc_handled(self, service: str, method: str, code: str, seconds: float) -> None:
         """A unary RPC ended with ``code`` (a ``GRPC_CODES`` value) after ``seconds``."""

@@ -27,14 +27,19 @@ def metric_samples(url: str) -> Samples:
 
 def handled(metrics_url: str, method: str, code: str) -> float:
     """``grpc_server_handled_total`` of a Krypkasino ``method`` that ended with ``code``."""
+    return rpc_sample(metrics_url, "grpc_server_handled_total", method, grpc_code=code)
+
+
+def rpc_sample(metrics_url: str, name: str, method: str, **labels: str) -> float:
+    """The sample ``name`` of a Krypkasino unary ``method`` with ``labels`` besides."""
     wanted = {
         "grpc_service": "cardrules.krypkasino.v1.KrypkasinoService",
         "grpc_method": method,
-        "grpc_code": code,
         "grpc_type": "unary",
+        **labels,
     }
     return sum(
         value
-        for (name, labels), value in metric_samples(metrics_url).items()
-        if name == "grpc_server_handled_total" and dict(labels) == wanted
+        for (sample, found), value in metric_samples(metrics_url).items()
+        if sample == name and dict(found) == wanted
     )

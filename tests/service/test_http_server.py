@@ -33,7 +33,7 @@ from service.http_gateway import JSON_BODY_FACTOR
 from service.http_json import message_json
 from tests.service.grpc_helpers import state_of_request_size
 from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
-from tests.service.metrics_helpers import handled
+from tests.service.metrics_helpers import handled, rpc_sample
 from tests.service.server_process import (
     ServerProcess,
     cannot_listen_line,
@@ -687,6 +687,29 @@ def check_shared_metrics_and_logs(server: ServerProcess, game: Any) -> None:
     assert line["code"] == "OK" and line["game_id"] == game["gameId"]
     assert str(line["peer"]).startswith("ipv4:127.0.0.1:")
     assert game["state"] not in json.dumps(server.logs), "a state token was logged"
+
+
+def test_an_http_call_refused_before_its_body_came_received_no_message():
+    """``grpc_server_msg_received_total`` counts a request message once its body came
+    whole, whatever became of it then; ``started`` counts every call."""
+    url = "/v1/krypkasino:score"
+    with running(("--metrics-port", str(free_port()))) as server:
+        server.wait_for_logs("metrics")
+
+        def counts() -> tuple[float, float]:
+            return tuple(  # type: ignore[return-value]
+                rpc_sample(server.metrics_url, f"grpc_server_{name}_total", "Score")
+                for name in ("started", "msg_received")
+            )
+
+        before = counts()
+        unread = {"Content-Type": "application/json", "Content-Encoding": "br"}
+        assert exchange(f"{server.http_url}{url}", b"{}", headers=unread)[0] == 415
+        read = {"Content-Type": "text/plain"}
+        assert exchange(f"{server.http_url}{url}", b"{}", headers=read)[0] == 415
+        assert exchange(f"{server.http_url}{url}", b"{}")[0] == 400  # no state
+        started, received = (a - b for a, b in zip(counts(), before, strict=True))
+    assert (started, received) == (3, 2)
 
 
 def test_a_request_at_the_limit_is_served_and_one_byte_more_is_413(server):

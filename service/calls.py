@@ -155,7 +155,7 @@ class CallRunner:
         received: bool = True,
     ) -> Outcome[ResponseT]:
         """``handler`` on ``request``, counted, timed and logged; ``received`` is False
-        when the request message never came (an HTTP body refused before it was read)."""
+        when the request message never came (an HTTP body refused before or while it was read)."""
         info = CallInfo()
         metrics = self._metrics
         started = time.perf_counter()

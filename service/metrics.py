@@ -281,7 +281,7 @@ class ServiceMetrics:
 
     def rpc_started(self, service: str, method: str, received: bool = True) -> None:
         """A unary RPC began, with its request message ``received``: always over gRPC, not
-        for an HTTP call refused before its body came whole."""
+        for an HTTP call refused before or while its body was read."""
         series = self._rpc(service, method)
         series.started.inc()
         if received:

@@ -17,7 +17,8 @@ reason                     HTTP    code                  when
 ``REQUEST_TOO_LARGE``      413     ``RESOURCE_EXHAUSTED`` a request over ``--max-request-bytes`` as
                                                          protobuf, or a body over 16 times that
 ``JSON_INVALID``           400     ``INVALID_ARGUMENT``  malformed JSON, an unknown field, a bad value
-``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body that is not decompressible
+``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body that is not decompressible, or
+                                                         whose chunk framing breaks
 ``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s, or
                                                          by the end of a stopping server's drain
 ``TIMEOUT_INVALID``        400     ``INVALID_ARGUMENT``  a ``Grpc-Timeout`` header that is not 1 to 8
@@ -479,8 +480,9 @@ class HttpGateway:
                 # Nobody is left to read an answer: counted as a gRPC call its client
                 # cancelled, not as a bad request.
                 return _client_gone("the client closed the connection before the whole body came")
-            # Broken chunk framing. The error's text may quote the body, which may hold a
-            # token: only its type is told.
+            # Broken chunk framing (aiohttp's pure-Python parser; its C parser stops feeding
+            # the body instead). The error's text may quote the body, which may hold a token:
+            # only its type is told.
             described = f"the body could not be read ({type(error).__name__})"
             return invalid_argument(REQUEST_MALFORMED, described, "")
         return b"".join(chunks)

@@ -850,6 +850,31 @@ def test_a_body_cut_short_is_logged_as_one_cancelled_request():
     assert "SECRET" not in json.dumps(server.logs)
 
 
+def test_a_bad_chunk_mid_body_from_a_client_still_there_is_400_request_malformed():
+    """aiohttp's pure-Python parser (where its C parser is not built) fails the body's read
+    with the connection open, so the client can read the answer: ``REQUEST_MALFORMED``,
+    naming only the error's type. (The C parser stops feeding the body instead, which
+    ends in ``BODY_TIMEOUT``: ``test_http_gateway``.)"""
+    head = (
+        "POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    with running(env={"AIOHTTP_NO_EXTENSIONS": "1"}) as server:
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+            connection.sendall(head.encode() + b'6\r\n{"stat\r\n')
+            time.sleep(0.2)  # the server is reading the body when the bad chunk comes
+            connection.sendall(b"ZZ\r\nSECRET\r\n")
+            answer = http.client.HTTPResponse(connection)
+            answer.begin()
+            status = json.loads(answer.read())
+        [line] = server.wait_for_logs("request")
+    assert answer.status == 400 and answer.getheader("Connection") == "close"
+    assert status["details"][0]["reason"] == "REQUEST_MALFORMED"
+    assert status["message"] == "the body could not be read (TransferEncodingError)"
+    assert (line["code"], line["reason"]) == ("InvalidArgument", "REQUEST_MALFORMED")
+    assert "SECRET" not in json.dumps(server.logs)
+
+
 def test_a_client_gone_before_its_body_came_is_logged_with_its_peer():
     """Design section 6: the request line of a client that closed its connection in the
     middle of its body still says who it was, as every other request line does."""

@@ -181,6 +181,11 @@ def _json_body(request: web.Request, body: bytes) -> bytes | ServiceError:
     return body
 
 
+def _client_left(request: web.Request) -> bool:
+    """Whether ``request``'s connection is closed or closing: no answer can reach it."""
+    return request.transport is None or request.transport.is_closing()
+
+
 def _client_gone(message: str) -> ServiceError:
     return _refusal(grpc.StatusCode.CANCELLED, CLIENT_GONE, message)
 
@@ -389,9 +394,7 @@ class HttpGateway:
             received = True
             payload = _json_body(request, payload)
         await self._turns.take()
-        if not isinstance(payload, ServiceError) and (
-            request.transport is None or request.transport.is_closing()
-        ):
+        if not isinstance(payload, ServiceError) and _client_left(request):
             # Gone while it waited its turn: work for it would be spent on an answer nobody
             # reads, as for a gRPC call past its deadline.
             payload = _client_gone("the client closed the connection before the call's turn came")
@@ -476,7 +479,7 @@ class HttpGateway:
                 BODY_TIMEOUT, f"the body did not arrive within {self._body_seconds:g} s", ""
             )
         except (HttpProcessingError, ConnectionResetError, web.RequestPayloadError) as error:
-            if request.transport is None or request.transport.is_closing():
+            if _client_left(request):
                 # Nobody is left to read an answer: counted as a gRPC call its client
                 # cancelled, not as a bad request.
                 return _client_gone("the client closed the connection before the whole body came")

@@ -7,10 +7,14 @@ through the service codec, since the proto is the contract all three share;
 views lose their ``game_id`` and ``state_id``, which name different games on
 different drivers. Handles are opaque: each driver keeps its own kind of
 state (an engine ``State``, a sealed token as bytes, a sealed token as base64).
+A game can also be resumed from an engine ``State``: the servers get it as the
+conformance server would have sealed it (the test key), so long matches need
+not be played move by move over the wire.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 from dataclasses import dataclass, field
@@ -26,14 +30,20 @@ from google.rpc import status_pb2
 from engine.cards import card_str
 from engine.krypkasino import IllegalMoveError, Reason, legal_moves, open_game, play, score, view
 from engine.krypkasino.state import State
-from service import codec, view_codec
+from service import codec, state_codec, view_codec
+from service.config import ServerConfig
 from service.errors import HTTP_STATUS
+from service.server import build_sealer
+from service.tokens import KeyRing, SeatTokens
 from tests.service.grpc_helpers import Refusal, refusal_of, status_refusal
+from tests.service.server_process import TEST_KEY
 
 Plain = Any
 """JSON-like values: dicts, lists, strings, numbers, booleans."""
 
 _IDS = ("game_id", "state_id")
+_KEYS = KeyRing.parse(TEST_KEY)
+RESUMED_GAME_ID = "0123456789abcdef0123456789abcdef"
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,8 @@ class Driver(Protocol):
     name: str
 
     def new_game(self, request: pb.NewGameRequest) -> Started: ...
+
+    def resume(self, state: State) -> Any: ...
 
     def legal_moves(self, handle: Any, seat: int) -> Plain: ...
 
@@ -114,6 +126,9 @@ class EngineDriver:
         }
         return Started(state, config.players, result)
 
+    def resume(self, state: State) -> State:
+        return state
+
     def legal_moves(self, handle: State, seat: int) -> Plain:
         nordic = handle.config.rules.nordic_scoring
         return [
@@ -156,6 +171,14 @@ class _Tokens:
     seats: list[Any]
 
 
+def sealed(state: State) -> _Tokens:
+    """``state``'s state token and seat tokens as the conformance server seals them."""
+    message = state_codec.state_to_proto(state, RESUMED_GAME_ID)
+    token = build_sealer(ServerConfig(), _KEYS).seal(message.SerializeToString())
+    seats = SeatTokens(_KEYS)
+    return _Tokens(token, [seats.issue(RESUMED_GAME_ID, s) for s in range(state.config.players)])
+
+
 class GrpcDriver:
     """The gRPC server: state and seat tokens as bytes."""
 
@@ -174,6 +197,9 @@ class GrpcDriver:
         return Started(
             _Tokens(response.state, list(response.seat_tokens)), len(response.seat_tokens), result
         )
+
+    def resume(self, state: State) -> _Tokens:
+        return sealed(state)
 
     def legal_moves(self, handle: _Tokens, seat: int) -> Plain:
         request = pb.LegalMovesRequest(state=handle.state, seat=seat, seat_token=handle.seats[seat])
@@ -262,6 +288,10 @@ class HttpDriver:
             _Tokens(json_format.MessageToDict(response)["state"], tokens), len(tokens), result
         )
 
+    def resume(self, state: State) -> _Tokens:
+        tokens = sealed(state)
+        return _Tokens(_base64(tokens.state), [_base64(seat) for seat in tokens.seats])
+
     def legal_moves(self, handle: _Tokens, seat: int) -> Plain:
         body = {"state": handle.state, "seat": seat, "seatToken": handle.seats[seat]}
         response = self._call("legalMoves", body, pb.LegalMovesResponse)
@@ -296,3 +326,8 @@ class HttpDriver:
         response = self._call("getView", body, pb.GetViewResponse)
         assert isinstance(response, pb.GetViewResponse)
         return plain(response.view)
+
+
+def _base64(token: bytes) -> str:
+    """A token as proto3 JSON writes ``bytes``."""
+    return base64.b64encode(token).decode()

@@ -12,6 +12,7 @@ as the first step where they part.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,10 @@ from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import json_format
 
-from engine.krypkasino import Config, Rules
+from engine.krypkasino import Config, Rules, State, open_game, play_unchecked
+from engine.krypkasino.config import MAX_MATCH_DEALS
+from engine.krypkasino.policies import Situation, random_policy
+from service import codec
 from tests.conformance.drivers import Driver, Plain, Played, Refused
 from tests.engine.krypkasino.helpers import first_distribution_deck
 from tests.service.grpc_helpers import deck_proto, move_of
@@ -47,6 +51,19 @@ class Scenario:
     """Random moves after the script; ``None`` plays to the end of the match."""
     expected_reasons: tuple[str, ...] = field(default=())
     """The reasons the script's refusals must have, in order (checked on the engine)."""
+    resume_at_deal: int = 0
+    """Unless 0, the match is played in process, by seeded random moves, up to the last
+    distribution of this deal (K5.4) and handed to each driver from there (``Driver.resume``)."""
+
+    @functools.cached_property
+    def resumed_state(self) -> State:
+        """The match at the last distribution of deal ``resume_at_deal``, the same for every
+        driver."""
+        state, _ = open_game(codec.config_from_proto(self.request.config), seed=self.request.seed)
+        choose = random.Random(self.seed)
+        while len(state.results) < self.resume_at_deal - 1 or not state.last_distribution:
+            state, _ = play_unchecked(state, random_policy(Situation.of(state), choose))
+        return state
 
 
 def config(players: int, **settings: object) -> pb.GameConfig:
@@ -154,6 +171,20 @@ SCENARIOS = (
         ),
         seed=6,
     ),
+    # The longest match the service allows, with the rules that make its deals' scores
+    # largest: its token, score sheets and views are the largest of any game (about 15 KB
+    # sealed; docs/krypkasino-decisions.md, "Match length").
+    Scenario(
+        "six-players-last-of-240-deals",
+        pb.NewGameRequest(
+            config=config(
+                6, matchDeals=MAX_MATCH_DEALS, rules={"bordstabbe": True, "lastCapturePoint": True}
+            ),
+            seed=7,
+        ),
+        seed=7,
+        resume_at_deal=MAX_MATCH_DEALS,
+    ),
 )
 
 
@@ -181,9 +212,14 @@ def _perturbed(move: Plain, table: list[Plain], hand: list[Plain], choose: rando
 
 def transcript(driver: Driver, scenario: Scenario) -> list[tuple[str, Plain]]:
     """Everything ``driver`` answers while playing ``scenario``."""
-    started = driver.new_game(scenario.request)
-    handle, seats = started.handle, started.seats
-    record: list[tuple[str, Plain]] = [("new game", started.result)]
+    if scenario.resume_at_deal:
+        handle = driver.resume(scenario.resumed_state)
+        seats = scenario.request.config.players
+        record: list[tuple[str, Plain]] = [("resumed", driver.view(handle, None))]
+    else:
+        started = driver.new_game(scenario.request)
+        handle, seats = started.handle, started.seats
+        record = [("new game", started.result)]
     for step in scenario.script:
         seat, move = step.split(":")
         outcome = driver.play(handle, int(seat), move_of(move))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.drivers import EngineDriver, GrpcDriver, HttpDriver, Refused
+from engine.krypkasino.config import MAX_MATCH_DEALS
+from tests.conformance.drivers import EngineDriver, GrpcDriver, HttpDriver, Refused, sealed
 from tests.conformance.games import SCENARIOS, Scenario, refusals, transcript
 
 
@@ -55,3 +56,13 @@ def test_the_random_games_meet_every_kind_of_refusal_and_end(engine_driver):
     assert {"NOT_YOUR_TURN", "CARD_NOT_IN_HAND", "GAME_OVER"} <= seen
     assert {"CAPTURE_NOT_ON_TABLE", "CAPTURE_NOT_VALID"} & seen
     assert ended >= 4
+
+
+def test_the_servers_are_handed_the_longest_match_near_its_largest_token():
+    """The resumed scenario is the last distribution of a 240-deal match: its token is near
+    the 15,370 bytes of docs/krypkasino-decisions.md's finished match, and every server
+    answer that carries the history (views, score sheets) carries 239 deals or more."""
+    (scenario,) = [s for s in SCENARIOS if s.resume_at_deal]
+    state = scenario.resumed_state
+    assert len(state.results) == MAX_MATCH_DEALS - 1 and state.last_distribution
+    assert len(sealed(state).state) > 15_000

@@ -153,14 +153,18 @@ class CallRunner:
         request: RequestT,
         peer: str | None = None,
         received: bool = True,
+        attempt: int = 1,
     ) -> Outcome[ResponseT]:
         """``handler`` on ``request``, counted, timed and logged; ``received`` is False
-        when the request message never came (an HTTP body refused before or while it was read)."""
+        when the request message never came (an HTTP body refused before or while it was
+        read); ``attempt`` is 2 or more for a client's retry of the call."""
         info = CallInfo()
         metrics = self._metrics
         started = time.perf_counter()
         if metrics is not None:
             metrics.rpc_started(service, method, received)
+            if attempt > 1:
+                metrics.rpc_retried(service, method)
         response: ResponseT | None = None
         error: ServiceError | None = None
         try:
@@ -192,6 +196,7 @@ class CallRunner:
             game_id=info.game_id,
             transport=transport,
             peer=peer,
+            attempt=attempt,
         )
         if error is None:
             self._log.info("request", **fields)

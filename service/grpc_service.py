@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -49,6 +49,11 @@ from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoA
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
+
+#: What gRPC's retry policy sends with each retry of a call: the attempts before it.
+PREVIOUS_ATTEMPTS_HEADER = "grpc-previous-rpc-attempts"
+# Its values and the attempt each makes this call: gRPC makes at most 5 attempts.
+_ATTEMPT_AFTER = {str(previous): previous + 1 for previous in range(1, 5)}
 
 
 class KrypkasinoServicer:
@@ -185,12 +190,8 @@ async def serve_call(
     and a refusal aborted as the rich ``google.rpc.Status`` (a call past its deadline gets
     nothing); the request id goes back in the trailers of every answer. Every RPC takes
     this path."""
-    # The first one sent, as the HTTP gateway takes the first X-Request-Id header.
-    supplied = next(
-        (value for key, value in context.invocation_metadata() or () if key == REQUEST_ID_HEADER),
-        None,
-    )
-    request_id = request_id_from(supplied if isinstance(supplied, str) else None)
+    supplied, attempt = call_headers(context.invocation_metadata())
+    request_id = request_id_from(supplied)
     outcome = runner.run(
         service,
         method,
@@ -199,6 +200,7 @@ async def serve_call(
         within_deadline(handler, context.time_remaining),
         request,
         context.peer(),
+        attempt=attempt,
     )
     if outcome.error is not None:
         if outcome.error.reason == DEADLINE_EXCEEDED:
@@ -210,3 +212,17 @@ async def serve_call(
     assert outcome.response is not None
     context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
     return outcome.response
+
+
+def call_headers(metadata: Iterable[tuple[str, str | bytes]] | None) -> tuple[str | None, int]:
+    """The caller's request id, the first one sent (as the HTTP gateway takes the first
+    X-Request-Id header), and which attempt of its call this is: 1, or the retry that
+    ``grpc-previous-rpc-attempts`` makes it (any other value counts as 1)."""
+    supplied: str | bytes | None = None
+    attempt = 1
+    for key, value in metadata or ():
+        if key == REQUEST_ID_HEADER and supplied is None:
+            supplied = value
+        elif key == PREVIOUS_ATTEMPTS_HEADER and isinstance(value, str):
+            attempt = _ATTEMPT_AFTER.get(value, 1)
+    return (supplied if isinstance(supplied, str) else None), attempt

@@ -366,11 +366,13 @@ def request_log_fields(
     game_id: str | None,
     transport: str,
     peer: str | None = None,
+    attempt: int = 1,
 ) -> dict[str, object]:
     """The fields of the one line logged per request (design section 6).
 
     ``game_id`` is always present (``null`` before a game exists); ``peer`` only
-    when known. Log it as ``log.info("request", **request_log_fields(...))``.
+    when known; ``attempt`` only for a client's retry (2 or more). Log it as
+    ``log.info("request", **request_log_fields(...))``.
     """
     fields: dict[str, object] = {
         "request_id": request_id,
@@ -382,6 +384,8 @@ def request_log_fields(
     }
     if peer is not None:
         fields["peer"] = peer
+    if attempt > 1:
+        fields["attempt"] = attempt
     return fields
 
 

@@ -150,6 +150,7 @@ class _RpcSeries(NamedTuple):
     sent: Counter
     seconds: Histogram
     handled: dict[str, Counter]
+    retried: Counter
 
 
 class ServiceMetrics:
@@ -199,6 +200,13 @@ class ServiceMetrics:
             "application-level handled by the server.",
             _GRPC_LABELS,
             buckets=HANDLING_BUCKETS,
+            registry=registry,
+        )
+        self.retry_attempts = Counter(
+            "cardrules_retry_attempts_total",
+            "RPCs that are a client's retry of an earlier attempt of the same call, which "
+            "gRPC's retry policy sends with grpc-previous-rpc-attempts.",
+            _GRPC_LABELS,
             registry=registry,
         )
         self.games_started = Counter(
@@ -275,6 +283,7 @@ class ServiceMetrics:
                 sent=self.msg_sent.labels(*labels),
                 seconds=self.handling_seconds.labels(*labels),
                 handled={code: self.handled.labels(*labels, code) for code in GRPC_CODES},
+                retried=self.retry_attempts.labels(*labels),
             )
             self._rpcs[service, method] = series
         return series
@@ -286,6 +295,10 @@ class ServiceMetrics:
         series.started.inc()
         if received:
             series.received.inc()
+
+    def rpc_retried(self, service: str, method: str) -> None:
+        """A started RPC is a client's retry of an earlier attempt of its call."""
+        self._rpc(service, method).retried.inc()
 
     def rpc_handled(self, service: str, method: str, code: str, seconds: float) -> None:
         """A unary RPC ended with ``code`` (a ``GRPC_CODES`` value) after ``seconds``."""

@@ -57,6 +57,7 @@ EXPECTED_FAMILIES = {
     "grpc_server_msg_received_total": ("counter", GRPC_LABELS),
     "grpc_server_msg_sent_total": ("counter", GRPC_LABELS),
     "grpc_server_handling_seconds": ("histogram", GRPC_LABELS),
+    "cardrules_retry_attempts_total": ("counter", GRPC_LABELS),
     "cardrules_games_started_total": ("counter", {"game", "players", "teams", "variant"}),
     "cardrules_moves_total": ("counter", {"game", "kind"}),
     "cardrules_illegal_moves_total": ("counter", {"game", "reason"}),
@@ -190,6 +191,7 @@ def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
                 "grpc_server_msg_sent_total",
                 "grpc_server_handling_seconds_count",
                 "grpc_server_handling_seconds_sum",
+                "cardrules_retry_attempts_total",
             ):
                 assert value(found, name, **labels) == 0
             for code in GRPC_CODES:

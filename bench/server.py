@@ -33,10 +33,12 @@ class Ports:
 
 @dataclass(frozen=True)
 class Server:
-    """A started server: its ports and its process (the supervisor, with several workers)."""
+    """A started server: its ports, its process (the supervisor, with several workers) and
+    the file its log goes to (while it runs)."""
 
     ports: Ports
     process: subprocess.Popen[bytes]
+    log_path: Path
 
 
 @contextlib.contextmanager
@@ -63,7 +65,7 @@ def cardrules_server(workers: int = 1) -> Iterator[Server]:
         with log_path.open("w") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
-                yield Server(_wait_listening(log_path, process, workers), process)
+                yield Server(_wait_listening(log_path, process, workers), process, log_path)
             finally:
                 process.terminate()
                 process.wait(30)

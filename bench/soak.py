@@ -20,6 +20,7 @@ import dataclasses
 import math
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.common import Json, Size, add_sizes, chosen_sizes, finish, fmt, meta, note, table
@@ -48,6 +49,9 @@ ROW_MINUTE_RUN = 180.0
 # Each figure sampled, and its name in the tables.
 METRICS = {"rss_kib": "RSS MiB", "hwm_kib": "HWM MiB", "fds": "fds", "threads": "threads"}
 KIB_PER_MIB = 1024
+# A request line's field for a retry of its call (service/logs.py), and the failure it counts as.
+ATTEMPT_FIELD = b'"attempt":'
+RETRIED = "grpc attempts retried by the client (each hides a failed attempt)"
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -91,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         samples, tally, stopped = asyncio.run(
             soak(server, sizes, seconds, every, args.seed, one_deal=args.quick)
         )
+        if retried := retried_attempts(server.log_path):
+            tally.failures[RETRIED] = retried
     report["samples"] = samples
     report["tally"] = tally.as_json()
     report["summary"] = summarize(samples, tally, warmup_seconds(seconds))
@@ -98,6 +104,14 @@ def run(args: argparse.Namespace) -> int:
     print(render(report), flush=True)
     finish(report, args.json)
     return 1 if stopped or tally.failures else 0
+
+
+def retried_attempts(log_path: Path) -> int:
+    """The request lines of the server's log that are a retry (``"attempt"``, 2 or more):
+    each hides an attempt that failed with ``UNAVAILABLE``, ``CANCELLED`` or a transport
+    error, which the gRPC clients' retry policy took for them."""
+    with log_path.open("rb") as log:
+        return sum(ATTEMPT_FIELD in line for line in log)
 
 
 def warmup_seconds(seconds: float) -> float:

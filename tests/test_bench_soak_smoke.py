@@ -16,19 +16,21 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from bench import procfs, soak
 from bench.__main__ import build_parser
-from bench.server import cardrules_serve
+from bench.server import BENCH_KEY, cardrules_serve, cardrules_server
 from bench.soak_traffic import (
     EXPECTED_CODES,
     GET_VIEW,
     LEGAL_MOVES,
     NEW_GAME,
     PLAY,
+    CallError,
     GrpcTransport,
     HttpTransport,
     Player,
     Tally,
     Transport,
 )
+from tests.service.grpc_helpers import game_state, seal
 
 # One deal of two players on one deck: about fifty turns.
 SHORT_MATCH = pb.GameConfig(
@@ -145,6 +147,29 @@ def test_an_unreachable_server_is_a_transport_failure() -> None:
         free = ports.http  # taken by the server until it stops
     tally = asyncio.run(main(free))
     assert list(tally.failures) == ["http new_game TRANSPORT ClientConnectorError"]
+
+
+def test_attempts_the_grpc_clients_retried_are_counted_from_the_servers_log() -> None:
+    """The clients' retry policy hides a failed attempt from the tally; the server's request
+    lines show it. A token sealed by a newer release is UNAVAILABLE on every attempt: the
+    client makes four, three of them retries."""
+
+    async def main(port: int) -> None:
+        transport = GrpcTransport(port)
+        started = await transport.call(NEW_GAME, pb.NewGameRequest(config=SHORT_MATCH))
+        payload = game_state(started.state, BENCH_KEY).SerializeToString()
+        newer = pb.GetViewRequest(state=seal(payload, BENCH_KEY, version=2))
+        with pytest.raises(CallError, match="UNAVAILABLE"):
+            await transport.call(GET_VIEW, newer)
+        await transport.close()
+
+    with cardrules_server() as server:
+        assert soak.retried_attempts(server.log_path) == 0
+        asyncio.run(main(server.ports.grpc))
+        deadline = time.monotonic() + 10
+        while soak.retried_attempts(server.log_path) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the last line may still be on its way to the file
+        assert soak.retried_attempts(server.log_path) == 3
 
 
 def test_procfs_finds_forked_children_and_forgets_ended_processes() -> None:

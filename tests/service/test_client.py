@@ -50,6 +50,7 @@ from cardrules.client import (
 from cardrules.client import codes as client_codes
 from cardrules.client import errors as client_errors
 from cardrules.client import reasons as client_reasons
+from cardrules.client.channel import call_metadata
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -1055,6 +1056,18 @@ def test_wait_for_ready_waits_out_the_deadline_for_a_server_that_is_not_there(
                 client.score(state=b"s", wait_for_ready=True, timeout=3.5)
             error = raised.value
     assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_each_call_sends_a_request_id_of_its_own_unless_given_one() -> None:
+    """So that the attempts of a retried call share an id (test_retry_attempts.py)."""
+    sent = [dict(call_metadata(None)), dict(call_metadata(None)), dict(call_metadata([]))]
+    ids = [metadata.pop("x-request-id") for metadata in sent]
+    assert sent == [{}, {}, {}] and len(set(ids)) == 3
+    assert all(re.fullmatch("[0-9a-f]{32}", str(given)) for given in ids)
+    own = [("x-trace", "t"), ("x-request-id", "mine")]
+    assert call_metadata(own) == tuple(own)
+    with_other = call_metadata([("x-trace", "t")])
+    assert with_other[0] == ("x-trace", "t") and with_other[1][0] == "x-request-id"
 
 
 def test_request_id_of_a_call_that_never_reached_the_service_is_none() -> None:

@@ -4,11 +4,12 @@ call with ``grpc-previous-rpc-attempts``; the request log line gives it as ``att
 
 from __future__ import annotations
 
+import re
 import time
 
 import grpc
 import pytest
-from cardrules.client import KrypkasinoClient, error_info
+from cardrules.client import KrypkasinoClient, error_info, request_id
 
 from service.grpc_service import call_headers
 from tests.service.grpc_helpers import game_state, seal
@@ -29,18 +30,22 @@ def request_lines_of(server: ServerProcess, request_id: str, count: int) -> list
 
 def test_the_python_clients_retries_are_logged_and_counted() -> None:
     """A token sealed by a newer release is UNAVAILABLE, which the client retries: four
-    attempts of one call, the last three logged with their attempt and counted."""
+    attempts of one call under one request id, the last three logged with their attempt
+    and counted."""
     with running(("--metrics-port", str(free_port()))) as server:
         server.wait_for_logs("metrics")
         with KrypkasinoClient(server.target) as client:
             game = client.new_game(players=2, metadata=(("x-request-id", "retries-new-game"),))
             newer = seal(game_state(game.state, TEST_KEY).SerializeToString(), TEST_KEY, version=2)
             with pytest.raises(grpc.RpcError) as refused:
-                client.get_view(state=newer, metadata=(("x-request-id", "retries-get-view"),))
+                client.get_view(state=newer)
         assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
         info = error_info(refused.value)
         assert info is not None and info.reason == "TOKEN_FROM_NEWER_RELEASE"
-        attempts = request_lines_of(server, "retries-get-view", 4)
+        # The client's own request id, sent with every attempt.
+        given = request_id(refused.value)
+        assert given is not None and re.fullmatch("[0-9a-f]{32}", given)
+        attempts = request_lines_of(server, given, 4)
         assert [line.get("attempt") for line in attempts] == [None, 2, 3, 4]
         assert {line["code"] for line in attempts} == {"Unavailable"}
         (first,) = request_lines_of(server, "retries-new-game", 1)

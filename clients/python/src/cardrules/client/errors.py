@@ -48,7 +48,8 @@ def rpc_status(error: grpc.RpcError) -> status_pb2.Status | None:
 
 def request_id(error: grpc.RpcError) -> str | None:
     """The id under which the server logged the failed call (the caller's own, if it sent
-    one as ``x-request-id`` metadata), or ``None`` if the call never reached the service.
+    one as ``x-request-id`` metadata, else the one the client sent), or ``None`` if the call
+    never reached the service.
 
     >>> request_id(grpc.RpcError()) is None
     True

@@ -17,9 +17,9 @@ from cardrules.client.channel import (
     Metadata,
     Timeout,
     UseDefault,
+    call_metadata,
     channel_options,
     check_channel_arguments,
-    checked_metadata,
     checked_timeout,
 )
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -116,7 +116,7 @@ class KrypkasinoClient:
         return method(
             request,
             timeout=self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout),
-            metadata=checked_metadata(metadata),
+            metadata=call_metadata(metadata),
             wait_for_ready=wait_for_ready,
         )
 

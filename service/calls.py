@@ -162,9 +162,7 @@ class CallRunner:
         metrics = self._metrics
         started = time.perf_counter()
         if metrics is not None:
-            metrics.rpc_started(service, method, received)
-            if attempt > 1:
-                metrics.rpc_retried(service, method)
+            metrics.rpc_started(service, method, received, retried=attempt > 1)
         response: ResponseT | None = None
         error: ServiceError | None = None
         try:

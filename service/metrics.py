@@ -288,17 +288,18 @@ class ServiceMetrics:
             self._rpcs[service, method] = series
         return series
 
-    def rpc_started(self, service: str, method: str, received: bool = True) -> None:
+    def rpc_started(
+        self, service: str, method: str, received: bool = True, retried: bool = False
+    ) -> None:
         """A unary RPC began, with its request message ``received``: always over gRPC, not
-        for an HTTP call refused before or while its body was read."""
+        for an HTTP call refused before or while its body was read; ``retried`` if it is a
+        client's retry of an earlier attempt of its call."""
         series = self._rpc(service, method)
         series.started.inc()
         if received:
             series.received.inc()
-
-    def rpc_retried(self, service: str, method: str) -> None:
-        """A started RPC is a client's retry of an earlier attempt of its call."""
-        self._rpc(service, method).retried.inc()
+        if retried:
+            series.retried.inc()
 
     def rpc_handled(self, service: str, method: str, code: str, seconds: float) -> None:
         """A unary RPC ended with ``code`` (a ``GRPC_CODES`` value) after ``seconds``."""

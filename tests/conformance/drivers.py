@@ -31,18 +31,15 @@ from engine.cards import card_str
 from engine.krypkasino import IllegalMoveError, Reason, legal_moves, open_game, play, score, view
 from engine.krypkasino.state import State
 from service import codec, state_codec, view_codec
-from service.config import ServerConfig
 from service.errors import HTTP_STATUS
-from service.server import build_sealer
 from service.tokens import KeyRing, SeatTokens
-from tests.service.grpc_helpers import Refusal, refusal_of, status_refusal
+from tests.service.grpc_helpers import Refusal, refusal_of, seal, status_refusal
 from tests.service.server_process import TEST_KEY
 
 Plain = Any
 """JSON-like values: dicts, lists, strings, numbers, booleans."""
 
 _IDS = ("game_id", "state_id")
-_KEYS = KeyRing.parse(TEST_KEY)
 RESUMED_GAME_ID = "0123456789abcdef0123456789abcdef"
 
 
@@ -174,8 +171,8 @@ class _Tokens:
 def sealed(state: State) -> _Tokens:
     """``state``'s state token and seat tokens as the conformance server seals them."""
     message = state_codec.state_to_proto(state, RESUMED_GAME_ID)
-    token = build_sealer(ServerConfig(), _KEYS).seal(message.SerializeToString())
-    seats = SeatTokens(_KEYS)
+    token = seal(message.SerializeToString(), TEST_KEY)
+    seats = SeatTokens(KeyRing.parse(TEST_KEY))
     return _Tokens(token, [seats.issue(RESUMED_GAME_ID, s) for s in range(state.config.players)])
 
 

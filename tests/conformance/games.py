@@ -21,11 +21,10 @@ from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import json_format
 
-from engine.krypkasino import Config, Rules, State, open_game, play_unchecked
+from engine.krypkasino import Config, Rules, State, play_unchecked
 from engine.krypkasino.config import MAX_MATCH_DEALS
 from engine.krypkasino.policies import Situation, random_policy
-from service import codec
-from tests.conformance.drivers import Driver, Plain, Played, Refused
+from tests.conformance.drivers import Driver, EngineDriver, Plain, Played, Refused
 from tests.engine.krypkasino.helpers import first_distribution_deck
 from tests.service.grpc_helpers import deck_proto, move_of
 
@@ -59,7 +58,7 @@ class Scenario:
     def resumed_state(self) -> State:
         """The match at the last distribution of deal ``resume_at_deal``, the same for every
         driver."""
-        state, _ = open_game(codec.config_from_proto(self.request.config), seed=self.request.seed)
+        state: State = EngineDriver().new_game(self.request).handle
         choose = random.Random(self.seed)
         while len(state.results) < self.resume_at_deal - 1 or not state.last_distribution:
             state, _ = play_unchecked(state, random_policy(Situation.of(state), choose))

@@ -5,7 +5,6 @@ call with ``grpc-previous-rpc-attempts``; the request log line gives it as ``att
 from __future__ import annotations
 
 import re
-import time
 
 import grpc
 import pytest
@@ -14,18 +13,7 @@ from cardrules.client import KrypkasinoClient, error_info, request_id
 from service.grpc_service import call_headers
 from tests.service.grpc_helpers import game_state, seal
 from tests.service.metrics_helpers import rpc_sample
-from tests.service.server_process import TEST_KEY, ServerProcess, free_port, running
-
-
-def request_lines_of(server: ServerProcess, request_id: str, count: int) -> list[dict[str, object]]:
-    """The ``count`` request lines of ``request_id``, in the order they were logged."""
-    deadline = time.monotonic() + 10
-    while True:
-        lines = [line for line in server.log_events("request") if line["request_id"] == request_id]
-        if len(lines) >= count:
-            return lines
-        assert time.monotonic() < deadline, f"{len(lines)} request lines of {request_id}"
-        time.sleep(0.02)
+from tests.service.server_process import TEST_KEY, free_port, running
 
 
 def test_the_python_clients_retries_are_logged_and_counted() -> None:
@@ -46,10 +34,11 @@ def test_the_python_clients_retries_are_logged_and_counted() -> None:
         # The client's own request id, sent with every attempt.
         given = request_id(refused.value)
         assert given is not None and re.fullmatch("[0-9a-f]{32}", given)
-        attempts = request_lines_of(server, given, 4)
+        lines = server.wait_for_logs("request", 5)  # the NewGame and four attempts
+        attempts = [line for line in lines if line["request_id"] == given]
         assert [line.get("attempt") for line in attempts] == [None, 2, 3, 4]
         assert {line["code"] for line in attempts} == {"Unavailable"}
-        (first,) = request_lines_of(server, "retries-new-game", 1)
+        (first,) = [line for line in lines if line["request_id"] == "retries-new-game"]
         assert first["code"] == "OK" and "attempt" not in first
         retried = {
             method: rpc_sample(server.metrics_url, "cardrules_retry_attempts_total", method)

@@ -95,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
         samples, tally, stopped = asyncio.run(
             soak(server, sizes, seconds, every, args.seed, one_deal=args.quick)
         )
-        if retried := retried_attempts(server.log_path):
-            tally.failures[RETRIED] = retried
+        count_retries(tally, server.log_path)
     report["samples"] = samples
     report["tally"] = tally.as_json()
     report["summary"] = summarize(samples, tally, warmup_seconds(seconds))
@@ -104,6 +103,12 @@ def run(args: argparse.Namespace) -> int:
     print(render(report), flush=True)
     finish(report, args.json)
     return 1 if stopped or tally.failures else 0
+
+
+def count_retries(tally: Tally, log_path: Path) -> None:
+    """The server log's retried attempts, if any, as failures of ``tally``."""
+    if retried := retried_attempts(log_path):
+        tally.failures[RETRIED] = retried
 
 
 def retried_attempts(log_path: Path) -> int:

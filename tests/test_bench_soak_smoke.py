@@ -170,6 +170,26 @@ def test_attempts_the_grpc_clients_retried_are_counted_from_the_servers_log() ->
         while soak.retried_attempts(server.log_path) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)  # the last line may still be on its way to the file
         assert soak.retried_attempts(server.log_path) == 3
+        tally = Tally()
+        soak.count_retries(tally, server.log_path)
+        assert tally.failures == {soak.RETRIED: 3}
+
+
+def test_retried_attempts_are_the_lines_with_an_attempt_field(tmp_path: Path) -> None:
+    """Only the field counts: a request id is the caller's text and may say "attempt"."""
+    log = tmp_path / "server.log"
+    lines = [
+        '{"event":"listening","grpc_port":1}',
+        '{"event":"request","request_id":"attempt","code":"OK"}',
+        *(f'{{"event":"request","request_id":"r","attempt":{n}}}' for n in (2, 3, 4, 5)),
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    assert soak.retried_attempts(log) == 4
+    for retries in (0, 1):
+        log.write_text("\n".join(lines[: 2 + retries]) + "\n")
+        tally = Tally()
+        soak.count_retries(tally, log)
+        assert tally.failures == ({soak.RETRIED: 1} if retries else {})
 
 
 def test_procfs_finds_forked_children_and_forgets_ended_processes() -> None:

@@ -1066,6 +1066,9 @@ def test_each_call_sends_a_request_id_of_its_own_unless_given_one() -> None:
     assert all(re.fullmatch("[0-9a-f]{32}", str(given)) for given in ids)
     own = [("x-trace", "t"), ("x-request-id", "mine")]
     assert call_metadata(own) == tuple(own)
+    longest = [("x-request-id", "~ ".ljust(127, "i") + "~")]
+    assert call_metadata(longest) == tuple(longest) and len(longest[0][1]) == 128
+    assert call_metadata([("x-request-id", b"mine")]) == (("x-request-id", b"mine"),)
     with_other = call_metadata([("x-trace", "t")])
     assert with_other[0] == ("x-trace", "t") and with_other[1][0] == "x-request-id"
 
@@ -1374,6 +1377,12 @@ def test_a_timeout_may_be_any_real_number(server: ServerProcess) -> None:
         assert client.new_game(players=2, timeout=half).state
 
 
+UNUSABLE_REQUEST_ID = (
+    r"^metadata key 'x-request-id' cannot be used: a request id is 1 to 128 printable ASCII "
+    "characters with spaces only inside$"
+)
+
+
 @pytest.mark.parametrize(
     ("metadata", "match"),
     [
@@ -1391,6 +1400,11 @@ def test_a_timeout_may_be_any_real_number(server: ServerProcess) -> None:
         ([("x-cabin", "line\nbreak")], r"value of metadata key 'x-cabin'"),
         # No hint when the lowercase key cannot be sent either.
         ([("X Request Id", "checkout-1")], r"digits, '-', '_' and '\.'$"),
+        # Request ids the service would replace, on each attempt (docs/api.md).
+        ([("x-request-id", "checkout-1".ljust(129, "x"))], UNUSABLE_REQUEST_ID),
+        ([("x-request-id", " checkout-1")], UNUSABLE_REQUEST_ID),
+        ([("x-request-id", b"checkout-1 ")], UNUSABLE_REQUEST_ID),
+        ([("x-request-id", ""), ("x-request-id", "checkout-1")], UNUSABLE_REQUEST_ID),
     ],
     ids=[
         "capitals",
@@ -1402,6 +1416,10 @@ def test_a_timeout_may_be_any_real_number(server: ServerProcess) -> None:
         "delete",
         "bin-without-dash",
         "capitals-and-space",
+        "request-id-too-long",
+        "request-id-leading-space",
+        "request-id-trailing-space-bytes",
+        "request-id-empty-first",
     ],
 )
 def test_metadata_grpc_cannot_send_is_refused_before_the_call(

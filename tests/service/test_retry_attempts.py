@@ -4,11 +4,12 @@ call with ``grpc-previous-rpc-attempts``; the request log line gives it as ``att
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import grpc
 import pytest
-from cardrules.client import KrypkasinoClient, error_info, request_id
+from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient, error_info, request_id
 
 from service.grpc_service import call_headers
 from tests.service.grpc_helpers import game_state, seal
@@ -16,23 +17,40 @@ from tests.service.metrics_helpers import rpc_sample
 from tests.service.server_process import TEST_KEY, free_port, running
 
 
-def test_the_python_clients_retries_are_logged_and_counted() -> None:
+def refused_get_view(target: str, state: bytes, *, asynchronous: bool) -> grpc.RpcError:
+    """The error that ends a ``GetView`` of the sync or the asyncio client. Its deadline
+    leaves every attempt its turn, however busy the machine."""
+    if asynchronous:
+
+        async def call() -> grpc.RpcError:
+            async with AsyncKrypkasinoClient(target) as client:
+                with pytest.raises(grpc.RpcError) as raised:
+                    await client.get_view(state=state, timeout=30)
+                return raised.value
+
+        return asyncio.run(call())
+    with KrypkasinoClient(target) as client, pytest.raises(grpc.RpcError) as raised:
+        client.get_view(state=state, timeout=30)
+    return raised.value
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "asyncio"])
+def test_the_python_clients_retries_are_logged_and_counted(asynchronous: bool) -> None:
     """A token sealed by a newer release is UNAVAILABLE, which the client retries: four
-    attempts of one call under one request id, the last three logged with their attempt
-    and counted."""
+    attempts of one call under the request id the client sent, the last three logged with
+    their attempt and counted, each one call started."""
     with running(("--metrics-port", str(free_port()))) as server:
         server.wait_for_logs("metrics")
         with KrypkasinoClient(server.target) as client:
             game = client.new_game(players=2, metadata=(("x-request-id", "retries-new-game"),))
-            newer = seal(game_state(game.state, TEST_KEY).SerializeToString(), TEST_KEY, version=2)
-            with pytest.raises(grpc.RpcError) as refused:
-                # A deadline that leaves every attempt its turn, however busy the machine.
-                client.get_view(state=newer, timeout=30)
-        assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
-        info = error_info(refused.value)
+        newer = seal(game_state(game.state, TEST_KEY).SerializeToString(), TEST_KEY, version=2)
+        refused = refused_get_view(server.target, newer, asynchronous=asynchronous)
+        assert refused.code() is grpc.StatusCode.UNAVAILABLE
+        info = error_info(refused)
         assert info is not None and info.reason == "TOKEN_FROM_NEWER_RELEASE"
-        # The client's own request id, sent with every attempt.
-        given = request_id(refused.value)
+        # The client's own request id, sent with every attempt: ids the server made up
+        # would differ from one attempt to the next.
+        given = request_id(refused)
         assert given is not None and re.fullmatch("[0-9a-f]{32}", given)
         lines = server.wait_for_logs("request", 5)  # the NewGame and four attempts
         attempts = [line for line in lines if line["request_id"] == given]
@@ -40,11 +58,17 @@ def test_the_python_clients_retries_are_logged_and_counted() -> None:
         assert {line["code"] for line in attempts} == {"Unavailable"}
         (first,) = [line for line in lines if line["request_id"] == "retries-new-game"]
         assert first["code"] == "OK" and "attempt" not in first
+        methods = ("GetView", "NewGame")
         retried = {
             method: rpc_sample(server.metrics_url, "cardrules_retry_attempts_total", method)
-            for method in ("GetView", "NewGame")
+            for method in methods
         }
         assert retried == {"GetView": 3, "NewGame": 0}
+        started = {
+            method: rpc_sample(server.metrics_url, "grpc_server_started_total", method)
+            for method in methods
+        }
+        assert started == {"GetView": 4, "NewGame": 1}
 
 
 @pytest.mark.parametrize(
@@ -59,6 +83,8 @@ def test_the_python_clients_retries_are_logged_and_counted() -> None:
         ((("grpc-previous-rpc-attempts", "5"),), (None, 1)),
         ((("grpc-previous-rpc-attempts", " 2"),), (None, 1)),
         ((("grpc-previous-rpc-attempts", "two"),), (None, 1)),
+        # Only text is an id (request_id_from), though gRPC gives no bytes but for -bin keys.
+        ((("x-request-id", b"a"),), (None, 1)),
     ],
 )
 def test_the_request_id_and_attempt_are_read_from_the_metadata(

@@ -202,6 +202,8 @@ Metadata = Sequence[tuple[str, str | bytes]]
 _METADATA_KEY = re.compile("[0-9a-z_.-]+")
 #: The characters gRPC sends in a text (not ``-bin``) metadata value.
 _METADATA_TEXT = re.compile("[ -~]*")
+#: The request ids the service takes (docs/api.md, "Request ids"); it replaces others.
+_USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
 
 
 def call_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], ...]:
@@ -210,12 +212,21 @@ def call_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], .
 
     gRPC sends a retry with the metadata of the call, so every attempt of a retried call
     carries the same id: the server's request lines of all of them name it, and it is
-    the id ``errors.request_id`` reads from a refusal.
+    the id ``errors.request_id`` reads from a refusal. An id the service would not take
+    (docs/api.md, "Request ids") raises ``ValueError``: the service would make up another
+    for each attempt.
     """
     pairs = checked_metadata(metadata) or ()
-    if any(key == REQUEST_ID_KEY for key, _ in pairs):
-        return pairs
-    return (*pairs, (REQUEST_ID_KEY, uuid.uuid4().hex))
+    given = next((value for key, value in pairs if key == REQUEST_ID_KEY), None)
+    if given is None:
+        return (*pairs, (REQUEST_ID_KEY, uuid.uuid4().hex))
+    text = given.decode("latin-1") if isinstance(given, bytes) else given
+    if _USABLE_REQUEST_ID.fullmatch(text) is None:
+        raise ValueError(
+            f"metadata key {REQUEST_ID_KEY!r} cannot be used: a request id is 1 to 128 "
+            "printable ASCII characters with spaces only inside"
+        )
+    return pairs
 
 
 def checked_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], ...] | None:

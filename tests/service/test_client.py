@@ -54,11 +54,15 @@ from cardrules.client.channel import call_metadata
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.cards import card_str, full_deck
 from engine.krypkasino import Config, Reason, legal_moves, new_game, play, score
+from service.calls import request_id_from
 from service.tokens import KeyRing
 from tests.service.server_process import ServerProcess, free_port, running
+from tests.sizes import fuzz_examples
 from tests.source_imports import imported_top_level_modules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1071,6 +1075,25 @@ def test_each_call_sends_a_request_id_of_its_own_unless_given_one() -> None:
     assert call_metadata([("x-request-id", b"mine")]) == (("x-request-id", b"mine"),)
     with_other = call_metadata([("x-trace", "t")])
     assert with_other[0] == ("x-trace", "t") and with_other[1][0] == "x-request-id"
+
+
+@settings(max_examples=fuzz_examples(300), deadline=None)
+@given(
+    candidate=st.one_of(
+        st.text(st.characters(max_codepoint=0x80), max_size=130),
+        st.integers(0, 130).map(lambda length: "r" * length),
+    )
+)
+def test_the_client_sends_exactly_the_request_ids_the_service_keeps(candidate: str) -> None:
+    """The client's check mirrors the service's rule (docs/api.md, "Request ids"), which
+    it cannot import: an id it sends is kept, one the service would replace is refused."""
+    try:
+        call_metadata([("x-request-id", candidate)])
+    except ValueError:
+        sent = False
+    else:
+        sent = True
+    assert sent == (request_id_from(candidate) == candidate)
 
 
 def test_request_id_of_a_call_that_never_reached_the_service_is_none() -> None:

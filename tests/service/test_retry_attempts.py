@@ -83,7 +83,7 @@ def test_the_python_clients_retries_are_logged_and_counted(asynchronous: bool) -
         ((("grpc-previous-rpc-attempts", "5"),), (None, 1)),
         ((("grpc-previous-rpc-attempts", " 2"),), (None, 1)),
         ((("grpc-previous-rpc-attempts", "two"),), (None, 1)),
-        # Only text is an id (request_id_from), though gRPC gives no bytes but for -bin keys.
+        # Only text is an id (request_id_from takes text); gRPC gives bytes only for -bin keys.
         ((("x-request-id", b"a"),), (None, 1)),
     ],
 )

@@ -217,14 +217,16 @@ def call_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], .
     for each attempt.
     """
     pairs = checked_metadata(metadata) or ()
-    given = next((value for key, value in pairs if key == REQUEST_ID_KEY), None)
-    if given is None:
+    given = [value for key, value in pairs if key == REQUEST_ID_KEY]
+    if not given:
         return (*pairs, (REQUEST_ID_KEY, uuid.uuid4().hex))
-    text = given.decode("latin-1") if isinstance(given, bytes) else given
-    if _USABLE_REQUEST_ID.fullmatch(text) is None:
+    # The service takes the first; grpc sends None as an empty value.
+    text: object = given[0].decode("latin-1") if isinstance(given[0], bytes) else given[0]
+    if not isinstance(text, str) or _USABLE_REQUEST_ID.fullmatch(text) is None:
         raise ValueError(
             f"metadata key {REQUEST_ID_KEY!r} cannot be used: a request id is 1 to 128 "
-            "printable ASCII characters with spaces only inside"
+            "printable ASCII characters with spaces only inside; the service would log "
+            "the call under an id of its own"
         )
     return pairs
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -100,6 +101,10 @@ _HTTP_STATUS_OF_REASON = {
     REQUEST_TOO_LARGE: 413,
 }
 _ECHOED_CHARS = 120
+# How alike (difflib's ratio, in lowercase) an unknown path and a served one must be for
+# the 404 to name the served one: one slip ("/" for ":", "new_game", "/v2") reads 0.9 or
+# more; the unrelated ":shuffle" against ":score" 0.81.
+_NEAR_PATH = 0.85
 # A path no route took is logged only when it looks like a route: segments of route
 # characters, each no longer than a route's ("krypkasino:legalMoves" is 21), so that a
 # token a client put in its path (27 characters and more in base64) is never logged;
@@ -236,6 +241,15 @@ class HttpGateway:
             raise RouteConflictError(f"{route.http_method} {route.path} is bound twice")
         by_method[route.http_method] = _Bound(route, handler)
 
+    def _near_path(self, path: str) -> str:
+        """``"; did you mean /v1/krypkasino:score?"`` for a path a slip away from one the
+        gateway serves (a ``/`` for the ``:``, capitals, a trailing ``/``), else ``""``."""
+        if len(path) > _ECHOED_CHARS:
+            return ""
+        by_lowercase = {served.lower(): served for served in (*self._table, *_FIXED_PATHS)}
+        near = difflib.get_close_matches(path.lower(), by_lowercase, n=1, cutoff=_NEAR_PATH)
+        return f"; did you mean {by_lowercase[near[0]]}?" if near else ""
+
     @property
     def routes(self) -> list[Route]:
         """Every bound route, for documentation and tests."""
@@ -349,7 +363,7 @@ class HttpGateway:
             refusal = _refusal(
                 grpc.StatusCode.NOT_FOUND,
                 NOT_FOUND_ROUTE,
-                "no route for this path",
+                f"no route for this path{self._near_path(path)}",
                 path=path[:_ECHOED_CHARS],
             )
             return self._unrouted(request, request_id, refusal, headers)

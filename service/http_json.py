@@ -17,6 +17,7 @@ every other field violation.
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import re
@@ -37,6 +38,7 @@ MessageT = TypeVar("MessageT", bound=Message)
 JSON_TYPE = "application/json"
 # RFC 8259 section 2: bytes.strip() would also take \v and \f, which JSON refuses.
 JSON_WHITE_SPACE = b" \t\n\r"
+_GZIP_MAGIC = b"\x1f\x8b"
 JSON_INVALID = "JSON_INVALID"
 _NESTED_PREFIX = re.compile(r"Failed to parse \w+ field: ")
 # A UTF-8 body can only hold a surrogate as a \uD800-\uDFFF escape.
@@ -157,6 +159,9 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
     is ``REQUEST_TOO_LARGE`` before json_format (pure Python, about 2.5 µs a
     value) parses it: a kilobyte of gzip can hold a million bytes of ``{},``.
     """
+    # RFC 8259 8.1 lets a parser ignore a byte order mark, which Windows tools write
+    # (json.loads refuses one, naming a Python codec).
+    body = body.removeprefix(codecs.BOM_UTF8)
     if not body.strip(JSON_WHITE_SPACE):
         return message_class()  # an empty body is the empty request, as in grpc-gateway
     duplicates: list[str] = []
@@ -169,7 +174,9 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
             parse_int=_integer,
         )
     except UnicodeDecodeError as error:
-        raise _json_invalid("", f"the body is not UTF-8: {error.reason}") from None
+        gzip = body.startswith(_GZIP_MAGIC)
+        hint = "; it looks gzip-compressed: send Content-Encoding: gzip" if gzip else ""
+        raise _json_invalid("", f"the body is not UTF-8: {error.reason}{hint}") from None
     except ValueError as error:
         raise _json_invalid("", f"malformed JSON: {error}") from None
     except RecursionError:

@@ -68,19 +68,11 @@ SCHEMA_VERSION = 1
 _log = get_logger("cardrules.server")
 
 
-@dataclass(frozen=True, slots=True)
-class Keys:
-    """The state key ring and whether it was made up at start (ephemeral)."""
-
-    ring: KeyRing
-    ephemeral: bool
-
-
-def load_keys(config: ServerConfig) -> Keys:
+def load_keys(config: ServerConfig) -> KeyRing:
     """The configured key ring, or an ephemeral key (the caller warns) when none is set."""
     if config.state_keys:
-        return Keys(KeyRing.parse(config.state_keys), ephemeral=False)
-    return Keys(KeyRing.ephemeral(), ephemeral=True)
+        return KeyRing.parse(config.state_keys)
+    return KeyRing.ephemeral()
 
 
 def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> KrypkasinoApi:
@@ -327,17 +319,17 @@ async def _start_gateway(
         return None
 
 
-def _warn_plain_state(keys: Keys) -> None:
+def _warn_plain_state(keys: KeyRing) -> None:
     """Plain mode is for debugging (docs/api.md). With configured keys it also opens their
     sealed tokens and answers them in the clear, every hand included, so the warning names
     those keys: a debugging server given the production keys should not pass unnoticed."""
     warning = "plain state tokens: anyone can read and forge game states (debugging only)"
-    if keys.ephemeral:
+    if keys.is_ephemeral:
         _log.warning(warning)
     else:
         _log.warning(
             f"{warning}; sealed tokens of these keys are opened and answered in the clear",
-            key_ids=[KeyRing.key_id(key).hex() for key in keys.ring.keys],
+            key_ids=[KeyRing.key_id(key).hex() for key in keys.keys],
         )
 
 
@@ -351,7 +343,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         _log.warning("unknown CARDRULES_* variables, ignored: misspelt?", variables=unknown)
     _raise_open_files_limit()
     keys = load_keys(config)  # resolve() has refused bad keys already, naming their source
-    if keys.ephemeral:
+    if keys.is_ephemeral:
         _log.warning(
             "no state keys configured: using an ephemeral key; tokens die with this "
             "server and other replicas cannot open them (set CARDRULES_STATE_KEYS)"
@@ -376,7 +368,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         clear_multiprocess_dir()
         reserve_value_files()
     if config.workers > 1:
-        return _supervise(config, keys.ring, pending)
+        return _supervise(config, keys, pending)
     registry = CollectorRegistry()
     metrics = new_metrics(registry)
     add_process_metrics(registry)
@@ -385,7 +377,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     if stop_metrics is None:
         return 1
     try:
-        return asyncio.run(run_servers(config, keys.ring, metrics, pending))
+        return asyncio.run(run_servers(config, keys, metrics, pending))
     finally:
         stop_metrics()
 

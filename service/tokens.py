@@ -92,9 +92,13 @@ class SeatTokenError(Exception):
 
 @dataclass(frozen=True, repr=False)
 class KeyRing:
-    """AES-256 keys: ``keys[0]`` seals and issues, every key opens and verifies."""
+    """AES-256 keys: ``keys[0]`` seals and issues, every key opens and verifies.
+
+    ``is_ephemeral`` marks the one key a server makes up at start when none is configured.
+    """
 
     keys: tuple[bytes, ...]
+    is_ephemeral: bool = False
 
     def __post_init__(self) -> None:
         if not self.keys:
@@ -135,7 +139,7 @@ class KeyRing:
     @classmethod
     def ephemeral(cls) -> KeyRing:
         """One fresh random key: the single-machine default (design section 4)."""
-        return cls((os.urandom(KEY_BYTES),))
+        return cls((os.urandom(KEY_BYTES),), is_ephemeral=True)
 
     @staticmethod
     def key_id(key: bytes) -> bytes:
@@ -197,6 +201,13 @@ class StateSealer:
         primary_id = KeyRing.key_id(keys.keys[0])
         self._seal_header = bytes([schema_version]) + primary_id
         self._seal_aead = self._aeads[primary_id]
+        # What a developer meets after restarting a server that runs on the default key.
+        self._unknown_key_cause = (
+            "; this server made its key up at start (no CARDRULES_STATE_KEYS), so tokens "
+            "from before a restart or from another server cannot open"
+            if keys.is_ephemeral
+            else ""
+        )
 
     def seal(self, payload: bytes) -> bytes:
         """The token for ``payload``: sealed under the primary key, or plain in plain mode."""
@@ -256,7 +267,8 @@ class StateSealer:
         if aead is None:
             raise TokenError(
                 "TOKEN_UNKNOWN_KEY",
-                "state token was sealed with a key this server does not have",
+                f"state token was sealed with a key this server does not have"
+                f"{self._unknown_key_cause}",
                 key_id=token[1 : 1 + KEY_ID_BYTES].hex(),
             )
         nonce_end = 1 + KEY_ID_BYTES + NONCE_BYTES

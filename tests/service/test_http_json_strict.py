@@ -11,6 +11,8 @@ CORS origins, compared as browsers send them.
 from __future__ import annotations
 
 import base64
+import codecs
+import gzip
 import json
 import sys
 from typing import Any
@@ -291,6 +293,27 @@ def test_numbers_that_json_does_not_have_are_malformed_json(constant: str) -> No
         "",
         f"malformed JSON: {constant} is not a JSON value",
     )
+
+
+def test_a_body_that_is_no_utf8_is_refused_and_one_of_gzip_data_says_what_to_send() -> None:
+    """A gzip body sent without ``Content-Encoding`` reaches the JSON parser as it is."""
+    not_utf8 = "the body is not UTF-8: invalid start byte"
+    assert refusal_of(b'{"seat": "\xff"}', pb.GetViewRequest) == ("", not_utf8)
+    assert refusal_of(gzip.compress(b'{"seat": 1}'), pb.GetViewRequest) == (
+        "",
+        f"{not_utf8}; it looks gzip-compressed: send Content-Encoding: gzip",
+    )
+
+
+def test_a_byte_order_mark_is_ignored_at_the_start_only() -> None:
+    """RFC 8259 8.1 lets a parser ignore one; PowerShell's ``Out-File`` writes one."""
+    bom = codecs.BOM_UTF8
+    assert parse_request(bom + b'{"seat": 1}', pb.GetViewRequest) == pb.GetViewRequest(seat=1)
+    assert parse_request(bom + b" \n", pb.GetViewRequest) == pb.GetViewRequest()
+    field, description = refusal_of(b'{"seat": 1}' + bom, pb.GetViewRequest)
+    assert field == "" and description.startswith("malformed JSON: Extra data")
+    field, description = refusal_of(bom + bom + b"{}", pb.GetViewRequest)
+    assert field == "" and description.startswith("malformed JSON: Unexpected UTF-8 BOM")
 
 
 @pytest.mark.parametrize(

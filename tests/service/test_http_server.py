@@ -11,6 +11,7 @@ drain of an HTTP request in flight.
 from __future__ import annotations
 
 import base64
+import codecs
 import gzip
 import http.client
 import json
@@ -116,6 +117,35 @@ def test_an_unknown_path_is_404_not_found_route(server):
     status, headers, body = exchange(f"{server.http_url}/v1/krypkasino:shuffle", b"{}")
     assert status == 404 and headers["Content-Type"].startswith("application/json")
     assert refusal(body)[:3] == (5, "NOT_FOUND_ROUTE", {"path": "/v1/krypkasino:shuffle"})
+
+
+@pytest.mark.parametrize(
+    ("path", "near"),
+    [
+        ("/v1/krypkasino/score", "/v1/krypkasino:score"),
+        ("/v1/krypkasino:Score", "/v1/krypkasino:score"),
+        ("/v1/krypkasino:play/", "/v1/krypkasino:play"),
+        ("/v1/krypkasino/new_game", "/v1/krypkasino:newGame"),
+        ("/V1/KRYPKASINO:GETVIEW", "/v1/krypkasino:getView"),
+        ("/health", "/healthz"),
+        ("/v1/krypkasino:shuffle", None),
+        ("/v1/" + "krypkasino:score" * 8, None),
+    ],
+)
+def test_a_404_names_the_path_an_unknown_one_is_a_slip_from(server, path, near):
+    """REST-style slashes, capitals and a trailing slash are the first mistakes of a
+    hand-written client; a path that is no slip from one served gets no guess."""
+    status, _, body = exchange(f"{server.http_url}{path}", b"{}")
+    assert status == 404 and refusal(body)[1] == "NOT_FOUND_ROUTE"
+    hint = f"; did you mean {near}?" if near else ""
+    assert body["message"] == f"no route for this path{hint}"
+
+
+def test_a_body_with_a_byte_order_mark_is_served(server):
+    """docs/api.md, "JSON": as Windows tools write it before the JSON."""
+    body = codecs.BOM_UTF8 + json.dumps({"config": {"players": 2}}).encode()
+    status, _, answer = exchange(f"{server.http_url}/v1/krypkasino:newGame", body)
+    assert status == 200 and answer["view"]["config"]["players"] == 2
 
 
 def post_on_no_route(

@@ -464,6 +464,20 @@ def test_only_variables_no_setting_reads_are_unknown():
     assert unknown_variables({**environ, "OTHER": ""}) == ["CARDRULES_STATE_KEY", "CARDRULES_X"]
 
 
+def test_a_server_restarted_without_keys_says_why_it_cannot_open_older_tokens():
+    """``make serve``'s default key dies with the server: the refusal of a token sealed
+    before a restart names that cause, over the wire."""
+    with running(keys=None) as first, krypkasino(first.target) as stub:
+        state = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2))).state
+    with running(keys=None) as restarted, krypkasino(restarted.target) as stub:
+        refusal = refused(stub.GetView, pb.GetViewRequest(state=state))
+    assert (refusal.code, refusal.reason) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "TOKEN_UNKNOWN_KEY",
+    )
+    assert "this server made its key up at start (no CARDRULES_STATE_KEYS)" in refusal.message
+
+
 def test_two_workers_without_keys_share_one_ephemeral_key():
     """The supervisor makes the ephemeral key before forking: a token one worker seals
     opens on the other (each making its own would fail half the calls)."""

@@ -95,11 +95,22 @@ def test_two_rings_parsed_from_the_same_text_open_each_others_tokens():
 
 
 def test_ephemeral_rings_are_fresh_and_do_not_open_each_other():
+    """The refusal says why, as a developer meets it after restarting a server that runs
+    on the default key; a configured ring's refusal names no such cause."""
     first, second = KeyRing.ephemeral(), KeyRing.ephemeral()
     assert len(first.keys) == 1 and len(first.keys[0]) == 32
     assert first.keys != second.keys
+    assert first.is_ephemeral and not KeyRing.parse(KeyRing.generate_key_text()).is_ephemeral
     token = StateSealer(first, game=GAME).seal(PAYLOAD)
-    assert token_error(StateSealer(second, game=GAME), token).reason == "TOKEN_UNKNOWN_KEY"
+    error = token_error(StateSealer(second, game=GAME), token)
+    assert error.reason == "TOKEN_UNKNOWN_KEY"
+    assert error.message == (
+        "state token was sealed with a key this server does not have; this server made its "
+        "key up at start (no CARDRULES_STATE_KEYS), so tokens from before a restart or from "
+        "another server cannot open"
+    )
+    configured = token_error(sealer(KEY_A), token)
+    assert configured.message == "state token was sealed with a key this server does not have"
 
 
 # --- rotation, binding to game and schema ---

@@ -27,6 +27,7 @@ from engine.krypkasino import (
     open_game,
     play,
 )
+from engine.krypkasino.invariants import check_opening, check_state, check_transition
 from service.cli import main
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "krypkasino"
@@ -84,6 +85,8 @@ def test_replays_through_the_validated_engine(entry):
     decks = [parse_cards(deck) for deck in doc["config"]["decks"]]
     state, setup = open_game(config, seed=doc["config"]["seed"], decks=decks)
     assert [type(e).__name__ for e in setup] == [_type_name(e) for e in doc["setup_events"]]
+    check_state(state)
+    check_opening(state, setup)
     for number, turn in enumerate(doc["turns"]):
         where = f"turn {number}"
         assert not state.over, where
@@ -96,8 +99,11 @@ def test_replays_through_the_validated_engine(entry):
         assert codes(state.table) == turn["table"], where
         legal = legal_moves(state, state.turn)
         assert [move_of(m) for m in turn["legal_moves"]] == legal, where
-        state, events = play(state, turn["seat"], move_of(turn["move"]))
+        before, move = state, move_of(turn["move"])
+        state, events = play(before, turn["seat"], move)
         assert [type(e).__name__ for e in events] == [_type_name(e) for e in turn["events"]]
+        check_state(state)  # K15, as docs/krypkasino-decisions.md says the replays do
+        check_transition(before, move, state, events)
     assert state.over
     assert len(state.results) == len(doc["deals"])
     for result, deal in zip(state.results, doc["deals"], strict=True):

@@ -33,6 +33,7 @@ from engine.cards import (
     parse_card,
     parse_cards,
     rank_of,
+    seeded_rng,
     shuffled,
     suit_of,
 )
@@ -61,6 +62,7 @@ from engine.krypkasino import (
     table_moves,
     view,
 )
+from engine.krypkasino.dealing import _draw_sequence
 from engine.krypkasino.events import (
     Bordstabbe,
     Captured,
@@ -229,6 +231,9 @@ def test_k4_2_first_dealer_is_a_seat(players):
         Config(players=players, first_dealer=seat).validate()
     for seat in (-1, players, players + 3):
         assert rejected_flag(Config(players=players, first_dealer=seat)) == "first_dealer"
+        # The draw decides the dealer, but first_dealer is still checked (decisions doc).
+        drawn = Config(players=players, first_dealer=seat, draw_for_deal=True)
+        assert rejected_flag(drawn) == "first_dealer"
 
 
 def test_k16_new_game_validates():
@@ -889,6 +894,16 @@ def test_k4_2_a_draw_that_runs_out_while_seats_tie_is_refused():
         new_game(Config(players=3, draw_for_deal=True), draw=cards("KH KS KD 5C 9C"))
 
 
+def test_k4_2_a_seeded_draw_goes_on_past_one_deck():
+    """docs/krypkasino-decisions.md, "Draw for deal that runs out": a shuffled draw never
+    runs dry; the k-th deck it draws from is the shuffle of stream ("draw", k)."""
+    config = Config(players=2, draw_for_deal=True, rules=Rules(single_deck=True))
+    drawn = list(itertools.islice(_draw_sequence(config, 9), 3 * 52))
+    for k in range(3):
+        deck = shuffled(full_deck(1), seeded_rng(9, "draw", k))
+        assert tuple(drawn[52 * k : 52 * (k + 1)]) == deck
+
+
 def test_an_explicit_deck_must_be_the_games_cards():
     """The engine checks the decks it is given itself, whoever calls it (K1.1, K4.3)."""
     deck = full_deck(2)
@@ -1075,6 +1090,8 @@ def refused(state, seat: int, text: str) -> IllegalMoveError:
         # Two reasons apply (AS is not on the table; QD must sweep): the first of
         # docs/krypkasino-decisions.md's order is reported.
         ("AH AC 4C 6D QH", "QD 2C", 1, "2C>AH+AS", Rules(), Reason.CAPTURE_NOT_ON_TABLE, "K7.3"),
+        # Two reasons apply (9D is not in hand; 8C is not on the table): K8.1 comes first.
+        ("8H 9C JH", "8D 6C", 1, "9D>8C", Rules(), Reason.CARD_NOT_IN_HAND, "K8.1"),
     ],
 )
 def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule):

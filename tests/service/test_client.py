@@ -424,6 +424,9 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         # and an ipv4: port as sscanf does, up to the first character that is no digit
         ("ipv4:127.0.0.1:4295017347x", "not 4295017347x"),
         ("localhost:" + "9" * 5000, "port must be a number from 1 to 65535"),
+        # grpc dials 443 for a colon with no port after it.
+        ("localhost:", "has an empty port"),
+        ("dns:///[::1]:", "has an empty port"),
         ("dns:///[::1]:65536", "port must be a number from 1 to 65535, not 65536"),
         # grpc reads schemes whatever their case: this is an ipv4: target too.
         ("IPV4:127.0.0.1:70000", "port must be a number from 1 to 65535, not 70000"),
@@ -1475,6 +1478,22 @@ def test_a_request_id_the_service_would_replace_is_refused_before_the_call(
     async def check() -> None:
         async with AsyncKrypkasinoClient(grpc_target) as client:
             with pytest.raises(ValueError, match=match):
+                await client.score(state=b"", metadata=metadata)
+
+    asyncio.run(check())
+
+
+def test_metadata_given_as_a_dict_is_refused_naming_the_form_to_use(grpc_target: str) -> None:
+    """``tuple()`` of a dict is its keys, which grpc then unpacked as pairs: "too many
+    values to unpack" said nothing of the mistake."""
+    metadata = cast(Any, {"x-request-id": "checkout-1"})
+    match = r"not a mapping: pass list\(metadata.items\(\)\)$"
+    with KrypkasinoClient(grpc_target) as client, pytest.raises(TypeError, match=match):
+        client.score(state=b"", metadata=metadata)
+
+    async def check() -> None:
+        async with AsyncKrypkasinoClient(grpc_target) as client:
+            with pytest.raises(TypeError, match=match):
                 await client.score(state=b"", metadata=metadata)
 
     asyncio.run(check())

@@ -191,7 +191,7 @@ def test_a_failure_whose_text_spans_lines_is_still_one_line(capsys):
         # grpc would take port 443 and fail to connect, far from the mistake
         ("localhost", "'localhost' has no port: give HOST:PORT, e.g. localhost:50051"),
         ("[::1]", "has no port"),
-        ("localhost:", "has no port"),
+        ("localhost:", "has an empty port"),
         ("dns:///localhost", "has no port"),
         ("dns:localhost", "has no port"),
         # two slashes: grpc reads the host as a DNS server's and would fail every call

@@ -186,7 +186,8 @@ class AsyncKrypkasinoClient:
         """Play a move: next state, events, the seat's view (``Play``).
 
         Pure and safe to retry: the server keeps nothing, so a retried ``Play``
-        returns the same next state and never plays the move twice.
+        returns the same next state (the same ``state_id``; the token's bytes differ, as
+        each seal takes a fresh nonce) and never plays the move twice.
         """
         message = messages.play(request, state, seat, seat_token, move)
         return await self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)

@@ -33,7 +33,7 @@ import numbers
 import re
 import urllib.parse
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Self, overload
 
@@ -243,6 +243,12 @@ def checked_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes]
     """
     if metadata is None:
         return None
+    if isinstance(metadata, Mapping):
+        # tuple() of a dict is its keys, each then unpacked as a pair: a baffling error.
+        raise TypeError(
+            "metadata is a sequence of (key, value) pairs, not a mapping: pass "
+            "list(metadata.items())"
+        )
     pairs = tuple(metadata)
     given: tuple[tuple[object, object], ...] = pairs  # as called, whatever the types say
     for key, value in given:
@@ -412,9 +418,12 @@ def check_target(target: str, *, need_port: bool = False) -> None:
                 f"the host in target {target!r} holds white space or a control character: "
                 "give HOST:PORT, e.g. localhost:50051"
             )
-        # A host with colons of its own is an IPv6 address: its port follows "]". An
-        # empty port is none ("localhost:" dials 443).
-        if not (colon and port) or (":" in host and not host.endswith("]")):
+        # A host with colons of its own is an IPv6 address: its port follows "]".
+        ipv6_without_port = ":" in host and not host.endswith("]")
+        if colon and not port and not ipv6_without_port:
+            # grpc dials 443 for "localhost:": a colon with nothing after it is a typo.
+            raise ValueError(f"{target!r} has an empty port: give HOST:PORT, e.g. localhost:50051")
+        if not (colon and port) or ipv6_without_port:
             if need_port:
                 raise ValueError(f"{target!r} has no port: give HOST:PORT, e.g. localhost:50051")
             continue

@@ -174,7 +174,8 @@ class KrypkasinoClient:
         """Play a move: next state, events, the seat's view (``Play``).
 
         Pure and safe to retry: the server keeps nothing, so a retried ``Play``
-        returns the same next state and never plays the move twice.
+        returns the same next state (the same ``state_id``; the token's bytes differ, as
+        each seal takes a fresh nonce) and never plays the move twice.
         """
         message = messages.play(request, state, seat, seat_token, move)
         return self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)

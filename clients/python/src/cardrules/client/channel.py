@@ -371,8 +371,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     name to look up, and an empty target fails each call with ``UNKNOWN``, as does one
     that names no address after its authority (``dns://localhost:50051``, which has two
     slashes where ``dns:///localhost:50051`` has three); a ``/`` after the port
-    (``localhost:50051/``) fails every call with ``UNAVAILABLE``. All these are
-    refused, so a typo never dials a port nobody meant. Every other form is left to grpc:
+    (``localhost:50051/``) fails every call with ``UNAVAILABLE``, and it dials 443 for an
+    empty port (``localhost:``). All these are refused, so a typo never dials a port
+    nobody meant. Every other form is left to grpc:
     ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host without
     a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
     """

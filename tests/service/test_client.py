@@ -1403,6 +1403,23 @@ def test_a_timeout_may_be_any_real_number(server: ServerProcess) -> None:
         assert client.new_game(players=2, timeout=half).state
 
 
+def refused_before_the_call(
+    target: str, metadata: Any, error: type[Exception], match: str
+) -> Exception:
+    """What the sync client raises for ``metadata`` before any call, checked to be what the
+    asyncio client raises too."""
+    with KrypkasinoClient(target) as client, pytest.raises(error, match=match) as raised:
+        client.score(state=b"", metadata=metadata)
+
+    async def check() -> None:
+        async with AsyncKrypkasinoClient(target) as client:
+            with pytest.raises(error, match=match):
+                await client.score(state=b"", metadata=metadata)
+
+    asyncio.run(check())
+    return raised.value
+
+
 @pytest.mark.parametrize(
     ("metadata", "match"),
     [
@@ -1439,16 +1456,8 @@ def test_metadata_grpc_cannot_send_is_refused_before_the_call(
     """grpc failed the blocking call with INTERNAL "Invalid metadata" (as if the server had
     failed) and the asyncio one with an ``ExecuteBatchError``, which ``except grpc.RpcError``
     does not catch. The message never quotes the value, which may be a credential."""
-    with KrypkasinoClient(grpc_target) as client, pytest.raises(ValueError, match=match) as raised:
-        client.score(state=b"", metadata=metadata)
-    assert "checkout-1" not in str(raised.value) and "café" not in str(raised.value)
-
-    async def check() -> None:
-        async with AsyncKrypkasinoClient(grpc_target) as client:
-            with pytest.raises(ValueError, match=match):
-                await client.score(state=b"", metadata=metadata)
-
-    asyncio.run(check())
+    refusal = str(refused_before_the_call(grpc_target, metadata, ValueError, match))
+    assert "checkout-1" not in refusal and "café" not in refusal
 
 
 @pytest.mark.parametrize(
@@ -1472,31 +1481,14 @@ def test_a_request_id_the_service_would_replace_is_refused_before_the_call(
         "ASCII characters with spaces only inside; the service would log the call under an "
         "id of its own$"
     )
-    with KrypkasinoClient(grpc_target) as client, pytest.raises(ValueError, match=match):
-        client.score(state=b"", metadata=metadata)
-
-    async def check() -> None:
-        async with AsyncKrypkasinoClient(grpc_target) as client:
-            with pytest.raises(ValueError, match=match):
-                await client.score(state=b"", metadata=metadata)
-
-    asyncio.run(check())
+    refused_before_the_call(grpc_target, metadata, ValueError, match)
 
 
 def test_metadata_given_as_a_dict_is_refused_naming_the_form_to_use(grpc_target: str) -> None:
     """``tuple()`` of a dict is its keys, which grpc then unpacked as pairs: "too many
     values to unpack" said nothing of the mistake."""
-    metadata = cast(Any, {"x-request-id": "checkout-1"})
     match = r"not a mapping: pass list\(metadata.items\(\)\)$"
-    with KrypkasinoClient(grpc_target) as client, pytest.raises(TypeError, match=match):
-        client.score(state=b"", metadata=metadata)
-
-    async def check() -> None:
-        async with AsyncKrypkasinoClient(grpc_target) as client:
-            with pytest.raises(TypeError, match=match):
-                await client.score(state=b"", metadata=metadata)
-
-    asyncio.run(check())
+    refused_before_the_call(grpc_target, {"x-request-id": "checkout-1"}, TypeError, match)
 
 
 def test_metadata_grpc_can_send_reaches_the_server(grpc_target: str) -> None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import grpc
+from cardrules.client.errors import USABLE_REQUEST_ID
 from google.protobuf.message import Message
 
 from service.errors import ServiceError, deadline_exceeded, internal_error
@@ -31,7 +31,6 @@ RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
 
 REQUEST_ID_HEADER = "x-request-id"
-USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
 _OK = code_label(grpc.StatusCode.OK)
 # The answers a call's domain counters are not counted for (``CallInfo``): dropped at
 # the deadline (``within_deadline``) or failed by a bug.

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cardrules.client.errors import USABLE_REQUEST_ID
 from cardrules.krypkasino.v1 import krypkasino_pb2
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import (
@@ -55,7 +56,6 @@ from google.protobuf.descriptor import (
     ServiceDescriptor,
 )
 
-from service.calls import USABLE_REQUEST_ID
 from service.config import ServerConfig
 from service.descriptors import message_descriptor
 from service.grpc_timeout import GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER

@@ -1088,8 +1088,9 @@ def test_each_call_sends_a_request_id_of_its_own_unless_given_one() -> None:
     )
 )
 def test_the_client_sends_exactly_the_request_ids_the_service_keeps(candidate: str) -> None:
-    """The client's check mirrors the service's rule (docs/api.md, "Request ids"), which
-    it cannot import: an id it sends is kept, one the service would replace is refused."""
+    """The client checks the service's rule (docs/api.md, "Request ids"), one pattern
+    both take from the client package: an id it sends is kept, one the service would
+    replace is refused."""
     try:
         call_metadata([("x-request-id", candidate)])
     except ValueError:

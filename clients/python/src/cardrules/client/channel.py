@@ -39,7 +39,7 @@ from typing import Any, Self, overload
 
 from grpc import aio
 
-from cardrules.client.errors import REQUEST_ID_KEY
+from cardrules.client.errors import REQUEST_ID_KEY, USABLE_REQUEST_ID
 
 #: Fully qualified gRPC service names the retry policy applies to.
 SERVICES = ("cardrules.krypkasino.v1.KrypkasinoService",)
@@ -202,8 +202,6 @@ Metadata = Sequence[tuple[str, str | bytes]]
 _METADATA_KEY = re.compile("[0-9a-z_.-]+")
 #: The characters gRPC sends in a text (not ``-bin``) metadata value.
 _METADATA_TEXT = re.compile("[ -~]*")
-#: The request ids the service takes (docs/api.md, "Request ids"); it replaces others.
-_USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
 
 
 def call_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], ...]:
@@ -222,7 +220,7 @@ def call_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], .
         return (*pairs, (REQUEST_ID_KEY, uuid.uuid4().hex))
     # The service takes the first; grpc sends None as an empty value.
     text: object = given[0].decode("latin-1") if isinstance(given[0], bytes) else given[0]
-    if not isinstance(text, str) or _USABLE_REQUEST_ID.fullmatch(text) is None:
+    if not isinstance(text, str) or USABLE_REQUEST_ID.fullmatch(text) is None:
         raise ValueError(
             f"metadata key {REQUEST_ID_KEY!r} cannot be used: a request id is 1 to 128 "
             "printable ASCII characters with spaces only inside; the service would log "

@@ -10,6 +10,7 @@ grpcio-status.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -19,6 +20,9 @@ from google.rpc import error_details_pb2, status_pb2
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 REQUEST_ID_KEY = "x-request-id"
+#: The request ids the service takes (docs/api.md, "Request ids"): 1 to 128 printable
+#: ASCII characters, spaces only inside. It replaces any other; the client refuses it.
+USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
 #: The ``ErrorInfo`` domain of the service's refusals; a reason is stable within its domain.
 DOMAIN = "cardrules"
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -53,14 +54,44 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def terminate(self, timeout: float = 30) -> int:
-        """SIGTERM, wait, and return the exit status."""
+        """SIGTERM, wait, and return the exit status; a server still running after
+        ``timeout`` fails the test with what each of its processes was doing."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout)
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"the server still ran {timeout} s after SIGTERM\n{self.hang_report()}"
+            ) from None
         _REAPER_OF_THIS_PROCESS.forget(self.process.pid)
         if self._reader is not None:
             self._reader.join(timeout)
         return code
+
+    def hang_report(self) -> str:
+        """What each process of the server's group was doing, then its whole log: each
+        thread's kernel state, and the Python stack of each thread, which faulthandler
+        (``PYTHONFAULTHANDLER``, ``server_environment``) writes as SIGABRT ends the
+        process. Kills the group."""
+        group = self.process.pid
+        members = process_group(group)
+        report = [f"process {pid}:\n{thread_states(pid)}" for pid in members]
+        for pid in members:
+            with contextlib.suppress(OSError):  # no core file left behind
+                resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(10)
+        kill_group(self.process)
+        if self._reader is not None:
+            self._reader.join(10)  # the stacks arrive through the log pipe
+        report += (
+            str(line["text"]) if line.get("event") == "raw" else json.dumps(line)
+            for line in list(self.logs)
+        )
+        return "\n".join(report)
 
     def kill(self) -> None:
         """SIGKILL the server and its workers: clean-up after a failed test, never a test step.
@@ -213,6 +244,35 @@ def start_session(command: Sequence[str], **options: Any) -> subprocess.Popen[st
     return process
 
 
+def process_group(group: int) -> list[int]:
+    """The processes of process group ``group``, its leader first."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            # The fields after the command's name, which is in parentheses and may hold any.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry.name.isdigit() and int(fields[2]) == group:
+                members.append(int(entry.name))
+    return sorted(members, key=lambda pid: pid != group)
+
+
+def thread_states(pid: int) -> str:
+    """One line per thread of ``pid``: its name, state, where it sleeps in the kernel,
+    and its blocked and pending signals (hex masks of ``/proc/PID/task/TID/status``)."""
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        with contextlib.suppress(OSError):
+            status = dict(
+                line.split(":\t", 1) for line in (task / "status").read_text().splitlines()
+            )
+            wchan = (task / "wchan").read_text()
+            lines.append(
+                f"  {task.name} {status['Name']} {status['State']} in {wchan or '-'}, "
+                f"blocked {status['SigBlk']}, pending {status['SigPnd']}/{status['ShdPnd']}"
+            )
+    return "\n".join(lines)
+
+
 def kill_group(process: subprocess.Popen[str]) -> None:
     """SIGKILL ``process``, started by ``start_session``, and all it forked."""
     with contextlib.suppress(ProcessLookupError):
@@ -230,6 +290,8 @@ def server_environment(
     if keys is not None:
         environ["CARDRULES_STATE_KEYS"] = keys
     environ["CARDRULES_LOG_FORMAT"] = "json"
+    # A hung server's Python stacks, on SIGABRT (``ServerProcess.hang_report``).
+    environ["PYTHONFAULTHANDLER"] = "1"
     # A free HTTP port unless the test picks one: parallel servers must not all want 8080.
     environ["CARDRULES_HTTP_PORT"] = "0"
     # Tests stop servers often; the ones about draining set their own delay.

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tests.service.server_process import free_port
+import pytest
+
+from tests.service.server_process import free_port, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,3 +53,24 @@ def test_the_servers_of_a_test_process_killed_outright_are_killed_after_it():
     while any(_running(pid) for pid in pids):
         assert time.monotonic() < deadline, [pid for pid in pids if _running(pid)]
         time.sleep(0.05)
+
+
+def test_a_server_that_does_not_stop_in_time_fails_the_test_with_what_it_was_doing():
+    """``terminate`` names each process of a server that outlives its timeout with the
+    kernel state of its threads and their Python stacks, and leaves none running: a hang
+    in CI must be understood from its report alone."""
+    server = start_server(
+        ("--workers", "2", "--grpc-port", str(free_port()), "--drain-delay-seconds", "30")
+    )
+    pids = [int(str(line["pid"])) for line in server.wait_for_logs("listening", 2)]
+    with pytest.raises(AssertionError) as failure:
+        server.terminate(timeout=1)
+    report = str(failure.value)
+    assert report.startswith("the server still ran 1 s after SIGTERM\n")
+    for pid in (server.process.pid, *pids):
+        assert f"process {pid}:\n  {pid} cardrules " in report
+        assert not _running(pid)
+    # faulthandler's stacks: the supervisor waits for its workers, each worker drains.
+    assert re.search(r'File ".*service/server\.py", line \d+ in _supervise', report)
+    assert report.count("in _run_worker") == 2
+    assert report.count('"event": "draining"') == 2

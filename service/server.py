@@ -549,83 +549,96 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     serving: it is killed (``service.watchdog``). Workers still running ``STOP_MARGIN_SECONDS``
     after the drain delay and grace period that followed the first stop signal are
     killed, with the same exit status.
+
+    The main thread takes its signals itself, one at a time, between its own steps
+    (``sigtimedwait``), and every thread blocks them. Handlers ran wherever the main
+    thread was, also in the middle of the handler of the signal before: a second stop
+    signal that came while the first ended the watch met the lock the first held there,
+    and the supervisor waited for it for good, serving on.
     """
     if MULTIPROC_ENV not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
     workers, heartbeats = _fork_workers(config, keys)
-    with signals_blocked(_SUPERVISOR_SIGNALS):  # for the watchdog's thread
-        end_watch = (
-            start_watchdog(workers, heartbeats, config.worker_timeout_seconds)
-            if config.worker_timeout_seconds
-            else lambda: None
-        )
-    stopping = False
+    # Blocked before any thread starts (the watchdog, the metrics server and each scrape's),
+    # as a thread inherits the mask of the thread that starts it. A signal that came before
+    # is in ``pending``: pthread_sigmask runs the handlers of those taken but not yet handled.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SUPERVISOR_SIGNALS)
+    end_watch = (
+        start_watchdog(workers, heartbeats, config.worker_timeout_seconds)
+        if config.worker_timeout_seconds
+        else lambda: None
+    )
+    deadline: float | None = None
 
-    def forward(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        if stopping and signum != signal.SIGINT:
+    def forward(signum: int) -> None:
+        nonlocal deadline
+        if deadline is not None and signum != signal.SIGINT:
             return  # the workers already drain; a second SIGTERM could catch one exiting
-        if not stopping:
-            deadline = config.drain_delay_seconds + config.grace_seconds + STOP_MARGIN_SECONDS
-            signal.setitimer(signal.ITIMER_REAL, deadline)
+        if deadline is None:
+            margin = config.drain_delay_seconds + config.grace_seconds + STOP_MARGIN_SECONDS
+            deadline = time.monotonic() + margin
             # From now on the deadline judges the workers: a worker whose event loop has
             # ended is still exiting, silent, and the watch would kill it as hung.
             end_watch()
-        stopping = True
         for pid in list(workers):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
                 os.kill(pid, signum)
 
-    def kill_stragglers(_signum: int, _frame: object) -> None:
-        # A hung worker (stopped, deadlocked) would keep the supervisor, and with it
-        # the pod, waiting for good, while the kernel still gives it connections.
-        _log.error("workers did not stop in time", workers=sorted(workers.values()))
-        for pid in list(workers):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-    signal.signal(signal.SIGALRM, kill_stragglers)
-    for signum in pending.signals:
-        signal.signal(signum, forward)
     for signum in pending.received:
-        forward(signum, None)
+        forward(signum)
     status = 0
-    with signals_blocked(_SUPERVISOR_SIGNALS):  # for the metrics server's threads
-        stop_metrics = _start_metrics(config, multiprocess_registry())
+    stop_metrics = _start_metrics(config, multiprocess_registry())
     if stop_metrics is None:
         status = 1
-        forward(signal.SIGINT, None)  # nothing was served yet: no drain delay
+        forward(signal.SIGINT)  # nothing was served yet: no drain delay
+    taken = {*pending.signals, signal.SIGCHLD}
+    stragglers_killed = False
     while workers:
-        pid, wait_status = os.wait()
+        pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:  # no worker has exited: wait for a signal, or for the deadline
+            left = None if deadline is None or stragglers_killed else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                stragglers_killed = True
+                _kill_stragglers(workers)
+                continue
+            info = signal.sigwaitinfo(taken) if left is None else signal.sigtimedwait(taken, left)
+            if info is not None and info.si_signo != signal.SIGCHLD:
+                forward(info.si_signo)
+            continue
         worker = workers.pop(pid, None)
         if worker is None:
             continue  # an orphan the supervisor reaped as PID 1 (a container), no worker
         worker_exited(pid)
         code = os.waitstatus_to_exitcode(wait_status)
-        if code != 0 or not stopping:
+        if code != 0 or deadline is None:
             killed_by = signal.Signals(-code).name if code < 0 else None
             _log.error("worker exited", worker=worker, pid=pid, exit_code=code, signal=killed_by)
             status = 1
-            forward(signal.SIGTERM, None)
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    # Ignored from now on: Python resets its own handlers to the default action as it
-    # exits, and a repeat would end a clean stop with 143. Set while no thread can take
-    # one, as Python reports a signal it had taken but not yet handled when its handler
-    # changes to SIG_IGN ("ignored due to race condition") with a traceback.
-    with signals_blocked(STOP_SIGNALS):
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
+            forward(signal.SIGTERM)
+    # Ignored from now on, set while still blocked: Python resets its own handlers to the
+    # default action as it exits, and a repeat would end a clean stop with 143.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     if stop_metrics is not None:
         stop_metrics()
     return status
 
 
-#: The signals the supervisor's main thread handles. Its other threads (the watchdog, the
-#: metrics server and the thread of each scrape) block them, as a thread inherits the
-#: mask of the thread that starts it: the kernel hands a signal to any thread that does
-#: not block it, and Python runs handlers in the main thread only, which would not wake
-#: from ``os.wait`` for one another thread took: the stop waited for a worker to exit.
-_SUPERVISOR_SIGNALS = (*STOP_SIGNALS, signal.SIGALRM)
+def _kill_stragglers(workers: dict[int, int]) -> None:
+    """Kill the workers left at the deadline. A hung worker (stopped, deadlocked) would keep
+    the supervisor, and with it the pod, waiting for good, while the kernel still gives it
+    connections. Killed before the log line: a log reader that stalls every write would
+    stall the supervisor at it."""
+    for pid in list(workers):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _log.error("workers did not stop in time", workers=sorted(workers.values()))
+
+
+#: The signals the supervisor's main thread takes (``_supervise``), which every thread of
+#: the supervisor blocks: the stop signals, and SIGCHLD, a worker's exit.
+_SUPERVISOR_SIGNALS = (*STOP_SIGNALS, signal.SIGCHLD)
 
 
 #: How long after the drain delay and the grace period a supervisor waits for its

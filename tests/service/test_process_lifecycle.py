@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import grpc
@@ -773,6 +773,20 @@ def assert_only_the_main_thread_takes(pid: int, taken: set[signal.Signals]) -> N
         assert blocked >= taken, (pid, thread, name)
 
 
+def assert_every_thread_blocks_and_the_main_one_waits_for(
+    pid: int, taken: set[signal.Signals]
+) -> None:
+    """The supervisor's way: its main thread takes ``taken`` by waiting for them
+    (``sigtimedwait``, which unblocks them for as long as it waits), and every other
+    thread blocks them."""
+    threads = sorted(int(task.name) for task in Path(f"/proc/{pid}/task").iterdir())
+    assert len(threads) >= 2  # the watchdog's, the metrics server's
+    assert Path(f"/proc/{pid}/task/{pid}/wchan").read_text().startswith("do_sigtimedwait")
+    for thread in (thread for thread in threads if thread != pid):
+        with suppress(FileNotFoundError, ProcessLookupError):  # a scrape's thread, ended
+            assert blocked_signals(pid, thread) >= taken, (pid, thread)
+
+
 STOPS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
@@ -781,9 +795,10 @@ def test_only_the_main_thread_of_each_process_takes_its_signals(processes):
     """The kernel hands a signal sent to a process to any of its threads that does not
     block it, but Python runs handlers in the main thread only. In the supervisor a stop
     signal another thread took waited until ``os.wait`` returned for a worker's exit, and
-    back-to-back signals left the server serving, readiness SERVING, until killed; in a
-    server, a repeat taken by a thread of grpc's as asyncio let go of the signals at the
-    end of serving met the default action, and killed it."""
+    back-to-back signals left the server serving, readiness SERVING, until killed: now
+    every thread of it blocks them, and its main thread waits for them. In a server, a
+    repeat taken by a thread of grpc's as asyncio let go of the signals at the end of
+    serving met the default action, and killed it."""
     args = (*workers(), "--worker-timeout-seconds", "5") if processes == 2 else ()
     with running((*args, "--metrics-port", str(free_port()))) as server:
         listening = server.wait_for_logs("listening", processes)
@@ -794,8 +809,10 @@ def test_only_the_main_thread_of_each_process_takes_its_signals(processes):
         assert metric_samples(server.metrics_url)
         for line in listening:
             assert_only_the_main_thread_takes(int(str(line["pid"])), STOPS)
-        if processes == 2:  # the supervisor: its watchdog and metrics threads
-            assert_only_the_main_thread_takes(server.process.pid, {*STOPS, signal.SIGALRM})
+        if processes == 2:
+            assert_every_thread_blocks_and_the_main_one_waits_for(
+                server.process.pid, {*STOPS, signal.SIGCHLD}
+            )
 
 
 # The console script with a hook in asyncio's removal of a signal handler, in the server and
@@ -858,6 +875,48 @@ def test_a_stop_signal_just_as_serving_lets_go_of_them_changes_nothing(repeat, p
         # terminate: the whole log read, for the threads named and any traceback.
         assert server.terminate(60) == 0, failure_lines(server)
     assert len(server.log_events("stopped")) == processes
+
+
+# The console script with a hook in the end of the supervisor's watch on its workers,
+# which the first stop signal calls: holding a lock, as ``threading.Event.set`` does, the
+# supervisor sends itself ``REPEAT`` and waits 0.1 s, so that a handler run in the middle
+# of the first stop meets the lock again.
+SCRIPT_REPEAT_AS_THE_SUPERVISOR_STOPS = """
+import os, signal, sys, threading, time
+import service.watchdog
+REPEAT = signal.Signals[os.environ["REPEAT"]]
+watch = service.watchdog.start_watchdog
+def watch_with_a_repeat(*args):
+    end = watch(*args)
+    held = threading.Lock()
+    def end_with_a_repeat():
+        with held:
+            if threading.current_thread() is threading.main_thread():
+                os.kill(os.getpid(), REPEAT)
+                time.sleep(0.1)
+            end()
+    return end_with_a_repeat
+service.watchdog.start_watchdog = watch_with_a_repeat
+del sys.argv[1]  # the console script, which the launcher was given to run
+from service.entry import main
+raise SystemExit(main())
+"""
+
+
+@pytest.mark.parametrize("repeat", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_stop_signal_while_the_supervisor_stops_changes_nothing(repeat):
+    """The supervisor takes its signals one at a time, between its own steps: a second
+    Ctrl-C, or the SIGTERM that follows a Ctrl-C, that came while it acted on the first
+    ran its handler in the middle of the first, which met a lock the first held (the
+    end of the watch) and waited for it for good, serving on until killed."""
+    launcher = (sys.executable, "-c", SCRIPT_REPEAT_AS_THE_SUPERVISOR_STOPS)
+    with running(
+        (*workers(), "--drain-delay-seconds", "0"), {"REPEAT": repeat.name}, launcher=launcher
+    ) as server:
+        server.wait_for_logs("listening", 2)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.terminate(30) == 0
+    assert len(server.log_events("stopped")) == 2
 
 
 def test_the_workers_temporary_metrics_folder_is_removed_at_exit(tmp_path):

@@ -959,6 +959,50 @@ def test_the_temporary_metrics_folder_of_a_killed_server_is_removed_at_the_next_
     assert not list(tmp_path.glob("cardrules-metrics-*"))
 
 
+# Makes metrics folders as servers do at start, 300 times, while a thread removes the
+# abandoned ones in a loop, as servers starting at the same moment do; prints how many
+# of the starts failed, or made a folder that was gone at once.
+SCRIPT_FOLDERS_MADE_BESIDE_A_REMOVER = """
+import os, sys, threading
+from pathlib import Path
+from service.config import MULTIPROC_ENV
+from service.serve_command import prepare_multiprocess_dir, remove_abandoned_folders
+done = threading.Event()
+def remove():
+    while not done.is_set():
+        remove_abandoned_folders(sys.argv[1])
+remover = threading.Thread(target=remove)
+remover.start()
+lost = 0
+for _ in range(300):
+    os.environ.pop(MULTIPROC_ENV, None)
+    try:
+        lost += not Path(prepare_multiprocess_dir()).exists()
+    except OSError:  # removed between its making and the check of its room
+        lost += 1
+done.set()
+remover.join()
+print(lost)
+"""
+
+
+def test_a_server_starting_beside_others_keeps_its_metrics_folder(tmp_path):
+    """Each start removes the folders of servers killed outright: a folder whose lock
+    file was made but not yet locked looked abandoned, and was removed under the server
+    that had just made it."""
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT_FOLDERS_MADE_BESIDE_A_REMOVER, str(tmp_path)],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0"]
+    assert len(list(tmp_path.glob("cardrules-metrics-*"))) == 300
+
+
 def _delete_folder(folder: Path) -> None:
     shutil.rmtree(folder)
 

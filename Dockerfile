@@ -1,11 +1,12 @@
 # cardrules: the stateless rules service (design section 6), as an OCI image.
 #
 #   docker build -t cardrules .        (or: podman build --format docker -t cardrules .)
-#   docker run --rm --stop-timeout 15 -p 50051:50051 -p 8080:8080 -p 9464:9464 \
+#   docker run --rm --stop-timeout 20 -p 50051:50051 -p 8080:8080 -p 9464:9464 \
 #       -e CARDRULES_STATE_KEYS="$(cardrules keygen)" cardrules
 #
-# --stop-timeout 15: a stop takes up to about 12 s (drain delay, grace period, closing),
-# and the default 10 s would end it with SIGKILL (docs/operations.md, "The image").
+# --stop-timeout 20: a stop takes up to about 12 s (drain delay, grace period, closing),
+# 16 s with --workers N and a worker that does not stop, and the default 10 s would end
+# it with SIGKILL (docs/operations.md, "The image").
 #
 # The base is pinned by tag; a release build should pin it by digest too
 # (python:3.11-slim@sha256:...), see docs/operations.md.

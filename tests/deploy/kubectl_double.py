@@ -4,7 +4,9 @@ It takes only the commands those steps run, keeps the Secret ``cardrules-state-k
 in the JSON file ``$KUBECTL_DOUBLE_STATE`` (its ``data`` base64, as the cluster keeps
 it) and appends every command to that file's ``calls``. Anything else fails loudly, so
 a step that starts running another command fails its test rather than passing
-unexamined. ``$KUBECTL_DOUBLE_FAIL_GET`` set makes ``get`` fail, as with no access.
+unexamined. ``$KUBECTL_DOUBLE_FAIL_GET`` set makes ``get`` fail, as with no access. The
+Secret and the Deployment are in the namespace ``$KUBECTL_DOUBLE_NAMESPACE``
+(``cardrules`` unless set): a command for another one fails.
 """
 
 from __future__ import annotations
@@ -39,15 +41,20 @@ def main(argv: list[str]) -> int:
 
 def run(argv: list[str], stdin: str, state: dict[str, Any]) -> int:
     data: dict[str, str] = state["secret"]
-    match argv:
-        case ["-n", "cardrules", "get", "secret", name, "-o", jsonpath] if name == SECRET:
+    namespace = os.environ.get("KUBECTL_DOUBLE_NAMESPACE", "cardrules")
+    in_namespace = argv[:1] == ["-n"]
+    if in_namespace and argv[1] != namespace:
+        print(f'Error from server (NotFound): namespaces "{argv[1]}" not found', file=sys.stderr)
+        return 1
+    match in_namespace, argv[2:] if in_namespace else argv:
+        case True, ["get", "secret", name, "-o", jsonpath] if name == SECRET:
             if os.environ.get("KUBECTL_DOUBLE_FAIL_GET"):
                 print("Error from server (Forbidden): secrets is forbidden", file=sys.stderr)
                 return 1
             key = jsonpath.removeprefix("jsonpath={.data.").removesuffix("}")
             print(data.get(key, ""), end="")  # as kubectl: nothing for a missing entry
             return 0
-        case ["-n", "cardrules", "create", "secret", "generic", name, *options] if (
+        case True, ["create", "secret", "generic", name, *options] if (
             name == SECRET and options[0] == "--dry-run=client" and options[-2:] == ["-o", "yaml"]
         ):
             literals = dict(
@@ -56,15 +63,15 @@ def run(argv: list[str], stdin: str, state: dict[str, Any]) -> int:
             encoded = {k: base64.b64encode(v.encode()).decode() for k, v in literals.items()}
             print(json.dumps({"kind": "Secret", "metadata": {"name": name}, "data": encoded}))
             return 0
-        case ["apply", "-f", "-"]:
+        case False, ["apply", "-f", "-"]:
             manifest = json.loads(stdin)
             state["secret"] = manifest["data"]  # apply replaces the entries it is given
             return 0
-        case ["-n", "cardrules", "patch", "secret", name, "-p", patch] if name == SECRET:
+        case True, ["patch", "secret", name, "-p", patch] if name == SECRET:
             for key, value in json.loads(patch)["stringData"].items():
                 data[key] = base64.b64encode(value.encode()).decode()
             return 0
-        case ["-n", "cardrules", "rollout", "restart" | "status", "deployment/cardrules"]:
+        case True, ["rollout", "restart" | "status", "deployment/cardrules"]:
             return 0
     print(f"kubectl double: not a command of the rotation steps: {argv}", file=sys.stderr)
     return 2

@@ -129,6 +129,17 @@ def test_a_step_out_of_order_writes_nothing(
     assert cluster.secret() == before and cluster.rollouts() == 0
 
 
+def test_the_steps_work_in_the_namespace_ns_names(tmp_path: Path) -> None:
+    """The functions once named ``cardrules``, prod's namespace, in every command: a
+    rotation of dev from a context that reaches prod rewrote prod's Secret."""
+    cluster = Cluster(tmp_path, OLD)
+    dev = {"KUBECTL_DOUBLE_NAMESPACE": "cardrules-dev"}
+    done = cluster.run(STEPS[0], **dev)
+    assert done.returncode != 0 and 'namespaces "cardrules" not found' in done.stderr
+    assert cluster.run(STEPS[0], NS="cardrules-dev", **dev).returncode == 0
+    assert cluster.secret()["rotation-step"] == "1" and cluster.rollouts() == 1
+
+
 def test_a_secret_that_cannot_be_read_stops_step_1_before_it_writes(tmp_path: Path) -> None:
     """Read as an empty list, it would make step 1 write ``,NEW``: every game breaks."""
     cluster = Cluster(tmp_path, OLD)

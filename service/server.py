@@ -558,6 +558,9 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     """
     if MULTIPROC_ENV not in os.environ:
         raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
+    # Inherited as ignored, the kernel would reap the workers unseen (no SIGCHLD, and
+    # waitpid fails once all are gone): one killed would go unnoticed.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     workers, heartbeats = _fork_workers(config, keys)
     # Blocked before any thread starts (the watchdog, the metrics server and each scrape's),
     # as a thread inherits the mask of the thread that starts it. A signal that came before
@@ -590,7 +593,8 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     stop_metrics = _start_metrics(config, multiprocess_registry())
     if stop_metrics is None:
         status = 1
-        forward(signal.SIGINT)  # nothing was served yet: no drain delay
+        # Nothing was served yet: no drain delay, unless the workers ignore SIGINT too.
+        forward(signal.SIGINT if signal.SIGINT in pending.signals else signal.SIGTERM)
     taken = {*pending.signals, signal.SIGCHLD}
     stragglers_killed = False
     while workers:

@@ -333,7 +333,9 @@ def start_server(
         and "--http-port" not in args
         and "CARDRULES_HTTP_PORT" not in (env or {})
     ):
-        command += ["--http-port", str(free_port())]  # workers share one fixed port
+        # Workers share one fixed port, which must not be the one ``args`` chose for gRPC.
+        grpc_port = args[args.index("--grpc-port") + 1] if "--grpc-port" in args else None
+        command += ["--http-port", next(p for p in map(str, free_ports(2)) if p != grpc_port)]
     process = start_session(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
     )

@@ -470,6 +470,129 @@ def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period(watchdog):
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
 
 
+def _worker_pids(server: ServerProcess) -> dict[int, int]:
+    """Each worker's pid by its number, from the ``listening`` lines."""
+    return {
+        int(str(line["worker"])): int(str(line["pid"])) for line in server.log_events("listening")
+    }
+
+
+def test_workers_in_their_drain_delay_are_not_killed_as_stragglers():
+    """The deadline runs from the first stop signal over the drain delay too."""
+    with running((*workers(), "--drain-delay-seconds", "7", "--grace-seconds", "1")) as server:
+        server.wait_for_logs("listening", 2)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(60) == 0
+    assert not server.log_events("workers did not stop in time")
+
+
+def test_repeated_ctrl_c_does_not_push_the_deadline_back():
+    """Every SIGINT is forwarded, but the deadline stays that of the first stop signal:
+    a terminal whose user keeps pressing Ctrl-C still gets the hung worker killed."""
+    server = start_server((*workers(), "--grace-seconds", "1"))
+    try:
+        server.wait_for_logs("listening", 2)
+        os.kill(_worker_pids(server)[2], signal.SIGSTOP)
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        while server.process.poll() is None and time.monotonic() - started < 30:
+            server.process.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+        assert server.process.wait(60) == 1
+        waited = time.monotonic() - started
+    finally:
+        server.kill()
+    assert waited < 20  # the deadline: 1 + 5 s; re-armed by each SIGINT, never
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_the_supervisor_sleeps_while_it_serves_and_while_it_waits_for_a_stopped_worker():
+    """It waits for its signals, or for the deadline: no loop that polls."""
+    server = start_server((*workers(), "--grace-seconds", "1"))
+    try:
+        server.wait_for_logs("listening", 2)
+        supervisor = server.process.pid
+        for _ in range(2):
+            before = _cpu_seconds(supervisor)
+            time.sleep(3)
+            assert _cpu_seconds(supervisor) - before < 0.2
+            os.kill(_worker_pids(server)[2], signal.SIGSTOP)
+            server.process.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+        assert server.process.wait(60) == 1
+    finally:
+        server.kill()
+
+
+def test_a_worker_killed_under_a_supervisor_started_with_sigchld_ignored_stops_it():
+    """An ignored SIGCHLD survives exec: the kernel would reap the workers unseen."""
+    launcher = (
+        sys.executable,
+        "-c",
+        "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+        "os.execv(sys.argv[1], sys.argv[1:])",
+    )
+    server = start_server((*workers(), "--worker-timeout-seconds", "0"), launcher=launcher)
+    try:
+        server.wait_for_logs("listening", 2)
+        os.kill(_worker_pids(server)[2], signal.SIGKILL)
+        assert server.process.wait(30) == 1
+    finally:
+        server.kill()
+    assert [line["worker"] for line in server.log_events("worker exited")] == [2]
+
+
+# The console script with the check that the ports are free (``_taken``) made to find
+# every port free, as if the metrics port were taken just after it.
+SCRIPT_PORTS_TAKEN_AFTER_THE_CHECK = """
+import importlib.abc, importlib.util, sys
+class SkipThePortCheck(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "service.server":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            run(module)
+            module._taken = lambda host, port, is_grpc: None
+        spec.loader.exec_module = exec_module
+        return spec
+sys.meta_path.insert(0, SkipThePortCheck())
+del sys.argv[1]  # the console script, which the launcher was given to run
+from service.entry import main
+raise SystemExit(main())
+"""
+
+
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint", "sigint_ignored"])
+def test_a_metrics_port_taken_after_the_check_stops_the_workers_at_once(sigint_ignored):
+    """The supervisor stops the workers it started as with Ctrl-C, which skips the drain
+    delay, or, when it was started ignoring SIGINT (as a script's background job), with
+    SIGTERM: the workers ignore SIGINT too, and served on until killed at the deadline."""
+    ignoring = ("sh", "-c", 'trap "" INT && exec "$@"', "sh") if sigint_ignored else ()
+    launcher = (*ignoring, sys.executable, "-c", SCRIPT_PORTS_TAKEN_AFTER_THE_CHECK)
+    delay = "2" if sigint_ignored else "600"
+    with port_taken() as port:
+        started = time.monotonic()
+        server = start_server(
+            (*workers(), "--metrics-port", str(port), "--drain-delay-seconds", delay),
+            launcher=launcher,
+        )
+        try:
+            assert server.process.wait(60) == 1
+        finally:
+            server.kill()
+    assert time.monotonic() - started < 20
+    assert server.log_events("cannot listen")
+    assert not server.log_events("workers did not stop in time")
+    assert len(server.log_events("stopped")) == 2
+
+
 @pytest.mark.parametrize("hung", [(2,), (1, 2)], ids=["one", "both"])
 def test_a_worker_that_hangs_while_serving_is_killed_and_the_server_stops(hung):
     """The kernel would go on handing a hung worker its share of new connections."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Iterable
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
 DEADLINE_SECONDS = 10.0
 #: Prometheus servers (an HA pair), a person with curl, and room to spare.
 MAX_CONNECTIONS = 16
+#: How long a stop waits for the scrapes under way: a supervisor removes the workers'
+#: files of values once it has stopped, and a scrape reading them then failed, logging
+#: that they were gone "until the server is restarted".
+STOP_WAIT_SECONDS = 2.0
 
 
 _log = get_logger("cardrules.server")
@@ -107,6 +112,7 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         self.address_family = family  # read by TCPServer.__init__ when it makes the socket
         self._dual_stack = dual_stack
         self.deadline_seconds = deadline_seconds
+        self._max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, handler)
 
@@ -132,11 +138,25 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         finally:
             self._slots.release()
 
+    def wait_for_connections(self, timeout: float) -> None:
+        """Wait, at most ``timeout`` seconds, until no connection is served: until every
+        slot is free. Only once the server no longer accepts any."""
+        deadline = time.monotonic() + timeout
+        taken = 0
+        try:
+            while taken < self._max_connections and self._slots.acquire(
+                timeout=max(0.0, deadline - time.monotonic())
+            ):
+                taken += 1
+        finally:
+            for _ in range(taken):
+                self._slots.release()
+
 
 class MetricsHTTP:
     """A running ``/metrics`` HTTP server; call it to shut it down."""
 
-    def __init__(self, server: WSGIServer) -> None:
+    def __init__(self, server: _BoundedServer) -> None:
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
         self._thread.start()
@@ -149,7 +169,8 @@ class MetricsHTTP:
         return int(self._server.server_port)
 
     def __call__(self) -> None:
-        """Stop serving and release the port; safe to call more than once."""
+        """Stop serving and release the port, then let the scrapes under way finish
+        (``STOP_WAIT_SECONDS`` at most); safe to call more than once."""
         with self._lock:
             if self._stopped:
                 return
@@ -157,6 +178,7 @@ class MetricsHTTP:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+        self._server.wait_for_connections(STOP_WAIT_SECONDS)
 
 
 def start_metrics_http(

@@ -211,6 +211,39 @@ def test_a_held_connection_does_not_hold_the_process_at_exit(registry):
     assert done.returncode == 0, done.stderr
 
 
+class HeldCollector(Collector):
+    """Collects nothing until ``release`` is set; ``entered`` once a scrape is under way."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def collect(self) -> Iterable[Metric]:
+        self.entered.set()
+        self.release.wait(30)
+        return []
+
+
+def test_a_stop_lets_the_scrape_under_way_finish(registry):
+    """A supervisor removes its workers' files of values once its metrics server has
+    stopped: a scrape still reading them failed, and logged them gone for good."""
+    held = HeldCollector()
+    registry.register(held)
+    server = start_metrics_http(0, registry, "127.0.0.1")
+    answered: list[float] = []
+    scraper = threading.Thread(target=lambda: answered.append(scrape(server.port)))
+    scraper.start()
+    assert held.entered.wait(10)
+    stopper = threading.Thread(target=server)
+    stopper.start()
+    stopper.join(1.0)  # past shutdown's poll (0.5 s), short of STOP_WAIT_SECONDS
+    assert stopper.is_alive()
+    held.release.set()
+    stopper.join(10)
+    scraper.join(10)
+    assert not stopper.is_alive() and answered == [3.0]
+
+
 class FailingCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         raise RuntimeError("the values cannot be read")

@@ -139,8 +139,8 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
             self._slots.release()
 
     def wait_for_connections(self, timeout: float) -> None:
-        """Wait, at most ``timeout`` seconds, until no connection is served: until every
-        slot is free. Only once the server no longer accepts any."""
+        """Wait, at most ``timeout`` seconds, until no connection is served (every slot
+        is free); for after ``shutdown``, when no new one can take a slot."""
         deadline = time.monotonic() + timeout
         taken = 0
         try:

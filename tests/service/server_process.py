@@ -248,10 +248,12 @@ def process_group(group: int) -> list[int]:
     """The processes of process group ``group``, its leader first."""
     members = []
     for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, ValueError):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # gone since the listing
             # The fields after the command's name, which is in parentheses and may hold any.
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if entry.name.isdigit() and int(fields[2]) == group:
+            if int(fields[2]) == group:
                 members.append(int(entry.name))
     return sorted(members, key=lambda pid: pid != group)
 
@@ -261,7 +263,8 @@ def thread_states(pid: int) -> str:
     and its blocked and pending signals (hex masks of ``/proc/PID/task/TID/status``)."""
     lines = []
     for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
-        with contextlib.suppress(OSError):
+        # Gone since the listing, or a field this kernel lacks: the report must not fail.
+        with contextlib.suppress(OSError, ValueError, KeyError):
             status = dict(
                 line.split(":\t", 1) for line in (task / "status").read_text().splitlines()
             )

@@ -505,27 +505,33 @@ def test_repeated_ctrl_c_does_not_push_the_deadline_back():
     assert waited < 20  # the deadline: 1 + 5 s; re-armed by each SIGINT, never
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu_seconds_over(pid: int, seconds: float) -> float:
+    """The CPU time ``pid`` takes over the next ``seconds``."""
+
+    def used() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    before = used()
+    time.sleep(seconds)
+    return used() - before
 
 
 def test_the_supervisor_sleeps_while_it_serves_and_while_it_waits_for_a_stopped_worker():
-    """It waits for its signals, or for the deadline: no loop that polls."""
+    """It waits for its signals, or for the deadline (here 6 s after SIGTERM): no loop
+    that polls."""
     server = start_server((*workers(), "--grace-seconds", "1"))
     try:
         server.wait_for_logs("listening", 2)
-        supervisor = server.process.pid
-        for _ in range(2):
-            before = _cpu_seconds(supervisor)
-            time.sleep(3)
-            assert _cpu_seconds(supervisor) - before < 0.2
-            os.kill(_worker_pids(server)[2], signal.SIGSTOP)
-            server.process.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
+        serving = _cpu_seconds_over(server.process.pid, 3)
+        os.kill(_worker_pids(server)[2], signal.SIGSTOP)
+        server.process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        waiting = _cpu_seconds_over(server.process.pid, 3)
         assert server.process.wait(60) == 1
     finally:
         server.kill()
+    assert serving < 0.2 and waiting < 0.2
 
 
 def test_a_worker_killed_under_a_supervisor_started_with_sigchld_ignored_stops_it():

@@ -138,3 +138,21 @@ def test_an_overlay_value_merges_over_the_base_and_renames_only_its_config_map(t
     assert config_map_name(prod) != config_map_name(rendered("overlays/prod"))
     for overlay in ("base", "overlays/dev"):
         assert config_map_name(kustomize(copy / overlay)) == config_map_name(rendered(overlay))
+
+
+@pytest.mark.parametrize("overlay", ["overlays/dev", "overlays/prod"])
+def test_the_without_monitoring_component_leaves_out_the_two_operator_objects(
+    tmp_path, overlay
+):
+    """On a cluster without the prometheus-operator CRDs, applying the ServiceMonitor and
+    the PrometheusRule fails; an overlay listing the component renders everything else
+    as before (docs/operations.md, "Deploying to Kubernetes")."""
+    copy = copy_of_k8s(tmp_path)
+    with (copy / overlay / "kustomization.yaml").open("a") as kustomization:
+        kustomization.write("components:\n  - ../../components/without-monitoring\n")
+    operator_kinds = {"ServiceMonitor", "PrometheusRule"}
+    everything = rendered(overlay)
+    assert operator_kinds <= {manifest["kind"] for manifest in everything}
+    assert kustomize(copy / overlay) == [
+        manifest for manifest in everything if manifest["kind"] not in operator_kinds
+    ]

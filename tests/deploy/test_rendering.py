@@ -141,9 +141,7 @@ def test_an_overlay_value_merges_over_the_base_and_renames_only_its_config_map(t
 
 
 @pytest.mark.parametrize("overlay", ["overlays/dev", "overlays/prod"])
-def test_the_without_monitoring_component_leaves_out_the_two_operator_objects(
-    tmp_path, overlay
-):
+def test_the_without_monitoring_component_leaves_out_the_two_operator_objects(tmp_path, overlay):
     """On a cluster without the prometheus-operator CRDs, applying the ServiceMonitor and
     the PrometheusRule fails; an overlay listing the component renders everything else
     as before (docs/operations.md, "Deploying to Kubernetes")."""

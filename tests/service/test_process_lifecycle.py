@@ -18,6 +18,7 @@ import socket
 import struct
 import subprocess
 import sys
+import termios
 import time
 import urllib.error
 import urllib.request
@@ -597,6 +598,59 @@ def test_a_metrics_port_taken_after_the_check_stops_the_workers_at_once(sigint_i
     assert server.log_events("cannot listen")
     assert not server.log_events("workers did not stop in time")
     assert len(server.log_events("stopped")) == 2
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie: dead, whether reaped or not."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except FileNotFoundError:
+        return True
+
+
+def test_stragglers_are_killed_before_the_supervisor_logs_them():
+    """A log reader that stops reading blocks every write to stdout, the workers' (which
+    then cannot stop) and the supervisor's: it kills the workers it waited for before it
+    writes its line about them, or it would wait at that line with them serving on."""
+    grpc_port, http_port = free_ports(2)
+    ports = ("--grpc-port", str(grpc_port), "--http-port", str(http_port), "--metrics-port", "0")
+    stops = ("--grace-seconds", "1", "--worker-timeout-seconds", "0")
+    process = start_session(
+        [CARDRULES, "serve", "--host", "127.0.0.1", *ports, *WORKERS, *stops],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=server_environment(),
+    )
+    try:
+        assert process.stdout is not None
+        pids: list[int] = []
+        while len(pids) < 2:
+            line = process.stdout.readline()
+            assert line, "the server exited before it listened"
+            if (event := json.loads(line))["event"] == "listening":
+                pids.append(int(event["pid"]))
+        stdout = process.stdout.fileno()
+        fcntl.fcntl(stdout, fcntl.F_SETPIPE_SZ, 4096)  # one page: full after a few lines
+        with connect(f"127.0.0.1:{grpc_port}") as stub:
+            for _ in range(200):
+                queued = struct.unpack("i", fcntl.ioctl(stdout, termios.FIONREAD, b"\0" * 4))
+                if queued[0] > 3500:
+                    break
+                try:
+                    stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=1)
+                except grpc.RpcError:  # a worker waits at its log line
+                    break
+        process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30  # the supervisor's own: 1 + 5 s
+        while not all(_ended(pid) for pid in pids):
+            assert time.monotonic() < deadline, "the workers were not killed"
+            time.sleep(0.1)
+        rest = process.stdout.read()  # the supervisor's line can go now
+        assert process.wait(30) == 1
+    finally:
+        kill_group(process)
+    assert '"workers did not stop in time"' in rest
 
 
 @pytest.mark.parametrize("hung", [(2,), (1, 2)], ids=["one", "both"])

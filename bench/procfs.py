@@ -29,6 +29,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and is no zombie (ended, not yet reaped)."""
+    try:
+        state = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
 def descendants(pid: int) -> list[int]:
     """The processes ``pid`` forked, and theirs, in the order ``/proc`` lists them.
 

@@ -228,6 +228,8 @@ class HttpGateway:
         for service in services:
             for route in routes(service):
                 self._add(route, api)
+        # Every served path by its lowercase, for the 404's guess (``_near_path``).
+        self._served_by_lowercase = {p.lower(): p for p in (*self._table, *_FIXED_PATHS)}
 
     def _add(self, route: Route, api: object) -> None:
         handler = getattr(api, route.handler_name, None)
@@ -248,9 +250,9 @@ class HttpGateway:
         characters)."""
         if len(path) > _ECHOED_CHARS:
             return ""
-        by_lowercase = {served.lower(): served for served in (*self._table, *_FIXED_PATHS)}
-        near = difflib.get_close_matches(path.lower(), by_lowercase, n=1, cutoff=_NEAR_PATH)
-        return f"; did you mean {by_lowercase[near[0]]}?" if near else ""
+        served = self._served_by_lowercase
+        near = difflib.get_close_matches(path.lower(), served, n=1, cutoff=_NEAR_PATH)
+        return f"; did you mean {served[near[0]]}?" if near else ""
 
     @property
     def routes(self) -> list[Route]:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.procfs import descendants, is_running
+
 CARDRULES = str(Path(sys.executable).parent / "cardrules")
 TEST_KEY = (
     "q83vEjRWeJASNFZ4kBI0VniQEjRWeJASNFZ4kBI0Vng="  # fixed test key, never used in production
@@ -70,20 +72,21 @@ class ServerProcess:
         return code
 
     def hang_report(self) -> str:
-        """What each process of the server's group was doing, then its whole log: each
+        """What the server and each process it forked were doing, then its whole log: each
         thread's kernel state, and the Python stack of each thread, which faulthandler
         (``PYTHONFAULTHANDLER``, ``server_environment``) writes as SIGABRT ends the
         process. Kills the group."""
-        group = self.process.pid
-        members = process_group(group)
+        members = [self.process.pid, *descendants(self.process.pid)]
         report = [f"process {pid}:\n{thread_states(pid)}" for pid in members]
         for pid in members:
             with contextlib.suppress(OSError):  # no core file left behind
                 resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGABRT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(10)
+        # Each writes its stacks as it ends, which may take a while on a loaded machine.
+        deadline = time.monotonic() + 10
+        while any(is_running(pid) for pid in members) and time.monotonic() < deadline:
+            time.sleep(0.05)
         kill_group(self.process)
         if self._reader is not None:
             self._reader.join(10)  # the stacks arrive through the log pipe
@@ -242,20 +245,6 @@ def start_session(command: Sequence[str], **options: Any) -> subprocess.Popen[st
     process: subprocess.Popen[str] = subprocess.Popen(command, start_new_session=True, **options)
     _REAPER_OF_THIS_PROCESS.watch(process.pid)
     return process
-
-
-def process_group(group: int) -> list[int]:
-    """The processes of process group ``group``, its leader first."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):  # gone since the listing
-            # The fields after the command's name, which is in parentheses and may hold any.
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == group:
-                members.append(int(entry.name))
-    return sorted(members, key=lambda pid: pid != group)
 
 
 def thread_states(pid: int) -> str:

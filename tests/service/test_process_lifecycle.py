@@ -32,6 +32,7 @@ import structlog.testing
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc_health.v1 import health_pb2
 
+from bench.procfs import cpu_seconds, is_running
 from service.codec import config_from_proto
 from service.metrics import MAX_NAMED_VARIANTS, variant_label
 from service.server import AcceptErrorsOncePerWindow
@@ -404,12 +405,17 @@ def test_sigterm_stops_a_server_started_with_it_ignored(processes):
     assert len(server.log_events("stopped")) == processes
 
 
+def _worker_pids(server: ServerProcess) -> dict[int, int]:
+    """Each of the two workers' pid by its number, once both listen."""
+    listening = server.wait_for_logs("listening", 2)
+    return {int(str(line["worker"])): int(str(line["pid"])) for line in listening}
+
+
 def test_a_worker_that_dies_stops_the_server_with_status_1():
     """Workers are not restarted one by one: the orchestrator restarts the server."""
     server = start_server(workers())
     try:
-        listening = server.wait_for_logs("listening", 2)
-        pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
+        pid_of = _worker_pids(server)
         assert set(pid_of) == {1, 2}
         os.kill(pid_of[2], signal.SIGKILL)  # the second: the first forked is no proof
         assert server.process.wait(60) == 1
@@ -428,8 +434,7 @@ def test_a_worker_that_stops_cleanly_on_its_own_still_stops_the_server_with_stat
     server must not serve on with fewer workers than it was given."""
     server = start_server(workers())
     try:
-        listening = server.wait_for_logs("listening", 2)
-        pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
+        pid_of = _worker_pids(server)
         os.kill(pid_of[2], signal.SIGTERM)
         assert server.process.wait(60) == 1
     finally:
@@ -452,8 +457,7 @@ def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period(watchdog):
         (*workers(), "--grace-seconds", "1", "--worker-timeout-seconds", watchdog)
     )
     try:
-        listening = server.wait_for_logs("listening", 2)
-        pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
+        pid_of = _worker_pids(server)
         os.kill(pid_of[2], signal.SIGSTOP)
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
@@ -471,13 +475,6 @@ def test_a_worker_that_does_not_stop_is_killed_after_the_grace_period(watchdog):
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
 
 
-def _worker_pids(server: ServerProcess) -> dict[int, int]:
-    """Each worker's pid by its number, from the ``listening`` lines."""
-    return {
-        int(str(line["worker"])): int(str(line["pid"])) for line in server.log_events("listening")
-    }
-
-
 def test_workers_in_their_drain_delay_are_not_killed_as_stragglers():
     """The deadline runs from the first stop signal over the drain delay too."""
     with running((*workers(), "--drain-delay-seconds", "7", "--grace-seconds", "1")) as server:
@@ -492,7 +489,6 @@ def test_repeated_ctrl_c_does_not_push_the_deadline_back():
     a terminal whose user keeps pressing Ctrl-C still gets the hung worker killed."""
     server = start_server((*workers(), "--grace-seconds", "1"))
     try:
-        server.wait_for_logs("listening", 2)
         os.kill(_worker_pids(server)[2], signal.SIGSTOP)
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
@@ -508,14 +504,9 @@ def test_repeated_ctrl_c_does_not_push_the_deadline_back():
 
 def _cpu_seconds_over(pid: int, seconds: float) -> float:
     """The CPU time ``pid`` takes over the next ``seconds``."""
-
-    def used() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    before = used()
+    before = cpu_seconds(pid)
     time.sleep(seconds)
-    return used() - before
+    return cpu_seconds(pid) - before
 
 
 def test_the_supervisor_sleeps_while_it_serves_and_while_it_waits_for_a_stopped_worker():
@@ -523,9 +514,9 @@ def test_the_supervisor_sleeps_while_it_serves_and_while_it_waits_for_a_stopped_
     that polls."""
     server = start_server((*workers(), "--grace-seconds", "1"))
     try:
-        server.wait_for_logs("listening", 2)
+        pid_of = _worker_pids(server)
         serving = _cpu_seconds_over(server.process.pid, 3)
-        os.kill(_worker_pids(server)[2], signal.SIGSTOP)
+        os.kill(pid_of[2], signal.SIGSTOP)
         server.process.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         waiting = _cpu_seconds_over(server.process.pid, 3)
@@ -545,7 +536,6 @@ def test_a_worker_killed_under_a_supervisor_started_with_sigchld_ignored_stops_i
     )
     server = start_server((*workers(), "--worker-timeout-seconds", "0"), launcher=launcher)
     try:
-        server.wait_for_logs("listening", 2)
         os.kill(_worker_pids(server)[2], signal.SIGKILL)
         assert server.process.wait(30) == 1
     finally:
@@ -600,14 +590,6 @@ def test_a_metrics_port_taken_after_the_check_stops_the_workers_at_once(sigint_i
     assert len(server.log_events("stopped")) == 2
 
 
-def _ended(pid: int) -> bool:
-    """Gone, or a zombie: dead, whether reaped or not."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
-    except FileNotFoundError:
-        return True
-
-
 def test_stragglers_are_killed_before_the_supervisor_logs_them():
     """A log reader that stops reading blocks every write to stdout, the workers' (which
     then cannot stop) and the supervisor's: it kills the workers it waited for before it
@@ -643,7 +625,7 @@ def test_stragglers_are_killed_before_the_supervisor_logs_them():
                     break
         process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 30  # the supervisor's own: 1 + 5 s
-        while not all(_ended(pid) for pid in pids):
+        while any(is_running(pid) for pid in pids):
             assert time.monotonic() < deadline, "the workers were not killed"
             time.sleep(0.1)
         rest = process.stdout.read()  # the supervisor's line can go now
@@ -658,8 +640,7 @@ def test_a_worker_that_hangs_while_serving_is_killed_and_the_server_stops(hung):
     """The kernel would go on handing a hung worker its share of new connections."""
     server = start_server((*workers(), "--worker-timeout-seconds", "2"))
     try:
-        listening = server.wait_for_logs("listening", 2)
-        pid_of = {line["worker"]: int(str(line["pid"])) for line in listening}
+        pid_of = _worker_pids(server)
         for worker in hung:
             os.kill(pid_of[worker], signal.SIGSTOP)
         assert server.process.wait(60) == 1

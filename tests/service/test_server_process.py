@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.procfs import is_running
 from tests.service.server_process import free_port, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,15 +25,6 @@ pids = [int(line["pid"]) for line in server.wait_for_logs("listening", 2)]
 print(server.process.pid, *pids, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (a dead orphan waits for PID 1 to reap it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
 
 
 def test_the_servers_of_a_test_process_killed_outright_are_killed_after_it():
@@ -50,8 +42,8 @@ def test_the_servers_of_a_test_process_killed_outright_are_killed_after_it():
     pids = [int(pid) for pid in done.stdout.split()]
     assert len(pids) == 3
     deadline = time.monotonic() + 30
-    while any(_running(pid) for pid in pids):
-        assert time.monotonic() < deadline, [pid for pid in pids if _running(pid)]
+    while any(is_running(pid) for pid in pids):
+        assert time.monotonic() < deadline, [pid for pid in pids if is_running(pid)]
         time.sleep(0.05)
 
 
@@ -69,7 +61,7 @@ def test_a_server_that_does_not_stop_in_time_fails_the_test_with_what_it_was_doi
     assert report.startswith("the server still ran 1 s after SIGTERM\n")
     for pid in (server.process.pid, *pids):
         assert f"process {pid}:\n  {pid} cardrules " in report
-        assert not _running(pid)
+        assert not is_running(pid)
     # faulthandler's stacks: the supervisor waits for its workers, each worker drains.
     assert re.search(r'File ".*service/server\.py", line \d+ in _supervise', report)
     assert report.count("in _run_worker") == 2

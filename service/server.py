@@ -140,50 +140,49 @@ async def run_servers(
     """
     # Until every server has started, so that each thread grpc and aiohttp start keeps
     # them blocked: the main thread takes every stop signal (``StopSignals.finished``).
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    signals = StopSignals(asyncio.get_running_loop(), pending)
-    asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
-    if metrics is not None:
-        DROPPED_LINES.on_drop = metrics.log_lines_dropped.inc
-    if supervisor is not None:
-        _follow_supervisor(signals, supervisor)
-    server = grpc.aio.server(options=grpc_server_options(config))
-    api = build_api(config, keys, metrics)
-    runner = CallRunner(metrics)
-    server.add_generic_rpc_handlers(
-        (KrypkasinoServicer(api, runner, config.max_request_bytes).rpc_handler(),)
-    )
-    health_servicer = DrainingHealth()
-    add_health_and_reflection(
-        server,
-        health_servicer,
-        (
-            SERVICE_NAME,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-    )
-    address = host_port(config.host, config.grpc_port)
-    try:
-        port = server.add_insecure_port(address)
-    except RuntimeError as error:
-        _log.error("cannot listen", address=address, error=str(error))
-        return 1
-    http = await _start_gateway(config, api, runner)
-    if http is None:
-        return 1
-    await server.start()
-    for name in HEALTH_SERVICES:
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    _log.info(
-        "listening",
-        grpc=host_port(config.host, port),
-        grpc_port=port,
-        http=host_port(config.host, http.port),
-        http_port=http.port,
-        pid=os.getpid(),
-    )
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    with signals_blocked(STOP_SIGNALS):
+        signals = StopSignals(asyncio.get_running_loop(), pending)
+        asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
+        if metrics is not None:
+            DROPPED_LINES.on_drop = metrics.log_lines_dropped.inc
+        if supervisor is not None:
+            _follow_supervisor(signals, supervisor)
+        server = grpc.aio.server(options=grpc_server_options(config))
+        api = build_api(config, keys, metrics)
+        runner = CallRunner(metrics)
+        server.add_generic_rpc_handlers(
+            (KrypkasinoServicer(api, runner, config.max_request_bytes).rpc_handler(),)
+        )
+        health_servicer = DrainingHealth()
+        add_health_and_reflection(
+            server,
+            health_servicer,
+            (
+                SERVICE_NAME,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+        )
+        address = host_port(config.host, config.grpc_port)
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as error:
+            _log.error("cannot listen", address=address, error=str(error))
+            return 1
+        http = await _start_gateway(config, api, runner)
+        if http is None:
+            return 1
+        await server.start()
+        for name in HEALTH_SERVICES:
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        _log.info(
+            "listening",
+            grpc=host_port(config.host, port),
+            grpc_port=port,
+            http=host_port(config.host, http.port),
+            http_port=http.port,
+            pid=os.getpid(),
+        )
     await signals.received.wait()
     await _shut_down(config, server, http, health_servicer, signals)
     signals.finished()

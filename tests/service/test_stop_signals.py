@@ -8,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+from tests.service.server_process import port_taken
+
 # Every action set for SIGTERM and SIGHUP from the first SIGTERM to the end of serving,
 # while repeats of both keep coming: asyncio's remove_signal_handler resets a signal to
 # its default action, and a repeat in that moment (the supervisor's copy of a process
@@ -63,3 +67,44 @@ def test_repeated_stop_signals_change_nothing_and_all_are_ignored_once_serving_e
         "during": [],
         "after": ["SIG_IGN", "SIG_IGN", "SIG_IGN"],
     }
+
+
+# A server that cannot listen returns 1 from ``run_servers``, which blocks the stop
+# signals while its servers start: it must not leave them blocked on that way out.
+FAILED_START = textwrap.dedent(
+    """
+    import asyncio, json, signal, sys
+    from service.config import ServerConfig
+    from service.server import run_servers
+    from service.start_signals import PendingSignals
+    from service.tokens import KeyRing
+
+    taken = sys.argv[1]
+    port = int(sys.argv[2])
+    config = ServerConfig(
+        host="127.0.0.1",
+        grpc_port=port if taken == "grpc" else 0,
+        http_port=port if taken == "http" else 0,
+        metrics_port=0,
+    )
+    status = asyncio.run(run_servers(config, KeyRing.ephemeral(), None, PendingSignals()))
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    print(json.dumps({"status": status, "blocked": sorted(s.name for s in blocked)}))
+    """
+)
+
+
+@pytest.mark.parametrize("taken", ["grpc", "http"])
+def test_a_start_that_cannot_listen_leaves_no_stop_signal_blocked(taken):
+    with port_taken() as port:
+        ran = subprocess.run(
+            [sys.executable, "-c", FAILED_START, taken, str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert ran.returncode == 0, ran.stderr
+    outcome = json.loads(ran.stdout.splitlines()[-1])
+    assert outcome == {"status": 1, "blocked": []}
+    assert "cannot listen" in ran.stdout

@@ -48,6 +48,7 @@ from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
+from engine.krypkasino.config import seatings
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
 from service.config import MULTIPROC_ENV, MULTIPROC_VALUE_FILE
@@ -102,9 +103,22 @@ HANDLING_BUCKETS: tuple[float, ...] = (
 MOVE_KINDS: tuple[str, ...] = ("crawl", "capture", "sweep", "double_sweep")
 SWEEP_KINDS: tuple[str, ...] = ("sweep", "double_sweep")
 
-#: Game name -> the illegal-move reasons pre-created for it (ErrorInfo reasons, design section 5).
-DEFAULT_GAMES: Mapping[str, tuple[str, ...]] = {
-    "krypkasino": tuple(reason.value for reason in Reason),
+
+class GameLabels(NamedTuple):
+    """The series ``ServiceMetrics`` pre-creates for a game: its illegal-move reasons
+    (ErrorInfo reasons, design section 5) and its seatings, ``(players, teams)``, whose
+    games started in the default variant are counted from zero."""
+
+    reasons: tuple[str, ...]
+    seatings: tuple[tuple[int, str], ...]
+
+
+#: Game name -> the labels pre-created for it.
+DEFAULT_GAMES: Mapping[str, GameLabels] = {
+    "krypkasino": GameLabels(
+        reasons=tuple(reason.value for reason in Reason),
+        seatings=tuple((players, teams.value) for players, teams in seatings()),
+    ),
 }
 
 _GRPC_LABELS = ("grpc_type", "grpc_service", "grpc_method")
@@ -121,6 +135,8 @@ def code_label(code: grpc.StatusCode) -> str:
 #: make a series for each of the 4,608 valid combinations of players, teams and flags.
 MAX_NAMED_VARIANTS = 32
 OTHER_VARIANT = "other"
+#: The ``variant`` of a game with no rule flag enabled, pre-created for every seating.
+DEFAULT_VARIANT = "default"
 
 
 def variant_label(enabled: Iterable[str]) -> str:
@@ -130,7 +146,7 @@ def variant_label(enabled: Iterable[str]) -> str:
     bounds how many it names (``MAX_NAMED_VARIANTS``).
     """
     names = "+".join(enabled)
-    return names or "default"
+    return names or DEFAULT_VARIANT
 
 
 def move_kind(is_crawl: bool, sweep: SweepKind) -> str:
@@ -157,7 +173,7 @@ class ServiceMetrics:
     """The server's metrics, every known series created at zero (design section 6).
 
     ``methods`` maps a full service name to its method names; ``games`` maps a
-    game name to its illegal-move reasons. ``registry=None`` registers nothing
+    game name to the labels of its own series. ``registry=None`` registers nothing
     (multiprocess workers, see the module docstring).
     """
 
@@ -166,7 +182,7 @@ class ServiceMetrics:
         registry: CollectorRegistry | None,
         methods: Mapping[str, Sequence[str]],
         *,
-        games: Mapping[str, Sequence[str]] = DEFAULT_GAMES,
+        games: Mapping[str, GameLabels] = DEFAULT_GAMES,
     ) -> None:
         # go-grpc-prometheus exports no *_created series; neither do we.
         disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
@@ -255,7 +271,7 @@ class ServiceMetrics:
             registry=registry,
         )
         self._reported_full = False
-        self._named_variants: set[str] = set()
+        self._named_variants = {DEFAULT_VARIANT}
         # Pre-create (as go-grpc-prometheus's InitializeMetrics does) so that
         # rate() and absent-series alerts work from the first scrape.
         self._rpcs: dict[tuple[str, str], _RpcSeries] = {}
@@ -264,11 +280,13 @@ class ServiceMetrics:
                 self._rpc(service, method)
         # The children a move counts in, looked up once: a Play counts one move.
         self._move_series: dict[tuple[str, str], tuple[Counter, ...]] = {}
-        for game, reasons in games.items():
+        for game, labels in games.items():
             for kind in MOVE_KINDS:
                 self._move_counters(game, kind)
-            for reason in reasons:
+            for reason in labels.reasons:
                 self.illegal_moves.labels(game, reason)
+            for players, teams in labels.seatings:
+                self.games_started.labels(game, str(players), teams, DEFAULT_VARIANT)
             self.seat_tokens_renewed.labels(game)
             self.state_tokens_renewed.labels(game)
 
@@ -316,7 +334,8 @@ class ServiceMetrics:
     def game_started(self, game: str, players: int, teams: str, variant: str) -> None:
         """A ``NewGame`` succeeded; ``variant`` comes from ``variant_label``.
 
-        The one series made while serving (the others are made at start): with the
+        The one series made while serving (the others, and this one's for the default
+        variant of every seating, are made at start): with the
         values in files (``PROMETHEUS_MULTIPROC_DIR``, which workers set), a new one
         may need more room in the metrics folder than is left
         (``ValueFileFullError``), or a descriptor to map it when none is left. The

@@ -273,3 +273,16 @@ class Config:
         if self.match_deals is not None:
             return self.match_deals
         return None if self.target_score is not None else self.players
+
+
+def seatings() -> tuple[tuple[int, Teams], ...]:
+    """Every player count (K3.1) with every team mode it can play (K3.2), in order."""
+    valid: list[tuple[int, Teams]] = []
+    for players in range(2, 7):
+        for teams in Teams:
+            try:
+                Config(players, teams).validate()
+            except ConfigError:
+                continue
+            valid.append((players, teams))
+    return tuple(valid)

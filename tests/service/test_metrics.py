@@ -152,7 +152,6 @@ def test_every_status_code_is_labelled_and_pre_created_with_gos_spelling(registr
 
 
 def test_names_types_and_labels_match_go_grpc_prometheus(registry, metrics):
-    metrics.game_started("krypkasino", 2, "individual", "default")  # cannot be pre-created
     families = {f.name: f for f in text_string_to_metric_families(exposition(registry))}
     # The parser strips a counter's _total from the family name; put it back.
     found = {
@@ -211,6 +210,16 @@ def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
             value(found, "cardrules_illegal_moves_total", game="krypkasino", reason=reason.value)
             == 0
         )
+    # The default variant of every seating K3 allows, and no other variant, yet.
+    games = {
+        (labels["players"], labels["teams"], labels["variant"]): count
+        for (name, pairs), count in found.items()
+        if name == "cardrules_games_started_total"
+        and (labels := dict(pairs))["game"] == "krypkasino"
+    }
+    seatings = [("2", "individual"), ("3", "individual"), ("4", "individual"), ("4", "pairs")]
+    seatings += [("5", "individual"), ("6", "individual"), ("6", "pairs"), ("6", "trios")]
+    assert games == {(*seating, "default"): 0 for seating in seatings}
     # 6 methods x (3 plain counters + 17 codes + 13 buckets and +Inf + sum + count).
     grpc_series = [key for key in found if key[0].startswith("grpc_server_")]
     assert len(grpc_series) == 6 * (3 + 17 + len(HANDLING_BUCKETS) + 1 + 2)
@@ -316,7 +325,7 @@ def test_unknown_code_label_is_refused(metrics):
 
 def test_variants_past_the_bound_count_as_other_and_named_ones_keep_counting(registry, metrics):
     """Anyone may call NewGame: the variant label must not let a client make a series
-    for every combination of flags."""
+    for every combination of flags. ``default``, pre-created, is one of the named."""
     flags = [f"flag{index}" for index in range(MAX_NAMED_VARIANTS + 5)]
     for name in flags:
         metrics.game_started("krypkasino", 2, "individual", variant_label((name,)))
@@ -328,9 +337,10 @@ def test_variants_past_the_bound_count_as_other_and_named_ones_keep_counting(reg
         if name == "cardrules_games_started_total"
     }
     assert games == {
-        **{name: 1.0 for name in flags[:MAX_NAMED_VARIANTS]},
+        "default": 0.0,
+        **{name: 1.0 for name in flags[: MAX_NAMED_VARIANTS - 1]},
         flags[0]: 2.0,
-        OTHER_VARIANT: 5.0,
+        OTHER_VARIANT: 6.0,
     }
 
 

@@ -1493,8 +1493,9 @@ SEATINGS = (
 
 
 def every_series() -> list[pb.GameConfig]:
-    """256 configs, each a new ``cardrules_games_started_total`` series: the first
-    ``MAX_NAMED_VARIANTS`` variants (a process names no more) in every seating."""
+    """256 configs, each a ``cardrules_games_started_total`` series of its own, new but
+    for the default variant's (pre-created): the first ``MAX_NAMED_VARIANTS`` variants
+    (a process names no more) in every seating."""
     return [
         pb.GameConfig(players=players, teams=teams, rules=rules)
         for players, teams in SEATINGS

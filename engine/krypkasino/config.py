@@ -229,12 +229,12 @@ class Config:
         if rest < 0 or rest % later:
             # With both flags on the deck is single_deck's, and the two fail together
             # where single_deck fails alone (5 players), so single_deck is named.
-            flag = "single_deck" if r.single_deck else "four_four"
+            flag, rule = ("single_deck", "K16.3") if r.single_deck else ("four_four", "K16.2")
             raise ConfigError(
                 flag,
                 f"{self.deck_size} cards cannot be dealt to {n} players: "
                 f"{rest} cards after the first distribution do not divide into "
-                f"distributions of {later} (K5.2)",
+                f"distributions of {later} ({rule})",
             )
         if self.teams is Teams.PAIRS and n not in (4, 6):
             raise ConfigError("teams", f"pairs need 4 or 6 players, not {n} (K3.2)")

@@ -104,10 +104,14 @@ ANY_FLAG = [
 ]
 
 
-def rejected_flag(config: Config) -> str:
+def rejection(config: Config) -> ConfigError:
     with pytest.raises(ConfigError) as error:
         config.validate()
-    return error.value.flag
+    return error.value
+
+
+def rejected_flag(config: Config) -> str:
+    return rejection(config).flag
 
 
 # --- K16 / K3.2 / K13.2 / K4.2: configuration validity ------------------------------------
@@ -172,7 +176,8 @@ def test_k16_2_four_four_only_where_it_divides(players):
     if players == 5:  # (104 - 20 - 4) / 20 = 4
         config.validate()
     else:
-        assert rejected_flag(config) == "four_four"
+        error = rejection(config)
+        assert (error.flag, error.reason[-7:]) == ("four_four", "(K16.2)")
 
 
 @pytest.mark.parametrize("players", PLAYERS)
@@ -182,7 +187,8 @@ def test_k16_3_single_deck_player_counts(players, four_four):
     if players in (2, 3, 4, 6):
         config.validate()
     else:
-        assert rejected_flag(config) == "single_deck"
+        error = rejection(config)
+        assert (error.flag, error.reason[-7:]) == ("single_deck", "(K16.3)")
 
 
 @pytest.mark.parametrize("players", PLAYERS)

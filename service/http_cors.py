@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 # Content-Encoding is no CORS-safelisted header: a page sending a gzip body needs it allowed.
 ALLOWED_HEADERS = "Content-Encoding, Content-Type, Grpc-Timeout, X-Request-Id"
-EXPOSED_HEADERS = "X-Request-Id"
+EXPOSED_HEADERS = "X-Request-Id, Retry-After"
 MAX_AGE_SECONDS = "600"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _PORT = re.compile(r"[0-9]{1,5}")

@@ -88,6 +88,8 @@ from service.turn_budget import TurnBudget
 _FIXED_PATHS = frozenset({OPENAPI_PATH, LIVENESS_PATH, READINESS_PATH})
 TRANSPORT = "http"
 SERVER_HEADER = "cardrules"
+#: The ``Retry-After`` of a 503: a retry within a second reaches another replica.
+RETRY_AFTER_SECONDS = "1"
 
 NOT_FOUND_ROUTE = "NOT_FOUND_ROUTE"
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
@@ -509,6 +511,10 @@ class HttpGateway:
         return b"".join(chunks)
 
     def _error_response(self, error: ServiceError, headers: Mapping[str, str]) -> web.Response:
+        if error.code is grpc.StatusCode.UNAVAILABLE:
+            # Another replica may serve the call (a rolling upgrade): HTTP clients' retry
+            # helpers (urllib3's Retry, say) retry a 503 after the time this names.
+            headers = {**headers, "Retry-After": RETRY_AFTER_SECONDS}
         return web.Response(
             status=http_status(error),
             body=status_json(error),

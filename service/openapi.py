@@ -771,6 +771,12 @@ def build_document(
                 "description": "The methods this path allows.",
                 "schema": {"type": "string"},
             }
+        if error.status == "503":
+            headers["Retry-After"] = {
+                "description": "Seconds to wait before retrying: another replica may serve "
+                "the call.",
+                "schema": {"type": "integer", "minimum": 0},
+            }
         responses[error.name] = {
             "description": error.description,
             "headers": headers,

@@ -193,7 +193,8 @@ def test_a_read_renews_a_state_token_under_an_older_key_in_json_as_over_grpc():
 
 
 def test_a_newer_releases_token_is_503_over_http_as_it_is_unavailable_over_grpc():
-    """docs/api.md, "Upgrades": what HTTP clients and proxies retry."""
+    """docs/api.md, "Upgrades": what HTTP clients and proxies retry, and when (urllib3's
+    Retry, for one, waits for Retry-After on a 503); no other refusal names a time."""
     api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
     game = api.new_game(pb.NewGameRequest(config=pb.GameConfig(players=2)), CallInfo())
     payload = game_state(game.state, TEST_KEY).SerializeToString()
@@ -202,8 +203,12 @@ def test_a_newer_releases_token_is_503_over_http_as_it_is_unavailable_over_grpc(
     async def scenario(session: aiohttp.ClientSession, url: str) -> None:
         async with session.post(f"{url}/v1/krypkasino:getView", json=newer) as r:
             assert r.status == 503
+            assert r.headers["Retry-After"] == "1"
             answer = refusal(await r.json())
         assert answer == (code_pb2.UNAVAILABLE, "TOKEN_FROM_NEWER_RELEASE", {"version": "2"}, {})
+        async with session.post(f"{url}/v1/krypkasino:getView", json={"state": "AAAA"}) as r:
+            assert r.status == 400
+            assert "Retry-After" not in r.headers
 
     run(krypkasino_gateway(), scenario)
 
@@ -371,7 +376,7 @@ def test_cors_answers_allowed_origins_only():
         async with session.post(score, json={}, headers={"Origin": ORIGIN}) as r:
             assert r.status == 400  # a refusal is still readable by the allowed page
             assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
-            assert r.headers["Access-Control-Expose-Headers"] == "X-Request-Id"
+            assert r.headers["Access-Control-Expose-Headers"] == "X-Request-Id, Retry-After"
         async with session.post(score, json={}, headers={"Origin": "https://evil.example"}) as r:
             assert "Access-Control-Allow-Origin" not in r.headers
             assert r.headers["Vary"] == "Origin"

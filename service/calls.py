@@ -64,9 +64,10 @@ class Outcome(Generic[ResponseT]):
 def within_deadline(
     handler: Callable[[RequestT, CallInfo], ResponseT],
     time_remaining: Callable[[], float | None],
+    refusal: Callable[[], ServiceError] = deadline_exceeded,
 ) -> Callable[[RequestT, CallInfo], ResponseT]:
-    """``handler``, refused with ``DEADLINE_EXCEEDED`` once the call's deadline has passed,
-    before it runs or by the time it has answered or refused.
+    """``handler``, refused with ``refusal()`` (a ``DEADLINE_EXCEEDED``) once the call's
+    deadline has passed, before it runs or by the time it has answered or refused.
 
     ``time_remaining`` gives the seconds left: 0 once the deadline has passed, None
     without one (a gRPC call's ``context.time_remaining``; an HTTP call's
@@ -77,15 +78,15 @@ def within_deadline(
 
     def handle(request: RequestT, info: CallInfo) -> ResponseT:
         if time_remaining() == 0:
-            raise deadline_exceeded()
+            raise refusal()
         try:
             response = handler(request, info)
         except ServiceError:
             if time_remaining() == 0:  # a refusal nobody reads either
-                raise deadline_exceeded() from None
+                raise refusal() from None
             raise
         if time_remaining() == 0:
-            raise deadline_exceeded()
+            raise refusal()
         return response
 
     return handle

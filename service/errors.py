@@ -139,6 +139,18 @@ def deadline_exceeded() -> ServiceError:
     )
 
 
+def body_past_deadline() -> ServiceError:
+    """``deadline_exceeded`` of an HTTP call whose deadline passed before its body was
+    read whole: a slow upload first, which an overload cannot be told from."""
+    return ServiceError(
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        DEADLINE_EXCEEDED,
+        "the call's deadline passed before its request body was read whole: the body "
+        "came too slowly, the server is overloaded, or the deadline is shorter than the "
+        "call needs",
+    )
+
+
 def internal_error() -> ServiceError:
     """A bug: details stay in the server log, never in the response."""
     return ServiceError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error")

@@ -67,6 +67,8 @@ from service.errors import (
     REQUEST_MALFORMED,
     REQUEST_TOO_LARGE,
     ServiceError,
+    body_past_deadline,
+    deadline_exceeded,
     invalid_argument,
     request_too_large,
 )
@@ -408,6 +410,11 @@ class HttpGateway:
         # send as the gateway sees.
         deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
         payload = deadline if isinstance(deadline, ServiceError) else await self._read_body(request)
+        # Past the deadline already, before the call waits its turn: the body came too
+        # slowly (or never), likelier than an overload then.
+        past_deadline = (
+            body_past_deadline if callable(deadline) and deadline() == 0 else deadline_exceeded
+        )
         # The request message came (for grpc_server_msg_received_total) once its body did.
         received = False
         if isinstance(payload, bytes):
@@ -422,7 +429,7 @@ class HttpGateway:
             _call, bound, limit=self._max_request_bytes
         )
         if callable(deadline):
-            handler = within_deadline(handler, deadline)
+            handler = within_deadline(handler, deadline, past_deadline)
         outcome = self._runner.run(
             bound.route.service,
             bound.route.method,

@@ -37,6 +37,8 @@ from service.descriptors import snake_case
 from service.errors import (
     HTTP_STATUS,
     ServiceError,
+    body_past_deadline,
+    deadline_exceeded,
     failed_precondition,
     invalid_argument,
     permission_denied,
@@ -501,8 +503,9 @@ SCORE_HEAD = (
 def test_a_body_that_does_not_arrive_in_time_is_refused_and_the_connection_closed(
     head, body, then, deadline
 ):
-    """Past its ``Grpc-Timeout`` too the call is refused (504 then), and the
-    connection, whose body was never read whole, closed all the same."""
+    """Past its ``Grpc-Timeout`` too the call is refused (504 then, saying that the body
+    was slow), and the connection, whose body was never read whole, closed all the
+    same."""
     gateway = krypkasino_gateway(body_seconds=0.5)  # the default (BODY_SECONDS) is 15 s
     grpc_timeout = b"Grpc-Timeout: 100m\r\n" if deadline else b""
 
@@ -510,11 +513,28 @@ def test_a_body_that_does_not_arrive_in_time_is_refused_and_the_connection_close
         answer, status = await raw_exchange(url, SCORE_HEAD + grpc_timeout + head + body, then)
         assert answer.startswith(b"HTTP/1.1 504 " if deadline else b"HTTP/1.1 400 ")
         assert b"Connection: close" in answer
-        info = json.loads(status)["details"][0]
+        refused = json.loads(status)
+        info = refused["details"][0]
         reason = "DEADLINE_EXCEEDED" if deadline else "BODY_TIMEOUT"
         assert (info["reason"], info["domain"]) == (reason, "cardrules")
+        assert ("request body was read whole" in refused["message"]) is deadline
 
     run(gateway, scenario)
+
+
+def test_a_body_that_came_whole_only_after_the_deadline_is_refused_naming_the_body():
+    """A slow upload's 504 names the body first, not only an overloaded server or a
+    short deadline, as the 504 of a call that waited its turn past its deadline does."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        head = SCORE_HEAD + b"Grpc-Timeout: 50m\r\nContent-Length: 2\r\n\r\n"
+        answer, status = await raw_exchange(url, head + b"{", b"}")  # "}" 0.1 s later
+        assert answer.startswith(b"HTTP/1.1 504 ")
+        refused = json.loads(status)
+        assert refused["details"][0]["reason"] == "DEADLINE_EXCEEDED"
+        assert refused["message"] == body_past_deadline().message != deadline_exceeded().message
+
+    run(krypkasino_gateway(), scenario)
 
 
 def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout():

@@ -228,8 +228,9 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
     ErrorResponse(
         "504",
         "DeadlineExceeded",
-        "DEADLINE_EXCEEDED: the call's Grpc-Timeout passed before its answer was ready (it "
-        "waited in an overloaded server, or the deadline was shorter than the call needs).",
+        "DEADLINE_EXCEEDED: the call's Grpc-Timeout passed before its answer was ready (its "
+        "body came too slowly, it waited in an overloaded server, or the deadline was "
+        "shorter than the call needs).",
     ),
 )
 

@@ -240,6 +240,9 @@ def test_the_tokens_to_keep_are_the_ones_a_rotated_server_renews() -> None:
         played = on_rotated.play(state=game.state, seat=seat, seat_token=sent, move=moves[0].move)
         kept = seat_token_to_keep(played, sent)
         assert kept != sent and kept == played.seat_token
+        # Play (and NewGame) always answer with the state to keep.
+        assert state_to_keep(played, game.state) == played.state != game.state
+        assert state_to_keep(game, b"") == game.state
         view = on_rotated.get_view(state=played.state, seat=seat, seat_token=kept)
         assert seat_token_to_keep(view, kept) == kept  # current: nothing renewed
         # A read sent the state under the old key renews it; one under the new key does not.
@@ -1358,6 +1361,35 @@ def test_a_timeout_that_is_no_positive_number_of_seconds_is_refused_at_once(
 
     with pytest.raises(error, match="timeout must be"):
         asyncio.run(make())
+
+
+# After an earlier asyncio.run no loop is current, and grpc.aio's channel fails to be
+# made with grpc's own "There is no current event loop", raised from its Cython.
+OUTSIDE_THE_LOOP = """
+import asyncio
+from cardrules.client import AsyncKrypkasinoClient
+
+async def earlier() -> None:
+    pass
+
+asyncio.run(earlier())
+try:
+    AsyncKrypkasinoClient("localhost:50051")
+except RuntimeError as error:
+    print(error)
+"""
+
+
+def test_an_async_client_made_outside_any_event_loop_says_where_to_make_it() -> None:
+    ran = subprocess.run(
+        [sys.executable, "-c", OUTSIDE_THE_LOOP],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "no current event loop" in ran.stdout
+    assert "create the AsyncKrypkasinoClient inside the event loop" in ran.stdout
 
 
 def test_a_channel_of_the_other_kind_is_refused_at_once() -> None:

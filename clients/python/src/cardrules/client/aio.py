@@ -29,6 +29,12 @@ from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
 
+_MAKE_IT_IN_THE_LOOP = (
+    "create the AsyncKrypkasinoClient inside the event loop that will use it, in a "
+    "coroutine (such as the one asyncio.run runs): its channel belongs to the loop it "
+    "is made in"
+)
+
 
 class AsyncKrypkasinoClient:
     """An asyncio client of ``cardrules.krypkasino.v1.KrypkasinoService`` (``grpc.aio``).
@@ -82,11 +88,14 @@ class AsyncKrypkasinoClient:
         if channel is None:
             assert target is not None
             settings = channel_options(load_balancing, options)
-            channel = (
-                aio.insecure_channel(target, settings)
-                if credentials is None
-                else aio.secure_channel(target, credentials, settings)
-            )
+            try:
+                channel = (
+                    aio.insecure_channel(target, settings)
+                    if credentials is None
+                    else aio.secure_channel(target, credentials, settings)
+                )
+            except RuntimeError as error:  # grpc's words come from deep inside its Cython
+                raise RuntimeError(f"{error}: {_MAKE_IT_IN_THE_LOOP}") from error
         self.channel = channel
         self._stub: krypkasino_pb2_grpc.KrypkasinoServiceAsyncStub = (
             krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)

@@ -6,6 +6,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 SeatAnswer = pb.LegalMovesResponse | pb.PlayResponse | pb.GetViewResponse
 ReadAnswer = pb.LegalMovesResponse | pb.ScoreResponse | pb.GetViewResponse
+StateAnswer = pb.NewGameResponse | pb.PlayResponse | ReadAnswer
 
 
 def seat_token_to_keep(response: SeatAnswer, sent: bytes) -> bytes:
@@ -18,11 +19,15 @@ def seat_token_to_keep(response: SeatAnswer, sent: bytes) -> bytes:
     return response.seat_token if response.HasField("seat_token") else sent
 
 
-def state_to_keep(response: ReadAnswer, sent: bytes) -> bytes:
-    """The state token to store from now on: the one a read renewed, else ``sent``.
+def state_to_keep(response: StateAnswer, sent: bytes) -> bytes:
+    """The state token to store after any call: the one ``response`` carries, else ``sent``.
 
-    A read (``LegalMoves``, ``Score``, ``GetView``) made after a key rotation
-    with a state token under the old key carries the same state sealed under
-    the new key. ``Play`` always answers with the next state: keep that one.
+    ``NewGame`` and ``Play`` always answer with the state to keep (the first, the
+    next). A read (``LegalMoves``, ``Score``, ``GetView``) made after a key rotation
+    with a state token under the old key carries the same state sealed under the new
+    key, and otherwise none: ``sent`` stays the one to keep.
     """
+    if isinstance(response, pb.NewGameResponse | pb.PlayResponse):
+        # Their state has no presence (always set): HasField would raise.
+        return response.state
     return response.state if response.HasField("state") else sent

@@ -836,9 +836,9 @@ def build_document(
                     "description": "The call's deadline, from when the server takes it up, as gRPC "
                     "writes it: 1 to 8 digits and a unit, H, M, S, m (milliseconds), u or n "
                     "(500m is half a second). A call still waiting in the server then is "
-                    "refused 504 DEADLINE_EXCEEDED, unserved; without the header a call has no "
-                    "deadline. A value this schema does not allow is refused: 400 "
-                    "TIMEOUT_INVALID.",
+                    "refused 504 DEADLINE_EXCEEDED, unserved (so always with a zero value, "
+                    "such as 0S); without the header a call has no deadline. A value this "
+                    "schema does not allow is refused: 400 TIMEOUT_INVALID.",
                     "schema": {"type": "string", "pattern": f"^{GRPC_TIMEOUT.pattern}$"},
                 },
             },

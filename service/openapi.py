@@ -56,6 +56,7 @@ from google.protobuf.descriptor import (
     ServiceDescriptor,
 )
 
+from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_PLAYERS, MIN_PLAYERS
 from service.config import ServerConfig
 from service.descriptors import message_descriptor
 from service.grpc_timeout import GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER
@@ -149,6 +150,24 @@ REQUIRED_IN_REQUESTS: frozenset[str] = frozenset(
         "cardrules.cards.v1.Card.suit",
     }
 )
+
+_KRYPKASINO = "cardrules.krypkasino.v1."
+_SEAT = {"minimum": 0, "maximum": MAX_PLAYERS - 1}
+# Bounds (by full field name) outside which the server refuses a value whatever else
+# the request holds (Config.validate; KrypkasinoApi._authorise for a seat), so that a
+# client can check before it sends. A value inside may still be refused with the rest
+# of the request: a seat or first dealer past the game's players, say. Responses hold
+# values inside them too. A required token (``REQUIRED_IN_REQUESTS``) also has a
+# ``minLength`` of 1: an empty one is a missing one.
+FIELD_BOUNDS: Mapping[str, Json] = {
+    _KRYPKASINO + "GameConfig.players": {"minimum": MIN_PLAYERS, "maximum": MAX_PLAYERS},
+    _KRYPKASINO + "GameConfig.first_dealer": _SEAT,
+    _KRYPKASINO + "GameConfig.match_deals": {"minimum": 1, "maximum": MAX_MATCH_DEALS},
+    _KRYPKASINO + "GameConfig.target_score": {"minimum": 1},
+    _KRYPKASINO + "LegalMovesRequest.seat": _SEAT,
+    _KRYPKASINO + "PlayRequest.seat": _SEAT,
+    _KRYPKASINO + "GetViewRequest.seat": _SEAT,
+}
 
 _INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
 _UINT32 = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1}
@@ -544,6 +563,9 @@ class SchemaBuilder:
             schema = {"type": "array", "items": self._value(field, output)}
         else:
             schema = dict(self._value(field, output))
+        schema.update(FIELD_BOUNDS.get(field.full_name, {}))
+        if field.full_name in REQUIRED_IN_REQUESTS and field.type == FieldDescriptor.TYPE_BYTES:
+            schema["minLength"] = 1
         notes = [self.notes[field.full_name]] if field.full_name in self.notes else []
         if (oneof := declared_oneof(field)) is not None:
             if not wrapped:

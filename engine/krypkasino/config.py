@@ -116,6 +116,10 @@ _FIVE_SIX_FIRST = ((3, 3), (2, 3))
 _FOUR_FOUR_FIRST = ((2, 0), (2, 4))
 _LATER = ((2, 0), (2, 0))
 
+#: K3.1: Krypkasino is for 2 to 6 players.
+MIN_PLAYERS = 2
+MAX_PLAYERS = 6
+
 # Bounds of the match parameters (K13.2 sets none; docs/krypkasino-decisions.md). Every
 # finished deal travels in the state token, so a match may not outlast what a token of
 # the service can hold: 240 deals (a multiple of every player count) keep the token of
@@ -214,8 +218,11 @@ class Config:
     def validate(self) -> Config:
         """Reject impossible configurations (K3.2, K5.2, K13.2, K16); returns self."""
         n, r = self.players, self.rules
-        if not 2 <= n <= 6:
-            raise ConfigError("players", f"Krypkasino needs 2 to 6 players, not {n} (K3.1)")
+        if not MIN_PLAYERS <= n <= MAX_PLAYERS:
+            raise ConfigError(
+                "players",
+                f"Krypkasino needs {MIN_PLAYERS} to {MAX_PLAYERS} players, not {n} (K3.1)",
+            )
         if r.two_player_five_six:
             if n != 2:
                 raise ConfigError("two_player_five_six", f"only for 2 players, not {n} (K16.1)")
@@ -278,7 +285,7 @@ class Config:
 def seatings() -> tuple[tuple[int, Teams], ...]:
     """Every player count (K3.1) with every team mode it can play (K3.2), in order."""
     valid: list[tuple[int, Teams]] = []
-    for players in range(2, 7):
+    for players in range(MIN_PLAYERS, MAX_PLAYERS + 1):
         for teams in Teams:
             try:
                 Config(players, teams).validate()

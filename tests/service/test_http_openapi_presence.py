@@ -37,6 +37,7 @@ from service.http_json import message_json, parse_request
 from service.http_routes import routes
 from service.openapi import (
     COMMITTED,
+    FIELD_BOUNDS,
     INPUT_SUFFIX,
     REQUIRED_IN_REQUESTS,
     SERVICES,
@@ -716,6 +717,99 @@ def test_a_request_without_a_required_field_is_refused_and_with_it_accepted(
     _, reason, _, violations = refusal(value)
     assert (status, reason) == (case.status, case.reason), value
     assert list(violations) == ([] if case.violation is None else [case.violation])
+
+
+def with_value(body: Any, path: tuple[str | int, ...], key: str, value: Any) -> Any:
+    """A copy of ``body`` with ``value`` for ``key`` in the object at ``path``."""
+    mutant = copy.deepcopy(body)
+    target = mutant
+    for step in path:
+        target = target[step]
+    target[key] = value
+    return mutant
+
+
+BYTES_REQUIRED = sorted(
+    name
+    for name in REQUIRED_IN_REQUESTS
+    if MESSAGES[name.rsplit(".", 1)[0]].fields_by_name[name.rsplit(".", 1)[1]].type
+    == FieldDescriptor.TYPE_BYTES
+)
+
+
+@pytest.mark.parametrize("name", BYTES_REQUIRED)
+def test_an_empty_required_token_is_invalid_and_refused_as_a_missing_one(server, json_game, name):
+    """proto3 cannot tell an empty token from none: ``minLength`` 1 says so."""
+    case = leavings(server, json_game)[name]
+    mutant = with_value(case.body, case.path, case.key, "")
+    assert not component(REQUEST_OF[case.rpc]).is_valid(mutant)
+    status, value = post(server, case.rpc, mutant)
+    assert (status, refusal(value)[1]) == (case.status, case.reason)
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A request to ``rpc`` whose field ``key`` (in the object at ``path``) the server
+    takes at each of ``inside`` (at the document's bounds) and refuses with ``reason``
+    at each of ``outside`` (just past them)."""
+
+    rpc: str
+    body: dict[str, Any]
+    path: tuple[str, ...]
+    key: str
+    inside: tuple[int, ...]
+    outside: tuple[int, ...]
+    reason: str
+
+
+def bounded(server: ServerProcess) -> dict[str, Bounded]:
+    """A case for each field of ``FIELD_BOUNDS``; seats in a 6-player game that seat 5
+    leads (its dealer is seat 4, K4.3)."""
+    game = rpc(server, "newGame", {"config": {"players": 6, "firstDealer": 4}, "seed": "8"})
+    state, tokens = game["state"], game["seatTokens"]
+    assert game["view"]["turn"] == 5
+    asked = {"state": state, "seat": 5, "seatToken": tokens[5]}
+    move = rpc(server, "legalMoves", asked)["moves"][0]["move"]
+    k, config = "cardrules.krypkasino.v1.", ("config",)
+
+    def seat(name: str, body: dict[str, Any], inside: tuple[int, ...]) -> Bounded:
+        return Bounded(name, body, (), "seat", inside, (-1, 6), "SEAT_INVALID")
+
+    def new_game(
+        key: str, fields: dict[str, Any], inside: tuple[int, ...], outside: tuple[int, ...]
+    ) -> Bounded:
+        body = {"config": fields, "seed": "1"}
+        return Bounded("newGame", body, config, key, inside, outside, "CONFIG_INVALID")
+
+    return {
+        k + "GameConfig.players": new_game("players", {}, (2, 6), (1, 7)),
+        k + "GameConfig.first_dealer": new_game("firstDealer", {"players": 6}, (0, 5), (-1, 6)),
+        # With a target score, any match_deals is a cap (K13.2), not only multiples.
+        k + "GameConfig.match_deals": new_game(
+            "matchDeals", {"players": 2, "targetScore": 50}, (1, 240), (0, 241)
+        ),
+        k + "GameConfig.target_score": new_game("targetScore", {"players": 2}, (1,), (0,)),
+        k + "LegalMovesRequest.seat": seat("legalMoves", {**asked, "seat": 0}, (5,)),
+        k + "PlayRequest.seat": seat("play", {**asked, "move": move}, (5,)),
+        k + "GetViewRequest.seat": seat("getView", asked, (5,)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(FIELD_BOUNDS))
+def test_a_value_past_a_documented_bound_is_invalid_and_refused_and_one_at_it_taken(server, name):
+    cases = bounded(server)
+    assert set(cases) == set(FIELD_BOUNDS), "a case for every bound"
+    case = cases[name]
+    request = component(REQUEST_OF[case.rpc])
+    for value in case.inside:
+        body = with_value(case.body, case.path, case.key, value)
+        assert request.is_valid(body), body
+        assert post(server, case.rpc, body)[0] == 200, body
+    for value in case.outside:
+        body = with_value(case.body, case.path, case.key, value)
+        assert not request.is_valid(body), body
+        status, answer = post(server, case.rpc, body)
+        assert (status, refusal(answer)[1]) == (400, case.reason), answer
 
 
 def test_a_request_may_leave_out_seat_0_and_getview_its_seat_token(server, json_game):

@@ -436,6 +436,8 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         # The HTTP gateway's address: grpc would look up a host called "http".
         ("http://localhost:8080", "a URL"),
         ("https://cardrules.example.com", "a URL"),
+        ("grpc://localhost:50051", "a URL"),
+        ("GRPCS://cardrules.example.com:443", "a URL"),
         ("HTTP://localhost:8080", "a URL"),
         # grpc fails only at the first call, with UNKNOWN.
         ("", "empty"),

@@ -353,6 +353,11 @@ class DefaultTimeout:
         setattr(instance, self._attribute, checked_timeout(timeout))
 
 
+#: What a URL starts with that is no gRPC target (grpc looks the whole URL up as a host
+#: name, and every call fails with UNAVAILABLE): the HTTP gateway's address, or a
+#: ``grpc://`` URL as other tools write one.
+_URL_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")
+
 #: Target schemes that name no host:port: a socket path may end in ``:70000`` of its own.
 _OTHER_SCHEMES = ("unix", "unix-abstract", "vsock", "xds")
 
@@ -365,8 +370,8 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     that is no number it reads the leading digits in an ``ipv4:`` target
     (``ipv4:127.0.0.1:50051x`` dials 50051) and fails every call to a host name, as it
     does to a host with white space or a control character in it (a pasted line
-    break); it reads an ``http://`` URL (such as the HTTP gateway's address) as a host
-    name to look up, and an empty target fails each call with ``UNKNOWN``, as does one
+    break); it reads an ``http://`` URL (such as the HTTP gateway's address) or a
+    ``grpc://`` one as a host name to look up, and an empty target fails each call with ``UNKNOWN``, as does one
     that names no address after its authority (``dns://localhost:50051``, which has two
     slashes where ``dns:///localhost:50051`` has three); a ``/`` after the port
     (``localhost:50051/``) fails every call with ``UNAVAILABLE``, and it dials 443 for an
@@ -377,7 +382,7 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     """
     if not target.strip():
         raise ValueError("the target is empty: give host:port, such as localhost:50051")
-    if target.lower().startswith(("http://", "https://")):
+    if target.lower().startswith(_URL_SCHEMES):
         raise ValueError(
             f"{target!r} is a URL: a gRPC target is host:port, such as localhost:50051 "
             "(the gRPC port, not the HTTP gateway's); for TLS pass "

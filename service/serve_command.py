@@ -12,8 +12,10 @@ import contextlib
 import fcntl
 import os
 import shutil
+import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +120,9 @@ TEMPORARY_PREFIX = "cardrules-metrics-"
 #: workers lives (they inherit the descriptor across ``fork``).
 _LOCK_NAME = ".in-use"
 _held: list[int] = []
+#: A temporary folder still without its lock after this long lost its server before the
+#: lock got its name (``_hold``), microseconds after the folder was made.
+UNLOCKED_FOLDER_SECONDS = 60.0
 
 
 def prepare_multiprocess_dir(processes: int = 1) -> str | None:
@@ -182,11 +187,16 @@ def remove_abandoned_folders(parent: str) -> None:
     killer). A pod's ``/tmp`` is an ``emptyDir`` that outlives its containers: each
     such restart left ``--workers`` times 128 KiB of a memory-backed 16 MiB behind,
     until a server could no longer start there. A folder whose lock is held (its server
-    or an orphaned worker still runs), or that has no lock yet, is left alone."""
+    or an orphaned worker still runs) is left alone, and so is one that has no lock
+    yet, unless it has had none for ``UNLOCKED_FOLDER_SECONDS``: its server was killed
+    as it made it."""
     for folder in Path(parent).glob(f"{TEMPORARY_PREFIX}*"):
         try:
             descriptor = os.open(folder / _LOCK_NAME, os.O_RDWR)
-        except OSError:  # no lock (yet), not ours, or not a folder
+        except FileNotFoundError:
+            _remove_if_never_locked(folder)
+            continue
+        except OSError:  # not ours, or not a folder
             continue
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -196,6 +206,17 @@ def remove_abandoned_folders(parent: str) -> None:
             shutil.rmtree(folder, ignore_errors=True)
         finally:
             os.close(descriptor)
+
+
+def _remove_if_never_locked(folder: Path) -> None:
+    """Remove a temporary folder that has stayed without a lock: its server died between
+    making it and naming its lock (``_hold``)."""
+    try:
+        info = folder.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode) and time.time() - info.st_mtime > UNLOCKED_FOLDER_SECONDS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _check_room(folder: str, processes: int) -> None:

@@ -35,6 +35,11 @@ from grpc_health.v1 import health_pb2
 from bench.procfs import cpu_seconds, is_running
 from service.codec import config_from_proto
 from service.metrics import MAX_NAMED_VARIANTS, variant_label
+from service.serve_command import (
+    TEMPORARY_PREFIX,
+    UNLOCKED_FOLDER_SECONDS,
+    remove_abandoned_folders,
+)
 from service.server import AcceptErrorsOncePerWindow
 from tests.service.grpc_helpers import connect, health
 from tests.service.metrics_helpers import metric_samples
@@ -1614,3 +1619,23 @@ def test_a_server_paused_whole_for_longer_than_the_worker_timeout_keeps_its_work
             stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
         assert server.terminate() == 0
     assert not server.log_events("worker hung")
+
+
+def test_a_temporary_metrics_folder_left_without_its_lock_is_removed_once_old(tmp_path):
+    """A server killed between making its folder and naming its lock (``_hold``) left a
+    folder that no start removed, having no lock to test: now one that has had none for
+    ``UNLOCKED_FOLDER_SECONDS`` is removed, and one just made is not (its server may be
+    about to name its lock)."""
+    old, new = tmp_path / f"{TEMPORARY_PREFIX}old", tmp_path / f"{TEMPORARY_PREFIX}new"
+    for folder in (old, new):
+        folder.mkdir()
+        (folder / ".in-use.new").touch()
+    long_ago = time.time() - UNLOCKED_FOLDER_SECONDS - 5
+    os.utime(old, (long_ago, long_ago))
+    (tmp_path / f"{TEMPORARY_PREFIX}file").touch()  # not a folder: not touched either
+    os.utime(tmp_path / f"{TEMPORARY_PREFIX}file", (long_ago, long_ago))
+    remove_abandoned_folders(str(tmp_path))
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        f"{TEMPORARY_PREFIX}file",
+        f"{TEMPORARY_PREFIX}new",
+    ]

@@ -51,7 +51,14 @@ def kube_state_metrics_series(objects: list[Manifest]) -> Series:
     as it labels them for this overlay's Deployment: a pod that is down exports
     nothing, so only kube-state-metrics can tell that no pod is ready."""
     deployment = one(objects, "Deployment")["metadata"]["name"]
-    return {"kube_deployment_status_replicas_available": {"deployment": {deployment}}}
+    autoscaler = {
+        "horizontalpodautoscaler": {one(objects, "HorizontalPodAutoscaler")["metadata"]["name"]}
+    }
+    return {
+        "kube_deployment_status_replicas_available": {"deployment": {deployment}},
+        "kube_horizontalpodautoscaler_status_current_replicas": autoscaler,
+        "kube_horizontalpodautoscaler_spec_max_replicas": autoscaler,
+    }
 
 
 def scrape_series(objects: list[Manifest]) -> Series:
@@ -323,13 +330,16 @@ BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base
         ("CardrulesMetricsDown", "up{", "upp{", "no such series"),
         # Read what exists, yet never fire:
         ("CardrulesSlowPlay", "(namespace, le)", "(namespace)", "without le"),
-        ("CardrulesServerErrors", "/ sum by (namespace) (", "/ sum (", "cannot match"),
+        ("CardrulesServerErrors", "/ sum by (namespace, grpc_method) (", "/ sum (", "cannot match"),
         (
             "CardrulesServerErrors",
-            "sum by (namespace) (rate(grpc_server_handled_total{",
             "sum by (namespace, grpc_method) (rate(grpc_server_handled_total{",
+            "sum by (namespace) (rate(grpc_server_handled_total{",
             "cannot match",
         ),
+        ("CardrulesAtMaxReplicas", "horizontalpodautoscaler=", "hpa=", "no label hpa"),
+        ("CardrulesAtMaxReplicas", "spec_max_replicas", "spec_max_replica", "no such series"),
+        ("CardrulesAtMaxReplicas", '"cardrules"', '"cardrules-hpa"', "never 'cardrules-hpa'"),
     ],
 )
 def test_a_misspelling_is_a_problem(alert, written, misspelt, expected, server_series):

@@ -109,11 +109,14 @@ _ECHOED_CHARS = 120
 # the 404 to name the served one: one slip ("/" for ":", "new_game", "/v2") reads 0.9 or
 # more; the unrelated ":shuffle" against ":score" 0.81.
 _NEAR_PATH = 0.85
-# A path no route took is logged only when it looks like a route: segments of route
-# characters, each no longer than a route's ("krypkasino:legalMoves" is 21), so that a
-# token a client put in its path (27 characters and more in base64) is never logged;
-# "*" and "" are the targets that are no path ("OPTIONS *", "CONNECT host:443").
-_ROUTE_LIKE_PATH = re.compile(r"\*|(/[A-Za-z0-9:._-]{0,24}){0,6}")
+# A path no route took is logged only when it looks like a route, or is a slip from one
+# (``_NEAR_PATH``), so that a token a client put in its path is not logged: up to six
+# segments of lowercase letters, digits and "._-", each no longer than a route's, and a
+# method after a ":" as routes have ("krypkasino:legalMoves"). A seat token's 27 base64
+# characters hold a "/" one time in three, and split by it they passed for segments
+# when capitals were allowed in them; all of them lowercase or digits happens once in
+# millions. "*" and "" are the targets that are no path ("OPTIONS *", "CONNECT h:443").
+_ROUTE_LIKE_PATH = re.compile(r"\*|(/[a-z0-9._-]{0,24}(:[A-Za-z]{1,24})?){0,6}")
 _READ_CHUNK = 16 * 1024
 # A request is held to --max-request-bytes as a protobuf message, as over gRPC, so both
 # transports take the same requests. Its JSON is larger: the largest real request (a
@@ -368,13 +371,15 @@ class HttpGateway:
             by_method = self._table.get(path, {})
             methods = sorted(by_method)
         if not methods:
+            near = self._near_path(path)
             refusal = _refusal(
                 grpc.StatusCode.NOT_FOUND,
                 NOT_FOUND_ROUTE,
-                f"no route for this path{self._near_path(path)}",
+                f"no route for this path{near}",
                 path=path[:_ECHOED_CHARS],
             )
-            return self._unrouted(request, request_id, refusal, headers)
+            logged = path if near or _ROUTE_LIKE_PATH.fullmatch(path) else _length_of(path)
+            return self._unrouted(request, request_id, refusal, headers, logged)
         allow = ", ".join((*methods, "OPTIONS"))
         if request.method == "OPTIONS":
             preflight = self._cors.preflight_headers(origin, request.headers, methods)
@@ -392,7 +397,8 @@ class HttpGateway:
                 f"{request.method} is not allowed here; use {' or '.join(methods)}",
                 method=request.method[:_ECHOED_CHARS],
             )
-            return self._unrouted(request, request_id, refusal, {**headers, "Allow": allow})
+            headers = {**headers, "Allow": allow}
+            return self._unrouted(request, request_id, refusal, headers, path)
         if path == OPENAPI_PATH:
             return web.Response(body=self._openapi, content_type=JSON_TYPE, headers=headers)
         if path in (LIVENESS_PATH, READINESS_PATH):
@@ -535,11 +541,13 @@ class HttpGateway:
         request_id: str,
         error: ServiceError,
         headers: Mapping[str, str],
+        logged_path: str,
     ) -> web.Response:
-        """A request no RPC sees still gets its one log line (design section 6)."""
+        """A request no RPC sees still gets its one log line (design section 6), which
+        names its path as ``logged_path``."""
         fields = request_log_fields(
             request_id=request_id,
-            method=f"{request.method[:16]} {_logged_path(request.path)}",
+            method=f"{request.method[:16]} {logged_path}",
             code=code_label(error.code),
             duration_ms=0.0,
             game_id=None,
@@ -550,10 +558,9 @@ class HttpGateway:
         return self._error_response(error, headers)
 
 
-def _logged_path(path: str) -> str:
-    """``path`` for the request line of a request no route took if it looks like a route,
-    else only its length: it could hold a token (design section 6)."""
-    return path if _ROUTE_LIKE_PATH.fullmatch(path) else f"[a path of {len(path)} characters]"
+def _length_of(path: str) -> str:
+    """What the request line says of a path that could hold a token (design section 6)."""
+    return f"[a path of {len(path)} characters]"
 
 
 def _call(bound: _Bound, body: bytes | ServiceError, info: CallInfo, limit: int) -> bytes:

@@ -44,6 +44,7 @@ from prometheus_client import (
     disable_created_metrics,
     values,
 )
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
@@ -391,6 +392,37 @@ class ServiceMetrics:
 def multiprocess_enabled() -> bool:
     """Whether prometheus_client was imported with ``PROMETHEUS_MULTIPROC_DIR`` set."""
     return values.ValueClass is not values.MutexValue
+
+
+#: How a server seals state tokens (``cardrules_state_sealing``'s ``mode``).
+SEALED, EPHEMERAL, PLAIN = "keys", "ephemeral", "plain"
+
+
+class _SealingCollector(Collector):
+    """``cardrules_state_sealing``: 1, labelled with how this server seals state tokens
+    and the id of the key that seals them. Fixed at start and the same in every worker,
+    so the process that serves the metrics says it itself: no file of values."""
+
+    def __init__(self, mode: str, primary_key_id: str) -> None:
+        self._labels = [mode, primary_key_id]
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(
+            "cardrules_state_sealing",
+            "How this server seals state tokens, 1 for the mode in force: keys (the "
+            "configured ones), ephemeral (a key made at start: tokens die with the server "
+            "and other replicas cannot open them) or plain (unsealed: anyone can read and "
+            "forge states); primary_key_id is the id of the key that seals (none in plain).",
+            labels=("mode", "primary_key_id"),
+        )
+        family.add_metric(self._labels, 1)
+        yield family
+
+
+def add_sealing_metric(registry: CollectorRegistry, mode: str, primary_key_id: str) -> None:
+    """``cardrules_state_sealing`` in ``registry``: ``mode`` is ``SEALED``, ``EPHEMERAL``
+    or ``PLAIN``, ``primary_key_id`` the sealing key's id in hex ("" in plain mode)."""
+    registry.register(_SealingCollector(mode, primary_key_id))
 
 
 def add_process_metrics(registry: CollectorRegistry) -> None:

@@ -43,8 +43,12 @@ from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
 from service.listen import is_wildcard, listen_hosts
 from service.logs import DROPPED_LINES, bind_process_fields, configure_logging, get_logger
 from service.metrics import (
+    EPHEMERAL,
+    PLAIN,
+    SEALED,
     ServiceMetrics,
     add_process_metrics,
+    add_sealing_metric,
     clear_multiprocess_dir,
     multiprocess_enabled,
     multiprocess_registry,
@@ -83,6 +87,13 @@ def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | Non
 def build_sealer(config: ServerConfig, keys: KeyRing) -> StateSealer:
     """The sealer of Krypkasino's state tokens under ``keys`` (plain if configured)."""
     return StateSealer(keys, game=GAME, schema_version=SCHEMA_VERSION, plain=config.plain_state)
+
+
+def sealing(config: ServerConfig, keys: KeyRing) -> tuple[str, str]:
+    """``cardrules_state_sealing``'s mode and primary key id for this server."""
+    if config.plain_state:
+        return PLAIN, ""
+    return (EPHEMERAL if keys.is_ephemeral else SEALED), KeyRing.key_id(keys.keys[0]).hex()
 
 
 def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
@@ -371,6 +382,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     registry = CollectorRegistry()
     metrics = new_metrics(registry)
     add_process_metrics(registry)
+    add_sealing_metric(registry, *sealing(config, keys))
     with signals_blocked(STOP_SIGNALS):  # for the metrics server's threads
         stop_metrics = _start_metrics(config, registry)
     if stop_metrics is None:
@@ -589,7 +601,9 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     for signum in pending.received:
         forward(signum)
     status = 0
-    stop_metrics = _start_metrics(config, multiprocess_registry())
+    registry = multiprocess_registry()
+    add_sealing_metric(registry, *sealing(config, keys))
+    stop_metrics = _start_metrics(config, registry)
     if stop_metrics is None:
         status = 1
         # Nothing was served yet: no drain delay, unless the workers ignore SIGINT too.

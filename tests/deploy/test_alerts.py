@@ -338,6 +338,7 @@ BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base
             "cannot match",
         ),
         ("CardrulesAtMaxReplicas", "horizontalpodautoscaler=", "hpa=", "no label hpa"),
+        ("CardrulesStateNotSealed", 'mode!="keys"', 'mode!="sealed"', "never 'sealed'"),
         ("CardrulesAtMaxReplicas", "spec_max_replicas", "spec_max_replica", "no such series"),
         ("CardrulesAtMaxReplicas", '"cardrules"', '"cardrules-hpa"', "never 'cardrules-hpa'"),
     ],

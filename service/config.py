@@ -218,6 +218,11 @@ def _seconds_or_never(source: str, text: str, minimum: int, high: int = 3600) ->
 def _host(source: str, text: str) -> str:
     """A host name or address; an IPv6 address may come in brackets (``[::1]``)."""
     host = text.strip()
+    if _reads_as_keys(host):  # a Secret wired to this variable: never quoted, never logged
+        raise ConfigValueError(
+            f"{source}: {KEY_NOT_SHOWN} is not a host name or address: state keys go in "
+            "CARDRULES_STATE_KEYS"
+        )
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not host or any(c.isspace() or c in "[]/" for c in host):

@@ -26,6 +26,7 @@ from service.config import (
     ConfigValueError,
     add_server_arguments,
     given_by,
+    hide_keys,
     resolve,
 )
 from service.start_signals import pending_signals
@@ -56,7 +57,9 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         config = resolve(args)
     except ConfigValueError as error:
-        return _fail(str(error))
+        # A key given to another setting (a Secret wired to the wrong variable) is quoted
+        # by that setting's refusal: never shown (design section 4).
+        return _fail(hide_keys(str(error)))
     if sys.stdout is None:  # started with stdout closed (``>&-``): Python gives it None
         return _fail("stdout is closed: the log lines have nowhere to go")
     made_folder = None

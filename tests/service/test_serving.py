@@ -1193,6 +1193,29 @@ def test_a_state_key_in_a_mistyped_command_line_is_not_echoed(
     assert result.stderr == f"cardrules: error: {hidden} (see cardrules serve --help)\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (("--grpc-port", KEY_A), {}, "--grpc-port: '{key}' is not a whole number"),
+        (("--log-level", KEY_A), {}, "--log-level: '{key}' is not one of debug, info,"),
+        ((), {"CARDRULES_PLAIN_STATE": KEY_A}, "CARDRULES_PLAIN_STATE: '{key}' is not true"),
+        (("--host", KEY_A), {}, "--host: {key} is not a host name or address"),
+    ],
+)
+def test_a_state_key_given_to_another_setting_is_not_echoed(
+    args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    """A Secret wired to the wrong variable, or a key pasted after the wrong flag: the
+    setting's refusal quoted it, and a host that a key passed for reached the JSON
+    ``cannot listen`` line too (a CLI review's find)."""
+    result = serve_and_fail(*args, env=env, keys=None)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "cardrules: error: " + message.format(key="[a state key, not shown]")
+    )
+    assert KEY_A not in result.stderr + result.stdout
+
+
 def test_one_connection_holds_a_bounded_number_of_calls_whose_request_never_comes(
     grpc_target,
 ):

@@ -19,6 +19,9 @@ EXPOSED_HEADERS = "X-Request-Id, Retry-After"
 MAX_AGE_SECONDS = "600"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _PORT = re.compile(r"[0-9]{1,5}")
+# A host as browsers write it in an Origin: a name of letters, digits, "-", "_" and "."
+# (an international one in its xn-- form), or an IPv6 address in brackets.
+_HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 
 
 class CorsPolicy:
@@ -75,18 +78,19 @@ def normal_origin(origin: str) -> str | None:
         return None
     scheme, separator, rest = origin.partition("://")
     scheme = scheme.lower()
-    if not separator or scheme not in _DEFAULT_PORTS or not rest or "/" in rest:
+    if not separator or scheme not in _DEFAULT_PORTS:
         return None
-    host, colon, port = rest.rpartition(":")
-    ipv6_colons = "[" in host and not host.endswith("]")
+    # A bracketed IPv6 address holds colons of its own: the port's comes after "]".
+    split_at = rest.find(":", rest.rfind("]") + 1)
+    host, port = (rest, "") if split_at < 0 else (rest[:split_at], rest[split_at + 1 :])
+    if not _HOST.fullmatch(host) or not (split_at < 0 or port == "" or _PORT.fullmatch(port)):
+        return None  # a path, query, user or white space: nothing a browser's Origin holds
     # Not str.isdigit, which takes "²", nor any length: int() refuses both, with a 500.
-    if not colon or ipv6_colons or (port and not _PORT.fullmatch(port)):
-        host, port = rest, ""  # no port, or the colons of an IPv6 address
-    elif not port or int(port) == _DEFAULT_PORTS[scheme]:
-        port = ""  # "https://a.example:" and ":443" are the default port
-    else:
-        port = str(int(port))
-    return f"{scheme}://{host.lower()}" + (f":{port}" if port else "")
+    number = int(port) if port else _DEFAULT_PORTS[scheme]  # "https://a.example:" too
+    if not 0 < number < 65536:
+        return None
+    suffix = "" if number == _DEFAULT_PORTS[scheme] else f":{number}"
+    return f"{scheme}://{host.lower()}{suffix}"
 
 
 def parse_origins(text: str) -> tuple[str, ...]:

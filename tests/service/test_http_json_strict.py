@@ -494,6 +494,27 @@ def test_configured_origins_are_normalised_as_browsers_send_them():
             parse_origins(bad)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "https://a.example:abc",
+        "https://:80",
+        "https://a b",
+        "https://a.example?x=1",
+        "https://a.example#frag",
+        "https://user:pw@a.example",
+        "https://a.example:99999",
+        "https://a.example:0",
+        "https://[zz",
+    ],
+)
+def test_what_no_browser_sends_as_an_origin_is_refused_at_start(bad):
+    """Each was taken and could never equal a browser's Origin: CORS stayed closed for the
+    origin meant, silently (a CLI review's find)."""
+    with pytest.raises(ValueError, match="not an origin"):
+        parse_origins(bad)
+
+
 def test_an_origin_beyond_ascii_is_no_origin():
     """Browsers send ASCII; Unicode lowering would take the Kelvin sign for a "k"."""
     kelvin = "https://\u212aards.example"

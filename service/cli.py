@@ -321,7 +321,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, extras = parser.parse_known_args(argv)
     except _UsageError as error:
         # argparse quotes what was given: a state key, say, after a flag that takes none.
-        return _fail(f"{hide_keys(str(error))} (see {error.prog} --help)")
+        message = str(error)
+        given = sys.argv[1:] if argv is None else argv
+        flags = [arg for arg in given if arg.startswith("-")]
+        if error.prog == PROG and message.endswith("required: COMMAND") and flags:
+            # Without a command argparse names only the missing COMMAND: a mistyped flag
+            # (--verison) is what went wrong. The known ones (--help, --version) exit first.
+            message = f"unrecognized arguments: {' '.join(flags)}"
+        return _fail(f"{hide_keys(message)} (see {error.prog} --help)")
     except _ParserExitError as done:
         # --help or --version, printed: argparse ignores a write that fails (a full disk)
         # and what it wrote may wait in the buffer still. With stdout closed it printed

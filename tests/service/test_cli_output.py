@@ -108,6 +108,24 @@ def test_bad_input_with_stderr_closed_is_status_2_and_nothing_on_stdout():
     assert (done.returncode, done.stdout) == (2, "")
 
 
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--verison"], "unrecognized arguments: --verison"),
+        (["-V", "--bogus"], "unrecognized arguments: -V --bogus"),
+        ([], "the following arguments are required: COMMAND"),
+        (["bogus", "--x"], "argument COMMAND: invalid choice: 'bogus'"),
+    ],
+)
+def test_a_mistyped_flag_without_a_command_is_named(args, complaint):
+    """argparse named only the missing COMMAND, not the flag that was mistyped (a CLI
+    review's find)."""
+    done = _run([CARDRULES, *args])
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"cardrules: error: {complaint}")
+    assert done.stderr.endswith(" (see cardrules --help)\n")
+
+
 class _Interrupting(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == "service.cli":

@@ -229,12 +229,31 @@ def _request(args: argparse.Namespace) -> SimulationRequest:
     return SimulationRequest(config, seed=args.seed, decks=decks, policy=args.policy)
 
 
+# The options of ``simulate`` that set each field of Config; a rule flag's is --rule.
+_OPTION_OF_FIELD = {
+    "players": "--players",
+    "teams": "--teams",
+    "first_dealer": "--first-dealer",
+    "draw_for_deal": "--draw-for-deal",
+    "match_deals": "--deals",
+    "target_score": "--target-score",
+    "tie_rule": "--tie-rule",
+}
+
+
+def _option_of(field: str) -> str:
+    """``match_deals`` -> ``--deals``; ``four_four`` -> ``--rule four_four``."""
+    return _OPTION_OF_FIELD.get(field, f"--rule {field}")
+
+
 def _simulate(args: argparse.Namespace) -> int:
     if args.seed + args.games - 1 > MAX_SEED:
         return _fail(f"--games {args.games} from --seed {args.seed} goes past seed 2^64-1")
     try:
         request = _request(args)
-    except (InputError, ConfigError, CardError) as error:
+    except ConfigError as error:  # it names Config's fields: name the options instead
+        return _fail(f"{' and '.join(map(_option_of, error.flags))}: {error.reason}")
+    except (InputError, CardError) as error:
         return _fail(str(error))
     if sys.stdout is None:  # checked now, not after a run of minutes that can print nothing
         return _fail(STDOUT_CLOSED, OUTPUT_FAILED)

@@ -72,12 +72,12 @@ def parse_rules(flags: Sequence[str]) -> Rules:
                 settings["removal"] = Removal(value)
             except ValueError:
                 choices = "|".join(r.value for r in Removal)
-                raise InputError(f"unknown removal {value!r}: expected {choices}") from None
+                raise InputError(f"--rule: unknown removal {value!r}: expected {choices}") from None
         elif name in names and not sep:
             settings[name] = True
         else:
             raise InputError(
-                f"unknown rule {flag!r}: expected one of {', '.join(names)} "
+                f"--rule: unknown rule {flag!r}: expected one of {', '.join(names)} "
                 "or removal=courts|spades|none (K16)"
             )
     return replace(Rules(), **settings)
@@ -91,15 +91,15 @@ def parse_decks(texts: Sequence[str], config: Config) -> tuple[tuple[Card, ...],
             deck = tuple(parse_cards(text))
             check_deck(deck, config.copies)
         except ValueError as error:
-            raise InputError(f"deck {number}: {error}") from None
+            raise InputError(f"--deck {number}: {error}") from None
         decks.append(deck)
     if len(decks) > MAX_DECKS:
-        raise InputError(f"{len(decks)} decks given but at most {MAX_DECKS} are accepted")
+        raise InputError(f"--deck: {len(decks)} given but at most {MAX_DECKS} are accepted")
     limit = config.deal_limit
     if limit is not None and config.tie_rule is TieRule.TIEBREAK_DEAL:
         limit += 1
     if limit is not None and len(decks) > limit:
-        raise InputError(f"{len(decks)} decks given but the match has at most {limit} deals")
+        raise InputError(f"--deck: {len(decks)} given but the match has at most {limit} deals")
     return tuple(decks)
 
 

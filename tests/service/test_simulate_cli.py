@@ -527,7 +527,31 @@ def test_every_seed_newgame_takes_is_taken_up_to_the_last(capsys):
 def test_a_bad_deck_is_named_by_its_place_on_the_command_line(capsys):
     status, out, err = run(capsys, "--players", "4", "--deck", KX30_DECK, "--deck", _SHORT_DECK)
     assert (status, out) == (2, "")
-    assert err.startswith("cardrules: error: deck 2: ")
+    assert err.startswith("cardrules: error: --deck 2: ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "start"),
+    [
+        (["--players", "7"], "--players: Krypkasino needs 2 to 6 players, not 7 (K3.1)"),
+        (["--players", "2", "--deals", "241"], "--deals: at most 240 deals, not 241"),
+        (["--players", "4", "--first-dealer", "4"], "--first-dealer: must be a seat from 0"),
+        (["--players", "5", "--teams", "pairs"], "--teams: pairs need 4 or 6 players"),
+        (["--players", "2", "--target-score", "481"], "--target-score: at most 480"),
+        (
+            ["--players", "2", "--rule", "two_player_five_six", "--rule", "four_four"],
+            "--rule two_player_five_six and --rule four_four: two_player_five_six cannot",
+        ),
+        (["--players", "4", "--rule", "bogus"], "--rule: unknown rule 'bogus'"),
+        (["--players", "2", *["--deck", KX30_DECK] * 3], "--deck: 3 given but the match"),
+    ],
+)
+def test_a_refused_setting_is_named_by_its_option(capsys, argv, start):
+    """The engine names Config's fields (match_deals, first_dealer): the command line
+    names the option that set it (a CLI review's find)."""
+    status, out, err = run(capsys, *argv)
+    assert (status, out) == (2, "")
+    assert err.startswith(f"cardrules: error: {start}"), err
 
 
 @pytest.mark.parametrize("argv", BAD_INPUT.values(), ids=BAD_INPUT.keys())

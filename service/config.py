@@ -194,11 +194,14 @@ def _int(source: str, text: str, low: int, high: int) -> int:
     return value
 
 
+# ASCII decimal, as for the ports: float() also takes "1_0" and full-width digits.
+_DECIMAL = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*", re.ASCII)
+
+
 def _seconds(source: str, text: str, high: int = 3600) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigValueError(f"{source}: {text!r} is not a number of seconds") from None
+    if not _DECIMAL.fullmatch(text):
+        raise ConfigValueError(f"{source}: {text!r} is not a number of seconds (0 to {high})")
+    value = float(text)
     if not 0 <= value <= high:
         raise ConfigValueError(f"{source}: {text.strip()} is outside 0..{high} seconds")
     return value
@@ -342,7 +345,10 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     if keys and keys_file:
         raise ConfigValueError(f"{keys[0]} and {keys_file[0]} exclude each other")
     if keys_file:
-        if not keys_file[1].strip():
+        # Trimmed, as every other setting is: a Secret or .env written on Windows ends
+        # the path with a CR, which the message would print raw.
+        keys_file = (keys_file[0], keys_file[1].strip())
+        if not keys_file[1]:
             raise ConfigValueError(f"{keys_file[0]}: empty: give the path of the keys file")
         try:
             with Path(keys_file[1]).open("rb") as file:

@@ -437,6 +437,8 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("http://localhost:8080", "a URL"),
         ("https://cardrules.example.com", "a URL"),
         ("grpc://localhost:50051", "a URL"),
+        (":50051", "no host"),
+        ("dns:///:50051", "no host"),
         ("GRPCS://cardrules.example.com:443", "a URL"),
         ("HTTP://localhost:8080", "a URL"),
         # grpc fails only at the first call, with UNKNOWN.

@@ -19,6 +19,7 @@ from service.config import (
     server_options,
 )
 from service.tokens import KeyRing
+from tests.service.server_process import TEST_KEY
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -156,10 +157,22 @@ def test_a_boolean_that_is_none_names_the_words_it_could_be() -> None:
     [
         ("--worker-timeout-seconds", "1", "1 is under the minimum of 2 seconds (0 = never)"),
         ("--grace-seconds", " 1e9", "1e9 is outside 0..3600 seconds"),
+        # float() takes these, which no other setting does (a CLI review's find):
+        ("--grace-seconds", "1_0", "'1_0' is not a number of seconds (0 to 3600)"),
+        ("--drain-delay-seconds", "\uff11", "'\uff11' is not a number of seconds (0 to 3600)"),
+        ("--grace-seconds", "nan", "'nan' is not a number of seconds (0 to 3600)"),
     ],
 )
 def test_seconds_are_quoted_as_given(flag: str, value: str, message: str) -> None:
     assert refusal([flag, value], {}) == f"{flag}: {message}"
+
+
+def test_a_keys_file_path_is_trimmed_as_every_setting_is(tmp_path) -> None:
+    """A path ending in a CR (a Secret or .env written on Windows) was opened as given, and
+    the message that it could not be printed the CR raw (a CLI review's find)."""
+    keys = tmp_path / "keys"
+    keys.write_text(TEST_KEY + "\n")
+    assert resolved("CARDRULES_STATE_KEYS_FILE", f"{keys}\r\n").state_keys == TEST_KEY + "\n"
 
 
 def test_empty_cors_origins_mean_none() -> None:

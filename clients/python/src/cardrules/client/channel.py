@@ -417,6 +417,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
         elif address.split(":", 1)[0].lower() in _ADDRESS_SCHEMES:
             address = address.split(":", 1)[1]
         host, colon, port = address.rpartition(":")
+        if colon and not host.strip():
+            # grpc fails every call to ":50051" (its resolver finds no host).
+            raise ValueError(f"{target!r} has no host: give HOST:PORT, e.g. localhost:50051")
         if any(char.isspace() or not char.isprintable() for char in (host if colon else address)):
             raise ValueError(
                 f"the host in target {target!r} holds white space or a control character: "

@@ -178,7 +178,7 @@ async def run_servers(
         try:
             port = server.add_insecure_port(address)
         except RuntimeError as error:
-            _log.error("cannot listen", address=address, error=str(error))
+            _log.error("cannot listen", listener="grpc", address=address, error=str(error))
             return 1
         http = await _start_gateway(config, api, runner)
         if http is None:
@@ -325,7 +325,7 @@ async def _start_gateway(
         )
     except OSError as error:
         address = host_port(config.host, config.http_port)
-        _log.error("cannot listen", address=address, error=str(error))
+        _log.error("cannot listen", listener="http", address=address, error=str(error))
         return None
 
 
@@ -366,13 +366,18 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         )
     if config.plain_state:
         _warn_plain_state(keys)
-    for port, is_grpc in (
-        (config.grpc_port, True),
-        (config.http_port, False),
-        (config.metrics_port, False),
+    for port, listener in (
+        (config.grpc_port, "grpc"),
+        (config.http_port, "http"),
+        (config.metrics_port, "metrics"),
     ):
-        if port and (error := _taken(config.host, port, is_grpc)) is not None:
-            _log.error("cannot listen", address=host_port(config.host, port), error=error)
+        # Port 0 is checked too (any free port; for metrics, none): a host that is no
+        # address of this machine is told here, not in grpc's words, which omit why.
+        if (port or listener != "metrics") and (
+            error := _taken(config.host, port, listener == "grpc")
+        ) is not None:
+            address = host_port(config.host, port)
+            _log.error("cannot listen", listener=listener, address=address, error=error)
             return 1
     if multiprocess_enabled():
         clear_multiprocess_dir()
@@ -481,7 +486,7 @@ def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callabl
         server = start_metrics_http(config.metrics_port, registry, config.host)
     except OSError as error:  # the port is taken, or the host is no address of this machine
         address = host_port(config.host, config.metrics_port)
-        _log.error("cannot listen", address=address, error=str(error))
+        _log.error("cannot listen", listener="metrics", address=address, error=str(error))
         return None
     _log.info("metrics", address=host_port(config.host, server.port), path="/metrics")
     return server

@@ -822,7 +822,7 @@ def test_an_http_port_in_use_stops_the_server_with_status_1():
     with port_taken() as port:
         done = serve_and_fail("--http-port", str(port))
     line = cannot_listen_line(done)
-    assert line["address"] == f"127.0.0.1:{port}"
+    assert (line["listener"], line["address"]) == ("http", f"127.0.0.1:{port}")
 
 
 def test_workers_refuse_an_ephemeral_http_port():

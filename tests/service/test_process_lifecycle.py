@@ -249,7 +249,9 @@ def test_a_taken_metrics_port_exits_1_with_a_cannot_listen_line_and_leaves_nothi
         assert process.returncode == 1
         lines = events(output)
         failures = [line for line in lines if line["event"] == "cannot listen"]
-        assert [line["address"] for line in failures] == [f"127.0.0.1:{metrics_port}"]
+        assert [(line["listener"], line["address"]) for line in failures] == [
+            ("metrics", f"127.0.0.1:{metrics_port}")
+        ]
         # Checked before anything starts: no worker was forked.
         assert nothing_listens_on(grpc_port)
         assert not [line for line in lines if line["event"] in ("listening", "stopped")]
@@ -260,8 +262,19 @@ def test_a_grpc_port_in_use_exits_1_with_one_cannot_listen_line_naming_the_cause
     with port_taken() as port:
         done = serve_and_fail("--grpc-port", str(port))
     failure = cannot_listen_line(done)
-    assert failure["address"] == f"127.0.0.1:{port}"
+    assert (failure["listener"], failure["address"]) == ("grpc", f"127.0.0.1:{port}")
     assert "in use" in str(failure["error"])
+    assert done.stderr == ""
+
+
+def test_a_host_that_is_no_address_here_is_named_with_its_cause_on_any_port():
+    """With port 0 (any free port) nothing was checked before grpc bound, whose refusal
+    says only "Failed to bind" and whose reason went to stderr as a raw line of its own
+    (a CLI review's find). 192.0.2.1 is TEST-NET-1: no machine's address."""
+    done = serve_and_fail("--host", "192.0.2.1", "--grpc-port", "0", "--http-port", "0")
+    failure = cannot_listen_line(done)
+    assert (failure["listener"], failure["address"]) == ("grpc", "192.0.2.1:0")
+    assert "Cannot assign requested address" in str(failure["error"])
     assert done.stderr == ""
 
 

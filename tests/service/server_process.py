@@ -78,15 +78,17 @@ class ServerProcess:
         process. Kills the group."""
         members = [self.process.pid, *descendants(self.process.pid)]
         report = [f"process {pid}:\n{thread_states(pid)}" for pid in members]
-        for pid in members:
+        # One at a time, the workers before the supervisor: each writes its stacks as it
+        # ends, into the one log pipe, and stacks written at once came interleaved, a
+        # line of one cut by another's (which may take a while on a loaded machine).
+        deadline = time.monotonic() + 10
+        for pid in reversed(members):
             with contextlib.suppress(OSError):  # no core file left behind
                 resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGABRT)
-        # Each writes its stacks as it ends, which may take a while on a loaded machine.
-        deadline = time.monotonic() + 10
-        while any(is_running(pid) for pid in members) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            while is_running(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
         kill_group(self.process)
         if self._reader is not None:
             self._reader.join(10)  # the stacks arrive through the log pipe

@@ -82,8 +82,8 @@ def test_http_refuses_a_match_too_long_for_its_token():
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
-        (["--players", "4", "--deals", str(MAX_MATCH_DEALS + 4)], "match_deals"),
-        (["--players", "2", "--target-score", str(MAX_TARGET_SCORE + 1)], "target_score"),
+        (["--players", "4", "--deals", str(MAX_MATCH_DEALS + 4)], "--deals"),
+        (["--players", "2", "--target-score", str(MAX_TARGET_SCORE + 1)], "--target-score"),
     ],
 )
 def test_simulate_refuses_the_bounds_with_status_2(capsys, argv, flag):

@@ -48,8 +48,9 @@ RULES = [(overlay, rule) for overlay in OVERLAYS for rule in alert_rules(rendere
 
 def kube_state_metrics_series(objects: list[Manifest]) -> Series:
     """The kube-state-metrics series the alerts may read (docs/operations.md), labelled
-    as it labels them for this overlay's Deployment: a pod that is down exports
-    nothing, so only kube-state-metrics can tell that no pod is ready."""
+    as it labels them for this overlay's Deployment and HPA: a pod that is down exports
+    nothing, so only kube-state-metrics can tell that no pod is ready, and only it
+    knows the HPA's replica counts."""
     deployment = one(objects, "Deployment")["metadata"]["name"]
     autoscaler = {
         "horizontalpodautoscaler": {one(objects, "HorizontalPodAutoscaler")["metadata"]["name"]}

@@ -371,11 +371,12 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     (``ipv4:127.0.0.1:50051x`` dials 50051) and fails every call to a host name, as it
     does to a host with white space or a control character in it (a pasted line
     break); it reads an ``http://`` URL (such as the HTTP gateway's address) or a
-    ``grpc://`` one as a host name to look up, and an empty target fails each call with ``UNKNOWN``, as does one
-    that names no address after its authority (``dns://localhost:50051``, which has two
-    slashes where ``dns:///localhost:50051`` has three); a ``/`` after the port
-    (``localhost:50051/``) fails every call with ``UNAVAILABLE``, and it dials 443 for an
-    empty port (``localhost:``). All these are refused, so a typo never dials a port
+    ``grpc://`` one as a host name to look up, and an empty target fails each call with
+    ``UNKNOWN``, as does one that names no address after its authority
+    (``dns://localhost:50051``, which has two slashes where ``dns:///localhost:50051``
+    has three); a ``/`` after the port (``localhost:50051/``) or an empty host
+    (``:50051``) fails every call with ``UNAVAILABLE``, and it dials 443 for an empty
+    port (``localhost:``). All these are refused, so a typo never dials a port
     nobody meant. Every other form is left to grpc:
     ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host without
     a port, which dials 443, the port of TLS; ``need_port`` refuses that too.

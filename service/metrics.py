@@ -26,6 +26,7 @@ since the scrape would then silently report nothing.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import mmap
 import os
@@ -54,7 +55,7 @@ from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
 from service.config import MULTIPROC_ENV, MULTIPROC_VALUE_FILE
 from service.logs import get_logger
-from service.value_space import VALUE_FILE_BYTES, ValueFileFullError, reserve
+from service.value_space import VALUE_FILE_BYTES, reserve
 
 _log = get_logger("cardrules.metrics")
 
@@ -489,16 +490,25 @@ class _ReservedMmapedDict(MmapedDict):
 
 
 def _reserve_new_file(filename: str) -> None:
-    """Create ``filename`` with ``VALUE_FILE_BYTES`` reserved, unless it has content;
-    an empty file is removed again when the room is not there."""
-    descriptor = os.open(filename, os.O_RDWR | os.O_CREAT, 0o644)
+    """Create ``filename`` with ``VALUE_FILE_BYTES`` reserved, unless it has content.
+
+    Reserved under another name, then renamed: a scrape that read the file while it was
+    still empty failed whole (prometheus_client reads its first 4 bytes), and the
+    metrics answered 503 as a worker started. The hidden name matches no file of values.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        if os.stat(filename).st_size:
+            return
+    folder, name = os.path.split(filename)
+    unnamed = os.path.join(folder, f".{name}.new")
+    descriptor = os.open(unnamed, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        if os.fstat(descriptor).st_size == 0:
-            try:
-                reserve(descriptor, VALUE_FILE_BYTES, filename)
-            except ValueFileFullError:
-                os.unlink(filename)
-                raise
+        reserve(descriptor, VALUE_FILE_BYTES, filename)
+        os.rename(unnamed, filename)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(unnamed)
+        raise
     finally:
         os.close(descriptor)
 

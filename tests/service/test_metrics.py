@@ -752,6 +752,40 @@ def test_a_new_file_of_values_without_room_is_refused_and_not_left_behind(tmp_pa
     assert left == "left: []"
 
 
+# Scrapes the folder (as the metrics server does) while a worker makes its file of values.
+SCRAPED_WHILE_MADE_SCRIPT = """
+import os, sys
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
+from prometheus_client.multiprocess import MultiProcessCollector
+import service.metrics
+
+real_reserve = service.metrics.reserve
+
+def scraped_meanwhile(descriptor, size, filename):
+    list(MultiProcessCollector(None).collect())
+    real_reserve(descriptor, size, filename)
+
+service.metrics.reserve = scraped_meanwhile
+service.metrics._ReservedMmapedDict(os.path.join(sys.argv[1], "counter_1.db"))
+print(sorted(os.listdir(sys.argv[1])))
+"""
+
+
+def test_a_scrape_while_a_worker_makes_its_file_of_values_reads_no_empty_file(tmp_path):
+    """The file was made empty, then reserved: a scrape in between failed whole
+    (prometheus_client reads its first 4 bytes) and the metrics answered 503 as a
+    worker started (a test that scraped right after the start saw it under load)."""
+    done = subprocess.run(
+        [sys.executable, "-c", SCRAPED_WHILE_MADE_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "['counter_1.db']"
+
+
 RAMFS_SCRIPT = """
 import sys
 from service.metrics import _ReservedMmapedDict

@@ -272,6 +272,8 @@ def _simulate(args: argparse.Namespace) -> int:
             unit="game",
             file=sys.stderr,
             disable=sys.stderr is None,  # started with stderr closed (``2>&-``)
+            # Into a file or a CI log: a redraw each 30 s, not ten a second.
+            mininterval=0.1 if sys.stderr is not None and sys.stderr.isatty() else 30,
         )
         for game in games:
             summary.add(player(game, record=False))

@@ -402,6 +402,15 @@ def test_games_text_summary_and_progress_bar(capsys):
     assert "2/2" in err  # the tqdm bar on stderr
 
 
+def test_the_bar_into_a_file_is_drawn_at_the_start_and_the_end_of_a_short_run(capsys):
+    """Ten redraws a second filled CI logs: into what is no terminal (capsys here) the
+    bar is drawn every 30 s, so a run of seconds leaves its first and last lines only
+    (a CLI review's point)."""
+    status, _, err = run(capsys, "--players", "2", "--games", "60")
+    assert status == 0
+    assert re.findall(r"\b(\d+)/60\b", err) == ["0", "60"]
+
+
 def test_games_summary_per_team_and_its_text_agree_with_the_single_games(capsys):
     argv = ("--players", "4", "--teams", "pairs", "--games", "3", "--seed", "1")
     summary = run_json(capsys, *argv)

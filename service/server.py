@@ -89,13 +89,6 @@ def build_sealer(config: ServerConfig, keys: KeyRing) -> StateSealer:
     return StateSealer(keys, game=GAME, schema_version=SCHEMA_VERSION, plain=config.plain_state)
 
 
-def sealing(config: ServerConfig, keys: KeyRing) -> tuple[str, str]:
-    """``cardrules_state_sealing``'s mode and primary key id for this server."""
-    if config.plain_state:
-        return PLAIN, ""
-    return (EPHEMERAL if keys.is_ephemeral else SEALED), KeyRing.key_id(keys.keys[0]).hex()
-
-
 def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
     """The service's metrics in ``registry``, with a series per RPC pre-created."""
     return ServiceMetrics(registry, {SERVICE_NAME: METHODS})
@@ -387,9 +380,8 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     registry = CollectorRegistry()
     metrics = new_metrics(registry)
     add_process_metrics(registry)
-    add_sealing_metric(registry, *sealing(config, keys))
     with signals_blocked(STOP_SIGNALS):  # for the metrics server's threads
-        stop_metrics = _start_metrics(config, registry)
+        stop_metrics = _start_metrics(config, keys, registry)
     if stop_metrics is None:
         return 1
     try:
@@ -478,10 +470,18 @@ def _address(listener: Any) -> str | None:
     return host_port(str(host), int(port))
 
 
-def _start_metrics(config: ServerConfig, registry: CollectorRegistry) -> Callable[[], None] | None:
-    """Serve ``registry`` on the metrics port; None (logged) if it cannot listen."""
+def _start_metrics(
+    config: ServerConfig, keys: KeyRing, registry: CollectorRegistry
+) -> Callable[[], None] | None:
+    """Serve ``registry`` on the metrics port, with how this server seals its state
+    tokens (``cardrules_state_sealing``); None (logged) if it cannot listen."""
     if not config.metrics_port:
         return lambda: None
+    if config.plain_state:
+        add_sealing_metric(registry, PLAIN, "")
+    else:
+        key_id = KeyRing.key_id(keys.keys[0]).hex()
+        add_sealing_metric(registry, EPHEMERAL if keys.is_ephemeral else SEALED, key_id)
     try:
         server = start_metrics_http(config.metrics_port, registry, config.host)
     except OSError as error:  # the port is taken, or the host is no address of this machine
@@ -606,9 +606,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     for signum in pending.received:
         forward(signum)
     status = 0
-    registry = multiprocess_registry()
-    add_sealing_metric(registry, *sealing(config, keys))
-    stop_metrics = _start_metrics(config, registry)
+    stop_metrics = _start_metrics(config, keys, multiprocess_registry())
     if stop_metrics is None:
         status = 1
         # Nothing was served yet: no drain delay, unless the workers ignore SIGINT too.

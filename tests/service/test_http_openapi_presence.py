@@ -557,12 +557,18 @@ def objects(
             yield from objects(item, field.message_type, (*path, key))
 
 
-def without(body: Any, path: tuple[str | int, ...], key: str) -> Any:
-    """A copy of ``body`` without ``key`` in the object at ``path``."""
+def copy_at(body: Any, path: tuple[str | int, ...]) -> tuple[Any, Any]:
+    """A deep copy of ``body``, and the object at ``path`` in the copy."""
     mutant = copy.deepcopy(body)
     target = mutant
     for step in path:
         target = target[step]
+    return mutant, target
+
+
+def without(body: Any, path: tuple[str | int, ...], key: str) -> Any:
+    """A copy of ``body`` without ``key`` in the object at ``path``."""
+    mutant, target = copy_at(body, path)
     del target[key]
     return mutant
 
@@ -721,10 +727,7 @@ def test_a_request_without_a_required_field_is_refused_and_with_it_accepted(
 
 def with_value(body: Any, path: tuple[str | int, ...], key: str, value: Any) -> Any:
     """A copy of ``body`` with ``value`` for ``key`` in the object at ``path``."""
-    mutant = copy.deepcopy(body)
-    target = mutant
-    for step in path:
-        target = target[step]
+    mutant, target = copy_at(body, path)
     target[key] = value
     return mutant
 

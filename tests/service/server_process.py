@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.procfs import descendants, is_running
+from bench.procfs import PROC, descendants, is_running
 
 CARDRULES = str(Path(sys.executable).parent / "cardrules")
 TEST_KEY = (
@@ -249,11 +249,13 @@ def start_session(command: Sequence[str], **options: Any) -> subprocess.Popen[st
     return process
 
 
-def thread_states(pid: int) -> str:
-    """One line per thread of ``pid``: its name, state, where it sleeps in the kernel,
-    and its blocked and pending signals (hex masks of ``/proc/PID/task/TID/status``)."""
+def thread_states(pid: int, proc: Path = PROC) -> str:
+    """One line per thread of ``pid``, the main thread first: its name, state, where it
+    sleeps in the kernel, and its blocked and pending signals (hex masks of
+    ``/proc/PID/task/TID/status``)."""
     lines = []
-    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+    # In thread id order, not the names': thread 1003 of process 991 came first.
+    for task in sorted((proc / str(pid) / "task").glob("*"), key=lambda task: int(task.name)):
         # Gone since the listing, or a field this kernel lacks: the report must not fail.
         with contextlib.suppress(OSError, ValueError, KeyError):
             status = dict(

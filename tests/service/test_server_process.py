@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.procfs import is_running
-from tests.service.server_process import free_port, start_server
+from tests.service.server_process import free_port, start_server, thread_states
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,3 +66,21 @@ def test_a_server_that_does_not_stop_in_time_fails_the_test_with_what_it_was_doi
     assert re.search(r'File ".*service/server\.py", line \d+ in _supervise', report)
     assert report.count("in _run_worker") == 2
     assert report.count('"event": "draining"') == 2
+
+
+def test_a_hang_report_lists_each_process_from_its_main_thread_in_thread_id_order(
+    tmp_path: Path,
+):
+    """Thread ids are ordered as numbers: once a worker's threads passed 999, thread 1003
+    of process 991 was listed first, and the report seemed to lack the process (a CI run).
+    A folder shaped as ``/proc`` stands in, since no test can choose its thread ids."""
+    for tid in (1003, 991, 995):
+        task = tmp_path / "991" / "task" / str(tid)
+        task.mkdir(parents=True)
+        status = {"Name": "cardrules", "State": "S (sleeping)", "SigBlk": "0", "SigPnd": "0"}
+        status["ShdPnd"] = "0"
+        (task / "status").write_text("".join(f"{k}:\t{v}\n" for k, v in status.items()))
+        (task / "wchan").write_text("do_epoll_wait")
+    lines = thread_states(991, proc=tmp_path).splitlines()
+    assert [line.split()[0] for line in lines] == ["991", "995", "1003"]
+    assert lines[0] == "  991 cardrules S (sleeping) in do_epoll_wait, blocked 0, pending 0/0"

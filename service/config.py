@@ -84,7 +84,8 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--state-keys-file": ("state_keys_file", "file holding the state keys, one per line"),
     "--plain-state": (
         "plain_state",
-        "DEBUGGING ONLY: unsealed state tokens (the flag takes no value)",
+        "DEBUGGING ONLY: unsealed state tokens (the flag takes no value; "
+        "--no-plain-state seals whatever the variable says)",
     ),
     "--log-format": ("log_format", "json, console, or auto (console on a terminal)"),
     "--log-level": ("log_level", "debug, info, warning or error"),
@@ -171,7 +172,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     for option in server_options():
         text = f"{option.text} (default: {option.default}) [{option.variable}]"
         if option.field == "plain_state":
-            parser.add_argument(option.flag, action="store_true", default=None, help=text)
+            # --no-plain-state too: every other variable can be overridden by its flag.
+            parser.add_argument(
+                option.flag, action=argparse.BooleanOptionalAction, default=None, help=text
+            )
         else:
             parser.add_argument(option.flag, dest=option.field, default=None, help=text)
 
@@ -336,8 +340,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         values["log_format"] = _choice(*item, LOG_FORMATS)
     if (item := given("log_level")) is not None:
         values["log_level"] = _choice(*item, LOG_LEVELS)
-    if args.plain_state:
-        values["plain_state"] = True
+    if args.plain_state is not None:
+        values["plain_state"] = args.plain_state
     elif (item := given("plain_state")) is not None:
         values["plain_state"] = _bool(*item)
     keys = raw("state_keys")

@@ -112,6 +112,17 @@ def test_plain_state_from_the_environment_means_what_it_says(value: str, plain: 
     assert config.plain_state is plain
 
 
+@pytest.mark.parametrize(("flag", "plain"), [("--plain-state", True), ("--no-plain-state", False)])
+@pytest.mark.parametrize("variable", ["true", "false"])
+def test_the_plain_state_flag_wins_over_its_variable_either_way(
+    flag: str, plain: bool, variable: str
+) -> None:
+    """As every other flag does: a pod or shell with ``CARDRULES_PLAIN_STATE=true`` can
+    still be started sealed."""
+    config = resolve(parser().parse_args([flag]), environ={"CARDRULES_PLAIN_STATE": variable})
+    assert config.plain_state is plain
+
+
 @pytest.mark.parametrize(
     "variable",
     [row["variable"] for row in ROWS if row["variable"] != "CARDRULES_CORS_ORIGINS"],

@@ -1179,7 +1179,10 @@ KEY_A, KEY_B = KeyRing.generate_key_text(), KeyRing.generate_key_text().rstrip("
             (f"--state-key={KEY_A}",),
             "ambiguous option: --state-key={key} could match --state-keys, --state-keys-file",
         ),
-        ((f"--plain-state={KEY_B}",), "argument --plain-state: ignored explicit argument '{key}'"),
+        (
+            (f"--plain-state={KEY_B}",),
+            "argument --plain-state/--no-plain-state: ignored explicit argument '{key}'",
+        ),
     ],
 )
 def test_a_state_key_in_a_mistyped_command_line_is_not_echoed(

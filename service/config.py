@@ -81,7 +81,10 @@ _OPTIONS: dict[str, tuple[str, str]] = {
         "state_keys",
         "base64 AES-256 keys separated by commas or white space; the first seals, all open",
     ),
-    "--state-keys-file": ("state_keys_file", "file holding the state keys, one per line"),
+    "--state-keys-file": (
+        "state_keys_file",
+        "file holding the state keys, one per line; # starts a comment",
+    ),
     "--plain-state": (
         "plain_state",
         "DEBUGGING ONLY: unsealed state tokens (the flag takes no value; "
@@ -364,7 +367,9 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
                     f"{keys_file[0]}: {keys_file[1]} is larger than {MAX_KEYS_FILE_BYTES} "
                     "bytes: expected base64 AES-256 keys, one per line"
                 )
-            values["state_keys"] = content.decode("utf-8-sig")
+            # A comment runs from # to the end of its line (no base64 has a #): operators
+            # note beside each key when it was made, as authorized_keys files allow.
+            values["state_keys"] = re.sub(r"#.*", "", content.decode("utf-8-sig"))
         except OSError as error:
             if _reads_as_keys(keys_file[1]):
                 # The keys where their file's path belongs (a Secret wired to this

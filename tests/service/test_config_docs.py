@@ -311,6 +311,24 @@ def test_a_keys_file_is_read(tmp_path: Path) -> None:
     assert config.state_keys == KEY
 
 
+def test_a_keys_file_may_note_when_each_key_was_made(tmp_path: Path) -> None:
+    """Comments run from ``#`` to the end of the line, on a line of their own or after
+    a key; before, each was refused as a bad key."""
+    old = KeyRing.generate_key_text()
+    keys = tmp_path / "keys"
+    keys.write_text(f"# state keys, the first seals\n{KEY}  # made 2026-12-05\n\n#{old}\n{old}\n")
+    read = resolved("CARDRULES_STATE_KEYS_FILE", str(keys)).state_keys
+    assert read is not None and KeyRing.parse(read) == KeyRing.parse(f"{KEY},{old}")
+
+
+def test_a_keys_file_of_comments_alone_holds_no_keys(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(f"# {KEY}\n")
+    assert refusal([], {"CARDRULES_STATE_KEYS_FILE": str(keys)}).startswith(
+        "CARDRULES_STATE_KEYS_FILE: no keys given"
+    )
+
+
 @pytest.mark.parametrize("size", [MAX_KEYS_FILE_BYTES + 1, None])
 def test_a_keys_file_larger_than_any_keys_is_refused_unread(
     tmp_path: Path, size: int | None

@@ -194,7 +194,7 @@ _WHOLE_NUMBER = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
 
 def _int(source: str, text: str, low: int, high: int) -> int:
     if not _WHOLE_NUMBER.fullmatch(text):
-        raise ConfigValueError(f"{source}: {text!r} is not a whole number")
+        raise ConfigValueError(f"{source}: {text!r} is not a whole number ({low} to {high})")
     value = int(text)
     if not low <= value <= high:
         raise ConfigValueError(f"{source}: {value} is outside {low}..{high}")

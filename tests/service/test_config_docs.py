@@ -166,6 +166,21 @@ def test_a_boolean_that_is_none_names_the_words_it_could_be() -> None:
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
+        ("--workers", "two", "'two' is not a whole number (1 to 64)"),
+        ("--grpc-port", "5_0051", "'5_0051' is not a whole number (0 to 65535)"),
+        ("--max-request-bytes", "64k", "'64k' is not a whole number (1024 to 67108864)"),
+    ],
+)
+def test_a_number_mistyped_is_told_the_range_a_good_one_takes(
+    flag: str, value: str, message: str
+) -> None:
+    """As a number out of range and seconds are: nobody need read --help after it."""
+    assert refusal([flag, value], {}) == f"{flag}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
         ("--worker-timeout-seconds", "1", "1 is under the minimum of 2 seconds (0 = never)"),
         ("--grace-seconds", " 1e9", "1e9 is outside 0..3600 seconds"),
         # float() takes these, which no other setting does (a CLI review's find):

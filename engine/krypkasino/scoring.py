@@ -189,6 +189,12 @@ def match_outcome(
     return True, tied, ()
 
 
+def last_deal_tiebreak(config: Config, results: Sequence[DealResult]) -> tuple[int, ...]:
+    """K13.3: the teams the match's last deal broke a tie between, or ``()`` when it was
+    no tie-break deal. Only the last can be one: a tie-break deal ends the match."""
+    return match_outcome(config, results[:-1], ())[2] if results else ()
+
+
 @dataclass(frozen=True, slots=True)
 class ScoreSheet:
     """K12/K13: every finished deal, match totals per team, and the winners once over."""

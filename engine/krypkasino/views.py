@@ -8,7 +8,7 @@ from engine.cards import Card
 from engine.krypkasino.config import CACHED_MATCH_DEALS, Config
 from engine.krypkasino.events import Captured, Crawled
 from engine.krypkasino.moves import sweep_ranks
-from engine.krypkasino.scoring import DealResult, match_totals
+from engine.krypkasino.scoring import DealResult, last_deal_tiebreak, match_totals
 from engine.krypkasino.state import State
 
 
@@ -18,7 +18,9 @@ class View(NamedTuple):
     Hidden from everyone: the stock's order and the face-down pile contents;
     hidden from other seats: each hand. ``sweep_ranks`` (K14.1) are rank
     indices, 0 = ace. ``last_move`` is the event of the match's last move,
-    public like every event.
+    public like every event. ``tiebreak`` names the teams of a tie-break deal
+    (K13.3) while it is played and, once the match is over, if its last deal
+    was one.
 
     Immutable like the engine's dataclasses, but a named tuple: every response
     builds one, and a tuple is made in one step where a frozen dataclass sets
@@ -110,7 +112,9 @@ def view(state: State, seat: int | None = None) -> View:
         sweep_ranks(state.table, config.rules),
         results,
         derived.totals,
-        state.tiebreak,
+        # Kept once the match is over, when the state forgets it: a results screen must
+        # say why the lowest total may not have won.
+        last_deal_tiebreak(config, results) if state.over else state.tiebreak,
         state.over,
         state.winners,
         state.move_number,

@@ -33,6 +33,7 @@ from engine.krypkasino import (
     score_deal,
     sweep_kind,
     sweep_ranks,
+    view,
 )
 from engine.krypkasino.events import (
     Bordstabbe,
@@ -931,6 +932,17 @@ def test_kx28_tiebreak_deal_by_play():
     assert totals[:2] == tuple(30 + s.total for s in state.results[3].scores[:2])
     best = min(totals[:2])
     assert state.winners == tuple(s for s in (0, 1) if totals[s] == best)
+    # The final view still names the tied teams, which alone could win (a UI review).
+    assert view(state).tiebreak == (0, 1)
+    assert view(state, 2).tiebreak == (0, 1)
+
+
+def test_kx28_the_final_view_names_no_tiebreak_after_an_ordinary_last_deal():
+    config = Config(players=3, first_dealer=1, match_deals=3)
+    rigged, last = tied_before_the_last_card(config)
+    state, _ = play(rigged, rigged.turn, last)
+    assert state.over and state.winners == (0, 1)
+    assert view(state).tiebreak == ()
 
 
 def test_kx28_target_score():

@@ -122,7 +122,7 @@ class _MoveKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MoveKind.Val
     MOVE_KIND_SWEEP: _MoveKind.ValueType  # 3
     """A capture of the whole table: +5 to the mover, -5 to the previous seat."""
     MOVE_KIND_DOUBLE_SWEEP: _MoveKind.ValueType  # 4
-    """A lone card taken by its twin: +10 / -10."""
+    """A lone card taken by its twin (never an ace, whose hand value is 14): +10 / -10."""
 
 class MoveKind(_MoveKind, metaclass=_MoveKindEnumTypeWrapper):
     """What a move does to the table (K8)."""
@@ -136,7 +136,7 @@ MOVE_KIND_CAPTURE: MoveKind.ValueType  # 2
 MOVE_KIND_SWEEP: MoveKind.ValueType  # 3
 """A capture of the whole table: +5 to the mover, -5 to the previous seat."""
 MOVE_KIND_DOUBLE_SWEEP: MoveKind.ValueType  # 4
-"""A lone card taken by its twin: +10 / -10."""
+"""A lone card taken by its twin (never an ace, whose hand value is 14): +10 / -10."""
 Global___MoveKind: _TypeAlias = MoveKind  # noqa: Y015
 
 @_typing.final
@@ -168,7 +168,9 @@ class Rules(_message.Message):
     no_forced_sweep: _builtins.bool
     """K16.6: a possible sweep is not compulsory."""
     court_cards_rank_only: _builtins.bool
-    """K16.7: a court captures only courts of its own rank."""
+    """K16.7: a court captures only courts of its own rank, and table courts are
+    never part of a sum that another card captures.
+    """
     must_capture_if_able: _builtins.bool
     """K16.8: crawling is illegal while any card can capture."""
     nordic_scoring: _builtins.bool
@@ -566,7 +568,11 @@ class View(_message.Message):
 
     @_builtins.property
     def tiebreak_teams(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Teams playing a tie-break deal (K13.3)."""
+        """Teams playing a tie-break deal (K13.3), the only teams that can win it;
+        once the match is over, the teams its last deal broke the tie between, if it
+        was a tie-break deal (empty otherwise). A tie-break deal is one past
+        `config.match_deals`, or past the deal that reached `config.target_score`.
+        """
 
     @_builtins.property
     def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -1187,7 +1193,11 @@ class LegalMovesResponse(_message.Message):
     """
     @_builtins.property
     def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalMove]:
-        """The legal moves in canonical order; empty when it is not the seat's turn."""
+        """The legal moves in canonical order (K1.6): by the card played (rank A, 2 to
+        10, J, Q, K, then suit spades, hearts, diamonds, clubs), a crawl before its
+        captures, then by the captured cards as sorted lists compared item by item.
+        Empty when it is not the seat's turn, and once the match is over.
+        """
 
     def __init__(
         self,

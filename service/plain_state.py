@@ -91,7 +91,8 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
     stock_b, table_b, aside_b = msg.stock, msg.table, msg.set_aside
     if len(table_b) > MAX_PLAIN_TABLE:
         raise StateError(
-            f"a table of {len(table_b)} cards: no game reaches more than {MAX_PLAIN_TABLE} (K7.4)"
+            f"a table of {len(table_b)} cards: more than the {MAX_PLAIN_TABLE} a plain state "
+            "may hold, which no game comes near (K5.1, K7.4)"
         )
     everything = b"".join((stock_b, table_b, aside_b, *hands_b, *piles_b))
     _check_conserved(msg, everything, copies)

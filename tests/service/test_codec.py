@@ -1095,12 +1095,12 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
     # anything enumerates the moves of a table that large.
     "a table no game reaches": (
         table_from_stock(MAX_PLAIN_TABLE + 1),
-        f"no game reaches more than {MAX_PLAIN_TABLE}",
+        f"more than the {MAX_PLAIN_TABLE} a plain state may hold",
     ),
     # 21 cards, one over the bound, are refused by it (docs/api.md, STATE_INVALID).
     "a table one card over the bound": (
         lambda m: table_from_stock(MAX_PLAIN_TABLE + 1 - len(m.table))(m),
-        f"a table of {MAX_PLAIN_TABLE + 1} cards: no game reaches more than {MAX_PLAIN_TABLE}",
+        f"a table of {MAX_PLAIN_TABLE + 1} cards: more than the {MAX_PLAIN_TABLE} a plain state",
     ),
     # 20 cards pass the table check: what refuses them is the stock they came from.
     "the largest table a plain token may hold": (

@@ -4,7 +4,8 @@ It takes only the commands those steps run, keeps the Secret ``cardrules-state-k
 in the JSON file ``$KUBECTL_DOUBLE_STATE`` (its ``data`` base64, as the cluster keeps
 it) and appends every command to that file's ``calls``. Anything else fails loudly, so
 a step that starts running another command fails its test rather than passing
-unexamined. ``$KUBECTL_DOUBLE_FAIL_GET`` set makes ``get`` fail, as with no access. The
+unexamined: ``apply`` above all, which would copy the keys into an annotation
+(docs/operations.md). ``$KUBECTL_DOUBLE_FAIL_GET`` set makes ``get`` fail, as with no access. The
 Secret and the Deployment are in the namespace ``$KUBECTL_DOUBLE_NAMESPACE``
 (``cardrules`` unless set): a command for another one fails.
 """
@@ -23,23 +24,22 @@ SECRET = "cardrules-state-keys"
 
 
 def main(argv: list[str]) -> int:
-    # Both ends of ``create ... | apply`` run at once: stdin is read before the state,
-    # and the state is read and written under a lock, so neither loses the other's work.
-    stdin = sys.stdin.read() if argv == ["apply", "-f", "-"] else ""
+    # Commands may run at once: the state is read and written under a lock, so none
+    # loses another's work.
     state_file = Path(os.environ["KUBECTL_DOUBLE_STATE"])
     with state_file.open("r+") as file:
         fcntl.flock(file, fcntl.LOCK_EX)
         state: dict[str, Any] = json.load(file)
         state["calls"].append(argv)
         try:
-            return run(argv, stdin, state)
+            return run(argv, state)
         finally:
             file.seek(0)
             file.truncate()
             json.dump(state, file)
 
 
-def run(argv: list[str], stdin: str, state: dict[str, Any]) -> int:
+def run(argv: list[str], state: dict[str, Any]) -> int:
     data: dict[str, str] = state["secret"]
     namespace = os.environ.get("KUBECTL_DOUBLE_NAMESPACE", "cardrules")
     in_namespace = argv[:1] == ["-n"]
@@ -53,19 +53,6 @@ def run(argv: list[str], stdin: str, state: dict[str, Any]) -> int:
                 return 1
             key = jsonpath.removeprefix("jsonpath={.data.").removesuffix("}")
             print(data.get(key, ""), end="")  # as kubectl: nothing for a missing entry
-            return 0
-        case True, ["create", "secret", "generic", name, *options] if (
-            name == SECRET and options[0] == "--dry-run=client" and options[-2:] == ["-o", "yaml"]
-        ):
-            literals = dict(
-                option.removeprefix("--from-literal=").split("=", 1) for option in options[1:-2]
-            )
-            encoded = {k: base64.b64encode(v.encode()).decode() for k, v in literals.items()}
-            print(json.dumps({"kind": "Secret", "metadata": {"name": name}, "data": encoded}))
-            return 0
-        case False, ["apply", "-f", "-"]:
-            manifest = json.loads(stdin)
-            state["secret"] = manifest["data"]  # apply replaces the entries it is given
             return 0
         case True, ["patch", "secret", name, "-p", patch] if name == SECRET:
             for key, value in json.loads(patch)["stringData"].items():

@@ -82,9 +82,13 @@ class Cluster:
         data = json.loads(self.state.read_text())["secret"]
         return {key: base64.b64decode(value).decode() for key, value in data.items()}
 
+    def calls(self) -> list[list[str]]:
+        """Every command run, as its arguments."""
+        calls: list[list[str]] = json.loads(self.state.read_text())["calls"]
+        return calls
+
     def rollouts(self) -> int:
-        calls = json.loads(self.state.read_text())["calls"]
-        return sum(call[2:4] == ["rollout", "restart"] for call in calls)
+        return sum(call[2:4] == ["rollout", "restart"] for call in self.calls())
 
 
 OLD = KeyRing.generate_key_text()
@@ -105,6 +109,25 @@ def test_the_three_steps_rotate_old_to_new(tmp_path: Path) -> None:
     assert cluster.secret() == {"state-keys": new, "rotation-step": "3"}
     assert cluster.rollouts() == 3
     assert len(KeyRing.parse(new).keys) == 1
+
+
+def test_the_steps_write_the_keys_only_into_the_secrets_data(tmp_path: Path) -> None:
+    """Each write patches the two entries: ``kubectl apply`` copied the whole Secret, keys
+    included, into its last-applied-configuration annotation (a deployment review)."""
+    cluster = Cluster(tmp_path, OLD)
+    for step in STEPS:
+        assert cluster.run(step).returncode == 0
+    writes = [call[2:] for call in cluster.calls() if call[2] not in ("get", "rollout")]
+    assert [write[:3] for write in writes] == [["patch", "secret", "cardrules-state-keys"]] * 3
+    assert all(set(json.loads(write[-1])) == {"stringData"} for write in writes)
+
+
+def test_set_keys_refuses_what_no_key_list_holds(tmp_path: Path) -> None:
+    """What would break the patch's JSON, or put something but keys in the Secret."""
+    cluster = Cluster(tmp_path, OLD)
+    done = cluster.run(f'set_keys "{OLD}\\",\\"x" 1')
+    assert done.returncode != 0 and "a key list of other characters" in done.stderr
+    assert cluster.secret() == {"state-keys": OLD} and cluster.calls() == []
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ import functools
 import io
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -406,7 +407,8 @@ class DroppedLines:
         if self.count == 1:
             with contextlib.suppress(Exception):  # stderr may be the same broken pipe
                 print(
-                    f"cardrules: log lines are lost from now on, stdout refused one: {error!r}",
+                    f"cardrules: log lines of process {os.getpid()} are lost from now on, "
+                    f"stdout refused one: {error!r}",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -8,6 +8,7 @@ controls (a real grpc server and channel, nothing mocked).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import decimal
 import doctest
@@ -382,6 +383,37 @@ def test_every_seat_and_the_public_view_show_the_last_move_as_its_play_reported_
                 assert shown.last_move.WhichOneof("kind") == kind
                 assert getattr(shown.last_move, kind) == getattr(first, kind)
     assert {pb.MOVE_KIND_CRAWL, pb.MOVE_KIND_CAPTURE, pb.MOVE_KIND_SWEEP} <= kinds
+
+
+@pytest.mark.parametrize("stored", [bytearray, memoryview], ids=lambda kind: kind.__name__)
+def test_tokens_stored_as_a_database_gives_them_back_play_on(grpc_target: str, stored) -> None:
+    """psycopg2 returns a ``bytea`` column as a ``memoryview``: protobuf refused it, and
+    its message named no field (a client review)."""
+    with KrypkasinoClient(grpc_target) as client:
+        game = client.new_game(players=2, seed=7)
+        seat = game.view.turn
+        kept = {"state": stored(game.state), "seat_token": stored(game.seat_tokens[seat])}
+        moves = client.legal_moves(seat=seat, **kept).moves
+        played = client.play(seat=seat, move=moves[0], **kept)
+        expected = client.play(
+            state=game.state, seat=seat, seat_token=game.seat_tokens[seat], move=moves[0]
+        )
+    assert played.view.state_id == expected.view.state_id
+
+
+def test_a_token_or_field_of_the_wrong_type_is_refused_naming_its_field() -> None:
+    """Never quoting the token: a base64 ``str`` is the likeliest slip."""
+    token = base64.b64encode(bytes(range(40))).decode()
+    with KrypkasinoClient("127.0.0.1:1") as client:
+        with pytest.raises(TypeError) as refused:
+            client.get_view(state=token)  # type: ignore[arg-type]
+        assert str(refused.value) == (
+            "state: expected the token's bytes, got str: a token in text (base64) is decoded first"
+        )
+        with pytest.raises(TypeError, match=r"^seat_token: expected the token's bytes, got int$"):
+            client.get_view(state=b"x", seat=0, seat_token=5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^seat: "):
+            client.get_view(state=b"x", seat="0")  # type: ignore[arg-type]
 
 
 def test_a_request_and_field_keywords_together_are_refused() -> None:

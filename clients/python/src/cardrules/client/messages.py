@@ -20,9 +20,17 @@ _Request = TypeVar("_Request", bound=Message)
 def _build(
     request: _Request | None, message_type: type[_Request], fields: dict[str, object]
 ) -> _Request:
-    given = {name: value for name, value in fields.items() if value is not None}
+    given = {name: _token(name, value) for name, value in fields.items() if value is not None}
     if request is None:
-        return message_type(**given)
+        try:
+            return message_type(**given)
+        except TypeError:
+            for name, value in given.items():  # protobuf's message names no field
+                try:
+                    message_type(**{name: value})
+                except TypeError as error:
+                    raise TypeError(f"{name}: {error}") from None
+            raise
     if not isinstance(request, message_type):
         raise TypeError(
             f"expected a {message_type.DESCRIPTOR.full_name}, got {type(request).__name__}"
@@ -30,6 +38,21 @@ def _build(
     if given:
         raise _request_and_fields(given)
     return request
+
+
+_TOKENS = frozenset({"state", "seat_token"})
+
+
+def _token(name: str, value: object) -> object:
+    """A token as a database driver may give it back (psycopg2's ``memoryview`` of a
+    ``bytea``, a ``bytearray``) as ``bytes``, which protobuf alone takes; a ``str`` is
+    refused naming the field, never quoting the token."""
+    if name not in _TOKENS or isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    hint = ": a token in text (base64) is decoded first" if isinstance(value, str) else ""
+    raise TypeError(f"{name}: expected the token's bytes, got {type(value).__name__}{hint}")
 
 
 def _request_and_fields(names: Iterable[str]) -> TypeError:

@@ -62,14 +62,13 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT32_DIGITS = len(str(_INT32_MAX))
 # Digits of the largest 64-bit integer (uint64's, 20): a longer number is out of range.
 _EXACT_DIGITS = len(str(2**64 - 1))
-_INTEGER_TYPES = frozenset(
-    {
-        FieldDescriptor.CPPTYPE_INT32,
-        FieldDescriptor.CPPTYPE_INT64,
-        FieldDescriptor.CPPTYPE_UINT32,
-        FieldDescriptor.CPPTYPE_UINT64,
-    }
-)
+_INTEGER_RANGES = {
+    FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.CPPTYPE_INT64: (-(2**63), 2**63 - 1),
+    FieldDescriptor.CPPTYPE_UINT32: (0, 2**32 - 1),
+    FieldDescriptor.CPPTYPE_UINT64: (0, 2**64 - 1),
+}
+_INTEGER_TYPES = frozenset(_INTEGER_RANGES)
 _FLOAT_TYPES = frozenset({FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE})
 
 
@@ -164,6 +163,12 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
     body = body.removeprefix(codecs.BOM_UTF8)
     if not body.strip(JSON_WHITE_SPACE):
         return message_class()  # an empty body is the empty request, as in grpc-gateway
+    if limit is not None and body.count(b",") + body.count(b":") > limit:
+        # Each , and : begins a value that costs the floor a byte at least (a member 2,
+        # for its , and its :), so no request within the limit has more, and counting
+        # them takes no parsing: a megabyte of [0,0,...] under an unknown name cost
+        # json.loads 0.1 s before the name was read.
+        raise request_too_large("request", limit)
     duplicates: list[str] = []
     try:
         value = json.loads(
@@ -205,12 +210,16 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
 
 
 class _SizeFloor:
-    """A lower bound of the protobuf size of the values walked so far.
+    """A lower bound of the protobuf size of the values walked so far, were each value
+    given set.
 
     Each message value costs at least 2 bytes (a tag and a length, even when
     empty), each element of a repeated scalar at least 1, and each scalar field
-    not at its default 2 more (a tag and a byte of value); fields at their
-    default cost nothing, so they are not counted.
+    given 2 more (a tag and a byte of value), at its default too, as does a
+    null or an empty list: protobuf writes none of those, but each costs
+    parsing, and cards of ``"0"`` ranks made the costliest bodies to refuse (a
+    review's 2 KB of gzip cost 0.55 s). So every member costs at least 2 and
+    every element 1: ``parse_request`` relies on it to count separators.
     """
 
     __slots__ = ("bytes", "limit")
@@ -265,11 +274,15 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
 
 def _check_field(value: object, field: FieldDescriptor, path: str, floor: _SizeFloor) -> None:
     if value is None:
-        return  # null is the default value; json_format refuses it where it is not allowed
+        # null is the default value, which json_format refuses where it is not allowed;
+        # counted as given, as every member is, so that each : costs the floor 2.
+        floor.add(2)
+        return
     nested = field.message_type
     if isinstance(value, dict | list):  # counted before a long list is walked
         each = 1 if nested is None else 2
-        floor.add(len(value) * each if field.is_repeated else 2)
+        # An empty list counts 2 as given; a longer one no more than protobuf writes.
+        floor.add(max(2, len(value) * each) if field.is_repeated else 2)
     if nested is not None and nested.GetOptions().map_entry:
         if not isinstance(value, dict):
             raise _wrong_type(path, "a JSON object", value)
@@ -297,7 +310,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
     """One value of ``field`` (an element if it is repeated)."""
     if value is None:
         return
-    if not field.is_repeated and _sets_scalar(value, field):
+    if not field.is_repeated and field.message_type is None:
         floor.add(2)  # a tag and a byte of value; a repeated scalar's element counted 1
     cpp_type = field.cpp_type
     if (nested := field.message_type) is not None:
@@ -316,6 +329,11 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             _refuse_long(value, path)
         elif isinstance(value, bool) or not isinstance(value, int):
             raise _wrong_type(path, "an integer (a JSON number or string)", value)
+        low, high = _INTEGER_RANGES[cpp_type]
+        if not low <= int(value) <= high:
+            # In json_format's words, but before it parses the whole body, and then
+            # offending_field again to find the field.
+            raise _json_invalid(path, f"{path}: Value out of range: {value}")
     elif cpp_type in _FLOAT_TYPES:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise _wrong_type(path, "a number (a JSON number or string)", value)
@@ -365,27 +383,6 @@ def _refuse_inexact(value: object, path: str) -> None:
     if isinstance(value, _Inexact):
         problem = "is out of range" if value.whole else "must be a whole number"
         raise _json_invalid(path, f"{path} {problem}, not {value.text}")
-
-
-def _sets_scalar(value: object, field: FieldDescriptor) -> bool:
-    """Whether ``value`` is a scalar that protobuf writes: not its field's default.
-
-    Of numbers in strings only integers with a digit other than 0 are counted: "0e5"
-    is a zero, and a floor must not guess high.
-    """
-    if field.message_type is not None or value is False:
-        return False
-    if isinstance(value, int | float):
-        return value != 0
-    if isinstance(value, str):
-        if _INTEGER.fullmatch(value):
-            return value.strip("-0") != ""
-        if field.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-            enum = field.enum_type
-            named = None if enum is None else enum.values_by_name.get(value)
-            return named is not None and named.number != 0
-        return field.cpp_type == FieldDescriptor.CPPTYPE_STRING and value != ""
-    return value is True
 
 
 def _is_int32(number: str | int) -> bool:

@@ -1026,6 +1026,20 @@ def pile_cards_to(
     return taken
 
 
+def five_of_one_rank_onto_the_table(msg: pb.GameState) -> None:
+    """Five cards of a rank the table lacks, from the stock (cards stay conserved): the
+    4-player first distribution put 4 cards on the table, so no game repeats a value
+    five times."""
+    on_table = {card >> 2 for card in msg.table}
+    rank = max(set(range(1, 13)) - on_table, key=lambda r: sum(c >> 2 == r for c in msg.stock))
+    moved = [card for card in msg.stock if card >> 2 == rank][:5]
+    assert len(moved) == 5
+    stock = bytearray(msg.stock)
+    for card in moved:
+        stock.remove(card)
+    msg.stock, msg.table = bytes(stock), msg.table + bytes(moved)
+
+
 def one_more_card_in_every_hand(msg: pb.GameState) -> None:
     """Hand sizes stay even, but the mover then holds more than a distribution deals."""
     for seat, card in enumerate(pile_cards_to(msg, len(msg.hands), "the hands")):
@@ -1102,10 +1116,17 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         lambda m: table_from_stock(MAX_PLAIN_TABLE + 1 - len(m.table))(m),
         f"a table of {MAX_PLAIN_TABLE + 1} cards: more than the {MAX_PLAIN_TABLE} a plain state",
     ),
-    # 20 cards pass the table check: what refuses them is the stock they came from.
+    # 20 cards pass the size check: what refuses them is that no game repeats a value
+    # on the table as the stock's cards do (a review's table of 23,732 moves), then the
+    # stock they came from.
     "the largest table a plain token may hold": (
         lambda m: table_from_stock(MAX_PLAIN_TABLE - len(m.table))(m),
-        "the stock holds",
+        "table cards share their value with another, aces aside",
+    ),
+    "a table repeating one value more than the first distribution did": (
+        five_of_one_rank_onto_the_table,
+        "5 table cards share their value with another, aces aside: more than the 4 of the "
+        "first distribution (K5.1, K7.4)",
     ),
     "card byte out of range": (
         set_item("hands", 0, lambda m: m.hands[0][:-1] + bytes([60])),

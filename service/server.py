@@ -359,24 +359,18 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         )
     if config.plain_state:
         _warn_plain_state(keys)
-    for port, listener in (
-        (config.grpc_port, "grpc"),
-        (config.http_port, "http"),
-        (config.metrics_port, "metrics"),
-    ):
-        # Port 0 is checked too (any free port; for metrics, none): a host that is no
-        # address of this machine is told here, not in grpc's words, which omit why.
-        if (port or listener != "metrics") and (
-            error := _taken(config.host, port, listener == "grpc")
-        ) is not None:
-            address = host_port(config.host, port)
-            _log.error("cannot listen", listener=listener, address=address, error=error)
+    claims: list[socket.socket] = []  # held while the workers serve (``_claim``)
+    try:
+        if not _ports_free(config, claims):
             return 1
-    if multiprocess_enabled():
-        clear_multiprocess_dir()
-        reserve_value_files()
-    if config.workers > 1:
-        return _supervise(config, keys, pending)
+        if multiprocess_enabled():
+            clear_multiprocess_dir()
+            reserve_value_files()
+        if config.workers > 1:
+            return _supervise(config, keys, pending, claims)
+    finally:
+        for claim in claims:
+            claim.close()
     registry = CollectorRegistry()
     metrics = new_metrics(registry)
     add_process_metrics(registry)
@@ -498,13 +492,78 @@ def _start_metrics(
 _GRPC_IPV6_ALSO = {"localhost": "::1"}
 
 
+def _ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
+    """Whether the configured ports are free (else logged, ``cannot listen``).
+
+    With workers, each port they share is claimed first (``_claim``), into ``claims``.
+    """
+    for port, listener in (
+        (config.grpc_port, "grpc"),
+        (config.http_port, "http"),
+        (config.metrics_port, "metrics"),
+    ):
+        error = None
+        if config.workers > 1 and listener != "metrics":
+            error = _claim(port, claims)
+        # Port 0 is checked too (any free port; for metrics, none): a host that is no
+        # address of this machine is told here, not in grpc's words, which omit why.
+        if error is None and (port or listener != "metrics"):
+            error = _taken(config.host, port, listener == "grpc")
+        if error is not None:
+            address = host_port(config.host, port)
+            _log.error("cannot listen", listener=listener, address=address, error=error)
+            return False
+    return True
+
+
+#: The abstract Unix socket (Linux) a server with workers binds for each port they
+#: share, for its whole life (``_claim``): ``ss -xap | grep cardrules-port`` names it.
+CLAIM_NAME = "cardrules-port-{port}"
+
+
+def _claim(port: int, claims: list[socket.socket]) -> str | None:
+    """Claim ``port`` for this server's workers, appending the claim to ``claims``;
+    why it cannot, or None.
+
+    ``_taken`` alone cannot keep a second server with workers off the port: its test
+    bind is released again before the workers bind, with SO_REUSEPORT, so two
+    servers started at the same moment both found the ports free and then shared
+    them, each answering about half the calls with keys of its own. Binding a name
+    in the abstract namespace is atomic: of two servers one gets it, and keeps it
+    until it exits, however it dies (the kernel closes it, and an abstract name
+    leaves no file behind). The name is per network namespace, as ports are, and
+    holds the port number alone: SO_REUSEPORT also shares a port between a
+    wildcard host and an address (``0.0.0.0`` and ``127.0.0.1``), or two spellings
+    of one (``localhost``). The socket is close-on-exec (Python's default), and
+    each worker closes its copy as it is forked (``_fork_workers``): a worker
+    outliving its supervisor must not hold the port's claim while it drains.
+    No abstract namespace outside Linux: there ``_taken`` is the only check.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind("\0" + CLAIM_NAME.format(port=port))
+    except OSError as error:
+        claim.close()
+        if error.errno == errno.EADDRINUSE:
+            return (
+                f"another cardrules server with workers is starting or serving on port {port}"
+                f" (it holds @{CLAIM_NAME.format(port=port)})"
+            )
+        return f"cannot claim port {port} for the workers: {error}"
+    claims.append(claim)
+    return None
+
+
 def _taken(host: str, port: int, is_grpc: bool) -> str | None:
     """Why ``port`` on ``host`` is not free, or None: checked before anything binds.
 
     Workers bind with SO_REUSEPORT, which shares a port with any process of the
     same user that does so too: a second server started by mistake on the same
     ports would take half the connections, with other keys. A bind without it
-    fails on a port anyone listens on. It also saves grpc's own refusal, which
+    fails on a port anyone listens on, but only once the workers listen: a server
+    with workers claims its ports first (``_claim``). It also saves grpc's own refusal, which
     says only "Failed to bind" and writes a line of its own to stderr.
 
     A wildcard host is served on both ``0.0.0.0`` and ``[::]`` (``service.listen``):
@@ -555,7 +614,9 @@ def _bind_error(
     return None
 
 
-def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> int:
+def _supervise(
+    config: ServerConfig, keys: KeyRing, pending: PendingSignals, claims: list[socket.socket]
+) -> int:
     """Fork the workers, serve their aggregated metrics, forward stop signals, reap them.
 
     Workers are not restarted one by one: when one exits on its own (a crash,
@@ -577,7 +638,7 @@ def _supervise(config: ServerConfig, keys: KeyRing, pending: PendingSignals) -> 
     # Inherited as ignored, the kernel would reap the workers unseen (no SIGCHLD, and
     # waitpid fails once all are gone): one killed would go unnoticed.
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    workers, heartbeats = _fork_workers(config, keys)
+    workers, heartbeats = _fork_workers(config, keys, claims)
     # Blocked before any thread starts (the watchdog, the metrics server and each scrape's),
     # as a thread inherits the mask of the thread that starts it. A signal that came before
     # is in ``pending``: pthread_sigmask runs the handlers of those taken but not yet handled.
@@ -675,7 +736,9 @@ class SupervisorLink:
     beat: Callable[[], None]
 
 
-def _fork_workers(config: ServerConfig, keys: KeyRing) -> tuple[dict[int, int], Heartbeats]:
+def _fork_workers(
+    config: ServerConfig, keys: KeyRing, claims: list[socket.socket]
+) -> tuple[dict[int, int], Heartbeats]:
     """Fork ``config.workers`` workers; each runs ``run_servers`` and exits with its status.
 
     Returns each worker's number (1 to N) by pid, and the heartbeats they stamp;
@@ -684,7 +747,8 @@ def _fork_workers(config: ServerConfig, keys: KeyRing) -> tuple[dict[int, int], 
     process has its own handlers: a child must never run the supervisor's, nor
     die of the default action.
     Each worker gets the read end of a lifeline pipe whose write end only the
-    supervisor keeps open, for as long as it lives (``_follow_supervisor``).
+    supervisor keeps open, for as long as it lives (``_follow_supervisor``), and
+    closes its copy of the ports' ``claims`` (``_claim``), which only the supervisor holds.
     """
     workers: dict[int, int] = {}
     heartbeats = Heartbeats(config.workers)
@@ -694,6 +758,8 @@ def _fork_workers(config: ServerConfig, keys: KeyRing) -> tuple[dict[int, int], 
             pid = os.fork()
             if pid == 0:
                 os.close(held)
+                for claim in claims:
+                    claim.close()
                 pending = PendingSignals()
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 bind_process_fields(worker=worker)

@@ -319,6 +319,97 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
         )
 
 
+@contextmanager
+def port_claimed(port: int) -> Iterator[socket.socket]:
+    """The claim a server with workers holds on ``port`` (service/server.py ``_claim``),
+    held by this process: a Linux abstract Unix socket named after the port."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as claim:
+        claim.bind(f"\0cardrules-port-{port}")
+        yield claim
+
+
+def claim_refused(port: int) -> bool:
+    """Whether another process holds the claim on ``port``."""
+    try:
+        with port_claimed(port):
+            return False
+    except OSError as error:
+        assert error.errno == errno.EADDRINUSE, error
+        return True
+
+
+@pytest.mark.parametrize("claimed", ["grpc", "http"])
+def test_workers_stop_at_start_on_a_port_another_server_with_workers_claimed(claimed):
+    """A port nothing listens on yet, claimed by another server with workers: it is
+    starting, between its check and its workers' binds. The check alone, a test bind
+    released before the workers bind with SO_REUSEPORT, let two servers started at the
+    same moment both through, to share the ports with different keys: about half the
+    calls failed TOKEN_UNKNOWN_KEY."""
+    grpc_port, http_port = free_ports(2)
+    ports = {"grpc": grpc_port, "http": http_port}
+    with port_claimed(ports[claimed]):
+        done = serve_and_fail(
+            *WORKERS, "--grpc-port", str(grpc_port), "--http-port", str(http_port)
+        )
+    failure = cannot_listen_line(done)
+    assert (failure["listener"], failure["address"]) == (claimed, f"127.0.0.1:{ports[claimed]}")
+    assert str(failure["error"]).startswith(
+        f"another cardrules server with workers is starting or serving on port {ports[claimed]}"
+    )
+    assert "listening" not in done.stdout and done.stderr == ""
+    assert nothing_listens_on(grpc_port) and nothing_listens_on(http_port)
+    # The claim of the port checked first is given back: nothing is left held.
+    assert not claim_refused(grpc_port) and not claim_refused(http_port)
+
+
+def test_of_two_servers_with_workers_started_at_once_on_the_same_ports_one_serves():
+    """Started side by side (an ephemeral key each), both passed the check before either's
+    workers bound, and both served, sharing the ports."""
+    grpc_port, http_port = free_ports(2)
+    args = (*WORKERS, "--grpc-port", str(grpc_port), "--http-port", str(http_port))
+    with launched(args) as first, launched(args) as second:
+        deadline = time.monotonic() + 30
+        while first.poll() is None and second.poll() is None:
+            assert time.monotonic() < deadline, "both servers run, sharing the ports"
+            time.sleep(0.05)
+        [refused] = [process for process in (first, second) if process.poll() is not None]
+        [serving] = [process for process in (first, second) if process is not refused]
+        output, _ = refused.communicate(timeout=30)
+        failure = cannot_listen_line(subprocess.CompletedProcess((), refused.returncode, output))
+        assert (failure["listener"], failure["address"]) == ("grpc", f"127.0.0.1:{grpc_port}")
+        assert "listening" not in output
+        assert serving.stdout is not None
+        listening = 0
+        while listening < 2:
+            line = serving.stdout.readline()
+            assert line, "the other server exited too"
+            listening += json.loads(line)["event"] == "listening"
+        assert claim_refused(grpc_port) and claim_refused(http_port)
+        serving.send_signal(signal.SIGTERM)
+        output, _ = serving.communicate(timeout=60)
+        assert serving.returncode == 0, output
+    assert not claim_refused(grpc_port) and not claim_refused(http_port)
+
+
+def test_the_claim_on_the_ports_goes_with_the_supervisor_not_with_its_workers():
+    """The supervisor holds the claim for its whole life, and the kernel gives it back
+    however the supervisor dies. The workers close their copies as they are forked: a
+    worker that outlived a killed supervisor, draining, must not keep a restarted server
+    from its ports once it stops listening."""
+    server = start_server((*workers(), "--drain-delay-seconds", "600"))
+    try:
+        pids = {int(str(line["pid"])) for line in server.wait_for_logs("listening", 2)}
+        ports = (server.grpc_port, server.http_port)
+        assert all(claim_refused(port) for port in ports)
+        server.process.kill()
+        server.process.wait()
+        server.wait_for_logs("supervisor exited", 2)
+        assert all(is_running(pid) for pid in pids)  # draining for 600 s
+        assert not any(claim_refused(port) for port in ports)
+    finally:
+        server.kill()
+
+
 def test_a_server_restarted_at_once_on_the_same_ports_listens_again():
     """service/server.py ``_taken``: a port whose last connections linger in TIME_WAIT is
     free, as grpc and aiohttp bind it; an orchestrator restarts a stopped server on its

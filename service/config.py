@@ -149,10 +149,13 @@ def env_name(field_name: str) -> str:
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     """The ``CARDRULES_*`` variables no setting reads, by name: a misspelt one (say
-    ``CARDRULES_STATE_KEY``) would otherwise leave its setting at the default unnoticed."""
+    ``CARDRULES_STATE_KEY``, or ``cardrules_grpc_port`` in lower case) would otherwise
+    leave its setting at the default unnoticed."""
     env = os.environ if environ is None else environ
     known = {env_name(name) for name, _ in _OPTIONS.values()}
-    return sorted(name for name in env if name.startswith(ENV_PREFIX) and name not in known)
+    # In any case: environment names are case-sensitive, and cardrules_grpc_port set
+    # nothing, unnamed.
+    return sorted(name for name in env if name.upper().startswith(ENV_PREFIX) and name not in known)
 
 
 def _default_text(name: str) -> str:

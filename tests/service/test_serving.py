@@ -464,6 +464,12 @@ def test_only_variables_no_setting_reads_are_unknown():
     assert unknown_variables({**environ, "OTHER": ""}) == ["CARDRULES_STATE_KEY", "CARDRULES_X"]
 
 
+def test_a_setting_variable_in_the_wrong_case_is_unknown():
+    """Environment names are case-sensitive: these set nothing, and were ignored unnamed."""
+    environ = {"cardrules_grpc_port": "1", "Cardrules_Workers": "2", "CARDRULES_HOST": "x"}
+    assert unknown_variables(environ) == ["Cardrules_Workers", "cardrules_grpc_port"]
+
+
 def test_a_server_restarted_without_keys_says_why_it_cannot_open_older_tokens():
     """``make serve``'s default key dies with the server: the refusal of a token sealed
     before a restart names that cause, over the wire."""

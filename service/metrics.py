@@ -9,7 +9,8 @@ every value lives in an mmap file ``<dir>/<kind>_<pid>.db``; otherwise in
 process memory, where the other workers and the scraper can never see it. So:
 
 1. ``cardrules serve`` (``serve_command.prepare_multiprocess_dir``) makes a
-   temporary directory or checks the one given, and sets
+   temporary directory or checks the one given, locks it (a folder another server
+   uses is refused), and sets
    ``PROMETHEUS_MULTIPROC_DIR`` *before anything imports prometheus_client*
    (this module included); once the ports are known free, ``clear_multiprocess_dir``
    empties it, and the supervisor forks the workers;
@@ -437,7 +438,9 @@ def add_process_metrics(registry: CollectorRegistry) -> None:
 def clear_multiprocess_dir() -> None:
     """Delete the values an earlier run left in ``PROMETHEUS_MULTIPROC_DIR``, which would
     be added in. Called once the ports are known free and before any value is made:
-    a second server that is refused at start must not wipe a running one's values."""
+    a second server that is refused at start must not wipe a running one's values.
+    The folder is locked by then (``serve_command.prepare_multiprocess_dir``): one
+    that another server uses was refused, and its lock file, no ``*.db``, is kept."""
     for stale in Path(os.environ[MULTIPROC_ENV]).glob("*.db"):
         if MULTIPROC_VALUE_FILE.fullmatch(stale.name):
             stale.unlink(missing_ok=True)

@@ -92,7 +92,10 @@ def _unusable_folder(
 ) -> str:
     """Why the metrics folder stops the server, naming what asked for it: ``--workers``
     (or its variable), or with one process the folder's variable alone
-    (docs/operations.md, "Workers")."""
+    (docs/operations.md, "Workers"). A folder another server uses is writable: the
+    line names the variable that named it, and says so."""
+    if isinstance(error, FolderInUseError):
+        return f"{variable or MULTIPROC_ENV}: {error}"
     if workers > 1:
         return (
             f"{workers_source} needs a writable folder for the workers' metrics ({error}); "
@@ -119,8 +122,10 @@ def run_keygen(args: argparse.Namespace) -> int:
 
 
 TEMPORARY_PREFIX = "cardrules-metrics-"
-#: Locked by the server that made the temporary folder, for as long as it or any of its
-#: workers lives (they inherit the descriptor across ``fork``).
+#: Locked by the server that uses the folder, one it made (temporary) or one
+#: ``PROMETHEUS_MULTIPROC_DIR`` named, for as long as it or any of its workers lives
+#: (they inherit the descriptor across ``fork``). Not a ``*.db`` file: prometheus_client
+#: never reads it, and the check for foreign files never sees it.
 _LOCK_NAME = ".in-use"
 _held: list[int] = []
 #: A temporary folder still without its lock after this long lost its server before the
@@ -133,9 +138,10 @@ def prepare_multiprocess_dir(processes: int = 1) -> str | None:
     are known free: ``metrics.clear_multiprocess_dir``).
 
     Returns the folder if it was made here (a temporary one, removed at exit),
-    None if ``PROMETHEUS_MULTIPROC_DIR`` named it. Raises ``OSError`` when the
-    folder cannot be made or written, or has no room for the values of
-    ``processes`` processes (``_check_room``).
+    None if ``PROMETHEUS_MULTIPROC_DIR`` named it. Either is locked for as long as
+    this process or a worker of it lives. Raises ``OSError`` when the folder cannot
+    be made or written, another server uses it (``FolderInUseError``), or it has no
+    room for the values of ``processes`` processes (``_check_room``).
     """
     folder = os.environ.get(MULTIPROC_ENV)
     if folder is None:
@@ -165,6 +171,9 @@ def prepare_multiprocess_dir(processes: int = 1) -> str | None:
             f"{folder} holds files that are not prometheus_client's ({', '.join(foreign[:3])}"
             f"{', ...' if len(foreign) > 3 else ''}): give the metrics a folder of their own"
         )
+    # Before anything there is taken for an earlier run's: another server's values are
+    # live (its room is not free, and ``metrics.clear_multiprocess_dir`` deletes them).
+    _hold_given(folder)
     _check_room(folder, processes)
     return None
 
@@ -181,6 +190,37 @@ def _hold(folder: str) -> None:
     descriptor = os.open(unnamed, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.rename(unnamed, os.path.join(folder, _LOCK_NAME))
+    _held.append(descriptor)
+
+
+class FolderInUseError(OSError):
+    """Another cardrules server (or an orphaned worker of one) holds the lock of the
+    metrics folder that ``PROMETHEUS_MULTIPROC_DIR`` names."""
+
+
+def _hold_given(folder: str) -> None:
+    """Lock the folder ``PROMETHEUS_MULTIPROC_DIR`` names, as ``_hold`` does a temporary
+    one, or raise ``FolderInUseError``: emptying it at start deleted the values of
+    another server that used it (two servers given the same folder), whose metrics
+    then answered 503 until it was restarted, when it did the same to the other.
+
+    The lock file is made if need be and never removed: a server that died left it
+    unlocked (the kernel releases a dead process's locks), and the next one takes it.
+    Opened to read only, so that a file another user's server left can be locked too.
+    """
+    path = os.path.join(folder, _LOCK_NAME)
+    descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise FolderInUseError(
+            f"another cardrules server uses {folder} for its metrics (it holds {path} "
+            "locked): give each server a folder of its own"
+        ) from None
+    except BaseException:
+        os.close(descriptor)
+        raise
     _held.append(descriptor)
 
 

@@ -284,7 +284,8 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
     """Workers bind with SO_REUSEPORT, which a second server of the same user could share:
     started by mistake on the same ports, it would take half the connections with other
     keys. It must stop with ``cannot listen`` instead, and the first keep serving, its
-    metrics too: the second is refused before it empties the shared metrics folder."""
+    metrics too. (Given the first's metrics folder as well, it is refused for that
+    first: test_a_second_server_given_a_metrics_folder_in_use_exits_2_and_deletes_nothing.)"""
     folder = tmp_path / "metrics"
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
     with running((*workers(), "--metrics-port", str(free_port())), env) as first:
@@ -301,7 +302,7 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
             str(ports["grpc"] if taken == "grpc" else other_grpc),
             "--http-port",
             str(ports["http"] if taken == "http" else other_http),
-            env=env,
+            env={"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "second")},
         )
         failure = cannot_listen_line(second)
         assert failure["address"] == f"127.0.0.1:{ports[taken]}"
@@ -1419,6 +1420,96 @@ def test_a_metrics_folder_holding_other_files_exits_2_and_deletes_nothing(tmp_pa
         "important.db",
         "notes.txt",
     ]
+
+
+def in_use_line(folder: Path, variable: str = "PROMETHEUS_MULTIPROC_DIR") -> str:
+    """The one line a server given a metrics folder another server uses exits 2 with."""
+    return (
+        f"cardrules: error: {variable}: another cardrules server uses {folder} for its "
+        f"metrics (it holds {folder / '.in-use'} locked): give each server a folder of its own\n"
+    )
+
+
+def games_started(url: str) -> float:
+    found = metric_samples(url)
+    return sum(v for (name, _), v in found.items() if name == "cardrules_games_started_total")
+
+
+@pytest.mark.parametrize("args", [WORKERS, ("--workers", "1")], ids=["workers", "one"])
+def test_a_second_server_given_a_metrics_folder_in_use_exits_2_and_deletes_nothing(tmp_path, args):
+    """Two servers given the same folder on other ports: the second started without a
+    word and emptied the folder, deleting the first's live files of values, whose
+    metrics answered 503 from then on, its values lost, until a restart did the same
+    to the second; with one process as with workers. The folder is locked as the
+    server's own temporary one is, and a second server refused before it deletes
+    anything."""
+    folder = tmp_path / "metrics"
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    with running((*workers(), "--metrics-port", str(free_port())), env) as first:
+        first.wait_for_logs("listening", 2)
+        first.wait_for_logs("metrics")
+        with connect(first.target) as stub:
+            stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        values = {path.name: path.stat().st_ino for path in folder.glob("*.db")}
+        grpc_port, http_port = free_ports(2)
+        second = serve_and_fail(
+            *args, "--grpc-port", str(grpc_port), "--http-port", str(http_port), env=env
+        )
+        assert (second.returncode, second.stdout) == (2, "")
+        assert second.stderr == in_use_line(folder)
+        assert values and {p.name: p.stat().st_ino for p in folder.glob("*.db")} == values
+        assert games_started(first.metrics_url) == 1
+
+
+def test_a_metrics_folder_whose_lock_another_process_holds_exits_2(tmp_path):
+    """Whoever holds the lock (an orphaned worker of a killed server still writes
+    there), the folder is not emptied; the deprecated variable's name is the one told."""
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    (folder / "counter_1.db").write_text("kept")
+    with (folder / ".in-use").open("wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done = serve_and_fail(env={"prometheus_multiproc_dir": str(folder)})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == in_use_line(folder, "prometheus_multiproc_dir")
+    assert sorted(path.name for path in folder.iterdir()) == [".in-use", "counter_1.db"]
+    assert (folder / "counter_1.db").read_text() == "kept"
+
+
+def wait_until_unlocked(lock_file: Path, timeout: float = 30) -> None:
+    """Wait until nothing holds ``lock_file`` locked, taking and releasing it."""
+    with lock_file.open("rb") as lock:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                assert time.monotonic() < deadline, f"{lock_file} still locked"
+                time.sleep(0.05)
+
+
+def test_a_metrics_folder_left_by_a_dead_server_is_taken_and_emptied(tmp_path):
+    """A dead server's lock file stays, unlocked (the kernel releases a dead process's
+    locks): the next start takes the folder and deletes the values left there, as
+    before. It holds the lock while it or a worker runs: a supervisor killed outright
+    leaves it to its orphaned workers, which drain and exit, and then it is free."""
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    (folder / ".in-use").touch()
+    (folder / "counter_1.db").write_bytes(b"")  # an earlier run's values
+    server = start_server(workers(), {"PROMETHEUS_MULTIPROC_DIR": str(folder)})
+    try:
+        server.wait_for_logs("listening", 2)
+        assert not (folder / "counter_1.db").exists()
+        assert list(folder.glob("counter_*.db"))
+        with (folder / ".in-use").open("rb") as lock, pytest.raises(BlockingIOError):
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        server.process.kill()
+        server.wait_for_logs("stopped", 2)  # the orphaned workers drain and exit
+        wait_until_unlocked(folder / ".in-use")
+    finally:
+        server.kill()
 
 
 @pytest.mark.parametrize("host", ["::1", "[::1]"])

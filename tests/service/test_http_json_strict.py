@@ -1075,8 +1075,8 @@ def test_enum_numbers_of_32_bits_still_parse() -> None:
 
 
 def test_a_card_with_its_rank_and_suit_counts_six_bytes_towards_the_limit() -> None:
-    """Two for the message and two for each field not at its default: a long list of
-    cards is refused before json_format parses it, not at a third of what it is."""
+    """Two for the message and two for each field given: a long list of cards is
+    refused before json_format parses it, not at a third of what it is."""
     for card in ('{"rank": "RANK_TWO", "suit": "SUIT_CLUBS"}', '{"rank": "2", "suit": 1}'):
         body = f'{{"move": {{"captures": [{card}]}}}}'.encode()
         assert parse_request(body, pb.PlayRequest, 8).ByteSize() == 8

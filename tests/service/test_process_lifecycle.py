@@ -279,6 +279,18 @@ def test_a_host_that_is_no_address_here_is_named_with_its_cause_on_any_port():
     assert done.stderr == ""
 
 
+@contextmanager
+def serving_a_game_with_metrics_in(folder: Path) -> Iterator[ServerProcess]:
+    """A server with workers, its metrics in ``folder``, that has started one game."""
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    with running((*workers(), "--metrics-port", str(free_port())), env) as server:
+        server.wait_for_logs("listening", 2)
+        server.wait_for_logs("metrics")
+        with connect(server.target) as stub:
+            stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        yield server
+
+
 @pytest.mark.parametrize("taken", ["grpc", "http"])
 def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
     """Workers bind with SO_REUSEPORT, which a second server of the same user could share:
@@ -287,12 +299,7 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
     metrics too. (Given the first's metrics folder as well, it is refused for that
     first: test_a_second_server_given_a_metrics_folder_in_use_exits_2_and_deletes_nothing.)"""
     folder = tmp_path / "metrics"
-    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
-    with running((*workers(), "--metrics-port", str(free_port())), env) as first:
-        first.wait_for_logs("listening", 2)
-        first.wait_for_logs("metrics")
-        with connect(first.target) as stub:
-            stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+    with serving_a_game_with_metrics_in(folder) as first:
         values = sorted(folder.glob("*.db"))
         ports = {"grpc": first.grpc_port, "http": first.http_port}
         other_grpc, other_http = free_ports(2)
@@ -1445,11 +1452,7 @@ def test_a_second_server_given_a_metrics_folder_in_use_exits_2_and_deletes_nothi
     anything."""
     folder = tmp_path / "metrics"
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
-    with running((*workers(), "--metrics-port", str(free_port())), env) as first:
-        first.wait_for_logs("listening", 2)
-        first.wait_for_logs("metrics")
-        with connect(first.target) as stub:
-            stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+    with serving_a_game_with_metrics_in(folder) as first:
         values = {path.name: path.stat().st_ino for path in folder.glob("*.db")}
         grpc_port, http_port = free_ports(2)
         second = serve_and_fail(

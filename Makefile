@@ -80,7 +80,7 @@ fmt: $(VENV_STAMP) ## ruff format + ruff check --fix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, HTTP :8080, metrics :9464)
+serve: $(VENV_STAMP) ## Run the service on its embedded defaults (gRPC :50051, HTTP :8080, metrics :9464); flags in SERVE_ARGS
 	@# Not echoed: SERVE_ARGS may hold --state-keys.
 	@$(BIN)/cardrules serve $(SERVE_ARGS)
 

@@ -35,7 +35,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
-from service.config import MULTIPROC_ENV, ServerConfig, host_port, unknown_variables
+from service.config import MULTIPROC_ENV, ServerConfig, env_name, host_port, unknown_variables
 from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
@@ -171,7 +171,7 @@ async def run_servers(
         try:
             port = server.add_insecure_port(address)
         except RuntimeError as error:
-            _log.error("cannot listen", listener="grpc", address=address, error=str(error))
+            _cannot_listen("grpc", address, str(error))
             return 1
         http = await _start_gateway(config, api, runner)
         if http is None:
@@ -318,7 +318,7 @@ async def _start_gateway(
         )
     except OSError as error:
         address = host_port(config.host, config.http_port)
-        _log.error("cannot listen", listener="http", address=address, error=str(error))
+        _cannot_listen("http", address, str(error))
         return None
 
 
@@ -480,7 +480,7 @@ def _start_metrics(
         server = start_metrics_http(config.metrics_port, registry, config.host)
     except OSError as error:  # the port is taken, or the host is no address of this machine
         address = host_port(config.host, config.metrics_port)
-        _log.error("cannot listen", listener="metrics", address=address, error=str(error))
+        _cannot_listen("metrics", address, str(error))
         return None
     _log.info("metrics", address=host_port(config.host, server.port), path="/metrics")
     return server
@@ -490,6 +490,18 @@ def _start_metrics(
 #: its resolver gives localhost both loopbacks (RFC 6761) where /etc/hosts may give
 #: only 127.0.0.1.
 _GRPC_IPV6_ALSO = {"localhost": "::1"}
+
+
+def _cannot_listen(listener: str, address: str, error: str) -> None:
+    """The ``cannot listen`` line: which port, why, and the setting that moves it (a
+    newcomer whose ``make serve`` found 50051 taken was told only the first two)."""
+    _log.error(
+        "cannot listen",
+        listener=listener,
+        address=address,
+        error=error,
+        setting=f"--{listener}-port or {env_name(f'{listener}_port')}",
+    )
 
 
 def _ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
@@ -511,7 +523,7 @@ def _ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
             error = _taken(config.host, port, listener == "grpc")
         if error is not None:
             address = host_port(config.host, port)
-            _log.error("cannot listen", listener=listener, address=address, error=error)
+            _cannot_listen(listener, address, error)
             return False
     return True
 

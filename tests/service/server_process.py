@@ -435,9 +435,12 @@ def events(output: str) -> list[dict[str, object]]:
 
 
 def cannot_listen_line(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    """The one ``cannot listen`` line of a server that could not bind and exited 1."""
+    """The one ``cannot listen`` line of a server that could not bind and exited 1, which
+    names the setting that moves the port."""
     assert done.returncode == 1
     [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
+    listener = str(failure["listener"])
+    assert failure["setting"] == f"--{listener}-port or CARDRULES_{listener.upper()}_PORT"
     return failure
 
 

@@ -261,7 +261,9 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
             # the whole body, and offending_field would parse it twice more to find it.
             name = f"{path}.{key}".lstrip(".")
             raise _json_invalid(
-                name, f'Message type "{descriptor.full_name}" has no field named "{key}"'
+                name,
+                f'Message type "{descriptor.full_name}" has no field named "{key}"'
+                + _one_level_down(descriptor, key, path),
             )
         name = f"{path}.{field.name}".lstrip(".")
         if field.name in seen:
@@ -481,6 +483,17 @@ def _innermost(text: str) -> str:
 
 
 @functools.cache
+def _one_level_down(descriptor: Descriptor, key: str, path: str) -> str:
+    """A hint when ``key`` names a field of one of the message's message fields: the
+    Python client takes ``new_game(players=2)``, where JSON needs ``config.players``."""
+    for field in descriptor.fields:
+        nested = field.message_type
+        if nested is not None and key in _fields_by_name(nested):
+            inner = _fields_by_name(nested)[key].name
+            return f" (did you mean {f'{path}.{field.name}'.lstrip('.')}.{inner}?)"
+    return ""
+
+
 def _fields_by_name(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
     """A message's fields by proto name and by JSON name (proto3 JSON takes both)."""
     return {name: field for field in descriptor.fields for name in (field.name, field.json_name)}

@@ -174,6 +174,23 @@ def test_an_integer_out_of_range_is_refused_by_the_walk_in_json_formats_words(
     )
 
 
+@pytest.mark.parametrize(
+    ("body", "request_class", "hint"),
+    [
+        (b'{"players": 2}', pb.NewGameRequest, "config.players"),
+        (b'{"matchDeals": 2}', pb.NewGameRequest, "config.match_deals"),
+        (b'{"config": {"singleDeck": true}}', pb.NewGameRequest, "config.rules.single_deck"),
+        (b'{"card": {"rank": 2}}', pb.PlayRequest, "move.card"),
+    ],
+)
+def test_a_field_given_a_level_too_high_is_refused_with_where_it_goes(
+    body: bytes, request_class: type[Message], hint: str
+) -> None:
+    """The client's ``new_game(players=2)`` is no JSON body: a newcomer's likely slip."""
+    _, description = refusal_of(body, request_class)
+    assert description.endswith(f"(did you mean {hint}?)"), description
+
+
 def test_an_unknown_name_is_refused_by_the_walk_without_parsing_the_body(monkeypatch):
     """json_format would refuse it only after parsing the whole body, and finding it
     would take two more parses: 1.5 s for a body of 32,000 cards."""

@@ -51,7 +51,13 @@ def play_remote_game(
             stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
             return _play(stub, request, record, progress)
         except grpc.RpcError as error:
-            raise RemoteError(f"{target}: {error.code().name}: {error.details()}") from None
+            details = error.details() or ""
+            # grpc's words for an HTTP/1.1 answer: the gateway's port given for gRPC's.
+            hint = _HTTP_PORT_HINT if "http1.x server" in details else ""
+            raise RemoteError(f"{target}: {error.code().name}: {details}{hint}") from None
+
+
+_HTTP_PORT_HINT = " (an HTTP/1.1 server answered: --server takes the gRPC port, not the gateway's)"
 
 
 def _play(

@@ -171,6 +171,12 @@ def test_unreachable_server_is_one_line_and_status_1():
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
+def test_the_http_gateways_port_given_for_the_grpc_one_is_said_so(server):
+    """grpc's own words ("Trying to connect an http1.x server") left a newcomer guessing."""
+    with pytest.raises(RemoteError, match=r"--server takes the gRPC port, not the gateway's"):
+        play_remote_game(SimulationRequest(Config(players=2)), f"127.0.0.1:{server.http_port}")
+
+
 def test_a_failure_whose_text_spans_lines_is_still_one_line(capsys):
     """service/cli.py: errors are one line on stderr. gRPC's own text may hold the
     address as given, line break and all: a socket's path may hold one."""

@@ -372,7 +372,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
                 )
             # A comment runs from # to the end of its line (no base64 has a #): operators
             # note beside each key when it was made, as authorized_keys files allow.
-            values["state_keys"] = re.sub(r"#.*", "", content.decode("utf-8-sig"))
+            # Not ".*": it runs on over a lone CR, the line end of old Mac files.
+            values["state_keys"] = re.sub(r"#[^\r\n]*", "", content.decode("utf-8-sig"))
         except OSError as error:
             if _reads_as_keys(keys_file[1]):
                 # The keys where their file's path belongs (a Secret wired to this

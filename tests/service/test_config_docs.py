@@ -336,6 +336,16 @@ def test_a_keys_file_may_note_when_each_key_was_made(tmp_path: Path) -> None:
     assert read is not None and KeyRing.parse(read) == KeyRing.parse(f"{KEY},{old}")
 
 
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_a_comment_ends_with_its_line_whatever_ends_lines(tmp_path: Path, line_end: str) -> None:
+    """A comment ran on over a lone CR: the key after it was lost without a word."""
+    other = KeyRing.generate_key_text()
+    keys = tmp_path / "keys"
+    keys.write_bytes(f"{KEY} # new{line_end}{other}{line_end}".encode())
+    read = resolved("CARDRULES_STATE_KEYS_FILE", str(keys)).state_keys
+    assert read is not None and KeyRing.parse(read) == KeyRing.parse(f"{KEY},{other}")
+
+
 def test_a_keys_file_of_comments_alone_holds_no_keys(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     keys.write_text(f"# {KEY}\n")

@@ -542,8 +542,8 @@ def _claim(port: int, claims: list[socket.socket]) -> str | None:
     servers started at the same moment both found the ports free and then shared
     them, each answering about half the calls with keys of its own. Binding a name
     in the abstract namespace is atomic: of two servers one gets it, and keeps it
-    until it exits, however it dies (the kernel closes it, and an abstract name
-    leaves no file behind). The name is per network namespace, as ports are, and
+    until it begins to stop (``_supervise``) or exits, however it dies (the kernel
+    closes it, and an abstract name leaves no file behind). The name is per network namespace, as ports are, and
     holds the port number alone: SO_REUSEPORT also shares a port between a
     wildcard host and an address (``0.0.0.0`` and ``127.0.0.1``), or two spellings
     of one (``localhost``). The socket is close-on-exec (Python's default), and
@@ -672,6 +672,11 @@ def _supervise(
             # From now on the deadline judges the workers: a worker whose event loop has
             # ended is still exiting, silent, and the watch would kill it as hung.
             end_watch()
+            # The next server may claim the ports: while the workers still listen, the
+            # test bind refuses it (``_taken``); held through the drain, the claim kept
+            # a restart off ports nobody listened on any more, for the grace period.
+            for claim in claims:
+                claim.close()
         for pid in list(workers):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
                 os.kill(pid, signum)

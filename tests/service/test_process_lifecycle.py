@@ -418,6 +418,29 @@ def test_the_claim_on_the_ports_goes_with_the_supervisor_not_with_its_workers():
         server.kill()
 
 
+def test_the_claim_on_the_ports_ends_as_the_server_begins_to_stop():
+    """Held through the drain, the claim kept a restarted server off ports that no worker
+    listened on any more, for up to the grace period (a review); while they still listen,
+    the test bind keeps it off."""
+    server = start_server((*workers(), "--drain-delay-seconds", "600"))
+    try:
+        server.wait_for_logs("listening", 2)
+        ports = (server.grpc_port, server.http_port)
+        assert all(claim_refused(port) for port in ports)
+        server.process.send_signal(signal.SIGTERM)
+        server.wait_for_logs("draining", 2)
+        deadline = time.monotonic() + 30
+        while any(claim_refused(port) for port in ports):
+            assert time.monotonic() < deadline, "the claim outlived the first stop signal"
+            time.sleep(0.05)
+        second = serve_and_fail(
+            *WORKERS, "--grpc-port", str(ports[0]), "--http-port", str(ports[1])
+        )
+        assert "Address already in use" in str(cannot_listen_line(second)["error"])
+    finally:
+        server.kill()
+
+
 def test_a_server_restarted_at_once_on_the_same_ports_listens_again():
     """service/server.py ``_taken``: a port whose last connections linger in TIME_WAIT is
     free, as grpc and aiohttp bind it; an orchestrator restarts a stopped server on its

@@ -70,6 +70,9 @@ _INTEGER_RANGES = {
 }
 _INTEGER_TYPES = frozenset(_INTEGER_RANGES)
 _FLOAT_TYPES = frozenset({FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE})
+# What the floor and the separators count: near the limit, a body that writes out fields
+# at their defaults is refused where the same request over gRPC would pass.
+_AS_SET = "request (each value given counted as set)"
 
 
 class _Duplicated(dict[str, Any]):
@@ -168,7 +171,7 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
         # for its , and its :), so no request within the limit has more, and counting
         # them takes no parsing: a megabyte of [0,0,...] under an unknown name cost
         # json.loads 0.1 s before the name was read.
-        raise request_too_large("request", limit)
+        raise request_too_large(_AS_SET, limit)
     duplicates: list[str] = []
     try:
         value = json.loads(
@@ -231,7 +234,7 @@ class _SizeFloor:
     def add(self, size: int) -> None:
         self.bytes += size
         if self.limit is not None and self.bytes > self.limit:
-            raise request_too_large("request", self.limit)
+            raise request_too_large(_AS_SET, self.limit)
 
 
 def check_message(value: object, descriptor: Descriptor, path: str, floor: _SizeFloor) -> None:

@@ -305,9 +305,13 @@ class HttpGateway:
             response = await self._respond(request)
             if self._bodies_end_at is not None:  # draining
                 response.force_close()  # the client reconnects, to a replica still serving
-            elif self._too_large_by_length(request):
+            elif self._too_large_by_length(request) or "Upgrade" in request.headers:
                 # Whatever the answer, that body is never read (nor, without its 100
                 # Continue, sent): a next request on the connection would be taken for it.
+                # And aiohttp reads no more of a connection whose request asked to upgrade
+                # (h2c) but was answered as HTTP/1.1: a request pipelined behind it went
+                # unanswered, and the next one's answer came in its place (aiohttp #13432,
+                # fixed after 3.14.5, the newest release here).
                 response.force_close()
             return response
         finally:
@@ -469,6 +473,17 @@ class HttpGateway:
                 UNSUPPORTED_MEDIA_TYPE,
                 "the body may be sent as it is or with Content-Encoding gzip or deflate",
                 content_encoding=coding[:_ECHOED_CHARS],
+            )
+        framing = ", ".join(request.headers.getall("Transfer-Encoding", ())).strip().lower()
+        if "Transfer-Encoding" in request.headers and framing != "chunked":
+            # RFC 9112 6.3: a body framed otherwise than by chunked alone is refused and its
+            # connection closed. aiohttp's parser took an empty coding before a
+            # Content-Length, and unknown ones before chunked, where a proxy in front may
+            # frame the body otherwise: the start of request smuggling (an HTTP review).
+            return invalid_argument(
+                REQUEST_MALFORMED,
+                "a body is framed by Content-Length or by Transfer-Encoding chunked alone",
+                "",
             )
         limit = self._max_request_bytes * JSON_BODY_FACTOR
         too_large = request_too_large("body", limit)

@@ -298,6 +298,69 @@ def expecting_continue(length: int, version: str = "1.1") -> bytes:
     ).encode()
 
 
+def new_game_head(request_id: str, extra: str = "", body: bytes = b"{}") -> bytes:
+    """A whole ``newGame`` request as sent, with extra header lines."""
+    return (
+        f"POST /v1/krypkasino:newGame HTTP/1.1\r\nHost: x\r\nX-Request-Id: {request_id}\r\n"
+        f"Content-Type: application/json\r\n{extra}Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+def answers_until_closed(server: ServerProcess, sent: bytes) -> list[tuple[int, str]]:
+    """The status and request id of each answer on one connection, read until the server
+    closes it (a connection it leaves open fails the read at 10 s)."""
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+        connection.sendall(sent)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    found = re.findall(rb"HTTP/1\.1 (\d{3}) .*?\r\nX-Request-Id: ([^\r]*)\r\n", received, re.S)
+    return [(int(status), request_id.decode()) for status, request_id in found]
+
+
+def test_a_request_asking_to_upgrade_is_answered_and_its_connection_closed(server):
+    """aiohttp reads no more of such a connection: a request pipelined behind it went
+    unanswered, and the answer of the one after came in its place (an HTTP review)."""
+    body = b'{"config": {"players": 2}}'
+    upgrade = new_game_head("asked-h2c", "Connection: Upgrade\r\nUpgrade: h2c\r\n", body)
+    answers = answers_until_closed(server, upgrade + new_game_head("behind", body=body))
+    assert answers == [(200, "asked-h2c")]
+
+
+def chunked_new_game(request_id: str, codings: str) -> bytes:
+    body = b'{"config": {"players": 2}}'
+    return (
+        (
+            f"POST /v1/krypkasino:newGame HTTP/1.1\r\nHost: x\r\nX-Request-Id: {request_id}\r\n"
+            f"Content-Type: application/json\r\nTransfer-Encoding: {codings}\r\n\r\n"
+            f"{len(body):x}\r\n"
+        ).encode()
+        + body
+        + b"\r\n0\r\n\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        new_game_head("framed", "Transfer-Encoding: \r\n", b'{"config": {"players": 2}}'),
+        chunked_new_game("framed", "foo, chunked"),
+        chunked_new_game("framed", "gzip, chunked"),
+    ],
+    ids=["empty_before_a_length", "unknown_before_chunked", "gzip_before_chunked"],
+)
+def test_a_body_framed_but_by_length_or_chunked_alone_is_refused_and_closed(server, sent):
+    """RFC 9112 6.3. aiohttp took an empty Transfer-Encoding before a Content-Length, and
+    codings it ignored before chunked, where a proxy in front may frame the body
+    otherwise: the start of request smuggling (an HTTP review). Chunked alone is served."""
+    answers = answers_until_closed(server, sent + new_game_head("next"))
+    assert answers == [(400, "framed")]
+    chunked = chunked_new_game("chunked", "chunked") + new_game_head(
+        "next", "Connection: close\r\n"
+    )
+    assert answers_until_closed(server, chunked) == [(200, "chunked"), (400, "next")]
+
+
 def test_a_body_too_large_by_its_length_is_refused_before_100_continue(server):
     """The client waits for 100 Continue before it sends the body: a body the gateway
     refuses by its Content-Length alone gets the 413 at once, not a 100 that has the

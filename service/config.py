@@ -92,7 +92,11 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "--log-format": ("log_format", "json, console, or auto (console on a terminal)"),
     "--log-level": ("log_level", "debug, info, warning or error"),
-    "--max-request-bytes": ("max_request_bytes", "largest request accepted"),
+    "--max-request-bytes": (
+        "max_request_bytes",
+        "largest request accepted; the longest matches' state tokens reach about 34 KB, "
+        "which a lower limit refuses part-way",
+    ),
     "--drain-delay-seconds": (
         "drain_delay_seconds",
         "how long SIGTERM keeps serving after readiness turns NOT_SERVING, so that "

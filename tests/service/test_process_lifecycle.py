@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import cast
 
 import grpc
 import pytest
@@ -779,7 +780,7 @@ def test_stragglers_are_killed_before_the_supervisor_logs_them():
 @pytest.mark.parametrize("hung", [(2,), (1, 2)], ids=["one", "both"])
 def test_a_worker_that_hangs_while_serving_is_killed_and_the_server_stops(hung):
     """The kernel would go on handing a hung worker its share of new connections."""
-    server = start_server((*workers(), "--worker-timeout-seconds", "2"))
+    server = start_server((*workers(), "--worker-timeout-seconds", "2", "--grace-seconds", "1"))
     try:
         pid_of = _worker_pids(server)
         for worker in hung:
@@ -787,10 +788,20 @@ def test_a_worker_that_hangs_while_serving_is_killed_and_the_server_stops(hung):
         assert server.process.wait(60) == 1
     finally:
         server.kill()
-    # Only the hung workers: an idle one, silent as long, still beat.
+    # Only the hung workers: an idle one, silent as long, still beat. Two stopped at
+    # once fall silent from their own last beats, which may be a check of the watch
+    # apart; the stop that the first one's kill begins ends the watch, and the other is
+    # killed at the stop's deadline, as a worker that did not stop in time (1 in 13
+    # runs beside a busy core, a review found).
     hung_lines = server.log_events("worker hung")
-    assert sorted(int(str(line["worker"])) for line in hung_lines) == list(hung)
-    assert {line["pid"] for line in hung_lines} == {pid_of[worker] for worker in hung}
+    reported = sorted(int(str(line["worker"])) for line in hung_lines)
+    late = [
+        int(str(worker))
+        for line in server.log_events("workers did not stop in time")
+        for worker in cast(list[object], line["workers"])
+    ]
+    assert reported and sorted(reported + late) == list(hung), (reported, late)
+    assert {line["pid"] for line in hung_lines} == {pid_of[worker] for worker in reported}
     assert {line["level"] for line in hung_lines} == {"error"}
     # Over the timeout (logged to 0.1 s, so 2.04 reads 2.0); by how much depends on how
     # busy the machine was.

@@ -36,6 +36,12 @@ for _signum in FROM_A_TERMINAL:
     if signal.getsignal(_signum) == signal.SIG_IGN:
         signal.signal(_signum, _ignored_here_only)
 
+# A metrics folder exported by the developer's shell (as --workers needs) would be
+# shared by every registry and test server of the run, which then saw each other's
+# values or were refused the folder: tests that want one pass it themselves.
+for _variable in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
+    os.environ.pop(_variable, None)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A time limit on every test without one of its own (``tests/sizes.py``)."""

@@ -575,8 +575,8 @@ def _taken(host: str, port: int, is_grpc: bool) -> str | None:
     same user that does so too: a second server started by mistake on the same
     ports would take half the connections, with other keys. A bind without it
     fails on a port anyone listens on, but only once the workers listen: a server
-    with workers claims its ports first (``_claim``). It also saves grpc's own refusal, which
-    says only "Failed to bind" and writes a line of its own to stderr.
+    with workers claims its ports first (``_claim``). It also saves grpc's own
+    refusal, which says only "Failed to bind" and writes a line of its own to stderr.
 
     A wildcard host is served on both ``0.0.0.0`` and ``[::]`` (``service.listen``):
     both must be free. grpc would quietly fall back to IPv4 alone when another

@@ -246,8 +246,9 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
     path. Nulls and the values json_format judges well itself (ranges, enum
     numbers, numbers) are left to json_format;
     so are the well-known types, whose JSON is their own. ``floor`` counts the
-    size the values must take as protobuf and raises ``REQUEST_TOO_LARGE`` once
-    it passes its limit, before a long list is walked.
+    size the values must take as protobuf, each value given counted as set
+    (``_SizeFloor``), and raises ``REQUEST_TOO_LARGE`` once it passes its limit,
+    before a long list is walked.
     """
     if not isinstance(value, dict) or descriptor.full_name.startswith("google.protobuf."):
         return

@@ -401,8 +401,8 @@ def test_of_two_servers_with_workers_started_at_once_on_the_same_ports_one_serve
 
 
 def test_the_claim_on_the_ports_goes_with_the_supervisor_not_with_its_workers():
-    """The supervisor holds the claim for its whole life, and the kernel gives it back
-    however the supervisor dies. The workers close their copies as they are forked: a
+    """The supervisor holds the claim until it begins to stop, and the kernel gives it
+    back however the supervisor dies. The workers close their copies as they are forked: a
     worker that outlived a killed supervisor, draining, must not keep a restarted server
     from its ports once it stops listening."""
     server = start_server((*workers(), "--drain-delay-seconds", "600"))

@@ -465,8 +465,7 @@ class HttpGateway:
 
     async def _read_body(self, request: web.Request) -> bytes | ServiceError:
         """The whole body, or the refusal the ``CallRunner`` will raise for it."""
-        # Every line: two mean what one "gzip, deflate" does (RFC 9110, 5.3), not the first.
-        coding = ", ".join(request.headers.getall("Content-Encoding", ())).strip().lower()
+        coding = _listed(request, "Content-Encoding")
         if coding not in _CONTENT_CODINGS:
             return _refusal(
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -474,7 +473,7 @@ class HttpGateway:
                 "the body may be sent as it is or with Content-Encoding gzip or deflate",
                 content_encoding=coding[:_ECHOED_CHARS],
             )
-        framing = ", ".join(request.headers.getall("Transfer-Encoding", ())).strip().lower()
+        framing = _listed(request, "Transfer-Encoding")
         if "Transfer-Encoding" in request.headers and framing != "chunked":
             # RFC 9112 6.3: a body framed otherwise than by chunked alone is refused and its
             # connection closed. aiohttp's parser took an empty coding before a
@@ -629,6 +628,12 @@ def _peer(request: web.Request) -> str | None:
 # waits for requests in flight first, and ends the bodies still arriving itself;
 # this is only for an answer the client has not taken by then.
 _FINAL_SHUTDOWN_SECONDS = 1.0
+
+
+def _listed(request: web.Request, header: str) -> str:
+    """A list header's values, lower case: every line, as two mean what one "gzip, deflate"
+    does (RFC 9110, 5.3), not the first."""
+    return ", ".join(request.headers.getall(header, ())).strip().lower()
 
 
 async def _common_headers(_request: web.Request, response: web.StreamResponse) -> None:

@@ -63,7 +63,7 @@ _INT32_DIGITS = len(str(_INT32_MAX))
 # Digits of the largest 64-bit integer (uint64's, 20): a longer number is out of range.
 _EXACT_DIGITS = len(str(2**64 - 1))
 _INTEGER_RANGES = {
-    FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.CPPTYPE_INT32: (_INT32_MIN, _INT32_MAX),
     FieldDescriptor.CPPTYPE_INT64: (-(2**63), 2**63 - 1),
     FieldDescriptor.CPPTYPE_UINT32: (0, 2**32 - 1),
     FieldDescriptor.CPPTYPE_UINT64: (0, 2**64 - 1),

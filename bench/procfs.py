@@ -29,11 +29,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# What reading a process's files raises once it is gone: no file, or, reaped between the
+# open and the read, ESRCH (a hang report in CI met that; ``footprint`` already knew).
+_GONE = (FileNotFoundError, ProcessLookupError)
+
+
 def is_running(pid: int) -> bool:
     """Whether ``pid`` runs: it exists and is no zombie (ended, not yet reaped)."""
     try:
         state = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except _GONE:
         return False
     return state not in ("Z", "X")
 
@@ -47,12 +52,12 @@ def descendants(pid: int) -> list[int]:
     found: list[int] = []
     try:
         tasks = list((PROC / str(pid) / "task").iterdir())
-    except FileNotFoundError:
+    except _GONE:
         return found
     for task in tasks:
         try:
             children = (task / "children").read_text().split()
-        except FileNotFoundError:  # the thread ended meanwhile
+        except _GONE:  # the thread ended meanwhile
             continue
         for child in map(int, children):
             found += [child, *descendants(child)]
@@ -74,7 +79,7 @@ def footprint(pid: int) -> Footprint | None:
             threads=len(os.listdir(folder / "task")),
             cpu_seconds=cpu_seconds(pid),
         )
-    except (FileNotFoundError, ProcessLookupError, KeyError):
+    except (*_GONE, KeyError):
         return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.procfs import is_running
+from bench import procfs
+from bench.procfs import descendants, is_running
 from tests.service.server_process import free_port, start_server, thread_states
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,3 +86,28 @@ def test_a_hang_report_lists_each_process_from_its_main_thread_in_thread_id_orde
     lines = thread_states(991, proc=tmp_path).splitlines()
     assert [line.split()[0] for line in lines] == ["991", "995", "1003"]
     assert lines[0] == "  991 cardrules S (sleeping) in do_epoll_wait, blocked 0, pending 0/0"
+
+
+def test_a_process_reaped_between_opening_and_reading_its_files_is_not_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reaped between the open and the read, its /proc files raise ESRCH, not
+    FileNotFoundError: a hang report failed that way in CI. A folder shaped as ``/proc``
+    links to files of a real process opened while it ran, read after it was reaped."""
+    child = subprocess.Popen(["sleep", "60"])
+    opened = [os.open(f"/proc/{child.pid}/{name}", os.O_RDONLY) for name in ("stat", "task")]
+    child.kill()
+    child.wait()
+    try:
+        folder = tmp_path / str(child.pid)
+        folder.mkdir()
+        (folder / "stat").symlink_to(f"/proc/self/fd/{opened[0]}")
+        with pytest.raises(ProcessLookupError):
+            (folder / "stat").read_text()
+        (folder / "task").symlink_to(f"/proc/self/fd/{opened[1]}")
+        monkeypatch.setattr(procfs, "PROC", tmp_path)
+        assert not is_running(child.pid)
+        assert descendants(child.pid) == []
+    finally:
+        for descriptor in opened:
+            os.close(descriptor)

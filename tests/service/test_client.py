@@ -398,7 +398,12 @@ def test_tokens_stored_as_a_database_gives_them_back_play_on(grpc_target: str, s
         expected = client.play(
             state=game.state, seat=seat, seat_token=game.seat_tokens[seat], move=moves[0]
         )
+        view = client.get_view(seat=seat, **kept)
     assert played.view.state_id == expected.view.state_id
+    # Nothing renewed: the tokens to keep are the ones sent, as bytes for the next call.
+    assert state_to_keep(view, kept["state"]) == game.state
+    assert type(state_to_keep(view, kept["state"])) is bytes
+    assert type(seat_token_to_keep(view, kept["seat_token"])) is bytes
 
 
 def test_a_token_or_field_of_the_wrong_type_is_refused_naming_its_field() -> None:

@@ -52,6 +52,37 @@ async def async_use() -> str:
 print(sync_use(), asyncio.run(async_use()))
 """
 
+# Tokens as a database driver gives them back, which the clients take as they come.
+STORED_TOKENS = """
+import asyncio
+
+from cardrules.client import (
+    AsyncKrypkasinoClient,
+    KrypkasinoClient,
+    TokenBytes,
+    seat_token_to_keep,
+    state_to_keep,
+)
+
+
+def from_database(state: memoryview, seat_token: bytearray) -> tuple[bytes, bytes]:
+    with KrypkasinoClient("localhost:50051") as client:
+        view = client.get_view(state=state, seat=0, seat_token=seat_token)
+        client.legal_moves(state=state, seat=0, seat_token=seat_token)
+        client.score(state=state)
+        return state_to_keep(view, state), seat_token_to_keep(view, seat_token)
+
+
+async def from_database_async(state: TokenBytes, seat_token: TokenBytes) -> bytes:
+    async with AsyncKrypkasinoClient("localhost:50051") as client:
+        view = await client.get_view(state=state, seat=0, seat_token=seat_token)
+        await client.score(state=state)
+        return state_to_keep(view, state)
+
+
+print(from_database(memoryview(b""), bytearray()), asyncio.run(from_database_async(b"", b"")))
+"""
+
 # A mistake the types must catch: a misspelt keyword and a token as text.
 MISTAKES = """
 from cardrules.client import KrypkasinoClient
@@ -91,12 +122,14 @@ def strict_mypy(tmp_path: Path, sources: dict[str, str]) -> tuple[str, int]:
 
 def test_the_readme_examples_and_subclasses_of_the_clients_type_check(tmp_path: Path) -> None:
     """Before ``__enter__`` and ``__aenter__`` returned ``Self``, ``with GameClient(...) as
-    client`` gave a ``KrypkasinoClient``, and mypy refused ``client.first_game_id()``.
+    client`` gave a ``KrypkasinoClient``, and mypy refused ``client.first_game_id()``; before
+    the token arguments were typed ``TokenBytes``, a ``memoryview`` token was refused.
 
     The mistakes are the control, in the same run (mypy takes seconds): the rest passes
     because its types are checked, not skipped."""
     sources = {f"readme_{i}": block for i, block in enumerate(readme_blocks())}
     sources["subclasses"] = SUBCLASSES
+    sources["stored_tokens"] = STORED_TOKENS
     sources["mistakes"] = MISTAKES
     report, status = strict_mypy(tmp_path, sources)
     errors = [line for line in report.splitlines() if ": error: " in line]

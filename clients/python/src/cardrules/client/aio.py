@@ -23,6 +23,7 @@ from cardrules.client.channel import (
     check_channel_arguments,
     checked_timeout,
 )
+from cardrules.client.tokens import TokenBytes
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 
@@ -168,9 +169,9 @@ class AsyncKrypkasinoClient:
         request: pb.LegalMovesRequest | None = None,
         /,
         *,
-        state: bytes | None = None,
+        state: TokenBytes | None = None,
         seat: int | None = None,
-        seat_token: bytes | None = None,
+        seat_token: TokenBytes | None = None,
         timeout: Timeout = DEFAULT,
         metadata: Metadata | None = None,
         wait_for_ready: bool | None = None,
@@ -184,9 +185,9 @@ class AsyncKrypkasinoClient:
         request: pb.PlayRequest | None = None,
         /,
         *,
-        state: bytes | None = None,
+        state: TokenBytes | None = None,
         seat: int | None = None,
-        seat_token: bytes | None = None,
+        seat_token: TokenBytes | None = None,
         move: pb.Move | pb.LegalMove | None = None,
         timeout: Timeout = DEFAULT,
         metadata: Metadata | None = None,
@@ -206,7 +207,7 @@ class AsyncKrypkasinoClient:
         request: pb.ScoreRequest | None = None,
         /,
         *,
-        state: bytes | None = None,
+        state: TokenBytes | None = None,
         timeout: Timeout = DEFAULT,
         metadata: Metadata | None = None,
         wait_for_ready: bool | None = None,
@@ -220,9 +221,9 @@ class AsyncKrypkasinoClient:
         request: pb.GetViewRequest | None = None,
         /,
         *,
-        state: bytes | None = None,
+        state: TokenBytes | None = None,
         seat: int | None = None,
-        seat_token: bytes | None = None,
+        seat_token: TokenBytes | None = None,
         timeout: Timeout = DEFAULT,
         metadata: Metadata | None = None,
         wait_for_ready: bool | None = None,

@@ -12,6 +12,7 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from cardrules.cards.v1 import cards_pb2
+from cardrules.client.tokens import TokenBytes
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 _Request = TypeVar("_Request", bound=Message)
@@ -85,9 +86,9 @@ def new_game(
 
 def legal_moves(
     request: pb.LegalMovesRequest | None,
-    state: bytes | None,
+    state: TokenBytes | None,
     seat: int | None,
-    seat_token: bytes | None,
+    seat_token: TokenBytes | None,
 ) -> pb.LegalMovesRequest:
     return _build(
         request, pb.LegalMovesRequest, {"state": state, "seat": seat, "seat_token": seat_token}
@@ -96,9 +97,9 @@ def legal_moves(
 
 def play(
     request: pb.PlayRequest | None,
-    state: bytes | None,
+    state: TokenBytes | None,
     seat: int | None,
-    seat_token: bytes | None,
+    seat_token: TokenBytes | None,
     move: pb.Move | pb.LegalMove | None,
 ) -> pb.PlayRequest:
     """``move`` may be a ``LegalMove`` straight from ``legal_moves``."""
@@ -111,15 +112,15 @@ def play(
     )
 
 
-def score(request: pb.ScoreRequest | None, state: bytes | None) -> pb.ScoreRequest:
+def score(request: pb.ScoreRequest | None, state: TokenBytes | None) -> pb.ScoreRequest:
     return _build(request, pb.ScoreRequest, {"state": state})
 
 
 def get_view(
     request: pb.GetViewRequest | None,
-    state: bytes | None,
+    state: TokenBytes | None,
     seat: int | None,
-    seat_token: bytes | None,
+    seat_token: TokenBytes | None,
 ) -> pb.GetViewRequest:
     """Without ``seat`` the request asks for the public view."""
     return _build(

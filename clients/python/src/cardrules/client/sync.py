@@ -22,6 +22,7 @@ from cardrules.client.channel import (
     check_channel_arguments,
     checked_timeout,
 )
+from cardrules.client.tokens import TokenBytes
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 
@@ -147,9 +148,9 @@ class KrypkasinoClient:
         request: pb.LegalMovesRequest | None = None,
         /,
         *,
-        state: bytes | None = None,
+        state: TokenBytes | None = None,
         seat: int | None = None,
-        seat_token: bytes | None = None,
+        seat_token: TokenBytes | None = None,
         timeout: Timeout = DEFAULT,
         metadata: Metadata | None = None,
         wait_for_ready: bool | None = None,
@@ -163,9 +164,9 @@ class KrypkasinoClient:
         request: pb.PlayRequest | None = None,
         /,
         *,
-        state: bytes | None = None,
+        state: TokenBytes | None = None,
         seat: int | None = None,
-        seat_token: bytes | None = None,
+        seat_token: TokenBytes | None = None,
         move: pb.Move | pb.LegalMove | None = None,
         timeout: Timeout = DEFAULT,
         metadata: Metadata | None = None,
@@ -185,7 +186,7 @@ class KrypkasinoClient:
         request: pb.ScoreRequest | None = None,
         /,
         *,
-        state: bytes | None = None,
+        state: TokenBytes | None = None,
         timeout: Timeout = DEFAULT,
         metadata: Metadata | None = None,
         wait_for_ready: bool | None = None,
@@ -199,9 +200,9 @@ class KrypkasinoClient:
         request: pb.GetViewRequest | None = None,
         /,
         *,
-        state: bytes | None = None,
+        state: TokenBytes | None = None,
         seat: int | None = None,
-        seat_token: bytes | None = None,
+        seat_token: TokenBytes | None = None,
         timeout: Timeout = DEFAULT,
         metadata: Metadata | None = None,
         wait_for_ready: bool | None = None,

@@ -44,6 +44,7 @@ from service import codec
 from service.config import add_server_arguments, resolve, unknown_variables
 from service.server import MAX_CONCURRENT_STREAMS, grpc_server_options
 from service.tokens import KEY_ID_BYTES, KeyRing
+from tests.service.fixtures import make_token_fixture as token_fixtures
 from tests.service.grpc_helpers import health, key_id, refused
 from tests.service.metrics_helpers import Samples, metric_samples
 from tests.service.server_process import (
@@ -58,7 +59,6 @@ from tests.service.server_process import (
 
 SERVICE = "cardrules.krypkasino.v1.KrypkasinoService"
 HEALTH = "grpc.health.v1.Health"
-FIXTURE = Path(__file__).with_name("fixtures") / "krypkasino_v1_token.json"
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # One TCP connection per channel: by default channels to one target share a
@@ -891,8 +891,8 @@ def test_reflection_lists_and_describes_the_services(grpc_target):
 # -- token compatibility across releases --------------------------------------------------
 
 
-def load_fixture() -> dict[str, Any]:
-    document: dict[str, Any] = json.loads(FIXTURE.read_text())
+def load_fixture(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text())
     return document
 
 
@@ -912,9 +912,10 @@ def as_dict(message: Any) -> dict[str, Any]:
     return found
 
 
-def test_a_token_committed_by_this_release_opens_and_plays_to_the_end():
+@pytest.mark.parametrize("path", token_fixtures.fixtures(), ids=lambda path: path.stem)
+def test_a_token_committed_by_this_release_opens_and_plays_to_the_end(path: Path):
     """Tokens survive rolling upgrades (design section 4). Never regenerate the fixture to pass."""
-    fixture = load_fixture()
+    fixture = load_fixture(path)
     state = base64.b64decode(fixture["state"])
     tokens = [base64.b64decode(token) for token in fixture["seat_tokens"]]
     seat = fixture["seat_to_move"]
@@ -947,10 +948,20 @@ def test_a_token_committed_by_this_release_opens_and_plays_to_the_end():
         assert final.game_over and final == codec.score_to_proto(score(game.engine))
 
 
-def test_the_fixture_is_sealed_under_its_own_test_key():
-    fixture = load_fixture()
+@pytest.mark.parametrize("path", token_fixtures.fixtures(), ids=lambda path: path.stem)
+def test_the_fixture_is_sealed_under_its_own_test_key(path: Path):
+    fixture = load_fixture(path)
     assert sealed_under(base64.b64decode(fixture["state"])) == key_id(fixture["key"])
     assert fixture["schema_version"] == 1 and len(fixture["seat_tokens"]) == 4
+
+
+def test_every_field_of_the_state_is_in_a_token_fixture():
+    """``GameState.last_move`` came a few days after the only fixture: a token carrying it
+    was in no test, so a change breaking such tokens would have passed."""
+    missing = sorted(
+        token_fixtures.state_fields() - token_fixtures.pinned(token_fixtures.fixtures())
+    )
+    assert not missing, f"{missing}: run python -m tests.service.fixtures.make_token_fixture"
 
 
 # -- connection ageing -------------------------------------------------------------------

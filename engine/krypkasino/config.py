@@ -224,13 +224,18 @@ class Config:
                 f"Krypkasino needs {MIN_PLAYERS} to {MAX_PLAYERS} players, not {n} (K3.1)",
             )
         if r.two_player_five_six:
-            if n != 2:
-                raise ConfigError("two_player_five_six", f"only for 2 players, not {n} (K16.1)")
             # All of the flags it excludes at once, so that one fix makes a valid game.
-            if others := tuple(o for o in ("four_four", "single_deck") if getattr(r, o)):
+            others = tuple(o for o in ("four_four", "single_deck") if getattr(r, o))
+            combined = f"cannot be combined with {' or '.join(others)}"
+            if n != 2:
+                also = f", and {combined}" if others else ""
                 raise ConfigError(
                     ("two_player_five_six", *others),
-                    f"two_player_five_six cannot be combined with {' or '.join(others)} (K16.1)",
+                    f"only for 2 players, not {n}{also} (K16.1)",
+                )
+            if others:
+                raise ConfigError(
+                    ("two_player_five_six", *others), f"two_player_five_six {combined} (K16.1)"
                 )
         rest, later = self.stock_after(1), self.later_distribution_size
         if rest < 0 or rest % later:

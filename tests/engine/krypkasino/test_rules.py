@@ -170,6 +170,23 @@ def test_k16_1_with_both_other_schedules_every_excluded_flag_is_named():
     )
 
 
+def test_k16_1_for_other_player_counts_the_excluded_flags_are_named_too():
+    """Naming only the player count made a caller with 3 players and ``four_four`` fix
+    ``two_player_five_six`` and be refused again for ``four_four`` (a rules review)."""
+    rules = Rules(two_player_five_six=True, four_four=True)
+    with pytest.raises(ConfigError) as error:
+        Config(players=3, rules=rules).validate()
+    assert error.value.flags == ("two_player_five_six", "four_four")
+    assert error.value.reason == (
+        "only for 2 players, not 3, and cannot be combined with four_four (K16.1)"
+    )
+    alone = rejection(Config(players=3, rules=Rules(two_player_five_six=True)))
+    assert (alone.flags, alone.reason) == (
+        ("two_player_five_six",),
+        "only for 2 players, not 3 (K16.1)",
+    )
+
+
 @pytest.mark.parametrize("players", PLAYERS)
 def test_k16_2_four_four_only_where_it_divides(players):
     config = Config(players=players, rules=Rules(four_four=True))

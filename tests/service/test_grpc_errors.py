@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import grpc
 import pytest
 from cardrules.cards.v1 import cards_pb2
-from cardrules.client import error_info
+from cardrules.client import error_info, request_id
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
@@ -1008,6 +1008,9 @@ def test_every_answer_carries_its_request_id_in_the_trailers(server, stub, captu
     mine = f"mine-{uuid.uuid4().hex}"
     _, call = stub.GetView.with_call(request, metadata=(("x-request-id", mine),))
     assert dict(call.trailing_metadata())["x-request-id"] == mine
+    with pytest.raises(grpc.RpcError) as refusal:
+        stub.GetView(pb.GetViewRequest(), metadata=(("x-request-id", f"{mine}-refused"),))
+    assert request_id(refusal.value) == f"{mine}-refused"
     first, second = f"{mine}-first", f"{mine}-second"
     sent_twice = (("x-request-id", first), ("x-request-id", second))
     _, call = stub.GetView.with_call(request, metadata=sent_twice)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from engine.krypkasino import captures
+from engine.krypkasino import captures, moves
 from service.cli import positive_argument
 
 Json = dict[str, Any]
@@ -98,9 +98,11 @@ def finish(report: Json, path: Path | None) -> None:
 
 
 def clear_caches() -> None:
-    """Empty the memo tables of the K7.3 search so the next call pays its full cost."""
+    """Empty the memo tables of the K7.3 search, and of the sweeps a table allows (K7.6),
+    so the next call pays its full cost."""
     captures.value_options.cache_clear()
     captures.sweeps.cache_clear()
+    moves._sweep_ranks.cache_clear()
 
 
 def percentile(ordered: Sequence[int], q: float) -> int:

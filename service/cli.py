@@ -1,8 +1,9 @@
-"""The ``cardrules`` command line: ``cardrules simulate krypkasino ...`` (more commands later).
+"""The ``cardrules`` command line: ``simulate krypkasino``, ``serve`` and ``keygen``.
 
-Exit status: 0 success, 1 an invariant failed during a simulation (an engine
-bug) or the ``--server`` could not be reached, 2 bad input (usage, unknown
-rule, malformed card or deck, a configuration the rules reject), 130
+``simulate``'s exit status (README.md): 0 success, 1 an invariant failed (an
+engine bug), the ``--server`` could not be reached or refused a call, or the
+result could not be printed (stdout closed or full), 2 bad input (usage,
+unknown rule, malformed card or deck, a configuration the rules reject), 130
 interrupted (Ctrl-C). Errors are one line on stderr, never a traceback.
 """
 

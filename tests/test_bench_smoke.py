@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import COMMANDS, build_parser
-from bench.common import render_targets, target
+from bench.common import clear_caches, render_targets, target
+from bench.deals import one_deal
+from engine.krypkasino import captures, moves
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE_OPTIONS = {
@@ -135,3 +137,12 @@ def test_the_check_table_says_on_which_side_of_its_limit_a_missed_goal_is():
     ]
     verdicts = [line.split()[-1] for line in render_targets(checks).splitlines()[2:]]
     assert verdicts == ["above", "below", "MISSED", "ok"]
+
+
+def test_cleared_caches_leave_no_engine_memo_filled():
+    """A "cold" repetition started with the sweep ranks an earlier one had memoized,
+    skipping the sweep search it meant to time (a code review)."""
+    one_deal(1, True)
+    clear_caches()
+    memos = [captures.value_options, captures.sweeps, moves._sweep_ranks]
+    assert [memo.cache_info().currsize for memo in memos] == [0, 0, 0]

@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from bench import captures, deals, http, legal_moves, overload, soak
 from bench.common import (
@@ -21,6 +20,7 @@ from bench.common import (
     add_sizes,
     chosen_sizes,
     finish,
+    json_path,
     loadavg,
     meta,
     render_targets,
@@ -149,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         sub = commands.add_parser(name, help=command.help, description=command.help)
         sub.add_argument("--quick", action="store_true", help="a small smoke run")
-        sub.add_argument("--json", type=Path, metavar="PATH", help="also write all figures here")
+        sub.add_argument(
+            "--json", type=json_path, metavar="PATH", help="also write all figures here"
+        )
         command.configure(sub)
         sub.set_defaults(run=command.run)
     return parser

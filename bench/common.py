@@ -11,6 +11,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -87,6 +88,23 @@ def engine_revision() -> Json:
 
     status = git("status", "--porcelain", "--untracked-files=no", "--", "engine")
     return {"git_commit": git("rev-parse", "HEAD"), "engine_dirty": bool(status)}
+
+
+def json_path(text: str) -> Path:
+    """``--json``'s file, refused before the run if it cannot be written: a folder or an
+    unwritable place was found only when the figures were ready, after minutes of work."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: give the file to write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".bench-"):
+            pass
+    except OSError as error:
+        raise argparse.ArgumentTypeError(
+            f"cannot write {text}: {error.strerror or error}"
+        ) from None
+    return path
 
 
 def finish(report: Json, path: Path | None) -> None:
@@ -198,7 +216,7 @@ def render_targets(targets: Iterable[Json]) -> str:
     rows = [
         [
             t["metric"],
-            fmt(t["value"]),
+            fmt_beside(t["value"], t["limit"]),
             f"{t['op']} {fmt(t['limit'])} {t['unit']}",
             t["kind"],
             verdict(t),
@@ -215,6 +233,18 @@ def fmt(value: float) -> str:
     if abs(value) >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
+
+
+def fmt_beside(value: float, limit: float) -> str:
+    """``fmt(value)``, with as many more decimals as it takes not to read as ``limit``: a
+    ratio of 0.597 printed "0.60 >= 0.60 MISSED"."""
+    text = fmt(value)
+    if value == limit or text != fmt(limit):
+        return text
+    for places in range(1, 10):
+        if f"{value:,.{places}f}" != f"{limit:,.{places}f}":
+            return f"{value:,.{places}f}"
+    return repr(value)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:

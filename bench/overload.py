@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
@@ -169,20 +171,18 @@ def scenario(name: str, http: bool, grpc_too: bool, sizes: dict[str, int]) -> Js
     with cardrules_serve() as ports:
         request = play_request(ports.grpc)
         loads = _load_processes(spawn, ports, request, http, grpc_too, sizes, results)
-        for process in loads:
-            process.start()
-        time.sleep(SETTLE_SECONDS)
-        latencies, failures = probe(
-            ports.grpc, time.monotonic() + sizes["seconds"] - 2 * SETTLE_SECONDS
-        )
-        served = {"http": 0, "grpc": 0}
-        failed = {"http": 0, "grpc": 0}
-        for _ in loads:
-            result = results.get(timeout=sizes["seconds"] + 60)
-            served[result["transport"]] = result["served"]
-            failed[result["transport"]] = result["failed"]
-        for process in loads:
-            process.join()
+        with _stopped_at_exit(loads):
+            note(f"{name}: loading for {sizes['seconds']} s")
+            time.sleep(SETTLE_SECONDS)
+            latencies, failures = probe(
+                ports.grpc, time.monotonic() + sizes["seconds"] - 2 * SETTLE_SECONDS
+            )
+            served = {"http": 0, "grpc": 0}
+            failed = {"http": 0, "grpc": 0}
+            for _ in loads:
+                result = results.get(timeout=sizes["seconds"] + 60)
+                served[result["transport"]] = result["served"]
+                failed[result["transport"]] = result["failed"]
     ordered = sorted(latencies)
     figures: Json = {
         "scenario": name,
@@ -196,6 +196,26 @@ def scenario(name: str, http: bool, grpc_too: bool, sizes: dict[str, int]) -> Js
     }
     note(f"{name}: {figures}")
     return figures
+
+
+@contextlib.contextmanager
+def _stopped_at_exit(loads: list[multiprocessing.process.BaseProcess]) -> Iterator[None]:
+    """``loads`` started, and stopped when the block ends: a run interrupted by SIGTERM or
+    Ctrl-C (``bench.__main__``) left them calling a stopped server until their window
+    ended, at full CPU, and waited for them."""
+    try:
+        for process in loads:
+            process.start()
+        yield
+    except BaseException:
+        for process in loads:
+            if process.is_alive():
+                process.terminate()
+        raise
+    finally:
+        for process in loads:
+            if process.pid is not None:
+                process.join()
 
 
 def _load_processes(

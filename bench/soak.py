@@ -231,7 +231,8 @@ def summarize(samples: list[Json], tally: Tally, warmup: float) -> Json:
         "server_cpu_cores": round(
             (end["cpu_seconds"] - samples[0]["cpu_seconds"]) / traffic_seconds, 2
         ),
-        "calls": end["calls"],
+        # Every call's, the last ones' after the last sample too, as the split by transport.
+        "calls": sum(tally.calls.values()),
         "calls_per_second": round(end["calls"] / traffic_seconds, 1),
         "calls_by_transport": dict(tally.calls),
         "games": sum(tally.games.values()),

@@ -17,6 +17,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from bench import grpc as grpc_bench
 from bench.grpc_load import write_requests
+from tests.process_groups import group_alive
 
 
 def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
@@ -108,17 +109,9 @@ def test_sigterm_stops_the_servers_the_benchmark_started() -> None:
         bench.send_signal(signal.SIGTERM)
         assert bench.wait(60) == 128 + signal.SIGTERM
         deadline = time.monotonic() + 15
-        while _group_alive(bench.pid) and time.monotonic() < deadline:
+        while group_alive(bench.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _group_alive(bench.pid)
+        assert not group_alive(bench.pid)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(bench.pid, signal.SIGKILL)
-
-
-def _group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True

@@ -139,6 +139,33 @@ def test_the_check_table_says_on_which_side_of_its_limit_a_missed_goal_is():
     assert verdicts == ["above", "below", "MISSED", "ok"]
 
 
+def test_a_missed_limit_is_never_printed_as_the_limit_itself():
+    """A ratio of 0.597 read "0.60 >= 0.60 MISSED" (a benchmark review)."""
+    checks = [
+        target("ratio", 0.597, 0.6, "", at_least=True),
+        target("p99", 200.4, 200.0, "µs"),
+        target("token", 241, 600, "bytes", goal=True),
+        target("met", 0.6, 0.6, "", at_least=True),
+    ]
+    measured = [line.split()[1] for line in render_targets(checks).splitlines()[2:]]
+    assert measured == ["0.597", "200.4", "241", "0.60"]
+
+
+@pytest.mark.parametrize("where", ["folder", "under_a_file"])
+def test_a_json_path_that_cannot_be_written_is_refused_before_the_run(where, tmp_path, capsys):
+    """A folder given to ``--json`` failed with a traceback after the whole run."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    path = tmp_path if where == "folder" else blocker / "figures.json"
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["engine", "--quick", "--json", str(path)])
+    assert stopped.value.code == 2
+    assert (
+        f"--json: {'' if where == 'folder' else 'cannot write '}{path}" in capsys.readouterr().err
+    )
+    assert sorted(tmp_path.iterdir()) == [blocker]  # nothing left behind
+
+
 def test_cleared_caches_leave_no_engine_memo_filled():
     """A "cold" repetition started with the sweep ranks an earlier one had memoized,
     skipping the sweep search it meant to time (a code review)."""

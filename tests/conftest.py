@@ -17,7 +17,7 @@ import pytest
 from hypothesis import settings
 
 from service.start_signals import FROM_A_TERMINAL
-from tests.sizes import per_test_timeout_seconds
+from tests.sizes import SizeKnobError, per_test_timeout_seconds
 
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
@@ -41,6 +41,15 @@ for _signum in FROM_A_TERMINAL:
 # values or were refused the folder: tests that want one pass it themselves.
 for _variable in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
     os.environ.pop(_variable, None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A bad size knob stops the run with one line naming it, before xdist starts its
+    workers: read first by each of them, it crashed them all in a long INTERNALERROR."""
+    try:
+        per_test_timeout_seconds()  # reads both knobs
+    except SizeKnobError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

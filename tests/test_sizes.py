@@ -1,5 +1,9 @@
 """The size knobs of the long tests (``tests.sizes``)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from service.config import unknown_variables
@@ -61,3 +65,22 @@ def test_the_knobs_are_not_server_variables() -> None:
     """A shell that exported the knobs for ``make test`` serves without the server's
     warning of unknown ``CARDRULES_*`` variables (docs/operations.md)."""
     assert unknown_variables({RANDOM_GAMES_VARIABLE: "5000", FUZZ_SCALE_VARIABLE: "20"}) == []
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["alone", "xdist"])
+def test_a_bad_knob_stops_pytest_with_one_line_naming_it(workers: list[str]) -> None:
+    """``make test FUZZ_SCALE=abc`` crashed every xdist worker: a hundred lines of
+    INTERNALERROR with the variable's line somewhere inside (a test-suite review)."""
+    environment = {**os.environ, FUZZ_SCALE_VARIABLE: "abc"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *workers, __file__],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert (
+        done.stderr.strip()
+        == f"ERROR: {FUZZ_SCALE_VARIABLE} must be a whole number >= 1, not 'abc'"
+    )

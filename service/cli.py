@@ -15,7 +15,7 @@ import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from cardrules.client.channel import check_target
 from tqdm import tqdm
@@ -66,7 +66,14 @@ class _ParserExitError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """Raises instead of exiting, so ``main`` returns a status and tests run in-process."""
+    """Raises instead of exiting, so ``main`` returns a status and tests run in-process.
+
+    Takes no abbreviated flags: ``--grpc 5`` served on port 5, and a prefix unique
+    today in a manifest would break, or set another flag, once a flag is added."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise _UsageError(message, self.prog)

@@ -12,7 +12,7 @@ import ipaddress
 import itertools
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -187,7 +187,34 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
                 option.flag, action=argparse.BooleanOptionalAction, default=None, help=text
             )
         else:
-            parser.add_argument(option.flag, dest=option.field, default=None, help=text)
+            action = _ListGivenOnce if option.field in _LISTS else "store"
+            parser.add_argument(
+                option.flag, dest=option.field, default=None, action=action, help=text
+            )
+
+
+#: The settings that take a list in one value, and what the list holds.
+_LISTS = {"state_keys": "key", "cors_origins": "origin"}
+
+
+class _ListGivenOnce(argparse.Action):
+    """A list flag given a second time is refused: argparse kept only the last, so
+    ``--state-keys NEW --state-keys OLD`` started a server with OLD alone. Any other
+    flag given again overrides, as a command line's last word does."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(namespace, self.dest) is not None:
+            item = _LISTS[self.dest]
+            parser.error(
+                f"{option_string} given twice: give every {item} in one value, separated by commas"
+            )
+        setattr(namespace, self.dest, values)
 
 
 class ConfigValueError(ValueError):

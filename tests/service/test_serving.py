@@ -1192,10 +1192,8 @@ KEY_A, KEY_B = KeyRing.generate_key_text(), KeyRing.generate_key_text().rstrip("
         # Keys separated by white space (docs/api.md) but not quoted: the shell splits them.
         (("--state-keys", KEY_A, KEY_B), "unrecognized arguments: {key}"),
         (("--stat-keys", KEY_A), "unrecognized arguments: --stat-keys {key}"),
-        (
-            (f"--state-key={KEY_A}",),
-            "ambiguous option: --state-key={key} could match --state-keys, --state-keys-file",
-        ),
+        # No abbreviations: --state-key= had been ambiguous, --state-keys= would be taken.
+        ((f"--state-key={KEY_A}",), "unrecognized arguments: --state-key={key}"),
         (
             (f"--plain-state={KEY_B}",),
             "argument --plain-state/--no-plain-state: ignored explicit argument '{key}'",
@@ -1211,6 +1209,32 @@ def test_a_state_key_in_a_mistyped_command_line_is_not_echoed(
     assert result.returncode == 2
     hidden = message.format(key="[a state key, not shown]")
     assert result.stderr == f"cardrules: error: {hidden} (see cardrules serve --help)\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--state-keys", KEY_A, "--state-keys", KEY_B),
+            "--state-keys given twice: give every key in one value, separated by commas",
+        ),
+        (
+            ("--cors-origins", "https://a.example", "--cors-origins", "https://b.example"),
+            "--cors-origins given twice: give every origin in one value, separated by commas",
+        ),
+        # A prefix unique today would break, or set another flag, once a flag is added.
+        (("--grpc", "5"), "unrecognized arguments: --grpc 5"),
+        (("--work", "2"), "unrecognized arguments: --work 2"),
+    ],
+)
+def test_a_list_given_twice_or_an_abbreviated_flag_is_refused(
+    args: tuple[str, ...], message: str
+) -> None:
+    """argparse kept the last of two lists, so ``--state-keys NEW --state-keys OLD`` served
+    with OLD alone, and took ``--grpc 5`` for ``--grpc-port 5`` (a configuration review)."""
+    result = serve_and_fail(*args, keys=None)
+    assert result.returncode == 2
+    assert result.stderr == f"cardrules: error: {message} (see cardrules serve --help)\n"
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import argparse
 import functools
 import importlib.metadata
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -254,13 +255,24 @@ def _option_of(field: str) -> str:
     return _OPTION_OF_FIELD.get(field, f"--rule {field}")
 
 
+# The fields a reason may name that read as no English word ("players" does).
+_FIELD_IN_REASON = re.compile(
+    r"\b(" + "|".join(field for field in _OPTION_OF_FIELD if "_" in field) + r")\b"
+)
+
+
+def _in_options(reason: str) -> str:
+    """``without target_score ...`` -> ``without --target-score ...``."""
+    return _FIELD_IN_REASON.sub(lambda found: _OPTION_OF_FIELD[found[1]], reason)
+
+
 def _simulate(args: argparse.Namespace) -> int:
     if args.seed + args.games - 1 > MAX_SEED:
         return _fail(f"--games {args.games} from --seed {args.seed} goes past seed 2^64-1")
     try:
         request = _request(args)
     except ConfigError as error:  # it names Config's fields: name the options instead
-        return _fail(f"{' and '.join(map(_option_of, error.flags))}: {error.reason}")
+        return _fail(f"{' and '.join(map(_option_of, error.flags))}: {_in_options(error.reason)}")
     except (InputError, CardError) as error:
         return _fail(str(error))
     if sys.stdout is None:  # checked now, not after a run of minutes that can print nothing

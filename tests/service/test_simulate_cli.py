@@ -546,7 +546,14 @@ def test_a_bad_deck_is_named_by_its_place_on_the_command_line(capsys):
         (["--players", "2", "--deals", "241"], "--deals: at most 240 deals, not 241"),
         (["--players", "4", "--first-dealer", "4"], "--first-dealer: must be a seat from 0"),
         (["--players", "5", "--teams", "pairs"], "--teams: pairs need 4 or 6 players"),
-        (["--players", "2", "--target-score", "481"], "--target-score: at most 480"),
+        (
+            ["--players", "2", "--target-score", "481"],
+            "--target-score: at most 480 without --deals, not 481",
+        ),
+        (
+            ["--players", "2", "--deals", "1"],
+            "--deals: without --target-score it must be a positive multiple of 2",
+        ),
         (
             ["--players", "2", "--rule", "two_player_five_six", "--rule", "four_four"],
             "--rule two_player_five_six and --rule four_four: two_player_five_six cannot",
@@ -557,7 +564,7 @@ def test_a_bad_deck_is_named_by_its_place_on_the_command_line(capsys):
 )
 def test_a_refused_setting_is_named_by_its_option(capsys, argv, start):
     """The engine names Config's fields (match_deals, first_dealer): the command line
-    names the option that set it (a CLI review's find)."""
+    names the option that set it, in the reason too (two CLI reviews' finds)."""
     status, out, err = run(capsys, *argv)
     assert (status, out) == (2, "")
     assert err.startswith(f"cardrules: error: {start}"), err

@@ -273,18 +273,39 @@ def _host(source: str, text: str) -> str:
         raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
     if ":" in host:
         try:
-            ipaddress.IPv6Address(host)
+            mapped = ipaddress.IPv6Address(host).ipv4_mapped
         except ValueError:
             raise ConfigValueError(
                 f"{source}: {text!r} is not a host name or address (the ports have flags "
                 "of their own: --grpc-port, --http-port, --metrics-port)"
             ) from None
-    else:  # a name, or an IPv4 address: labels of 1 to 63 characters
-        try:
-            host.encode("idna")
-        except UnicodeError:
-            raise ConfigValueError(f"{source}: {text!r} is not a host name or address") from None
+        if mapped is not None:  # grpc listened on it, aiohttp could not (EINVAL)
+            raise ConfigValueError(
+                f"{source}: {text!r} is an IPv4 address in IPv6 form: give {mapped}"
+            )
+        return host
+    # A name, or an IPv4 address: labels of 1 to 63 characters (IDNA), of letters,
+    # digits and hyphens once encoded; all digits only as an IPv4 address.
+    try:
+        name = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        name = ""
+    if not _HOST_NAME.fullmatch(name) or (_DOTTED_DIGITS.fullmatch(name) and not _ipv4(name)):
+        raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
     return host
+
+
+_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?", re.ASCII)
+_DOTTED_DIGITS = re.compile(r"[0-9.]+", re.ASCII)
+
+
+def _ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def host_port(host: str, port: int) -> str:

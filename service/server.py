@@ -171,7 +171,7 @@ async def run_servers(
         try:
             port = server.add_insecure_port(address)
         except RuntimeError as error:
-            _cannot_listen("grpc", address, str(error))
+            _cannot_listen("grpc", config.host, config.grpc_port, str(error))
             return 1
         http = await _start_gateway(config, api, runner)
         if http is None:
@@ -317,8 +317,7 @@ async def _start_gateway(
             grace_seconds=config.grace_seconds,
         )
     except OSError as error:
-        address = host_port(config.host, config.http_port)
-        _cannot_listen("http", address, str(error))
+        _cannot_listen("http", config.host, config.http_port, str(error))
         return None
 
 
@@ -479,8 +478,7 @@ def _start_metrics(
     try:
         server = start_metrics_http(config.metrics_port, registry, config.host)
     except OSError as error:  # the port is taken, or the host is no address of this machine
-        address = host_port(config.host, config.metrics_port)
-        _cannot_listen("metrics", address, str(error))
+        _cannot_listen("metrics", config.host, config.metrics_port, str(error))
         return None
     _log.info("metrics", address=host_port(config.host, server.port), path="/metrics")
     return server
@@ -492,16 +490,34 @@ def _start_metrics(
 _GRPC_IPV6_ALSO = {"localhost": "::1"}
 
 
-def _cannot_listen(listener: str, address: str, error: str) -> None:
-    """The ``cannot listen`` line: which port, why, and the setting that moves it (a
-    newcomer whose ``make serve`` found 50051 taken was told only the first two)."""
+def _cannot_listen(listener: str, host: str, port: int, error: str) -> None:
+    """The ``cannot listen`` line: which port, why, and the setting that mends it (a
+    newcomer whose ``make serve`` found 50051 taken was told only the first two): the
+    host's when no port would do, else the port's."""
+    if _host_at_fault(host):
+        setting = f"--host or {env_name('host')}"
+    else:
+        setting = f"--{listener}-port or {env_name(f'{listener}_port')}"
     _log.error(
         "cannot listen",
         listener=listener,
-        address=address,
+        address=host_port(host, port),
         error=error,
-        setting=f"--{listener}-port or {env_name(f'{listener}_port')}",
+        setting=setting,
     )
+
+
+def _host_at_fault(host: str) -> bool:
+    """Whether ``host`` cannot be listened on at any port: a name that does not resolve,
+    or an address that is not this machine's (a review found ``--host 999.1.1.1`` blamed
+    on ``--grpc-port``)."""
+    if is_wildcard(host):
+        return False
+    try:
+        addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return True
+    return any(_bind_error(family, address) is not None for family, _, _, _, address in addresses)
 
 
 def _ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
@@ -522,8 +538,7 @@ def _ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
         if error is None and (port or listener != "metrics"):
             error = _taken(config.host, port, listener == "grpc")
         if error is not None:
-            address = host_port(config.host, port)
-            _cannot_listen(listener, address, error)
+            _cannot_listen(listener, config.host, port, error)
             return False
     return True
 

@@ -434,13 +434,16 @@ def events(output: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in output.splitlines()]
 
 
-def cannot_listen_line(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+def cannot_listen_line(
+    done: subprocess.CompletedProcess[str], setting: str | None = None
+) -> dict[str, object]:
     """The one ``cannot listen`` line of a server that could not bind and exited 1, which
-    names the setting that moves the port."""
+    names the setting that mends it: ``setting``, by default the listener's port."""
     assert done.returncode == 1
     [failure] = [line for line in events(done.stdout) if line["event"] == "cannot listen"]
     listener = str(failure["listener"])
-    assert failure["setting"] == f"--{listener}-port or CARDRULES_{listener.upper()}_PORT"
+    port = f"--{listener}-port or CARDRULES_{listener.upper()}_PORT"
+    assert failure["setting"] == (setting or port)
     return failure
 
 

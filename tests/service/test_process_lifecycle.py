@@ -274,10 +274,18 @@ def test_a_host_that_is_no_address_here_is_named_with_its_cause_on_any_port():
     says only "Failed to bind" and whose reason went to stderr as a raw line of its own
     (a CLI review's find). 192.0.2.1 is TEST-NET-1: no machine's address."""
     done = serve_and_fail("--host", "192.0.2.1", "--grpc-port", "0", "--http-port", "0")
-    failure = cannot_listen_line(done)
+    failure = cannot_listen_line(done, setting="--host or CARDRULES_HOST")
     assert (failure["listener"], failure["address"]) == ("grpc", "192.0.2.1:0")
     assert "Cannot assign requested address" in str(failure["error"])
     assert done.stderr == ""
+
+
+def test_a_host_name_that_does_not_resolve_is_blamed_on_the_host_setting():
+    """Such a host's ``cannot listen`` line named ``--grpc-port`` as the setting to change
+    (a configuration review). ``.invalid`` never resolves (RFC 6761)."""
+    done = serve_and_fail("--host", "nosuchhost.invalid", "--grpc-port", "0", "--http-port", "0")
+    failure = cannot_listen_line(done, setting="--host or CARDRULES_HOST")
+    assert failure["address"] == "nosuchhost.invalid:0"
 
 
 @contextmanager
@@ -1590,11 +1598,25 @@ def test_a_grpc_port_held_on_the_ipv6_address_grpc_also_serves_stops_the_server(
     assert "listening" not in done.stdout and done.stderr == ""
 
 
-@pytest.mark.parametrize("host", ["[]", "a b", "http://x", "a..b", "x" * 64 + ".example"])
+@pytest.mark.parametrize(
+    "host",
+    # Dotted digits are an IPv4 address or nothing; a name is letters, digits and hyphens.
+    ["[]", "a b", "http://x", "a..b", "x" * 64 + ".example", "999.1.1.1", "1.2.3.4.5", "a+b="],
+)
 def test_a_host_that_is_no_name_or_address_exits_2(host):
     done = serve_and_fail("--host", host)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"cardrules: error: --host: {host!r} is not a host name or address\n"
+
+
+def test_an_ipv4_address_in_ipv6_form_is_refused_naming_its_ipv4_form():
+    """grpc listened on ``::ffff:127.0.0.1`` and the HTTP gateway could not (EINVAL)."""
+    done = serve_and_fail("--host", "::ffff:127.0.0.1")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "cardrules: error: --host: '::ffff:127.0.0.1' is an IPv4 address in IPv6 form: "
+        "give 127.0.0.1\n"
+    )
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0:8080", "localhost:50051", "1:2:3"])

@@ -14,8 +14,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from service.http_cors import parse_origins
 from service.tokens import KeyRing
@@ -300,6 +299,17 @@ _HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?", re.ASCII)
 _DOTTED_DIGITS = re.compile(r"[0-9.]+", re.ASCII)
 
 
+def _opened_at_once(path: str) -> BinaryIO:
+    """``path`` opened for reading without waiting: a named pipe that nothing writes to
+    held the start-up in ``open`` for ever, SIGTERM and Ctrl-C included (they are only
+    recorded during start-up, and ``open`` is retried after them). Such a pipe reads as
+    empty; one being written to, as process substitution's ``<(...)``, reads as it is
+    written."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")
+
+
 def _ipv4(text: str) -> bool:
     try:
         ipaddress.IPv4Address(text)
@@ -413,7 +423,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         if not keys_file[1]:
             raise ConfigValueError(f"{keys_file[0]}: empty: give the path of the keys file")
         try:
-            with Path(keys_file[1]).open("rb") as file:
+            with _opened_at_once(keys_file[1]) as file:
                 content = file.read(MAX_KEYS_FILE_BYTES + 1)
             if len(content) > MAX_KEYS_FILE_BYTES:
                 # Not a keys file (a key is 44 characters): /dev/zero, a log, a disk image,

@@ -5,7 +5,10 @@ the ones ``resolve`` accepts."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -368,6 +371,49 @@ def test_a_keys_file_larger_than_any_keys_is_refused_unread(
         f"CARDRULES_STATE_KEYS_FILE: {path} is larger than {MAX_KEYS_FILE_BYTES} bytes: "
         "expected base64 AES-256 keys, one per line"
     )
+
+
+def test_a_named_pipe_nothing_writes_to_reads_as_no_keys_at_once(tmp_path: Path) -> None:
+    """Opening it waited for a writer for ever, deaf to SIGTERM and Ctrl-C, which start-up
+    only records (a configuration review)."""
+    pipe = tmp_path / "keys"
+    os.mkfifo(pipe)
+    found: list[str] = []
+    reader = threading.Thread(
+        target=lambda: found.append(refusal([], {"CARDRULES_STATE_KEYS_FILE": str(pipe)})),
+        daemon=True,
+    )
+    reader.start()
+    reader.join(10)
+    try:
+        assert not reader.is_alive(), "still opening the pipe"
+    finally:
+        if reader.is_alive():  # the old open: a writer lets it go
+            os.close(os.open(pipe, os.O_WRONLY))
+    assert found == [
+        "CARDRULES_STATE_KEYS_FILE: no keys given: expected base64 AES-256 keys, "
+        "separated by commas, spaces or new lines"
+    ]
+
+
+def test_a_pipe_being_written_reads_as_it_is_written() -> None:
+    """As ``--state-keys-file <(vault read ...)`` gives the keys: a pipe whose writer is
+    slower than the server's start."""
+    read_end, write_end = os.pipe()
+
+    def write_later() -> None:
+        time.sleep(0.5)
+        os.write(write_end, f"{KEY}\n".encode())
+        os.close(write_end)
+
+    writer = threading.Thread(target=write_later)
+    writer.start()
+    try:
+        read = resolved("CARDRULES_STATE_KEYS_FILE", f"/dev/fd/{read_end}").state_keys
+    finally:
+        writer.join()
+        os.close(read_end)
+    assert read == f"{KEY}\n"
 
 
 def test_a_keys_file_of_as_many_keys_as_fit_is_read(tmp_path: Path) -> None:

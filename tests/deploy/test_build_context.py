@@ -18,6 +18,10 @@ and a path is excluded when it or a folder above it is. It was checked once agai
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
 
 import pytest
 
@@ -124,3 +128,31 @@ def test_the_context_keeps_what_the_dockerfile_copies(path):
 @pytest.mark.parametrize("path", STRAYS)
 def test_the_context_leaves_out_local_files_in_the_copied_folders(path):
     assert context_excludes(path)
+
+
+def test_the_wheel_leaves_out_keys_left_in_the_working_tree(tmp_path):
+    """``pip wheel .`` outside the image build packed ``service/dev.pem`` and an ``.env``:
+    hatchling goes by ``.gitignore``, not ``.dockerignore`` (a release review)."""
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", source)
+    for package in ("engine", "service"):
+        shutil.copytree(
+            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    secrets = [path for path in STRAYS if path.endswith((".pem", ".key", ".env"))]
+    for path in [*secrets, "engine/keys/signing.key"]:
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text("secret\n")
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    built = subprocess.run(
+        [*pip_wheel, "--wheel-dir", str(tmp_path / "wheels"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "wheels").glob("*.whl")
+    shipped = zipfile.ZipFile(wheel).namelist()
+    assert "service/cardrules.openapi.json" in shipped and "engine/__init__.py" in shipped
+    assert [name for name in shipped if name.endswith((".pem", ".key", ".env"))] == []

@@ -105,5 +105,6 @@ generate: $(VENV_STAMP) ## Regenerate from proto/: the Python code in clients/py
 	$(BIN)/python scripts/generate_openapi.py
 
 clean: ## Remove .venv and tool caches
-	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage htmlcov dist build
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage .coverage.* \
+		htmlcov dist build clients/python/dist clients/python/build
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

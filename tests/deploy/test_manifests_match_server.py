@@ -380,6 +380,24 @@ def test_the_image_is_labelled_with_the_projects_name_and_version():
     assert labels["org.opencontainers.image.description"]
 
 
+def test_every_place_that_names_the_release_names_the_projects_version():
+    """A version bump in pyproject.toml left the manifests deploying the old image, with
+    every test green (a release review)."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    client = tomllib.loads((ROOT / "clients/python/pyproject.toml").read_text())["project"]
+    assert client["version"] == version
+    named = {
+        path: re.findall(pattern, (ROOT / path).read_text())
+        for path, pattern in [
+            ("k8s/base/deployment.yaml", r"image: cardrules:(\S+)"),
+            ("k8s/overlays/prod/kustomization.yaml", r"newTag: (\S+)"),
+            ("docs/operations.md", r"\bcardrules:([0-9][^\s`]*)"),
+        ]
+    }
+    assert all(named.values()), named  # each pattern still finds its tags
+    assert {path: set(tags) for path, tags in named.items()} == {path: {version} for path in named}
+
+
 def test_the_image_healthcheck_asks_the_grpc_health_service():
     command = healthcheck_command()
     server = start_server(args=loopback_args())

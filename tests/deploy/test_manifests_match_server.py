@@ -383,9 +383,12 @@ def test_the_image_is_labelled_with_the_projects_name_and_version():
 def test_every_place_that_names_the_release_names_the_projects_version():
     """A version bump in pyproject.toml left the manifests deploying the old image, with
     every test green (a release review)."""
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    version = project["version"]
     client = tomllib.loads((ROOT / "clients/python/pyproject.toml").read_text())["project"]
     assert client["version"] == version
+    # Installed alone the server broke at import, and pip check found nothing missing.
+    assert f"{client['name']}=={version}" in project["dependencies"]
     named = {
         path: re.findall(pattern, (ROOT / path).read_text())
         for path, pattern in [

@@ -92,13 +92,26 @@ def engine_revision() -> Json:
 
 def json_path(text: str) -> Path:
     """``--json``'s file, refused before the run if it cannot be written: a folder or an
-    unwritable place was found only when the figures were ready, after minutes of work."""
+    unwritable place was found only when the figures were ready, after minutes of work.
+
+    A file that exists (``/dev/stdout``, process substitution's ``/dev/fd/63``) needs
+    write permission; a new one, a folder it can be made in, or the nearest folder that
+    exists above it, where ``finish`` makes the rest.
+    """
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder: give the file to write")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
+        return path
+    above = path.parent
+    while not above.exists():
+        above = above.parent
+    if not above.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {above} is not a folder")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".bench-"):
+        with tempfile.NamedTemporaryFile(dir=above, prefix=".bench-"):
             pass
     except OSError as error:
         raise argparse.ArgumentTypeError(

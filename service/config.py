@@ -12,6 +12,7 @@ import ipaddress
 import itertools
 import os
 import re
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
@@ -289,6 +290,12 @@ def _host(source: str, text: str) -> str:
         name = host.encode("idna").decode("ascii")
     except UnicodeError:
         name = ""
+    if _HOST_NAME.fullmatch(name) and not _ipv4(name) and _reads_as_ipv4(name):
+        # 127.1, 0x7f.1: Python's resolver takes them, grpc's does not ("Failed to bind").
+        raise ConfigValueError(
+            f"{source}: {text!r} is an IPv4 address in short form: give its four numbers, "
+            f"{socket.inet_ntoa(socket.inet_aton(name))}"
+        )
     if not _HOST_NAME.fullmatch(name) or (_DOTTED_DIGITS.fullmatch(name) and not _ipv4(name)):
         raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
     return host
@@ -305,9 +312,18 @@ def _opened_at_once(path: str) -> BinaryIO:
     recorded during start-up, and ``open`` is retried after them). Such a pipe reads as
     empty; one being written to, as process substitution's ``<(...)``, reads as it is
     written."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    os.set_blocking(descriptor, True)
-    return os.fdopen(descriptor, "rb")
+    file = open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK))  # noqa: SIM115
+    os.set_blocking(file.fileno(), True)
+    return file
+
+
+def _reads_as_ipv4(text: str) -> bool:
+    """Whether the C library reads ``text`` as an IPv4 address, in any of its forms."""
+    try:
+        socket.inet_aton(text)
+    except OSError:
+        return False
+    return True
 
 
 def _ipv4(text: str) -> bool:

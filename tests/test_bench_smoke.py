@@ -6,6 +6,7 @@ timing (design section 7).
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -164,6 +165,21 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_the_run(where, tmp
         f"--json: {'' if where == 'folder' else 'cannot write '}{path}" in capsys.readouterr().err
     )
     assert sorted(tmp_path.iterdir()) == [blocker]  # nothing left behind
+
+
+def test_a_json_path_to_a_pipe_or_a_new_folder_is_taken(tmp_path):
+    """The first check, a file made beside the target, refused process substitution's
+    ``/dev/fd/63`` and made missing folders while the arguments were read."""
+    read_end, write_end = os.pipe()
+    try:
+        pipe = f"/dev/fd/{write_end}"
+        assert build_parser().parse_args(["engine", "--json", pipe]).json == Path(pipe)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    deep = tmp_path / "new" / "figures.json"
+    assert build_parser().parse_args(["engine", "--json", str(deep)]).json == deep
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_cleared_caches_leave_no_engine_memo_filled():

@@ -396,6 +396,14 @@ def test_a_named_pipe_nothing_writes_to_reads_as_no_keys_at_once(tmp_path: Path)
     ]
 
 
+def test_a_folder_given_as_the_keys_file_is_named_by_its_path(tmp_path: Path) -> None:
+    """Opened without waiting, a folder was refused naming its descriptor ("3")."""
+    assert refusal([], {"CARDRULES_STATE_KEYS_FILE": str(tmp_path)}) == (
+        f"CARDRULES_STATE_KEYS_FILE: cannot read {tmp_path}: [Errno 21] Is a directory: "
+        f"'{tmp_path}'"
+    )
+
+
 def test_a_pipe_being_written_reads_as_it_is_written() -> None:
     """As ``--state-keys-file <(vault read ...)`` gives the keys: a pipe whose writer is
     slower than the server's start."""

@@ -1609,6 +1609,18 @@ def test_a_host_that_is_no_name_or_address_exits_2(host):
     assert done.stderr == f"cardrules: error: --host: {host!r} is not a host name or address\n"
 
 
+@pytest.mark.parametrize("host", ["127.1", "0x7f.1", "0x7f000001"])
+def test_an_ipv4_address_in_short_form_is_refused_naming_its_four_numbers(host):
+    """Python's resolver took them, grpc's did not: the server failed to bind, with the
+    blame on ``--grpc-port`` (a review of the host check)."""
+    done = serve_and_fail("--host", host)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"cardrules: error: --host: {host!r} is an IPv4 address in short form: give its four "
+        "numbers, 127.0.0.1\n"
+    )
+
+
 def test_an_ipv4_address_in_ipv6_form_is_refused_naming_its_ipv4_form():
     """grpc listened on ``::ffff:127.0.0.1`` and the HTTP gateway could not (EINVAL)."""
     done = serve_and_fail("--host", "::ffff:127.0.0.1")

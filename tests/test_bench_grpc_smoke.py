@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from bench import grpc as grpc_bench
 from bench.grpc_load import write_requests
-from tests.process_groups import group_alive
+from tests.process_groups import assert_sigterm_stops_the_whole_run
 
 
 def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
@@ -94,24 +91,7 @@ def test_a_round_with_no_call_answered_says_why() -> None:
 def test_sigterm_stops_the_servers_the_benchmark_started() -> None:
     """A CI job's time limit sends SIGTERM: the benchmark server it had started kept
     running, orphaned, for good."""
-    bench = subprocess.Popen(
-        [sys.executable, "-m", "bench", "grpc", "--quick"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: every process it starts
+    # The first round's first note: its server is serving.
+    assert_sigterm_stops_the_whole_run(
+        ["grpc", "--quick"], lambda line: line.startswith("round 1/")
     )
-    try:
-        assert bench.stderr is not None
-        for line in bench.stderr:  # the first round's first note: its server is serving
-            if line.startswith("round 1/"):
-                break
-        bench.send_signal(signal.SIGTERM)
-        assert bench.wait(60) == 128 + signal.SIGTERM
-        deadline = time.monotonic() + 15
-        while group_alive(bench.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not group_alive(bench.pid)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(bench.pid, signal.SIGKILL)

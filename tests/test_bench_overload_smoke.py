@@ -6,8 +6,6 @@ import contextlib
 import http.server
 import json
 import multiprocessing
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -23,7 +21,7 @@ from bench import overload
 from bench.common import Json
 from bench.server import Ports
 from service.krypkasino_api import SERVICE_NAME
-from tests.process_groups import group_alive
+from tests.process_groups import assert_sigterm_stops_the_whole_run
 
 
 def test_quick_overload_run_loads_each_transport_and_probes(tmp_path: Path) -> None:
@@ -123,25 +121,8 @@ def test_calls_that_end_after_the_window_are_not_counted_as_served() -> None:
 def test_sigterm_stops_the_load_processes_at_once() -> None:
     """Interrupted, the run stopped its server but left its load processes calling it at
     full CPU until their window ended, and waited for them (a benchmark review)."""
-    bench = subprocess.Popen(
-        [sys.executable, "-m", "bench", "overload", "--quick", "--seconds", "120"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: every process it starts
+    assert_sigterm_stops_the_whole_run(
+        ["overload", "--quick", "--seconds", "120"],
+        lambda line: "loading for 120 s" in line,  # the first scenario's loads are starting
+        settle_seconds=overload.SETTLE_SECONDS + 1,  # they load, and the probes run
     )
-    try:
-        assert bench.stderr is not None
-        for line in bench.stderr:  # the first scenario's load processes are starting
-            if "loading for 120 s" in line:
-                break
-        time.sleep(overload.SETTLE_SECONDS + 1)  # they load, and the probes run
-        bench.send_signal(signal.SIGTERM)
-        assert bench.wait(30) == 128 + signal.SIGTERM
-        deadline = time.monotonic() + 15
-        while group_alive(bench.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not group_alive(bench.pid)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(bench.pid, signal.SIGKILL)

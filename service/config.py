@@ -290,14 +290,17 @@ def _host(source: str, text: str) -> str:
         name = host.encode("idna").decode("ascii")
     except UnicodeError:
         name = ""
-    if _HOST_NAME.fullmatch(name) and not _ipv4(name) and _reads_as_ipv4(name):
-        # 127.1, 0x7f.1: Python's resolver takes them, grpc's does not ("Failed to bind").
-        raise ConfigValueError(
-            f"{source}: {text!r} is an IPv4 address in short form: give its four numbers, "
-            f"{socket.inet_ntoa(socket.inet_aton(name))}"
-        )
-    if not _HOST_NAME.fullmatch(name) or (_DOTTED_DIGITS.fullmatch(name) and not _ipv4(name)):
+    if not _HOST_NAME.fullmatch(name):
         raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
+    if not _ipv4(name):
+        if _reads_as_ipv4(name):
+            # 127.1, 0x7f.1: Python's resolver takes them, grpc's does not ("Failed to bind").
+            raise ConfigValueError(
+                f"{source}: {text!r} is an IPv4 address in short form: give its four "
+                f"numbers, {socket.inet_ntoa(socket.inet_aton(name))}"
+            )
+        if _DOTTED_DIGITS.fullmatch(name):
+            raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
     return host
 
 

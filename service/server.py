@@ -509,8 +509,8 @@ def _cannot_listen(listener: str, host: str, port: int, error: str) -> None:
 
 def _host_at_fault(host: str) -> bool:
     """Whether ``host`` cannot be listened on at any port: a name that does not resolve,
-    or an address that is not this machine's (a review found ``--host 999.1.1.1`` blamed
-    on ``--grpc-port``)."""
+    or an address that is not this machine's (a review found such a host blamed on
+    ``--grpc-port``)."""
     if is_wildcard(host):
         return False
     try:

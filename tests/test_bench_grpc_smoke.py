@@ -38,6 +38,8 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
     for call in ("play", "echo", "echo_instrumented", "play_floor"):
         side = report["side_by_side"][call]
         assert side["failures"] == 0 and side["throughput_rps"] > 0, side
+        # The "server CPU time per Play": the server's, measured per call.
+        assert side["server_cpu_us_per_call"] > 0, side
         assert side["latency"]["p50_us"] <= side["latency"]["p99_us"]
         assert (
             0 < side["main_thread_running_pct"] <= 100

@@ -9,8 +9,10 @@ every move its execution is K8's, checked against the state before it (table,
 piles, markers, sweep kind, last capturer, turn); at every deal end every seat's
 score items are K12.1's, recomputed from its pile and markers, and the deal total
 is K15.7's; at the end the match length, dealers and winners follow K4.3/K13,
-every view is checked once more and nothing can be played any more. Replaying the
-moves gives equal states (determinism).
+every view is checked once more and nothing can be played any more. Every state
+also goes through a sealed token and back (``tests/service/token_round_trip.py``),
+and play goes on from the decoded copy, which the next step's checks then see.
+Replaying the moves gives equal states (determinism).
 
 ``tests.sizes.random_games()`` games alternate between ``CONFIGS`` (round-robin)
 and ``random_config`` (any valid combination of every setting). Each game's
@@ -51,6 +53,7 @@ from engine.krypkasino import (
 from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, TiebreakDeal
 from engine.krypkasino.invariants import check_opening, check_state, check_transition
 from tests.engine.krypkasino.configs import CONFIGS, config_label, config_of, random_config
+from tests.service.token_round_trip import sealed_round_trip
 from tests.sizes import random_games
 
 
@@ -322,9 +325,11 @@ def _play_match(config: Config, seed: int) -> tuple[list[State], list[Move]]:
     """
     policy, choices = _policy_of(seed), random.Random(seed)
     rng = random.Random(f"checks-{seed}")
+    game_id = f"game-{seed}"
     state, setup = open_game(config, seed=seed)
     check_state(state)
     check_opening(state, setup)
+    state = sealed_round_trip(state, game_id)
     states, moves = [state], list[Move]()
     tiebreaks: list[tuple[int, ...]] = []
     viewers: list[int | None] = [None, *range(config.players)]
@@ -349,7 +354,7 @@ def _play_match(config: Config, seed: int) -> tuple[list[State], list[Move]]:
                 _check_scores(state, move, event)
             elif isinstance(event, TiebreakDeal):
                 tiebreaks.append(event.teams)
-        state = after
+        state = sealed_round_trip(after, game_id)
         states.append(state)
         moves.append(move)
     for viewer in viewers:

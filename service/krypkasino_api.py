@@ -111,7 +111,10 @@ class KrypkasinoApi:
             )
         if len(request.decks) > codec.MAX_DECKS:
             raise invalid_argument(
-                "TOO_MANY_DECKS", f"at most {codec.MAX_DECKS} explicit decks are accepted", "decks"
+                "TOO_MANY_DECKS",
+                f"at most {codec.MAX_DECKS} explicit decks are accepted",
+                "decks",
+                limit=str(codec.MAX_DECKS),
             )
         try:
             decks = [
@@ -124,7 +127,9 @@ class KrypkasinoApi:
             try:
                 check_deck(deck, config.copies)
             except CardError as error:
-                raise invalid_argument("DECK_INVALID", str(error), f"decks[{i}]") from None
+                raise invalid_argument(
+                    "DECK_INVALID", str(error), f"decks[{i}]", deck=str(i)
+                ) from None
         if draw is not None and not config.draw_for_deal:
             raise invalid_argument(
                 "DRAW_WITHOUT_DRAW_FOR_DEAL", "a draw sequence needs config.draw_for_deal", "draw"
@@ -377,7 +382,7 @@ def _config_error(error: ConfigError, message: pb.GameConfig) -> ServiceError:
 
 def _field_error(error: codec.CodecError) -> ServiceError:
     """A malformed field of the request becomes INVALID_ARGUMENT with its path."""
-    return invalid_argument("FIELD_INVALID", error.description, error.field)
+    return invalid_argument("FIELD_INVALID", error.description, error.field, field=error.field)
 
 
 __all__ = ["GAME", "METHODS", "SERVICE_DESCRIPTOR", "SERVICE_NAME", "KrypkasinoApi"]

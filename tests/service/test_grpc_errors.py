@@ -810,6 +810,7 @@ def test_an_unknown_enum_number_is_field_invalid(stub, field, value):
     refusal = refused(stub.NewGame, pb.NewGameRequest(config=enum_config(field, value)))
     assert (refusal.code, refusal.reason) == (INVALID, "FIELD_INVALID")
     assert set(refusal.violations) == {field}
+    assert refusal.metadata == {"field": field}  # design section 5: dynamic values in metadata
 
 
 def two_player_new_game(
@@ -838,6 +839,7 @@ def test_an_explicit_deck_that_is_not_full_is_deck_invalid(stub, decks, field):
     refusal = refused(stub.NewGame, request)
     assert (refusal.code, refusal.reason) == (INVALID, "DECK_INVALID")
     assert set(refusal.violations) == {field}
+    assert refusal.metadata == {"deck": field.removeprefix("decks[").removesuffix("]")}
 
 
 def test_a_deck_of_thousands_of_cards_is_still_deck_invalid(stub):
@@ -878,6 +880,7 @@ def test_too_many_explicit_decks_are_refused(stub):
         "TOO_MANY_DECKS",
         {"decks"},
     )
+    assert refusal.metadata == {"limit": "64"}  # as REQUEST_TOO_LARGE gives its limit
 
 
 @pytest.mark.parametrize("decks", [[], [full_deck(2)]], ids=["dealt_by_seed", "explicit_deck"])

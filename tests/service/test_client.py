@@ -1508,6 +1508,8 @@ def refused_before_the_call(
         ([("x-note", b"\xff")], r"value of metadata key 'x-note'"),
         # DEL is no printable ASCII either; a key ending in "bin" without "-" is no -bin key.
         ([("x-note", "a\x7fb")], r"value of metadata key 'x-note'"),
+        # A tab neither: grpc failed such a call with INTERNAL "Invalid metadata".
+        ([("x-note", "a\tb")], r"value of metadata key 'x-note'"),
         ([("x-cabin", "line\nbreak")], r"value of metadata key 'x-cabin'"),
         # No hint when the lowercase key cannot be sent either.
         ([("X Request Id", "checkout-1")], r"digits, '-', '_' and '\.'$"),
@@ -1520,6 +1522,7 @@ def refused_before_the_call(
         "non-ascii",
         "non-ascii-bytes",
         "delete",
+        "tab",
         "bin-without-dash",
         "capitals-and-space",
     ],

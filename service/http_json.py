@@ -486,18 +486,18 @@ def _innermost(text: str) -> str:
     return _PARSER_SUFFIX.sub("", reason, count=1) or reason
 
 
-@functools.cache
 def _one_level_down(descriptor: Descriptor, key: str, path: str) -> str:
     """A hint when ``key`` names a field of one of the message's message fields: the
     Python client takes ``new_game(players=2)``, where JSON needs ``config.players``."""
     for field in descriptor.fields:
-        nested = field.message_type
-        if nested is not None and key in _fields_by_name(nested):
-            inner = _fields_by_name(nested)[key].name
-            return f" (did you mean {f'{path}.{field.name}'.lstrip('.')}.{inner}?)"
+        if field.message_type is not None:
+            inner = _fields_by_name(field.message_type).get(key)
+            if inner is not None:
+                return f" (did you mean {f'{path}.{field.name}'.lstrip('.')}.{inner.name}?)"
     return ""
 
 
+@functools.cache
 def _fields_by_name(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
     """A message's fields by proto name and by JSON name (proto3 JSON takes both)."""
     return {name: field for field in descriptor.fields for name in (field.name, field.json_name)}

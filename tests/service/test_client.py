@@ -11,7 +11,6 @@ import asyncio
 import base64
 import contextlib
 import decimal
-import doctest
 import fractions
 import json
 import math
@@ -48,9 +47,6 @@ from cardrules.client import (
     service_config,
     state_to_keep,
 )
-from cardrules.client import codes as client_codes
-from cardrules.client import errors as client_errors
-from cardrules.client import reasons as client_reasons
 from cardrules.client.channel import call_metadata
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.rpc import error_details_pb2, status_pb2
@@ -1243,13 +1239,6 @@ def test_card_reads_a_code_with_white_space_around_it() -> None:
     white space around a code is no part of it, as ``cards`` drops it between codes."""
     assert card(" 10d\n") == card("10D")
     assert cards([" AS", "KH "]) == cards("AS KH")
-
-
-@pytest.mark.parametrize("module", [cardrules.client, client_codes, client_errors, client_reasons])
-def test_client_doctests_pass(module: Any) -> None:
-    result = doctest.testmod(module)
-    assert result.attempted > 0
-    assert result.failed == 0
 
 
 # -- packaging -------------------------------------------------------------------

@@ -5,9 +5,13 @@ Krypkasino, the Swedish "reverse Cassino", as a stateless rules service.
 
 The service keeps nothing: the whole game travels in the sealed `state`
 token, so any replica can serve any request and every RPC is safe to retry.
-Every RPC but NewGame is a pure function of its request; NewGame gives each
-game a new id (and a random seed unless one is given), so a retried NewGame
-starts another game, which costs nothing while nobody plays it. Rule IDs such as K7.6 refer to the Krypkasino specification.
+Every RPC but NewGame answers as a pure function of its request: the same
+request gets the same answer from any replica, but for the bytes of a sealed
+`state`, which take a new nonce each time (the state inside, and its
+state_id, are the same). NewGame gives each game a new id (and a random seed
+unless one is given), so a retried NewGame starts another game, which costs
+nothing while nobody plays it. Rule IDs such as K7.6 refer to the Krypkasino
+specification.
 """
 
 from cardrules.cards.v1 import cards_pb2 as _cards_pb2
@@ -415,7 +419,7 @@ class DealScore(_message.Message):
 
     @_builtins.property
     def team_totals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Per team (per seat when playing individually)."""
+        """This deal's total per team (per seat when playing individually)."""
 
     def __init__(
         self,
@@ -1348,7 +1352,7 @@ class ScoreResponse(_message.Message):
 
     @_builtins.property
     def totals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Match totals per team."""
+        """Match totals per team (per seat when playing individually)."""
 
     @_builtins.property
     def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -1387,7 +1391,9 @@ class GetViewRequest(_message.Message):
     seat: _builtins.int
     """The viewing seat; absent for the public view."""
     seat_token: _builtins.bytes
-    """The viewing seat's token (required with a seat)."""
+    """The viewing seat's token: required with a seat, refused without one
+    (SEAT_MISSING) rather than ignored.
+    """
     def __init__(
         self,
         *,

@@ -84,8 +84,8 @@ class KrypkasinoServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Play(self, request, context):
-        """Plays one move for a seat and returns the next state, the events as that
-        seat may see them and that seat's view. Expected deadline: 1 s.
+        """Plays one move for a seat and returns the next state, the events (public:
+        the same for every seat) and that seat's view. Expected deadline: 1 s.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

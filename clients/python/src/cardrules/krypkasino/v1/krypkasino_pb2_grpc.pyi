@@ -5,9 +5,13 @@ Krypkasino, the Swedish "reverse Cassino", as a stateless rules service.
 
 The service keeps nothing: the whole game travels in the sealed `state`
 token, so any replica can serve any request and every RPC is safe to retry.
-Every RPC but NewGame is a pure function of its request; NewGame gives each
-game a new id (and a random seed unless one is given), so a retried NewGame
-starts another game, which costs nothing while nobody plays it. Rule IDs such as K7.6 refer to the Krypkasino specification.
+Every RPC but NewGame answers as a pure function of its request: the same
+request gets the same answer from any replica, but for the bytes of a sealed
+`state`, which take a new nonce each time (the state inside, and its
+state_id, are the same). NewGame gives each game a new id (and a random seed
+unless one is given), so a retried NewGame starts another game, which costs
+nothing while nobody plays it. Rule IDs such as K7.6 refer to the Krypkasino
+specification.
 """
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as _krypkasino_pb2
@@ -50,8 +54,8 @@ class KrypkasinoServiceStub:
     with what it does. Needs that seat's token. Expected deadline: 1 s.
     """
     Play: _grpc.UnaryUnaryMultiCallable[_krypkasino_pb2.PlayRequest, _krypkasino_pb2.PlayResponse]
-    """Plays one move for a seat and returns the next state, the events as that
-    seat may see them and that seat's view. Expected deadline: 1 s.
+    """Plays one move for a seat and returns the next state, the events (public:
+    the same for every seat) and that seat's view. Expected deadline: 1 s.
     """
     Score: _grpc.UnaryUnaryMultiCallable[_krypkasino_pb2.ScoreRequest, _krypkasino_pb2.ScoreResponse]
     """Returns the itemised score sheet of every finished deal, the match
@@ -77,8 +81,8 @@ class KrypkasinoServiceAsyncStub(KrypkasinoServiceStub):
     with what it does. Needs that seat's token. Expected deadline: 1 s.
     """
     Play: _aio.UnaryUnaryMultiCallable[_krypkasino_pb2.PlayRequest, _krypkasino_pb2.PlayResponse]  # type: ignore[assignment]
-    """Plays one move for a seat and returns the next state, the events as that
-    seat may see them and that seat's view. Expected deadline: 1 s.
+    """Plays one move for a seat and returns the next state, the events (public:
+    the same for every seat) and that seat's view. Expected deadline: 1 s.
     """
     Score: _aio.UnaryUnaryMultiCallable[_krypkasino_pb2.ScoreRequest, _krypkasino_pb2.ScoreResponse]  # type: ignore[assignment]
     """Returns the itemised score sheet of every finished deal, the match
@@ -119,8 +123,8 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _krypkasino_pb2.PlayRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_krypkasino_pb2.PlayResponse, _abc.Awaitable[_krypkasino_pb2.PlayResponse]]:
-        """Plays one move for a seat and returns the next state, the events as that
-        seat may see them and that seat's view. Expected deadline: 1 s.
+        """Plays one move for a seat and returns the next state, the events (public:
+        the same for every seat) and that seat's view. Expected deadline: 1 s.
         """
 
     @_abc_1.abstractmethod

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 from engine.cards import CARDS_PER_DECK, Card, card_str, holds_all
 from engine.krypkasino.dealing import distribute, start_deal
@@ -101,7 +102,7 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
         return IllegalMoveError(
             Reason.CAPTURE_NOT_ON_TABLE,
             "K7.3",
-            "the capture names cards that are not on the table",
+            _not_on_table(table, hand, seat, move.captures),
             move.card,
         )
     legal = table_moves(hand, table, rules)
@@ -138,6 +139,18 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
         f"the captured cards do not split into groups worth {hand_value(move.card)}",
         move.card,
     )
+
+
+def _not_on_table(
+    table: Sequence[Card], hand: Sequence[Card], seat: int, captures: Sequence[Card]
+) -> str:
+    """K7.3, K1.4: names the first card a capture names more often than the table holds it."""
+    card = next(c for c in captures if captures.count(c) > table.count(c))
+    name, held = _card_name(card), table.count(card)
+    if held:
+        return f"the capture names {name} {captures.count(card)} times, but the table holds {held}"
+    where = f"in seat {seat}'s hand, not " if card in hand else "not "
+    return f"{name} is {where}on the table"
 
 
 def _card_name(card: Card) -> str:

@@ -1166,6 +1166,22 @@ def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message)
     assert str(error) == f"{message} ({error.rule})"
 
 
+@pytest.mark.parametrize(
+    ("move", "message"),
+    [
+        ("8D>8C", "8C is not on the table"),
+        ("8D>6C", "6C is in seat 1's hand, not on the table"),
+        # K1.4: every card named is on the table, one of them twice.
+        ("8D>4H+4H", "the capture names 4H 2 times, but the table holds 1"),
+        ("8D>AH+4H+AH+2C", "the capture names AH 2 times, but the table holds 1"),
+    ],
+)
+def test_k7_3_a_capture_of_cards_not_on_the_table_names_the_card(move, message):
+    error = refused(position("4H AH 2C 9C", {1: "8D 6C"}), 1, move)
+    assert error.reason is Reason.CAPTURE_NOT_ON_TABLE
+    assert error.message == message
+
+
 def test_k7_8_game_over():
     state = new_game(Config(players=2), seed=5)
     while not state.over:

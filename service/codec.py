@@ -161,7 +161,8 @@ _RULE_FIELDS = frozenset(field.name for field in dataclasses.fields(Rules))
 def _enum(value: int, table: tuple[T, ...], field: str, enum_name: str) -> T:
     if 0 <= value < len(table):
         return table[value]
-    raise UnknownEnumError(field, f"unknown {enum_name} value {value}")
+    known = f"this release knows 0 to {len(table) - 1}"
+    raise UnknownEnumError(field, f"unknown {enum_name} value {value} ({known})")
 
 
 # --- config ----------------------------------------------------------------
@@ -276,10 +277,10 @@ _CARD_PROTOS = tuple(
 def _card_error(msg: cards_pb2.Card, field: str) -> CodecError:
     rank, suit = msg.rank, msg.suit
     if not 0 < rank <= 13:
-        what = "RANK_UNSPECIFIED: a card needs a rank" if rank == 0 else f"unknown Rank {rank}"
-        return CodecError(f"{field}.rank", what)
-    what = "SUIT_UNSPECIFIED: a card needs a suit" if suit == 0 else f"unknown Suit {suit}"
-    return CodecError(f"{field}.suit", what)
+        what = f"unknown Rank value {rank}" if rank else "missing or RANK_UNSPECIFIED"
+        return CodecError(f"{field}.rank", f"{what}; a card needs a rank, RANK_ACE to RANK_KING")
+    what = f"unknown Suit value {suit}" if suit else "missing or SUIT_UNSPECIFIED"
+    return CodecError(f"{field}.suit", f"{what}; a card needs a suit, SUIT_SPADES to SUIT_CLUBS")
 
 
 def card_from_proto(msg: cards_pb2.Card, field: str) -> Card:

@@ -371,18 +371,19 @@ def _config(message: pb.GameConfig) -> Config:
 
 
 def _config_error(error: ConfigError, message: pb.GameConfig) -> ServiceError:
-    """``CONFIG_INVALID`` naming each flag the error names, with a field violation each."""
-    reason = error.reason
+    """``CONFIG_INVALID`` naming each flag the error names, in its message (which is what
+    most callers show) and with a field violation each."""
+    paths = codec.config_field_paths(error)
     if error.flag == "players" and not message.players:  # proto3 cannot tell 0 from unset
-        reason = f"config.players is missing or 0: {reason}"
-    return invalid_argument(
-        "CONFIG_INVALID", reason, codec.config_field_paths(error), flag=error.flag
-    )
+        text = f"config.players is missing or 0: {error.reason}"
+    else:
+        text = f"{' and '.join(paths)}: {error.reason}"
+    return invalid_argument("CONFIG_INVALID", text, paths, flag=error.flag)
 
 
 def _field_error(error: codec.CodecError) -> ServiceError:
-    """A malformed field of the request becomes INVALID_ARGUMENT with its path."""
-    return invalid_argument("FIELD_INVALID", error.description, error.field, field=error.field)
+    """A malformed field of the request becomes INVALID_ARGUMENT naming its path."""
+    return invalid_argument("FIELD_INVALID", str(error), error.field, field=error.field)
 
 
 __all__ = ["GAME", "METHODS", "SERVICE_DESCRIPTOR", "SERVICE_NAME", "KrypkasinoApi"]

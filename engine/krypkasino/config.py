@@ -253,9 +253,13 @@ class Config:
         if self.teams is Teams.TRIOS and n != 6:
             raise ConfigError("teams", f"trios need 6 players, not {n} (K3.2)")
         if not 0 <= self.first_dealer < n:
-            raise ConfigError("first_dealer", f"must be a seat from 0 to {n - 1} (K4.2)")
+            raise ConfigError(
+                "first_dealer", f"must be a seat from 0 to {n - 1}, not {self.first_dealer} (K4.2)"
+            )
         if self.match_deals is not None and self.match_deals < 1:
-            raise ConfigError("match_deals", "must be a positive number of deals (K13.2)")
+            raise ConfigError(
+                "match_deals", f"must be a positive number of deals, not {self.match_deals} (K13.2)"
+            )
         if self.match_deals is not None and self.match_deals > MAX_MATCH_DEALS:
             raise ConfigError(
                 "match_deals",
@@ -266,11 +270,13 @@ class Config:
             if self.match_deals is not None and self.match_deals % n:
                 raise ConfigError(
                     "match_deals",
-                    f"without target_score it must be a positive multiple of {n} "
-                    f"(every player deals equally often, K13.2)",
+                    f"without target_score it must be a positive multiple of {n}, not "
+                    f"{self.match_deals} (every player deals equally often, K13.2)",
                 )
         elif self.target_score < 1:
-            raise ConfigError("target_score", "must be a positive score (K13.2)")
+            raise ConfigError(
+                "target_score", f"must be a positive score, not {self.target_score} (K13.2)"
+            )
         elif self.target_score > MAX_TARGET_SCORE and self.match_deals is None:
             raise ConfigError(
                 "target_score",

@@ -762,7 +762,7 @@ def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag,
         ),
         (
             pb.NewGameRequest(config=pb.GameConfig(players=7)),
-            "Krypkasino needs 2 to 6 players, not 7 (K3.1)",
+            "config.players: Krypkasino needs 2 to 6 players, not 7 (K3.1)",
         ),
     ],
 )
@@ -773,6 +773,36 @@ def test_a_missing_player_count_is_called_missing(stub, request_message, message
     assert (refusal.reason, refusal.metadata) == ("CONFIG_INVALID", {"flag": "players"})
     assert refusal.message == message
     assert list(refusal.violations) == ["config.players"]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            pb.GameConfig(players=4, first_dealer=4),
+            "config.first_dealer: must be a seat from 0 to 3, not 4 (K4.2)",
+        ),
+        (
+            pb.GameConfig(players=4, match_deals=5),
+            "config.match_deals: without target_score it must be a positive multiple of 4, "
+            "not 5 (every player deals equally often, K13.2)",
+        ),
+        (
+            pb.GameConfig(players=2, rules=pb.Rules(two_player_five_six=True, four_four=True)),
+            "config.rules.two_player_five_six and config.rules.four_four: "
+            "two_player_five_six cannot be combined with four_four (K16.1)",
+        ),
+        (
+            pb.GameConfig(players=4, teams=pb.TeamMode.ValueType(7)),
+            "config.teams: unknown TeamMode value 7 (this release knows 0 to 3)",
+        ),
+    ],
+)
+def test_a_config_refusal_names_the_field_in_its_message(stub, config, message):
+    """Most callers show only the message (``details()``, HTTP's ``message``), so it
+    names the field too, not only the field violation."""
+    refusal = refused(stub.NewGame, pb.NewGameRequest(config=config))
+    assert refusal.message == message
 
 
 def test_a_match_deals_multiple_or_a_target_score_is_accepted(stub):

@@ -439,21 +439,22 @@ def test_deck_round_trips() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rank", "suit", "field", "word"),
+    ("rank", "suit", "field", "what"),
     [
-        (0, 1, "move.card.rank", "RANK_UNSPECIFIED"),
-        (14, 1, "move.card.rank", "unknown"),
-        (-3, 1, "move.card.rank", "unknown"),
-        (5, 0, "move.card.suit", "SUIT_UNSPECIFIED"),
-        (5, 5, "move.card.suit", "unknown"),
+        (0, 1, "move.card.rank", "missing or RANK_UNSPECIFIED; a card needs a rank"),
+        (14, 1, "move.card.rank", "unknown Rank value 14; a card needs a rank"),
+        (-3, 1, "move.card.rank", "unknown Rank value -3; a card needs a rank"),
+        (5, 0, "move.card.suit", "missing or SUIT_UNSPECIFIED; a card needs a suit"),
+        (5, 5, "move.card.suit", "unknown Suit value 5; a card needs a suit"),
     ],
 )
-def test_bad_cards_name_rank_or_suit(rank: int, suit: int, field: str, word: str) -> None:
+def test_bad_cards_name_rank_or_suit(rank: int, suit: int, field: str, what: str) -> None:
     card = cards_pb2.Card(rank=cards_pb2.Rank.ValueType(rank), suit=cards_pb2.Suit.ValueType(suit))
     with pytest.raises(CodecError) as raised:
         card_from_proto(card, "move.card")
     assert raised.value.field == field
-    assert word in raised.value.description
+    accepted = "RANK_ACE to RANK_KING" if field.endswith("rank") else "SUIT_SPADES to SUIT_CLUBS"
+    assert raised.value.description == f"{what}, {accepted}"
     with pytest.raises(CodecError) as raised:
         move_from_proto(pb.Move(card=card))
     assert raised.value.field == field
@@ -1164,7 +1165,7 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
     ),
     "unknown team mode": (
         lambda m: setattr(m.config, "teams", pb.TeamMode.ValueType(7)),
-        "config.teams: unknown TeamMode value 7",
+        "config.teams: unknown TeamMode value 7 (this release knows 0 to 3)",
     ),
     "trios with four players": (
         lambda m: setattr(m.config, "teams", pb.TEAM_MODE_TRIOS),

@@ -1,11 +1,13 @@
-"""The key rotation steps of docs/operations.md ("Key rotation"), run as written.
+"""The state key commands of docs/operations.md and the dev overlay, run as written.
 
-The shell functions and each step's block are taken from the document and run by
-bash, with the repository's real ``cardrules keygen``; ``kubectl`` is the double of
+The shell functions and each step's block of "Key rotation", and the commands that
+create the key Secret, are taken from the documents and run by bash, with the
+repository's real ``cardrules keygen``; ``kubectl`` is the double of
 tests/deploy/kubectl_double.py, since no cluster runs here. What is checked is the
 steps' own logic: the key list each writes, that every list written is one the server
 takes, and that a step run out of order, or on a Secret it cannot read, writes
-nothing.
+nothing; and that no command hands kubectl a key among its arguments, which every
+user of the machine can read (the double refuses it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +28,9 @@ from service.tokens import KeyRing
 from tests.deploy.manifests import ROOT
 
 OPERATIONS = ROOT / "docs" / "operations.md"
+DEV_OVERLAY = ROOT / "k8s" / "overlays" / "dev"
 DOUBLE = Path(__file__).with_name("kubectl_double.py")
+CARDRULES = Path(sys.executable).parent / "cardrules"
 
 
 def _section() -> str:
@@ -64,6 +69,10 @@ class Cluster:
         kubectl = self.bin / "kubectl"
         kubectl.write_text(f'#!/bin/sh\nexec {sys.executable} {DOUBLE} "$@"\n')
         kubectl.chmod(0o755)
+        # The overlay's comments name `cardrules` as installed, not .venv/bin/cardrules.
+        cardrules = self.bin / "cardrules"
+        cardrules.write_text(f'#!/bin/sh\nexec {CARDRULES} "$@"\n')
+        cardrules.chmod(0o755)
 
     def run(self, block: str, **env: str) -> subprocess.CompletedProcess[str]:
         # sleep: set_keys waits out the old pods, which the double has none of.
@@ -86,6 +95,11 @@ class Cluster:
         """Every command run, as its arguments."""
         calls: list[list[str]] = json.loads(self.state.read_text())["calls"]
         return calls
+
+    def patches(self) -> list[dict[str, Any]]:
+        """The body of every patch, as kubectl read it from stdin."""
+        state = json.loads(self.state.read_text())
+        return [json.loads(patch) for patch in state.get("patches", [])]
 
     def rollouts(self) -> int:
         return sum(call[2:4] == ["rollout", "restart"] for call in self.calls())
@@ -119,7 +133,7 @@ def test_the_steps_write_the_keys_only_into_the_secrets_data(tmp_path: Path) -> 
         assert cluster.run(step).returncode == 0
     writes = [call[2:] for call in cluster.calls() if call[2] not in ("get", "rollout")]
     assert [write[:3] for write in writes] == [["patch", "secret", "cardrules-state-keys"]] * 3
-    assert all(set(json.loads(write[-1])) == {"stringData"} for write in writes)
+    assert [set(patch) for patch in cluster.patches()] == [{"stringData"}] * 3
 
 
 def test_set_keys_refuses_what_no_key_list_holds(tmp_path: Path) -> None:
@@ -196,3 +210,83 @@ def test_a_leaked_key_is_replaced_at_once(tmp_path: Path) -> None:
     secret = cluster.secret()
     assert secret["rotation-step"] == "3" and OLD not in secret["state-keys"]
     assert len(KeyRing.parse(secret["state-keys"]).keys) == 1
+
+
+def test_no_step_hands_kubectl_a_key_among_its_arguments(tmp_path: Path) -> None:
+    """Every local user can read a command's arguments (ps, /proc/PID/cmdline): set_keys
+    once patched with ``-p '{...OLD,NEW...}'``. The keys go on stdin; the double refuses
+    a key on its command line, so a step that passed one would fail above too."""
+    cluster = Cluster(tmp_path, OLD)
+    for step in STEPS:
+        assert cluster.run(step).returncode == 0
+    new = cluster.secret()["state-keys"]
+    written = [patch["stringData"]["state-keys"] for patch in cluster.patches()]
+    assert written == [f"{OLD},{new}", f"{new},{OLD}", new]
+    assert not any(OLD in arg or new in arg for call in cluster.calls() for arg in call)
+
+
+def _secret_commands(path: Path) -> list[str]:
+    """Each shell command in ``path`` (continued by a trailing ``\\`` or ``|``) that
+    creates the key Secret; in a YAML file, from its comments."""
+    commands, current = [], []
+    for line in path.read_text().splitlines():
+        current.append(line.removeprefix("#") if path.suffix == ".yaml" else line)
+        if not line.rstrip().endswith(("\\", "|")):
+            command = "\n".join(current)
+            current = []
+            if "create secret generic cardrules-state-keys" in command:
+                commands.append(textwrap.dedent(command))
+    return commands
+
+
+#: Where the Secret is created, and the namespace of each command there, in order.
+SECRET_COMMAND_SOURCES = {
+    OPERATIONS: ["cardrules", "cardrules-dev"],
+    DEV_OVERLAY / "kustomization.yaml": ["cardrules-dev"],
+    DEV_OVERLAY / "state-keys-secret.example.yaml": ["cardrules-dev"],
+}
+SECRET_COMMANDS = [
+    (command, namespace)
+    for path, namespaces in SECRET_COMMAND_SOURCES.items()
+    for command, namespace in zip(_secret_commands(path), namespaces, strict=False)
+]
+
+
+def test_the_secret_is_created_in_the_guide_and_in_both_dev_overlay_comments() -> None:
+    found = {path: len(_secret_commands(path)) for path in SECRET_COMMAND_SOURCES}
+    assert found == {path: len(spaces) for path, spaces in SECRET_COMMAND_SOURCES.items()}
+
+
+@pytest.mark.parametrize(("command", "namespace"), SECRET_COMMANDS)
+def test_a_documented_create_command_makes_a_secret_of_one_key(
+    tmp_path: Path, command: str, namespace: str
+) -> None:
+    """Run by the real kubectl (client side): the Secret holds one new key, exactly as
+    ``--from-literal=state-keys="$(cardrules keygen)"`` made it, with no newline; and the
+    key went in on stdin, since ``--from-literal`` put it where ps shows it."""
+    cluster = Cluster(tmp_path, None)
+    done = cluster.run(f"set -euo pipefail\n{command}", KUBECTL_DOUBLE_NAMESPACE=namespace)
+    assert done.returncode == 0, done.stderr
+    (call,) = cluster.calls()
+    assert call[:2] == ["-n", namespace]
+    assert call[2:6] == ["create", "secret", "generic", "cardrules-state-keys"]
+    key = cluster.secret()["state-keys"]
+    assert list(cluster.secret()) == ["state-keys"] and key == key.strip()
+    assert len(KeyRing.parse(key).keys) == 1 and key not in (OLD, OTHER)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kubectl -n cardrules patch secret cardrules-state-keys "
+        f"""-p '{{"stringData":{{"state-keys":"{OLD},{OTHER}"}}}}'""",
+        "kubectl -n cardrules create secret generic cardrules-state-keys "
+        f'--from-literal=state-keys="{OTHER.rstrip("=").replace("+", "-").replace("/", "_")}"',
+    ],
+)
+def test_the_double_refuses_a_key_on_kubectls_command_line(tmp_path: Path, command: str) -> None:
+    """What makes the tests above fail on a command that shows a key to ps."""
+    cluster = Cluster(tmp_path, OLD)
+    done = cluster.run(command)
+    assert done.returncode != 0 and "a state key on the command line" in done.stderr
+    assert cluster.secret() == {"state-keys": OLD}

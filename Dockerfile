@@ -1,8 +1,12 @@
 # cardrules: the stateless rules service (design section 6), as an OCI image.
 #
 #   docker build -t cardrules .        (or: podman build --format docker -t cardrules .)
+#   CARDRULES_STATE_KEYS="$(cardrules keygen)" \
 #   docker run --rm --stop-timeout 20 -p 50051:50051 -p 8080:8080 -p 9464:9464 \
-#       -e CARDRULES_STATE_KEYS="$(cardrules keygen)" cardrules
+#       -e CARDRULES_STATE_KEYS cardrules
+#
+# -e with the name alone passes the key on from docker's environment: as its value the
+# key would be among docker's arguments, which every user of the machine can read (ps).
 #
 # --stop-timeout 20: a stop takes up to about 12 s (drain delay, grace period, closing),
 # 16 s with --workers N and a worker that does not stop, and the default 10 s would end

@@ -22,7 +22,9 @@ KEYS_AS_ARGUMENT = re.compile(r"(?:-e|--env)[ =]CARDRULES_STATE_KEYS=")
 CONTAINER_RUN = re.compile(r"\b(?:docker|podman) run\b")
 
 
-@pytest.mark.parametrize("path", [ROOT / "docs" / "operations.md", ROOT / "README.md"])
+@pytest.mark.parametrize(
+    "path", [ROOT / "docs" / "operations.md", ROOT / "README.md", ROOT / "Dockerfile"]
+)
 def test_the_container_examples_pass_the_keys_in_the_environment(path: Path) -> None:
     text = path.read_text()
     assert not KEYS_AS_ARGUMENT.findall(text)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from google.protobuf.message import Message
+
 from cardrules.cards.v1 import cards_pb2
 
 RANK_CODES = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")
@@ -25,8 +27,11 @@ _SUITS = {code: cards_pb2.Suit.ValueType(i) for i, code in enumerate(SUIT_CODES,
 def card(code: str) -> cards_pb2.Card:
     """The ``Card`` message of a code such as ``"10D"`` or ``"AS"`` (case-insensitive).
 
-    Raises ``ValueError`` for anything that is not rank ``A 2-10 J Q K`` plus suit ``S H D C``.
+    Raises ``ValueError`` for a string that is not rank ``A 2-10 J Q K`` plus suit
+    ``S H D C``, ``TypeError`` for anything but a string.
     """
+    if not isinstance(code, str):
+        raise TypeError(f"expected a card code such as '10D' or 'AS', got {type(code).__name__}")
     text = code.strip().upper()
     rank, suit = _RANKS.get(text[:-1]), _SUITS.get(text[-1:])
     if rank is None or suit is None:
@@ -38,17 +43,40 @@ def card(code: str) -> cards_pb2.Card:
 
 def cards(codes: str | Iterable[str]) -> list[cards_pb2.Card]:
     """Several cards from codes separated by spaces or commas, or from a list of codes."""
-    words = codes.replace(",", " ").split() if isinstance(codes, str) else codes
-    return [card(word) for word in words]
+    if isinstance(codes, str):
+        return [card(word) for word in codes.replace(",", " ").split()]
+    if isinstance(codes, bytes | Message) or not isinstance(codes, Iterable):
+        raise TypeError(
+            f"expected card codes such as '10D AS' or ['10D', 'AS'], got {type(codes).__name__}"
+        )
+    return [card(word) for word in codes]
 
 
 def card_code(message: cards_pb2.Card) -> str:
-    """The code of a ``Card`` message, e.g. ``"10D"``; ``ValueError`` if rank or suit is unset."""
+    """The code of a ``Card`` message, e.g. ``"10D"``; ``ValueError`` if rank or suit is
+    unset or unknown, ``TypeError`` for anything but a ``Card``."""
+    if not isinstance(message, cards_pb2.Card):
+        raise TypeError(
+            f"expected a Card message (card('AS') builds one), got {type(message).__name__}"
+        )
     if not (1 <= message.rank <= len(RANK_CODES) and 1 <= message.suit <= len(SUIT_CODES)):
-        raise ValueError(f"card without a valid rank and suit: {message!r}")
+        raise ValueError(f"card without a valid rank and suit: {_described(message)}")
     return RANK_CODES[message.rank - 1] + SUIT_CODES[message.suit - 1]
 
 
 def cards_code(messages: Iterable[cards_pb2.Card]) -> str:
     """Codes of several cards separated by spaces, in the order given."""
+    if isinstance(messages, str | bytes | Message) or not isinstance(messages, Iterable):
+        raise TypeError(
+            f"expected Card messages (cards('AS KD') builds a list), got {type(messages).__name__}"
+        )
     return " ".join(card_code(message) for message in messages)
+
+
+def _described(message: cards_pb2.Card) -> str:
+    """``rank 99, suit SUIT_SPADES``: on one line, unlike protobuf's text format, which
+    also leaves an unset field out; a number the enum does not name as the number."""
+    rank, suit = message.rank, message.suit
+    rank_name = cards_pb2.Rank.Name(rank) if rank in cards_pb2.Rank.values() else str(rank)
+    suit_name = cards_pb2.Suit.Name(suit) if suit in cards_pb2.Suit.values() else str(suit)
+    return f"rank {rank_name}, suit {suit_name}"

@@ -125,6 +125,7 @@ _READ_CHUNK = 16 * 1024
 JSON_BODY_FACTOR = 16
 # The codings the gateway reads; any other would reach the JSON parser as it came.
 _CONTENT_CODINGS = frozenset({"", "identity"}) | CODINGS
+_ACCEPTED_CODINGS = ", ".join(sorted(CODINGS))
 # A whole body must arrive within this long; aiohttp itself never times a body out, so a
 # client that stalls (or a chunk the parser rejects mid-body) would hold the call forever.
 BODY_SECONDS = 15.0
@@ -374,6 +375,14 @@ class HttpGateway:
         else:
             by_method = self._table.get(path, {})
             methods = sorted(by_method)
+        if not methods and request.method == "OPTIONS":
+            # A page sees nothing of a refused preflight but a CORS failure: answered for
+            # an allowed origin's POST, the POST that follows gets the 404 below, which
+            # the page can read, with the path a slip away.
+            preflight = self._cors.preflight_headers(origin, request.headers, ("POST",))
+            if "Access-Control-Allow-Origin" in preflight:
+                preflight.update({"X-Request-Id": request_id, "Cache-Control": "no-store"})
+                return web.Response(status=204, headers=preflight)
         if not methods:
             near = self._near_path(path)
             refusal = _refusal(
@@ -542,6 +551,9 @@ class HttpGateway:
             # Another replica may serve the call (a rolling upgrade): HTTP clients' retry
             # helpers (urllib3's Retry, say) retry a 503 after the time this names.
             headers = {**headers, "Retry-After": RETRY_AFTER_SECONDS}
+        elif "content_encoding" in error.metadata:
+            # RFC 9110 15.5.16: a 415 for a content coding names the codings accepted.
+            headers = {**headers, "Accept-Encoding": _ACCEPTED_CODINGS}
         return web.Response(
             status=http_status(error),
             body=status_json(error),
@@ -609,7 +621,9 @@ def _is_json(content_type: str) -> bool:
         return False
     for parameter in parameters.split(";"):
         name, _, value = parameter.partition("=")
-        if name.strip().lower() == "charset" and value.strip().strip('"').lower() != "utf-8":
+        # "utf8" too: WHATWG's label for UTF-8, which some clients send.
+        charset = value.strip().strip('"').lower()
+        if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
             return False
     return True
 

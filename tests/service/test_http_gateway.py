@@ -435,6 +435,38 @@ def test_a_preflight_allows_the_four_documented_headers_and_never_credentials():
     run(krypkasino_gateway(cors=("*",)), under_a_star)
 
 
+def test_a_preflight_of_a_mistyped_path_lets_the_page_read_the_404():
+    """A browser shows its page only a CORS failure for a refused preflight: an allowed
+    origin's preflight of a path no route has is answered, and the POST that follows
+    gets a 404 the page can read, naming the path a slip away. Other preflights there
+    stay a 404."""
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        slip = f"{url}/v1/krypkasino:Score"
+        async with session.options(slip, headers=preflight_headers(ORIGIN)) as r:
+            assert r.status == 204
+            assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+            assert r.headers["Access-Control-Allow-Methods"] == "POST"
+        async with session.post(slip, json={}, headers={"Origin": ORIGIN}) as r:
+            assert r.status == 404 and r.headers["Access-Control-Allow-Origin"] == ORIGIN
+            body = json.loads(await r.read())
+            assert body["message"].endswith("did you mean /v1/krypkasino:score?")
+        for refused in (
+            preflight_headers("https://evil.example"),
+            preflight_headers(ORIGIN, "PUT"),
+        ):
+            async with session.options(slip, headers=refused) as r:
+                assert r.status == 404 and "Access-Control-Allow-Methods" not in r.headers
+
+    async def without_cors(session: aiohttp.ClientSession, url: str) -> None:
+        slip = f"{url}/v1/krypkasino:Score"
+        async with session.options(slip, headers=preflight_headers(ORIGIN)) as r:
+            assert r.status == 404
+
+    run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
+    run(krypkasino_gateway(), without_cors)
+
+
 def test_a_preflight_of_the_openapi_document_allows_get():
     """A page fetching ``/openapi.json`` with a header that needs a preflight is allowed its
     ``GET``: the preflight names that path's methods, not the calls' ``POST``."""

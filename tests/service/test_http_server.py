@@ -462,11 +462,13 @@ def test_an_empty_body_is_the_empty_request_whatever_its_content_type(server, co
     assert refusal(json.loads(refused.value.read()))[:2] == (3, "STATE_MISSING")
 
 
-def test_json_with_a_charset_is_fine(server, json_game):
+@pytest.mark.parametrize("charset", ["UTF-8", "utf-8", '"utf-8"', "utf8", "UTF8"])
+def test_json_with_a_charset_is_fine(server, json_game, charset):
+    """utf8 too: WHATWG's label for UTF-8 (RFC 8259 11: the parameter has no effect)."""
     status, _, body = exchange(
         f"{server.http_url}/v1/krypkasino:score",
         json.dumps({"state": json_game["state"]}).encode(),
-        headers={"Content-Type": "application/json; charset=UTF-8"},
+        headers={"Content-Type": f"application/json; charset={charset}"},
     )
     assert status == 200 and body["totals"] == [0, 0]
 
@@ -701,13 +703,15 @@ def test_a_body_that_is_not_whole_gzip_is_400_and_closes_the_connection(server, 
 def test_a_brotli_body_is_refused_by_the_gateway_which_leaves_bodies_undecoded_to_aiohttp(server):
     """aiohttp decodes no body (it would go on inflating the rest of one the gateway
     refused early): a coding the gateway does not read is its own 415, not aiohttp's."""
-    status, _, value = exchange(
+    status, headers, value = exchange(
         f"{server.http_url}/v1/krypkasino:newGame",
         GAME,
         headers={"Content-Type": "application/json", "Content-Encoding": "br"},
     )
     assert status == 415
     assert refusal(value)[:3] == (3, "UNSUPPORTED_MEDIA_TYPE", {"content_encoding": "br"})
+    # RFC 9110 15.5.16: the codings that would have been taken.
+    assert headers["Accept-Encoding"] == "deflate, gzip"
 
 
 def test_a_body_in_an_unknown_coding_is_415(server):

@@ -81,6 +81,7 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
 
 # Exec form: the server is PID 1 and gets SIGTERM itself. It handles SIGTERM
 # (readiness NOT_SERVING, keep serving for --drain-delay-seconds, then finish
-# in-flight calls within --grace-seconds, exit 0) and, with one
-# worker, starts no child processes, so no init process is needed.
+# in-flight calls within --grace-seconds, exit 0), and it reaps what an init process
+# would: the processes an exec leaves behind (one worker ignores SIGCHLD, so the kernel
+# reaps them; the supervisor of --workers N waits for them). No init process is needed.
 ENTRYPOINT ["cardrules", "serve"]

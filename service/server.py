@@ -370,6 +370,10 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     finally:
         for claim in claims:
             claim.close()
+    # A single process forks nothing, but as a container's PID 1 it inherits every process
+    # an exec (kubectl exec, docker exec) leaves behind: ignoring SIGCHLD has the kernel
+    # reap them, where each would stay a zombie, holding a pid against the pod's limit.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     registry = CollectorRegistry()
     metrics = new_metrics(registry)
     add_process_metrics(registry)

@@ -34,7 +34,7 @@ import structlog.testing
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc_health.v1 import health_pb2
 
-from bench.procfs import cpu_seconds, is_running
+from bench.procfs import cpu_seconds, descendants, is_running
 from service.codec import config_from_proto
 from service.metrics import MAX_NAMED_VARIANTS, variant_label
 from service.serve_command import (
@@ -467,6 +467,31 @@ def test_a_server_restarted_at_once_on_the_same_ports_listens_again():
                 pass
     with running(ports) as second:
         assert (second.grpc_port, second.http_port) == (grpc_port, http_port)
+
+
+def test_a_single_process_server_as_pid_1_leaves_no_zombie_of_what_an_exec_left():
+    """docs/operations.md, "The image": one worker runs as the container's PID 1 without
+    an init process. A process that ``kubectl exec`` leaves running is re-parented to it
+    when its shell exits, and once it ends must not stay a zombie (each holds a pid
+    against the pod's limit): here the server is PID 1 of a PID namespace of its own."""
+    user = () if os.geteuid() == 0 else ("--user", "--map-root-user")
+    server = start_server(launcher=("unshare", *user, "--pid", "--fork"))
+    try:
+        (pid,) = descendants(server.process.pid)  # unshare's child: PID 1 inside
+        enter = ("nsenter", "--target", str(pid), *user[:1], "--pid", "--preserve-credentials")
+        subprocess.run((*enter, "sh", "-c", "sleep 2 & exit 0"), check=True, timeout=30)
+        orphans = descendants(pid)  # its shell has exited: the sleep is the server's now
+        assert orphans, "the sleep was not re-parented to the server"
+        deadline = time.monotonic() + 30
+        while descendants(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [(orphan, is_running(orphan)) for orphan in descendants(pid)]
+        assert not left, f"children (pid, running) left to the server: {left}"
+        os.kill(pid, signal.SIGTERM)  # unshare blocks SIGTERM and forwards nothing
+        assert server.process.wait(30) == 0
+    except BaseException:
+        server.kill()
+        raise
 
 
 def test_a_single_process_server_shares_its_ports_with_no_other_socket():

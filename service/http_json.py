@@ -330,20 +330,20 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             raise _wrong_type(path, "a JSON object", value)
         check_message(value, nested, path, floor)
     elif cpp_type in _INTEGER_TYPES:
-        _refuse_inexact(value, path)
+        bounds = _INTEGER_RANGES[cpp_type]
+        _refuse_inexact(value, path, bounds)
         if isinstance(value, str):
             if not _CANONICAL_INTEGER.fullmatch(value):
                 raise _json_invalid(
                     path, f"{path} must be an integer ({_SPELLING}), not {_quoted(value)}"
                 )
-            _refuse_long(value, path)
+            _refuse_long(value, path, bounds)
         elif isinstance(value, bool) or not isinstance(value, int):
             raise _wrong_type(path, "an integer (a JSON number or string)", value)
-        low, high = _INTEGER_RANGES[cpp_type]
-        if not low <= int(value) <= high:
-            # In json_format's words, but before it parses the whole body, and then
-            # offending_field again to find the field.
-            raise _json_invalid(path, f"{path}: Value out of range: {value}")
+        if not bounds[0] <= int(value) <= bounds[1]:
+            # Before json_format parses the whole body (and offending_field again to find
+            # the field), and saying what is in range.
+            raise _out_of_range(path, bounds, str(value))
     elif cpp_type in _FLOAT_TYPES:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise _wrong_type(path, "a number (a JSON number or string)", value)
@@ -351,7 +351,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         if not isinstance(value, bool):
             raise _wrong_type(path, "true or false", value)
     elif cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-        _refuse_inexact(value, path)
+        _refuse_inexact(value, path, (_INT32_MIN, _INT32_MAX))
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
         enum = field.enum_type
@@ -381,18 +381,24 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         raise _wrong_type(path, "a JSON string", value)
 
 
-def _refuse_long(digits: str, path: str) -> None:
+def _refuse_long(digits: str, path: str, bounds: tuple[int, int]) -> None:
     """An integer in a string longer than any 64-bit one: json_format's ``int`` would
     refuse one of over 4,300 digits in Python's words, as no integer at all."""
     if len(digits.lstrip("-")) > _EXACT_DIGITS:
-        raise _json_invalid(path, f"{path} is out of range, not {_quoted(digits)}")
+        raise _out_of_range(path, bounds, digits)
 
 
-def _refuse_inexact(value: object, path: str) -> None:
+def _refuse_inexact(value: object, path: str, bounds: tuple[int, int]) -> None:
     """An integer or enum field given a number no 64-bit integer can hold (``_number``)."""
     if isinstance(value, _Inexact):
-        problem = "is out of range" if value.whole else "must be a whole number"
-        raise _json_invalid(path, f"{path} {problem}, not {value.text}")
+        if value.whole:
+            raise _out_of_range(path, bounds, value.text)
+        raise _json_invalid(path, f"{path} must be a whole number, not {value.text}")
+
+
+def _out_of_range(path: str, bounds: tuple[int, int], text: str) -> ServiceError:
+    """``seed must be 0 to 18446744073709551615, not -1``; a long number cut short."""
+    return _json_invalid(path, f"{path} must be {bounds[0]} to {bounds[1]}, not {_cut(text, 40)}")
 
 
 def _is_int32(number: str | int) -> bool:

@@ -95,12 +95,12 @@ def check_deck(deck: Sequence[Card], copies: int) -> None:
     extra = {c: n - copies for c, n in enumerate(counts) if n > copies}
     if not missing and not extra:
         return
-    parts = [f"a deck must hold {copies * CARDS_PER_DECK} cards, each code {copies} time(s)"]
-    parts.append(f"got {len(deck)}")
-    if missing:
+    parts = [f"a deck must hold {copies * CARDS_PER_DECK} cards, each code {_times(copies)}"]
+    parts.append(f"got {len(deck) or 'none'}")
+    if missing and deck:  # of an empty deck, every code: no news
         parts.append("missing " + _tally(missing))
     if extra:
-        parts.append("too many " + _tally(extra))
+        parts.append("extra " + _tally(extra))
     raise CardError("; ".join(parts))
 
 
@@ -114,9 +114,13 @@ def check_cards_of_one_deck(cards: Sequence[Card], copies: int) -> None:
     extra = {c: n - copies for c, n in enumerate(counts) if n > copies}
     if extra:
         raise CardError(
-            f"the cards must come from one deck, each code at most {copies} time(s); "
-            f"too many {_tally(extra)}"
+            f"the cards must come from one deck, each code at most {_times(copies)}; "
+            f"extra {_tally(extra)}"
         )
+
+
+def _times(copies: int) -> str:
+    return {1: "once", 2: "twice"}.get(copies, f"{copies} times")
 
 
 def _tally(copies_by_code: dict[int, int]) -> str:

@@ -299,7 +299,7 @@ class KrypkasinoApi:
             if seat == 0 and not seat_sent and "token_seat" in error.metadata:
                 # proto3 JSON and protobuf leave out a seat of 0, so another seat's own
                 # token with seat 0 most likely means the seat was never set.
-                message += ": was `seat` left out?"
+                message += ": was the seat field left out?"
             raise permission_denied(
                 error.reason, message, seat=str(seat), **error.metadata
             ) from None

@@ -450,7 +450,7 @@ def test_another_seats_token_is_permission_denied_naming_the_tokens_seat(stub, g
         assert refusal.metadata == {"seat": str(seat), "token_seat": str(other)}
         expected = f"not a valid seat token for seat {seat}; it is seat {other}'s token"
         if seat == 0 and method != "GetView":
-            expected += ": was `seat` left out?"
+            expected += ": was the seat field left out?"
         assert refusal.message == expected, method
 
 
@@ -878,7 +878,7 @@ def test_a_deck_of_thousands_of_cards_is_still_deck_invalid(stub):
     deck = deck_proto([*full_deck(2), *[parse_card("AS")] * 3000])
     refusal = refused(stub.NewGame, two_player_new_game(decks=[deck]))
     assert (refusal.code, refusal.reason) == (INVALID, "DECK_INVALID")
-    assert refusal.violations["decks[0]"].endswith("got 3104; too many AS x3000")
+    assert refusal.violations["decks[0]"].endswith("got 3104; extra AS x3000")
 
 
 def test_a_malformed_card_in_a_deck_names_its_field(stub):
@@ -956,7 +956,7 @@ def test_a_draw_that_could_not_come_from_one_deck_is_refused(stub, rules, draw):
         "DRAW_INVALID",
         {"draw"},
     )
-    assert "too many AS" in refusal.violations["draw"]
+    assert "extra AS" in refusal.violations["draw"]
 
 
 def test_a_draw_of_one_decks_cards_is_accepted(stub):

@@ -579,7 +579,7 @@ def test_seat_left_out_with_another_seats_token_is_refused_saying_whose_token_it
     assert (status, code, reason) == (403, 7, "SEAT_TOKEN_INVALID"), value
     assert metadata == {"seat": "0", "token_seat": "1"}
     assert value["message"] == (
-        "not a valid seat token for seat 0; it is seat 1's token: was `seat` left out?"
+        "not a valid seat token for seat 0; it is seat 1's token: was the seat field left out?"
     )
 
 

@@ -878,7 +878,13 @@ def test_k2_1_a_deck_with_every_card_and_one_more_is_refused():
     is missing."""
     with pytest.raises(CardError) as refused:
         check_deck((*full_deck(2), parse_card("7S")), 2)
-    assert str(refused.value).endswith("got 105; too many 7S")
+    assert str(refused.value).endswith("got 105; extra 7S")
+
+
+def test_k2_1_an_empty_deck_is_refused_without_listing_every_code():
+    with pytest.raises(CardError) as refused:
+        check_deck((), 2)
+    assert str(refused.value) == "a deck must hold 104 cards, each code twice; got none"
 
 
 def test_k4_1_the_seeded_shuffle_reaches_every_order():
@@ -894,7 +900,7 @@ def test_k2_1_a_deck_check_counts_each_code_missing_or_too_many():
     deck = [card for card in full_deck(2) if card_str(card) != "AS"] + list(cards("KH KH 2C"))
     with pytest.raises(CardError) as refused:
         check_deck(deck, 2)
-    assert str(refused.value).endswith("got 105; missing AS x2; too many 2C, KH x2")
+    assert str(refused.value).endswith("got 105; missing AS x2; extra 2C, KH x2")
 
 
 def test_k4_2_draw_for_deal_repeated_ties():
@@ -944,11 +950,11 @@ def test_k4_2_a_draw_is_taken_from_one_deck_and_only_with_draw_for_deal():
     """No shuffled deck of two copies holds a third ace of spades; a draw without
     draw_for_deal would be ignored, so it is refused as the mistake it is."""
     refusals = [
-        (Config(players=2, draw_for_deal=True), "AS AS AS 2C 3C", "at most 2 time(s); too many AS"),
+        (Config(players=2, draw_for_deal=True), "AS AS AS 2C 3C", "at most twice; extra AS"),
         (
             Config(players=2, draw_for_deal=True, rules=Rules(single_deck=True)),
             "KC KC",
-            "at most 1 time(s); too many KC",
+            "at most once; extra KC",
         ),
         (Config(players=2), "KC 2C", "a draw sequence needs config.draw_for_deal"),
     ]

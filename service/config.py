@@ -15,6 +15,7 @@ import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from difflib import get_close_matches
 from typing import Any, BinaryIO
 
 from service.http_cors import parse_origins
@@ -160,6 +161,15 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     # In any case: environment names are case-sensitive, and cardrules_grpc_port set
     # nothing, unnamed.
     return sorted(name for name in env if name.upper().startswith(ENV_PREFIX) and name not in known)
+
+
+def meant_variables(unknown: Sequence[str]) -> list[str]:
+    """The settings' variables that unknown ones are most likely slips from, where one is
+    near (``CARDRULES_GRPC_PORTS``, ``cardrules_grpc_port``: ``CARDRULES_GRPC_PORT``)."""
+    known = sorted(env_name(name) for name, _ in _OPTIONS.values())
+    return sorted(
+        {near for name in unknown for near in get_close_matches(name.upper(), known, 1, 0.85)}
+    )
 
 
 def _default_text(name: str) -> str:

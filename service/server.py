@@ -35,7 +35,14 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
-from service.config import MULTIPROC_ENV, ServerConfig, env_name, host_port, unknown_variables
+from service.config import (
+    MULTIPROC_ENV,
+    ServerConfig,
+    env_name,
+    host_port,
+    meant_variables,
+    unknown_variables,
+)
 from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
@@ -342,7 +349,11 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     """
     configure_logging(config.log_format, config.log_level)
     if unknown := unknown_variables():  # names only: a value may be a key
-        _log.warning("unknown CARDRULES_* variables, ignored: misspelt?", variables=unknown)
+        _log.warning(
+            "unknown CARDRULES_* variables, ignored: misspelt?",
+            variables=unknown,
+            did_you_mean=meant_variables(unknown),
+        )
     _raise_open_files_limit()
     keys = load_keys(config)  # resolve() has refused bad keys already, naming their source
     if keys.is_ephemeral:

@@ -152,6 +152,10 @@ class KeyRing:
         return base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii")
 
 
+# ``CARDRULES_STATE_KEYS=...``: a variable's name and "=" before the key.
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[^=]")
+
+
 def _decode_key(item: str, position: int) -> bytes:
     """One base64 key of either alphabet; errors name the position only."""
     if not item:
@@ -164,7 +168,11 @@ def _decode_key(item: str, position: int) -> bytes:
         key = base64.b64decode(normalized.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
         # ``from None``: the underlying error could quote the key text.
-        raise ValueError(f"key {position} is not valid base64") from None
+        hint = ""
+        if _ASSIGNMENT.match(item):
+            # A keys file copied from an env file: the name is not part of the key.
+            hint = " (it starts with a NAME=: give the keys alone, not a variable's setting)"
+        raise ValueError(f"key {position} is not valid base64{hint}") from None
     if len(key) != KEY_BYTES:
         hint = ""
         if len(item) == 2 * KEY_BYTES and all(c in string.hexdigits for c in item):

@@ -41,7 +41,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from engine.cards import parse_cards
 from engine.krypkasino import Move, State, legal_moves, open_game, play, score
 from service import codec
-from service.config import add_server_arguments, resolve, unknown_variables
+from service.config import add_server_arguments, meant_variables, resolve, unknown_variables
 from service.server import MAX_CONCURRENT_STREAMS, grpc_server_options
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.fixtures import make_token_fixture as token_fixtures
@@ -419,6 +419,9 @@ def test_a_misspelt_variable_is_named_in_a_warning_without_its_value():
         server.wait_for_logs("listening")
     warnings = [line for line in server.logs if "unknown CARDRULES_" in str(line.get("event"))]
     assert [line["variables"] for line in warnings] == [sorted(misspelt)]
+    # A list of names, not a map from each unknown one: the log redacts values under keys
+    # ending in _KEY.
+    assert warnings[0]["did_you_mean"] == ["CARDRULES_GRPC_PORT", "CARDRULES_STATE_KEYS"]
     assert warnings[0]["level"] == "warning"
     assert value not in json.dumps(server.logs)
 
@@ -462,6 +465,12 @@ def test_only_variables_no_setting_reads_are_unknown():
     settings = ("STATE_KEYS", "STATE_KEYS_FILE", "WORKER_TIMEOUT_SECONDS", "HOST")
     environ = {f"CARDRULES_{name}": "" for name in (*settings, "STATE_KEY", "X")}
     assert unknown_variables({**environ, "OTHER": ""}) == ["CARDRULES_STATE_KEY", "CARDRULES_X"]
+
+
+def test_an_unknown_variable_a_slip_from_a_settings_is_told_which_it_meant():
+    unknown = ["CARDRULES_GRPC_PORTS", "cardrules_grpc_port", "CARDRULES_STATE_KEY", "CARDRULES_X"]
+    assert meant_variables(unknown) == ["CARDRULES_GRPC_PORT", "CARDRULES_STATE_KEYS"]
+    assert meant_variables(["CARDRULES_X"]) == []
 
 
 def test_a_setting_variable_in_the_wrong_case_is_unknown():

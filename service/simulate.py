@@ -69,10 +69,15 @@ def parse_rules(flags: Sequence[str]) -> Rules:
         name, sep, value = flag.partition("=")
         if name == "removal" and sep:
             try:
-                settings["removal"] = Removal(value)
+                removal = Removal(value)
             except ValueError:
                 choices = "|".join(r.value for r in Removal)
                 raise InputError(f"--rule: unknown removal {value!r}: expected {choices}") from None
+            # Either value is a rule the caller asked for: keeping the last would drop one.
+            if settings.setdefault("removal", removal) is not removal:
+                raise InputError(
+                    f"--rule: removal given twice, as {settings['removal'].value} and {value}"
+                )
         elif name in names and not sep:
             settings[name] = True
         else:

@@ -487,6 +487,7 @@ BAD_INPUT = {
     "unknown rule": ["--players", "4", "--rule", "bogus"],
     "rule with a value": ["--players", "4", "--rule", "bordstabbe=yes"],
     "unknown removal": ["--players", "4", "--rule", "removal=clubs"],
+    "two removals": ["--players", "4", "--rule", "removal=none", "--rule", "removal=spades"],
     "malformed card": ["--players", "4", "--deck", KX30_DECK.replace("10D", "11D", 1)],
     "deck one card short": ["--players", "4", "--deck", _SHORT_DECK],
     "deck not the game's cards": ["--players", "4", "--deck", _WRONG_DECK],

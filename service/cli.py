@@ -156,7 +156,7 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     sim.set_defaults(handler=_simulate)
     sim.add_argument("game", choices=["krypkasino"])
-    sim.add_argument("--players", type=int, required=True, help="2 to 6 (K3.1)")
+    sim.add_argument("--players", type=_whole_number, required=True, help="2 to 6 (K3.1)")
     sim.add_argument(
         "--teams",
         choices=[t.value for t in Teams],
@@ -186,7 +186,7 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     dealer = sim.add_mutually_exclusive_group()
     dealer.add_argument(
-        "--first-dealer", type=int, default=0, metavar="SEAT", help="K4.2 (default: 0)"
+        "--first-dealer", type=_whole_number, default=0, metavar="SEAT", help="K4.2 (default: 0)"
     )
     dealer.add_argument("--draw-for-deal", action="store_true", help="K4.2")
     sim.add_argument(

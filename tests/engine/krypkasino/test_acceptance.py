@@ -590,6 +590,13 @@ def test_kx23_bordstabbe():
     state, deal_events = finish_deal(state)
     assert sum(s.total for s in only(deal_events, DealEnded).result.scores) == 37
 
+    # K16.10: 38 with last_capture_point, the same deal.
+    last_point = Rules(bordstabbe=True, last_capture_point=True)
+    state, events = open_game(Config(players=6, rules=last_point), decks=[deck])
+    assert only(events, Bordstabbe).seat == 1
+    state, deal_events = finish_deal(state)
+    assert sum(s.total for s in only(deal_events, DealEnded).result.scores) == 38
+
     deck = stacked_deck(FOUR_FIRST, 4, 0, table="5H 5C 6D KH")
     state, events = open_game(Config(players=4, rules=rules), decks=[deck])
     assert same(state.table, "5H 5C 6D")

@@ -267,8 +267,8 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
     for key, item in value.items():
         field = fields.get(key)
         if field is None:
-            # json_format would refuse it too, in these words, but only after parsing
-            # the whole body, and offending_field would parse it twice more to find it.
+            # json_format would refuse it too, but only after parsing the whole body,
+            # naming no path, and offending_field would parse it twice more to find it.
             name = f"{path}.{key}".lstrip(".")
             hint = _near_field(descriptor, key, path) or _one_level_down(descriptor, key, path)
             owner = path or "the request"

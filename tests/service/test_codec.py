@@ -1147,7 +1147,7 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         "cards are not conserved (K15.1)",
     ),
     "one card dropped": (set_bytes("table", lambda m: m.table[1:]), "missing"),
-    "one card added": (set_bytes("table", lambda m: m.table + m.table[:1]), "too many"),
+    "one card added": (set_bytes("table", lambda m: m.table + m.table[:1]), "extra"),
     "players out of range": (lambda m: setattr(m.config, "players", 9), "config.players"),
     "a card that is no court, set aside under removal of courts": (
         a_pile_card_to("set_aside", lambda c: c < 40),

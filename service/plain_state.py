@@ -20,6 +20,25 @@ from engine.krypkasino.dealing import DrawExhaustedError, draw_for_deal
 from engine.krypkasino.scoring import DealResult
 from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
 
+
+# The items of a stored deal score that decoding recomputes (K12.1) and ignores as stored
+# (service.state_codec): a later release may write them.
+_DERIVED_SEAT_ITEMS = ("seat", "card_points", "sweeps_conceded", "last_capture", "total")
+
+
+def _independent_items(score: pb.DealScore) -> bytes:
+    """A stored deal score's bytes without its derived items, as the history caches' key:
+    padded with those, one history would take a cache entry per padding, each holding it
+    (a plain token of 60 KB could so grow a server by 250 MB)."""
+    kept = pb.DealScore()
+    kept.CopyFrom(score)
+    kept.ClearField("team_totals")
+    for seat in kept.seats:
+        for name in _DERIVED_SEAT_ITEMS:
+            seat.ClearField(name)
+    return kept.SerializeToString()
+
+
 __all__ = ["MAX_PLAIN_TABLE", "check_game_id", "check_plain_state"]
 
 
@@ -158,7 +177,7 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
         raise StateError(f"the stock is not the rest of decks[{deal - 1}]")
 
     history = checked_history(
-        config_data, first_dealer, tuple(r.SerializeToString() for r in msg.results)
+        config_data, first_dealer, tuple(map(_independent_items, msg.results))
     )
     results = history.results
     if len(results) != (deal if over else deal - 1):

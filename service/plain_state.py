@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Literal, get_args
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
@@ -19,25 +20,6 @@ from engine.krypkasino.config import Config, Removal
 from engine.krypkasino.dealing import DrawExhaustedError, draw_for_deal
 from engine.krypkasino.scoring import DealResult
 from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
-
-
-# The items of a stored deal score that decoding recomputes (K12.1) and ignores as stored
-# (service.state_codec): a later release may write them.
-_DERIVED_SEAT_ITEMS = ("seat", "card_points", "sweeps_conceded", "last_capture", "total")
-
-
-def _independent_items(score: pb.DealScore) -> bytes:
-    """A stored deal score's bytes without its derived items, as the history caches' key:
-    padded with those, one history would take a cache entry per padding, each holding it
-    (a plain token of 60 KB could so grow a server by 250 MB)."""
-    kept = pb.DealScore()
-    kept.CopyFrom(score)
-    kept.ClearField("team_totals")
-    for seat in kept.seats:
-        for name in _DERIVED_SEAT_ITEMS:
-            seat.ClearField(name)
-    return kept.SerializeToString()
-
 
 __all__ = ["MAX_PLAIN_TABLE", "check_game_id", "check_plain_state"]
 
@@ -288,3 +270,22 @@ def _check_hand_sizes(sizes: list[int], turn: int, first_player: int, dealt: int
         for seat, size in enumerate(sizes)
     ):
         raise StateError(f"hand sizes {sizes} with seat {turn} to move (K7.8, K15.3)")
+
+
+# The items of a stored seat score that decoding recomputes (K12.1) and ignores as stored
+# (service.state_codec): a later release may write them.
+_SeatItem = Literal["seat", "card_points", "sweeps_conceded", "last_capture", "total"]
+_DERIVED_SEAT_ITEMS: tuple[_SeatItem, ...] = get_args(_SeatItem)
+
+
+def _independent_items(score: pb.DealScore) -> bytes:
+    """A stored deal score's bytes without its derived items, as the history caches' key:
+    padded with those, one history would take a cache entry per padding, each holding it
+    (a plain token of 60 KB could so grow a server by 250 MB)."""
+    kept = pb.DealScore()
+    kept.CopyFrom(score)
+    kept.ClearField("team_totals")
+    for seat in kept.seats:
+        for name in _DERIVED_SEAT_ITEMS:
+            seat.ClearField(name)
+    return kept.SerializeToString()

@@ -116,6 +116,15 @@ class KrypkasinoApi:
                 "decks",
                 limit=str(codec.MAX_DECKS),
             )
+        if config.most_deals is not None and len(request.decks) > config.most_deals:
+            # A deck no deal takes would travel in every state token of the match unused.
+            raise invalid_argument(
+                "TOO_MANY_DECKS",
+                f"{len(request.decks)} decks, but the match has at most "
+                f"{config.most_deals} deals (K13.2, K13.3)",
+                "decks",
+                limit=str(config.most_deals),
+            )
         try:
             decks = [
                 codec.deck_from_proto(deck, f"decks[{i}]") for i, deck in enumerate(request.decks)

@@ -25,7 +25,6 @@ from engine.krypkasino import (
     Removal,
     Rules,
     State,
-    TieRule,
     open_game,
     play_unchecked,
 )
@@ -100,9 +99,7 @@ def parse_decks(texts: Sequence[str], config: Config) -> tuple[tuple[Card, ...],
         decks.append(deck)
     if len(decks) > MAX_DECKS:
         raise InputError(f"--deck: {len(decks)} given but at most {MAX_DECKS} are accepted")
-    limit = config.deal_limit
-    if limit is not None and config.tie_rule is TieRule.TIEBREAK_DEAL:
-        limit += 1
+    limit = config.most_deals
     if limit is not None and len(decks) > limit:
         raise InputError(f"--deck: {len(decks)} given but the match has at most {limit} deals")
     return tuple(decks)

@@ -292,6 +292,15 @@ class Config:
             return self.match_deals
         return None if self.target_score is not None else self.players
 
+    @property
+    def most_deals(self) -> int | None:
+        """K13.2, K13.3: the most deals the match can have, its one tie-break deal
+        included; None when only a target score ends it."""
+        limit = self.deal_limit
+        if limit is not None and self.tie_rule is TieRule.TIEBREAK_DEAL:
+            return limit + 1
+        return limit
+
 
 def seatings() -> tuple[tuple[int, Teams], ...]:
     """Every player count (K3.1) with every team mode it can play (K3.2), in order."""

@@ -849,8 +849,11 @@ def two_player_new_game(
     *,
     draw_for_deal: bool = False,
     rules: pb.Rules | None = None,
+    match_deals: int | None = None,
 ) -> pb.NewGameRequest:
-    config = pb.GameConfig(players=2, draw_for_deal=draw_for_deal, rules=rules)
+    config = pb.GameConfig(
+        players=2, draw_for_deal=draw_for_deal, rules=rules, match_deals=match_deals
+    )
     return pb.NewGameRequest(config=config, decks=decks, draw=draw)
 
 
@@ -893,9 +896,10 @@ def test_the_most_explicit_decks_are_each_checked_not_refused_as_too_many(stub):
     """64 decks (MAX_DECKS) is the limit, not over it: they make a game, and a bad 64th
     deck is refused as that deck, not as one too many."""
     full = deck_proto(full_deck(2))
-    game = stub.NewGame(two_player_new_game(decks=[full] * 64))
+    game = stub.NewGame(two_player_new_game(decks=[full] * 64, match_deals=64))
     assert game.game_id and len(game.seat_tokens) == 2
-    refusal = refused(stub.NewGame, two_player_new_game(decks=[full] * 63 + [cards_pb2.Deck()]))
+    last_bad = [full] * 63 + [cards_pb2.Deck()]
+    refusal = refused(stub.NewGame, two_player_new_game(decks=last_bad, match_deals=64))
     assert (refusal.code, refusal.reason, set(refusal.violations)) == (
         INVALID,
         "DECK_INVALID",
@@ -911,6 +915,32 @@ def test_too_many_explicit_decks_are_refused(stub):
         {"decks"},
     )
     assert refusal.metadata == {"limit": "64"}  # as REQUEST_TOO_LARGE gives its limit
+
+
+@pytest.mark.parametrize(
+    ("config", "limit"),
+    [
+        (pb.GameConfig(players=2), 2),  # one deal per player (K13.2)
+        (pb.GameConfig(players=3, match_deals=6), 6),
+        (pb.GameConfig(players=2, tie_rule=pb.TIE_RULE_TIEBREAK_DEAL), 3),  # K13.3
+        (pb.GameConfig(players=2, match_deals=3, target_score=50), 3),
+    ],
+)
+def test_more_decks_than_the_match_can_deal_are_refused(stub, config, limit):
+    """A deck no deal would take travelled in every state token of the match, unused
+    (``cardrules simulate`` refused them already)."""
+    full = deck_proto(full_deck(2))
+    assert stub.NewGame(pb.NewGameRequest(config=config, decks=[full] * limit)).game_id
+    refusal = refused(stub.NewGame, pb.NewGameRequest(config=config, decks=[full] * (limit + 1)))
+    assert (refusal.code, refusal.reason, set(refusal.violations)) == (
+        INVALID,
+        "TOO_MANY_DECKS",
+        {"decks"},
+    )
+    assert refusal.metadata == {"limit": str(limit)}
+    assert refusal.message == (
+        f"{limit + 1} decks, but the match has at most {limit} deals (K13.2, K13.3)"
+    )
 
 
 @pytest.mark.parametrize("decks", [[], [full_deck(2)]], ids=["dealt_by_seed", "explicit_deck"])

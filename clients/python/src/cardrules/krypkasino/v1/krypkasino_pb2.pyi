@@ -1075,7 +1075,8 @@ class NewGameRequest(_message.Message):
     @_builtins.property
     def decks(self) -> _containers.RepeatedCompositeFieldContainer[_cards_pb2.Deck]:
         """Explicit deck orders of the first deals, top first; later deals are
-        shuffled from the seed.
+        shuffled from the seed. At most 64, and no more than the match can have
+        deals, a tie-break deal included (TOO_MANY_DECKS).
         """
 
     @_builtins.property

@@ -65,7 +65,7 @@ from service.metrics import (
 from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
 from service.signals import StopSignals, signals_blocked
-from service.standard_services import add_health_and_reflection
+from service.standard_services import DrainingReflection, add_health_and_reflection
 from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from service.watchdog import Heartbeats, keep_beating, start_watchdog
@@ -165,15 +165,14 @@ async def run_servers(
             (KrypkasinoServicer(api, runner, config.max_request_bytes).rpc_handler(),)
         )
         health_servicer = DrainingHealth()
-        add_health_and_reflection(
-            server,
-            health_servicer,
+        reflection_servicer = DrainingReflection(
             (
                 SERVICE_NAME,
                 health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                 reflection.SERVICE_NAME,
-            ),
+            )
         )
+        add_health_and_reflection(server, health_servicer, reflection_servicer)
         address = host_port(config.host, config.grpc_port)
         try:
             port = server.add_insecure_port(address)
@@ -195,7 +194,7 @@ async def run_servers(
             pid=os.getpid(),
         )
     await signals.received.wait()
-    await _shut_down(config, server, http, health_servicer, signals)
+    await _shut_down(config, server, http, (health_servicer, reflection_servicer), signals)
     signals.finished()
     _log.info("stopped", pid=os.getpid())
     return 0
@@ -263,7 +262,7 @@ async def _shut_down(
     config: ServerConfig,
     server: grpc.aio.Server,
     http: HttpServer,
-    health_servicer: DrainingHealth,
+    streams: tuple[DrainingHealth, DrainingReflection],
     signals: StopSignals,
 ) -> None:
     """Drain in three steps (design section 6, docs/operations.md "Termination").
@@ -286,6 +285,7 @@ async def _shut_down(
         grace_seconds=config.grace_seconds,
         pid=os.getpid(),
     )
+    health_servicer, reflection_servicer = streams
     for name in DRAINED_ON_SHUTDOWN:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     http.gateway.not_ready()
@@ -300,6 +300,7 @@ async def _shut_down(
     # Only once the stop has begun: a client re-opens an ended Watch, and that
     # new stream must meet a server that no longer accepts calls.
     health_servicer.end_watches()
+    reflection_servicer.end_streams()
     await stopped
 
 

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import queue
 import random
 import signal
 import threading
@@ -23,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -31,8 +32,10 @@ from cardrules.client import channel_options, state_to_keep
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
+from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
@@ -903,6 +906,56 @@ def test_reflection_lists_and_describes_the_services(grpc_target):
         assert described.methods_by_name["Play"].input_type.full_name == (
             "cardrules.krypkasino.v1.PlayRequest"
         )
+
+
+def reflection_stream(
+    channel: grpc.Channel,
+) -> tuple[queue.Queue[reflection_pb2.ServerReflectionRequest | None], Any]:
+    """A reflection stream that stays open, as a GUI tool's session does: put requests
+    on the queue (None ends the stream), read its answers."""
+    asked: queue.Queue[reflection_pb2.ServerReflectionRequest | None] = queue.Queue()
+    stub: Any = cast(Any, reflection_pb2_grpc).ServerReflectionStub(channel)  # stubs untyped
+    answers = stub.ServerReflectionInfo(iter(asked.get, None), timeout=120)
+    return asked, answers
+
+
+@pytest.mark.parametrize(
+    ("symbol", "file"),
+    [
+        (f"{SERVICE}.Play", "cardrules/krypkasino/v1/krypkasino.proto"),
+        (f"{HEALTH}.Check", "grpc_health/v1/health.proto"),
+        (SERVICE, "cardrules/krypkasino/v1/krypkasino.proto"),
+    ],
+)
+def test_reflection_describes_a_method_by_its_full_name(grpc_target, symbol, file):
+    """grpcurl's ``describe Service.Method`` asks for the file holding the method: grpc's
+    own reflection answered NOT_FOUND (its pool finds no method, grpc/grpc#34743)."""
+    with grpc.insecure_channel(grpc_target) as channel:
+        asked, answers = reflection_stream(channel)
+        asked.put(reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol))
+        answer = next(answers)
+        asked.put(None)
+    assert answer.original_request.file_containing_symbol == symbol
+    assert answer.WhichOneof("message_response") == "file_descriptor_response", answer
+    first = answer.file_descriptor_response.file_descriptor_proto[0]
+    assert FileDescriptorProto.FromString(first).name == file
+
+
+def test_an_open_reflection_stream_ends_when_the_server_stops_not_at_the_grace_period():
+    """Like a health Watch, a reflection stream a tool keeps open held ``server.stop``
+    for the whole grace period (a reflection-only client's review: 12 s instead of 2):
+    the server ends it, with OK, once the stop has begun."""
+    with running(("--grace-seconds", "30", "--drain-delay-seconds", "0.2")) as server:
+        server.wait_for_logs("listening")
+        with grpc.insecure_channel(server.target) as channel:
+            asked, answers = reflection_stream(channel)
+            asked.put(reflection_pb2.ServerReflectionRequest(list_services=""))
+            assert SERVICE in {s.name for s in next(answers).list_services_response.service}
+            server.process.send_signal(signal.SIGTERM)
+            assert list(answers) == []  # the stream ended, with OK: no error raised
+            assert answers.code() == grpc.StatusCode.OK
+            assert server.process.wait(25) == 0
+            asked.put(None)
 
 
 # -- token compatibility across releases --------------------------------------------------

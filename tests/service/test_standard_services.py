@@ -10,7 +10,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health
 
-from service.standard_services import add_health_and_reflection
+from service.standard_services import DrainingReflection, add_health_and_reflection
 
 
 def test_a_servicer_whose_methods_are_not_async_is_refused_at_start() -> None:
@@ -21,6 +21,6 @@ def test_a_servicer_whose_methods_are_not_async_is_refused_at_start() -> None:
         server = grpc.aio.server()
         synchronous: Any = health.HealthServicer()
         with pytest.raises(TypeError, match=r"/grpc\.health\.v1\.Health/Check"):
-            add_health_and_reflection(server, synchronous, ())
+            add_health_and_reflection(server, synchronous, DrainingReflection(()))
 
     asyncio.run(register())

@@ -15,10 +15,10 @@ import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from difflib import get_close_matches
 from typing import Any, BinaryIO
 
 from service.http_cors import parse_origins
+from service.spelling import nearest
 from service.tokens import KeyRing
 
 ENV_PREFIX = "CARDRULES_"
@@ -164,12 +164,10 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def meant_variables(unknown: Sequence[str]) -> list[str]:
-    """The settings' variables that unknown ones are most likely slips from, where one is
-    near (``CARDRULES_GRPC_PORTS``, ``cardrules_grpc_port``: ``CARDRULES_GRPC_PORT``)."""
-    known = sorted(env_name(name) for name, _ in _OPTIONS.values())
-    return sorted(
-        {near for name in unknown for near in get_close_matches(name.upper(), known, 1, 0.85)}
-    )
+    """For each unknown variable a slip from a setting's (``CARDRULES_GRPC_PORTS``,
+    ``cardrules_grpc_port``), ``"CARDRULES_GRPC_PORT for CARDRULES_GRPC_PORTS"``."""
+    known = [env_name(name) for name, _ in _OPTIONS.values()]
+    return [f"{near} for {name}" for name in unknown if (near := nearest(name, known))]
 
 
 def _default_text(name: str) -> str:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -85,6 +84,7 @@ from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Rou
 from service.listen import listen_hosts
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
+from service.spelling import nearest
 from service.turn_budget import TurnBudget
 
 _FIXED_PATHS = frozenset({OPENAPI_PATH, LIVENESS_PATH, READINESS_PATH})
@@ -105,12 +105,8 @@ _HTTP_STATUS_OF_REASON = {
     REQUEST_TOO_LARGE: 413,
 }
 _ECHOED_CHARS = 120
-# How alike (difflib's ratio, in lowercase) an unknown path and a served one must be for
-# the 404 to name the served one: one slip ("/" for ":", "new_game", "/v2") reads 0.9 or
-# more; the unrelated ":shuffle" against ":score" 0.81.
-_NEAR_PATH = 0.85
 # A path no route took is logged only when it looks like a route, or is a slip from one
-# (``_NEAR_PATH``), so that a token a client put in its path is not logged: up to six
+# (``service.spelling``), so that a token a client put in its path is not logged: up to six
 # segments of lowercase letters, digits and "._-", each no longer than a route's, and a
 # method after a ":" as routes have ("krypkasino:legalMoves"). A seat token's 27 base64
 # characters hold a "/" one time in three, and split by it they passed for segments
@@ -236,8 +232,6 @@ class HttpGateway:
         for service in services:
             for route in routes(service):
                 self._add(route, api)
-        # Every served path by its lowercase, for the 404's guess (``_near_path``).
-        self._served_by_lowercase = {p.lower(): p for p in (*self._table, *_FIXED_PATHS)}
 
     def _add(self, route: Route, api: object) -> None:
         handler = getattr(api, route.handler_name, None)
@@ -258,9 +252,8 @@ class HttpGateway:
         characters)."""
         if len(path) > _ECHOED_CHARS:
             return ""
-        served = self._served_by_lowercase
-        near = difflib.get_close_matches(path.lower(), served, n=1, cutoff=_NEAR_PATH)
-        return f"; did you mean {served[near[0]]}?" if near else ""
+        near = nearest(path, (*self._table, *_FIXED_PATHS))
+        return f"; did you mean {near}?" if near else ""
 
     @property
     def routes(self) -> list[Route]:
@@ -375,7 +368,7 @@ class HttpGateway:
         else:
             by_method = self._table.get(path, {})
             methods = sorted(by_method)
-        if not methods and request.method == "OPTIONS":
+        if not methods and request.method == "OPTIONS" and path.startswith("/"):  # not "*"
             # A page sees nothing of a refused preflight but a CORS failure: answered for
             # an allowed origin's POST, the POST that follows gets the 404 below, which
             # the page can read, with the path a slip away.

@@ -18,7 +18,6 @@ every other field violation.
 from __future__ import annotations
 
 import codecs
-import difflib
 import functools
 import json
 import re
@@ -33,6 +32,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from service.descriptors import message_descriptor
 from service.errors import ServiceError, invalid_argument, request_too_large
+from service.spelling import nearest
 
 MessageT = TypeVar("MessageT", bound=Message)
 
@@ -49,11 +49,7 @@ _PARSER_SUFFIX = re.compile(r'(?: at "?[A-Za-z_][\w.\[\]]*"?)?\.*$')
 # At most this much of a refusal's description or field path, which may hold what the
 # client sent (``_json_invalid``); room for the longest enum's names (Rank's) and a path.
 _REFUSAL_TEXT_CHARS = 400
-# How alike (difflib's ratio, in lowercase) an unknown name and a field's must be for the
-# refusal to name the field: one letter missed or doubled reads 0.85 or more ("team" for
-# "teams" 0.89, "bordstabe" 0.95), "seed" against "seat" 0.5.
-_NEAR_NAME = 0.85
-_LONGEST_SLIP = 64
+_LONGEST_SLIP = 64  # a longer unknown name is no slip (``_near_field``)
 # proto3 JSON bytes: standard or URL-safe base64, with or without padding.
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
@@ -365,9 +361,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
                 f"{path} must be an enum value name or number ({_SPELLING}), not {_quoted(value)}",
             )
         if name is None and not _is_int32(value):
-            raise _json_invalid(
-                path, f"{path} must be an enum number of 32 bits, not {_quoted(str(value))}"
-            )
+            raise _out_of_range(path, (_INT32_MIN, _INT32_MAX), str(value))
         if name is not None and enum is not None and name not in enum.values_by_name:
             # json_format would say "Invalid enum value X for enum type Y": not which are valid.
             names = ", ".join(enum.values_by_name)
@@ -502,9 +496,9 @@ def _near_field(descriptor: Descriptor, key: str, path: str) -> str:
     a slip away. A long key is no slip: difflib would index it whole."""
     if len(key) > _LONGEST_SLIP:
         return ""
-    by_lowercase = {name.lower(): field.name for name, field in _fields_by_name(descriptor).items()}
-    near = difflib.get_close_matches(key.lower(), by_lowercase, n=1, cutoff=_NEAR_NAME)
-    return f"; did you mean {f'{path}.{by_lowercase[near[0]]}'.lstrip('.')}?" if near else ""
+    fields = _fields_by_name(descriptor)
+    near = nearest(key, fields)
+    return f"; did you mean {f'{path}.{fields[near].name}'.lstrip('.')}?" if near else ""
 
 
 def _one_level_down(descriptor: Descriptor, key: str, path: str) -> str:

@@ -422,9 +422,12 @@ def test_a_misspelt_variable_is_named_in_a_warning_without_its_value():
         server.wait_for_logs("listening")
     warnings = [line for line in server.logs if "unknown CARDRULES_" in str(line.get("event"))]
     assert [line["variables"] for line in warnings] == [sorted(misspelt)]
-    # A list of names, not a map from each unknown one: the log redacts values under keys
-    # ending in _KEY.
-    assert warnings[0]["did_you_mean"] == ["CARDRULES_GRPC_PORT", "CARDRULES_STATE_KEYS"]
+    # A list, not a map from each unknown name: the log redacts values under keys ending
+    # in _KEY.
+    assert warnings[0]["did_you_mean"] == [
+        "CARDRULES_GRPC_PORT for CARDRULES_GRPC_PORTS",
+        "CARDRULES_STATE_KEYS for CARDRULES_STATE_KEY",
+    ]
     assert warnings[0]["level"] == "warning"
     assert value not in json.dumps(server.logs)
 
@@ -472,7 +475,11 @@ def test_only_variables_no_setting_reads_are_unknown():
 
 def test_an_unknown_variable_a_slip_from_a_settings_is_told_which_it_meant():
     unknown = ["CARDRULES_GRPC_PORTS", "cardrules_grpc_port", "CARDRULES_STATE_KEY", "CARDRULES_X"]
-    assert meant_variables(unknown) == ["CARDRULES_GRPC_PORT", "CARDRULES_STATE_KEYS"]
+    assert meant_variables(unknown) == [
+        "CARDRULES_GRPC_PORT for CARDRULES_GRPC_PORTS",
+        "CARDRULES_GRPC_PORT for cardrules_grpc_port",
+        "CARDRULES_STATE_KEYS for CARDRULES_STATE_KEY",
+    ]
     assert meant_variables(["CARDRULES_X"]) == []
 
 

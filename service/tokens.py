@@ -128,6 +128,12 @@ class KeyRing:
         An empty entry (``,NEW``) is refused: it is what a script writes when reading the
         current keys failed, and a ring without the old key breaks every game in play.
         """
+        if _ASSIGNMENT.match(text):
+            # A keys file copied from an env file: the name is not part of the key.
+            raise ValueError(
+                "the keys are written as a variable's setting (NAME=...): give the keys "
+                "alone, as `cardrules keygen` prints them"
+            )
         items = re.split(r"\s*,\s*|\s+", text.strip())
         if not any(items):
             raise ValueError(
@@ -152,8 +158,9 @@ class KeyRing:
         return base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii")
 
 
-# ``CARDRULES_STATE_KEYS=...``: a variable's name and "=" before the key.
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[^=]")
+# ``CARDRULES_STATE_KEYS=...`` or ``export KEYS=...``: a variable's setting, not keys. A
+# key's own "=" only pads its end, before a separator: never before more key or a quote.
+_ASSIGNMENT = re.compile(r"\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=[\w+/\-\"']")
 
 
 def _decode_key(item: str, position: int) -> bytes:
@@ -168,11 +175,7 @@ def _decode_key(item: str, position: int) -> bytes:
         key = base64.b64decode(normalized.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
         # ``from None``: the underlying error could quote the key text.
-        hint = ""
-        if _ASSIGNMENT.match(item):
-            # A keys file copied from an env file: the name is not part of the key.
-            hint = " (it starts with a NAME=: give the keys alone, not a variable's setting)"
-        raise ValueError(f"key {position} is not valid base64{hint}") from None
+        raise ValueError(f"key {position} is not valid base64") from None
     if len(key) != KEY_BYTES:
         hint = ""
         if len(item) == 2 * KEY_BYTES and all(c in string.hexdigits for c in item):

@@ -551,12 +551,14 @@ def test_a_key_in_hex_is_refused_with_the_base64_spelling_named():
 def test_a_key_given_as_a_variables_setting_is_refused_saying_so():
     """A keys file copied from an env file holds ``CARDRULES_STATE_KEYS=<key>``."""
     good = base64.b64encode(KEY_A).decode()
-    message = _parse_error(f"CARDRULES_STATE_KEYS={good}")
-    assert message == (
-        "key 1 is not valid base64 (it starts with a NAME=: give the keys alone, "
-        "not a variable's setting)"
-    )
+    for text in (f"CARDRULES_STATE_KEYS={good}", f'export KEYS="{good}"', f"\n K={good},{good}"):
+        message = _parse_error(text)
+        assert message == (
+            "the keys are written as a variable's setting (NAME=...): give the keys alone, "
+            "as `cardrules keygen` prints them"
+        )
     assert "NAME=" not in _parse_error("AB*D" * 11)
+    assert "NAME=" not in _parse_error(f"{good[:-1]}*")
 
 
 def test_parse_refuses_an_empty_entry():

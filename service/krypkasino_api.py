@@ -137,7 +137,7 @@ class KrypkasinoApi:
                 check_deck(deck, config.copies)
             except CardError as error:
                 raise invalid_argument(
-                    "DECK_INVALID", str(error), f"decks[{i}]", deck=str(i)
+                    "DECK_INVALID", f"decks[{i}]: {error}", f"decks[{i}]", deck=str(i)
                 ) from None
         if draw is not None and not config.draw_for_deal:
             raise invalid_argument(
@@ -147,12 +147,12 @@ class KrypkasinoApi:
             try:
                 check_cards_of_one_deck(draw, config.copies)
             except CardError as error:
-                raise invalid_argument("DRAW_INVALID", str(error), "draw") from None
+                raise invalid_argument("DRAW_INVALID", f"draw: {error}", "draw") from None
         seed = request.seed if request.HasField("seed") else self._new_seed()
         try:
             state, events = open_game(config, seed=seed, decks=decks, draw=draw)
         except DrawExhaustedError as error:
-            raise invalid_argument("DRAW_EXHAUSTED", str(error), "draw") from None
+            raise invalid_argument("DRAW_EXHAUSTED", f"draw: {error}", "draw") from None
         game_id = self._new_game_id()
         info.game_id = game_id
         token, state_id = self._seal(state, game_id)

@@ -873,6 +873,7 @@ def test_an_explicit_deck_that_is_not_full_is_deck_invalid(stub, decks, field):
     assert (refusal.code, refusal.reason) == (INVALID, "DECK_INVALID")
     assert set(refusal.violations) == {field}
     assert refusal.metadata == {"deck": field.removeprefix("decks[").removesuffix("]")}
+    assert refusal.message.startswith(f"{field}: a deck must hold 104 cards")  # which deck
 
 
 def test_a_deck_of_thousands_of_cards_is_still_deck_invalid(stub):
@@ -965,6 +966,7 @@ def test_a_draw_that_runs_out_before_a_dealer_is_found_is_refused(stub, draw):
         "DRAW_EXHAUSTED",
         {"draw"},
     )
+    assert refusal.message.startswith("draw: ")
 
 
 @pytest.mark.parametrize(
@@ -987,6 +989,7 @@ def test_a_draw_that_could_not_come_from_one_deck_is_refused(stub, rules, draw):
         {"draw"},
     )
     assert "extra AS" in refusal.violations["draw"]
+    assert refusal.message.startswith("draw: the cards must come from one deck")
 
 
 def test_a_draw_of_one_decks_cards_is_accepted(stub):

@@ -463,8 +463,18 @@ def test_a_preflight_of_a_mistyped_path_lets_the_page_read_the_404():
         async with session.options(slip, headers=preflight_headers(ORIGIN)) as r:
             assert r.status == 404
 
+    async def asterisk(session: aiohttp.ClientSession, url: str) -> None:
+        """``OPTIONS *`` asks about the server, no path: still the 404 api.md names."""
+        head, _ = await raw_exchange(
+            url,
+            f"OPTIONS * HTTP/1.1\r\nHost: test\r\nOrigin: {ORIGIN}\r\n"
+            "Access-Control-Request-Method: POST\r\n\r\n".encode(),
+        )
+        assert head.startswith(b"HTTP/1.1 404 ")
+
     run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
     run(krypkasino_gateway(), without_cors)
+    run(krypkasino_gateway(cors=(ORIGIN,)), asterisk)
 
 
 def test_a_preflight_of_the_openapi_document_allows_get():

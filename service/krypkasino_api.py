@@ -275,7 +275,11 @@ class KrypkasinoApi:
                     "the state token was sealed by a newer release of this service "
                     f"({error.description}); another replica may read it",
                 ) from None
-            raise invalid_argument("STATE_INVALID", error.description, "state") from None
+            # "state:" first: the paths inside (config.players) are the token's, not the
+            # request's, which may have no such field.
+            raise invalid_argument(
+                "STATE_INVALID", f"state: {error.description}", "state"
+            ) from None
         info.game_id = game_id
         return OpenedState(state, game_id, payload)
 

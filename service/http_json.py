@@ -361,10 +361,13 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
                 f"{path} must be an enum value name or number ({_SPELLING}), not {_quoted(value)}",
             )
         if name is None and not _is_int32(value):
-            raise _out_of_range(path, (_INT32_MIN, _INT32_MAX), str(value))
+            numbers = [known.number for known in enum.values] if enum is not None else [0]
+            raise _out_of_range(path, (min(numbers), max(numbers)), str(value))
         if name is not None and enum is not None and name not in enum.values_by_name:
-            # json_format would say "Invalid enum value X for enum type Y": not which are valid.
-            names = ", ".join(enum.values_by_name)
+            # json_format would say "Invalid enum value X for enum type Y": not which are
+            # valid. *_UNSPECIFIED is left out: it means the field left out, which a card's
+            # rank and suit may not be, and every setting has a name for its default.
+            names = ", ".join(n for n in enum.values_by_name if not n.endswith("_UNSPECIFIED"))
             raise _json_invalid(path, f"{path} must be one of {names}, not {_quoted(name)}")
     elif field.type == FieldDescriptor.TYPE_BYTES:
         if not isinstance(value, str):

@@ -53,7 +53,8 @@ class Inflater:
         try:
             out = self._stream.decompress(chunk, self._limit - self._size + 1)
         except zlib.error as error:
-            raise BodyCodingError(str(error)) from None
+            # "Error -3 while decompressing data: incorrect header check": zlib's why alone.
+            raise BodyCodingError(str(error).rpartition(": ")[2]) from None
         self._size += len(out)
         if self._size > self._limit:
             raise BodyTooLargeError

@@ -513,7 +513,7 @@ class HttpGateway:
         except BodyCodingError as error:
             return invalid_argument(
                 REQUEST_MALFORMED,
-                f"the body is not {coding} data, as its Content-Encoding says: {error}",
+                f"the body does not decode as the {coding} its Content-Encoding names: {error}",
                 "",
             )
         except TimeoutError:

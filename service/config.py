@@ -472,7 +472,9 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
                     "whose name is not shown: it reads as state keys, which go in "
                     "CARDRULES_STATE_KEYS (this setting takes the path of a file of them)"
                 ) from None
-            raise ConfigValueError(f"{keys_file[0]}: cannot read {keys_file[1]}: {error}") from None
+            raise ConfigValueError(
+                f"{keys_file[0]}: cannot read {keys_file[1]}: {error.strerror or error}"
+            ) from None
         except UnicodeDecodeError:
             # Its text would quote a byte of the file, and where: a raw key's.
             raise ConfigValueError(

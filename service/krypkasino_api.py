@@ -112,7 +112,7 @@ class KrypkasinoApi:
         if len(request.decks) > codec.MAX_DECKS:
             raise invalid_argument(
                 "TOO_MANY_DECKS",
-                f"at most {codec.MAX_DECKS} explicit decks are accepted",
+                f"{len(request.decks)} decks, but at most {codec.MAX_DECKS} are accepted",
                 "decks",
                 limit=str(codec.MAX_DECKS),
             )

@@ -920,6 +920,7 @@ def test_too_many_explicit_decks_are_refused(stub):
         {"decks"},
     )
     assert refusal.metadata == {"limit": "64"}  # as REQUEST_TOO_LARGE gives its limit
+    assert refusal.message == "65 decks, but at most 64 are accepted"
 
 
 @pytest.mark.parametrize(

@@ -347,10 +347,11 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         if not isinstance(value, bool):
             raise _wrong_type(path, "true or false", value)
     elif cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-        _refuse_inexact(value, path, (_INT32_MIN, _INT32_MAX))
+        enum = field.enum_type
+        numbers = [known.number for known in enum.values] if enum is not None else [0]
+        _refuse_inexact(value, path, (min(numbers), max(numbers)))
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
-        enum = field.enum_type
         # A number in a string is json_format's to judge, as a number is, but for its
         # width: json_format wraps a number beyond 32 bits (4294967298 read as 2, another
         # rule than the client meant) where it refuses one just beyond 31.
@@ -361,7 +362,6 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
                 f"{path} must be an enum value name or number ({_SPELLING}), not {_quoted(value)}",
             )
         if name is None and not _is_int32(value):
-            numbers = [known.number for known in enum.values] if enum is not None else [0]
             raise _out_of_range(path, (min(numbers), max(numbers)), str(value))
         if name is not None and enum is not None and name not in enum.values_by_name:
             # json_format would say "Invalid enum value X for enum type Y": not which are

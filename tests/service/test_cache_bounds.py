@@ -151,7 +151,8 @@ def test_plain_tokens_padded_with_derived_deal_items_share_their_history_cache_e
     for padding in range(50):
         padded = pb.GameState.FromString(msg.SerializeToString())
         padded.results[0].team_totals.extend([padding] * 100)
-        padded.results[1].seats[0].total = padding
+        for item in ("seat", "card_points", "sweeps_conceded", "last_capture", "total"):
+            setattr(padded.results[1].seats[1], item, padding + 1)
         decoded, _ = state_codec.state_from_proto(padded)
         assert decoded.results == state.results
     assert state_parts._cached_history.cache_info().currsize == histories

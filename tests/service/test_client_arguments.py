@@ -80,6 +80,11 @@ OUT_OF_RANGE: list[tuple[Call, str]] = [
         lambda c: c.new_game(decks=_any([{"cards": [{"rank": "X"}]}])),
         f"decks[0].cards[0].rank: must be {RANKS}, not 'X'",
     ),
+    # No field of that name inside a dict: protobuf's words, after the path.
+    (
+        lambda c: c.new_game(config=_any({"playerz": 2})),
+        'config.playerz: Protocol message GameConfig has no "playerz" field.',
+    ),
 ]
 
 
@@ -120,6 +125,10 @@ WRONG_TYPE: list[tuple[Call, str]] = [
     (lambda c: c.play(move=_any({"card": "AS"})), f"move.card: expected {CARD}, got str"),
     (lambda c: c.new_game(decks=_any(["AS KD"])), f"decks[0]: expected a {DECK}, got str"),
     (lambda c: c.new_game(decks=_any("AS KD")), f"decks: expected a list of {DECKS}, got str"),
+    (
+        lambda c: c.new_game(decks=_any({"cards": cards("AS")})),
+        f"decks: expected a list of {DECKS}, got dict",
+    ),
     (
         lambda c: c.new_game(decks=_any(cards_pb2.Deck())),
         f"decks: expected a list of {DECKS}, got Deck",

@@ -800,6 +800,14 @@ def test_a_missing_player_count_is_called_missing(stub, request_message, message
             pb.GameConfig(players=4, teams=pb.TeamMode.ValueType(7)),
             "config.teams: unknown TeamMode value 7 (this release knows 0 to 3)",
         ),
+        (
+            pb.GameConfig(players=2, match_deals=-2),
+            "config.match_deals: must be a positive number of deals, not -2 (K13.2)",
+        ),
+        (
+            pb.GameConfig(players=2, target_score=-5),
+            "config.target_score: must be a positive score, not -5 (K13.2)",
+        ),
     ],
 )
 def test_a_config_refusal_names_the_field_in_its_message(stub, config, message):

@@ -365,7 +365,7 @@ def test_cors_answers_allowed_origins_only():
     async def scenario(session: aiohttp.ClientSession, url: str) -> None:
         score = f"{url}/v1/krypkasino:score"
         async with session.options(score, headers=preflight_headers(ORIGIN)) as r:
-            assert r.status == 204
+            assert r.status == 204 and r.headers["Cache-Control"] == "no-store"
             assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
             assert r.headers["Access-Control-Allow-Methods"] == "POST"
             assert "Content-Type" in r.headers["Access-Control-Allow-Headers"]

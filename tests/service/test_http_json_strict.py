@@ -238,6 +238,18 @@ def test_a_field_given_a_level_too_high_is_refused_with_where_it_goes(
             pb.ScoreRequest,
             'the request has no field "states"; did you mean state?',
         ),
+        # At the edge of the likeness asked (0.89), and a long name's slip.
+        (
+            b'{"config": {"team": "TEAM_MODE_PAIRS"}}',
+            pb.NewGameRequest,
+            'config has no field "team"; did you mean config.teams?',
+        ),
+        (
+            b'{"config": {"rules": {"last_capture_pont": true}}}',
+            pb.NewGameRequest,
+            'config.rules has no field "last_capture_pont"; '
+            "did you mean config.rules.last_capture_point?",
+        ),
         # No field is near: no guess.
         (b'{"seed": 1}', pb.LegalMovesRequest, 'the request has no field "seed"'),
         (b'{"x" : 1}', pb.PlayRequest, 'the request has no field "x"'),
@@ -973,6 +985,21 @@ def test_an_unknown_name_after_a_valid_list_is_named_not_the_list() -> None:
 def test_a_value_json_format_refuses_after_a_valid_list_is_named_not_the_list() -> None:
     body = json.dumps({"children": [{"children": [{"counts": [1]}], "ratio": "abc"}]})
     assert refusal_of(body.encode(), scalars_class())[0] == "children[0].ratio"
+
+
+def test_the_largest_value_of_each_integer_field_is_taken() -> None:
+    body = b'{"seed": "18446744073709551615", "config": {"firstDealer": 2147483647}}'
+    parsed = parse_request(body, pb.NewGameRequest)
+    assert (parsed.seed, parsed.config.first_dealer) == (2**64 - 1, 2**31 - 1)
+
+
+@pytest.mark.parametrize("number", ["1e20", "-1e20"])
+def test_an_enum_given_a_number_past_64_bits_is_told_the_enums_numbers(number: str) -> None:
+    body = f'{{"move": {{"card": {{"rank": {number}}}}}}}'.encode()
+    assert refusal_of(body, pb.PlayRequest) == (
+        "move.card.rank",
+        f"move.card.rank must be 0 to 13, not {number}",
+    )
 
 
 def test_a_value_json_format_refuses_is_named_by_its_proto_name() -> None:

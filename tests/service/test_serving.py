@@ -941,7 +941,8 @@ def test_reflection_describes_a_method_by_its_full_name(grpc_target, symbol, fil
         asked, answers = reflection_stream(channel)
         asked.put(reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol))
         answer = next(answers)
-        asked.put(None)
+        asked.put(None)  # the client closes its side, as grpcurl does: the stream ends
+        assert list(answers) == [] and answers.code() == grpc.StatusCode.OK
     assert answer.original_request.file_containing_symbol == symbol
     assert answer.WhichOneof("message_response") == "file_descriptor_response", answer
     first = answer.file_descriptor_response.file_descriptor_proto[0]

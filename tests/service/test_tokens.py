@@ -551,7 +551,16 @@ def test_a_key_in_hex_is_refused_with_the_base64_spelling_named():
 def test_a_key_given_as_a_variables_setting_is_refused_saying_so():
     """A keys file copied from an env file holds ``CARDRULES_STATE_KEYS=<key>``."""
     good = base64.b64encode(KEY_A).decode()
-    for text in (f"CARDRULES_STATE_KEYS={good}", f'export KEYS="{good}"', f"\n K={good},{good}"):
+    texts = (
+        f"CARDRULES_STATE_KEYS={good}",
+        f'export KEYS="{good}"',
+        f"\n K={good},{good}",
+        f"KEYS='{good}'",
+        "KEYS=+" + good[1:],  # a key may begin with any base64 character
+        "KEYS=/" + good[1:],
+        "KEYS=-" + good[1:],
+    )
+    for text in texts:
         message = _parse_error(text)
         assert message == (
             "the keys are written as a variable's setting (NAME=...): give the keys alone, "

@@ -1180,6 +1180,11 @@ def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message)
         # K1.4: every card named is on the table, one of them twice.
         ("8D>4H+4H", "the capture names 4H 2 times, but the table holds 1"),
         ("8D>AH+4H+AH+2C", "the capture names AH 2 times, but the table holds 1"),
+        # The card named too often, however many times; of two, the first in the
+        # move's order (K7.5 sorts the captures: 7C before 8C).
+        ("8D>AH+4H+4H", "the capture names 4H 2 times, but the table holds 1"),
+        ("8D>4H+4H+4H", "the capture names 4H 3 times, but the table holds 1"),
+        ("8D>8C+7C", "7C is not on the table"),
     ],
 )
 def test_k7_3_a_capture_of_cards_not_on_the_table_names_the_card(move, message):

@@ -300,15 +300,14 @@ def _host(source: str, text: str) -> str:
         name = ""
     if not _HOST_NAME.fullmatch(name):
         raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
-    if not _ipv4(name):
-        if _reads_as_ipv4(name):
-            # 127.1, 0x7f.1: Python's resolver takes them, grpc's does not ("Failed to bind").
-            raise ConfigValueError(
-                f"{source}: {text!r} is an IPv4 address in short form: give its four "
-                f"numbers, {socket.inet_ntoa(socket.inet_aton(name))}"
-            )
-        if _DOTTED_DIGITS.fullmatch(name):
-            raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
+    four = _four_numbers(name)
+    if four is not None and four != name:
+        # 127.1, 0x7f.1: Python's resolver takes them, grpc's does not ("Failed to bind").
+        raise ConfigValueError(
+            f"{source}: {text!r} is an IPv4 address in short form: give its four numbers, {four}"
+        )
+    if four is None and _DOTTED_DIGITS.fullmatch(name):
+        raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
     return host
 
 
@@ -328,21 +327,14 @@ def _opened_at_once(path: str) -> BinaryIO:
     return file
 
 
-def _reads_as_ipv4(text: str) -> bool:
-    """Whether the C library reads ``text`` as an IPv4 address, in any of its forms."""
+def _four_numbers(text: str) -> str | None:
+    """The IPv4 address the C library reads ``text`` as, in any of its forms (``127.1``,
+    ``0x7f.1``), written as its four numbers; None if it reads none. An address already
+    in that form comes back as it was."""
     try:
-        socket.inet_aton(text)
+        return socket.inet_ntoa(socket.inet_aton(text))
     except OSError:
-        return False
-    return True
-
-
-def _ipv4(text: str) -> bool:
-    try:
-        ipaddress.IPv4Address(text)
-    except ValueError:
-        return False
-    return True
+        return None
 
 
 def host_port(host: str, port: int) -> str:

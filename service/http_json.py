@@ -26,7 +26,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
@@ -348,8 +348,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             raise _wrong_type(path, "true or false", value)
     elif cpp_type == FieldDescriptor.CPPTYPE_ENUM:
         enum = field.enum_type
-        numbers = [known.number for known in enum.values] if enum is not None else [0]
-        _refuse_inexact(value, path, (min(numbers), max(numbers)))
+        _refuse_inexact(value, path, _numbers_of(enum))
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
         # A number in a string is json_format's to judge, as a number is, but for its
@@ -362,7 +361,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
                 f"{path} must be an enum value name or number ({_SPELLING}), not {_quoted(value)}",
             )
         if name is None and not _is_int32(value):
-            raise _out_of_range(path, (min(numbers), max(numbers)), str(value))
+            raise _out_of_range(path, _numbers_of(enum), str(value))
         if name is not None and enum is not None and name not in enum.values_by_name:
             # json_format would say "Invalid enum value X for enum type Y": not which are
             # valid. *_UNSPECIFIED is left out: it means the field left out, which a card's
@@ -391,6 +390,14 @@ def _refuse_inexact(value: object, path: str, bounds: tuple[int, int]) -> None:
         if value.whole:
             raise _out_of_range(path, bounds, value.text)
         raise _json_invalid(path, f"{path} must be a whole number, not {value.text}")
+
+
+@functools.cache
+def _numbers_of(enum: EnumDescriptor | None) -> tuple[int, int]:
+    """The least and the greatest number of ``enum``'s values; met by every enum value a
+    body holds, so worked out once per enum."""
+    numbers = [known.number for known in enum.values] if enum is not None else [0]
+    return min(numbers), max(numbers)
 
 
 def _out_of_range(path: str, bounds: tuple[int, int], text: str) -> ServiceError:

@@ -65,7 +65,11 @@ from service.metrics import (
 from service.metrics_http import start_metrics_http
 from service.openapi import SERVICES, served_document
 from service.signals import StopSignals, signals_blocked
-from service.standard_services import DrainingReflection, add_health_and_reflection
+from service.standard_services import (
+    DrainingReflection,
+    add_health_and_reflection,
+    until_stopped,
+)
 from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from service.watchdog import Heartbeats, keep_beating, start_watchdog
@@ -229,14 +233,8 @@ class DrainingHealth(health.aio.HealthServicer):
     ) -> None:
         if request.service not in HEALTH_SERVICES:
             await context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
-        watching = asyncio.ensure_future(super().Watch(request, context))
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait((watching, stopping), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            watching.cancel()
-            stopping.cancel()
-        if watching.done() and not watching.cancelled():
+        watching = await until_stopped(self._stopping, super().Watch(request, context))
+        if watching is not None:
             watching.result()  # the stream's own error, if it failed
 
     async def set(self, service: str, status: int) -> None:

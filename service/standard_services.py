@@ -15,8 +15,8 @@ import asyncio
 import contextlib
 import inspect
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf import descriptor_pool
@@ -28,6 +28,7 @@ from service.errors import REQUEST_MALFORMED, invalid_argument
 from service.grpc_service import abort_refused
 
 Context = grpc.aio.ServicerContext[Any, Any]
+_T = TypeVar("_T")
 Parse = Callable[[bytes], Any]
 
 
@@ -66,30 +67,39 @@ class DrainingReflection:
             _methods_by_service(request_iterator, asked), context
         )
         answers = cast(AsyncIterator[Any], inner).__aiter__()
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        answer: asyncio.Future[Any] | None = None
-        try:
-            while True:
-                answer = asyncio.ensure_future(answers.__anext__())
-                await asyncio.wait((answer, stopping), return_when=asyncio.FIRST_COMPLETED)
-                if not answer.done():  # stopping: the stream ends with status OK
-                    return
-                try:
-                    response = answer.result()
-                except StopAsyncIteration:
-                    return
-                response.original_request.CopyFrom(asked.popleft())
-                yield response
-        finally:
-            # Also when the client went away mid-wait: a task left to end unseen would be
-            # logged at error level ("Task exception was never retrieved").
-            stopping.cancel()
-            if answer is not None and not answer.cancel() and not answer.cancelled():
-                answer.exception()
+        while True:
+            answer = await until_stopped(self._stopping, answers.__anext__())
+            if answer is None:  # stopping: the stream ends with status OK
+                return
+            try:
+                response = answer.result()
+            except StopAsyncIteration:
+                return
+            response.original_request.CopyFrom(asked.popleft())
+            yield response
 
     def end_streams(self) -> None:
         """End every reflection stream, and each one opened from now on."""
         self._stopping.set()
+
+
+async def until_stopped(
+    stopping: asyncio.Event, awaitable: Awaitable[_T]
+) -> asyncio.Future[_T] | None:
+    """``awaitable`` run until it ends or ``stopping`` is set: its finished future, whose
+    result the caller reads, or None once ``stopping`` came first (``awaitable`` is then
+    cancelled). Also when the caller is cancelled meanwhile (its client gone), no task is
+    left to end unseen, which asyncio logs at error level ("Task exception was never
+    retrieved")."""
+    task = asyncio.ensure_future(awaitable)
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.cancel() and not task.cancelled():
+            task.exception()  # marks it read; the caller reads it again with result()
+    return task if task.done() and not task.cancelled() else None
 
 
 async def _methods_by_service(

@@ -89,9 +89,11 @@ def invalid_argument(
 ) -> ServiceError:
     """A malformed request (``INVALID_ARGUMENT``), with a field violation unless ``field_path``
     is ``None``, one per path if it is several; ``""`` names no field, the whole request
-    (as Google APIs do)."""
+    (as Google APIs do). A message that starts with its field's path (``seed: ...``), for
+    callers that show only the message, gives the violation the rest: the violation names
+    the field already, and a caller printing ``field: description`` would repeat it."""
     paths = [field_path] if isinstance(field_path, str) else field_path or ()
-    violations = tuple(FieldViolation(path, message) for path in paths)
+    violations = tuple(FieldViolation(path, message.removeprefix(f"{path}: ")) for path in paths)
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata, violations)
 
 

@@ -866,11 +866,14 @@ def test_null_is_the_default_of_any_field_even_a_repeated_one_or_a_map() -> None
 
 
 def test_a_null_element_of_a_list_is_left_to_json_format() -> None:
-    """Which refuses it in its own words, after the element's path."""
-    assert refusal_of(b'{"decks": [{"cards": [null]}]}', pb.NewGameRequest) == (
-        "decks[0].cards[0]",
-        "decks[0].cards[0]: null is not allowed to be used as an element in a repeated field",
-    )
+    """Which refuses it in its own words, after the element's path in the message; the
+    field violation names the path once, as its field."""
+    with pytest.raises(ServiceError) as refused:
+        parse_request(b'{"decks": [{"cards": [null]}]}', pb.NewGameRequest)
+    refusal = refused.value
+    why = "null is not allowed to be used as an element in a repeated field"
+    assert refusal.message == f"decks[0].cards[0]: {why}"
+    assert [(v.field, v.description) for v in refusal.violations] == [("decks[0].cards[0]", why)]
 
 
 @pytest.mark.parametrize(("text", "seed"), [("1.0", 1), ("3e0", 3), ('"0"', 0), ('"10"', 10)])

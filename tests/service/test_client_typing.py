@@ -9,9 +9,12 @@ of each client, with a configuration of its own rather than the repository's.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
+import pytest
+from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient
 from mypy import api
 
 from tests.service.test_client import readme_blocks
@@ -138,3 +141,17 @@ def test_the_readme_examples_and_subclasses_of_the_clients_type_check(tmp_path: 
     misspelt, text_token = errors
     assert 'Unexpected keyword argument "player" for "new_game"' in misspelt
     assert 'Argument "state" to "score" of "KrypkasinoClient" has incompatible type' in text_token
+
+
+@pytest.mark.parametrize("client_class", [KrypkasinoClient, AsyncKrypkasinoClient])
+def test_every_public_attribute_of_a_client_class_is_annotated(client_class: type) -> None:
+    """A class attribute without an annotation is one pyright (``--verifytypes``, and strict
+    mode) infers for itself: it read ``KrypkasinoClient.timeout``, the default deadline, as
+    ``DefaultTimeout | float | None`` while mypy read ``DefaultTimeout``."""
+    annotated = inspect.get_annotations(client_class)
+    unannotated = [
+        name
+        for name, value in vars(client_class).items()
+        if not name.startswith("_") and not callable(value) and name not in annotated
+    ]
+    assert unannotated == []

@@ -66,7 +66,7 @@ class AsyncKrypkasinoClient:
 
     #: The default deadline of every call, in seconds (``None``: no deadline); checked
     #: whenever it is set.
-    timeout = DefaultTimeout()
+    timeout: DefaultTimeout = DefaultTimeout()
 
     def __init__(
         self,

@@ -58,7 +58,7 @@ class KrypkasinoClient:
 
     #: The default deadline of every call, in seconds (``None``: no deadline); checked
     #: whenever it is set.
-    timeout = DefaultTimeout()
+    timeout: DefaultTimeout = DefaultTimeout()
 
     def __init__(
         self,

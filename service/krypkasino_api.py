@@ -361,14 +361,18 @@ def _count_moves(metrics: ServiceMetrics, events: list[Event]) -> None:
 
 def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> ServiceError:
     """Design section 5: a move the rules forbid is FAILED_PRECONDITION with its rule ID,
-    the seat that asked and what a client would otherwise parse the message for."""
+    the seat that asked and what a client would otherwise parse the message for.
+
+    The message is the error's text, which ends with the rule ID in parentheses
+    (``8D is not in seat 1's hand (K8.1)``), as a refused configuration's does.
+    """
     extra: dict[str, str] = {}
     if error.reason is Reason.NOT_YOUR_TURN:
         extra["turn"] = str(state.turn)
     if error.card is not None:
         extra["card"] = card_str(error.card)
     return failed_precondition(
-        error.reason.value, error.message, rule=error.rule, seat=str(seat), **extra
+        error.reason.value, str(error), rule=error.rule, seat=str(seat), **extra
     )
 
 

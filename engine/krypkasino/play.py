@@ -5,15 +5,18 @@
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from collections.abc import Sequence
 
 from engine.cards import CARDS_PER_DECK, Card, card_str, holds_all
+from engine.krypkasino.config import Rules
 from engine.krypkasino.dealing import distribute, start_deal
 from engine.krypkasino.events import Captured, Crawled, DealEnded, Event, MatchEnded, TiebreakDeal
 from engine.krypkasino.moves import (
     Move,
     SweepKind,
     hand_value,
+    is_court,
     is_legal,
     splits_into_groups,
     sweep_kind,
@@ -126,11 +129,14 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
             f"{card_str(legal[0].card)} can capture, so no card may crawl (must_capture_if_able)",
             legal[0].card,
         )
-    if splits_into_groups(move.card, move.captures, rules):
+    # A capture that splits into groups (K7.2) is refused only for a group it leaves (K7.3).
+    if splits_into_groups(move.card, move.captures, rules) and (
+        left := _group_left(move.card, remove_cards(table, move.captures), rules)
+    ):
         return IllegalMoveError(
             Reason.CAPTURE_NOT_MAXIMAL,
             "K7.3",
-            "the cards left on the table still hold a group, which must be taken too",
+            _not_maximal(move, left),
             move.card,
         )
     return IllegalMoveError(
@@ -151,6 +157,63 @@ def _not_on_table(
         return f"the capture names {name} {captures.count(card)} times, but the table holds {held}"
     where = f"in seat {seat}'s hand, not " if card in hand else "not "
     return f"{name} is {where}on the table"
+
+
+def _not_maximal(move: Move, left: Sequence[Card]) -> str:
+    """K7.3: the capture, and a group it leaves that the played card must take too."""
+    verb = "makes" if len(left) == 1 else "make"
+    return (
+        f"{card_str(move.card)} captures {_joined(move.captures)}, but {_joined(left)} left "
+        f"on the table also {verb} {hand_value(move.card)} and must be taken too"
+    )
+
+
+def _joined(cards: Sequence[Card]) -> str:
+    """Cards as a move names its captures (K1.1 codes joined by ``+``)."""
+    return "+".join(card_str(card) for card in cards)
+
+
+def _group_left(card: Card, left: Sequence[Card], rules: Rules) -> tuple[Card, ...]:
+    """K7.2, K7.3: a group of ``card`` among the table cards ``left``, or none (empty).
+
+    Only the cards K7.1 makes eligible count: with ``court_cards_rank_only`` a
+    played court's groups are the single table cards of its rank, and a plain
+    card's leave the table's courts out (K16.7). Table cards count their table
+    value (K2.2: an ace is 1), the played card its hand value (K2.3: an ace is
+    14). Of the groups, one of fewest cards, found from the highest values down,
+    each value taken from its lowest codes, so the message is the same every
+    time; in canonical order (K7.5).
+    """
+    if rules.court_cards_rank_only:
+        if is_court(card):
+            return tuple(sorted(c for c in left if c >> 2 == card >> 2))[:1]
+        left = [c for c in left if not is_court(c)]
+    by_value: dict[int, list[Card]] = {}
+    for placed in sorted(left):
+        by_value.setdefault(_table_value(placed), []).append(placed)
+    values = sorted(by_value.items(), reverse=True)
+    best: list[int] = []
+
+    def search(k: int, rest: int, chosen: list[int]) -> None:
+        nonlocal best
+        if rest == 0:
+            if not best or len(chosen) < len(best):
+                best = chosen
+            return
+        # Another card is still needed: stop where it could not beat the best found.
+        if k == len(values) or (best and len(chosen) + 1 >= len(best)):
+            return
+        value, cards = values[k]
+        for count in range(min(len(cards), rest // value), -1, -1):
+            search(k + 1, rest - count * value, chosen + [value] * count)
+
+    search(0, hand_value(card), [])
+    return tuple(sorted(c for value, n in Counter(best).items() for c in by_value[value][:n]))
+
+
+def _table_value(card: Card) -> int:
+    """K2.2: the value of a card lying on the table (ace 1, 2-10, J 11, Q 12, K 13)."""
+    return (card >> 2) + 1
 
 
 def _card_name(card: Card) -> str:

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 import pytest
@@ -630,6 +631,81 @@ def test_an_illegal_move_is_a_failed_precondition_with_its_rule(
 ):
     refusal = refused(stub.Play, play_request(capture_game, 1, move))
     assert_illegal(refusal, reason, rule, 1, card=move.split(">")[0])  # the card played
+
+
+def refusal_text(stub: Stub, request: pb.PlayRequest) -> str:
+    """What gRPC shows a caller of a refused ``Play``: the call's status details."""
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.Play(request)
+    call = cast(grpc.Call, raised.value)  # every error a stub raises is also the call
+    assert call.code() == PRECONDITION
+    return call.details() or ""
+
+
+@pytest.mark.parametrize(
+    ("seat", "move", "message"),
+    [
+        (0, "6C", "it is seat 1's turn, not seat 0's (K4.4)"),
+        (1, "6H", "6H is not in seat 1's hand (K8.1)"),
+        (1, "8D>8H", "8H is not on the table (K7.3)"),
+        (1, "8D>AH+8S", "the captured cards do not split into groups worth 8 (K7.2)"),
+        # K7.3: the refusal names a group the capture leaves, of fewest cards.
+        (
+            1,
+            "8D>AH+7C",
+            "8D captures AH+7C, but 8S left on the table also makes 8 and must be taken too (K7.3)",
+        ),
+        (
+            1,
+            "8D>8S",
+            "8D captures 8S, but AH+7C left on the table also make 8 and must be taken too (K7.3)",
+        ),
+        (1, "8D", "8D must capture (K7.4)"),
+    ],
+)
+def test_an_illegal_move_s_message_ends_with_its_rule(stub, capture_game, seat, move, message):
+    """A refused move's message ends with its rule ID in parentheses, as a refused
+    config's does (``... (K4.2)``), and names it once: metadata ``rule`` holds it too."""
+    request = play_request(capture_game, seat, move)
+    assert refusal_text(stub, request) == message
+    refusal = refused(stub.Play, request)
+    assert refusal.message == message
+    assert message.count(refusal.metadata["rule"]) == 1
+
+
+def test_a_capture_that_is_not_maximal_names_the_group_left_under_the_variant(
+    stub: Stub,
+) -> None:
+    """K7.1, K16.7: under court_cards_rank_only a king is in no group of a played ace
+    (14), so AD does not sweep KH AC 9S 5D 10C 4H (by default it must: K7.6), and taking
+    10C+4H leaves 5D+9S as the group named, not AC+KH (1 + 13)."""
+
+    def stacked(rank_only: bool) -> pb.NewGameResponse:
+        # Six table cards (K16.1); removal=none keeps the table's king (K16.5).
+        rules = Rules(
+            two_player_five_six=True, removal=Removal.NONE, court_cards_rank_only=rank_only
+        )
+        hands = {1: "AD 2S 2C 3H 3C", 0: "6C 6H 7D 7H 7S"}
+        deck = first_distribution_deck(Config(players=2, rules=rules), hands, "KH AC 9S 5D 10C 4H")
+        config = pb.GameConfig(
+            players=2,
+            rules=pb.Rules(
+                two_player_five_six=True,
+                removal=pb.REMOVAL_NONE,
+                court_cards_rank_only=rank_only,
+            ),
+        )
+        return stub.NewGame(pb.NewGameRequest(config=config, decks=[deck_proto(deck)], seed=3))
+
+    game = stacked(rank_only=True)
+    aces = {m for m in legal_texts(stub, game, 1) if m.startswith("AD")}
+    assert aces == {"AD>4H+5D+9S+10C", "AD>AC+4H+9S"}
+    assert refusal_text(stub, play_request(game, 1, "AD>10C+4H")) == (
+        "AD captures 4H+10C, but 5D+9S left on the table also make 14 and must be taken too (K7.3)"
+    )
+    assert refusal_text(stub, play_request(stacked(rank_only=False), 1, "AD>10C+4H")) == (
+        "AD in hand sweeps the table, so it must (K7.6)"
+    )
 
 
 def test_a_move_out_of_turn_is_not_your_turn(stub, capture_game):

@@ -9,6 +9,7 @@ twins. Tables of 10 to 18 cards, reached by legal play, are compared in
 
 from __future__ import annotations
 
+import re
 from itertools import combinations, product
 from typing import Any
 
@@ -17,9 +18,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.cards import Card, parse_cards
-from engine.krypkasino import Move, Rules, sweep_ranks, table_moves
+from engine.krypkasino import (
+    IllegalMoveError,
+    Move,
+    Reason,
+    Rules,
+    play,
+    sweep_ranks,
+    table_moves,
+)
 from engine.krypkasino.moves import is_legal
 from tests.engine.krypkasino import reference
+from tests.engine.krypkasino.helpers import position as game_position
 from tests.sizes import fuzz_examples
 
 FLAG_NAMES = ("no_forced_sweep", "must_capture_if_able", "court_cards_rank_only")
@@ -239,3 +249,44 @@ def test_is_legal_decides_membership_of_the_legal_set(flags, position):
     hand, table = position
     rules = Rules(**flags)
     assert _accepted(hand, table, rules) == set(table_moves(hand, table, rules))
+
+
+_GROUP_LEFT = re.compile(r", but (\S+) left on the table also makes? (\d+) and must be taken too")
+
+
+@pytest.mark.parametrize("flags", FLAG_COMBOS, ids=_ids)
+@settings(max_examples=fuzz_examples(100), deadline=None)
+@given(position=positions())
+def test_a_capture_that_is_not_maximal_names_a_group_it_leaves(flags, position):
+    """K7.3: every capture that splits into groups (by the reference) and is not legal is
+    refused for a group it leaves (or, K7.6, for a sweep); the group named is one of the
+    reference's groups (K7.1, K7.2, with the flags' values) among the cards left, of
+    fewest cards."""
+    hand, table = position
+    rules = Rules(**flags)
+    state = game_position(table, {1: hand}, rules=rules)
+    legal = set(table_moves(hand, table, rules))
+    for card in sorted(set(hand)):
+        options = reference._Options(card, table, rules)
+        for vector in options.subsets:
+            move = Move(card, options.cards(vector))
+            if move in legal or not options.decomposable(vector):
+                continue
+            with pytest.raises(IllegalMoveError) as refused:
+                play(state, 1, move)
+            error = refused.value
+            if error.reason is Reason.MUST_SWEEP:
+                assert not rules.no_forced_sweep
+                continue
+            assert (error.reason, error.rule) == (Reason.CAPTURE_NOT_MAXIMAL, "K7.3"), error
+            named = _GROUP_LEFT.search(error.message)
+            assert named is not None, error.message
+            assert int(named.group(2)) == reference.hand_value(card)
+            group = tuple(parse_cards(named.group(1).replace("+", " ")))
+            left = list(table)
+            for taken in move.captures:
+                left.remove(taken)
+            remaining = reference._Options(card, left, rules)
+            groups = [remaining.cards(g) for g in remaining.groups]
+            assert group in groups, (error.message, groups)
+            assert len(group) == min(map(len, groups))

@@ -1193,6 +1193,84 @@ def test_k7_3_a_capture_of_cards_not_on_the_table_names_the_card(move, message):
     assert error.message == message
 
 
+@pytest.mark.parametrize(
+    ("table", "hand", "move", "rules", "message"),
+    [
+        # The group left is named in card codes (K1.1), in canonical order (K7.5).
+        (
+            "4H 4C 5S 3D 9C",
+            "8D 6C",
+            "8D>4H+4C",
+            Rules(),
+            "8D captures 4H+4C, but 3D+5S left on the table also make 8",
+        ),
+        # Of the groups left (8H, AH+7D), one of fewest cards.
+        (
+            "AH 2H 6C 7D 8H 9C JH 6D",
+            "8D 3S",
+            "8D>2H+6D",
+            Rules(),
+            "8D captures 2H+6D, but 8H left on the table also makes 8",
+        ),
+        # K2.2, K2.3: a played ace is worth 14 and takes a table ace (1) with a king (13).
+        (
+            "KH AC 9S 5D 10C 4H 2C",
+            "AD 3S",
+            "AD>10C+4H",
+            Rules(removal=Removal.NONE),
+            "AD captures 4H+10C, but AC+KH left on the table also make 14",
+        ),
+        # K7.1, K16.7: under court_cards_rank_only the king is no part of a plain card's
+        # group, so the group left is 5D+9S, not AC+KH.
+        (
+            "KH AC 9S 5D 10C 4H 2C",
+            "AD 3S",
+            "AD>10C+4H",
+            Rules(court_cards_rank_only=True),
+            "AD captures 4H+10C, but 5D+9S left on the table also make 14",
+        ),
+        # K7.2, K16.7: a played court's groups are the single table cards of its rank,
+        # so JS+AC (11 + 1 = 12) is none: QC is the group left, JS+AC the default's.
+        (
+            "QH QC JS AC 5D",
+            "QD 3S",
+            "QD>QH+JS+AC",
+            Rules(),
+            "QD captures AC+JS+QH, but QC left on the table also makes 12",
+        ),
+        (
+            "QH QC JS AC 5D",
+            "QD 3S",
+            "QD>QH",
+            Rules(court_cards_rank_only=True),
+            "QD captures QH, but QC left on the table also makes 12",
+        ),
+        (
+            "QH JS AC 5D 6C",
+            "QD 3S",
+            "QD>QH",
+            Rules(),
+            "QD captures QH, but AC+JS left on the table also make 12",
+        ),
+        # K16.6: sweeping is optional (8D would take AH+AC+2H+4D), capturing all not.
+        (
+            "AH AC 2H 4D 6C 2C",
+            "8D 3S",
+            "8D>2H+6C",
+            Rules(no_forced_sweep=True),
+            "8D captures 2H+6C, but AH+AC+2C+4D left on the table also make 8",
+        ),
+    ],
+)
+def test_k7_3_a_capture_that_is_not_maximal_names_a_group_left(table, hand, move, rules, message):
+    """K7.3: a capture whose remainder still holds a group names one such group and the
+    played card's value, so that a player sees what else the card must take."""
+    error = refused(position(table, {1: hand}, rules=rules), 1, move)
+    assert (error.reason, error.rule) == (Reason.CAPTURE_NOT_MAXIMAL, "K7.3")
+    assert error.message == f"{message} and must be taken too"
+    assert str(error) == f"{message} and must be taken too (K7.3)"
+
+
 def test_k7_8_game_over():
     state = new_game(Config(players=2), seed=5)
     while not state.over:

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from engine.cards import CardError
 from engine.krypkasino import Config, ConfigError, Teams, TieRule
+from engine.krypkasino.config import MAX_PLAYERS, MIN_PLAYERS
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
 from service.config import hide_keys
@@ -77,7 +78,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(message, self.prog)
+        raise _UsageError(_without_argument_word(message), self.prog)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
@@ -85,15 +86,32 @@ class _Parser(argparse.ArgumentParser):
         raise _ParserExitError(status)
 
 
-def _whole_number(text: str) -> int:
+# argparse's "argument --seed: why" and "not allowed with argument --draw-for-deal": the
+# flag alone, as every other refusal of the command line and the service names it.
+_ARGUMENT_WORD = re.compile(r"^argument (?=\S+: )|(?<= with )argument (?=\S)")
+
+
+def _without_argument_word(message: str) -> str:
+    """``argument --seed: must be ...`` -> ``--seed: must be ...``."""
+    return _ARGUMENT_WORD.sub("", message)
+
+
+def _whole_number(text: str, span: str) -> int:
+    """``text`` as an integer, or refused in the words of every number option:
+    ``must be a whole number from 0 to 65535, not 'abc'``; ``span`` is the range."""
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number {span}, not {text!r}") from None
+
+
+def players_argument(text: str) -> int:
+    """A number of players; the engine refuses one outside its range (K3.1)."""
+    return _whole_number(text, f"from {MIN_PLAYERS} to {MAX_PLAYERS}")
 
 
 def positive_argument(text: str) -> int:
-    value = _whole_number(text)
+    value = _whole_number(text, "of at least 1")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
@@ -101,10 +119,11 @@ def positive_argument(text: str) -> int:
 
 def seed_argument(text: str) -> int:
     """A game seed as ``NewGame`` takes it: 0 to 2^64-1, so a game played through
-    ``--server`` and in-process are the same game."""
-    value = _whole_number(text)
+    ``--server`` and in-process are the same game. Said in decimal, as the HTTP
+    gateway says it."""
+    value = _whole_number(text, f"from 0 to {MAX_SEED}")
     if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be 0 to 2^64-1, not {value}")
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_SEED}, not {value}")
     return value
 
 
@@ -156,7 +175,7 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     sim.set_defaults(handler=_simulate)
     sim.add_argument("game", choices=["krypkasino"])
-    sim.add_argument("--players", type=_whole_number, required=True, help="2 to 6 (K3.1)")
+    sim.add_argument("--players", type=players_argument, required=True, help="2 to 6 (K3.1)")
     sim.add_argument(
         "--teams",
         choices=[t.value for t in Teams],
@@ -185,9 +204,9 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="K13.3 (default: shared)",
     )
     dealer = sim.add_mutually_exclusive_group()
-    dealer.add_argument(
-        "--first-dealer", type=_whole_number, default=0, metavar="SEAT", help="K4.2 (default: 0)"
-    )
+    # Read once --players is known (``_first_dealer``): its seats are the range a
+    # mistyped number is told.
+    dealer.add_argument("--first-dealer", default="0", metavar="SEAT", help="K4.2 (default: 0)")
     dealer.add_argument("--draw-for-deal", action="store_true", help="K4.2")
     sim.add_argument(
         "--seed",
@@ -223,12 +242,28 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
 
 
+def _first_dealer(args: argparse.Namespace) -> int:
+    """``--first-dealer`` as a seat number; the engine refuses a seat the table lacks (K4.2).
+
+    Raises ``_UsageError`` for text that is no number, told the seats of ``--players``
+    (of the largest table when ``--players`` itself is out of range)."""
+    try:
+        return int(args.first_dealer)
+    except ValueError:
+        players = args.players if MIN_PLAYERS <= args.players <= MAX_PLAYERS else MAX_PLAYERS
+        raise _UsageError(
+            f"--first-dealer: must be a whole number from 0 to {players - 1}, "
+            f"not {args.first_dealer!r}",
+            f"{PROG} {args.command}",
+        ) from None
+
+
 def _request(args: argparse.Namespace) -> SimulationRequest:
     config = Config(
         players=args.players,
         teams=Teams(args.teams),
         rules=parse_rules(args.rule),
-        first_dealer=args.first_dealer,
+        first_dealer=_first_dealer(args),
         draw_for_deal=args.draw_for_deal,
         match_deals=args.deals,
         target_score=args.target_score,
@@ -268,9 +303,14 @@ def _in_options(reason: str) -> str:
 
 def _simulate(args: argparse.Namespace) -> int:
     if args.seed + args.games - 1 > MAX_SEED:
-        return _fail(f"--games {args.games} from --seed {args.seed} goes past seed 2^64-1")
+        return _fail(
+            f"--games: must be 1 to {MAX_SEED - args.seed + 1} from --seed {args.seed} "
+            f"(the last seed is {MAX_SEED}), not {args.games}"
+        )
     try:
         request = _request(args)
+    except _UsageError as error:
+        return _fail(f"{error} (see {error.prog} --help)")
     except ConfigError as error:  # it names Config's fields: name the options instead
         return _fail(f"{' and '.join(map(_option_of, error.flags))}: {_in_options(error.reason)}")
     except (InputError, CardError) as error:

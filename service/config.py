@@ -236,10 +236,12 @@ _WHOLE_NUMBER = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
 
 def _int(source: str, text: str, low: int, high: int) -> int:
     if not _WHOLE_NUMBER.fullmatch(text):
-        raise ConfigValueError(f"{source}: {text!r} is not a whole number ({low} to {high})")
+        raise ConfigValueError(
+            f"{source}: must be a whole number from {low} to {high}, not {text!r}"
+        )
     value = int(text)
     if not low <= value <= high:
-        raise ConfigValueError(f"{source}: {value} is outside {low}..{high}")
+        raise ConfigValueError(f"{source}: must be {low} to {high}, not {value}")
     return value
 
 
@@ -247,22 +249,20 @@ def _int(source: str, text: str, low: int, high: int) -> int:
 _DECIMAL = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*", re.ASCII)
 
 
-def _seconds(source: str, text: str, high: int = 3600) -> float:
+def _seconds(source: str, text: str, high: int = 3600, minimum: int = 0) -> float:
+    """Seconds from 0 to ``high``; with a ``minimum``, 0 (never) or from it to ``high``.
+
+    The refusals word the range as every other setting's does (``must be 0 to 3600
+    seconds, not 1e9``), quoting the value as it was given."""
+    never = "0 (never) or " if minimum else ""
     if not _DECIMAL.fullmatch(text):
-        raise ConfigValueError(f"{source}: {text!r} is not a number of seconds (0 to {high})")
-    value = float(text)
-    if not 0 <= value <= high:
-        raise ConfigValueError(f"{source}: {text.strip()} is outside 0..{high} seconds")
-    return value
-
-
-def _seconds_or_never(source: str, text: str, minimum: int, high: int = 3600) -> float:
-    """Seconds that are 0 (never) or at least ``minimum``."""
-    value = _seconds(source, text, high)
-    if 0 < value < minimum:
-        unit = "second" if minimum == 1 else "seconds"
         raise ConfigValueError(
-            f"{source}: {text.strip()} is under the minimum of {minimum} {unit} (0 = never)"
+            f"{source}: must be {never}a number of seconds from {minimum} to {high}, not {text!r}"
+        )
+    value = float(text)
+    if not (0 <= value <= high and (value == 0 or value >= minimum)):
+        raise ConfigValueError(
+            f"{source}: must be {never}{minimum} to {high} seconds, not {text.strip()}"
         )
     return value
 
@@ -411,13 +411,13 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     if (item := given("max_connection_age_seconds")) is not None:
         # Under a second, clients would spend their time reconnecting: with 1 ms, a
         # third of the calls of four clients failed.
-        values["max_connection_age_seconds"] = _seconds_or_never(
-            *item, MIN_CONNECTION_AGE_SECONDS, high=7 * 24 * 3600
+        values["max_connection_age_seconds"] = _seconds(
+            *item, high=7 * 24 * 3600, minimum=MIN_CONNECTION_AGE_SECONDS
         )
     if (item := given("worker_timeout_seconds")) is not None:
         # Workers beat every half second (service.watchdog): a shorter timeout would
         # kill a worker that only waited for a core.
-        values["worker_timeout_seconds"] = _seconds_or_never(*item, MIN_WORKER_TIMEOUT_SECONDS)
+        values["worker_timeout_seconds"] = _seconds(*item, minimum=MIN_WORKER_TIMEOUT_SECONDS)
     if (item := raw("cors_origins")) is not None:
         try:
             values["cors_origins"] = parse_origins(item[1])

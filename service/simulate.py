@@ -39,6 +39,7 @@ from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.policies import POLICIES, Situation
 from engine.krypkasino.scoring import DealResult, match_totals
 from service.codec import MAX_DECKS
+from service.spelling import nearest
 from service.transcript import Json, codes, config_json, deal_json, event_json, move_json
 
 
@@ -80,11 +81,25 @@ def parse_rules(flags: Sequence[str]) -> Rules:
         elif name in names and not sep:
             settings[name] = True
         else:
-            raise InputError(
-                f"--rule: unknown rule {flag!r}: expected one of {', '.join(names)} "
-                "or removal=courts|spades|none (K16)"
-            )
+            raise InputError(f"--rule: {_rule_refusal(flag, names)}")
     return replace(Rules(), **settings)
+
+
+def _rule_refusal(flag: str, names: Sequence[str]) -> str:
+    """Why ``--rule flag`` names no rule (K16), with the name a slip away from it, as
+    the service's refusals hint (``service.spelling``), and the rules there are."""
+    name, sep, value = flag.partition("=")
+    rules = f"{', '.join(names)} or removal=courts|spades|none (K16)"
+    if name in names:  # bordstabbe=yes: a K16 flag is on when named, and takes no value
+        return f"{name} takes no value: give --rule {name}, not {flag!r}"
+    if name == "removal":
+        return f"removal takes a value: give --rule removal=courts|spades|none, not {flag!r}"
+    near = nearest(name, (*names, "removal"))
+    if near is None:
+        return f"unknown rule {name!r}: expected one of {rules}"
+    if near == "removal":
+        near = f"removal={value if sep else 'courts|spades|none'}"
+    return f"unknown rule {name!r}; did you mean {near}? Expected one of {rules}"
 
 
 def parse_decks(texts: Sequence[str], config: Config) -> tuple[tuple[Card, ...], ...]:

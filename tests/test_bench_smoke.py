@@ -113,7 +113,7 @@ def test_the_http_request_stream_refuses_a_seed_no_game_can_have(value, capsys):
         build_parser().parse_args(["http", "--seed", value])
     assert refused.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"python -m bench http: error: argument --seed: must be 0 to 2^64-1, not {value}"
+        f"python -m bench http: error: argument --seed: must be 0 to 18446744073709551615, not {value}"
     )
 
 

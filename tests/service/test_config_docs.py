@@ -169,9 +169,13 @@ def test_a_boolean_that_is_none_names_the_words_it_could_be() -> None:
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
-        ("--workers", "two", "'two' is not a whole number (1 to 64)"),
-        ("--grpc-port", "5_0051", "'5_0051' is not a whole number (0 to 65535)"),
-        ("--max-request-bytes", "64k", "'64k' is not a whole number (1024 to 67108864)"),
+        ("--workers", "two", "must be a whole number from 1 to 64, not 'two'"),
+        ("--grpc-port", "5_0051", "must be a whole number from 0 to 65535, not '5_0051'"),
+        (
+            "--max-request-bytes",
+            "64k",
+            "must be a whole number from 1024 to 67108864, not '64k'",
+        ),
     ],
 )
 def test_a_number_mistyped_is_told_the_range_a_good_one_takes(
@@ -184,12 +188,20 @@ def test_a_number_mistyped_is_told_the_range_a_good_one_takes(
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
-        ("--worker-timeout-seconds", "1", "1 is under the minimum of 2 seconds (0 = never)"),
-        ("--grace-seconds", " 1e9", "1e9 is outside 0..3600 seconds"),
+        (
+            "--worker-timeout-seconds",
+            "1",
+            "must be 0 (never) or 2 to 3600 seconds, not 1",
+        ),
+        ("--grace-seconds", " 1e9", "must be 0 to 3600 seconds, not 1e9"),
         # float() takes these, which no other setting does (a CLI review's find):
-        ("--grace-seconds", "1_0", "'1_0' is not a number of seconds (0 to 3600)"),
-        ("--drain-delay-seconds", "\uff11", "'\uff11' is not a number of seconds (0 to 3600)"),
-        ("--grace-seconds", "nan", "'nan' is not a number of seconds (0 to 3600)"),
+        ("--grace-seconds", "1_0", "must be a number of seconds from 0 to 3600, not '1_0'"),
+        (
+            "--drain-delay-seconds",
+            "\uff11",
+            "must be a number of seconds from 0 to 3600, not '\uff11'",
+        ),
+        ("--grace-seconds", "nan", "must be a number of seconds from 0 to 3600, not 'nan'"),
     ],
 )
 def test_seconds_are_quoted_as_given(flag: str, value: str, message: str) -> None:

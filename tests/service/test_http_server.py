@@ -867,7 +867,7 @@ def test_port_cors_origins_and_limit_come_from_the_environment():
     ("env", "complaint"),
     [
         ({"CARDRULES_CORS_ORIGINS": "play.example"}, "CARDRULES_CORS_ORIGINS: 'play.example'"),
-        ({"CARDRULES_HTTP_PORT": "80000"}, "CARDRULES_HTTP_PORT: 80000 is outside 0..65535"),
+        ({"CARDRULES_HTTP_PORT": "80000"}, "CARDRULES_HTTP_PORT: must be 0 to 65535, not 80000"),
     ],
 )
 def test_bad_cors_origins_or_http_port_stop_the_server_at_start(env, complaint):

@@ -1274,7 +1274,7 @@ KEY_A, KEY_B = KeyRing.generate_key_text(), KeyRing.generate_key_text().rstrip("
         ((f"--state-key={KEY_A}",), "unrecognized arguments: --state-key={key}"),
         (
             (f"--plain-state={KEY_B}",),
-            "argument --plain-state/--no-plain-state: ignored explicit argument '{key}'",
+            "--plain-state/--no-plain-state: ignored explicit argument '{key}'",
         ),
     ],
 )
@@ -1318,7 +1318,11 @@ def test_a_list_given_twice_or_an_abbreviated_flag_is_refused(
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        (("--grpc-port", KEY_A), {}, "--grpc-port: '{key}' is not a whole number"),
+        (
+            ("--grpc-port", KEY_A),
+            {},
+            "--grpc-port: must be a whole number from 0 to 65535, not '{key}'",
+        ),
         (("--log-level", KEY_A), {}, "--log-level: '{key}' is not one of debug, info,"),
         ((), {"CARDRULES_PLAIN_STATE": KEY_A}, "CARDRULES_PLAIN_STATE: '{key}' is not true"),
         (("--host", KEY_A), {}, "--host: {key} is not a host name or address"),

@@ -561,8 +561,11 @@ def test_a_bad_deck_is_named_by_its_place_on_the_command_line(capsys):
         ),
         (["--players", "4", "--rule", "bogus"], "--rule: unknown rule 'bogus'"),
         # In the words of every other number option, not argparse's "invalid int value".
-        (["--players", "two"], "argument --players: not a whole number: 'two'"),
-        (["--players", "4", "--first-dealer", "x"], "argument --first-dealer: not a whole number"),
+        (["--players", "two"], "--players: must be a whole number from 2 to 6, not 'two'"),
+        (
+            ["--players", "4", "--first-dealer", "x"],
+            "--first-dealer: must be a whole number from 0 to 3, not 'x'",
+        ),
         (["--players", "2", *["--deck", KX30_DECK] * 3], "--deck: 3 given but the match"),
     ],
 )

@@ -1,0 +1,179 @@
+"""The command line's refusals, in one style (service/cli.py, service/config.py): the flag
+or variable, then why; a range as ``must be LOW to HIGH, not X`` in decimal, as the HTTP
+gateway words it (``seed must be 0 to 18446744073709551615, not -1``); text that is no
+number as ``must be a whole number from LOW to HIGH, not 'abc'``; never argparse's
+``argument --flag:``. Each runs the real command: ``serve`` in a process of its own (it
+takes the stop signals of the process it runs in), ``simulate`` through ``main``."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.cli import main
+from tests.service.server_process import serve_and_fail
+
+LAST_SEED = 2**64 - 1
+HELP = " (see cardrules simulate --help)"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (("--grpc-port", "99999"), {}, "--grpc-port: must be 0 to 65535, not 99999"),
+        # Not CARDRULES_GRPC_PORT: serve_and_fail's --grpc-port would win over it.
+        (
+            (),
+            {"CARDRULES_HTTP_PORT": "99999"},
+            "CARDRULES_HTTP_PORT: must be 0 to 65535, not 99999",
+        ),
+        (("--workers", "0"), {}, "--workers: must be 1 to 64, not 0"),
+        (
+            ("--grpc-port", "abc"),
+            {},
+            "--grpc-port: must be a whole number from 0 to 65535, not 'abc'",
+        ),
+        (
+            (),
+            {"CARDRULES_MAX_REQUEST_BYTES": "64k"},
+            "CARDRULES_MAX_REQUEST_BYTES: must be a whole number from 1024 to 67108864, not '64k'",
+        ),
+        (("--grace-seconds", "1e9"), {}, "--grace-seconds: must be 0 to 3600 seconds, not 1e9"),
+        (
+            ("--drain-delay-seconds", "soon"),
+            {},
+            "--drain-delay-seconds: must be a number of seconds from 0 to 3600, not 'soon'",
+        ),
+        (
+            ("--worker-timeout-seconds", "1"),
+            {},
+            "--worker-timeout-seconds: must be 0 (never) or 2 to 3600 seconds, not 1",
+        ),
+        (
+            (),
+            {"CARDRULES_MAX_CONNECTION_AGE_SECONDS": "1e6"},
+            "CARDRULES_MAX_CONNECTION_AGE_SECONDS: must be 0 (never) or 1 to 604800 seconds, "
+            "not 1e6",
+        ),
+        (
+            ("--max-connection-age-seconds", "x"),
+            {},
+            "--max-connection-age-seconds: must be 0 (never) or a number of seconds from 1 "
+            "to 604800, not 'x'",
+        ),
+    ],
+)
+def test_serve_words_a_number_out_of_range_or_mistyped_as_a_range(
+    args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    """Was ``99999 is outside 0..65535``, ``'abc' is not a whole number (0 to 65535)``,
+    ``1 is under the minimum of 2 seconds (0 = never)``."""
+    done = serve_and_fail(*args, env=env)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"cardrules: error: {message}\n"
+
+
+def test_serve_names_a_flag_argparse_refuses_without_its_argument_word() -> None:
+    done = serve_and_fail("--plain-state=yes")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "cardrules: error: --plain-state/--no-plain-state: ignored explicit argument 'yes'"
+        " (see cardrules serve --help)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seed", "-1"], f"--seed: must be 0 to {LAST_SEED}, not -1{HELP}"),
+        (["--seed", str(2**64)], f"--seed: must be 0 to {LAST_SEED}, not {2**64}{HELP}"),
+        (["--seed", "x"], f"--seed: must be a whole number from 0 to {LAST_SEED}, not 'x'{HELP}"),
+        (["--games", "0"], f"--games: must be at least 1, not 0{HELP}"),
+        (["--games", "x"], f"--games: must be a whole number of at least 1, not 'x'{HELP}"),
+        (["--deals", "0"], f"--deals: must be at least 1, not 0{HELP}"),
+        (["--target-score", "-3"], f"--target-score: must be at least 1, not -3{HELP}"),
+        (
+            ["--seed", str(LAST_SEED - 1), "--games", "3"],
+            f"--games: must be 1 to 2 from --seed {LAST_SEED - 1} (the last seed is "
+            f"{LAST_SEED}), not 3",
+        ),
+        (["--teams", "quads"], "--teams: invalid choice: 'quads' (choose from"),
+        (
+            ["--first-dealer", "1", "--draw-for-deal"],
+            "--draw-for-deal: not allowed with --first-dealer",
+        ),
+    ],
+)
+def test_simulate_words_a_bad_number_as_a_range_naming_its_flag(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """Was ``argument --seed: must be 0 to 2^64-1, not -1``, ``argument --games: not a
+    whole number: 'x'`` and ``--games 3 from --seed ... goes past seed 2^64-1``."""
+    status = main(["simulate", "krypkasino", "--players", "4", *argv])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.startswith(f"cardrules: error: {message}"), err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--players", "two"], "--players: must be a whole number from 2 to 6, not 'two'"),
+        (
+            ["--players", "4", "--first-dealer", "x"],
+            "--first-dealer: must be a whole number from 0 to 3, not 'x'",
+        ),
+        # The seats of the largest table, when --players is out of range too.
+        (
+            ["--players", "9", "--first-dealer", "x"],
+            "--first-dealer: must be a whole number from 0 to 5, not 'x'",
+        ),
+    ],
+)
+def test_a_mistyped_players_or_seat_is_told_the_range_of_the_table(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """K3.1, K4.2: the range a number would be taken in, where it was ``argument
+    --players: not a whole number: 'two'``."""
+    status = main(["simulate", "krypkasino", *argv])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err == f"cardrules: error: {message}{HELP}\n"
+
+
+RULES = (
+    "two_player_five_six, four_four, single_deck, last_capture_point, no_forced_sweep, "
+    "court_cards_rank_only, must_capture_if_able, nordic_scoring, bordstabbe or "
+    "removal=courts|spades|none (K16)"
+)
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        (
+            "bordstabe=true",
+            f"unknown rule 'bordstabe'; did you mean bordstabbe? Expected one of {RULES}",
+        ),
+        ("Four_Four", f"unknown rule 'Four_Four'; did you mean four_four? Expected one of {RULES}"),
+        (
+            "removel=spades",
+            f"unknown rule 'removel'; did you mean removal=spades? Expected one of {RULES}",
+        ),
+        ("bogus", f"unknown rule 'bogus': expected one of {RULES}"),
+        (
+            "bordstabbe=yes",
+            "bordstabbe takes no value: give --rule bordstabbe, not 'bordstabbe=yes'",
+        ),
+        ("removal", "removal takes a value: give --rule removal=courts|spades|none, not 'removal'"),
+    ],
+)
+def test_an_unknown_rule_is_told_the_name_a_slip_away(
+    capsys: pytest.CaptureFixture[str], rule: str, message: str
+) -> None:
+    """K16: as the service hints a field a slip away (``service.spelling``), keeping the
+    list of rules; a known flag given a value is told it takes none."""
+    status = main(["simulate", "krypkasino", "--players", "4", "--rule", rule])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err == f"cardrules: error: --rule: {message}\n"

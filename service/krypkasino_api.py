@@ -365,12 +365,17 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
 
     The message is the error's text, which ends with the rule ID in parentheses
     (``8D is not in seat 1's hand (K8.1)``), as a refused configuration's does.
+    ``CAPTURE_NOT_ON_TABLE`` (K7.3) names in ``captured_card`` the captured card the
+    table does not hold (as often as the capture names it), beside ``card``, the card played.
     """
     extra: dict[str, str] = {}
     if error.reason is Reason.NOT_YOUR_TURN:
         extra["turn"] = str(state.turn)
     if error.card is not None:
         extra["card"] = card_str(error.card)
+    if error.captured is not None:
+        # K7.3: the captured card the refusal is about, which the message names in English.
+        extra["captured_card"] = card_str(error.captured)
     return failed_precondition(
         error.reason.value, str(error), rule=error.rule, seat=str(seat), **extra
     )

@@ -51,15 +51,25 @@ class IllegalMoveError(Exception):
 
     ``card`` is the card the rule is about, when there is one: the card played, or
     for ``MUST_SWEEP`` (and ``MUST_CAPTURE`` under K16.8) a card in hand that must
-    sweep (capture) instead.
+    sweep (capture) instead. ``captured`` is, for ``CAPTURE_NOT_ON_TABLE`` (K7.3,
+    K1.4), the card the capture names more often than the table holds it, which
+    the message names too, so that a caller need not read it from the text.
     """
 
-    def __init__(self, reason: Reason, rule: str, message: str, card: Card | None = None) -> None:
+    def __init__(
+        self,
+        reason: Reason,
+        rule: str,
+        message: str,
+        card: Card | None = None,
+        captured: Card | None = None,
+    ) -> None:
         super().__init__(f"{message} ({rule})")
         self.reason = reason
         self.rule = rule
         self.message = message
         self.card = card
+        self.captured = captured
 
 
 def legal_moves(state: State, seat: int) -> list[Move]:
@@ -102,11 +112,13 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
             move.card,
         )
     if not holds_all(table, move.captures):
+        missing = _not_on_table(table, move.captures)
         return IllegalMoveError(
             Reason.CAPTURE_NOT_ON_TABLE,
             "K7.3",
-            _not_on_table(table, hand, seat, move.captures),
+            _not_on_table_message(table, hand, seat, move.captures, missing),
             move.card,
+            missing,
         )
     legal = table_moves(hand, table, rules)
     # K7.6 leaves only sweeps when one is possible, so the first legal move tells.
@@ -147,11 +159,15 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
     )
 
 
-def _not_on_table(
-    table: Sequence[Card], hand: Sequence[Card], seat: int, captures: Sequence[Card]
+def _not_on_table(table: Sequence[Card], captures: Sequence[Card]) -> Card:
+    """K7.3, K1.4: the first card a capture names more often than the table holds it."""
+    return next(c for c in captures if captures.count(c) > table.count(c))
+
+
+def _not_on_table_message(
+    table: Sequence[Card], hand: Sequence[Card], seat: int, captures: Sequence[Card], card: Card
 ) -> str:
-    """K7.3, K1.4: names the first card a capture names more often than the table holds it."""
-    card = next(c for c in captures if captures.count(c) > table.count(c))
+    """K7.3, K1.4: names ``card``, which the capture names more often than the table holds it."""
     name, held = _card_name(card), table.count(card)
     if held:
         return f"the capture names {name} {captures.count(card)} times, but the table holds {held}"

@@ -145,6 +145,8 @@ class EngineDriver:
                 metadata["turn"] = str(handle.turn)
             if error.card is not None:
                 metadata["card"] = card_str(error.card)
+            if error.captured is not None:
+                metadata["captured_card"] = card_str(error.captured)
             return Refused("FAILED_PRECONDITION", error.reason.value, metadata)
         result = {
             "events": [plain(e) for e in codec.events_to_proto(events)],

@@ -610,27 +610,31 @@ def test_the_capture_position_is_what_the_rule_tests_assume(stub, capture_game):
 
 
 @pytest.mark.parametrize(
-    ("move", "reason", "rule"),
+    ("move", "reason", "rule", "captured"),
     [
-        ("6H", "CARD_NOT_IN_HAND", "K8.1"),
+        ("6H", "CARD_NOT_IN_HAND", "K8.1", None),
         # AS is engine card code 0: the refusal still names it.
-        ("AS", "CARD_NOT_IN_HAND", "K8.1"),
-        ("KS>AH", "CARD_NOT_IN_HAND", "K8.1"),
-        ("8D>8H", "CAPTURE_NOT_ON_TABLE", "K7.3"),
-        ("8D>AH+7C+8S+8S", "CAPTURE_NOT_ON_TABLE", "K7.3"),
-        ("8D>AH+8S", "CAPTURE_NOT_VALID", "K7.2"),
-        ("9C>AH+7C+8S", "CAPTURE_NOT_VALID", "K7.2"),
-        ("8D>AH+7C", "CAPTURE_NOT_MAXIMAL", "K7.3"),
-        ("8D>8S", "CAPTURE_NOT_MAXIMAL", "K7.3"),
-        ("8D", "MUST_CAPTURE", "K7.4"),
-        ("9C", "MUST_CAPTURE", "K7.4"),
+        ("AS", "CARD_NOT_IN_HAND", "K8.1", None),
+        ("KS>AH", "CARD_NOT_IN_HAND", "K8.1", None),
+        # K7.3: captured_card names the captured card the table does not hold, so that
+        # a client can show it without reading the message.
+        ("8D>8H", "CAPTURE_NOT_ON_TABLE", "K7.3", "8H"),
+        # K1.4: the table holds one 8S, and the capture names it twice.
+        ("8D>AH+7C+8S+8S", "CAPTURE_NOT_ON_TABLE", "K7.3", "8S"),
+        ("8D>AH+8S", "CAPTURE_NOT_VALID", "K7.2", None),
+        ("9C>AH+7C+8S", "CAPTURE_NOT_VALID", "K7.2", None),
+        ("8D>AH+7C", "CAPTURE_NOT_MAXIMAL", "K7.3", None),
+        ("8D>8S", "CAPTURE_NOT_MAXIMAL", "K7.3", None),
+        ("8D", "MUST_CAPTURE", "K7.4", None),
+        ("9C", "MUST_CAPTURE", "K7.4", None),
     ],
 )
 def test_an_illegal_move_is_a_failed_precondition_with_its_rule(
-    stub, capture_game, move, reason, rule
+    stub, capture_game, move, reason, rule, captured
 ):
     refusal = refused(stub.Play, play_request(capture_game, 1, move))
-    assert_illegal(refusal, reason, rule, 1, card=move.split(">")[0])  # the card played
+    more = {"captured_card": captured} if captured else {}
+    assert_illegal(refusal, reason, rule, 1, card=move.split(">")[0], **more)  # the card played
 
 
 def refusal_text(stub: Stub, request: pb.PlayRequest) -> str:
@@ -1484,9 +1488,11 @@ def check_outcome(
     if allowed is not None:
         assert got in allowed if allowed else got is None, (got, allowed, request)
     if refusal is not None and refusal.code is PRECONDITION:
-        # docs/api.md: the seat to move for NOT_YOUR_TURN, the card a move's rule is about.
+        # docs/api.md: the seat to move for NOT_YOUR_TURN, the card a move's rule is about,
+        # and for CAPTURE_NOT_ON_TABLE the captured card the table lacks.
         card = set() if refusal.reason in ("NOT_YOUR_TURN", "GAME_OVER") else {"card"}
         extra = card | ({"turn"} if refusal.reason == "NOT_YOUR_TURN" else set())
+        extra |= {"captured_card"} if refusal.reason == "CAPTURE_NOT_ON_TABLE" else set()
         assert set(refusal.metadata) == {"rule", "seat"} | extra, refusal
     return response
 

@@ -1138,6 +1138,8 @@ def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule)
         assert error.card == parse_card("8D")
     else:
         assert error.card == Move.parse(move).card
+    # Only a capture of a card not on the table names a captured card (K7.3).
+    assert (error.captured is None) == (reason is not Reason.CAPTURE_NOT_ON_TABLE)
 
 
 @pytest.mark.parametrize("code", [-1, 52, 60])
@@ -1188,9 +1190,14 @@ def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message)
     ],
 )
 def test_k7_3_a_capture_of_cards_not_on_the_table_names_the_card(move, message):
+    """K7.3, K1.4: the message names the card the table does not hold (as often as the
+    capture names it), and ``captured`` is that card, for callers that show it without
+    reading the message; ``card`` stays the card played."""
     error = refused(position("4H AH 2C 9C", {1: "8D 6C"}), 1, move)
     assert error.reason is Reason.CAPTURE_NOT_ON_TABLE
     assert error.message == message
+    named = message.removeprefix("the capture names ").split(" ", 1)[0]
+    assert (error.captured, error.card) == (parse_card(named), parse_card("8D"))
 
 
 @pytest.mark.parametrize(

@@ -266,7 +266,11 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
             # json_format would refuse it too, but only after parsing the whole body,
             # naming no path, and offending_field would parse it twice more to find it.
             name = f"{path}.{key}".lstrip(".")
-            hint = _near_field(descriptor, key, path) or _one_level_down(descriptor, key, path)
+            hint = (
+                _near_field(descriptor, key, path)
+                or _one_level_down(descriptor, key, path)
+                or _part_of_an_answer(descriptor, key, path)
+            )
             owner = path or "the request"
             raise _json_invalid(name, f"{owner} has no field {_quoted(key)}{hint}")
         name = f"{path}.{field.name}".lstrip(".")
@@ -520,6 +524,52 @@ def _one_level_down(descriptor: Descriptor, key: str, path: str) -> str:
             if inner is not None:
                 return f"; did you mean {f'{path}.{field.name}'.lstrip('.')}.{inner.name}?"
     return ""
+
+
+def _part_of_an_answer(descriptor: Descriptor, key: str, path: str) -> str:
+    """A hint when ``key`` is no field of the message but one of a list element an answer
+    holds it in: a UI that posts a whole LegalMove (``{"move": {...}, "kind": ...}``, an
+    element of LegalMoves' answer) as Play's ``move`` sent ``move.move`` (or
+    ``move.kind``), where Play takes the LegalMove's ``move`` alone. The message is the
+    field's own (at ``path``) or that of one of its message fields (a LegalMove's
+    fields spread into the request, beside ``move``)."""
+    targets = [(descriptor, path)] + [
+        (field.message_type, f"{path}.{field.name}".lstrip("."))
+        for field in descriptor.fields
+        if field.message_type is not None and not field.is_repeated
+    ]
+    for target, target_path in targets:
+        for element, where in _listed_holders(target):
+            if key in _fields_by_name(element):
+                return (
+                    f", which a {element.name} has; did you mean to send only the "
+                    f"{element.name}'s {where} as {target_path}?"
+                )
+    return ""
+
+
+@functools.cache
+def _listed_holders(descriptor: Descriptor) -> tuple[tuple[Descriptor, str], ...]:
+    """The elements of lists in RPC answers of the message's file that hold the message
+    in a field, each with where the answer holds it: for a Move, the LegalMove, its
+    ``move (moves[i].move of the LegalMoves answer)``. Only list elements: a client
+    picks one of a list (a legal move) and may post it whole, where a lone message of
+    an answer (a View, which holds the GameConfig NewGame takes) is no choice to post."""
+    found: dict[str, tuple[Descriptor, str]] = {}
+    for service in descriptor.file.services_by_name.values():
+        for method in service.methods:
+            for listed in method.output_type.fields:
+                element = listed.message_type
+                if element is None or not listed.is_repeated or element.full_name in found:
+                    continue
+                for held in element.fields:
+                    if held.message_type is descriptor and not held.is_repeated:
+                        where = f"{listed.json_name}[i].{held.json_name}"
+                        found[element.full_name] = (
+                            element,
+                            f"{held.json_name} ({where} of the {method.name} answer)",
+                        )
+    return tuple(found.values())
 
 
 @functools.cache

@@ -261,6 +261,56 @@ def test_a_misspelt_field_is_refused_naming_the_nearest_field(
     assert refusal_of(body, request_class)[1] == description
 
 
+_TEN_OF_HEARTS = {"rank": "RANK_TEN", "suit": "SUIT_HEARTS"}
+_LEGAL_MOVE = {"move": {"card": _TEN_OF_HEARTS}, "kind": "MOVE_KIND_CRAWL", "cardPoints": 1}
+_SEND_ITS_MOVE = (
+    ", which a LegalMove has; did you mean to send only the LegalMove's move "
+    "(moves[i].move of the LegalMoves answer) as move?"
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        # A whole LegalMove, as LegalMoves lists it, posted as Play's move.
+        ({"move": _LEGAL_MOVE}, "move.move"),
+        ({"move": dict(reversed(_LEGAL_MOVE.items()))}, "move.cardPoints"),
+        # A LegalMove's fields beside the move's own.
+        ({"move": {"card": _TEN_OF_HEARTS, "kind": "MOVE_KIND_CRAWL"}}, "move.kind"),
+        ({"move": {"card": _TEN_OF_HEARTS, "card_points": 0}}, "move.card_points"),
+        # A LegalMove spread into the request beside its state and seat.
+        ({"state": "AA==", "seat": 1, **_LEGAL_MOVE}, "kind"),
+    ],
+)
+def test_a_legal_move_posted_whole_as_play_s_move_is_told_to_send_its_move(
+    body: dict[str, Any], field: str
+) -> None:
+    """What LegalMoves lists is a LegalMove, whose ``move`` is what Play takes: a UI that
+    posts the element whole is told so, not only that the field is unknown."""
+    *owner, name = field.split(".")
+    quoted = json.dumps(name)
+    assert refusal_of(json.dumps(body).encode(), pb.PlayRequest) == (
+        field,
+        f"{'.'.join(owner) or 'the request'} has no field {quoted}{_SEND_ITS_MOVE}",
+    )
+
+
+def test_a_legal_move_of_the_servers_answer_posted_whole_gets_the_hint(server, json_game):
+    """Over a real server: the first LegalMove of a LegalMoves answer, posted as Play's
+    move, is refused JSON_INVALID naming ``move.move``, and the message says to send
+    ``moves[i].move``; posting that move plays it."""
+    seat = json_game["view"]["turn"]
+    asked = {"state": json_game["state"], "seat": seat, "seatToken": json_game["seatTokens"][seat]}
+    (first, *_) = rpc(server, "legalMoves", asked)["moves"]
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:play", json.dumps({**asked, "move": first}).encode()
+    )
+    code, reason, _, violations = refusal(value)
+    assert (status, code, reason, list(violations)) == (400, 3, "JSON_INVALID", ["move.move"])
+    assert value["message"] == f'move has no field "move"{_SEND_ITS_MOVE}'
+    assert rpc(server, "play", {**asked, "move": first["move"]})["view"]["moveNumber"] == "1"
+
+
 def test_an_unknown_name_is_refused_by_the_walk_without_parsing_the_body(monkeypatch):
     """json_format would refuse it only after parsing the whole body, and finding it
     would take two more parses: 1.5 s for a body of 32,000 cards."""

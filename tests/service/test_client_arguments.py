@@ -29,7 +29,7 @@ from cardrules.client import (
 )
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-INT32 = "an int32 (-2^31 to 2^31-1)"
+INT32 = "an int32 (-2147483648 to 2147483647)"
 UINT64 = "a uint64 (0 to 18446744073709551615)"
 MOVE = (
     "a Move message (krypkasino_pb2.Move(card=card('AS'), captures=cards('...')) builds one, "

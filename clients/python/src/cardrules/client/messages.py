@@ -54,11 +54,11 @@ _HOW_TO_BUILD = {
 # What a scalar field takes, as its refusal states it: an integer's range too.
 _SCALARS = {
     FieldDescriptor.CPPTYPE_BOOL: "a bool",
-    FieldDescriptor.CPPTYPE_INT32: "an int32 (-2^31 to 2^31-1)",
-    FieldDescriptor.CPPTYPE_INT64: "an int64 (-2^63 to 2^63-1)",
-    FieldDescriptor.CPPTYPE_UINT32: "a uint32 (0 to 2^32-1)",
-    # In decimal, as the HTTP gateway and the command line say a seed's range.
-    FieldDescriptor.CPPTYPE_UINT64: "a uint64 (0 to 18446744073709551615)",
+    # Ranges in decimal, as the HTTP gateway and the command line say them.
+    FieldDescriptor.CPPTYPE_INT32: f"an int32 ({-(2**31)} to {2**31 - 1})",
+    FieldDescriptor.CPPTYPE_INT64: f"an int64 ({-(2**63)} to {2**63 - 1})",
+    FieldDescriptor.CPPTYPE_UINT32: f"a uint32 (0 to {2**32 - 1})",
+    FieldDescriptor.CPPTYPE_UINT64: f"a uint64 (0 to {2**64 - 1})",
 }
 
 _Refusal = TypeError | ValueError

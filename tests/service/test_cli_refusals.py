@@ -54,6 +54,12 @@ HELP = " (see cardrules simulate --help)"
             "CARDRULES_MAX_CONNECTION_AGE_SECONDS: must be 0 (never) or 1 to 604800 seconds, "
             "not 1e6",
         ),
+        # The value as read, not as typed: a leading zero is no part of the number.
+        (
+            (),
+            {"CARDRULES_HTTP_PORT": "080000"},
+            "CARDRULES_HTTP_PORT: must be 0 to 65535, not 80000",
+        ),
         (
             ("--max-connection-age-seconds", "x"),
             {},
@@ -123,6 +129,11 @@ def test_simulate_words_a_bad_number_as_a_range_naming_its_flag(
             ["--players", "4", "--first-dealer", "x"],
             "--first-dealer: must be a whole number from 0 to 3, not 'x'",
         ),
+        # The smallest table's seats: 2 players is in range, not the largest table's.
+        (
+            ["--players", "2", "--first-dealer", "x"],
+            "--first-dealer: must be a whole number from 0 to 1, not 'x'",
+        ),
         # The seats of the largest table, when --players is out of range too.
         (
             ["--players", "9", "--first-dealer", "x"],
@@ -139,6 +150,22 @@ def test_a_mistyped_players_or_seat_is_told_the_range_of_the_table(
     out, err = capsys.readouterr()
     assert (status, out) == (2, "")
     assert err == f"cardrules: error: {message}{HELP}\n"
+
+
+@pytest.mark.parametrize("seat", ["-1", "2"])
+def test_a_first_dealer_the_table_lacks_is_refused_as_given(
+    capsys: pytest.CaptureFixture[str], seat: str
+) -> None:
+    """K4.2: a seat that is a number but no seat of the table is refused with the number
+    as typed (never its absolute value, which would deal from seat 1)."""
+    status = main(
+        ["simulate", "krypkasino", "--players", "2", "--first-dealer", seat, "--games", "1"]
+    )
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert (
+        err == f"cardrules: error: --first-dealer: must be a seat from 0 to 1, not {seat} (K4.2)\n"
+    )
 
 
 RULES = (
@@ -161,6 +188,8 @@ RULES = (
             f"unknown rule 'removel'; did you mean removal=spades? Expected one of {RULES}",
         ),
         ("bogus", f"unknown rule 'bogus': expected one of {RULES}"),
+        # The name alone, not the whole flag with its value.
+        ("zzz=yes", f"unknown rule 'zzz': expected one of {RULES}"),
         (
             "bordstabbe=yes",
             "bordstabbe takes no value: give --rule bordstabbe, not 'bordstabbe=yes'",

@@ -295,6 +295,17 @@ def test_a_legal_move_posted_whole_as_play_s_move_is_told_to_send_its_move(
     )
 
 
+def test_a_lone_message_of_an_answer_posted_whole_gets_no_hint() -> None:
+    """A View (NewGame's answer holds one, and it holds the GameConfig NewGame takes)
+    posted whole as ``config`` is no element of a list a client picks from: the refusal
+    names the field alone, with no "did you mean to send only the View's config"."""
+    body = {"config": {"config": {"players": 2}, "hand": []}}
+    assert refusal_of(json.dumps(body).encode(), pb.NewGameRequest) == (
+        "config.config",
+        'config has no field "config"',
+    )
+
+
 def test_a_legal_move_of_the_servers_answer_posted_whole_gets_the_hint(server, json_game):
     """Over a real server: the first LegalMove of a LegalMoves answer, posted as Play's
     move, is refused JSON_INVALID naming ``move.move``, and the message says to send

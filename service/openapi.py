@@ -8,9 +8,19 @@ typed details. Descriptions are the proto comments,
 which only a descriptor set made with ``--include_source_info`` carries:
 ``scripts/generate_openapi.py`` makes one and writes the committed
 ``service/cardrules.openapi.json``, which ships inside the package and is
-what the server serves at ``/openapi.json``. Every component schema has a
-``title``, the message's name without its package (``BadRequestFieldViolation``
-for a nested one), which client generators use as the class name.
+what the server serves at ``/openapi.json``. Every component schema is
+keyed by its ``title``, the message's name without its package
+(``BadRequestFieldViolation`` for a nested one): openapi-typescript and
+@hey-api/openapi-ts name types after the key, and a generator that names
+classes after the title gets the same short name.
+Schemas are built under their full proto names (which no two messages share)
+and take their titles as keys once the document is whole (``with_short_keys``),
+which refuses two schemas of one title.
+
+The API has no authentication scheme (seat tokens travel in request bodies), so
+the root ``security`` is empty; every call needs a body (``requestBody`` is
+``required``), although the server reads an empty one as ``{}`` and refuses it
+for what it lacks.
 
 Response schemas say what the gateway prints (``http_json.message_json``:
 ``MessageToDict`` with ``always_print_fields_with_no_presence``): every field
@@ -26,9 +36,9 @@ the server refuses names it does not know.
 A message that requests and responses share has one schema for both unless
 its response form requires a field that requests need not send (a repeated
 field counts as sendable: an empty list is harmless) or the reverse; then
-the request form has a schema of its own under the full name plus ``-Input``
-(``cardrules.krypkasino.v1.GameConfig-Input``). A message whose fields are
-exactly the members of one oneof that responses always set (``Event``,
+the request form has a schema of its own, built under the full name plus
+``-Input`` and published under its title (``GameConfigInput``). A message
+whose fields are exactly the members of one oneof that responses always set (``Event``,
 ``LastMove``) is a ``oneOf`` of one wrapper schema per member
 (``EventCrawled``: an object requiring ``crawled``), which generators turn
 into one class per kind; any
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +90,9 @@ ERROR_INFO = "google.rpc.ErrorInfo"
 BAD_REQUEST = "google.rpc.BadRequest"
 FIELD_VIOLATION = "google.rpc.BadRequest.FieldViolation"
 TYPE_URL_PREFIX = "type.googleapis.com/"
-# The request form of a message that responses use too, where the two differ
-# (component names may hold "-", proto names may not, so it names no message).
+# The request form of a message that responses use too, where the two differ, is built
+# under the full name plus this (proto names hold no "-", so it names no message) and
+# published under its title (``GameConfigInput``).
 INPUT_SUFFIX = "-Input"
 DEFAULT_HTTP_PORT = ServerConfig().http_port
 
@@ -577,7 +589,7 @@ class SchemaBuilder:
         notes = [self.notes[descriptor.full_name]] if descriptor.full_name in self.notes else []
         if name != descriptor.full_name:
             notes.append(
-                f"The request form of `{descriptor.full_name}` (responses use that schema): "
+                f"The request form of `{title(descriptor)}` (responses use that schema): "
                 "it requires only the fields the server cannot do without; the others may be "
                 "left out (they take their proto3 defaults)."
             )
@@ -804,17 +816,61 @@ def _status_schemas() -> Json:
     }
 
 
-def unique_titles(schemas: Json) -> None:
-    """Raise unless every component schema has a title of its own (generators name
-    classes by title, so two alike would make one class or a clash)."""
+# What OpenAPI 3.1 allows as a component key (section 4.8.7.1).
+_COMPONENT_KEY = re.compile(r"^[a-zA-Z0-9.\-_]+$")
+
+
+def unique_titles(schemas: Json) -> dict[str, str]:
+    """Each schema's title by its name; raise unless every schema has a title of its own
+    that can be a component key (the titles become the keys, ``with_short_keys``, so two
+    alike would make one type of two messages, or a generated client that clashes)."""
     seen: dict[str, str] = {}
     for name, schema in schemas.items():
         schema_title = schema.get("title")
         if not schema_title:
             raise ValueError(f"the schema {name} has no title")
+        if not _COMPONENT_KEY.match(schema_title):
+            raise ValueError(f"the title {schema_title!r} of the schema {name} is no component key")
         if schema_title in seen:
             raise ValueError(f"the schemas {seen[schema_title]} and {name} have one title")
         seen[schema_title] = name
+    return {name: schema_title for schema_title, name in seen.items()}
+
+
+def with_short_keys(document: Json) -> Json:
+    """``document`` with each component schema keyed by its title (``unique_titles``)
+    instead of the full name it was built under, and every reference to it following.
+
+    openapi-typescript (``components["schemas"]["NewGameRequest"]``) and
+    @hey-api/openapi-ts (``NewGameRequest``) name types after the key, so a full
+    name there made ``CardrulesKrypkasinoV1NewGameRequest``.
+    """
+    keys = unique_titles(document["components"]["schemas"])
+    refs = {_ref(name)["$ref"]: _ref(key)["$ref"] for name, key in keys.items()}
+    renamed: Json = _replace_refs(document, refs)
+    schemas = renamed["components"]["schemas"]
+    renamed["components"]["schemas"] = {keys[name]: schema for name, schema in schemas.items()}
+    return renamed
+
+
+def _replace_refs(value: Any, refs: Mapping[str, str]) -> Any:
+    """``value`` with every string that is one of ``refs``' references replaced: a
+    ``$ref`` or a discriminator's mapping (no description is a bare reference)."""
+    if isinstance(value, dict):
+        return {key: _replace_refs(item, refs) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replace_refs(item, refs) for item in value]
+    if isinstance(value, str):
+        return refs.get(value, value)
+    return value
+
+
+def component_keys(services: Sequence[ServiceDescriptor] = SERVICES) -> dict[str, str]:
+    """The key of each component schema of the document by the name it is built under:
+    a message's or enum's full name (``cardrules.cards.v1.Card``: ``Card``), plus
+    ``INPUT_SUFFIX`` for a request form, or a ``google.rpc`` name (``STATUS``: ``Status``),
+    for code that starts from a descriptor."""
+    return unique_titles(_document(services, {})["components"]["schemas"])
 
 
 def _operation(
@@ -837,8 +893,10 @@ def _operation(
         _ref(GRPC_TIMEOUT_HEADER, "parameters"),
     ]
     operation["requestBody"] = {
-        # An empty body is the empty request (http_json.parse_request), as "{}" is.
-        "required": False,
+        # The server reads an empty body as "{}" (http_json.parse_request), but every call
+        # refuses that for what it lacks (a state, or NewGame's config.players), so a
+        # generated client that let a call go without a body would only make refusals.
+        "required": True,
         "content": {JSON_TYPE: {"schema": builder.message(request, output=False)}},
     }
     responses: Json = {"200": _answer("OK", builder.message(response, output=True))}
@@ -862,10 +920,15 @@ def build_document(
     services: Sequence[ServiceDescriptor] = SERVICES, notes: Mapping[str, str] | None = None
 ) -> Json:
     """The whole document; ``notes`` are the proto comments (see ``comments``)."""
+    return with_short_keys(_document(services, notes or {}))
+
+
+def _document(services: Sequence[ServiceDescriptor], notes: Mapping[str, str]) -> Json:
+    """The document with its schemas under the full names they are built under."""
     all_routes = [route for service in services for route in routes(service)]
     responses_of = [message_descriptor(route.response_class) for route in all_routes]
     requests_of = [message_descriptor(route.request_class) for route in all_routes]
-    builder = SchemaBuilder(notes or {}, reachable(responses_of), reachable(requests_of))
+    builder = SchemaBuilder(notes, reachable(responses_of), reachable(requests_of))
     paths: Json = {}
     tags: list[Json] = []
     for service in services:
@@ -882,10 +945,17 @@ def build_document(
         "get": {
             "operationId": "OpenApi_Get",
             "summary": "This document",
+            "description": "This OpenAPI 3.1 document, generated from the service's proto "
+            "API: what client generators read. Every server of a release serves the same one.",
             "tags": ["OpenApi"],
             "parameters": [_ref("X-Request-Id", "parameters")],
             "responses": {
-                "200": _answer("The OpenAPI document of this service.", {"type": "object"}),
+                # Without additionalProperties, openapi-typescript types an object with no
+                # properties as Record<string, never>, which no field of the document fits.
+                "200": _answer(
+                    "The OpenAPI document of this service.",
+                    {"type": "object", "additionalProperties": True},
+                ),
                 "405": _ref("MethodNotAllowed", "responses"),
             },
         }
@@ -911,7 +981,6 @@ def build_document(
             "content": {JSON_TYPE: {"schema": _ref(STATUS)}},
         }
     schemas = {**builder.schemas, **_status_schemas()}
-    unique_titles(schemas)
     return {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -933,6 +1002,9 @@ def build_document(
                 },
             },
         ],
+        # No call needs credentials: seat tokens travel in request bodies. Said at the
+        # root, as linters (redocly's security-defined) want every operation to say it.
+        "security": [],
         "tags": [*tags, {"name": "OpenApi", "description": "This document."}],
         "paths": paths,
         "components": {

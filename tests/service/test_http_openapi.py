@@ -24,8 +24,10 @@ from service.openapi import (
     SERVICES,
     build_document,
     comments,
+    component_keys,
     title,
     unique_titles,
+    with_short_keys,
 )
 from tests.service.http_helpers import exchange, refusal
 from tests.service.server_process import ServerProcess
@@ -72,38 +74,38 @@ def test_every_annotated_rpc_is_a_path_with_its_messages_and_error_responses():
     for route, operation in operations(document):
         body = operation["requestBody"]["content"]["application/json"]["schema"]
         ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
-        assert body["$ref"].endswith(route.request_class.DESCRIPTOR.full_name)
-        assert ok["$ref"].endswith(route.response_class.DESCRIPTOR.full_name)
+        assert body == {"$ref": f"#/components/schemas/{route.request_class.DESCRIPTOR.name}"}
+        assert ok == {"$ref": f"#/components/schemas/{route.response_class.DESCRIPTOR.name}"}
         assert set(operation["responses"]) == ERRORS_OF[route.method] | {"200"}
     for name in ("BadRequest", "PermissionDenied", "RequestTooLarge", "UnsupportedMediaType"):
         response = document["components"]["responses"][name]
         assert response["content"]["application/json"]["schema"] == {
-            "$ref": "#/components/schemas/google.rpc.Status"
+            "$ref": "#/components/schemas/Status"
         }
-    assert "cardrules.krypkasino.v1.GameState" not in schemas, "the internal state is not API"
+    assert "GameState" not in schemas, "the internal state is not API"
 
 
 def test_schemas_follow_the_proto3_json_mapping():
     schemas = committed()["components"]["schemas"]
-    view = schemas["cardrules.krypkasino.v1.View"]["properties"]
+    view = schemas["View"]["properties"]
     assert view["moveNumber"]["type"] == "string" and view["moveNumber"]["format"] == "int64"
     assert view["handSizes"] == {
         "type": "array",
         "items": {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1},
         "description": "Cards in each hand, in seat order.",
     }
-    new_game = schemas["cardrules.krypkasino.v1.NewGameRequest"]["properties"]
+    new_game = schemas["NewGameRequest"]["properties"]
     assert new_game["seed"]["format"] == "uint64" and new_game["seed"]["type"] == "string"
-    state = schemas["cardrules.krypkasino.v1.PlayResponse"]["properties"]["state"]
+    state = schemas["PlayResponse"]["properties"]["state"]
     assert state == {
         "type": "string",
         "contentEncoding": "base64",
         "description": "The next sealed game state.",
     }
-    rank = schemas["cardrules.cards.v1.Rank"]
+    rank = schemas["Rank"]
     assert rank["type"] == "string" and rank["enum"][:2] == ["RANK_UNSPECIFIED", "RANK_ACE"]
     assert "- `RANK_ACE`: Ace (A)." in rank["description"]
-    config = schemas["cardrules.krypkasino.v1.GameConfig-Input"]
+    config = schemas["GameConfigInput"]
     assert config["additionalProperties"] is False, "the server refuses unknown names"
     assert config["properties"]["matchDeals"]["description"].startswith("Number of deals;")
 
@@ -177,7 +179,7 @@ def test_responses_allow_fields_a_later_release_adds_and_requests_none_unknown()
     )
     requests = schemas_reached(document, [op.get("requestBody", {}) for op in operations])
     schemas = document["components"]["schemas"]
-    assert "google.rpc.Status" in responses and "cardrules.cards.v1.Card" in responses & requests
+    assert "Status" in responses and "Card" in responses & requests
     assert set(schemas) == responses | requests, "no schema is unused (google.protobuf.Any)"
     for name in responses:
         closed = [
@@ -191,18 +193,53 @@ def test_responses_allow_fields_a_later_release_adds_and_requests_none_unknown()
             assert schemas[name]["additionalProperties"] is False, name
 
 
-def test_every_schema_has_a_title_of_its_own():
-    """Generators name classes by title: the name without package, parents joined."""
+def test_every_schema_is_keyed_by_its_own_title():
+    """docs/api.md "OpenAPI": openapi-typescript and @hey-api/openapi-ts name types after
+    the component key, other generators classes after the title: both are the name
+    without package, parents joined, so every generator makes ``NewGameRequest``."""
     schemas = committed()["components"]["schemas"]
-    titles = {name: schema["title"] for name, schema in schemas.items()}
-    assert len(set(titles.values())) == len(titles)
-    assert titles["cardrules.cards.v1.Card"] == "Card"
-    assert titles["cardrules.krypkasino.v1.GameConfig-Input"] == "GameConfigInput"
-    assert titles["cardrules.krypkasino.v1.EventCrawled"] == "EventCrawled"
-    assert titles["google.rpc.BadRequest.FieldViolation"] == "BadRequestFieldViolation"
-    assert titles["cardrules.krypkasino.v1.TeamMode"] == "TeamMode"
+    assert all(name == schema["title"] for name, schema in schemas.items())
+    assert not [name for name in schemas if "." in name or "-" in name]
+    keys = component_keys()
+    assert keys["cardrules.cards.v1.Card"] == "Card"
+    assert keys["cardrules.krypkasino.v1.NewGameRequest"] == "NewGameRequest"
+    assert keys["cardrules.krypkasino.v1.GameConfig-Input"] == "GameConfigInput"
+    assert keys["cardrules.krypkasino.v1.EventCrawled"] == "EventCrawled"
+    assert keys["google.rpc.Status"] == "Status"
+    assert keys["google.rpc.ErrorInfo"] == "ErrorInfo"
+    assert keys["google.rpc.BadRequest.FieldViolation"] == "BadRequestFieldViolation"
+    assert keys["cardrules.krypkasino.v1.TeamMode"] == "TeamMode"
+    assert sorted(keys.values()) == sorted(schemas)
+
+
+def test_every_reference_resolves_in_the_document():
+    """Each ``$ref`` and discriminator mapping names a component there is, after the keys
+    became the titles."""
+    document = committed()
+    refs = [v["$ref"] for v in walk(document) if isinstance(v, dict) and "$ref" in v]
+    refs += [
+        ref
+        for v in walk(document)
+        if isinstance(v, dict) and "discriminator" in v
+        for ref in v["discriminator"]["mapping"].values()
+    ]
+    assert len(refs) > 100
+    for ref in refs:
+        _, components, kind, name = ref.split("/")
+        assert (components, name in document["components"][kind]) == ("components", True), ref
+
+
+def test_two_schemas_of_one_title_fail_the_generation():
+    """The keys are the titles: two alike would make one type of two messages."""
     with pytest.raises(ValueError, match="one title"):
         unique_titles({"a.Card": {"title": "Card"}, "b.Card": {"title": "Card"}})
+    document = build_document()
+    schemas = document["components"]["schemas"]
+    schemas["Deck"]["title"] = "Card"
+    with pytest.raises(ValueError, match="the schemas Deck and Card have one title"):
+        with_short_keys(document)
+    with pytest.raises(ValueError, match="no component key"):
+        unique_titles({"a.Card": {"title": "Card/Deck"}})
 
 
 def test_a_nested_message_is_titled_with_its_parents():
@@ -212,10 +249,10 @@ def test_a_nested_message_is_titled_with_its_parents():
 
 def test_status_details_are_typed_by_their_type_url():
     schemas = committed()["components"]["schemas"]
-    items = schemas["google.rpc.Status"]["properties"]["details"]["items"]
+    items = schemas["Status"]["properties"]["details"]["items"]
     refs = {
-        "type.googleapis.com/google.rpc.ErrorInfo": "#/components/schemas/google.rpc.ErrorInfo",
-        "type.googleapis.com/google.rpc.BadRequest": "#/components/schemas/google.rpc.BadRequest",
+        "type.googleapis.com/google.rpc.ErrorInfo": "#/components/schemas/ErrorInfo",
+        "type.googleapis.com/google.rpc.BadRequest": "#/components/schemas/BadRequest",
     }
     assert items == {
         "oneOf": [{"$ref": ref} for ref in refs.values()],
@@ -225,14 +262,14 @@ def test_status_details_are_typed_by_their_type_url():
         detail = schemas[ref.removeprefix("#/components/schemas/")]
         assert detail["properties"]["@type"]["const"] == url
         assert detail["required"][0] == "@type"
-    assert schemas["google.rpc.ErrorInfo"]["required"] == ["@type", "reason", "domain"]
-    assert schemas["google.rpc.ErrorInfo"]["properties"]["metadata"]["additionalProperties"] == {
+    assert schemas["ErrorInfo"]["required"] == ["@type", "reason", "domain"]
+    assert schemas["ErrorInfo"]["properties"]["metadata"]["additionalProperties"] == {
         "type": "string"
     }
-    assert schemas["google.rpc.BadRequest"]["properties"]["fieldViolations"]["items"] == {
-        "$ref": "#/components/schemas/google.rpc.BadRequest.FieldViolation"
+    assert schemas["BadRequest"]["properties"]["fieldViolations"]["items"] == {
+        "$ref": "#/components/schemas/BadRequestFieldViolation"
     }
-    assert "google.protobuf.Any" not in schemas
+    assert "Any" not in schemas
 
 
 def test_descriptions_are_the_proto_comments():
@@ -286,10 +323,14 @@ def test_without_the_proto_sources_the_same_document_is_built_minus_comments():
     assert _without_descriptions(build_document()) == _without_descriptions(committed())
 
 
-def test_a_body_is_optional_as_the_server_takes_none_as_the_empty_request(server: ServerProcess):
-    """No body is answered as ``{}`` is, so no operation may require one."""
+def test_every_call_requires_a_body_though_the_server_reads_none_as_the_empty_request(
+    server: ServerProcess,
+):
+    """docs/api.md "OpenAPI": the body is ``required``, so a generated client cannot make
+    a call without one, as the server refuses ``{}`` on every call; no body is still
+    answered as ``{}`` is (a refusal of what it lacks)."""
     for route, operation in operations(committed()):
-        assert operation["requestBody"]["required"] is False, route.path
+        assert operation["requestBody"]["required"] is True, route.path
         url = f"{server.http_url}{route.path}"
         none_status, _, none_value = exchange(url)
         empty_status, _, empty_value = exchange(url, b"{}")
@@ -304,7 +345,7 @@ def test_the_config_limits_the_document_states_are_the_ones_the_server_enforces(
     """What a client cannot guess from the fields: match_deals a multiple of players
     without target_score (K13.2), and the player counts four_four deals to (K16.2, K16.3)."""
     schemas = committed()["components"]["schemas"]
-    config = schemas["cardrules.krypkasino.v1.NewGameRequest"]["properties"]["config"]
+    config = schemas["NewGameRequest"]["properties"]["config"]
     words = " ".join(config["description"].split())
     assert "Without target_score, match_deals must be a positive multiple of players" in words
     assert "with two decks only for 5 players" in words
@@ -448,6 +489,26 @@ def test_every_operation_documents_the_optional_request_id_header():
         assert response["headers"]["X-Request-Id"] == header, name
 
 
+def test_no_operation_needs_credentials_as_the_root_says():
+    """Seat tokens travel in request bodies: the API has no security scheme, and the root
+    ``security`` says so for every operation (redocly lint's ``security-defined``)."""
+    document = committed()
+    assert document["security"] == []
+    assert "securitySchemes" not in document["components"]
+    assert not [name for name, operation in all_operations(document) if "security" in operation]
+
+
+def test_the_documents_own_operation_is_described_and_typed_as_an_open_object():
+    """Spectral's ``operation-description``; a bare ``{"type": "object"}`` made
+    openapi-typescript type the document ``Record<string, never>``."""
+    operation = committed()["paths"][OPENAPI_PATH]["get"]
+    assert operation["description"].startswith("This OpenAPI 3.1 document")
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema == {"type": "object", "additionalProperties": True}
+    for name, each in all_operations(committed()):
+        assert each.get("description"), name
+
+
 def test_the_documented_servers_are_this_one_and_where_make_serve_listens():
     this_one, local = committed()["servers"]
     assert this_one["url"] == "/"  # as when no servers are given: relative to the document
@@ -475,9 +536,10 @@ def test_a_field_with_presence_says_it_may_be_absent():
     """service/openapi.py: a field with presence may be absent (an ``optional`` scalar
     the gateway prints only when set), which its description says; oneof members say it
     through their oneof's note, messages through their schema not being required."""
-    document = committed()
+    schemas = committed()["components"]["schemas"]
     noted = 0
-    for name, schema in document["components"]["schemas"].items():
+    for name, key in component_keys().items():
+        schema = schemas[key]
         try:
             descriptor = pb.DESCRIPTOR.pool.FindMessageTypeByName(name.removesuffix("-Input"))
         except KeyError:

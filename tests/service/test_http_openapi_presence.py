@@ -44,6 +44,7 @@ from service.openapi import (
     SET_IN_EVERY_RESPONSE,
     STATUS,
     SchemaBuilder,
+    component_keys,
     declared_oneof,
     reachable,
     real_oneofs,
@@ -52,7 +53,13 @@ from tests.service.http_helpers import exchange, refusal, rpc
 from tests.service.server_process import ServerProcess
 
 DOCUMENT: dict[str, Any] = json.loads(COMMITTED.read_text())
-SCHEMAS: dict[str, Any] = DOCUMENT["components"]["schemas"]
+# The document keys each schema by its title; these tests start from descriptors, so
+# they find schemas by the full name each is built under (``component_keys``).
+KEYS = component_keys()
+NAMES = {key: name for name, key in KEYS.items()}
+SCHEMAS: dict[str, Any] = {
+    NAMES[key]: schema for key, schema in DOCUMENT["components"]["schemas"].items()
+}
 DOCUMENT_URI = "urn:cardrules:openapi"
 ROUTES = [route for service in SERVICES for route in routes(service)]
 RESPONSES = [message_descriptor(route.response_class) for route in ROUTES]
@@ -67,6 +74,11 @@ REQUEST_OF = {
 }
 
 
+def ref(name: str) -> str:
+    """The committed document's reference to the schema built under ``name``."""
+    return f"#/components/schemas/{KEYS[name]}"
+
+
 def validator(name: str, document: dict[str, Any]) -> Any:
     """A JSON Schema 2020-12 (OpenAPI 3.1's dialect) validator of ``document``'s schema
     ``name``, its $refs resolved in ``document``."""
@@ -79,9 +91,10 @@ def validator(name: str, document: dict[str, Any]) -> Any:
 
 @cache
 def component(name: str) -> Any:
-    """A validator of the committed document's schema ``name`` (or a JSON pointer below
-    the component, ``...PlayRequest/properties/move``)."""
-    return validator(name, DOCUMENT)
+    """A validator of the committed document's schema built under ``name`` (or a JSON
+    pointer below the component, ``...PlayRequest/properties/move``)."""
+    schema, slash, below = name.partition("/")
+    return validator(KEYS[schema] + slash + below, DOCUMENT)
 
 
 MESSAGES = reachable([*REQUESTS, *RESPONSES])
@@ -166,9 +179,9 @@ def request_schema_names() -> set[str]:
     while pending:
         value = pending.pop()
         if isinstance(value, dict):
-            ref = value.get("$ref", "")
-            name = ref.removeprefix("#/components/schemas/")
-            if ref and name not in names:
+            reference = value.get("$ref", "")
+            name = NAMES.get(reference.removeprefix("#/components/schemas/"), "")
+            if reference and name not in names:
                 names.add(name)
                 pending.append(SCHEMAS[name])
             pending.extend(value.values())
@@ -236,13 +249,13 @@ def test_an_event_is_one_of_a_wrapper_per_kind():
     names = [
         f"cardrules.krypkasino.v1.Event{f.json_name[0].upper()}{f.json_name[1:]}" for f in kinds
     ]
-    assert schema["oneOf"] == [{"$ref": f"#/components/schemas/{name}"} for name in names]
+    assert schema["oneOf"] == [{"$ref": ref(name)} for name in names]
     assert SCHEMAS["cardrules.krypkasino.v1.EventCrawled"] == {
         "title": "EventCrawled",
         "type": "object",
         "properties": {
             "crawled": {
-                "$ref": "#/components/schemas/cardrules.krypkasino.v1.Crawled",
+                "$ref": "#/components/schemas/Crawled",
                 "description": "A card crawled.",
             }
         },
@@ -261,7 +274,7 @@ def test_a_views_last_move_is_one_of_a_wrapper_per_kind():
     kinds = pb.LastMove.DESCRIPTOR.oneofs_by_name["kind"].fields
     names = [f"{last_move}{f.json_name[0].upper()}{f.json_name[1:]}" for f in kinds]
     assert {"LastMoveCrawled", "LastMoveCaptured"} <= {SCHEMAS[name]["title"] for name in names}
-    assert SCHEMAS[last_move]["oneOf"] == [{"$ref": f"#/components/schemas/{n}"} for n in names]
+    assert SCHEMAS[last_move]["oneOf"] == [{"$ref": ref(n)} for n in names]
     assert not component(last_move).is_valid({}), "a last move without its kind"
 
 
@@ -332,9 +345,9 @@ def choice_descriptor() -> Descriptor:
 def test_a_oneof_not_always_set_holds_at_most_one_member(output):
     descriptor = choice_descriptor()
     builder = SchemaBuilder({}, frozenset({descriptor.full_name}))
-    ref = builder.message(descriptor, output=output)
+    reference = builder.message(descriptor, output=output)
     name = "test.openapi.v1.Choice" + ("" if output else INPUT_SUFFIX)
-    assert ref == {"$ref": f"#/components/schemas/{name}"}
+    assert reference == {"$ref": f"#/components/schemas/{name}"}
     schema = builder.schemas[name]
     assert schema.get("required") == (["plain"] if output else None)
     assert [len(group["oneOf"]) for group in schema["allOf"]] == [3, 3], "maybe is no oneof"
@@ -621,7 +634,7 @@ def test_a_legal_move_as_sent_is_the_move_of_a_play_request(answers):
     """One schema: a generated client passes LegalMove.move on to PlayRequest.move as it is."""
     legal = SCHEMAS["cardrules.krypkasino.v1.LegalMove"]["properties"]["move"]["$ref"]
     play = SCHEMAS["cardrules.krypkasino.v1.PlayRequest"]["properties"]["move"]["$ref"]
-    assert legal == play == "#/components/schemas/cardrules.krypkasino.v1.Move"
+    assert legal == play == "#/components/schemas/Move"
     as_play_move = component("cardrules.krypkasino.v1.PlayRequest/properties/move")
     moves = [
         legal_move["move"]
@@ -861,12 +874,13 @@ def test_real_refusals_are_statuses_with_typed_details(server, json_game):
         assert not errors, (value, errors[:3])
         refusal(value)  # exactly one ErrorInfo, maybe a BadRequest
         for detail in value["details"]:
-            ref = mapping[detail["@type"]]
+            own = mapping[detail["@type"]]
             for other in mapping.values():  # valid as its own type only
-                valid = component(other.removeprefix("#/components/schemas/")).is_valid(detail)
-                assert valid == (other == ref), (other, detail)
-            typed.add(ref.removeprefix("#/components/schemas/"))
-    assert typed == {"google.rpc.ErrorInfo", "google.rpc.BadRequest"}
+                key = other.removeprefix("#/components/schemas/")
+                valid = component(NAMES[key]).is_valid(detail)
+                assert valid == (other == own), (other, detail)
+            typed.add(own)
+    assert typed == {"#/components/schemas/ErrorInfo", "#/components/schemas/BadRequest"}
     details = [detail for value in refusals for detail in value["details"]]
     violations = [v for detail in details for v in detail.get("fieldViolations", [])]
     assert any("field" not in v for v in violations), "a violation of the whole request"

@@ -59,7 +59,7 @@ def served_document(server: ServerProcess) -> Any:
 
 def listed_reasons(document: Any) -> dict[str, tuple[int, str, set[str]]]:
     """HTTP status, code and metadata keys by reason, read from ErrorInfo's ``reason``."""
-    info = document["components"]["schemas"]["google.rpc.ErrorInfo"]["properties"]["reason"]
+    info = document["components"]["schemas"]["ErrorInfo"]["properties"]["reason"]
     assert "enum" not in info and info["type"] == "string"
     found = {}
     for line in info["description"].splitlines():
@@ -106,7 +106,7 @@ def test_the_served_document_lists_every_reason_and_never_as_an_enum(server):
     assert listed_reasons(document) == {
         r.reason: (r.http_status, r.code.name, set(r.metadata)) for r in REFUSAL_REASONS
     }
-    info = document["components"]["schemas"]["google.rpc.ErrorInfo"]["properties"]["reason"]
+    info = document["components"]["schemas"]["ErrorInfo"]["properties"]["reason"]
     assert "later release may add reasons" in info["description"]
     for error in ERROR_RESPONSES:
         description = document["components"]["responses"][error.name]["description"]

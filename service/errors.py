@@ -85,15 +85,30 @@ def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -
 
 
 def invalid_argument(
-    reason: str, message: str, field_path: str | Sequence[str] | None = None, **metadata: str
+    reason: str,
+    message: str,
+    field_path: str | Sequence[str] | None = None,
+    *,
+    description: str | None = None,
+    **metadata: str,
 ) -> ServiceError:
     """A malformed request (``INVALID_ARGUMENT``), with a field violation unless ``field_path``
     is ``None``, one per path if it is several; ``""`` names no field, the whole request
-    (as Google APIs do). A message that starts with its field's path (``seed: ...``), for
-    callers that show only the message, gives the violation the rest: the violation names
-    the field already, and a caller printing ``field: description`` would repeat it."""
+    (as Google APIs do).
+
+    The message names the field first (``seed: ...``) for callers that show only the
+    message; the violation names it as its field, so its description is only why:
+    ``description`` when given (the caller knows it apart from the path, and a message
+    naming several fields, ``a and b: ...``, or a phrase, ``a is missing or 0: ...``,
+    does not start with any one path), else the message without a leading ``path: ``
+    (a caller printing ``field: description`` would repeat the path)."""
     paths = [field_path] if isinstance(field_path, str) else field_path or ()
-    violations = tuple(FieldViolation(path, message.removeprefix(f"{path}: ")) for path in paths)
+    violations = tuple(
+        FieldViolation(
+            path, message.removeprefix(f"{path}: ") if description is None else description
+        )
+        for path in paths
+    )
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata, violations)
 
 

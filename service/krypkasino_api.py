@@ -106,6 +106,7 @@ class KrypkasinoApi:
                     ("first_dealer", "draw_for_deal"),
                     "with draw_for_deal the draw decides the first dealer (K4.2): "
                     "leave first_dealer 0",
+                    "K4.2",
                 ),
                 request.config,
             )
@@ -137,7 +138,11 @@ class KrypkasinoApi:
                 check_deck(deck, config.copies)
             except CardError as error:
                 raise invalid_argument(
-                    "DECK_INVALID", f"decks[{i}]: {error}", f"decks[{i}]", deck=str(i)
+                    "DECK_INVALID",
+                    f"decks[{i}]: {error}",
+                    f"decks[{i}]",
+                    description=str(error),
+                    deck=str(i),
                 ) from None
         if draw is not None and not config.draw_for_deal:
             raise invalid_argument(
@@ -147,12 +152,16 @@ class KrypkasinoApi:
             try:
                 check_cards_of_one_deck(draw, config.copies)
             except CardError as error:
-                raise invalid_argument("DRAW_INVALID", f"draw: {error}", "draw") from None
+                raise invalid_argument(
+                    "DRAW_INVALID", f"draw: {error}", "draw", description=str(error)
+                ) from None
         seed = request.seed if request.HasField("seed") else self._new_seed()
         try:
             state, events = open_game(config, seed=seed, decks=decks, draw=draw)
         except DrawExhaustedError as error:
-            raise invalid_argument("DRAW_EXHAUSTED", f"draw: {error}", "draw") from None
+            raise invalid_argument(
+                "DRAW_EXHAUSTED", f"draw: {error}", "draw", description=str(error)
+            ) from None
         game_id = self._new_game_id()
         info.game_id = game_id
         token, state_id = self._seal(state, game_id)
@@ -278,7 +287,10 @@ class KrypkasinoApi:
             # "state:" first: the paths inside (config.players) are the token's, not the
             # request's, which may have no such field.
             raise invalid_argument(
-                "STATE_INVALID", f"state: {error.description}", "state"
+                "STATE_INVALID",
+                f"state: {error.description}",
+                "state",
+                description=error.description,
             ) from None
         info.game_id = game_id
         return OpenedState(state, game_id, payload)
@@ -365,17 +377,22 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
 
     The message is the error's text, which ends with the rule ID in parentheses
     (``8D is not in seat 1's hand (K8.1)``), as a refused configuration's does.
-    ``CAPTURE_NOT_ON_TABLE`` (K7.3) names in ``captured_card`` the captured card the
-    table does not hold (as often as the capture names it), beside ``card``, the card played.
+    ``captured_card`` names the captured card the refusal is about, beside ``card``, the
+    card played: for ``CAPTURE_NOT_ON_TABLE`` (K7.3) the one the table does not hold (as
+    often as the capture names it), for ``CAPTURE_NOT_VALID`` under K16.7 one the card
+    played may not take. ``CAPTURE_NOT_MAXIMAL`` (K7.3) names in ``group_left`` the
+    group the capture leaves and must take too, comma-separated as ``flag`` lists flags.
     """
     extra: dict[str, str] = {}
     if error.reason is Reason.NOT_YOUR_TURN:
         extra["turn"] = str(state.turn)
     if error.card is not None:
         extra["card"] = card_str(error.card)
+    # What the English message names, so that a client can say it in its own words.
     if error.captured is not None:
-        # K7.3: the captured card the refusal is about, which the message names in English.
         extra["captured_card"] = card_str(error.captured)
+    if error.group_left:
+        extra["group_left"] = ",".join(card_str(card) for card in error.group_left)
     return failed_precondition(
         error.reason.value, str(error), rule=error.rule, seat=str(seat), **extra
     )
@@ -394,18 +411,28 @@ def _config(message: pb.GameConfig) -> Config:
 
 def _config_error(error: ConfigError, message: pb.GameConfig) -> ServiceError:
     """``CONFIG_INVALID`` naming each flag the error names, in its message (which is what
-    most callers show) and with a field violation each."""
+    most callers show) and with a field violation each, whose description is only why;
+    metadata ``flag`` and, where the reason cites one, ``rule`` (the spec rule ID)."""
     paths = codec.config_field_paths(error)
+    why = error.reason
     if error.flag == "players" and not message.players:  # proto3 cannot tell 0 from unset
-        text = f"config.players is missing or 0: {error.reason}"
+        why = f"missing or 0: {error.reason}"
+        text = f"config.players is {why}"
     else:
-        text = f"{' and '.join(paths)}: {error.reason}"
-    return invalid_argument("CONFIG_INVALID", text, paths, flag=error.flag)
+        text = f"{' and '.join(paths)}: {why}"
+    rule = {"rule": error.rule} if error.rule else {}
+    return invalid_argument("CONFIG_INVALID", text, paths, description=why, flag=error.flag, **rule)
 
 
 def _field_error(error: codec.CodecError) -> ServiceError:
     """A malformed field of the request becomes INVALID_ARGUMENT naming its path."""
-    return invalid_argument("FIELD_INVALID", str(error), error.field, field=error.field)
+    return invalid_argument(
+        "FIELD_INVALID",
+        str(error),
+        error.field,
+        description=error.description,
+        field=error.field,
+    )
 
 
 __all__ = ["GAME", "METHODS", "SERVICE_DESCRIPTOR", "SERVICE_NAME", "KrypkasinoApi"]

@@ -16,13 +16,16 @@ class ConfigError(ValueError):
     """A configuration the rules do not allow, naming the offending flag(s) (K16).
 
     ``flags`` are the culprits, two or more when only their combination is refused;
-    ``flag`` is all of them as one text (``two_player_five_six,four_four``).
+    ``flag`` is all of them as one text (``two_player_five_six,four_four``). ``rule`` is
+    the spec rule ID the refusal enforces, which ``reason`` cites in parentheses
+    (``... not 7 (K3.1)``), so that a caller need not read it from the text.
     """
 
-    def __init__(self, flags: str | tuple[str, ...], reason: str) -> None:
+    def __init__(self, flags: str | tuple[str, ...], reason: str, rule: str | None = None) -> None:
         self.flags = (flags,) if isinstance(flags, str) else flags
         self.flag = ",".join(self.flags)
         self.reason = reason
+        self.rule = rule
         super().__init__(f"{self.flag}: {reason}")
 
 
@@ -222,6 +225,7 @@ class Config:
             raise ConfigError(
                 "players",
                 f"Krypkasino needs {MIN_PLAYERS} to {MAX_PLAYERS} players, not {n} (K3.1)",
+                "K3.1",
             )
         if r.two_player_five_six:
             # All of the flags it excludes at once, so that one fix makes a valid game.
@@ -232,10 +236,13 @@ class Config:
                 raise ConfigError(
                     ("two_player_five_six", *others),
                     f"only for 2 players, not {n}{also} (K16.1)",
+                    "K16.1",
                 )
             if others:
                 raise ConfigError(
-                    ("two_player_five_six", *others), f"two_player_five_six {combined} (K16.1)"
+                    ("two_player_five_six", *others),
+                    f"two_player_five_six {combined} (K16.1)",
+                    "K16.1",
                 )
         rest, later = self.stock_after(1), self.later_distribution_size
         if rest < 0 or rest % later:
@@ -247,24 +254,30 @@ class Config:
                 f"{self.deck_size} cards cannot be dealt to {n} players: "
                 f"{rest} cards after the first distribution do not divide into "
                 f"distributions of {later} ({rule})",
+                rule,
             )
         if self.teams is Teams.PAIRS and n not in (4, 6):
-            raise ConfigError("teams", f"pairs need 4 or 6 players, not {n} (K3.2)")
+            raise ConfigError("teams", f"pairs need 4 or 6 players, not {n} (K3.2)", "K3.2")
         if self.teams is Teams.TRIOS and n != 6:
-            raise ConfigError("teams", f"trios need 6 players, not {n} (K3.2)")
+            raise ConfigError("teams", f"trios need 6 players, not {n} (K3.2)", "K3.2")
         if not 0 <= self.first_dealer < n:
             raise ConfigError(
-                "first_dealer", f"must be a seat from 0 to {n - 1}, not {self.first_dealer} (K4.2)"
+                "first_dealer",
+                f"must be a seat from 0 to {n - 1}, not {self.first_dealer} (K4.2)",
+                "K4.2",
             )
         if self.match_deals is not None and self.match_deals < 1:
             raise ConfigError(
-                "match_deals", f"must be a positive number of deals, not {self.match_deals} (K13.2)"
+                "match_deals",
+                f"must be a positive number of deals, not {self.match_deals} (K13.2)",
+                "K13.2",
             )
         if self.match_deals is not None and self.match_deals > MAX_MATCH_DEALS:
             raise ConfigError(
                 "match_deals",
                 f"at most {MAX_MATCH_DEALS} deals, not {self.match_deals}: every "
                 "finished deal travels in the state token (K13.2)",
+                "K13.2",
             )
         if self.target_score is None:
             if self.match_deals is not None and self.match_deals % n:
@@ -272,16 +285,21 @@ class Config:
                     "match_deals",
                     f"without target_score it must be a positive multiple of {n}, not "
                     f"{self.match_deals} (every player deals equally often, K13.2)",
+                    "K13.2",
                 )
         elif self.target_score < 1:
             raise ConfigError(
-                "target_score", f"must be a positive score, not {self.target_score} (K13.2)"
+                "target_score",
+                f"must be a positive score, not {self.target_score} (K13.2)",
+                "K13.2",
             )
         elif self.target_score > MAX_TARGET_SCORE and self.match_deals is None:
             raise ConfigError(
                 "target_score",
                 f"at most {MAX_TARGET_SCORE} without match_deals, not {self.target_score}: "
                 f"a higher target could outlast {MAX_MATCH_DEALS} deals (K13.2, K15.7)",
+                # K13.2 is the rule bounded; K15.7 only shows why the bound suffices.
+                "K13.2",
             )
         return self
 

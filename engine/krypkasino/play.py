@@ -8,7 +8,7 @@ import enum
 from collections import Counter
 from collections.abc import Sequence
 
-from engine.cards import CARDS_PER_DECK, Card, card_str, holds_all
+from engine.cards import CARDS_PER_DECK, JACK, KING, QUEEN, Card, card_str, holds_all
 from engine.krypkasino.config import Rules
 from engine.krypkasino.dealing import distribute, start_deal
 from engine.krypkasino.events import Captured, Crawled, DealEnded, Event, MatchEnded, TiebreakDeal
@@ -51,9 +51,13 @@ class IllegalMoveError(Exception):
 
     ``card`` is the card the rule is about, when there is one: the card played, or
     for ``MUST_SWEEP`` (and ``MUST_CAPTURE`` under K16.8) a card in hand that must
-    sweep (capture) instead. ``captured`` is, for ``CAPTURE_NOT_ON_TABLE`` (K7.3,
-    K1.4), the card the capture names more often than the table holds it, which
-    the message names too, so that a caller need not read it from the text.
+    sweep (capture) instead. ``captured`` is the captured card the refusal is about:
+    for ``CAPTURE_NOT_ON_TABLE`` (K7.3, K1.4) the card the capture names more often
+    than the table holds it; for ``CAPTURE_NOT_VALID`` under ``court_cards_rank_only``
+    (K16.7, K7.1) a captured card the played card may not take. ``group_left`` is, for
+    ``CAPTURE_NOT_MAXIMAL`` (K7.3), the group the capture leaves on the table and must
+    take too, in canonical order (K7.5). The message names each of them too; these
+    let a caller show them without reading the text.
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class IllegalMoveError(Exception):
         message: str,
         card: Card | None = None,
         captured: Card | None = None,
+        group_left: tuple[Card, ...] = (),
     ) -> None:
         super().__init__(f"{message} ({rule})")
         self.reason = reason
@@ -70,6 +75,7 @@ class IllegalMoveError(Exception):
         self.message = message
         self.card = card
         self.captured = captured
+        self.group_left = group_left
 
 
 def legal_moves(state: State, seat: int) -> list[Move]:
@@ -150,12 +156,52 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
             "K7.3",
             _not_maximal(move, left),
             move.card,
+            group_left=left,
+        )
+    if (
+        rules.court_cards_rank_only
+        and (ineligible := _ineligible(move.card, move.captures)) is not None
+    ):
+        # The captured cards may well add up (QS+2D make 14): what K7.1 forbids is the card.
+        return IllegalMoveError(
+            Reason.CAPTURE_NOT_VALID,
+            "K16.7",
+            _ineligible_message(move.card, ineligible),
+            move.card,
+            ineligible,
         )
     return IllegalMoveError(
         Reason.CAPTURE_NOT_VALID,
         "K7.2",
         f"the captured cards do not split into groups worth {hand_value(move.card)}",
         move.card,
+    )
+
+
+def _ineligible(card: Card, captures: Sequence[Card]) -> Card | None:
+    """K7.1 under ``court_cards_rank_only`` (K16.7): the first captured card that is no
+    eligible table card of ``card``, one of another rank for a played court, a court
+    for a plain card; None when each captured card is eligible."""
+    if is_court(card):
+        return next((c for c in captures if c >> 2 != card >> 2), None)
+    return next((c for c in captures if is_court(c)), None)
+
+
+_COURT_NAMES = {JACK: "jack", QUEEN: "queen", KING: "king"}
+
+
+def _ineligible_message(card: Card, captured: Card) -> str:
+    """K16.7: why ``card`` may not take ``captured`` under ``court_cards_rank_only``."""
+    if is_court(card):
+        rank = _COURT_NAMES[card >> 2]
+        return (
+            f"under court_cards_rank_only {card_str(card)} takes only {rank}s, "
+            f"not {card_str(captured)}"
+        )
+    rank = _COURT_NAMES[captured >> 2]
+    return (
+        f"under court_cards_rank_only {card_str(captured)} can be taken only by a {rank}, "
+        f"not by {card_str(card)}"
     )
 
 

@@ -147,6 +147,8 @@ class EngineDriver:
                 metadata["card"] = card_str(error.card)
             if error.captured is not None:
                 metadata["captured_card"] = card_str(error.captured)
+            if error.group_left:
+                metadata["group_left"] = ",".join(card_str(c) for c in error.group_left)
             return Refused("FAILED_PRECONDITION", error.reason.value, metadata)
         result = {
             "events": [plain(e) for e in codec.events_to_proto(events)],

@@ -44,7 +44,7 @@ INVALID_CONFIGS = [
 def test_grpc_refuses_a_match_too_long_for_its_token(stub, fields, flag):
     refusal = refused(stub.NewGame, pb.NewGameRequest(config=pb.GameConfig(**fields)))
     assert (refusal.code.name, refusal.reason) == ("INVALID_ARGUMENT", "CONFIG_INVALID")
-    assert refusal.metadata == {"flag": flag}
+    assert refusal.metadata == {"flag": flag, "rule": "K13.2"}
     assert set(refusal.violations) == {f"config.{flag}"}
 
 
@@ -74,7 +74,10 @@ def test_http_refuses_a_match_too_long_for_its_token():
     for (status, answer), (_, flag) in zip(answers, INVALID_CONFIGS, strict=True):
         assert status == 400, answer
         info = next(d for d in answer["details"] if "reason" in d)
-        assert (info["reason"], info["metadata"]) == ("CONFIG_INVALID", {"flag": flag})
+        assert (info["reason"], info["metadata"]) == (
+            "CONFIG_INVALID",
+            {"flag": flag, "rule": "K13.2"},
+        )
         violations = next(d for d in answer["details"] if "fieldViolations" in d)
         assert [v["field"] for v in violations["fieldViolations"]] == [f"config.{flag}"]
 

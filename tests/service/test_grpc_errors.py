@@ -610,30 +610,31 @@ def test_the_capture_position_is_what_the_rule_tests_assume(stub, capture_game):
 
 
 @pytest.mark.parametrize(
-    ("move", "reason", "rule", "captured"),
+    ("move", "reason", "rule", "more"),
     [
-        ("6H", "CARD_NOT_IN_HAND", "K8.1", None),
+        ("6H", "CARD_NOT_IN_HAND", "K8.1", {}),
         # AS is engine card code 0: the refusal still names it.
-        ("AS", "CARD_NOT_IN_HAND", "K8.1", None),
-        ("KS>AH", "CARD_NOT_IN_HAND", "K8.1", None),
+        ("AS", "CARD_NOT_IN_HAND", "K8.1", {}),
+        ("KS>AH", "CARD_NOT_IN_HAND", "K8.1", {}),
         # K7.3: captured_card names the captured card the table does not hold, so that
         # a client can show it without reading the message.
-        ("8D>8H", "CAPTURE_NOT_ON_TABLE", "K7.3", "8H"),
+        ("8D>8H", "CAPTURE_NOT_ON_TABLE", "K7.3", {"captured_card": "8H"}),
         # K1.4: the table holds one 8S, and the capture names it twice.
-        ("8D>AH+7C+8S+8S", "CAPTURE_NOT_ON_TABLE", "K7.3", "8S"),
-        ("8D>AH+8S", "CAPTURE_NOT_VALID", "K7.2", None),
-        ("9C>AH+7C+8S", "CAPTURE_NOT_VALID", "K7.2", None),
-        ("8D>AH+7C", "CAPTURE_NOT_MAXIMAL", "K7.3", None),
-        ("8D>8S", "CAPTURE_NOT_MAXIMAL", "K7.3", None),
-        ("8D", "MUST_CAPTURE", "K7.4", None),
-        ("9C", "MUST_CAPTURE", "K7.4", None),
+        ("8D>AH+7C+8S+8S", "CAPTURE_NOT_ON_TABLE", "K7.3", {"captured_card": "8S"}),
+        ("8D>AH+8S", "CAPTURE_NOT_VALID", "K7.2", {}),
+        ("9C>AH+7C+8S", "CAPTURE_NOT_VALID", "K7.2", {}),
+        # K7.3: group_left is the group the message names (comma-separated, in its
+        # order), so that a client can show it without reading the message.
+        ("8D>AH+7C", "CAPTURE_NOT_MAXIMAL", "K7.3", {"group_left": "8S"}),
+        ("8D>8S", "CAPTURE_NOT_MAXIMAL", "K7.3", {"group_left": "AH,7C"}),
+        ("8D", "MUST_CAPTURE", "K7.4", {}),
+        ("9C", "MUST_CAPTURE", "K7.4", {}),
     ],
 )
 def test_an_illegal_move_is_a_failed_precondition_with_its_rule(
-    stub, capture_game, move, reason, rule, captured
+    stub, capture_game, move, reason, rule, more
 ):
     refusal = refused(stub.Play, play_request(capture_game, 1, move))
-    more = {"captured_card": captured} if captured else {}
     assert_illegal(refusal, reason, rule, 1, card=move.split(">")[0], **more)  # the card played
 
 
@@ -712,6 +713,47 @@ def test_a_capture_that_is_not_maximal_names_the_group_left_under_the_variant(
     )
 
 
+@pytest.fixture(scope="module")
+def rank_only_game(stub: Stub) -> pb.NewGameResponse:
+    """K16.7: seat 1 holds AC and KH; the table holds QS, which makes 14 with 2D and 13
+    with AS, but which only a queen may take under court_cards_rank_only."""
+    # Six table cards (K16.1); removal=none keeps the table's queen (K16.5).
+    rules = Rules(two_player_five_six=True, removal=Removal.NONE, court_cards_rank_only=True)
+    hands = {1: "AC KH 3C 3D 4C", 0: "6C 6H 7D 7H 7S"}
+    deck = first_distribution_deck(Config(players=2, rules=rules), hands, "5C 9H QS 2D AS 10C")
+    config = pb.GameConfig(
+        players=2,
+        rules=pb.Rules(
+            two_player_five_six=True, removal=pb.REMOVAL_NONE, court_cards_rank_only=True
+        ),
+    )
+    return stub.NewGame(pb.NewGameRequest(config=config, decks=[deck_proto(deck)], seed=3))
+
+
+@pytest.mark.parametrize(
+    ("move", "message", "captured"),
+    [
+        (
+            "AC>QS+2D",
+            "under court_cards_rank_only QS can be taken only by a queen, not by AC (K16.7)",
+            "QS",
+        ),
+        ("KH>QS+AS", "under court_cards_rank_only KH takes only kings, not AS (K16.7)", "AS"),
+    ],
+)
+def test_a_capture_the_rank_only_variant_forbids_says_why(
+    stub, rank_only_game, move, message, captured
+):
+    """K7.1, K16.7: QS+2D do make 14 (and QS+AS 13), so the K7.2 message ("do not split
+    into groups worth 14") was false: the refusal cites K16.7 and names the ineligible
+    captured card in captured_card; the reason stays CAPTURE_NOT_VALID."""
+    assert "AC>2D+AS+QS" not in legal_texts(stub, rank_only_game, 1)
+    request = play_request(rank_only_game, 1, move)
+    refusal = refused(stub.Play, request)
+    assert refusal.message == message
+    assert_illegal(refusal, "CAPTURE_NOT_VALID", "K16.7", 1, card=move[:2], captured_card=captured)
+
+
 def test_a_move_out_of_turn_is_not_your_turn(stub, capture_game):
     refusal = refused(stub.Play, play_request(capture_game, 0, "6C"))
     assert_illegal(refusal, "NOT_YOUR_TURN", "K4.4", 0, turn="1")
@@ -778,39 +820,58 @@ def test_a_move_after_the_match_is_game_over(stub, finished_game, seat):
 
 
 @pytest.mark.parametrize(
-    ("config", "flag", "field"),
+    ("config", "flag", "rule", "field"),
     [
-        (pb.GameConfig(players=7), "players", "config.players"),
-        (pb.GameConfig(players=1), "players", "config.players"),
-        (pb.GameConfig(), "players", "config.players"),
-        (pb.GameConfig(players=-3), "players", "config.players"),
-        (pb.GameConfig(players=5, teams=pb.TEAM_MODE_PAIRS), "teams", "config.teams"),
-        (pb.GameConfig(players=4, teams=pb.TEAM_MODE_TRIOS), "teams", "config.teams"),
-        (pb.GameConfig(players=2, match_deals=3), "match_deals", "config.match_deals"),
-        (pb.GameConfig(players=4, match_deals=6), "match_deals", "config.match_deals"),
-        (pb.GameConfig(players=2, match_deals=0), "match_deals", "config.match_deals"),
-        (pb.GameConfig(players=2, target_score=0), "target_score", "config.target_score"),
-        (pb.GameConfig(players=2, first_dealer=2), "first_dealer", "config.first_dealer"),
-        (pb.GameConfig(players=3, first_dealer=-1), "first_dealer", "config.first_dealer"),
+        (pb.GameConfig(players=7), "players", "K3.1", "config.players"),
+        (pb.GameConfig(players=1), "players", "K3.1", "config.players"),
+        (pb.GameConfig(), "players", "K3.1", "config.players"),
+        (pb.GameConfig(players=-3), "players", "K3.1", "config.players"),
+        (pb.GameConfig(players=5, teams=pb.TEAM_MODE_PAIRS), "teams", "K3.2", "config.teams"),
+        (pb.GameConfig(players=4, teams=pb.TEAM_MODE_TRIOS), "teams", "K3.2", "config.teams"),
+        (pb.GameConfig(players=2, match_deals=3), "match_deals", "K13.2", "config.match_deals"),
+        (pb.GameConfig(players=4, match_deals=6), "match_deals", "K13.2", "config.match_deals"),
+        (pb.GameConfig(players=2, match_deals=0), "match_deals", "K13.2", "config.match_deals"),
+        (
+            pb.GameConfig(players=2, target_score=0),
+            "target_score",
+            "K13.2",
+            "config.target_score",
+        ),
+        (
+            pb.GameConfig(players=2, first_dealer=2),
+            "first_dealer",
+            "K4.2",
+            "config.first_dealer",
+        ),
+        (
+            pb.GameConfig(players=3, first_dealer=-1),
+            "first_dealer",
+            "K4.2",
+            "config.first_dealer",
+        ),
         (
             pb.GameConfig(players=3, rules=pb.Rules(two_player_five_six=True)),
             "two_player_five_six",
+            "K16.1",
             "config.rules.two_player_five_six",
         ),
         (
             pb.GameConfig(players=5, rules=pb.Rules(single_deck=True)),
             "single_deck",
+            "K16.3",
             "config.rules.single_deck",
         ),
         (
             pb.GameConfig(players=3, rules=pb.Rules(four_four=True)),
             "four_four",
+            "K16.2",
             "config.rules.four_four",
         ),
         # K16: only the combination is refused, so both flags are named.
         (
             pb.GameConfig(players=2, rules=pb.Rules(two_player_five_six=True, single_deck=True)),
             "two_player_five_six,single_deck",
+            "K16.1",
             "config.rules.two_player_five_six config.rules.single_deck",
         ),
         (
@@ -819,6 +880,7 @@ def test_a_move_after_the_match_is_game_over(stub, finished_game, seat):
                 rules=pb.Rules(two_player_five_six=True, four_four=True, single_deck=True),
             ),
             "two_player_five_six,four_four,single_deck",
+            "K16.1",
             "config.rules.two_player_five_six config.rules.four_four config.rules.single_deck",
         ),
         # K4.2: the draw decides the first dealer, so a dealer given beside it is refused
@@ -826,37 +888,66 @@ def test_a_move_after_the_match_is_game_over(stub, finished_game, seat):
         (
             pb.GameConfig(players=4, first_dealer=2, draw_for_deal=True),
             "first_dealer,draw_for_deal",
+            "K4.2",
             "config.first_dealer config.draw_for_deal",
         ),
     ],
 )
-def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag, field):
+def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag, rule, field):
+    """Metadata ``rule`` is the rule ID the message cites, as a refused move's is, so
+    that a client need not read it from the text."""
     refusal = refused(stub.NewGame, pb.NewGameRequest(config=config))
     assert (refusal.code, refusal.reason) == (INVALID, "CONFIG_INVALID")
-    assert refusal.metadata == {"flag": flag}
+    assert refusal.metadata == {"flag": flag, "rule": rule}
+    assert f"{rule})" in refusal.message
     assert list(refusal.violations) == field.split()
 
 
 @pytest.mark.parametrize(
-    ("request_message", "message"),
+    ("request_message", "message", "why"),
     [
         (
             pb.NewGameRequest(),
             "config.players is missing or 0: Krypkasino needs 2 to 6 players, not 0 (K3.1)",
+            "missing or 0: Krypkasino needs 2 to 6 players, not 0 (K3.1)",
         ),
         (
             pb.NewGameRequest(config=pb.GameConfig(players=7)),
             "config.players: Krypkasino needs 2 to 6 players, not 7 (K3.1)",
+            "Krypkasino needs 2 to 6 players, not 7 (K3.1)",
         ),
     ],
 )
-def test_a_missing_player_count_is_called_missing(stub, request_message, message):
+def test_a_missing_player_count_is_called_missing(stub, request_message, message, why):
     """Proto3 cannot tell an unset ``players`` from 0: the refusal says both, so that a
-    caller who left it out is not told about a 0 it never sent."""
+    caller who left it out is not told about a 0 it never sent. The field violation
+    names the field and says only why (a caller printing ``field: description`` would
+    otherwise repeat the path)."""
     refusal = refused(stub.NewGame, request_message)
-    assert (refusal.reason, refusal.metadata) == ("CONFIG_INVALID", {"flag": "players"})
+    assert (refusal.reason, refusal.metadata) == (
+        "CONFIG_INVALID",
+        {"flag": "players", "rule": "K3.1"},
+    )
     assert refusal.message == message
-    assert list(refusal.violations) == ["config.players"]
+    assert refusal.violations == {"config.players": why}
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        pb.Rules(two_player_five_six=True, four_four=True),
+        pb.Rules(two_player_five_six=True, four_four=True, single_deck=True),
+    ],
+)
+def test_a_refused_combination_s_violations_say_only_why(stub, rules):
+    """K16.1: the message names every field of the combination first (``a and b: ...``)
+    for callers that show only the message; each field violation names its field and
+    gives only the reason, not the message's list of paths again."""
+    refusal = refused(stub.NewGame, pb.NewGameRequest(config=pb.GameConfig(players=2, rules=rules)))
+    paths, why = refusal.message.split(": ", 1)
+    assert paths == " and ".join(refusal.violations)
+    assert why.startswith("two_player_five_six cannot be combined with four_four")
+    assert set(refusal.violations.values()) == {why}
 
 
 @pytest.mark.parametrize(

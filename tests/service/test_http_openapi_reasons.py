@@ -205,3 +205,11 @@ def test_capture_not_on_table_names_the_captured_card_over_http(server, refusals
     (played,) = [m["card"] for _, reason, m in refusals if reason == "CARD_NOT_IN_HAND"]
     assert metadata["captured_card"] == played  # the same card absent from hand and table
     assert set(metadata) == {"rule", "seat", "card", "captured_card"}
+
+
+def test_config_invalid_carries_the_rule_its_message_cites_over_http(server, refusals):
+    """K3.1: as a refused move's, a refused configuration's rule ID is in metadata
+    ``rule`` too, so that a client can say it in its own words without parsing the
+    English message; ``flag`` names the field."""
+    (metadata,) = [m for _, reason, m in refusals if reason == "CONFIG_INVALID"]
+    assert metadata == {"flag": "players", "rule": "K3.1"}

@@ -290,3 +290,29 @@ def test_a_capture_that_is_not_maximal_names_a_group_it_leaves(flags, position):
             groups = [remaining.cards(g) for g in remaining.groups]
             assert group in groups, (error.message, groups)
             assert len(group) == min(map(len, groups))
+            assert error.group_left == group  # what the message names, for callers
+
+
+@pytest.mark.parametrize("flags", FLAG_COMBOS, ids=_ids)
+@settings(max_examples=fuzz_examples(100), deadline=None)
+@given(position=positions())
+def test_a_capture_of_an_ineligible_card_is_refused_for_the_variant(flags, position):
+    """K7.1, K16.7: a capture refused as CAPTURE_NOT_VALID cites K16.7, naming a captured
+    card the played card may not take, exactly when some captured card is not eligible
+    by the reference's E(c); otherwise K7.2, with no captured card named."""
+    hand, table = position
+    rules = Rules(**flags)
+    state = game_position(table, {1: hand}, rules=rules)
+    for move in _candidates(hand, table):
+        try:
+            play(state, 1, move)
+        except IllegalMoveError as error:
+            if error.reason is not Reason.CAPTURE_NOT_VALID:
+                continue
+            eligible = reference.eligible(move.card, move.captures, rules)
+            if len(eligible) < len(move.captures):
+                assert error.rule == "K16.7", error
+                assert error.captured in move.captures
+                assert error.captured not in eligible
+            else:
+                assert (error.rule, error.captured) == ("K7.2", None), error

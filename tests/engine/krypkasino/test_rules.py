@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import itertools
 import random
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -112,6 +113,33 @@ def rejection(config: Config) -> ConfigError:
 
 def rejected_flag(config: Config) -> str:
     return rejection(config).flag
+
+
+@pytest.mark.parametrize(
+    ("config", "rule"),
+    [
+        (Config(players=7), "K3.1"),
+        (Config(players=3, rules=Rules(two_player_five_six=True)), "K16.1"),
+        (Config(players=2, rules=Rules(two_player_five_six=True, four_four=True)), "K16.1"),
+        (Config(players=3, rules=Rules(four_four=True)), "K16.2"),
+        (Config(players=5, rules=Rules(single_deck=True)), "K16.3"),
+        (Config(players=5, teams=Teams.PAIRS), "K3.2"),
+        (Config(players=4, teams=Teams.TRIOS), "K3.2"),
+        (Config(players=4, first_dealer=4), "K4.2"),
+        (Config(players=2, match_deals=0), "K13.2"),
+        (Config(players=2, match_deals=242), "K13.2"),
+        (Config(players=4, match_deals=5), "K13.2"),
+        (Config(players=2, target_score=0), "K13.2"),
+        (Config(players=2, target_score=481), "K13.2"),
+    ],
+)
+def test_a_refused_config_gives_the_rule_its_message_cites(config, rule):
+    """Every ``ConfigError`` carries in ``rule`` the rule ID its message cites, as an
+    ``IllegalMoveError`` does, so that a caller need not read it from the text."""
+    error = rejection(config)
+    assert error.rule == rule
+    cited = re.findall(r"\bK\d+\.\d+\b", error.reason.rsplit("(", 1)[1])
+    assert cited[0] == rule
 
 
 # --- K16 / K3.2 / K13.2 / K4.2: configuration validity ------------------------------------
@@ -1081,6 +1109,8 @@ def refused(state, seat: int, text: str) -> IllegalMoveError:
         ),
         ("AH AC 4C 6D QH", "QD 2C", 1, "2C>AH+AC", Rules(), Reason.MUST_SWEEP, "K7.6"),
         ("AH AC 4C 6D QH", "QD 2C", 1, "2C", Rules(), Reason.MUST_SWEEP, "K7.6"),
+        # K7.1 with K16.7: a court takes only its rank, whatever the sum (the reason is
+        # stable; the rule is the variant's).
         (
             "JH AC 5D",
             "QS 9C",
@@ -1088,7 +1118,7 @@ def refused(state, seat: int, text: str) -> IllegalMoveError:
             "QS>AC+JH",
             Rules(court_cards_rank_only=True),
             Reason.CAPTURE_NOT_VALID,
-            "K7.2",
+            "K16.7",
         ),
         # K7.1 with K16.7: a plain card may not take a court, even in a group of its value.
         (
@@ -1098,7 +1128,7 @@ def refused(state, seat: int, text: str) -> IllegalMoveError:
             "AD>AH+KC",
             Rules(court_cards_rank_only=True),
             Reason.CAPTURE_NOT_VALID,
-            "K7.2",
+            "K16.7",
         ),
         # K16.6: 4S would sweep, but sweeping is optional, so a crawl of 6H is refused
         # because 6H captures (K7.4), not because a sweep is forced.
@@ -1138,8 +1168,92 @@ def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule)
         assert error.card == parse_card("8D")
     else:
         assert error.card == Move.parse(move).card
-    # Only a capture of a card not on the table names a captured card (K7.3).
-    assert (error.captured is None) == (reason is not Reason.CAPTURE_NOT_ON_TABLE)
+    # Only a capture of a card not on the table (K7.3), or of one the variant makes
+    # ineligible (K16.7), names a captured card; only one not maximal a group left.
+    names_captured = reason is Reason.CAPTURE_NOT_ON_TABLE or rule == "K16.7"
+    assert (error.captured is not None) == names_captured
+    assert bool(error.group_left) == (reason is Reason.CAPTURE_NOT_MAXIMAL)
+
+
+@pytest.mark.parametrize(
+    ("table", "move", "message", "captured"),
+    [
+        # QS+2D make 14, an ace's value: only K7.1 keeps the queen out of its groups.
+        (
+            "5C 5H 9H 9D QS 2D",
+            "AC>QS+2D",
+            "under court_cards_rank_only QS can be taken only by a queen, not by AC",
+            "QS",
+        ),
+        # QS+AC make 13, a king's value; the first captured card of another rank is named.
+        (
+            "5C 5H 9H 9D QS AC",
+            "KH>QS+AC",
+            "under court_cards_rank_only KH takes only kings, not AC",
+            "AC",
+        ),
+        (
+            "5C 5H 9H 9D QS JD",
+            "KH>JD",
+            "under court_cards_rank_only KH takes only kings, not JD",
+            "JD",
+        ),
+        (
+            "5C 5H 9H 9D QS JD",
+            "JC>JD+QS",
+            "under court_cards_rank_only JC takes only jacks, not QS",
+            "QS",
+        ),
+    ],
+)
+def test_k16_7_a_capture_of_a_card_the_variant_makes_ineligible_says_so(
+    table, move, message, captured
+):
+    """K7.1, K16.7: under court_cards_rank_only a court takes only table cards of its
+    rank and a plain card no court. Such a capture may add up (the K7.2 message said it
+    did not split into groups): the refusal says what the variant forbids, and
+    ``captured`` is the captured card it names; the reason stays CAPTURE_NOT_VALID."""
+    rules = Rules(court_cards_rank_only=True)
+    played = Move.parse(move).card
+    error = refused(position(table, {1: f"{card_str(played)} 2C"}, rules=rules), 1, move)
+    assert (error.reason, error.rule, error.message) == (
+        Reason.CAPTURE_NOT_VALID,
+        "K16.7",
+        message,
+    )
+    assert (error.card, error.captured) == (played, parse_card(captured))
+    assert str(error) == f"{message} (K16.7)"
+
+
+def test_k7_2_a_capture_of_eligible_cards_that_do_not_add_up_keeps_its_message():
+    """K7.2 under court_cards_rank_only too: eligible cards that make no groups."""
+    rules = Rules(court_cards_rank_only=True)
+    error = refused(position("5C 5H 9H 9D QS 2D", {1: "AC 2C"}, rules=rules), 1, "AC>5C+2D")
+    assert (error.reason, error.rule, error.message) == (
+        Reason.CAPTURE_NOT_VALID,
+        "K7.2",
+        "the captured cards do not split into groups worth 14",
+    )
+    assert error.captured is None
+
+
+@pytest.mark.parametrize(
+    ("table", "move", "rules", "left"),
+    [
+        ("KC 5D 8D 9H", "KH>KC", Rules(), "5D 8D"),
+        ("KC 5D 8D 9H", "KH>5D+8D", Rules(), "KC"),
+        # K16.7: a played court's group is a single card of its rank.
+        ("KC KS 5D 8D", "KH>KC", Rules(court_cards_rank_only=True), "KS"),
+    ],
+)
+def test_k7_3_a_capture_that_is_not_maximal_gives_the_group_it_leaves(table, move, rules, left):
+    """K7.3: ``group_left`` is the group the message names, in its order, so that a
+    caller can show it without reading the message."""
+    error = refused(position(table, {1: "KH 2C"}, rules=rules), 1, move)
+    assert error.reason is Reason.CAPTURE_NOT_MAXIMAL
+    assert error.group_left == tuple(parse_cards(left))
+    joined = "+".join(card_str(card) for card in error.group_left)
+    assert f", but {joined} left on the table also" in error.message
 
 
 @pytest.mark.parametrize("code", [-1, 52, 60])

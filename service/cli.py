@@ -80,6 +80,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _UsageError(_without_argument_word(message), self.prog)
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A value not among ``choices`` is refused as every other value is (``--seed:
+        must be ...``, the service's ``seat: must be 0 to 1, not 5``): what it must be,
+        then what it was, where argparse says ``invalid choice: 'quad' (choose from
+        'individual', ...)``. Choices are command names and words, none needing quotes."""
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(str, action.choices))
+            raise argparse.ArgumentError(action, f"must be one of {choices}, not {value!r}")
+        super()._check_value(action, value)
+
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
             sys.stderr.write(message)
@@ -118,9 +128,9 @@ def positive_argument(text: str) -> int:
 
 
 def seed_argument(text: str) -> int:
-    """A game seed as ``NewGame`` takes it: 0 to 2^64-1, so a game played through
-    ``--server`` and in-process are the same game. Said in decimal, as the HTTP
-    gateway says it."""
+    """A game seed as ``NewGame`` takes it: 0 to 18446744073709551615 (a uint64), so a
+    game played through ``--server`` and in-process are the same game. Said in decimal,
+    as the refusal and the HTTP gateway say it."""
     value = _whole_number(text, f"from 0 to {MAX_SEED}")
     if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"must be 0 to {MAX_SEED}, not {value}")
@@ -212,7 +222,7 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--seed",
         type=seed_argument,
         default=0,
-        help="seeds the shuffles and the policy (0 to 2^64-1; default: 0)",
+        help=f"seeds the shuffles and the policy (0 to {MAX_SEED}; default: 0)",
     )
     sim.add_argument(
         "--deck",

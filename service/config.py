@@ -345,7 +345,7 @@ def host_port(host: str, port: int) -> str:
 def _choice(source: str, text: str, choices: tuple[str, ...]) -> str:
     """One of ``choices`` (all lower case), in any case: ``INFO`` is ``info``."""
     if (choice := text.strip().lower()) not in choices:
-        raise ConfigValueError(f"{source}: {text!r} is not one of {', '.join(choices)}")
+        raise ConfigValueError(f"{source}: must be one of {', '.join(choices)}, not {text!r}")
     return choice
 
 
@@ -356,7 +356,7 @@ def _bool(source: str, text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise ConfigValueError(
-        f"{source}: {text!r} is not true or false (true, false, 1, 0, yes, no, on or off)"
+        f"{source}: must be true or false (true, false, 1, 0, yes, no, on or off), not {text!r}"
     )
 
 

@@ -96,8 +96,10 @@ def invalid_argument(
     is ``None``, one per path if it is several; ``""`` names no field, the whole request
     (as Google APIs do).
 
-    The message names the field first (``seed: ...``) for callers that show only the
-    message; the violation names it as its field, so its description is only why:
+    The message names the field first, ``path: why`` (``seat: must be 0 to 1, not 5``,
+    never ``seat must be ...``, whose why no prefix strips), for callers that show only
+    the message (docs/api.md, "Errors"); the violation names the field as its field, so
+    its description is only why:
     ``description`` when given (the caller knows it apart from the path, and a message
     naming several fields, ``a and b: ...``, or a phrase, ``a is missing or 0: ...``,
     does not start with any one path), else the message without a leading ``path: ``

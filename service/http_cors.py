@@ -107,5 +107,7 @@ def parse_origins(text: str) -> tuple[str, ...]:
             origins.append(normal)
         else:
             hint = "" if origin.isascii() else " (a host beyond ASCII goes in its xn-- form)"
-            raise ValueError(f"{origin!r} is not an origin like https://example.com[:port]{hint}")
+            raise ValueError(
+                f"must be an origin like https://example.com[:port], not {origin!r}{hint}"
+            )
     return tuple(origins)

@@ -12,7 +12,9 @@ without a leading zero (json_format takes ``"1e3"`` and ``"07"``), and values
 of the wrong JSON type. A refusal is
 ``INVALID_ARGUMENT`` with reason ``JSON_INVALID`` and a ``BadRequest`` naming
 the offending field by its proto path (``decks[0].cards[3].rank``), like
-every other field violation.
+every other field violation: the message is ``path: why``
+(``seed: must be 0 to 18446744073709551615, not -1``), the violation's
+description the why alone.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ _PARSER_SUFFIX = re.compile(r'(?: at "?[A-Za-z_][\w.\[\]]*"?)?\.*$')
 # client sent (``_json_invalid``); room for the longest enum's names (Rank's) and a path.
 _REFUSAL_TEXT_CHARS = 400
 _LONGEST_SLIP = 64  # a longer unknown name is no slip (``_near_field``)
+# A name a path shows plainly; another (``a.b``, ``""``) is quoted in the refusal too, as
+# the path alone would read as other fields or none.
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # proto3 JSON bytes: standard or URL-safe base64, with or without padding.
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
@@ -210,7 +215,7 @@ def parse_request(body: bytes, message_class: type[MessageT], limit: int | None 
         field = offending_field(value, descriptor)
         reason = _innermost(str(error))
         # json_format's words name no field ("Value out of range: 7"), this project's do.
-        raise _json_invalid(field, f"{field}: {reason}" if field else reason) from None
+        raise _json_invalid(field, reason) from None
     return message
 
 
@@ -258,7 +263,10 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
     if isinstance(value, _Duplicated):
         field = fields.get(value.duplicate)
         name = f"{path}.{value.duplicate if field is None else field.name}".lstrip(".")
-        raise _json_invalid(name, f"the field {name} appears twice")
+        plain = field is not None or _PLAIN_NAME.fullmatch(value.duplicate)
+        raise _json_invalid(
+            name, "appears twice" if plain else f"the name {_quoted(value.duplicate)} appears twice"
+        )
     seen: dict[str, str] = {}  # proto name -> the JSON name it was given under
     for key, item in value.items():
         field = fields.get(key)
@@ -272,12 +280,11 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
                 or _part_of_an_answer(descriptor, key, path)
             )
             owner = path or "the request"
-            raise _json_invalid(name, f"{owner} has no field {_quoted(key)}{hint}")
+            what = "such field" if _PLAIN_NAME.fullmatch(key) else f"field {_quoted(key)}"
+            raise _json_invalid(name, f"{owner} has no {what}{hint}")
         name = f"{path}.{field.name}".lstrip(".")
         if field.name in seen:
-            raise _json_invalid(
-                name, f"the field {name} appears twice, as {seen[field.name]} and {key}"
-            )
+            raise _json_invalid(name, f"appears twice, as {seen[field.name]} and {key}")
         seen[field.name] = key
         _check_field(item, field, name, floor)
 
@@ -298,7 +305,7 @@ def _check_field(value: object, field: FieldDescriptor, path: str, floor: _SizeF
             raise _wrong_type(path, "a JSON object", value)
         if isinstance(value, _Duplicated):
             key_path = _map_entry_path(path, value.duplicate)
-            raise _json_invalid(key_path, f"the map key of {key_path} appears twice")
+            raise _json_invalid(key_path, "the key appears twice")
         value_field = nested.fields_by_name["value"]
         for key, item in value.items():
             _check_single(item, value_field, _map_entry_path(path, key), floor)
@@ -334,9 +341,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         _refuse_inexact(value, path, bounds)
         if isinstance(value, str):
             if not _CANONICAL_INTEGER.fullmatch(value):
-                raise _json_invalid(
-                    path, f"{path} must be an integer ({_SPELLING}), not {_quoted(value)}"
-                )
+                raise _json_invalid(path, f"must be an integer ({_SPELLING}), not {_quoted(value)}")
             _refuse_long(value, path, bounds)
         elif isinstance(value, bool) or not isinstance(value, int):
             raise _wrong_type(path, "an integer (a JSON number or string)", value)
@@ -362,7 +367,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
         if name is None and isinstance(value, str) and not _CANONICAL_INTEGER.fullmatch(value):
             raise _json_invalid(
                 path,
-                f"{path} must be an enum value name or number ({_SPELLING}), not {_quoted(value)}",
+                f"must be an enum value name or number ({_SPELLING}), not {_quoted(value)}",
             )
         if name is None and not _is_int32(value):
             raise _out_of_range(path, _numbers_of(enum), str(value))
@@ -371,12 +376,12 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             # valid. *_UNSPECIFIED is left out: it means the field left out, which a card's
             # rank and suit may not be, and every setting has a name for its default.
             names = ", ".join(n for n in enum.values_by_name if not n.endswith("_UNSPECIFIED"))
-            raise _json_invalid(path, f"{path} must be one of {names}, not {_quoted(name)}")
+            raise _json_invalid(path, f"must be one of {names}, not {_quoted(name)}")
     elif field.type == FieldDescriptor.TYPE_BYTES:
         if not isinstance(value, str):
             raise _wrong_type(path, "base64 (a JSON string)", value)
         if (problem := _base64_problem(value)) is not None:
-            raise _json_invalid(path, f"{path} is not base64: {problem}")
+            raise _json_invalid(path, f"not base64: {problem}")
     elif not isinstance(value, str):
         raise _wrong_type(path, "a JSON string", value)
 
@@ -393,7 +398,7 @@ def _refuse_inexact(value: object, path: str, bounds: tuple[int, int]) -> None:
     if isinstance(value, _Inexact):
         if value.whole:
             raise _out_of_range(path, bounds, value.text)
-        raise _json_invalid(path, f"{path} must be a whole number, not {value.text}")
+        raise _json_invalid(path, f"must be a whole number, not {value.text}")
 
 
 @functools.cache
@@ -405,8 +410,8 @@ def _numbers_of(enum: EnumDescriptor | None) -> tuple[int, int]:
 
 
 def _out_of_range(path: str, bounds: tuple[int, int], text: str) -> ServiceError:
-    """``seed must be 0 to 18446744073709551615, not -1``; a long number cut short."""
-    return _json_invalid(path, f"{path} must be {bounds[0]} to {bounds[1]}, not {_cut(text, 40)}")
+    """``seed: must be 0 to 18446744073709551615, not -1``; a long number cut short."""
+    return _json_invalid(path, f"must be {bounds[0]} to {bounds[1]}, not {_cut(text, 40)}")
 
 
 def _is_int32(number: str | int) -> bool:
@@ -461,7 +466,7 @@ def _json_kind(value: object) -> str:
 
 
 def _wrong_type(path: str, expected: str, value: object) -> ServiceError:
-    return _json_invalid(path, f"{path} must be {expected}, not {_json_kind(value)}")
+    return _json_invalid(path, f"must be {expected}, not {_json_kind(value)}")
 
 
 def _holds_lone_surrogate(value: object) -> bool:
@@ -486,13 +491,15 @@ def _holds_lone_surrogate(value: object) -> bool:
     return False
 
 
-def _json_invalid(field: str, description: str) -> ServiceError:
-    """``field`` is "" for the whole body. Both are cut short, since they may hold what
-    the client sent: json_format's messages quote values whole, and a field path holds
-    unknown names."""
-    return invalid_argument(
-        JSON_INVALID, _cut(description, _REFUSAL_TEXT_CHARS), _cut(field, _REFUSAL_TEXT_CHARS)
-    )
+def _json_invalid(field: str, why: str) -> ServiceError:
+    """The message ``field: why`` (docs/api.md, "Errors"), the violation's description
+    ``why`` alone; ``field`` is "" for the whole body, whose message is ``why``. Each is
+    cut short on its own, since both may hold what the client sent (json_format's
+    messages quote values whole, and a field path holds unknown names): a message cut
+    as a whole could lose its why behind a long path."""
+    field, why = _cut(field, _REFUSAL_TEXT_CHARS), _cut(why, _REFUSAL_TEXT_CHARS)
+    message = f"{field}: {why}" if field else why
+    return invalid_argument(JSON_INVALID, message, field, description=why)
 
 
 def _innermost(text: str) -> str:
@@ -542,7 +549,7 @@ def _part_of_an_answer(descriptor: Descriptor, key: str, path: str) -> str:
         for element, where in _listed_holders(target):
             if key in _fields_by_name(element):
                 return (
-                    f", which a {element.name} has; did you mean to send only the "
+                    f"; a {element.name} has it: did you mean to send only the "
                     f"{element.name}'s {where} as {target_path}?"
                 )
     return ""

@@ -312,7 +312,7 @@ class KrypkasinoApi:
         if not 0 <= seat < players:
             raise invalid_argument(
                 "SEAT_INVALID",
-                f"seat must be 0 to {players - 1}, not {seat}",
+                f"seat: must be 0 to {players - 1}, not {seat}",
                 "seat",
                 seat=str(seat),
                 players=str(players),

@@ -125,12 +125,22 @@ def status_refusal(status: status_pb2.Status) -> Refusal:
             # Only a request that is no request message of this release names no field.
             assert violation.description, violation
             assert violation.field or info.reason in WHOLE_REQUEST_REASONS, violation
+            assert not names_its_field(violation.field, violation.description), violation
             violations[violation.field] = violation.description
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         assert violations, f"malformed input without a field violation: {status}"
     return Refusal(
         code, status.message, info.reason, dict(info.metadata), violations, bool(bad_requests)
     )
+
+
+def names_its_field(field: str, description: str) -> bool:
+    """Whether a violation's description starts with its own field as its subject
+    (``seat must be ...``, ``seat: ...``), which docs/api.md, "Errors", says it does not:
+    the violation names the field, its description says only why, and a UI printing
+    ``field: description`` would repeat it. A sentence about a thing the field holds
+    (``state token is too short``) is a why."""
+    return bool(field) and description.startswith((f"{field} must ", f"{field} is ", f"{field}: "))
 
 
 def refusal_of(error: grpc.RpcError) -> Refusal:

@@ -23,6 +23,7 @@ from service.http_gateway import BODY_SECONDS, HttpGateway, start_http
 from service.openapi import SERVICES
 from service.server import build_api
 from service.tokens import KeyRing
+from tests.service.grpc_helpers import names_its_field
 from tests.service.server_process import TEST_KEY, ServerProcess
 
 ORIGIN = "https://play.example"
@@ -78,6 +79,7 @@ def refusal(status_json: Any) -> tuple[int, str, dict[str, str], dict[str, str]]
     )
     assert infos[0]["domain"] == "cardrules"
     violations = {v.get("field", ""): v["description"] for b in bad for v in b["fieldViolations"]}
+    assert not any(names_its_field(*item) for item in violations.items()), violations
     return status_json["code"], infos[0]["reason"], infos[0].get("metadata", {}), violations
 
 

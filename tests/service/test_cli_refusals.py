@@ -1,6 +1,6 @@
 """The command line's refusals, in one style (service/cli.py, service/config.py): the flag
 or variable, then why; a range as ``must be LOW to HIGH, not X`` in decimal, as the HTTP
-gateway words it (``seed must be 0 to 18446744073709551615, not -1``); text that is no
+gateway words it (``seed: must be 0 to 18446744073709551615, not -1``); text that is no
 number as ``must be a whole number from LOW to HIGH, not 'abc'``; never argparse's
 ``argument --flag:``. Each runs the real command: ``serve`` in a process of its own (it
 takes the stop signals of the process it runs in), ``simulate`` through ``main``."""
@@ -102,7 +102,11 @@ def test_serve_names_a_flag_argparse_refuses_without_its_argument_word() -> None
             f"--games: must be 1 to 2 from --seed {LAST_SEED - 1} (the last seed is "
             f"{LAST_SEED}), not 3",
         ),
-        (["--teams", "quads"], "--teams: invalid choice: 'quads' (choose from"),
+        (
+            ["--teams", "quads"],
+            f"--teams: must be one of individual, pairs, trios, not 'quads'{HELP}",
+        ),
+        (["--policy", "best"], f"--policy: must be one of greedy, random, not 'best'{HELP}"),
         (
             ["--first-dealer", "1", "--draw-for-deal"],
             "--draw-for-deal: not allowed with --first-dealer",
@@ -113,12 +117,22 @@ def test_simulate_words_a_bad_number_as_a_range_naming_its_flag(
     capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
     """Was ``argument --seed: must be 0 to 2^64-1, not -1``, ``argument --games: not a
-    whole number: 'x'`` and ``--games 3 from --seed ... goes past seed 2^64-1``."""
+    whole number: 'x'``, ``--games 3 from --seed ... goes past seed 2^64-1`` and
+    ``--teams: invalid choice: 'quads' (choose from 'individual', 'pairs', 'trios')``."""
     status = main(["simulate", "krypkasino", "--players", "4", *argv])
     out, err = capsys.readouterr()
     assert (status, out) == (2, "")
     assert err.startswith(f"cardrules: error: {message}"), err
     assert err.count("\n") == 1
+
+
+def test_simulate_help_gives_the_seed_range_in_decimal_as_its_refusal_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Was ``0 to 2^64-1``, a number nobody types; the refusal says 18446744073709551615."""
+    assert main(["simulate", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"seeds the shuffles and the policy (0 to {LAST_SEED}; default: 0)" in help_text
 
 
 @pytest.mark.parametrize(

@@ -161,9 +161,31 @@ def test_a_value_set_but_empty_says_so_whether_flag_or_variable(flag: str, empty
 
 def test_a_boolean_that_is_none_names_the_words_it_could_be() -> None:
     assert refusal([], {"CARDRULES_PLAIN_STATE": "maybe"}) == (
-        "CARDRULES_PLAIN_STATE: 'maybe' is not true or false "
-        "(true, false, 1, 0, yes, no, on or off)"
+        "CARDRULES_PLAIN_STATE: must be true or false "
+        "(true, false, 1, 0, yes, no, on or off), not 'maybe'"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--log-format", "xml"], "--log-format: must be one of auto, json, console, not 'xml'"),
+        (
+            ["--log-level", "trace"],
+            "--log-level: must be one of debug, info, warning, error, not 'trace'",
+        ),
+        (
+            ["--cors-origins", "https://a.example, ftp://x"],
+            "--cors-origins: must be an origin like https://example.com[:port], not 'ftp://x'",
+        ),
+    ],
+)
+def test_a_word_not_among_its_choices_is_told_them_then_what_it_was(
+    argv: list[str], message: str
+) -> None:
+    """In the words of every other setting (``must be ..., not ...``), as the simulate
+    command's ``--teams`` is; was ``--log-format: 'xml' is not one of auto, ...``."""
+    assert refusal(argv, {}) == message
 
 
 @pytest.mark.parametrize(

@@ -514,7 +514,10 @@ def test_a_seat_out_of_range_is_invalid(stub, game, seat):
         refusals = seat_calls(stub, game, seat, token)
         assert_seat_refused(refusals, INVALID, "SEAT_INVALID")
         for refusal in refusals.values():
-            assert set(refusal.violations) == {"seat"}
+            # docs/api.md, "Errors": the message names the field first, the violation
+            # says only why.
+            why = f"must be 0 to 1, not {seat}"
+            assert (refusal.message, refusal.violations) == (f"seat: {why}", {"seat": why})
             assert refusal.metadata == {"seat": str(seat), "players": "2"}
 
 

@@ -292,7 +292,7 @@ def test_a_comment_s_paragraphs_stay_paragraphs_and_its_lines_are_joined():
     config = notes["cardrules.krypkasino.v1.NewGameRequest.config"]
     assert config.startswith(
         "The match configuration. Beyond each field's own range, NewGame refuses "
-        "these combinations (CONFIG_INVALID, metadata flag):\n\nWithout target_score, "
+        "these combinations (CONFIG_INVALID, metadata flag and rule):\n\nWithout target_score, "
     )
     assert "\n\n\n" not in config and "\n" not in config.replace("\n\n", "")
 

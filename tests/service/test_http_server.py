@@ -141,6 +141,31 @@ def test_a_404_names_the_path_an_unknown_one_is_a_slip_from(server, path, near):
     assert body["message"] == f"no route for this path{hint}"
 
 
+def test_a_seat_outside_the_game_is_refused_naming_the_seat_first(server, json_game):
+    """docs/api.md, "Errors": the message names the field first, the violation says only
+    why (was ``seat must be 0 to 1, not 5`` in both)."""
+    asked = {"state": json_game["state"], "seat": 5, "seatToken": json_game["seatTokens"][0]}
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:getView", json.dumps(asked).encode()
+    )
+    assert (status, value["message"]) == (400, "seat: must be 0 to 1, not 5")
+    assert refusal(value)[1:] == (
+        "SEAT_INVALID",
+        {"seat": "5", "players": "2"},
+        {"seat": "must be 0 to 1, not 5"},
+    )
+
+
+def test_a_json_value_out_of_range_is_refused_naming_its_field_first(server):
+    """docs/api.md, "Errors" and "JSON": ``path: why``, the violation the why alone (was
+    ``config.players must be -2147483648 to 2147483647, not 99999999999`` in both)."""
+    body = b'{"config": {"players": 99999999999}, "seed": -1}'
+    status, _, value = exchange(f"{server.http_url}/v1/krypkasino:newGame", body)
+    why = "must be -2147483648 to 2147483647, not 99999999999"
+    assert (status, value["message"]) == (400, f"config.players: {why}")
+    assert refusal(value)[1:] == ("JSON_INVALID", {}, {"config.players": why})
+
+
 def test_a_body_with_a_byte_order_mark_is_served(server):
     """docs/api.md, "JSON": as Windows tools write it before the JSON."""
     body = codecs.BOM_UTF8 + json.dumps({"config": {"players": 2}}).encode()
@@ -866,7 +891,11 @@ def test_port_cors_origins_and_limit_come_from_the_environment():
 @pytest.mark.parametrize(
     ("env", "complaint"),
     [
-        ({"CARDRULES_CORS_ORIGINS": "play.example"}, "CARDRULES_CORS_ORIGINS: 'play.example'"),
+        (
+            {"CARDRULES_CORS_ORIGINS": "play.example"},
+            "CARDRULES_CORS_ORIGINS: must be an origin like https://example.com[:port], "
+            "not 'play.example'",
+        ),
         ({"CARDRULES_HTTP_PORT": "80000"}, "CARDRULES_HTTP_PORT: must be 0 to 65535, not 80000"),
     ],
 )

@@ -1323,8 +1323,17 @@ def test_a_list_given_twice_or_an_abbreviated_flag_is_refused(
             {},
             "--grpc-port: must be a whole number from 0 to 65535, not '{key}'",
         ),
-        (("--log-level", KEY_A), {}, "--log-level: '{key}' is not one of debug, info,"),
-        ((), {"CARDRULES_PLAIN_STATE": KEY_A}, "CARDRULES_PLAIN_STATE: '{key}' is not true"),
+        (
+            ("--log-level", KEY_A),
+            {},
+            "--log-level: must be one of debug, info, warning, error, not '{key}'",
+        ),
+        (
+            (),
+            {"CARDRULES_PLAIN_STATE": KEY_A},
+            "CARDRULES_PLAIN_STATE: must be true or false (true, false, 1, 0, yes, no, on or off),"
+            " not '{key}'",
+        ),
         (("--host", KEY_A), {}, "--host: {key} is not a host name or address"),
     ],
 )

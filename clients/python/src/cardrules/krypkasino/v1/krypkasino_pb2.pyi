@@ -1056,7 +1056,7 @@ class NewGameRequest(_message.Message):
     @_builtins.property
     def config(self) -> Global___GameConfig:
         """The match configuration. Beyond each field's own range, NewGame refuses
-        these combinations (CONFIG_INVALID, metadata flag):
+        these combinations (CONFIG_INVALID, metadata flag and rule):
 
         Without target_score, match_deals must be a positive multiple of players,
         so that every player deals equally often (K13.2); with target_score any

@@ -96,14 +96,11 @@ def invalid_argument(
     is ``None``, one per path if it is several; ``""`` names no field, the whole request
     (as Google APIs do).
 
-    The message names the field first, ``path: why`` (``seat: must be 0 to 1, not 5``,
-    never ``seat must be ...``, whose why no prefix strips), for callers that show only
-    the message (docs/api.md, "Errors"); the violation names the field as its field, so
-    its description is only why:
-    ``description`` when given (the caller knows it apart from the path, and a message
-    naming several fields, ``a and b: ...``, or a phrase, ``a is missing or 0: ...``,
-    does not start with any one path), else the message without a leading ``path: ``
-    (a caller printing ``field: description`` would repeat the path)."""
+    The message names the field first, ``path: why`` (``seat: must be 0 to 1, not 5``),
+    for callers that show only the message (docs/api.md, "Errors"); the violation's
+    field names it already, so its description is the why alone: ``description`` where
+    the message does not start with one path (``a and b: ...``), else the message
+    without its ``path: ``."""
     paths = [field_path] if isinstance(field_path, str) else field_path or ()
     violations = tuple(
         FieldViolation(

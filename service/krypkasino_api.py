@@ -138,11 +138,7 @@ class KrypkasinoApi:
                 check_deck(deck, config.copies)
             except CardError as error:
                 raise invalid_argument(
-                    "DECK_INVALID",
-                    f"decks[{i}]: {error}",
-                    f"decks[{i}]",
-                    description=str(error),
-                    deck=str(i),
+                    "DECK_INVALID", f"decks[{i}]: {error}", f"decks[{i}]", deck=str(i)
                 ) from None
         if draw is not None and not config.draw_for_deal:
             raise invalid_argument(
@@ -152,16 +148,12 @@ class KrypkasinoApi:
             try:
                 check_cards_of_one_deck(draw, config.copies)
             except CardError as error:
-                raise invalid_argument(
-                    "DRAW_INVALID", f"draw: {error}", "draw", description=str(error)
-                ) from None
+                raise invalid_argument("DRAW_INVALID", f"draw: {error}", "draw") from None
         seed = request.seed if request.HasField("seed") else self._new_seed()
         try:
             state, events = open_game(config, seed=seed, decks=decks, draw=draw)
         except DrawExhaustedError as error:
-            raise invalid_argument(
-                "DRAW_EXHAUSTED", f"draw: {error}", "draw", description=str(error)
-            ) from None
+            raise invalid_argument("DRAW_EXHAUSTED", f"draw: {error}", "draw") from None
         game_id = self._new_game_id()
         info.game_id = game_id
         token, state_id = self._seal(state, game_id)
@@ -287,10 +279,7 @@ class KrypkasinoApi:
             # "state:" first: the paths inside (config.players) are the token's, not the
             # request's, which may have no such field.
             raise invalid_argument(
-                "STATE_INVALID",
-                f"state: {error.description}",
-                "state",
-                description=error.description,
+                "STATE_INVALID", f"state: {error.description}", "state"
             ) from None
         info.game_id = game_id
         return OpenedState(state, game_id, payload)
@@ -426,13 +415,7 @@ def _config_error(error: ConfigError, message: pb.GameConfig) -> ServiceError:
 
 def _field_error(error: codec.CodecError) -> ServiceError:
     """A malformed field of the request becomes INVALID_ARGUMENT naming its path."""
-    return invalid_argument(
-        "FIELD_INVALID",
-        str(error),
-        error.field,
-        description=error.description,
-        field=error.field,
-    )
+    return invalid_argument("FIELD_INVALID", str(error), error.field, field=error.field)
 
 
 __all__ = ["GAME", "METHODS", "SERVICE_DESCRIPTOR", "SERVICE_NAME", "KrypkasinoApi"]

@@ -371,6 +371,9 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
     often as the capture names it), for ``CAPTURE_NOT_VALID`` under K16.7 one the card
     played may not take. ``CAPTURE_NOT_MAXIMAL`` (K7.3) names in ``group_left`` the
     group the capture leaves and must take too, comma-separated as ``flag`` lists flags.
+    ``MUST_SWEEP`` (K7.6) lists in ``sweeping_cards`` every card in hand that sweeps, and
+    ``MUST_CAPTURE`` under K16.8 in ``capturing_cards`` every one that captures, each
+    code once, comma-separated in K1.6's order; ``card`` is the first of them.
     """
     extra: dict[str, str] = {}
     if error.reason is Reason.NOT_YOUR_TURN:
@@ -382,6 +385,9 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
         extra["captured_card"] = card_str(error.captured)
     if error.group_left:
         extra["group_left"] = ",".join(card_str(card) for card in error.group_left)
+    if error.alternatives:
+        key = "sweeping_cards" if error.reason is Reason.MUST_SWEEP else "capturing_cards"
+        extra[key] = ",".join(card_str(card) for card in error.alternatives)
     return failed_precondition(
         error.reason.value, str(error), rule=error.rule, seat=str(seat), **extra
     )

@@ -56,8 +56,11 @@ class IllegalMoveError(Exception):
     than the table holds it; for ``CAPTURE_NOT_VALID`` under ``court_cards_rank_only``
     (K16.7, K7.1) a captured card the played card may not take. ``group_left`` is, for
     ``CAPTURE_NOT_MAXIMAL`` (K7.3), the group the capture leaves on the table and must
-    take too, in canonical order (K7.5). The message names each of them too; these
-    let a caller show them without reading the text.
+    take too, in canonical order (K7.5). ``alternatives`` is, for ``MUST_SWEEP`` (K7.6),
+    every card in hand that sweeps, and for ``MUST_CAPTURE`` under K16.8 every one that
+    captures: the cards of which the seat must play one, each code once (two decks may
+    deal two), in canonical order (K1.6), so ``card`` is the first. The message names
+    each of them too; these let a caller show them without reading the text.
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class IllegalMoveError(Exception):
         card: Card | None = None,
         captured: Card | None = None,
         group_left: tuple[Card, ...] = (),
+        alternatives: tuple[Card, ...] = (),
     ) -> None:
         super().__init__(f"{message} ({rule})")
         self.reason = reason
@@ -76,6 +80,7 @@ class IllegalMoveError(Exception):
         self.card = card
         self.captured = captured
         self.group_left = group_left
+        self.alternatives = alternatives
 
 
 def legal_moves(state: State, seat: int) -> list[Move]:
@@ -129,23 +134,28 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
     legal = table_moves(hand, table, rules)
     # K7.6 leaves only sweeps when one is possible, so the first legal move tells.
     if not rules.no_forced_sweep and len(legal[0].captures) == len(table) > 0:
+        sweeping = _cards_of(legal)
+        pronoun = "it" if len(sweeping) == 1 else "one"
         return IllegalMoveError(
             Reason.MUST_SWEEP,
             "K7.6",
-            f"{card_str(legal[0].card)} in hand sweeps the table, so it must",
-            legal[0].card,
+            f"{_either(sweeping)} in hand sweeps the table, so {pronoun} must",
+            sweeping[0],
+            alternatives=sweeping,
         )
     if move.is_crawl:
         if any(m.card == move.card for m in legal):
             return IllegalMoveError(
                 Reason.MUST_CAPTURE, "K7.4", f"{card_str(move.card)} must capture", move.card
             )
-        # K16.8 leaves only captures, so the first legal move names a card that captures.
+        # K16.8 leaves only captures, so the legal moves' cards are those that capture.
+        capturing = _cards_of(legal)
         return IllegalMoveError(
             Reason.MUST_CAPTURE,
             "K16.8",
-            f"{card_str(legal[0].card)} can capture, so no card may crawl (must_capture_if_able)",
-            legal[0].card,
+            f"{_either(capturing)} can capture, so no card may crawl (must_capture_if_able)",
+            capturing[0],
+            alternatives=capturing,
         )
     # A capture that splits into groups (K7.2) is refused only for a group it leaves (K7.3).
     if splits_into_groups(move.card, move.captures, rules) and (
@@ -176,6 +186,22 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
         f"the captured cards do not split into groups worth {hand_value(move.card)}",
         move.card,
     )
+
+
+def _cards_of(moves: Sequence[Move]) -> tuple[Card, ...]:
+    """K7.7: the distinct cards the moves play, in their order (K1.6 for legal moves).
+
+    Each code once: a hand of two decks may hold two copies, which play the same moves
+    (K7.5), and a refusal names the card, not the copy.
+    """
+    return tuple(dict.fromkeys(move.card for move in moves))
+
+
+def _either(cards: Sequence[Card]) -> str:
+    """Cards of which one is to be played, in their order: ``JH``, ``JH or JC``,
+    ``4S, JH or JC``."""
+    codes = [card_str(card) for card in cards]
+    return codes[0] if len(codes) == 1 else f"{', '.join(codes[:-1])} or {codes[-1]}"
 
 
 def _ineligible(card: Card, captures: Sequence[Card]) -> Card | None:

@@ -149,6 +149,10 @@ class EngineDriver:
                 metadata["captured_card"] = card_str(error.captured)
             if error.group_left:
                 metadata["group_left"] = ",".join(card_str(c) for c in error.group_left)
+            if error.reason is Reason.MUST_SWEEP:
+                metadata["sweeping_cards"] = ",".join(card_str(c) for c in error.alternatives)
+            elif error.rule == "K16.8":
+                metadata["capturing_cards"] = ",".join(card_str(c) for c in error.alternatives)
             return Refused("FAILED_PRECONDITION", error.reason.value, metadata)
         result = {
             "events": [plain(e) for e in codec.events_to_proto(events)],

@@ -766,9 +766,13 @@ def test_a_move_out_of_turn_is_not_your_turn(stub, capture_game):
 def test_crawling_while_any_card_captures_is_must_capture_with_the_variant(stub):
     game = stacked_game(stub, CAPTURE_HAND, CAPTURE_TABLE, pb.Rules(must_capture_if_able=True))
     assert legal_texts(stub, game, 1) == {"8D>AH+7C+8S", "9C>AH+8S", "JD>AH+10D"}
-    # The card named is one that captures (the first of K1.6's order), not the one played.
+    # The card named is one that captures (the first of K1.6's order), not the one played;
+    # capturing_cards lists every one that does.
     refusal = refused(stub.Play, play_request(game, 1, "3H"))
-    assert_illegal(refusal, "MUST_CAPTURE", "K16.8", 1, card="8D")
+    assert_illegal(refusal, "MUST_CAPTURE", "K16.8", 1, card="8D", capturing_cards="8D,9C,JD")
+    assert refusal.message == (
+        "8D, 9C or JD can capture, so no card may crawl (must_capture_if_able) (K16.8)"
+    )
 
 
 @pytest.mark.parametrize("move", ["KH", "7C", "9H>4D+5S", "10H>2H+3C+5S", "7C>2H+5S", "6D>2H+4D"])
@@ -777,8 +781,52 @@ def test_anything_but_the_forced_sweep_is_must_sweep(stub, move):
     assert legal_texts(stub, game, 1) == {"7C>2H+3C+4D+5S"}
     # The card named is the one that must sweep, whichever was played.
     refusal = refused(stub.Play, play_request(game, 1, move))
-    assert_illegal(refusal, "MUST_SWEEP", "K7.6", 1, card="7C")
-    assert refusal.message.startswith("7C in hand sweeps the table")
+    assert_illegal(refusal, "MUST_SWEEP", "K7.6", 1, card="7C", sweeping_cards="7C")
+    assert refusal.message == "7C in hand sweeps the table, so it must (K7.6)"
+
+
+@pytest.mark.parametrize(
+    ("hand", "rules", "move", "reason", "rule", "key", "named", "message"),
+    [
+        # K7.6: AD (14) and 7C (2+5, 3+4) sweep 2H 3C 4D 5S; the hand holds two 7C (two
+        # decks), named once, in K1.6's order.
+        (
+            "7C 7C AD 9H 10H KH",
+            None,
+            "9H",
+            "MUST_SWEEP",
+            "K7.6",
+            "sweeping_cards",
+            "AD,7C",
+            "AD or 7C in hand sweeps the table, so one must (K7.6)",
+        ),
+        # K16.8 with K16.6: no sweep is forced, and 9H, 10H and the two 7C capture; KH,
+        # which does not, may not crawl.
+        (
+            "7C 7C KH 9H 10H 6D",
+            pb.Rules(no_forced_sweep=True, must_capture_if_able=True),
+            "KH",
+            "MUST_CAPTURE",
+            "K16.8",
+            "capturing_cards",
+            "6D,7C,9H,10H",
+            "6D, 7C, 9H or 10H can capture, so no card may crawl (must_capture_if_able) (K16.8)",
+        ),
+    ],
+)
+def test_a_forced_sweep_or_capture_lists_every_card_that_may_be_played(
+    stub, hand, rules, move, reason, rule, key, named, message
+):
+    """K7.6, K16.8: a UI that words "sweep with AD or 7C" itself reads every such card
+    from metadata (sweeping_cards, capturing_cards), comma-separated K1.1 codes, each
+    once, in K1.6's order, without asking for the legal moves: they are the cards the
+    legal moves play. ``card`` stays the first."""
+    game = stacked_game(stub, hand, SWEEP_TABLE, rules)
+    legal = {m.split(">")[0] for m in legal_texts(stub, game, 1)}
+    assert set(named.split(",")) == legal
+    refusal = refused(stub.Play, play_request(game, 1, move))
+    assert_illegal(refusal, reason, rule, 1, card=named.split(",")[0], **{key: named})
+    assert refusal.message == message
 
 
 def test_without_the_forced_sweep_the_same_capture_is_legal(stub):
@@ -1587,6 +1635,10 @@ def check_outcome(
         card = set() if refusal.reason in ("NOT_YOUR_TURN", "GAME_OVER") else {"card"}
         extra = card | ({"turn"} if refusal.reason == "NOT_YOUR_TURN" else set())
         extra |= {"captured_card"} if refusal.reason == "CAPTURE_NOT_ON_TABLE" else set()
+        # K7.6, K16.8: every card that sweeps (captures), of which one must be played.
+        extra |= {"sweeping_cards"} if refusal.reason == "MUST_SWEEP" else set()
+        rule = refusal.metadata.get("rule")
+        extra |= {"capturing_cards"} if rule == "K16.8" else set()
         assert set(refusal.metadata) == {"rule", "seat"} | extra, refusal
     return response
 

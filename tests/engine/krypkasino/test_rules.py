@@ -1173,6 +1173,8 @@ def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule)
     names_captured = reason is Reason.CAPTURE_NOT_ON_TABLE or rule == "K16.7"
     assert (error.captured is not None) == names_captured
     assert bool(error.group_left) == (reason is Reason.CAPTURE_NOT_MAXIMAL)
+    # Only a forced sweep (K7.6) or capture (K16.8) lists the cards of which one must be played.
+    assert bool(error.alternatives) == (reason is Reason.MUST_SWEEP or rule == "K16.8")
 
 
 @pytest.mark.parametrize(
@@ -1286,6 +1288,94 @@ def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message)
     assert error.message == message
     # Engine callers log the exception itself: its text is the message and the rule.
     assert str(error) == f"{message} ({error.rule})"
+
+
+@pytest.mark.parametrize(
+    ("table", "hand", "move", "rules", "reason", "named", "message"),
+    [
+        # K7.6: JH and JC each take AS+3D+7H (11); KS (13) and 4S do not.
+        (
+            "AS 3D 7H",
+            "4S JH JC KS",
+            "4S",
+            Rules(),
+            Reason.MUST_SWEEP,
+            "JH JC",
+            "JH or JC in hand sweeps the table, so one must",
+        ),
+        # Two decks (K1.2): the two JH are one code, named once.
+        (
+            "AS 3D 7H",
+            "JH JH JC 2C",
+            "2C",
+            Rules(),
+            Reason.MUST_SWEEP,
+            "JH JC",
+            "JH or JC in hand sweeps the table, so one must",
+        ),
+        # K7.2: 2S and 2D take 2H and 2C as two groups, 4S as one; in K1.6's order.
+        (
+            "2H 2C",
+            "4S 9C 2D 2S",
+            "9C",
+            Rules(),
+            Reason.MUST_SWEEP,
+            "2S 2D 4S",
+            "2S, 2D or 4S in hand sweeps the table, so one must",
+        ),
+        # One card sweeps: the message is as it always was.
+        (
+            "AS 3D 7H",
+            "2S 4S 8C JH",
+            "2S",
+            Rules(),
+            Reason.MUST_SWEEP,
+            "JH",
+            "JH in hand sweeps the table, so it must",
+        ),
+        # K16.8: 8D, 9C and JD capture; 3H crawls. The first is ``card``, as before.
+        (
+            "AH 7C 8S 10D",
+            "3H 8D 9C JD",
+            "3H",
+            Rules(must_capture_if_able=True),
+            Reason.MUST_CAPTURE,
+            "8D 9C JD",
+            "8D, 9C or JD can capture, so no card may crawl (must_capture_if_able)",
+        ),
+        (
+            "8H 9C JH",
+            "8D 8D 6C",
+            "6C",
+            Rules(must_capture_if_able=True),
+            Reason.MUST_CAPTURE,
+            "8D",
+            "8D can capture, so no card may crawl (must_capture_if_able)",
+        ),
+    ],
+)
+def test_k7_6_and_k16_8_refusals_list_every_card_of_which_one_must_be_played(
+    table, hand, move, rules, reason, named, message
+):
+    """K7.6, K16.8: ``alternatives`` is every card in hand that sweeps (under K16.8
+    captures), each code once, in canonical order (K1.6), so that a caller can say
+    "sweep with JH or JC" without asking for the legal moves; ``card`` stays the first.
+    They are the cards the legal moves play, and the message names them all."""
+    state = position(table, {1: hand}, rules=rules)
+    error = refused(state, 1, move)
+    assert error.reason is reason
+    assert error.alternatives == tuple(parse_cards(named))
+    assert error.card == error.alternatives[0]
+    assert error.alternatives == tuple(dict.fromkeys(m.card for m in legal_moves(state, 1)))
+    assert error.message == message
+
+
+def test_k7_4_a_crawl_of_a_card_that_captures_lists_no_alternatives():
+    """K7.4: the crawled card itself must capture; other cards may still crawl, so the
+    refusal names only ``card``, the card played, and no ``alternatives``."""
+    error = refused(position("8H 9C JH", {1: "8D 6C"}), 1, "8D")
+    assert (error.reason, error.rule, error.card) == (Reason.MUST_CAPTURE, "K7.4", parse_card("8D"))
+    assert error.alternatives == ()
 
 
 @pytest.mark.parametrize(

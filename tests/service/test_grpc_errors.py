@@ -1631,13 +1631,16 @@ def check_outcome(
         assert got in allowed if allowed else got is None, (got, allowed, request)
     if refusal is not None and refusal.code is PRECONDITION:
         # docs/api.md: the seat to move for NOT_YOUR_TURN, the card a move's rule is about,
-        # and for CAPTURE_NOT_ON_TABLE the captured card the table lacks.
+        # the captured card the table lacks (K7.3) or the card played may not take
+        # (K16.7), and the group a capture leaves (K7.3).
         card = set() if refusal.reason in ("NOT_YOUR_TURN", "GAME_OVER") else {"card"}
         extra = card | ({"turn"} if refusal.reason == "NOT_YOUR_TURN" else set())
-        extra |= {"captured_card"} if refusal.reason == "CAPTURE_NOT_ON_TABLE" else set()
+        rule = refusal.metadata.get("rule")
+        named_capture = refusal.reason == "CAPTURE_NOT_ON_TABLE" or rule == "K16.7"
+        extra |= {"captured_card"} if named_capture else set()
+        extra |= {"group_left"} if refusal.reason == "CAPTURE_NOT_MAXIMAL" else set()
         # K7.6, K16.8: every card that sweeps (captures), of which one must be played.
         extra |= {"sweeping_cards"} if refusal.reason == "MUST_SWEEP" else set()
-        rule = refusal.metadata.get("rule")
         extra |= {"capturing_cards"} if rule == "K16.8" else set()
         assert set(refusal.metadata) == {"rule", "seat"} | extra, refusal
     return response

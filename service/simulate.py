@@ -71,8 +71,10 @@ def parse_rules(flags: Sequence[str]) -> Rules:
             try:
                 removal = Removal(value)
             except ValueError:
-                choices = "|".join(r.value for r in Removal)
-                raise InputError(f"--rule: unknown removal {value!r}: expected {choices}") from None
+                choices = ", ".join(r.value for r in Removal)
+                raise InputError(
+                    f"--rule: removal must be one of {choices}, not {value!r} (K16.5)"
+                ) from None
             # Either value is a rule the caller asked for: keeping the last would drop one.
             if settings.setdefault("removal", removal) is not removal:
                 raise InputError(
@@ -98,7 +100,9 @@ def _rule_refusal(flag: str, names: Sequence[str]) -> str:
     if near is None:
         return f"unknown rule {name!r}: expected one of {rules}"
     if near == "removal":
-        near = f"removal={value if sep else 'courts|spades|none'}"
+        # The value typed, when it is one: removl=xyz would be told removal=xyz, refused next.
+        given = sep and value in {r.value for r in Removal}
+        near = f"removal={value if given else 'courts|spades|none'}"
     return f"unknown rule {name!r}; did you mean {near}? Expected one of {rules}"
 
 

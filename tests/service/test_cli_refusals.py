@@ -201,6 +201,12 @@ RULES = (
             "removel=spades",
             f"unknown rule 'removel'; did you mean removal=spades? Expected one of {RULES}",
         ),
+        # A value that is no removal is not offered back: removal=xyz would be refused next.
+        (
+            "removl=xyz",
+            f"unknown rule 'removl'; did you mean removal=courts|spades|none? Expected one of {RULES}",
+        ),
+        ("removal=Spades", "removal must be one of courts, spades, none, not 'Spades' (K16.5)"),
         ("bogus", f"unknown rule 'bogus': expected one of {RULES}"),
         # The name alone, not the whole flag with its value.
         ("zzz=yes", f"unknown rule 'zzz': expected one of {RULES}"),

@@ -120,6 +120,15 @@ def value_options(packed: int, target: int) -> tuple[int, ...]:
     return tuple(sorted(options))
 
 
+def groups(packed: int, target: int) -> list[tuple[int, ...]]:
+    """K7.2: every group of a value vector worth ``target``, each as its values, highest
+    first (for naming one in a refusal; the legal-move search needs no list of them)."""
+    return [
+        tuple(v for v, n in _present(group) for _ in range(n))
+        for group in _groups_summing_to(_present(packed), 0, target)
+    ]
+
+
 @lru_cache(maxsize=1 << 14)
 def sweeps(packed: int, target: int) -> bool:
     """Whether a played value takes the whole table (K7.6: ``T`` decomposable)."""

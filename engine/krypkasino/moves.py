@@ -26,7 +26,7 @@ from engine.cards import (
     parse_card,
     parse_cards,
 )
-from engine.krypkasino.captures import sweeps, value_options
+from engine.krypkasino.captures import groups, sweeps, value_options
 from engine.krypkasino.config import Rules
 
 
@@ -253,6 +253,12 @@ def splits_into_groups(card: Card, cards: Sequence[Card], rules: Rules) -> bool:
     """K7.2 (K16.7): ``cards`` split into groups each worth ``card``'s hand value, so the
     card would sweep a table holding just them."""
     return bool(cards) and card >> 2 in _sweep_ranks(_packed(cards), rules.court_cards_rank_only)
+
+
+def groups_among(card: Card, cards: Sequence[Card]) -> list[tuple[int, ...]]:
+    """K7.2: every group of ``cards`` worth ``card``'s hand value, each as its table
+    values (K2.2), highest first; the caller leaves out the cards K7.1 does not let count."""
+    return groups(_packed(cards), _HAND_VALUE[card])
 
 
 def sweep_ranks(table: Sequence[Card], rules: Rules) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ from engine.krypkasino.events import Captured, Crawled, DealEnded, Event, MatchE
 from engine.krypkasino.moves import (
     Move,
     SweepKind,
+    groups_among,
     hand_value,
     is_court,
     is_legal,
@@ -276,26 +277,14 @@ def _group_left(card: Card, left: Sequence[Card], rules: Rules) -> tuple[Card, .
         if is_court(card):
             return tuple(sorted(c for c in left if c >> 2 == card >> 2))[:1]
         left = [c for c in left if not is_court(c)]
+    found = groups_among(card, left)
+    if not found:
+        return ()
+    # Fewest cards, then the most of the highest values: values highest first compare so.
+    best = max(found, key=lambda values: (-len(values), values))
     by_value: dict[int, list[Card]] = {}
     for placed in sorted(left):
         by_value.setdefault(_table_value(placed), []).append(placed)
-    values = sorted(by_value.items(), reverse=True)
-    best: list[int] = []
-
-    def search(k: int, rest: int, chosen: list[int]) -> None:
-        nonlocal best
-        if rest == 0:
-            if not best or len(chosen) < len(best):
-                best = chosen
-            return
-        # Another card is still needed: stop where it could not beat the best found.
-        if k == len(values) or (best and len(chosen) + 1 >= len(best)):
-            return
-        value, cards = values[k]
-        for count in range(min(len(cards), rest // value), -1, -1):
-            search(k + 1, rest - count * value, chosen + [value] * count)
-
-    search(0, hand_value(card), [])
     return tuple(sorted(c for value, n in Counter(best).items() for c in by_value[value][:n]))
 
 

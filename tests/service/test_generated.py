@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import tomllib
 from pathlib import Path
 
-import google.api
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -31,10 +31,31 @@ def test_committed_code_matches_fresh_generation(tmp_path: Path) -> None:
     assert not stale, f"generated files without a proto: {sorted(map(str, stale))}"
 
 
+#: The vendored googleapis protos: the HTTP annotations the protos use, and what a client
+#: needs to decode a refusal's details (google.rpc.Status, ErrorInfo, BadRequest).
+VENDORED = (
+    "google/api/annotations.proto",
+    "google/api/http.proto",
+    "google/rpc/code.proto",
+    "google/rpc/error_details.proto",
+    "google/rpc/status.proto",
+)
+
+
 def test_vendored_googleapis_protos_match_the_pinned_package() -> None:
-    package_dir = Path(next(iter(google.api.__path__)))
-    for vendored in (THIRD_PARTY / "google" / "api").glob("*.proto"):
-        assert vendored.read_bytes() == (package_dir / vendored.name).read_bytes(), vendored.name
+    vendored = sorted(str(p.relative_to(THIRD_PARTY)) for p in THIRD_PARTY.rglob("*.proto"))
+    assert vendored == sorted(VENDORED)
+    for relative in VENDORED:
+        folder, name = relative.rsplit("/", 1)
+        package = importlib.import_module(folder.replace("/", "."))
+        pinned = Path(next(iter(package.__path__))) / name
+        assert (THIRD_PARTY / relative).read_bytes() == pinned.read_bytes(), relative
+
+
+def test_the_vendored_protos_readme_names_each_of_them() -> None:
+    readme = (THIRD_PARTY / "README.md").read_text()
+    missing = [relative for relative in VENDORED if f"`{relative}`" not in readme]
+    assert not missing, f"third_party/googleapis/README.md does not name {missing}"
 
 
 def test_the_client_requires_at_least_the_runtimes_its_stubs_were_generated_for() -> None:

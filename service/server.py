@@ -119,12 +119,27 @@ MAX_CONCURRENT_STREAMS = 500
 # What the calls open at a connection's age limit get to finish. Unary calls take
 # milliseconds; a call whose request never came would otherwise keep the connection.
 CONNECTION_AGE_GRACE_MS = 30_000
+# The shortest time between a client's keepalive pings that the server accepts while it
+# sends the client nothing, also with no call open (docs/operations.md, "Keepalive").
+# grpc core's server allows one every 5 minutes with calls open and every 2 hours without,
+# and answers the third ping that comes sooner with GOAWAY too_many_pings: a client
+# pinging every 10 s (grpc-js's common keepalive_time_ms 10000 with permit_without_calls)
+# was cut off after about 30 s idle. Half of 10 s, so that a client timer that fires a
+# little early never counts against it; a ping every 5 s per connection costs nothing.
+MIN_PING_INTERVAL_MS = 5_000
 
 
-def grpc_server_options(config: ServerConfig) -> list[tuple[str, int]]:
+def grpc_server_options(
+    config: ServerConfig, *, min_ping_interval_ms: int = MIN_PING_INTERVAL_MS
+) -> list[tuple[str, int]]:
     """The grpc core options of ``config``: request limit, streams per connection, port
-    sharing, connection age."""
+    sharing, connection age, and the client keepalive pings allowed (one per
+    ``min_ping_interval_ms`` or slower, also without calls)."""
     options = [
+        # A ping without a call open counts against the client unless this is set.
+        ("grpc.keepalive_permit_without_calls", 1),
+        # grpc core's name for GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS.
+        ("grpc.http2.min_ping_interval_without_data_ms", min_ping_interval_ms),
         # grpc refuses a larger message itself, with no ErrorInfo; up to this bound the
         # servicer refuses requests over the limit (REQUEST_TOO_LARGE), and the bound
         # keeps what one call can make the server buffer small.

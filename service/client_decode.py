@@ -93,5 +93,8 @@ def event_from_proto(msg: pb.Event) -> Event:
         case "tiebreak_deal":
             return TiebreakDeal(tuple(msg.tiebreak_deal.teams))
         case "match_ended":
-            return MatchEnded(tuple(msg.match_ended.totals), tuple(msg.match_ended.winners))
+            ended = msg.match_ended
+            return MatchEnded(
+                tuple(ended.totals), tuple(ended.winners), tuple(ended.tiebreak_teams)
+            )
     raise CodecError("event", "no event kind is set")

@@ -400,12 +400,15 @@ deal_result_to_proto = IdentityMemo(_deal_score, DEAL_MEMO_SIZE)
 
 
 def score_to_proto(sheet: ScoreSheet) -> pb.ScoreResponse:
-    """The Score RPC's answer: every deal's sheet, match totals and winners (K12, K13)."""
+    """The Score RPC's answer: every deal's sheet, match totals and winners (K12, K13),
+    the tie-break teams (K13.3) and each seat's team (K3.2)."""
     return pb.ScoreResponse(
         deals=[deal_result_to_proto(r) for r in sheet.deals],
         totals=sheet.totals,
         game_over=sheet.over,
         winners=sheet.winners,
+        tiebreak_teams=sheet.tiebreak,
+        team_of_seat=sheet.team_of_seat,
     )
 
 
@@ -477,7 +480,11 @@ def _rare_event_to_proto(event: Event) -> pb.Event:
         case TiebreakDeal():
             return pb.Event(tiebreak_deal=pb.TiebreakDeal(teams=event.teams))
         case MatchEnded():
-            return pb.Event(match_ended=pb.MatchEnded(totals=event.totals, winners=event.winners))
+            return pb.Event(
+                match_ended=pb.MatchEnded(
+                    totals=event.totals, winners=event.winners, tiebreak_teams=event.tiebreak
+                )
+            )
     raise TypeError(f"not a Krypkasino event: {event!r}")
 
 

@@ -135,6 +135,7 @@ def _play(
         tuple(turns),
         tuple(client_decode.deal_result_from_proto(d) for d in sheet.deals),
         tuple(sheet.winners),
+        tuple(sheet.tiebreak_teams),
         moves,
         None,
         outcomes,

@@ -38,6 +38,7 @@ from engine.krypkasino.invariants import (
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.policies import POLICIES, Situation
 from engine.krypkasino.scoring import DealResult, match_totals
+from engine.krypkasino.views import tiebreak_teams
 from service.codec import MAX_DECKS
 from service.spelling import nearest
 from service.transcript import Json, codes, config_json, deal_json, event_json, move_json
@@ -140,13 +141,15 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class GameRecord:
-    """A finished match: set-up events, every turn (when recorded), score sheets, winners."""
+    """A finished match: set-up events, every turn (when recorded), score sheets, winners
+    and the teams a tie-break deal was played between (K13.3), ``()`` without one."""
 
     request: SimulationRequest
     setup_events: tuple[Event, ...]
     turns: tuple[Turn, ...]
     results: tuple[DealResult, ...]
     winners: tuple[int, ...]
+    tiebreak: tuple[int, ...]
     moves: int
     #: K15 checks passed; None when the game ran elsewhere (through a server) and none could run.
     invariant_checks: int | None
@@ -194,7 +197,15 @@ def play_game(request: SimulationRequest, *, record: bool = True) -> GameRecord:
         moves += 1
         state = after
     return GameRecord(
-        request, tuple(setup), tuple(turns), state.results, state.winners, moves, checks, outcomes
+        request,
+        tuple(setup),
+        tuple(turns),
+        state.results,
+        state.winners,
+        tiebreak_teams(state),
+        moves,
+        checks,
+        outcomes,
     )
 
 
@@ -261,6 +272,7 @@ def transcript(record: GameRecord) -> Json:
             "deals_played": len(record.results),
             "team_totals": list(match_totals(config, record.results)),
             "winners": list(record.winners),
+            "tiebreak_teams": list(record.tiebreak),
             "seat_totals": seat_totals,
         },
     }

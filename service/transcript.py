@@ -130,8 +130,13 @@ def event_json(event: Event) -> Json:
             }
         case TiebreakDeal(teams):
             return {"type": "tiebreak_deal", "teams": list(teams)}
-        case MatchEnded(totals, winners):
-            return {"type": "match_ended", "totals": list(totals), "winners": list(winners)}
+        case MatchEnded(totals, winners, tiebreak):
+            return {
+                "type": "match_ended",
+                "totals": list(totals),
+                "winners": list(winners),
+                "tiebreak_teams": list(tiebreak),
+            }
     raise TypeError(f"unknown event {event!r}")
 
 
@@ -232,7 +237,9 @@ def _event_lines(event: Json, deals: dict[int, Json], config: Json) -> list[str]
         lines.extend(_score_table(deals[event["deal"]], config))
         return lines
     if kind == "tiebreak_deal":
-        return [f"Tie for lowest: {_names(event['teams'], config)} play one more deal"]
+        # K13.3: everyone plays the extra deal; only the tied can win it.
+        tied = _names(event["teams"], config)
+        return [f"Tie for lowest between {tied}: everyone plays one more deal (K13.3)"]
     return []
 
 
@@ -265,14 +272,23 @@ def _names(teams: Sequence[int], config: Json) -> str:
 
 def _result_lines(result: Json, config: Json) -> list[str]:
     seats = ", ".join(f"seat {s} {total}" for s, total in enumerate(result["seat_totals"]))
-    lines = ["", f"Result after {result['deals_played']} deals: {seats}"]
+    played = result["deals_played"]
+    lines = ["", f"Result after {played} deal{'' if played == 1 else 's'}: {seats}"]
     if config["teams"] != "individual":
         teams = ", ".join(
             f"{_names([t], config)} {total}" for t, total in enumerate(result["team_totals"])
         )
         lines.append(f"Teams: {teams}")
-    lines.append(f"Winner(s): {_names(result['winners'], config)} (lowest total wins, K13.3)")
+    lines.append(f"Winner(s): {_names(result['winners'], config)} ({_why_won(result, config)})")
     return lines
+
+
+def _why_won(result: Json, config: Json) -> str:
+    """K13.3: after a tie-break deal only the tied could win, whatever the others' totals."""
+    tied = result["tiebreak_teams"]
+    if not tied:
+        return "lowest total wins, K13.3"
+    return f"lowest total of the tied {_names(tied, config)} after the tie-break deal, K13.3"
 
 
 def render_summary(summary: Json) -> str:

@@ -95,10 +95,15 @@ class TiebreakDeal:
 
 @dataclass(frozen=True, slots=True)
 class MatchEnded:
-    """K13.3: the match is over; ``winners`` are team numbers (seats when individual)."""
+    """K13.3: the match is over; ``winners`` are team numbers (seats when individual).
+
+    ``tiebreak`` names the teams the last deal broke a tie between when it was a
+    tie-break deal, ``()`` otherwise: the winners are the lowest of these, not of all.
+    """
 
     totals: tuple[int, ...]
     winners: tuple[int, ...]
+    tiebreak: tuple[int, ...] = ()
 
 
 Event = (

@@ -32,6 +32,7 @@ from engine.krypkasino.scoring import (
     team_totals,
 )
 from engine.krypkasino.state import State, evolve, remove_cards, replace_at
+from engine.krypkasino.views import tiebreak_teams
 
 
 class Reason(enum.Enum):
@@ -372,15 +373,23 @@ def _end_deal(state: State, events: list[Event]) -> tuple[State, list[Event]]:
         state, results=results, table=empty, set_aside=empty, piles=piles, tiebreak=tiebreak
     )
     if over:
-        events.append(MatchEnded(match_totals(config, results), winners))
-        return evolve(state, over=True, winners=winners), events
+        state = evolve(state, over=True, winners=winners)
+        events.append(MatchEnded(match_totals(config, results), winners, tiebreak_teams(state)))
+        return state, events
     if tiebreak:
         events.append(TiebreakDeal(tiebreak))
     return start_deal(state, events)
 
 
 def score(state: State) -> ScoreSheet:
-    """The itemised sheet of every finished deal, the match totals and the winners."""
+    """The itemised sheet of every finished deal, the match totals and the winners, with
+    the view's tie-break teams (K13.3) and each seat's team (K3.2)."""
+    config = state.config
     return ScoreSheet(
-        state.results, match_totals(state.config, state.results), state.over, state.winners
+        state.results,
+        match_totals(config, state.results),
+        state.over,
+        state.winners,
+        tiebreak_teams(state),
+        tuple(config.team_of(seat) for seat in range(config.players)),
     )

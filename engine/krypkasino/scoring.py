@@ -197,9 +197,15 @@ def last_deal_tiebreak(config: Config, results: Sequence[DealResult]) -> tuple[i
 
 @dataclass(frozen=True, slots=True)
 class ScoreSheet:
-    """K12/K13: every finished deal, match totals per team, and the winners once over."""
+    """K12/K13: every finished deal, match totals per team, and the winners once over.
+
+    ``tiebreak`` is the view's (K13.3: the teams of a tie-break deal, the only ones
+    that can win it), ``team_of_seat`` each seat's team (K3.2), which the totals are by.
+    """
 
     deals: tuple[DealResult, ...]
     totals: tuple[int, ...]
     over: bool
     winners: tuple[int, ...]
+    tiebreak: tuple[int, ...]
+    team_of_seat: tuple[int, ...]

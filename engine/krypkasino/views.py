@@ -86,6 +86,15 @@ def _derived(config: Config, results: tuple[DealResult, ...]) -> _Derived:
     return found
 
 
+def tiebreak_teams(state: State) -> tuple[int, ...]:
+    """K13.3: the teams of the tie-break deal being played or, once the match is over,
+    of its last deal if that was one; ``()`` otherwise. Views, ``score`` and the
+    ``MatchEnded`` event all take it from here, so they cannot disagree."""
+    # Kept once the match is over, when the state forgets it: a results screen must
+    # say why the lowest total may not have won.
+    return last_deal_tiebreak(state.config, state.results) if state.over else state.tiebreak
+
+
 def view(state: State, seat: int | None = None) -> View:
     """The view of ``seat``, or the public view for ``None``."""
     config, results = state.config, state.results
@@ -112,9 +121,7 @@ def view(state: State, seat: int | None = None) -> View:
         sweep_ranks(state.table, config.rules),
         results,
         derived.totals,
-        # Kept once the match is over, when the state forgets it: a results screen must
-        # say why the lowest total may not have won.
-        last_deal_tiebreak(config, results) if state.over else state.tiebreak,
+        tiebreak_teams(state),
         state.over,
         state.winners,
         state.move_number,

@@ -849,6 +849,7 @@ def assert_event_matches(event: Event, msg: pb.Event) -> None:
         case MatchEnded():
             assert tuple(msg.match_ended.totals) == event.totals
             assert tuple(msg.match_ended.winners) == event.winners
+            assert tuple(msg.match_ended.tiebreak_teams) == event.tiebreak
 
 
 def test_a_client_refuses_an_event_without_a_kind() -> None:

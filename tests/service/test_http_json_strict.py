@@ -1219,7 +1219,7 @@ def test_negative_numbers_in_strings_are_integers_and_enum_numbers() -> None:
 
 def test_a_response_is_compact_json_with_every_field_without_presence() -> None:
     assert message_json(pb.ScoreResponse()) == (
-        b'{"deals":[],"totals":[],"gameOver":false,"winners":[]}'
+        b'{"deals":[],"totals":[],"gameOver":false,"winners":[],"tiebreakTeams":[],"teamOfSeat":[]}'
     )
 
 

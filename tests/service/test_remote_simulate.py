@@ -28,9 +28,13 @@ from service.remote_simulate import RemoteError, play_remote_game
 from service.server import build_api
 from service.simulate import SimulationRequest, play_game, transcript
 from service.tokens import KeyRing
-from service.transcript import dump_document
+from service.transcript import dump_document, render_text
 from tests.service.server_process import CARDRULES, TEST_KEY
 
+# A tie-break deal (K13.3) between seats 2 and 5, which seat 5 wins on 7 while seat 0 has -8.
+TIEBREAK_REQUEST = SimulationRequest(
+    Config(players=6, target_score=1, tie_rule=TieRule.TIEBREAK_DEAL), seed=211
+)
 REQUESTS = [
     SimulationRequest(Config(players=2), seed=11),
     SimulationRequest(Config(players=4, teams=Teams.PAIRS), seed=5, policy="greedy"),
@@ -52,6 +56,7 @@ REQUESTS = [
         ),
         seed=4,
     ),
+    TIEBREAK_REQUEST,
     SimulationRequest(  # the first deal from an explicit deck, reversed, the next shuffled
         Config(players=2, rules=Rules(single_deck=True)),
         seed=6,
@@ -66,6 +71,18 @@ def test_remote_transcript_equals_in_process(grpc_target, request_):
     remote = transcript(play_remote_game(request_, grpc_target))
     assert remote == local
     assert len(remote["turns"]) > 0
+
+
+def test_a_tie_break_through_a_server_reads_as_in_process(grpc_target):
+    """Through ``--server`` the tie-break teams come from Score, in-process from the
+    state: both transcripts say the tied seats decided the win (K13.3)."""
+    remote = transcript(play_remote_game(TIEBREAK_REQUEST, grpc_target))
+    assert remote["result"]["tiebreak_teams"] == [2, 5]
+    (ended,) = [e for t in remote["turns"] for e in t["events"] if e["type"] == "match_ended"]
+    assert ended["tiebreak_teams"] == [2, 5]
+    text = render_text(remote)
+    assert text == render_text(transcript(play_game(TIEBREAK_REQUEST)))
+    assert "(lowest total of the tied seat 2, seat 5 after the tie-break deal, K13.3)" in text
 
 
 @contextlib.contextmanager

@@ -325,14 +325,20 @@ def _expected_event_lines(doc: dict[str, Any]) -> list[str]:
                 totals = enumerate(deal["team_totals"])
                 lines.append(f"  teams: {', '.join(f'{names([t])} {n}' for t, n in totals)}")
         elif e["type"] == "tiebreak_deal":
-            lines.append(f"Tie for lowest: {names(e['teams'])} play one more deal")
+            tied = names(e["teams"])
+            lines.append(f"Tie for lowest between {tied}: everyone plays one more deal (K13.3)")
     result = doc["result"]
     seats = ", ".join(f"seat {s} {total}" for s, total in enumerate(result["seat_totals"]))
-    lines += ["", f"Result after {result['deals_played']} deals: {seats}"]
+    played = result["deals_played"]
+    lines += ["", f"Result after {played} deal{'s' if played != 1 else ''}: {seats}"]
     if config["teams"] != "individual":
         teams = ", ".join(f"{names([t])} {n}" for t, n in enumerate(result["team_totals"]))
         lines.append(f"Teams: {teams}")
-    lines.append(f"Winner(s): {names(result['winners'])} (lowest total wins, K13.3)")
+    why = "lowest total wins, K13.3"
+    if result["tiebreak_teams"]:
+        tied = names(result["tiebreak_teams"])
+        why = f"lowest total of the tied {tied} after the tie-break deal, K13.3"
+    lines.append(f"Winner(s): {names(result['winners'])} ({why})")
     return lines
 
 
@@ -369,6 +375,63 @@ def test_a_shared_lowest_total_makes_every_holder_a_winner(capsys):
     result = run_json(capsys, "--players", "2", "--deals", "2", "--seed", "85")["result"]
     assert result["seat_totals"] == [42, 42]
     assert result["winners"] == [0, 1]  # K13.3: ties shared
+
+
+TIEBREAK_6 = "--players 6 --target-score 1 --tie-rule tiebreak_deal --seed 211"
+TIEBREAK_PAIRS = "--players 4 --teams pairs --target-score 1 --tie-rule tiebreak_deal --seed 12"
+
+
+@pytest.mark.parametrize(
+    ("argv", "tied", "won", "tie_line", "winner_line"),
+    [
+        (
+            TIEBREAK_6,
+            [2, 5],
+            [5],
+            "Tie for lowest between seat 2, seat 5: everyone plays one more deal (K13.3)",
+            "Winner(s): seat 5 (lowest total of the tied seat 2, seat 5 after the tie-break"
+            " deal, K13.3)",
+        ),
+        (
+            TIEBREAK_PAIRS,
+            [0, 1],
+            [0],
+            "Tie for lowest between team 0 (seats 0+2), team 1 (seats 1+3): everyone plays"
+            " one more deal (K13.3)",
+            "Winner(s): team 0 (seats 0+2) (lowest total of the tied team 0 (seats 0+2),"
+            " team 1 (seats 1+3) after the tie-break deal, K13.3)",
+        ),
+    ],
+    ids=["individual", "pairs"],
+)
+def test_a_tie_break_win_is_explained(capsys, argv, tied, won, tie_line, winner_line):
+    """K13.3: everyone plays the extra deal, and only the tied can win it. With seed 211
+    seat 5 wins on 7 though seat 0 has -8: "lowest total wins" alone read as a wrong result."""
+    result = run_json(capsys, *argv.split())["result"]
+    assert (result["tiebreak_teams"], result["winners"], result["deals_played"]) == (tied, won, 2)
+    status, text, _ = run(capsys, *argv.split())
+    assert status == 0
+    lines = text.splitlines()
+    assert tie_line in lines
+    assert lines[-1] == winner_line
+    assert f"Result after 2 deals: seat 0 {result['seat_totals'][0]}," in text
+
+
+def test_a_seat_not_the_lowest_can_win_the_tie_break(capsys):
+    result = run_json(capsys, *TIEBREAK_6.split())["result"]
+    assert result["team_totals"] == [-8, 32, 20, 7, 26, 7]
+    assert result["winners"] == [5]
+
+
+def test_a_one_deal_match_says_deal_and_why_its_lowest_wins(capsys):
+    argv = ("--players", "4", "--deals", "1", "--target-score", "100", "--seed", "1")
+    result = run_json(capsys, *argv)["result"]
+    assert (result["deals_played"], result["tiebreak_teams"]) == (1, [])
+    status, text, _ = run(capsys, *argv)
+    assert status == 0
+    result_line, winner_line = text.splitlines()[-2:]
+    assert result_line.startswith("Result after 1 deal: seat 0 ")
+    assert winner_line == "Winner(s): seat 1 (lowest total wins, K13.3)"
 
 
 # --- many games -------------------------------------------------------------------------------

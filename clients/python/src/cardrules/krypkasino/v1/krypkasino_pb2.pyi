@@ -941,6 +941,7 @@ class MatchEnded(_message.Message):
 
     TOTALS_FIELD_NUMBER: _builtins.int
     WINNERS_FIELD_NUMBER: _builtins.int
+    TIEBREAK_TEAMS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def totals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Final totals per team."""
@@ -949,15 +950,23 @@ class MatchEnded(_message.Message):
     def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The winning teams."""
 
+    @_builtins.property
+    def tiebreak_teams(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The teams the match's last deal broke a tie between, if it was a tie-break
+        deal (K13.3): the winners are the lowest among these after it, whatever the
+        other teams' totals. Empty when no tie-break deal was played.
+        """
+
     def __init__(
         self,
         *,
         totals: _abc.Iterable[_builtins.int] | None = ...,
         winners: _abc.Iterable[_builtins.int] | None = ...,
+        tiebreak_teams: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["totals", b"totals", "winners", b"winners"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tiebreak_teams", b"tiebreak_teams", "totals", b"totals", "winners", b"winners"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1339,6 +1348,8 @@ class ScoreResponse(_message.Message):
     GAME_OVER_FIELD_NUMBER: _builtins.int
     WINNERS_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
+    TIEBREAK_TEAMS_FIELD_NUMBER: _builtins.int
+    TEAM_OF_SEAT_FIELD_NUMBER: _builtins.int
     game_over: _builtins.bool
     """The match is over."""
     state: _builtins.bytes
@@ -1359,6 +1370,21 @@ class ScoreResponse(_message.Message):
     def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The winning teams once the match is over."""
 
+    @_builtins.property
+    def tiebreak_teams(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Teams playing a tie-break deal (K13.3), the only teams that can win it;
+        once the match is over, the teams its last deal broke the tie between, if it
+        was a tie-break deal: the winners are the lowest among these after it,
+        whatever the other teams' totals. Empty when no tie-break deal was played.
+        The same as `View.tiebreak_teams`.
+        """
+
+    @_builtins.property
+    def team_of_seat(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The team of each seat, in seat order, as `View.team_of_seat`: `totals` and
+        `winners` are by team.
+        """
+
     def __init__(
         self,
         *,
@@ -1367,10 +1393,12 @@ class ScoreResponse(_message.Message):
         game_over: _builtins.bool = ...,
         winners: _abc.Iterable[_builtins.int] | None = ...,
         state: _builtins.bytes | None = ...,
+        tiebreak_teams: _abc.Iterable[_builtins.int] | None = ...,
+        team_of_seat: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_state", b"_state", "state", b"state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_state", b"_state", "deals", b"deals", "game_over", b"game_over", "state", b"state", "totals", b"totals", "winners", b"winners"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_state", b"_state", "deals", b"deals", "game_over", b"game_over", "state", b"state", "team_of_seat", b"team_of_seat", "tiebreak_teams", b"tiebreak_teams", "totals", b"totals", "winners", b"winners"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__state: _TypeAlias = _typing.Literal["state"]  # noqa: Y015
     _WhichOneofArgType__state: _TypeAlias = _typing.Literal["_state", b"_state"]  # noqa: Y015

@@ -121,8 +121,8 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "--cors-origins": (
         "cors_origins",
-        "comma-separated browser origins allowed to call the HTTP gateway, e.g. "
-        "https://play.example.com (* allows any)",
+        "browser origins allowed to call the HTTP gateway, separated by commas or white "
+        "space, e.g. https://play.example.com (* allows any)",
     ),
 }
 

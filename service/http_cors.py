@@ -13,15 +13,25 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-# Content-Encoding is no CORS-safelisted header: a page sending a gzip body needs it allowed.
-ALLOWED_HEADERS = "Content-Encoding, Content-Type, Grpc-Timeout, X-Request-Id"
-EXPOSED_HEADERS = "X-Request-Id, Retry-After"
+# Content-Encoding is no CORS-safelisted header: a page sending a gzip body needs it allowed;
+# nor are W3C trace context's, which OpenTelemetry's browser fetch instrumentation adds to
+# every call: a header not listed fails the preflight, and with it every call of the page.
+ALLOWED_HEADERS = (
+    "Content-Encoding, Content-Type, Grpc-Timeout, Traceparent, Tracestate, X-Request-Id"
+)
+# What docs/api.md tells clients to read: a 405's Allow, a 415's Accept-Encoding. A page
+# reads no other response header than the safelisted ones (Content-Type ...) without this.
+EXPOSED_HEADERS = "X-Request-Id, Retry-After, Allow, Accept-Encoding"
 MAX_AGE_SECONDS = "600"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _PORT = re.compile(r"[0-9]{1,5}")
 # A host as browsers write it in an Origin: a name of letters, digits, "-", "_" and "."
 # (an international one in its xn-- form), or an IPv6 address in brackets.
 _HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
+# A method as HTTP writes one (RFC 9110's token): echoed in Access-Control-Allow-Methods.
+_METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# Origins are separated as state keys are: by commas, white space, or both.
+_SEPARATORS = re.compile(r"[\s,]+")
 
 
 class CorsPolicy:
@@ -55,12 +65,20 @@ class CorsPolicy:
     def preflight_headers(
         self, origin: str | None, request_headers: Mapping[str, str], methods: Iterable[str]
     ) -> dict[str, str]:
-        """Headers for the answer to a preflight ``OPTIONS``; no ``Allow-Origin`` if refused."""
+        """Headers for the answer to a preflight ``OPTIONS``; no ``Allow-Origin`` if refused.
+
+        An allowed origin may send any method, whether or not the path serves it
+        (``methods``): a refused preflight shows the page only a CORS failure, while the
+        request it lets through gets a 405 (or 404) the page can read, with its ErrorInfo.
+        """
         headers = self.response_headers(origin)
         wanted = request_headers.get("Access-Control-Request-Method", "")
-        if "Access-Control-Allow-Origin" in headers and wanted in methods:
+        if "Access-Control-Allow-Origin" in headers and _METHOD.fullmatch(wanted):
             headers.pop("Access-Control-Expose-Headers")
-            headers["Access-Control-Allow-Methods"] = ", ".join(methods)
+            allowed = list(methods)
+            if wanted not in allowed:
+                allowed.append(wanted)
+            headers["Access-Control-Allow-Methods"] = ", ".join(allowed)
             headers["Access-Control-Allow-Headers"] = ALLOWED_HEADERS
             headers["Access-Control-Max-Age"] = MAX_AGE_SECONDS
         else:
@@ -93,12 +111,18 @@ def normal_origin(origin: str) -> str | None:
     return f"{scheme}://{host.lower()}{suffix}"
 
 
+def is_preflight(request_headers: Mapping[str, str]) -> bool:
+    """Whether a request's headers are a browser's CORS preflight's (an ``OPTIONS`` with
+    both ``Origin`` and ``Access-Control-Request-Method``)."""
+    return "Origin" in request_headers and "Access-Control-Request-Method" in request_headers
+
+
 def parse_origins(text: str) -> tuple[str, ...]:
-    """``"https://a.example, https://b.example"`` -> the origins, as browsers send them;
-    raises ``ValueError``."""
+    """``"https://a.example, https://b.example"`` (or separated by white space, as state
+    keys may be) -> the origins, as browsers send them; raises ``ValueError``."""
     origins: list[str] = []
-    for part in text.split(","):
-        origin = part.strip().rstrip("/")
+    for part in _SEPARATORS.split(text):
+        origin = part.rstrip("/")
         if not origin:
             continue
         if origin == "*":

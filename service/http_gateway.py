@@ -72,7 +72,7 @@ from service.errors import (
     request_too_large,
 )
 from service.grpc_timeout import GRPC_TIMEOUT_HEADER, timeout_seconds
-from service.http_cors import CorsPolicy
+from service.http_cors import CorsPolicy, is_preflight
 from service.http_json import (
     JSON_TYPE,
     JSON_WHITE_SPACE,
@@ -212,8 +212,10 @@ class HttpGateway:
         cors: CorsPolicy,
         openapi: bytes,
         body_seconds: float = BODY_SECONDS,
+        on_refused_preflight: Callable[[], None] | None = None,
     ) -> None:
         self._runner = runner
+        self._on_refused_preflight = on_refused_preflight
         self._max_request_bytes = max_request_bytes
         self._body_seconds = body_seconds
         self._cors = cors
@@ -370,9 +372,9 @@ class HttpGateway:
             methods = sorted(by_method)
         if not methods and request.method == "OPTIONS" and path.startswith("/"):  # not "*"
             # A page sees nothing of a refused preflight but a CORS failure: answered for
-            # an allowed origin's POST, the POST that follows gets the 404 below, which
-            # the page can read, with the path a slip away.
-            preflight = self._cors.preflight_headers(origin, request.headers, ("POST",))
+            # an allowed origin, the request that follows gets the 404 below, which the
+            # page can read, with the path a slip away.
+            preflight = self._preflight(request, origin, ())
             if "Access-Control-Allow-Origin" in preflight:
                 preflight.update({"X-Request-Id": request_id, "Cache-Control": "no-store"})
                 return web.Response(status=204, headers=preflight)
@@ -388,7 +390,7 @@ class HttpGateway:
             return self._unrouted(request, request_id, refusal, headers, logged)
         allow = ", ".join((*methods, "OPTIONS"))
         if request.method == "OPTIONS":
-            preflight = self._cors.preflight_headers(origin, request.headers, methods)
+            preflight = self._preflight(request, origin, methods)
             headers = {
                 "X-Request-Id": request_id,
                 "Cache-Control": headers["Cache-Control"],
@@ -553,6 +555,17 @@ class HttpGateway:
             content_type=JSON_TYPE,
             headers=headers,
         )
+
+    def _preflight(
+        self, request: web.Request, origin: str | None, methods: Sequence[str]
+    ) -> dict[str, str]:
+        """The CORS headers of an ``OPTIONS`` on a path serving ``methods``; a preflight
+        refused is counted, as the page that sent it sees only "blocked by CORS policy"."""
+        headers = self._cors.preflight_headers(origin, request.headers, methods)
+        refused = "Access-Control-Allow-Origin" not in headers
+        if refused and self._on_refused_preflight is not None and is_preflight(request.headers):
+            self._on_refused_preflight()
+        return headers
 
     def _unrouted(
         self,

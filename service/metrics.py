@@ -273,6 +273,14 @@ class ServiceMetrics:
             "the call it was about was served.",
             registry=registry,
         )
+        # By no label, as Envoy's cors origin_invalid: anyone can send any Origin, and a
+        # label of it would let them make a series each.
+        self.cors_preflights_refused = Counter(
+            "cardrules_http_cors_preflights_refused_total",
+            "CORS preflights the HTTP gateway refused (an origin not in --cors-origins, or "
+            "none configured): the browser's page saw only 'blocked by CORS policy'.",
+            registry=registry,
+        )
         self._reported_full = False
         self._named_variants = {DEFAULT_VARIANT}
         # Pre-create (as go-grpc-prometheus's InitializeMetrics does) so that

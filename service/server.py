@@ -198,7 +198,7 @@ async def run_servers(
         except RuntimeError as error:
             _cannot_listen("grpc", config.host, config.grpc_port, str(error))
             return 1
-        http = await _start_gateway(config, api, runner)
+        http = await _start_gateway(config, api, runner, metrics)
         if http is None:
             return 1
         await server.start()
@@ -210,6 +210,8 @@ async def run_servers(
             grpc_port=port,
             http=host_port(config.host, http.port),
             http_port=http.port,
+            # Which pages may call: what to compare when a browser says "blocked by CORS".
+            cors_origins=list(config.cors_origins),
             pid=os.getpid(),
         )
     await signals.received.wait()
@@ -318,7 +320,7 @@ async def _shut_down(
 
 
 async def _start_gateway(
-    config: ServerConfig, api: KrypkasinoApi, runner: CallRunner
+    config: ServerConfig, api: KrypkasinoApi, runner: CallRunner, metrics: ServiceMetrics | None
 ) -> HttpServer | None:
     """The HTTP/JSON gateway on ``config.http_port``; None (logged) if it cannot listen."""
     gateway = HttpGateway(
@@ -328,6 +330,7 @@ async def _start_gateway(
         max_request_bytes=config.max_request_bytes,
         cors=CorsPolicy(config.cors_origins),
         openapi=served_document(),
+        on_refused_preflight=None if metrics is None else metrics.cors_preflights_refused.inc,
     )
     try:
         return await start_http(

@@ -91,6 +91,7 @@ def krypkasino_gateway(
     limit: int = 4096,
     body_seconds: float = BODY_SECONDS,
     keys: str = TEST_KEY,
+    on_refused_preflight: Callable[[], None] | None = None,
 ) -> HttpGateway:
     api = build_api(ServerConfig(), KeyRing.parse(keys), None)
     return HttpGateway(
@@ -101,6 +102,7 @@ def krypkasino_gateway(
         cors=CorsPolicy(cors),
         openapi=b'{"openapi": "3.1.0"}',
         body_seconds=body_seconds,
+        on_refused_preflight=on_refused_preflight,
     )
 
 

@@ -242,6 +242,19 @@ def test_empty_cors_origins_mean_none() -> None:
     assert resolved("CARDRULES_CORS_ORIGINS", "").cors_origins == ()
 
 
+def test_cors_origins_are_separated_by_commas_or_white_space_as_state_keys_are() -> None:
+    """``"http://a http://b"`` was refused, quoted whole as one origin, though
+    ``CARDRULES_STATE_KEYS`` takes white space; ``--help`` and operations.md say both."""
+    both = ("https://a.example", "http://b.example:8080")
+    for text in (
+        "https://a.example http://b.example:8080",
+        "https://a.example,\nhttp://b.example:8080",
+    ):
+        assert resolved("CARDRULES_CORS_ORIGINS", text).cors_origins == both
+    (row,) = [r for r in ROWS if r["flag"] == "--cors-origins"]
+    assert "separated by commas or white space" in row["what"]
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "field"),
     [

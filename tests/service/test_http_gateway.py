@@ -360,6 +360,23 @@ def test_origins_parse_from_a_comma_separated_list():
     )
     assert parse_origins("*") == ("*",)
     assert parse_origins("") == ()
+    assert parse_origins(" \n") == ()
+
+
+def test_origins_parse_separated_by_white_space_too():
+    """As ``CARDRULES_STATE_KEYS`` are: ``"http://a http://b"`` was refused whole, quoted as
+    one origin."""
+    assert parse_origins("https://a.example http://b.example:8000/\thttps://C.example\n") == (
+        "https://a.example",
+        "http://b.example:8000",
+        "https://c.example",
+    )
+    assert parse_origins("https://a.example ,\n https://b.example") == (
+        "https://a.example",
+        "https://b.example",
+    )
+    with pytest.raises(ValueError, match=NOT_AN_ORIGIN + "b.example'$"):
+        parse_origins("https://a.example b.example")
     for bad in ("a.example", "ftp://a.example", "https://a.example/path", "https://"):
         with pytest.raises(ValueError, match=NOT_AN_ORIGIN):
             parse_origins(bad)
@@ -377,12 +394,12 @@ def test_cors_answers_allowed_origins_only():
         async with session.options(score, headers=preflight_headers("https://evil.example")) as r:
             assert r.status == 204
             assert "Access-Control-Allow-Origin" not in r.headers
-        async with session.options(score, headers=preflight_headers(ORIGIN, "DELETE")) as r:
-            assert "Access-Control-Allow-Origin" not in r.headers
         async with session.post(score, json={}, headers={"Origin": ORIGIN}) as r:
             assert r.status == 400  # a refusal is still readable by the allowed page
             assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
-            assert r.headers["Access-Control-Expose-Headers"] == "X-Request-Id, Retry-After"
+            assert r.headers["Access-Control-Expose-Headers"] == (
+                "X-Request-Id, Retry-After, Allow, Accept-Encoding"
+            )
         async with session.post(score, json={}, headers={"Origin": "https://evil.example"}) as r:
             assert "Access-Control-Allow-Origin" not in r.headers
             assert r.headers["Vary"] == "Origin"
@@ -412,10 +429,11 @@ def test_any_origin_with_a_star():
     run(krypkasino_gateway(cors=("*",)), scenario)
 
 
-def test_a_preflight_allows_the_four_documented_headers_and_never_credentials():
+def test_a_preflight_allows_the_documented_headers_and_never_credentials():
     """docs/api.md, "CORS": ``Content-Encoding`` (a page's gzip body), ``Content-Type``,
-    ``Grpc-Timeout`` and ``X-Request-Id`` are allowed headers, and nothing uses cookies,
-    so credentials are never allowed."""
+    ``Grpc-Timeout``, ``X-Request-Id`` and W3C trace context's ``traceparent`` and
+    ``tracestate`` are allowed headers, and nothing uses cookies, so credentials are never
+    allowed."""
 
     async def scenario(session: aiohttp.ClientSession, url: str) -> None:
         score = f"{url}/v1/krypkasino:score"
@@ -423,7 +441,14 @@ def test_a_preflight_allows_the_four_documented_headers_and_never_credentials():
         async with session.options(score, headers=headers) as r:
             assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
             allowed = r.headers["Access-Control-Allow-Headers"].lower().split(", ")
-            assert allowed == ["content-encoding", "content-type", "grpc-timeout", "x-request-id"]
+            assert allowed == [
+                "content-encoding",
+                "content-type",
+                "grpc-timeout",
+                "traceparent",
+                "tracestate",
+                "x-request-id",
+            ]
             assert "Access-Control-Allow-Credentials" not in r.headers
         async with session.post(score, json={}, headers={"Origin": ORIGIN}) as r:
             assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
@@ -442,8 +467,8 @@ def test_a_preflight_allows_the_four_documented_headers_and_never_credentials():
 def test_a_preflight_of_a_mistyped_path_lets_the_page_read_the_404():
     """A browser shows its page only a CORS failure for a refused preflight: an allowed
     origin's preflight of a path no route has is answered, and the POST that follows
-    gets a 404 the page can read, naming the path a slip away. Other preflights there
-    stay a 404."""
+    gets a 404 the page can read, naming the path a slip away. Other origins' preflights
+    there stay a 404."""
 
     async def scenario(session: aiohttp.ClientSession, url: str) -> None:
         slip = f"{url}/v1/krypkasino:Score"
@@ -455,12 +480,8 @@ def test_a_preflight_of_a_mistyped_path_lets_the_page_read_the_404():
             assert r.status == 404 and r.headers["Access-Control-Allow-Origin"] == ORIGIN
             body = json.loads(await r.read())
             assert body["message"].endswith("did you mean /v1/krypkasino:score?")
-        for refused in (
-            preflight_headers("https://evil.example"),
-            preflight_headers(ORIGIN, "PUT"),
-        ):
-            async with session.options(slip, headers=refused) as r:
-                assert r.status == 404 and "Access-Control-Allow-Methods" not in r.headers
+        async with session.options(slip, headers=preflight_headers("https://evil.example")) as r:
+            assert r.status == 404 and "Access-Control-Allow-Methods" not in r.headers
 
     async def without_cors(session: aiohttp.ClientSession, url: str) -> None:
         slip = f"{url}/v1/krypkasino:Score"
@@ -497,6 +518,132 @@ def test_a_preflight_of_the_openapi_document_allows_get():
             assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == ORIGIN
 
     run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
+
+
+def test_an_allowed_origin_may_preflight_any_method_and_read_the_405_or_404_it_gets():
+    """A page's ``GET`` of ``:getView`` with a ``Content-Type`` (or ``PUT`` with a JSON
+    body) is preflighted: refused, the page saw only "blocked by CORS policy" where a simple
+    ``GET`` reads the 405. Allowing a method is not serving it: the request that follows
+    gets its 405 (404 on a path no route has), with ``Allow`` exposed to the page."""
+
+    async def scenario(session: aiohttp.ClientSession, url: str, allowed: str) -> None:
+        view = f"{url}/v1/krypkasino:getView"
+        asked = {
+            "Origin": ORIGIN,
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "content-type,x-request-id",
+        }
+        async with session.options(view, headers=asked) as r:
+            assert r.status == 204 and r.headers["Access-Control-Allow-Origin"] == allowed
+            assert r.headers["Access-Control-Allow-Methods"] == "POST, GET"
+            assert r.headers["Allow"] == "POST, OPTIONS"  # what the path serves
+        headers = {"Origin": ORIGIN, "Content-Type": "application/json", "X-Request-Id": "p-1"}
+        async with session.get(view, headers=headers) as r:
+            assert r.status == 405 and r.headers["Access-Control-Allow-Origin"] == allowed
+            assert "Allow" in r.headers["Access-Control-Expose-Headers"].split(", ")
+            assert r.headers["Allow"] == "POST, OPTIONS"
+            assert refusal(json.loads(await r.read()))[1] == "METHOD_NOT_ALLOWED"
+        for path, method, status in (
+            ("/v1/krypkasino:score", "PUT", 405),
+            ("/v1/krypkasino:score", "DELETE", 405),
+            ("/healthz", "POST", 405),
+            ("/v1/krypkasino:Score", "PUT", 404),
+        ):
+            async with session.options(
+                f"{url}{path}", headers=preflight_headers(ORIGIN, method)
+            ) as r:
+                assert r.status == 204 and r.headers["Access-Control-Allow-Origin"] == allowed
+                assert method in r.headers["Access-Control-Allow-Methods"].split(", ")
+            async with session.request(
+                method, f"{url}{path}", json={}, headers={"Origin": ORIGIN}
+            ) as r:
+                assert r.status == status and r.headers["Access-Control-Allow-Origin"] == allowed
+        # A method no HTTP method could be is refused.
+        for method in ("GET, POST", ""):
+            async with session.options(view, headers=preflight_headers(ORIGIN, method)) as r:
+                assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
+
+    async def listed(session: aiohttp.ClientSession, url: str) -> None:
+        await scenario(session, url, ORIGIN)
+        # Other origins stay refused.
+        evil = preflight_headers("https://evil.example", "GET")
+        async with session.options(f"{url}/v1/krypkasino:getView", headers=evil) as r:
+            assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
+
+    async def any_origin(session: aiohttp.ClientSession, url: str) -> None:
+        await scenario(session, url, "*")
+
+    run(krypkasino_gateway(cors=(ORIGIN,)), listed)
+    run(krypkasino_gateway(cors=("*",)), any_origin)
+
+
+def test_a_page_reads_the_accept_encoding_of_a_415():
+    """docs/api.md tells clients a 415 carries ``Accept-Encoding``: a page reads no header
+    that is not exposed to it."""
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        headers = {"Origin": ORIGIN, "Content-Type": "application/json", "Content-Encoding": "br"}
+        async with session.post(f"{url}/v1/krypkasino:score", data=b"{}", headers=headers) as r:
+            assert r.status == 415 and r.headers["Accept-Encoding"] == "deflate, gzip"
+            exposed = r.headers["Access-Control-Expose-Headers"].split(", ")
+            assert {"Accept-Encoding", "Allow", "X-Request-Id", "Retry-After"} <= set(exposed)
+
+    run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
+
+
+def test_a_preflight_with_w3c_trace_context_is_allowed():
+    """OpenTelemetry's browser fetch instrumentation adds ``traceparent`` and ``tracestate``
+    to every call: a header not allowed fails the preflight, and every call with it."""
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        headers = {
+            **preflight_headers(ORIGIN),
+            "Access-Control-Request-Headers": "content-type,traceparent,tracestate",
+        }
+        async with session.options(score, headers=headers) as r:
+            assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+            allowed = set(r.headers["Access-Control-Allow-Headers"].lower().split(", "))
+            assert {"content-type", "traceparent", "tracestate"} <= allowed
+
+    run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
+
+
+def test_refused_preflights_are_counted():
+    """A page refused sees only "blocked by CORS policy" and the server logged nothing:
+    ``on_refused_preflight`` (``cardrules_http_cors_preflights_refused_total``) counts each
+    preflight answered without ``Access-Control-Allow-Origin``, on a served path or not,
+    and nothing else."""
+    refused: list[None] = []
+
+    def count() -> None:
+        refused.append(None)
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score, slip = f"{url}/v1/krypkasino:score", f"{url}/v1/krypkasino:Score"
+        evil = preflight_headers("https://evil.example")
+        for target, headers in ((score, evil), (slip, evil), (score, {**evil, "Origin": "null"})):
+            async with session.options(target, headers=headers) as r:
+                assert "Access-Control-Allow-Origin" not in r.headers
+        assert len(refused) == 3
+        # Not preflights refused: an answered one, an OPTIONS that is no preflight, a POST.
+        async with session.options(score, headers=preflight_headers(ORIGIN)) as r:
+            assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+        async with session.options(score, headers={"Origin": "https://evil.example"}) as r:
+            assert r.status == 204
+        async with session.post(score, json={}, headers={"Origin": "https://evil.example"}) as r:
+            assert r.status == 400
+        assert len(refused) == 3
+
+    async def none_configured(session: aiohttp.ClientSession, url: str) -> None:
+        async with session.options(
+            f"{url}/v1/krypkasino:score", headers=preflight_headers(ORIGIN)
+        ) as r:
+            assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
+        assert len(refused) == 4
+
+    run(krypkasino_gateway(cors=(ORIGIN,), on_refused_preflight=count), scenario)
+    run(krypkasino_gateway(on_refused_preflight=count), none_configured)
 
 
 # -- slow and idle clients ------------------------------------------------------------

@@ -34,7 +34,7 @@ from service.http_gateway import JSON_BODY_FACTOR
 from service.http_json import message_json
 from tests.service.grpc_helpers import state_of_request_size
 from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
-from tests.service.metrics_helpers import handled, rpc_sample
+from tests.service.metrics_helpers import handled, metric_samples, rpc_sample
 from tests.service.server_process import (
     ServerProcess,
     cannot_listen_line,
@@ -886,6 +886,36 @@ def test_port_cors_origins_and_limit_come_from_the_environment():
             small = b'{"config": {"players": 2}}'
             status, _, _ = exchange(url, small + b" " * (size - len(small)))
             assert status == expected, size
+
+
+def test_the_operator_sees_the_allowed_origins_and_the_refused_preflights():
+    """Origins separated by white space, as state keys may be; every worker's ``listening``
+    line names them (``cors_origins``), and ``cardrules_http_cors_preflights_refused_total``,
+    at 0 from the start, sums the preflights every worker refused (no origin label)."""
+    grpc_port, http_port, metrics_port = free_ports(3)
+    args: tuple[str, ...] = ("--workers", "2", "--grpc-port", str(grpc_port))
+    args += ("--http-port", str(http_port), "--metrics-port", str(metrics_port))
+    env = {"CARDRULES_CORS_ORIGINS": f"{ORIGIN}\thttps://Other.example:443 \n"}
+    refused: tuple[str, frozenset[tuple[str, str]]] = (
+        "cardrules_http_cors_preflights_refused_total",
+        frozenset(),
+    )
+    with running(args, env=env) as server:
+        listening = server.wait_for_logs("listening", 2)
+        assert [line["cors_origins"] for line in listening] == [
+            [ORIGIN, "https://other.example"]
+        ] * 2
+        assert metric_samples(server.metrics_url)[refused] == 0
+        url = f"http://127.0.0.1:{http_port}/v1/krypkasino:newGame"
+        for origin, allowed in (
+            ("https://other.example", True),
+            ("https://evil.example", False),
+            (ORIGIN, True),
+        ) * 3:
+            headers = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+            status, answer, _ = exchange(url, method="OPTIONS", headers=headers)
+            assert status == 204 and ("Access-Control-Allow-Origin" in answer) is allowed
+        assert metric_samples(server.metrics_url)[refused] == 3
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,7 @@ EXPECTED_FAMILIES = {
     "cardrules_seat_tokens_renewed_total": ("counter", {"game"}),
     "cardrules_state_tokens_renewed_total": ("counter", {"game"}),
     "cardrules_log_lines_dropped_total": ("counter", set()),
+    "cardrules_http_cors_preflights_refused_total": ("counter", set()),
 }
 
 # Go's codes.Code.String() of every status code: go-grpc-prometheus's grpc_code values.
@@ -205,6 +206,7 @@ def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
     assert value(found, "cardrules_seat_tokens_renewed_total", game="krypkasino") == 0
     assert value(found, "cardrules_state_tokens_renewed_total", game="krypkasino") == 0
     assert value(found, "cardrules_log_lines_dropped_total") == 0
+    assert value(found, "cardrules_http_cors_preflights_refused_total") == 0
     for reason in Reason:
         assert (
             value(found, "cardrules_illegal_moves_total", game="krypkasino", reason=reason.value)

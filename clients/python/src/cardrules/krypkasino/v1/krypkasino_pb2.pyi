@@ -12,6 +12,10 @@ state_id, are the same). NewGame gives each game a new id (and a random seed
 unless one is given), so a retried NewGame starts another game, which costs
 nothing while nobody plays it. Rule IDs such as K7.6 refer to the Krypkasino
 specification.
+
+Points count against a player: the lowest match total wins (K13.1, K13.3),
+so a plus (card points, a sweep's +5 to the mover) is a penalty and a minus
+(a sweep's -5 to the previous seat, bordstabbe's -5) a reward.
 """
 
 from cardrules.cards.v1 import cards_pb2 as _cards_pb2
@@ -124,9 +128,13 @@ class _MoveKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MoveKind.Val
     MOVE_KIND_CAPTURE: _MoveKind.ValueType  # 2
     """A capture that leaves cards on the table."""
     MOVE_KIND_SWEEP: _MoveKind.ValueType  # 3
-    """A capture of the whole table: +5 to the mover, -5 to the previous seat."""
+    """A capture of the whole table: +5 to the mover, a penalty since the lowest
+    total wins, and -5, a reward, to the previous seat (K9.1).
+    """
     MOVE_KIND_DOUBLE_SWEEP: _MoveKind.ValueType  # 4
-    """A lone card taken by its twin (never an ace, whose hand value is 14): +10 / -10."""
+    """A lone card taken by its twin (never an ace, whose hand value is 14): +10
+    to the mover (a penalty) and -10 to the previous seat (a reward).
+    """
 
 class MoveKind(_MoveKind, metaclass=_MoveKindEnumTypeWrapper):
     """What a move does to the table (K8)."""
@@ -138,9 +146,13 @@ MOVE_KIND_CRAWL: MoveKind.ValueType  # 1
 MOVE_KIND_CAPTURE: MoveKind.ValueType  # 2
 """A capture that leaves cards on the table."""
 MOVE_KIND_SWEEP: MoveKind.ValueType  # 3
-"""A capture of the whole table: +5 to the mover, -5 to the previous seat."""
+"""A capture of the whole table: +5 to the mover, a penalty since the lowest
+total wins, and -5, a reward, to the previous seat (K9.1).
+"""
 MOVE_KIND_DOUBLE_SWEEP: MoveKind.ValueType  # 4
-"""A lone card taken by its twin (never an ace, whose hand value is 14): +10 / -10."""
+"""A lone card taken by its twin (never an ace, whose hand value is 14): +10
+to the mover (a penalty) and -10 to the previous seat (a reward).
+"""
 Global___MoveKind: _TypeAlias = MoveKind  # noqa: Y015
 
 @_typing.final
@@ -166,7 +178,9 @@ class Rules(_message.Message):
     single_deck: _builtins.bool
     """K16.3: one 52-card deck."""
     last_capture_point: _builtins.bool
-    """K16.4: +1 to the player who takes the leftovers."""
+    """K16.4: +1 to the player who takes the leftovers (a penalty: the lowest
+    total wins).
+    """
     removal: Global___Removal.ValueType
     """K16.5: what removal sets aside."""
     no_forced_sweep: _builtins.bool
@@ -180,8 +194,8 @@ class Rules(_message.Message):
     nordic_scoring: _builtins.bool
     """K16.9: every spade and ace 1, 10D 0."""
     bordstabbe: _builtins.bool
-    """K16.10: -5 to the first player when the table left after the first
-    distribution's removal is non-empty and all one table value.
+    """K16.10: -5, a reward, to the first player when the table left after the
+    first distribution's removal is non-empty and all one table value.
     """
     def __init__(
         self,
@@ -332,7 +346,10 @@ Global___LegalMove: _TypeAlias = LegalMove  # noqa: Y015
 
 @_typing.final
 class SeatScore(_message.Message):
-    """One seat's itemised deal score (K12.1); every item is in points."""
+    """One seat's itemised deal score (K12.1); every item is in points, and the
+    lowest total wins (K13.3): a positive item is a penalty, a negative one a
+    reward.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -363,13 +380,13 @@ class SeatScore(_message.Message):
     card_points: _builtins.int
     """The five items above added up."""
     sweeps_made: _builtins.int
-    """+5 per own sweep marker."""
+    """+5 per own sweep marker (K9.1): a penalty."""
     sweeps_conceded: _builtins.int
-    """-5 per marker of the next seat."""
+    """-5 per marker of the next seat: a reward."""
     last_capture: _builtins.int
-    """+1 for the leftovers with last_capture_point."""
+    """+1 for the leftovers with last_capture_point: a penalty."""
     bordstabbe: _builtins.int
-    """-5 for bordstabbe."""
+    """-5 for bordstabbe: a reward."""
     total: _builtins.int
     """The deal total."""
     def __init__(
@@ -521,7 +538,13 @@ class View(_message.Message):
     game_over: _builtins.bool
     """The match is over."""
     move_number: _builtins.int
-    """Moves played so far in the match."""
+    """Moves played so far in the match. A 64-bit integer: HTTP/JSON sends it as
+    a string ("12"), so compare it as a number, not as a string ("10" < "9").
+    In JavaScript over gRPC, @grpc/proto-loader gives a Long object by
+    default, which < and > compare wrongly, as strings (Long has no valueOf):
+    use its compare(), or load with `longs: String` and convert with Number()
+    (exact here: a move number stays far below 2^53).
+    """
     state_id: _builtins.str
     """Identifies this exact state, for optimistic concurrency."""
     @_builtins.property
@@ -777,7 +800,7 @@ Global___CardsSetAside: _TypeAlias = CardsSetAside  # noqa: Y015
 
 @_typing.final
 class Bordstabbe(_message.Message):
-    """Bordstabbe: the first player scores -5 (K16.10)."""
+    """Bordstabbe: the first player scores -5, a reward (K16.10)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1061,6 +1084,12 @@ class NewGameRequest(_message.Message):
     A seed determines every hand and the stock: whoever knows or can guess it
     sees all the cards. Give one only for tests and replays, never one a
     player chose or could guess (small, sequential, or a timestamp).
+
+    A 64-bit integer: in JavaScript keep seeds as decimal strings (or Long),
+    never as numbers, both over gRPC, where @grpc/proto-loader takes a string
+    for it, and in HTTP/JSON (`"seed": "12345678901234567890"`). A JavaScript
+    number holds integers exactly only up to 2^53: a larger seed given as one
+    can silently become another seed, which deals another game.
     """
     @_builtins.property
     def config(self) -> Global___GameConfig:
@@ -1253,7 +1282,12 @@ class PlayRequest(_message.Message):
     """That seat's token."""
     @_builtins.property
     def move(self) -> Global___Move:
-        """The move."""
+        """The move: the `move` of an entry of LegalMovesResponse.moves, not the
+        entry (a LegalMove) itself. A client that builds requests from plain
+        objects (protobufjs, @grpc/proto-loader) and sends a whole LegalMove here
+        loses the keys a Move does not have, and the call is refused as a move
+        without its card (`move.card: a move needs the card played from hand`).
+        """
 
     def __init__(
         self,

@@ -27,6 +27,34 @@ if _version_not_supported:
 
 class KrypkasinoServiceStub:
     """The Krypkasino rules service.
+
+    Deadlines: the expected deadline each RPC names (1 s) is the least deadline
+    a caller should set; a server that is not overloaded answers well within
+    it. A caller whose retry policy must fit inside its deadline sets more, as
+    the Python client's default of 5 s does (its channel retries UNAVAILABLE and
+    CANCELLED, up to 4 attempts, within the call's deadline).
+
+    Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
+    `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
+    exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
+    UPPER_SNAKE `reason` to branch on (not the message, English prose for
+    people) and dynamic values as string metadata, such as `rule` (the spec
+    rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
+    refusal of malformed input also holds a google.rpc.BadRequest whose field
+    violations name each bad field by its proto path (`move.card.rank`; no
+    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    request, token or configuration; PERMISSION_DENIED for a missing or wrong
+    seat token; FAILED_PRECONDITION for a move the rules or the game's progress
+    forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
+    token from a newer release (retry: another replica may read it); INTERNAL
+    for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
+    path, say). docs/api.md, "Errors", lists every reason with its code and
+    metadata. Refusals made before the service sees the call (grpc's own, for a
+    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
+    carry no details. Every answer and every refusal with an ErrorInfo carries
+    the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
+    header): the request's own `x-request-id` metadata when usable, else a new
+    one. The google.rpc protos are in third_party/googleapis/google/rpc.
     """
 
     def __init__(self, channel):
@@ -64,12 +92,41 @@ class KrypkasinoServiceStub:
 
 class KrypkasinoServiceServicer:
     """The Krypkasino rules service.
+
+    Deadlines: the expected deadline each RPC names (1 s) is the least deadline
+    a caller should set; a server that is not overloaded answers well within
+    it. A caller whose retry policy must fit inside its deadline sets more, as
+    the Python client's default of 5 s does (its channel retries UNAVAILABLE and
+    CANCELLED, up to 4 attempts, within the call's deadline).
+
+    Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
+    `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
+    exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
+    UPPER_SNAKE `reason` to branch on (not the message, English prose for
+    people) and dynamic values as string metadata, such as `rule` (the spec
+    rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
+    refusal of malformed input also holds a google.rpc.BadRequest whose field
+    violations name each bad field by its proto path (`move.card.rank`; no
+    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    request, token or configuration; PERMISSION_DENIED for a missing or wrong
+    seat token; FAILED_PRECONDITION for a move the rules or the game's progress
+    forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
+    token from a newer release (retry: another replica may read it); INTERNAL
+    for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
+    path, say). docs/api.md, "Errors", lists every reason with its code and
+    metadata. Refusals made before the service sees the call (grpc's own, for a
+    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
+    carry no details. Every answer and every refusal with an ErrorInfo carries
+    the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
+    header): the request's own `x-request-id` metadata when usable, else a new
+    one. The google.rpc protos are in third_party/googleapis/google/rpc.
     """
 
     def NewGame(self, request, context):
         """Starts a match: validates the configuration, draws for deal if asked,
         deals the first distribution and returns the sealed state, one seat token
-        per seat and the public view. Expected deadline: 1 s.
+        per seat and the public view. Expected deadline: 1 s (the least to set:
+        see the service).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -77,7 +134,8 @@ class KrypkasinoServiceServicer:
 
     def LegalMoves(self, request, context):
         """Lists the legal moves of a seat (K7.7) in canonical order, each annotated
-        with what it does. Needs that seat's token. Expected deadline: 1 s.
+        with what it does. Needs that seat's token. Expected deadline: 1 s (the
+        least to set: see the service).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -85,7 +143,8 @@ class KrypkasinoServiceServicer:
 
     def Play(self, request, context):
         """Plays one move for a seat and returns the next state, the events (public:
-        the same for every seat) and that seat's view. Expected deadline: 1 s.
+        the same for every seat) and that seat's view. Expected deadline: 1 s (the
+        least to set: see the service).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -93,7 +152,8 @@ class KrypkasinoServiceServicer:
 
     def Score(self, request, context):
         """Returns the itemised score sheet of every finished deal, the match
-        totals and the winners. Public: needs no seat token. Expected deadline: 1 s.
+        totals and the winners. Public: needs no seat token. Expected deadline:
+        1 s (the least to set: see the service).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -101,7 +161,7 @@ class KrypkasinoServiceServicer:
 
     def GetView(self, request, context):
         """Returns a seat's view (with its seat token) or the public view (without a
-        seat). Expected deadline: 1 s.
+        seat). Expected deadline: 1 s (the least to set: see the service).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -145,6 +205,34 @@ def add_KrypkasinoServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class KrypkasinoService:
     """The Krypkasino rules service.
+
+    Deadlines: the expected deadline each RPC names (1 s) is the least deadline
+    a caller should set; a server that is not overloaded answers well within
+    it. A caller whose retry policy must fit inside its deadline sets more, as
+    the Python client's default of 5 s does (its channel retries UNAVAILABLE and
+    CANCELLED, up to 4 attempts, within the call's deadline).
+
+    Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
+    `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
+    exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
+    UPPER_SNAKE `reason` to branch on (not the message, English prose for
+    people) and dynamic values as string metadata, such as `rule` (the spec
+    rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
+    refusal of malformed input also holds a google.rpc.BadRequest whose field
+    violations name each bad field by its proto path (`move.card.rank`; no
+    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    request, token or configuration; PERMISSION_DENIED for a missing or wrong
+    seat token; FAILED_PRECONDITION for a move the rules or the game's progress
+    forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
+    token from a newer release (retry: another replica may read it); INTERNAL
+    for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
+    path, say). docs/api.md, "Errors", lists every reason with its code and
+    metadata. Refusals made before the service sees the call (grpc's own, for a
+    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
+    carry no details. Every answer and every refusal with an ErrorInfo carries
+    the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
+    header): the request's own `x-request-id` metadata when usable, else a new
+    one. The google.rpc protos are in third_party/googleapis/google/rpc.
     """
 
     @staticmethod

@@ -12,6 +12,10 @@ state_id, are the same). NewGame gives each game a new id (and a random seed
 unless one is given), so a retried NewGame starts another game, which costs
 nothing while nobody plays it. Rule IDs such as K7.6 refer to the Krypkasino
 specification.
+
+Points count against a player: the lowest match total wins (K13.1, K13.3),
+so a plus (card points, a sweep's +5 to the mover) is a penalty and a minus
+(a sweep's -5 to the previous seat, bordstabbe's -5) a reward.
 """
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as _krypkasino_pb2
@@ -38,7 +42,36 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class KrypkasinoServiceStub:
-    """The Krypkasino rules service."""
+    """The Krypkasino rules service.
+
+    Deadlines: the expected deadline each RPC names (1 s) is the least deadline
+    a caller should set; a server that is not overloaded answers well within
+    it. A caller whose retry policy must fit inside its deadline sets more, as
+    the Python client's default of 5 s does (its channel retries UNAVAILABLE and
+    CANCELLED, up to 4 attempts, within the call's deadline).
+
+    Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
+    `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
+    exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
+    UPPER_SNAKE `reason` to branch on (not the message, English prose for
+    people) and dynamic values as string metadata, such as `rule` (the spec
+    rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
+    refusal of malformed input also holds a google.rpc.BadRequest whose field
+    violations name each bad field by its proto path (`move.card.rank`; no
+    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    request, token or configuration; PERMISSION_DENIED for a missing or wrong
+    seat token; FAILED_PRECONDITION for a move the rules or the game's progress
+    forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
+    token from a newer release (retry: another replica may read it); INTERNAL
+    for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
+    path, say). docs/api.md, "Errors", lists every reason with its code and
+    metadata. Refusals made before the service sees the call (grpc's own, for a
+    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
+    carry no details. Every answer and every refusal with an ErrorInfo carries
+    the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
+    header): the request's own `x-request-id` metadata when usable, else a new
+    one. The google.rpc protos are in third_party/googleapis/google/rpc.
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
@@ -47,54 +80,120 @@ class KrypkasinoServiceStub:
     NewGame: _grpc.UnaryUnaryMultiCallable[_krypkasino_pb2.NewGameRequest, _krypkasino_pb2.NewGameResponse]
     """Starts a match: validates the configuration, draws for deal if asked,
     deals the first distribution and returns the sealed state, one seat token
-    per seat and the public view. Expected deadline: 1 s.
+    per seat and the public view. Expected deadline: 1 s (the least to set:
+    see the service).
     """
     LegalMoves: _grpc.UnaryUnaryMultiCallable[_krypkasino_pb2.LegalMovesRequest, _krypkasino_pb2.LegalMovesResponse]
     """Lists the legal moves of a seat (K7.7) in canonical order, each annotated
-    with what it does. Needs that seat's token. Expected deadline: 1 s.
+    with what it does. Needs that seat's token. Expected deadline: 1 s (the
+    least to set: see the service).
     """
     Play: _grpc.UnaryUnaryMultiCallable[_krypkasino_pb2.PlayRequest, _krypkasino_pb2.PlayResponse]
     """Plays one move for a seat and returns the next state, the events (public:
-    the same for every seat) and that seat's view. Expected deadline: 1 s.
+    the same for every seat) and that seat's view. Expected deadline: 1 s (the
+    least to set: see the service).
     """
     Score: _grpc.UnaryUnaryMultiCallable[_krypkasino_pb2.ScoreRequest, _krypkasino_pb2.ScoreResponse]
     """Returns the itemised score sheet of every finished deal, the match
-    totals and the winners. Public: needs no seat token. Expected deadline: 1 s.
+    totals and the winners. Public: needs no seat token. Expected deadline:
+    1 s (the least to set: see the service).
     """
     GetView: _grpc.UnaryUnaryMultiCallable[_krypkasino_pb2.GetViewRequest, _krypkasino_pb2.GetViewResponse]
     """Returns a seat's view (with its seat token) or the public view (without a
-    seat). Expected deadline: 1 s.
+    seat). Expected deadline: 1 s (the least to set: see the service).
     """
 
 @_typing.type_check_only
 class KrypkasinoServiceAsyncStub(KrypkasinoServiceStub):
-    """The Krypkasino rules service."""
+    """The Krypkasino rules service.
+
+    Deadlines: the expected deadline each RPC names (1 s) is the least deadline
+    a caller should set; a server that is not overloaded answers well within
+    it. A caller whose retry policy must fit inside its deadline sets more, as
+    the Python client's default of 5 s does (its channel retries UNAVAILABLE and
+    CANCELLED, up to 4 attempts, within the call's deadline).
+
+    Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
+    `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
+    exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
+    UPPER_SNAKE `reason` to branch on (not the message, English prose for
+    people) and dynamic values as string metadata, such as `rule` (the spec
+    rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
+    refusal of malformed input also holds a google.rpc.BadRequest whose field
+    violations name each bad field by its proto path (`move.card.rank`; no
+    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    request, token or configuration; PERMISSION_DENIED for a missing or wrong
+    seat token; FAILED_PRECONDITION for a move the rules or the game's progress
+    forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
+    token from a newer release (retry: another replica may read it); INTERNAL
+    for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
+    path, say). docs/api.md, "Errors", lists every reason with its code and
+    metadata. Refusals made before the service sees the call (grpc's own, for a
+    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
+    carry no details. Every answer and every refusal with an ErrorInfo carries
+    the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
+    header): the request's own `x-request-id` metadata when usable, else a new
+    one. The google.rpc protos are in third_party/googleapis/google/rpc.
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     NewGame: _aio.UnaryUnaryMultiCallable[_krypkasino_pb2.NewGameRequest, _krypkasino_pb2.NewGameResponse]  # type: ignore[assignment]
     """Starts a match: validates the configuration, draws for deal if asked,
     deals the first distribution and returns the sealed state, one seat token
-    per seat and the public view. Expected deadline: 1 s.
+    per seat and the public view. Expected deadline: 1 s (the least to set:
+    see the service).
     """
     LegalMoves: _aio.UnaryUnaryMultiCallable[_krypkasino_pb2.LegalMovesRequest, _krypkasino_pb2.LegalMovesResponse]  # type: ignore[assignment]
     """Lists the legal moves of a seat (K7.7) in canonical order, each annotated
-    with what it does. Needs that seat's token. Expected deadline: 1 s.
+    with what it does. Needs that seat's token. Expected deadline: 1 s (the
+    least to set: see the service).
     """
     Play: _aio.UnaryUnaryMultiCallable[_krypkasino_pb2.PlayRequest, _krypkasino_pb2.PlayResponse]  # type: ignore[assignment]
     """Plays one move for a seat and returns the next state, the events (public:
-    the same for every seat) and that seat's view. Expected deadline: 1 s.
+    the same for every seat) and that seat's view. Expected deadline: 1 s (the
+    least to set: see the service).
     """
     Score: _aio.UnaryUnaryMultiCallable[_krypkasino_pb2.ScoreRequest, _krypkasino_pb2.ScoreResponse]  # type: ignore[assignment]
     """Returns the itemised score sheet of every finished deal, the match
-    totals and the winners. Public: needs no seat token. Expected deadline: 1 s.
+    totals and the winners. Public: needs no seat token. Expected deadline:
+    1 s (the least to set: see the service).
     """
     GetView: _aio.UnaryUnaryMultiCallable[_krypkasino_pb2.GetViewRequest, _krypkasino_pb2.GetViewResponse]  # type: ignore[assignment]
     """Returns a seat's view (with its seat token) or the public view (without a
-    seat). Expected deadline: 1 s.
+    seat). Expected deadline: 1 s (the least to set: see the service).
     """
 
 class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
-    """The Krypkasino rules service."""
+    """The Krypkasino rules service.
+
+    Deadlines: the expected deadline each RPC names (1 s) is the least deadline
+    a caller should set; a server that is not overloaded answers well within
+    it. A caller whose retry policy must fit inside its deadline sets more, as
+    the Python client's default of 5 s does (its channel retries UNAVAILABLE and
+    CANCELLED, up to 4 attempts, within the call's deadline).
+
+    Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
+    `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
+    exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
+    UPPER_SNAKE `reason` to branch on (not the message, English prose for
+    people) and dynamic values as string metadata, such as `rule` (the spec
+    rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
+    refusal of malformed input also holds a google.rpc.BadRequest whose field
+    violations name each bad field by its proto path (`move.card.rank`; no
+    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    request, token or configuration; PERMISSION_DENIED for a missing or wrong
+    seat token; FAILED_PRECONDITION for a move the rules or the game's progress
+    forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
+    token from a newer release (retry: another replica may read it); INTERNAL
+    for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
+    path, say). docs/api.md, "Errors", lists every reason with its code and
+    metadata. Refusals made before the service sees the call (grpc's own, for a
+    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
+    carry no details. Every answer and every refusal with an ErrorInfo carries
+    the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
+    header): the request's own `x-request-id` metadata when usable, else a new
+    one. The google.rpc protos are in third_party/googleapis/google/rpc.
+    """
 
     @_abc_1.abstractmethod
     def NewGame(
@@ -104,7 +203,8 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_krypkasino_pb2.NewGameResponse, _abc.Awaitable[_krypkasino_pb2.NewGameResponse]]:
         """Starts a match: validates the configuration, draws for deal if asked,
         deals the first distribution and returns the sealed state, one seat token
-        per seat and the public view. Expected deadline: 1 s.
+        per seat and the public view. Expected deadline: 1 s (the least to set:
+        see the service).
         """
 
     @_abc_1.abstractmethod
@@ -114,7 +214,8 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_krypkasino_pb2.LegalMovesResponse, _abc.Awaitable[_krypkasino_pb2.LegalMovesResponse]]:
         """Lists the legal moves of a seat (K7.7) in canonical order, each annotated
-        with what it does. Needs that seat's token. Expected deadline: 1 s.
+        with what it does. Needs that seat's token. Expected deadline: 1 s (the
+        least to set: see the service).
         """
 
     @_abc_1.abstractmethod
@@ -124,7 +225,8 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_krypkasino_pb2.PlayResponse, _abc.Awaitable[_krypkasino_pb2.PlayResponse]]:
         """Plays one move for a seat and returns the next state, the events (public:
-        the same for every seat) and that seat's view. Expected deadline: 1 s.
+        the same for every seat) and that seat's view. Expected deadline: 1 s (the
+        least to set: see the service).
         """
 
     @_abc_1.abstractmethod
@@ -134,7 +236,8 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_krypkasino_pb2.ScoreResponse, _abc.Awaitable[_krypkasino_pb2.ScoreResponse]]:
         """Returns the itemised score sheet of every finished deal, the match
-        totals and the winners. Public: needs no seat token. Expected deadline: 1 s.
+        totals and the winners. Public: needs no seat token. Expected deadline:
+        1 s (the least to set: see the service).
         """
 
     @_abc_1.abstractmethod
@@ -144,7 +247,7 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_krypkasino_pb2.GetViewResponse, _abc.Awaitable[_krypkasino_pb2.GetViewResponse]]:
         """Returns a seat's view (with its seat token) or the public view (without a
-        seat). Expected deadline: 1 s.
+        seat). Expected deadline: 1 s (the least to set: see the service).
         """
 
 def add_KrypkasinoServiceServicer_to_server(servicer: KrypkasinoServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,153 @@
+"""The proto comments tell a client what a team generating from the protos alone needs.
+
+A review wrote a Node.js client from proto/ only: these hold the comments to the error
+model of docs/api.md, "Errors", to one meaning of the per-RPC deadline, to how 64-bit
+fields travel in JavaScript, and to the sign of points (K13.3: the lowest total wins).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from cardrules.client import DEFAULT_TIMEOUT
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf.descriptor import FieldDescriptor
+
+from scripts.generate_openapi import descriptor_set
+from scripts.generate_protos import THIRD_PARTY
+from service.errors import DOMAIN
+from service.openapi import SERVICES, comments, reachable
+
+ROOT = Path(__file__).resolve().parents[2]
+API_MD = ROOT / "docs" / "api.md"
+PACKAGE = "cardrules.krypkasino.v1"
+SERVICE = f"{PACKAGE}.KrypkasinoService"
+SIXTY_FOUR_BITS = {
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+
+
+@pytest.fixture(scope="module")
+def notes() -> dict[str, str]:
+    """Leading comments by full name, as the OpenAPI descriptions take them."""
+    return comments(descriptor_set())
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def errors_table_codes() -> list[str]:
+    """The codes of the first table of docs/api.md, "Errors" (the service's refusals)."""
+    section = API_MD.read_text().split("\n## Errors\n", 1)[1]
+    table = section.split("Over HTTP a few refusals come from the gateway itself", 1)[0]
+    codes = re.findall(r"^\| `([A-Z_]+)`", table, re.MULTILINE)
+    assert codes, "no codes found in docs/api.md, Errors"
+    return codes
+
+
+def test_the_service_comment_describes_the_error_model(notes: dict[str, str]) -> None:
+    """Where a refusal's google.rpc.Status travels, its one ErrorInfo and its domain, the
+    BadRequest, the request id trailer, and every code of docs/api.md's table."""
+    service = notes[SERVICE]
+    for needed in (
+        "google.rpc.Status",
+        "`grpc-status-details-bin` trailer",
+        "exactly one google.rpc.ErrorInfo",
+        f"domain `{DOMAIN}`",
+        "`reason`",
+        "`rule`",
+        "google.rpc.BadRequest",
+        "`x-request-id` trailer",
+        'docs/api.md, "Errors"',
+    ):
+        assert needed in service, needed
+    missing = [code for code in errors_table_codes() if code not in service]
+    assert not missing, f"the service comment does not name {missing}"
+    named = re.search(r"google\.rpc protos are in (\S+?)\.?$", service)
+    assert named is not None
+    folder = ROOT / named.group(1)
+    assert folder == THIRD_PARTY / "google" / "rpc"
+    assert {"status.proto", "error_details.proto"} <= {p.name for p in folder.iterdir()}
+
+
+def test_the_expected_deadline_has_one_meaning_everywhere(notes: dict[str, str]) -> None:
+    """Each RPC names the same figure, which the service comment and docs/api.md define as
+    the least deadline to set, beside the Python client's default (room for retries)."""
+    (service,) = SERVICES
+    figures = {
+        method.name: re.findall(r"Expected deadline: (\d+) s", notes[method.full_name])
+        for method in service.methods
+    }
+    assert all(len(found) == 1 for found in figures.values()), figures
+    ((seconds,),) = {tuple(found) for found in figures.values()}
+    assert f"the expected deadline each RPC names ({seconds} s) is the least" in notes[SERVICE]
+    assert f"Python client's default of {DEFAULT_TIMEOUT:g} s" in notes[SERVICE]
+    api = flat(API_MD.read_text())
+    assert f"expected deadline of {seconds} s, the least deadline a caller should set" in api
+    assert f"the Python client defaults to {DEFAULT_TIMEOUT:g} s" in api
+
+
+def test_every_64_bit_field_a_client_sees_says_how_javascript_holds_it(
+    notes: dict[str, str],
+) -> None:
+    """A JavaScript number is exact only to 2^53, and @grpc/proto-loader's default Long
+    compares wrongly with < and >: every such field of the requests and responses says so."""
+    (service,) = SERVICES
+    ends = [m.input_type for m in service.methods] + [m.output_type for m in service.methods]
+    fields = [
+        field
+        for message in reachable(ends).values()
+        for field in message.fields
+        if field.type in SIXTY_FOUR_BITS
+    ]
+    assert {f.full_name for f in fields} >= {
+        f"{PACKAGE}.View.move_number",
+        f"{PACKAGE}.NewGameRequest.seed",
+    }
+    for field in fields:
+        note = notes.get(field.full_name, "")
+        for needed in ("64-bit integer", "string", "Long", "2^53"):
+            assert needed in note, f"{field.full_name} does not say {needed!r}"
+    api = flat(API_MD.read_text())
+    exact = "holds integers exactly only up to 2^53"
+    assert exact in api
+    assert exact in notes[f"{PACKAGE}.NewGameRequest.seed"]
+
+
+def test_play_s_move_is_the_move_of_a_legal_moves_entry(notes: dict[str, str]) -> None:
+    """protobufjs drops the keys a Move lacks, so a whole LegalMove arrives as a Move
+    without its card: the comment names the field to send instead."""
+    note = notes[f"{PACKAGE}.PlayRequest.move"]
+    assert "the `move` of an entry of LegalMovesResponse.moves" in note
+    assert "not the entry (a LegalMove) itself" in note
+    entry = pb.LegalMovesResponse.DESCRIPTOR.fields_by_name["moves"].message_type
+    assert entry is pb.LegalMove.DESCRIPTOR
+    move = pb.PlayRequest.DESCRIPTOR.fields_by_name["move"].message_type
+    assert entry.fields_by_name["move"].message_type is move
+
+
+SIGNED_POINTS = re.compile(r"(?<![\w.])[+-]\d+\b")
+
+
+def test_every_signed_point_figure_says_which_way_it_counts(notes: dict[str, str]) -> None:
+    """K13.3: the lowest total wins, so a +5 for a sweep is a penalty, not a bonus."""
+    signed = {
+        name: note
+        for name, note in notes.items()
+        if name.startswith("cardrules.") and SIGNED_POINTS.search(note)
+    }
+    assert f"{PACKAGE}.MoveKind.MOVE_KIND_SWEEP" in signed
+    assert f"{PACKAGE}.SeatScore.sweeps_made" in signed
+    unexplained = [
+        name
+        for name, note in signed.items()
+        if not re.search(r"penalty|reward|lowest total wins", note)
+    ]
+    assert not unexplained, f"points without their direction: {unexplained}"

@@ -4,19 +4,25 @@
 engine bug), the ``--server`` could not be reached or refused a call, or the
 result could not be printed (stdout closed or full), 2 bad input (usage,
 unknown rule, malformed card or deck, a configuration the rules reject), 130
-interrupted (Ctrl-C). Errors are one line on stderr, never a traceback.
+interrupted (Ctrl-C, SIGINT), 143 terminated (SIGTERM). Errors are one line on
+stderr, never a traceback. A run of ``--games`` that is stopped (a signal, the
+server lost) still prints the summary of the games it finished, marked incomplete.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import contextlib
 import importlib.metadata
 import os
 import re
+import signal
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import Any, NoReturn, Protocol, TextIO
 
 from cardrules.client.channel import check_target
 from tqdm import tqdm
@@ -27,8 +33,10 @@ from engine.krypkasino.config import MAX_PLAYERS, MIN_PLAYERS
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
 from service.config import hide_keys
-from service.remote_simulate import RemoteError, play_remote_game
+from service.remote_simulate import RemoteError, RemoteTable
 from service.simulate import (
+    IN_PROCESS,
+    THROUGH_SERVER,
     GameRecord,
     InputError,
     SimulationError,
@@ -48,7 +56,11 @@ USAGE_ERROR = 2
 INVARIANT_FAILED = 1
 REMOTE_FAILED = 1
 OUTPUT_FAILED = 1
-INTERRUPTED = 128 + 2  # as a shell reports a process stopped by SIGINT
+# As a shell reports a process stopped by the signal.
+INTERRUPTED = 128 + signal.SIGINT
+TERMINATED = 128 + signal.SIGTERM
+#: How often ``--games`` writes a progress line where stderr is no terminal.
+LOG_INTERVAL_SECONDS = 30.0
 STDOUT_CLOSED = "stdout is closed: nowhere to print the result"
 MAX_SEED = 2**64 - 1  # NewGame's seed is a uint64
 
@@ -327,50 +339,271 @@ def _simulate(args: argparse.Namespace) -> int:
         return _fail(str(error))
     if sys.stdout is None:  # checked now, not after a run of minutes that can print nothing
         return _fail(STDOUT_CLOSED, OUTPUT_FAILED)
-    player = play_game
-    if args.server is not None:
-        player = functools.partial(play_remote_game, target=args.server)
-    try:
+    with contextlib.ExitStack() as stack:
+        # One channel for the whole run, closed at its end.
+        table = None if args.server is None else stack.enter_context(RemoteTable(args.server))
         if args.games == 1:
-            document = transcript(_one_game(request, args.server))
-            return print_output(dump_document(document) if args.json else render_text(document))
-        summary = Summary(request)
-        games = tqdm(
-            requests_for_games(request, args.games),
-            total=args.games,
-            desc="simulate",
-            unit="game",
-            file=sys.stderr,
-            disable=sys.stderr is None,  # started with stderr closed (``2>&-``)
-            # Into a file or a CI log: a redraw each 30 s, not ten a second.
-            mininterval=0.1 if sys.stderr is not None and sys.stderr.isatty() else 30,
-        )
-        for game in games:
-            summary.add(player(game, record=False))
-        games.close()
+            return _simulate_one(request, table, args.json)
+        return _simulate_many(request, args.games, table, args.json)
+
+
+def _simulate_many(
+    request: SimulationRequest, games: int, table: RemoteTable | None, as_json: bool
+) -> int:
+    """``--games G``: the summary, of the games finished when the run was stopped
+    (marked incomplete), with one line on stderr saying what stopped it."""
+    summary = Summary(request, asked=games, played=IN_PROCESS if table is None else THROUGH_SERVER)
+    try:
+        stopped = _play_games(summary, table)
+    except SimulationError as error:
+        return _fail(str(error), INVARIANT_FAILED)
+    status = 0
+    if summary.games:
+        report = summary_json(summary, version=_version())
+        status = print_output(dump_document(report) if as_json else render_summary(report))
+    if stopped is None:
+        return status
+    why, stop_status = stopped
+    return _fail(_stopped_note(why, summary), stop_status)
+
+
+def _simulate_one(request: SimulationRequest, table: RemoteTable | None, as_json: bool) -> int:
+    """``--games 1``: the game's transcript; one stopped names its seed, to play again."""
+    try:
+        with _StopSignals():
+            record = _one_game(request, table)
     except SimulationError as error:
         return _fail(str(error), INVARIANT_FAILED)
     except RemoteError as error:
-        return _fail(str(error), REMOTE_FAILED)
-    report = summary_json(summary)
-    return print_output(dump_document(report) if args.json else render_summary(report))
+        return _fail(f"{error}; the game of seed {request.seed} was not finished", REMOTE_FAILED)
+    except _Stopped as stop:
+        return _fail(f"{stop.what} during the game of seed {request.seed}", stop.status)
+    document = transcript(record)
+    return print_output(dump_document(document) if as_json else render_text(document))
 
 
-def _one_game(request: SimulationRequest, server: str | None) -> GameRecord:
+def _play_games(summary: Summary, table: RemoteTable | None) -> tuple[str, int] | None:
+    """Play ``summary.asked`` games from the request's seed on, adding each to
+    ``summary``, with progress on stderr; what stopped the run early and its exit
+    status, or None.
+
+    A SIGINT or SIGTERM, or a server lost, ends the run with the games finished
+    counted: a run of hours is not thrown away, and the seeds still to play are told.
+    A failed invariant (``SimulationError``) is a bug and is raised."""
+    player = play_game if table is None else table.play
+    progress: _Progress = _NoProgress()
+    try:
+        # The handlers first: a signal once progress shows must find them.
+        with _StopSignals() as signals:
+            progress = _games_progress(summary.asked)
+            for game in requests_for_games(summary.request, summary.asked):
+                record = player(game, record=False)
+                with signals.held():  # a game is counted whole or not at all
+                    summary.add(record)
+                progress.update(1)
+    except _Stopped as stop:
+        return stop.what, stop.status
+    except RemoteError as error:
+        return f"{error}; stopped", REMOTE_FAILED
+    finally:
+        progress.close()  # its last line, ended, before the result and any error
+    return None
+
+
+def _stopped_note(why: str, summary: Summary) -> str:
+    """``interrupted after 90 of 3000 games (seeds 0 to 89); ...``: what a stopped run
+    played, and the flags that play the rest."""
+    done, asked, first = summary.games, summary.asked, summary.request.seed
+    if done == 0:
+        return f"{why} before the first of {asked} games (seed {first}) was over: no summary"
+    note = f"{why} after {done} of {asked} games (seeds {first} to {first + done - 1})"
+    if done == asked:  # a signal as the last game was counted: the summary is whole
+        return note
+    return (
+        f"{note}; the summary covers those; play the rest with "
+        f"--seed {first + done} --games {asked - done}"
+    )
+
+
+class _Stopped(BaseException):
+    """A stop signal during a simulation (``_StopSignals``). A BaseException, as
+    KeyboardInterrupt is: no ``except Exception`` on the way may take it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        interrupted = signum == signal.SIGINT
+        self.status = INTERRUPTED if interrupted else TERMINATED
+        self.what = "interrupted" if interrupted else "terminated"
+
+
+class _StopSignals:
+    """While a simulation runs, SIGINT and SIGTERM alike raise ``_Stopped``, so that the
+    games finished are reported (a SIGTERM would otherwise end the process silently,
+    its progress line unended). A signal that is ignored (a background job's SIGINT,
+    ``nohup``) or handled by someone else stays so. Signals can be handled in the
+    main thread only: elsewhere (a test's thread) the handlers are left as they are."""
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self._holding = False
+        self._pending: int | None = None
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
+                    self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._holding:
+            self._pending = signum
+        else:
+            raise _Stopped(signum)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A signal that comes in the block is raised after it."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._pending is not None:
+            raise _Stopped(self._pending)
+
+
+class _Progress(Protocol):
+    def update(self, n: int = 1) -> object: ...
+
+    def close(self) -> None: ...
+
+
+class _NoProgress:
+    """Progress with stderr closed (``2>&-``): nowhere to write it."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _games_progress(total: int) -> _Progress:
+    """``--games``' progress on stderr: tqdm's bar on a terminal, lines elsewhere."""
+    if sys.stderr is None:
+        return _NoProgress()
+    stream = SideChannel(sys.stderr)
+    if stream.isatty():
+        return tqdm(total=total, desc="simulate", unit="game", file=stream, mininterval=0.1)
+    return LineProgress(total, stream)
+
+
+class SideChannel:
+    """stderr as progress writes to it. Progress is a side channel: a write that fails
+    (the reader of a pipe gone, a full disk) ends the progress, never the run, whose
+    result must still be printed (README.md). The stream is then pointed at
+    /dev/null, so that what is left in its buffer is not written again, and fails
+    again, when Python flushes it at exit (which would change the exit status)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):  # ValueError: a closed file
+                self._give_up()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._give_up()
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:  # tqdm asks it for the terminal's width
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str | None:  # tqdm asks whether it may draw with block characters
+        return getattr(self._stream, "encoding", None)
+
+    def _give_up(self) -> None:
+        self.broken = True
+        _discard(self._stream)
+
+
+class LineProgress:
+    """``--games``' progress where stderr is no terminal (a log, a pipe): a line at the
+    start, every ``LOG_INTERVAL_SECONDS`` and at the end, each ended by a newline, and
+    never the same line twice (README.md). tqdm's bar there separated its redraws by
+    carriage returns (a log got one long line) and its monitor thread repeated a
+    redraw 10 s after each; only its format is used."""
+
+    def __init__(
+        self, total: int, out: SideChannel, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._total = total
+        self._out = out
+        self._clock = clock
+        self._started = clock()
+        self._done = 0
+        self._shown = 0
+        self._next = self._started
+        self._line(self._started)
+
+    def update(self, n: int = 1) -> None:
+        self._done += n
+        now = self._clock()
+        if now >= self._next:
+            self._line(now)
+
+    def close(self) -> None:
+        if self._done != self._shown:
+            self._line(self._clock())
+
+    def _line(self, now: float) -> None:
+        elapsed = now - self._started
+        meter = tqdm.format_meter(
+            self._done, self._total, elapsed, ncols=0, prefix="simulate", unit="game"
+        )
+        self._out.write(meter + "\n")
+        self._out.flush()
+        self._shown = self._done
+        # The next whole interval from the start, however long this game took.
+        self._next = self._started + LOG_INTERVAL_SECONDS * (elapsed // LOG_INTERVAL_SECONDS + 1)
+
+
+def _one_game(request: SimulationRequest, table: RemoteTable | None) -> GameRecord:
     """One match; through a server, with a bar of its deals on a terminal's stderr: a
     long match takes minutes there (a 240-deal one about six), against seconds
     in-process. Not elsewhere: a log or a pipe would get the bar's every redraw."""
-    if server is None:
+    if table is None:
         return play_game(request)
+    stream = None if sys.stderr is None else SideChannel(sys.stderr)
     with tqdm(
         total=request.config.deal_limit,
         desc="simulate",
         unit="deal",
-        file=sys.stderr,
-        disable=None if sys.stderr is not None else True,  # None: on a terminal only
+        file=stream,
+        disable=stream is None or not stream.isatty(),
         leave=False,
     ) as bar:
-        return play_remote_game(request, server, progress=lambda deals: bar.update(deals - bar.n))
+        return table.play(request, progress=lambda deals: bar.update(deals - bar.n))
 
 
 def print_output(text: str) -> int:
@@ -394,14 +627,29 @@ def print_output(text: str) -> int:
 def _discard_stdout() -> None:
     """Point stdout at /dev/null: what was not written must not be written again, and
     fail again, when Python flushes it at exit."""
+    _discard(sys.stdout)
+
+
+def _discard(stream: TextIO) -> None:
+    """Point ``stream``'s file at /dev/null (``_discard_stdout``); one with no file of
+    its own (a test's capture) has nothing to flush at exit."""
+    try:
+        fileno = stream.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, fileno)
     os.close(devnull)
 
 
 def _fail(message: str, status: int = USAGE_ERROR) -> int:
+    """One line on stderr, and ``status``. A stderr that cannot be written (closed, a
+    pipe whose reader left, a full disk) loses the line, not the status."""
     if sys.stderr is not None:  # started with stderr closed: the status says it all
-        print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+        try:
+            print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            _discard(sys.stderr)
     return status
 
 

@@ -30,6 +30,52 @@ class RemoteError(RuntimeError):
     """The service refused a call or could not be reached."""
 
 
+class RemoteTable:
+    """One channel to the service at ``target`` (``host:port``) for a whole run: every
+    game of ``--games`` is played through it, not through a channel (a connection, its
+    handshake) of its own. Close it, or use it as a context manager.
+
+    The channel has the client's retry policy: a call that meets ``UNAVAILABLE`` or
+    ``CANCELLED`` (a replica stopping behind a load balancer) is tried again for about
+    2.6 s, so a server that is down for longer (a single one restarting) ends the run.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._channel = grpc.insecure_channel(target, options=channel_options())
+        self._stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(self._channel)
+
+    def play(
+        self,
+        request: SimulationRequest,
+        *,
+        record: bool = True,
+        progress: Callable[[int], object] = lambda deals: None,
+    ) -> GameRecord:
+        """Play one match; ``RemoteError`` when a call is refused or cannot be made.
+
+        ``progress`` gets the number of deals finished after every move: the deal in play
+        (1-based, as views number it) is not yet one, so a bar of them reaches its total
+        only once the match is over (K13.2).
+        """
+        try:
+            return _play(self._stub, request, record, progress)
+        except grpc.RpcError as error:
+            details = error.details() or ""
+            # grpc's words for an HTTP/1.1 answer: the gateway's port given for gRPC's.
+            hint = _HTTP_PORT_HINT if "http1.x server" in details else ""
+            raise RemoteError(f"{self.target}: {error.code().name}: {details}{hint}") from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> RemoteTable:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 def play_remote_game(
     request: SimulationRequest,
     target: str,
@@ -37,24 +83,10 @@ def play_remote_game(
     record: bool = True,
     progress: Callable[[int], object] = lambda deals: None,
 ) -> GameRecord:
-    """Play one match against the service at ``target`` (``host:port``), through a channel
-    with the client's retry policy: a call that meets ``UNAVAILABLE`` or ``CANCELLED`` (a
-    replica stopping behind a load balancer) is tried again for about 2.6 s, so a server
-    that is down for longer (a single one restarting) ends the run.
-
-    ``progress`` gets the number of deals finished after every move: the deal in play
-    (1-based, as views number it) is not yet one, so a bar of them reaches its total only
-    once the match is over (K13.2).
-    """
-    with grpc.insecure_channel(target, options=channel_options()) as channel:
-        try:
-            stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
-            return _play(stub, request, record, progress)
-        except grpc.RpcError as error:
-            details = error.details() or ""
-            # grpc's words for an HTTP/1.1 answer: the gateway's port given for gRPC's.
-            hint = _HTTP_PORT_HINT if "http1.x server" in details else ""
-            raise RemoteError(f"{target}: {error.code().name}: {details}{hint}") from None
+    """Play one match against the service at ``target`` through a channel of its own
+    (``RemoteTable.play``; a run of many games keeps one ``RemoteTable`` instead)."""
+    with RemoteTable(target) as table:
+        return table.play(request, record=record, progress=progress)
 
 
 _HTTP_PORT_HINT = " (an HTTP/1.1 server answered: --server takes the gRPC port, not the gateway's)"

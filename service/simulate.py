@@ -284,11 +284,23 @@ def requests_for_games(request: SimulationRequest, games: int) -> Iterator[Simul
         yield replace(request, seed=request.seed + offset)
 
 
+#: How ``Summary.played`` says where the games ran.
+IN_PROCESS = "in_process"
+THROUGH_SERVER = "server"
+
+
 @dataclass(slots=True)
 class Summary:
-    """Totals over many simulated matches; ``summary_json`` turns them into rates."""
+    """Totals over many simulated matches; ``summary_json`` turns them into rates.
+
+    ``asked`` is the number of games the run was to play (``--games``): fewer were
+    added when it was stopped (a signal, a server lost), and the summary says so.
+    ``played`` is ``IN_PROCESS`` or ``THROUGH_SERVER``.
+    """
 
     request: SimulationRequest
+    asked: int = 0
+    played: str = IN_PROCESS
     games: int = 0
     deals: int = 0
     turns: int = 0
@@ -298,6 +310,10 @@ class Summary:
     seat_scores: list[int] = field(default_factory=list)
     team_scores: list[int] = field(default_factory=list)
     team_wins: list[int] = field(default_factory=list)
+    #: Games that went to a tie-break deal (K13.3: one extra deal, at most one a game).
+    tiebreak_deals: int = 0
+    #: Deals in which bordstabbe triggered (K16.10: at most once a deal).
+    bordstabbe_deals: int = 0
 
     def __post_init__(self) -> None:
         config = self.request.config
@@ -306,7 +322,7 @@ class Summary:
         self.team_wins = [0] * config.team_count
 
     def add(self, record: GameRecord) -> None:
-        """Count one finished match (K12 scores, K13 winners, K8 move kinds)."""
+        """Count one finished match (K12 scores, K13 winners, K8 move kinds, K16.10)."""
         self.games += 1
         self.deals += len(record.results)
         self.turns += record.moves
@@ -317,35 +333,54 @@ class Summary:
         for result in record.results:
             for score in result.scores:
                 self.seat_scores[score.seat] += score.total
+            # The score sheet's item, not the event: a server's games have the sheet only.
+            self.bordstabbe_deals += any(score.bordstabbe for score in result.scores)
         for team, total in enumerate(match_totals(record.request.config, record.results)):
             self.team_scores[team] += total
         for team in record.winners:
             self.team_wins[team] += 1
+        self.tiebreak_deals += bool(record.tiebreak)
         self.outcomes.update(record.outcomes)
 
 
-def summary_json(summary: Summary) -> Json:
-    """Means per game, rates per deal and per turn, and the invariant checks passed."""
+def summary_json(summary: Summary, *, version: str) -> Json:
+    """Counts, means per game, rates per deal and per turn, and the invariant checks
+    passed; README.md's simulator section says what each field is. Every rounded
+    mean or rate has its count beside it, so summaries of runs split by seed merge
+    exactly. ``version`` is the cardrules that played (``cardrules --version``'s)."""
     request = summary.request
     games = max(summary.games, 1)
     deals = max(summary.deals, 1)
     turns = max(summary.turns, 1)
     outcomes = summary.outcomes
+    sweeps, doubles = outcomes[SweepKind.SWEEP.value], outcomes[SweepKind.DOUBLE.value]
     first = request.seed
     return {
+        "cardrules_version": version,
+        "played": summary.played,
         "config": config_json(
             request.config, seed=first, policy=request.policy, decks=request.decks
         ),
+        "complete": summary.games == summary.asked,
         "games": summary.games,
+        "games_asked": summary.asked,
         "seeds": [first, first + summary.games - 1],
         "deals": summary.deals,
         "turns": summary.turns,
+        "seat_score_totals": summary.seat_scores,
         "mean_seat_score": [round(s / games, 3) for s in summary.seat_scores],
+        "team_score_totals": summary.team_scores,
         "mean_team_score": [round(s / games, 3) for s in summary.team_scores],
         "team_wins": summary.team_wins,
-        "sweeps_per_deal": round(outcomes[SweepKind.SWEEP.value] / deals, 4),
-        "double_sweeps_per_deal": round(outcomes[SweepKind.DOUBLE.value] / deals, 4),
+        "tiebreak_deals": summary.tiebreak_deals,
+        "bordstabbe_deals": summary.bordstabbe_deals,
+        "sweeps": sweeps,
+        "sweeps_per_deal": round(sweeps / deals, 4),
+        "double_sweeps": doubles,
+        "double_sweeps_per_deal": round(doubles / deals, 4),
+        "crawls": outcomes["crawl"],
         "crawl_rate": round(outcomes["crawl"] / turns, 4),
+        "captures": outcomes["capture"],
         "capture_rate": round(outcomes["capture"] / turns, 4),
         "invariant_checks": summary.invariant_checks,
     }

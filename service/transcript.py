@@ -299,8 +299,10 @@ def render_summary(summary: Json) -> str:
     lines = [
         _config_line(config).replace(f"seed {config['seed']}", f"seeds {first}..{last}"),
         f"games {summary['games']}, deals {summary['deals']}, turns {summary['turns']}",
-        f"mean score per seat: {seat_means}",
     ]
+    if not summary["complete"]:  # stopped: what is below covers the games played only
+        lines.append(f"INCOMPLETE: {summary['games']} of {summary['games_asked']} games played")
+    lines.append(f"mean score per seat: {seat_means}")
     if config["teams"] != "individual":
         team_means = "  ".join(
             f"{_names([t], config)}: {m:.2f}" for t, m in enumerate(summary["mean_team_score"])
@@ -309,10 +311,14 @@ def render_summary(summary: Json) -> str:
     wins = "  ".join(f"{t}: {w}" for t, w in enumerate(summary["team_wins"]))
     lines += [
         f"wins ({'team' if config['teams'] != 'individual' else 'seat'}, ties shared): {wins}",
+        f"tie-break deals: {summary['tiebreak_deals']}   "
+        f"bordstabbe deals: {summary['bordstabbe_deals']}",
         f"sweeps per deal: {summary['sweeps_per_deal']:.3f}   "
         f"double sweeps per deal: {summary['double_sweeps_per_deal']:.3f}",
         f"crawl rate: {summary['crawl_rate']:.3f}   capture rate: {summary['capture_rate']:.3f}",
         _invariant_line(summary["invariant_checks"]),
+        f"played by cardrules {summary['cardrules_version']}, "
+        + ("in-process" if summary["played"] == "in_process" else "through --server"),
     ]
     return "\n".join(lines) + "\n"
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -30,6 +32,7 @@ from service.simulate import SimulationRequest, play_game, transcript
 from service.tokens import KeyRing
 from service.transcript import dump_document, render_text
 from tests.service.server_process import CARDRULES, TEST_KEY
+from tests.service.simulate_process import simulate_command
 
 # A tie-break deal (K13.3) between seats 2 and 5, which seat 5 wins on 7 while seat 0 has -8.
 TIEBREAK_REQUEST = SimulationRequest(
@@ -86,19 +89,16 @@ def test_a_tie_break_through_a_server_reads_as_in_process(grpc_target):
 
 
 @contextlib.contextmanager
-def refusing_each_method_once() -> Iterator[str]:
-    """An in-process server of the real API that answers each method's first call with
-    ``UNAVAILABLE``, as a replica going away does; it yields its address."""
+def api_server(before: Callable[[str, grpc.ServicerContext], None]) -> Iterator[str]:
+    """An in-process server of the real API that calls ``before(method, context)`` ahead
+    of serving each call (to refuse it, or hold it); it yields its address."""
     api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
-    refused: set[str] = set()
 
     def handler(name: str) -> grpc.RpcMethodHandler[Any, Any]:
         serve = getattr(api, snake_case(name))
 
         def handle(request: Message, context: grpc.ServicerContext) -> Message:
-            if name not in refused:
-                refused.add(name)
-                context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
+            before(name, context)
             response: Message = serve(request, CallInfo())
             return response
 
@@ -109,7 +109,7 @@ def refusing_each_method_once() -> Iterator[str]:
             response_serializer=lambda response: response.SerializeToString(),
         )
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     methods = {method.name: handler(method.name) for method in SERVICE_DESCRIPTOR.methods}
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE_NAME, methods)])
     port = server.add_insecure_port("127.0.0.1:0")
@@ -118,6 +118,21 @@ def refusing_each_method_once() -> Iterator[str]:
         yield f"127.0.0.1:{port}"
     finally:
         server.stop(None)
+
+
+@contextlib.contextmanager
+def refusing_each_method_once() -> Iterator[str]:
+    """``api_server`` answering each method's first call with ``UNAVAILABLE``, as a
+    replica going away does."""
+    refused: set[str] = set()
+
+    def refuse_first(name: str, context: grpc.ServicerContext) -> None:
+        if name not in refused:
+            refused.add(name)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
+
+    with api_server(refuse_first) as target:
+        yield target
     assert refused >= {"NewGame", "LegalMoves", "Play", "Score"}
 
 
@@ -186,6 +201,23 @@ def test_unreachable_server_is_one_line_and_status_1():
     )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    # The seed, to play it again once the server is back.
+    assert done.stderr.endswith("; the game of seed 0 was not finished\n")
+
+
+def test_an_unreachable_server_before_any_game_of_many_prints_no_summary():
+    done = subprocess.run(
+        simulate_command(
+            "--players", "2", "--games", "3", "--seed", "8", "--server", "127.0.0.1:1"
+        ),
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    *progress, line = done.stderr.splitlines()
+    assert progress == ["simulate:   0% 0/3 [00:00<?, ?game/s]"]
+    assert line.startswith("cardrules: error: 127.0.0.1:1: UNAVAILABLE: ")
+    assert line.endswith("; stopped before the first of 3 games (seed 8) was over: no summary")
 
 
 def test_the_http_gateways_port_given_for_the_grpc_one_is_said_so(server):
@@ -269,3 +301,132 @@ def test_a_summary_through_the_server_says_no_invariant_was_checked(grpc_target)
     assert summary["invariant_checks"] is None and summary["turns"] > 0
     assert "invariant checks: not run" in as_text.stdout
     assert "invariant checks passed" not in as_text.stdout
+
+
+def test_a_summary_through_the_server_counts_as_in_process(grpc_target, capsys):
+    """The counts come from the server's score sheets and events: the same as in-process
+    (seeds 6 to 8 hold bordstabbe deals and a tie-break deal), but for where it ran
+    and the invariant checks that only in-process can run."""
+    argv = ["simulate", "krypkasino", "--players", "4", "--target-score", "1", "--json"]
+    argv += ["--tie-rule", "tiebreak_deal", "--rule", "bordstabbe", "--seed", "6", "--games", "3"]
+    summaries = []
+    for server in ((), ("--server", grpc_target)):
+        assert cli.main([*argv, *server]) == 0
+        summaries.append(json.loads(capsys.readouterr().out))
+    local, remote = summaries
+    assert (local["bordstabbe_deals"], local["tiebreak_deals"]) == (2, 1)
+    assert (local["played"], remote["played"], remote["invariant_checks"]) == (
+        "in_process",
+        "server",
+        None,
+    )
+    assert {**remote, "played": "in_process", "invariant_checks": None} == {
+        **local,
+        "invariant_checks": None,
+    }
+
+
+def test_a_server_lost_midway_leaves_the_summary_of_the_games_it_finished():
+    """A ``--server`` that dies after 4 of 20 games: those 4 are summarized, marked
+    incomplete, and the error names the seeds still to play. It printed the error
+    alone, naming no seed, and the games were lost."""
+    scores = 0
+
+    def die_after_four_games(name: str, context: grpc.ServicerContext) -> None:
+        nonlocal scores
+        if scores == 4:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "server gone")
+        scores += name == "Score"
+
+    with api_server(die_after_four_games) as target:
+        done = subprocess.run(
+            simulate_command("--players", "2", "--games", "20", "--json", "--server", target),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["complete"], summary["games"], summary["games_asked"]) == (False, 4, 20)
+    assert (summary["seeds"], summary["played"]) == ([0, 3], "server")
+    (line,) = done.stderr.splitlines()[-1:]
+    assert line == (
+        f"cardrules: error: {target}: UNAVAILABLE: server gone; stopped after 4 of 20 games "
+        "(seeds 0 to 3); the summary covers those; play the rest with --seed 4 --games 16"
+    )
+
+
+@pytest.mark.parametrize(
+    ("games", "signum", "status", "out", "message"),
+    [
+        ("1", signal.SIGINT, 130, "", "interrupted during the game of seed 7"),
+        ("1", signal.SIGTERM, 143, "", "terminated during the game of seed 7"),
+        (
+            "20",
+            signal.SIGTERM,
+            143,
+            "INCOMPLETE: 3 of 20 games played",
+            "terminated after 3 of 20 games (seeds 7 to 9); the summary covers those; "
+            "play the rest with --seed 10 --games 17",
+        ),
+    ],
+    ids=["one-game-SIGINT", "one-game-SIGTERM", "games-SIGTERM"],
+)
+def test_a_signal_while_a_call_waits_on_the_server(games, signum, status, out, message):
+    """A signal while the server takes its time: the games finished are kept (with
+    ``--games``), a single game names its seed. SIGTERM ended the run unannounced."""
+    held = threading.Event()
+    release = threading.Event()
+    new_games = 0
+
+    def hold_the_fourth_game(name: str, context: grpc.ServicerContext) -> None:
+        nonlocal new_games
+        new_games += name == "NewGame"
+        if (games == "1" and name == "Play") or new_games == 4:
+            held.set()
+            release.wait(10)
+
+    with api_server(hold_the_fourth_game) as target:
+        simulation = subprocess.Popen(
+            simulate_command("--players", "2", "--seed", "7", "--games", games, "--server", target),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            assert held.wait(30)
+            simulation.send_signal(signum)
+            stdout, stderr = simulation.communicate(timeout=30)
+        finally:
+            release.set()
+            if simulation.poll() is None:
+                simulation.kill()
+    assert simulation.returncode == status, stderr
+    assert (out in stdout) if out else stdout == ""
+    assert stderr.splitlines()[-1] == f"cardrules: error: {message}"
+
+
+def test_a_run_through_a_server_keeps_one_channel_and_closes_it(grpc_target, monkeypatch, capsys):
+    """``--server`` opened a channel (a connection and its handshake) per game."""
+    opened: list[grpc.Channel] = []
+    closed: list[grpc.Channel] = []
+    open_channel = grpc.insecure_channel
+
+    def counted(*args: Any, **kwargs: Any) -> grpc.Channel:
+        channel = open_channel(*args, **kwargs)
+        opened.append(channel)
+        close = channel.close
+
+        def counted_close() -> None:
+            closed.append(channel)
+            close()
+
+        channel.close = counted_close  # type: ignore[method-assign]
+        return channel
+
+    monkeypatch.setattr(grpc, "insecure_channel", counted)
+    argv = ["simulate", "krypkasino", "--players", "2", "--games", "3", "--json"]
+    assert cli.main([*argv, "--server", grpc_target]) == 0
+    assert json.loads(capsys.readouterr().out)["games"] == 3
+    assert len(opened) == 1 and closed == opened

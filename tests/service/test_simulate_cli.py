@@ -5,11 +5,11 @@ import itertools
 import json
 import random
 import re
-import signal
 import subprocess
 import sys
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -503,11 +503,87 @@ def test_games_summary_per_team_and_its_text_agree_with_the_single_games(capsys)
         "mean score per team: "
         + means("mean_team_score", ["team 0 (seats 0+2)", "team 1 (seats 1+3)"]),
         f"wins (team, ties shared): 0: {wins[0]}  1: {wins[1]}",
+        "tie-break deals: 0   bordstabbe deals: 0",
         f"sweeps per deal: {summary['sweeps_per_deal']:.3f}   "
         f"double sweeps per deal: {summary['double_sweeps_per_deal']:.3f}",
         f"crawl rate: {summary['crawl_rate']:.3f}   capture rate: {summary['capture_rate']:.3f}",
         f"invariant checks passed: {summary['invariant_checks']}",
+        f"played by cardrules {importlib.metadata.version('cardrules')}, in-process",
     ]
+
+
+# A study of two variants at once: tie-break deals (K13.3) and bordstabbe (K16.10).
+# A match of one deal, unless the lowest totals tie: then a tie-break deal.
+VARIANTS = (
+    *("--players", "4", "--target-score", "1", "--tie-rule", "tiebreak_deal"),
+    *("--rule", "bordstabbe"),
+)
+# Counts, each with what it is counted from in single games' transcripts.
+COUNTED_EVENTS = {
+    "tiebreak_deals": lambda e: e["type"] == "tiebreak_deal",
+    "bordstabbe_deals": lambda e: e["type"] == "bordstabbe",
+    "sweeps": lambda e: e.get("sweep") == "sweep",
+    "double_sweeps": lambda e: e.get("sweep") == "double_sweep",
+    "crawls": lambda e: e["type"] == "crawled",
+    "captures": lambda e: e["type"] == "captured",
+}
+# What a summary adds up: the counts of runs split by seed add to the whole run's.
+ADDED = ["games", "deals", "turns", "invariant_checks", *COUNTED_EVENTS]
+ADDED_PER_SEAT = ["seat_score_totals", "team_score_totals", "team_wins"]
+
+
+def test_the_summary_counts_what_a_variant_study_needs(capsys):
+    """Tie-break deals and bordstabbe deals counted, the raw count beside each rounded
+    mean or rate, the version that played and where (a variant study's review)."""
+    summary = run_json(capsys, *VARIANTS, "--games", "40")
+    singles = [run_json(capsys, *VARIANTS, "--seed", str(seed)) for seed in range(40)]
+    events = [e for doc in singles for e in all_events(doc)]
+    for key, counted in COUNTED_EVENTS.items():
+        assert summary[key] == sum(map(counted, events)), key
+    assert summary["tiebreak_deals"] > 0 and summary["bordstabbe_deals"] > 0
+    assert summary["deals"] == 40 + summary["tiebreak_deals"]  # K13.3: one deal more each
+    assert summary["crawls"] + summary["captures"] == summary["turns"]
+    assert summary["seat_score_totals"] == [
+        sum(doc["result"]["seat_totals"][seat] for doc in singles) for seat in range(4)
+    ]
+    assert summary["team_score_totals"] == summary["seat_score_totals"]  # individual
+    assert summary["mean_seat_score"] == [round(t / 40, 3) for t in summary["seat_score_totals"]]
+    assert summary["team_wins"] == [
+        sum(seat in doc["result"]["winners"] for doc in singles) for seat in range(4)
+    ]
+    assert summary["sweeps_per_deal"] == round(summary["sweeps"] / summary["deals"], 4)
+    assert summary["capture_rate"] == round(summary["captures"] / summary["turns"], 4)
+    assert (summary["complete"], summary["games_asked"], summary["played"]) == (
+        True,
+        40,
+        "in_process",
+    )
+    assert summary["cardrules_version"] == importlib.metadata.version("cardrules")
+
+
+def test_summaries_of_a_run_split_by_seed_merge_exactly(capsys):
+    whole = run_json(capsys, *VARIANTS, "--games", "30")
+    parts = [
+        run_json(capsys, *VARIANTS, "--seed", seed, "--games", games)
+        for seed, games in (("0", "11"), ("11", "19"))
+    ]
+    for key in ADDED:
+        assert whole[key] == sum(part[key] for part in parts), key
+    for key in ADDED_PER_SEAT:
+        assert whole[key] == [a + b for a, b in zip(*(p[key] for p in parts), strict=True)]
+
+
+def _readme_summary_fields() -> list[str]:
+    """The field names of README.md's table of the ``--games`` summary, in order."""
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    section = text[text.index("## The simulator") : text.index("## The service")]
+    table = section[section.index("| Field | Meaning | Unit |") :]
+    return re.findall(r"^\| `(\w+)` \|", table, re.MULTILINE)
+
+
+def test_the_readme_documents_every_summary_field_in_order(capsys):
+    summary = run_json(capsys, "--players", "4", "--teams", "pairs", "--games", "2")
+    assert _readme_summary_fields() == list(summary)
 
 
 def test_games_summary_config_names_the_decks(capsys):
@@ -672,27 +748,6 @@ def test_an_unknown_option_names_the_help_of_its_command(capsys, command):
         main([command, "krypkasino", "--bogus"] if command == "simulate" else [command, "-x"]) == 2
     )
     assert capsys.readouterr().err.endswith(f"(see cardrules {command} --help)\n")
-
-
-def test_ctrl_c_during_a_long_simulation_exits_130_with_one_line():
-    simulation = subprocess.Popen(
-        [CARDRULES, "simulate", "krypkasino", "--players", "4", "--games", "100000"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert simulation.stderr is not None
-    progress = ""
-    while "/100000" not in progress:  # tqdm's first line: games are being played
-        character = simulation.stderr.read(1)
-        assert character, f"the simulation ended before it began: {progress!r}"
-        progress += character
-    simulation.send_signal(signal.SIGINT)
-    out, err = simulation.communicate(timeout=30)
-    assert simulation.returncode == 130
-    assert out == ""
-    assert err.rsplit("\r", 1)[-1].splitlines()[-1] == "cardrules: error: interrupted"
-    assert "Traceback" not in err
 
 
 def test_help_exits_0(capsys):

@@ -14,15 +14,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
-import os
 import re
-import signal
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
-from typing import Any, NoReturn, Protocol, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from cardrules.client.channel import check_target
 from tqdm import tqdm
@@ -49,6 +44,8 @@ from service.simulate import (
     summary_json,
     transcript,
 )
+from service.simulate_progress import NoProgress, Progress, SideChannel, discard, games_progress
+from service.simulate_stops import INTERRUPTED, Stopped, StopSignals
 from service.transcript import dump_document, render_summary, render_text
 
 PROG = "cardrules"
@@ -56,11 +53,6 @@ USAGE_ERROR = 2
 INVARIANT_FAILED = 1
 REMOTE_FAILED = 1
 OUTPUT_FAILED = 1
-# As a shell reports a process stopped by the signal.
-INTERRUPTED = 128 + signal.SIGINT
-TERMINATED = 128 + signal.SIGTERM
-#: How often ``--games`` writes a progress line where stderr is no terminal.
-LOG_INTERVAL_SECONDS = 30.0
 STDOUT_CLOSED = "stdout is closed: nowhere to print the result"
 MAX_SEED = 2**64 - 1  # NewGame's seed is a uint64
 
@@ -370,13 +362,13 @@ def _simulate_many(
 def _simulate_one(request: SimulationRequest, table: RemoteTable | None, as_json: bool) -> int:
     """``--games 1``: the game's transcript; one stopped names its seed, to play again."""
     try:
-        with _StopSignals():
+        with StopSignals():
             record = _one_game(request, table)
     except SimulationError as error:
         return _fail(str(error), INVARIANT_FAILED)
     except RemoteError as error:
         return _fail(f"{error}; the game of seed {request.seed} was not finished", REMOTE_FAILED)
-    except _Stopped as stop:
+    except Stopped as stop:
         return _fail(f"{stop.what} during the game of seed {request.seed}", stop.status)
     document = transcript(record)
     return print_output(dump_document(document) if as_json else render_text(document))
@@ -391,17 +383,17 @@ def _play_games(summary: Summary, table: RemoteTable | None) -> tuple[str, int] 
     counted: a run of hours is not thrown away, and the seeds still to play are told.
     A failed invariant (``SimulationError``) is a bug and is raised."""
     player = play_game if table is None else table.play
-    progress: _Progress = _NoProgress()
+    progress: Progress = NoProgress()
     try:
         # The handlers first: a signal once progress shows must find them.
-        with _StopSignals() as signals:
-            progress = _games_progress(summary.asked)
+        with StopSignals() as signals:
+            progress = games_progress(summary.asked)
             for game in requests_for_games(summary.request, summary.asked):
                 record = player(game, record=False)
                 with signals.held():  # a game is counted whole or not at all
                     summary.add(record)
                 progress.update(1)
-    except _Stopped as stop:
+    except Stopped as stop:
         return stop.what, stop.status
     except RemoteError as error:
         return f"{error}; stopped", REMOTE_FAILED
@@ -423,169 +415,6 @@ def _stopped_note(why: str, summary: Summary) -> str:
         f"{note}; the summary covers those; play the rest with "
         f"--seed {first + done} --games {asked - done}"
     )
-
-
-class _Stopped(BaseException):
-    """A stop signal during a simulation (``_StopSignals``). A BaseException, as
-    KeyboardInterrupt is: no ``except Exception`` on the way may take it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        interrupted = signum == signal.SIGINT
-        self.status = INTERRUPTED if interrupted else TERMINATED
-        self.what = "interrupted" if interrupted else "terminated"
-
-
-class _StopSignals:
-    """While a simulation runs, SIGINT and SIGTERM alike raise ``_Stopped``, so that the
-    games finished are reported (a SIGTERM would otherwise end the process silently,
-    its progress line unended). A signal that is ignored (a background job's SIGINT,
-    ``nohup``) or handled by someone else stays so. Signals can be handled in the
-    main thread only: elsewhere (a test's thread) the handlers are left as they are."""
-
-    def __init__(self) -> None:
-        self._previous: dict[int, Any] = {}
-        self._holding = False
-        self._pending: int | None = None
-
-    def __enter__(self) -> _StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
-                    self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self._holding:
-            self._pending = signum
-        else:
-            raise _Stopped(signum)
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """A signal that comes in the block is raised after it."""
-        self._holding = True
-        try:
-            yield
-        finally:
-            self._holding = False
-        if self._pending is not None:
-            raise _Stopped(self._pending)
-
-
-class _Progress(Protocol):
-    def update(self, n: int = 1) -> object: ...
-
-    def close(self) -> None: ...
-
-
-class _NoProgress:
-    """Progress with stderr closed (``2>&-``): nowhere to write it."""
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _games_progress(total: int) -> _Progress:
-    """``--games``' progress on stderr: tqdm's bar on a terminal, lines elsewhere."""
-    if sys.stderr is None:
-        return _NoProgress()
-    stream = SideChannel(sys.stderr)
-    if stream.isatty():
-        return tqdm(total=total, desc="simulate", unit="game", file=stream, mininterval=0.1)
-    return LineProgress(total, stream)
-
-
-class SideChannel:
-    """stderr as progress writes to it. Progress is a side channel: a write that fails
-    (the reader of a pipe gone, a full disk) ends the progress, never the run, whose
-    result must still be printed (README.md). The stream is then pointed at
-    /dev/null, so that what is left in its buffer is not written again, and fails
-    again, when Python flushes it at exit (which would change the exit status)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.broken = False
-
-    def write(self, text: str) -> int:
-        if not self.broken:
-            try:
-                self._stream.write(text)
-            except (OSError, ValueError):  # ValueError: a closed file
-                self._give_up()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.broken:
-            try:
-                self._stream.flush()
-            except (OSError, ValueError):
-                self._give_up()
-
-    def isatty(self) -> bool:
-        try:
-            return self._stream.isatty()
-        except (OSError, ValueError):
-            return False
-
-    def fileno(self) -> int:  # tqdm asks it for the terminal's width
-        return self._stream.fileno()
-
-    @property
-    def encoding(self) -> str | None:  # tqdm asks whether it may draw with block characters
-        return getattr(self._stream, "encoding", None)
-
-    def _give_up(self) -> None:
-        self.broken = True
-        _discard(self._stream)
-
-
-class LineProgress:
-    """``--games``' progress where stderr is no terminal (a log, a pipe): a line at the
-    start, every ``LOG_INTERVAL_SECONDS`` and at the end, each ended by a newline, and
-    never the same line twice (README.md). tqdm's bar there separated its redraws by
-    carriage returns (a log got one long line) and its monitor thread repeated a
-    redraw 10 s after each; only its format is used."""
-
-    def __init__(
-        self, total: int, out: SideChannel, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._total = total
-        self._out = out
-        self._clock = clock
-        self._started = clock()
-        self._done = 0
-        self._shown = 0
-        self._next = self._started
-        self._line(self._started)
-
-    def update(self, n: int = 1) -> None:
-        self._done += n
-        now = self._clock()
-        if now >= self._next:
-            self._line(now)
-
-    def close(self) -> None:
-        if self._done != self._shown:
-            self._line(self._clock())
-
-    def _line(self, now: float) -> None:
-        elapsed = now - self._started
-        meter = tqdm.format_meter(
-            self._done, self._total, elapsed, ncols=0, prefix="simulate", unit="game"
-        )
-        self._out.write(meter + "\n")
-        self._out.flush()
-        self._shown = self._done
-        # The next whole interval from the start, however long this game took.
-        self._next = self._started + LOG_INTERVAL_SECONDS * (elapsed // LOG_INTERVAL_SECONDS + 1)
 
 
 def _one_game(request: SimulationRequest, table: RemoteTable | None) -> GameRecord:
@@ -627,19 +456,7 @@ def print_output(text: str) -> int:
 def _discard_stdout() -> None:
     """Point stdout at /dev/null: what was not written must not be written again, and
     fail again, when Python flushes it at exit."""
-    _discard(sys.stdout)
-
-
-def _discard(stream: TextIO) -> None:
-    """Point ``stream``'s file at /dev/null (``_discard_stdout``); one with no file of
-    its own (a test's capture) has nothing to flush at exit."""
-    try:
-        fileno = stream.fileno()
-    except (OSError, ValueError):  # io.UnsupportedOperation is both
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fileno)
-    os.close(devnull)
+    discard(sys.stdout)
 
 
 def _fail(message: str, status: int = USAGE_ERROR) -> int:
@@ -649,7 +466,7 @@ def _fail(message: str, status: int = USAGE_ERROR) -> int:
         try:
             print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr, flush=True)
         except (OSError, ValueError):
-            _discard(sys.stderr)
+            discard(sys.stderr)
     return status
 
 

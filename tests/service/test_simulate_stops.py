@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from service import cli
-from service.cli import LOG_INTERVAL_SECONDS, LineProgress, SideChannel
+from service.simulate_progress import LOG_INTERVAL_SECONDS, LineProgress, SideChannel
 from tests.service.simulate_process import simulate_command
 
 

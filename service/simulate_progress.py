@@ -1,0 +1,141 @@
+"""Progress of ``cardrules simulate --games`` on stderr (README.md, "The simulator").
+
+Progress is a side channel: a stderr that cannot be written never costs the run
+its result. A terminal gets tqdm's bar; a log or a pipe, whole lines.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Protocol, TextIO
+
+from tqdm import tqdm
+
+#: How often ``--games`` writes a progress line where stderr is no terminal.
+LOG_INTERVAL_SECONDS = 30.0
+
+
+class Progress(Protocol):
+    def update(self, n: int = 1) -> object: ...
+
+    def close(self) -> None: ...
+
+
+class NoProgress:
+    """Progress with stderr closed (``2>&-``): nowhere to write it."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def games_progress(total: int) -> Progress:
+    """``--games``' progress on stderr: tqdm's bar on a terminal, lines elsewhere."""
+    if sys.stderr is None:
+        return NoProgress()
+    stream = SideChannel(sys.stderr)
+    if stream.isatty():
+        return tqdm(total=total, desc="simulate", unit="game", file=stream, mininterval=0.1)
+    return LineProgress(total, stream)
+
+
+class SideChannel:
+    """stderr as progress writes to it. Progress is a side channel: a write that fails
+    (the reader of a pipe gone, a full disk) ends the progress, never the run, whose
+    result must still be printed (README.md). The stream is then pointed at
+    /dev/null, so that what is left in its buffer is not written again, and fails
+    again, when Python flushes it at exit (which would change the exit status)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):  # ValueError: a closed file
+                self._give_up()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._give_up()
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:  # tqdm asks it for the terminal's width
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str | None:  # tqdm asks whether it may draw with block characters
+        return getattr(self._stream, "encoding", None)
+
+    def _give_up(self) -> None:
+        self.broken = True
+        discard(self._stream)
+
+
+class LineProgress:
+    """``--games``' progress where stderr is no terminal (a log, a pipe): a line at the
+    start, every ``LOG_INTERVAL_SECONDS`` and at the end, each ended by a newline, and
+    never the same line twice (README.md). tqdm's bar there separated its redraws by
+    carriage returns (a log got one long line) and its monitor thread repeated a
+    redraw 10 s after each; only its format is used."""
+
+    def __init__(
+        self, total: int, out: SideChannel, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._total = total
+        self._out = out
+        self._clock = clock
+        self._started = clock()
+        self._done = 0
+        self._shown = 0
+        self._next = self._started
+        self._line(self._started)
+
+    def update(self, n: int = 1) -> None:
+        self._done += n
+        now = self._clock()
+        if now >= self._next:
+            self._line(now)
+
+    def close(self) -> None:
+        if self._done != self._shown:
+            self._line(self._clock())
+
+    def _line(self, now: float) -> None:
+        elapsed = now - self._started
+        meter = tqdm.format_meter(
+            self._done, self._total, elapsed, ncols=0, prefix="simulate", unit="game"
+        )
+        self._out.write(meter + "\n")
+        self._out.flush()
+        self._shown = self._done
+        # The next whole interval from the start, however long this game took.
+        self._next = self._started + LOG_INTERVAL_SECONDS * (elapsed // LOG_INTERVAL_SECONDS + 1)
+
+
+def discard(stream: TextIO) -> None:
+    """Point ``stream``'s file at /dev/null (as ``cli`` does stdout); one with no file of
+    its own (a test's capture) has nothing to flush at exit."""
+    try:
+        fileno = stream.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+    os.close(devnull)

@@ -48,12 +48,14 @@ from engine.krypkasino.events import (
     TiebreakDeal,
 )
 from engine.krypkasino.moves import Move, SweepKind, sweep_kind
+from engine.krypkasino.policies import sweep_ranks_after
 from engine.krypkasino.scoring import (
     DealResult,
     ScoreSheet,
     SeatScore,
     card_points,
 )
+from engine.krypkasino.state import State
 from service.identity_memo import IdentityMemo
 
 #: Finished deals whose converted forms are kept (each memo: a few MB at most).
@@ -66,6 +68,7 @@ __all__ = [
     "CodecError",
     "add_cards",
     "add_events",
+    "add_legal_moves",
     "card_from_proto",
     "card_to_proto",
     "cards_from_proto",
@@ -78,6 +81,7 @@ __all__ = [
     "events_to_proto",
     "fill_move_event",
     "legal_move_to_proto",
+    "legal_moves_to_proto",
     "move_from_proto",
     "move_to_proto",
     "score_to_proto",
@@ -88,6 +92,7 @@ if TYPE_CHECKING:
 
     RepeatedCards = RepeatedCompositeFieldContainer[cards_pb2.Card]
     RepeatedEvents = RepeatedCompositeFieldContainer[pb.Event]
+    RepeatedLegalMoves = RepeatedCompositeFieldContainer[pb.LegalMove]
 
 T = TypeVar("T")
 
@@ -356,20 +361,49 @@ def _point_table(nordic: bool) -> tuple[int, ...]:
 _CARD_POINTS = (_point_table(False), _point_table(True))
 
 
-def legal_move_to_proto(table: Sequence[Card], move: Move, nordic: bool) -> pb.LegalMove:
-    """A legal move annotated with its K8 kind and the K2.4 card points it takes (0 for a crawl).
+def add_legal_moves(msgs: RepeatedLegalMoves, state: State, moves: Sequence[Move]) -> None:
+    """Append the mover's legal moves (K7.7) in ``state``, each annotated as by
+    ``legal_move_to_proto`` with the sweep ranks that the engine's own view shows once
+    it is played (K14.1).
 
-    Filled in place: building the ``Move`` first would copy it once more.
+    Filled in place: a LegalMovesResponse built from finished messages would copy each.
     """
+    table, nordic = state.table, state.config.rules.nordic_scoring
+    add = msgs.add
+    for move, ranks in zip(moves, sweep_ranks_after(state, moves), strict=True):
+        _fill_legal_move(add(), table, move, nordic, ranks)
+
+
+def legal_moves_to_proto(state: State, moves: Sequence[Move]) -> list[pb.LegalMove]:
+    """``add_legal_moves`` as a list, as a LegalMovesResponse holds them."""
+    response = pb.LegalMovesResponse()
+    add_legal_moves(response.moves, state, moves)
+    return list(response.moves)
+
+
+def legal_move_to_proto(
+    table: Sequence[Card], move: Move, nordic: bool, ranks_after: Sequence[int]
+) -> pb.LegalMove:
+    """A legal move annotated with its K8 kind, the K2.4 card points it takes (0 for a
+    crawl) and ``ranks_after``, the rank indices that sweep the next seat's table (K14.1)."""
     msg = pb.LegalMove()
+    _fill_legal_move(msg, table, move, nordic, ranks_after)
+    return msg
+
+
+def _fill_legal_move(
+    msg: pb.LegalMove, table: Sequence[Card], move: Move, nordic: bool, ranks_after: Sequence[int]
+) -> None:
+    """``legal_move_to_proto`` in place: building the ``Move`` first would copy it once more."""
     _fill_move(msg.move, move)
+    if ranks_after:
+        msg.sweep_ranks_after.extend([RANKS[rank] for rank in ranks_after])
     if not move.captures:
         msg.kind = pb.MOVE_KIND_CRAWL
-        return msg
+        return
     points = _CARD_POINTS[nordic]
     msg.kind = MOVE_KIND_OF_SWEEP[sweep_kind(table, move)]
     msg.card_points = points[move.card] + sum(points[c] for c in move.captures)
-    return msg
 
 
 # --- scores ----------------------------------------------------------------

@@ -177,17 +177,13 @@ class KrypkasinoApi:
         return response
 
     def legal_moves(self, request: pb.LegalMovesRequest, info: CallInfo) -> pb.LegalMovesResponse:
-        """K7.7: the seat's legal moves in K1.6 order (none when it is not its turn)."""
+        """K7.7: the seat's legal moves in K1.6 order (none when it is not its turn), each
+        with the sweep ranks of the table it leaves the next seat (K14.1)."""
         opened = self._open(request.state, info)
         seat = self._authorise(opened, request.seat, request.seat_token)
         state = opened.state
-        nordic = state.config.rules.nordic_scoring
-        response = pb.LegalMovesResponse(
-            moves=[
-                codec.legal_move_to_proto(state.table, move, nordic)
-                for move in legal_moves(state, seat)
-            ]
-        )
+        response = pb.LegalMovesResponse()
+        codec.add_legal_moves(response.moves, state, legal_moves(state, seat))
         self._renew(response, info, opened.game_id, seat, request.seat_token)
         self._renew_state(response, info, request.state, opened)
         return response

@@ -268,6 +268,23 @@ def sweep_ranks(table: Sequence[Card], rules: Rules) -> tuple[int, ...]:
     return _sweep_ranks(_packed(table), rules.court_cards_rank_only)
 
 
+def sweep_ranks_left(
+    table: Sequence[Card], moves: Iterable[Move], rules: Rules
+) -> list[tuple[int, ...]]:
+    """K14.1 ``sweep_ranks`` of the table each move leaves (K8.2 crawl, K8.3 capture).
+
+    From value vectors, the table's plus the crawled card or less the captured
+    ones: a LegalMoves answer pays one memo lookup per move, not a table copy.
+    """
+    packed = _packed(table)
+    rank_only = rules.court_cards_rank_only
+    ranks = []
+    for card, captures in moves:
+        left = packed - _packed(captures) if captures else packed + _UNIT[card]
+        ranks.append(_sweep_ranks(left, rank_only) if left else ())
+    return ranks
+
+
 @lru_cache(maxsize=1 << 14)
 def _sweep_ranks(packed: int, rank_only: bool) -> tuple[int, ...]:
     """K14.1 on the table's value vector: ``T`` is decomposable for the rank's value (K7.6)."""

@@ -127,11 +127,7 @@ class EngineDriver:
         return state
 
     def legal_moves(self, handle: State, seat: int) -> Plain:
-        nordic = handle.config.rules.nordic_scoring
-        return [
-            plain(codec.legal_move_to_proto(handle.table, move, nordic))
-            for move in legal_moves(handle, seat)
-        ]
+        return [plain(m) for m in codec.legal_moves_to_proto(handle, legal_moves(handle, seat))]
 
     def play(self, handle: State, seat: int, move: pb.Move) -> Played | Refused:
         engine_move = codec.move_from_proto(move)

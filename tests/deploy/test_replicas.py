@@ -63,7 +63,6 @@ def play_game(
     """Play a whole game over the wire with the engine in lockstep; signal ``midway``."""
     started = client.new_game(config=config, seed=seed)
     engine, _ = open_game(codec.config_from_proto(config), seed=seed)
-    nordic = engine.config.rules.nordic_scoring
     state, tokens, view = started.state, list(started.seat_tokens), started.view
     rng = random.Random(seed)
     while not view.game_over:
@@ -73,7 +72,7 @@ def play_game(
         expected = legal_moves(engine, seat)
         assert len(offered) == len(expected)
         index = rng.randrange(len(expected))
-        assert offered[index] == codec.legal_move_to_proto(engine.table, expected[index], nordic)
+        assert offered[index] == codec.legal_moves_to_proto(engine, expected)[index]
         answer = client.play(state=state, seat=seat, seat_token=tokens[seat], move=offered[index])
         engine, _ = play(engine, seat, expected[index])
         state, view = answer.state, answer.view

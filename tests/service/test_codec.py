@@ -523,7 +523,7 @@ def test_legal_move_kind_and_card_points(
 ) -> None:
     """K8.3 kinds; K2.4 (K16.9 with nordic) points of the played and the taken cards."""
     parsed = Move.parse(move)
-    msg = legal_move_to_proto(parse_cards(table), parsed, nordic)
+    msg = legal_move_to_proto(parse_cards(table), parsed, nordic, ())
     assert move_from_proto(msg.move) == parsed
     assert msg.kind == kind
     assert msg.card_points == points
@@ -542,7 +542,7 @@ def test_legal_moves_of_real_positions_match_the_engine() -> None:
             if state.over:
                 break
             for move in legal_moves(state, state.turn):
-                msg = legal_move_to_proto(state.table, move, nordic)
+                msg = legal_move_to_proto(state.table, move, nordic, ())
                 if move.is_crawl:
                     assert (msg.kind, msg.card_points) == (pb.MOVE_KIND_CRAWL, 0)
                 else:

@@ -163,7 +163,12 @@ def test_response_schemas_require_fields():
         "view",
         "events",
     }
-    assert required["cardrules.krypkasino.v1.LegalMove"] == {"move", "kind", "cardPoints"}
+    assert required["cardrules.krypkasino.v1.LegalMove"] == {
+        "move",
+        "kind",
+        "cardPoints",
+        "sweepRanksAfter",
+    }
     assert required[EVENT] == set(), "a oneof member is required through oneOf only"
 
 

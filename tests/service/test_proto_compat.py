@@ -13,9 +13,11 @@ Main is what deploys, so a proto change that lands there is released: a
 build of it may have sealed tokens or answered clients with it. So the
 newest image must hold every field, enum value and method of the working
 protos (a test), and a change adds an image, in the same commit, once it
-passes against the earlier ones; an image is never replaced::
+passes against the earlier ones; an image is never replaced. Build the proto
+module alone, as the earlier images were: an image of the whole workspace also
+holds the vendored google/rpc files, which ``buf breaking`` then calls deleted::
 
-    node_modules/.bin/buf build --exclude-source-info \\
+    node_modules/.bin/buf build proto --exclude-source-info \\
         -o tests/service/fixtures/released_protos/N-what-changed.binpb
 """
 

@@ -127,10 +127,7 @@ def play_on(
             .moves
         )
         expected = legal_moves(game.engine, seat)
-        nordic = game.engine.config.rules.nordic_scoring
-        assert list(offered) == [
-            codec.legal_move_to_proto(game.engine.table, move, nordic) for move in expected
-        ]
+        assert list(offered) == codec.legal_moves_to_proto(game.engine, expected)
         index = choose(len(expected))
         answer = stubs().Play(
             pb.PlayRequest(

@@ -29,7 +29,7 @@ from cardrules.client.channel import (
     channel_options,
     service_config,
 )
-from cardrules.client.codes import card, card_code, cards, cards_code
+from cardrules.client.codes import card, card_code, cards, cards_code, rank_code
 from cardrules.client.errors import (
     ErrorReason,
     error_info,
@@ -69,6 +69,7 @@ __all__ = [
     "field_violations",
     "krypkasino_pb2",
     "krypkasino_pb2_grpc",
+    "rank_code",
     "request_id",
     "rpc_status",
     "seat_token_to_keep",

@@ -6,6 +6,8 @@ suit: SUIT_DIAMONDS
 <BLANKLINE>
 >>> card_code(card("as")), cards_code(cards("QH, 2c"))
 ('AS', 'QH 2C')
+>>> rank_code(cards_pb2.RANK_SIX), rank_code(cards_pb2.RANK_QUEEN)
+('6', 'Q')
 """
 
 from __future__ import annotations
@@ -62,6 +64,20 @@ def card_code(message: cards_pb2.Card) -> str:
     if not (1 <= message.rank <= len(RANK_CODES) and 1 <= message.suit <= len(SUIT_CODES)):
         raise ValueError(f"card without a valid rank and suit: {_described(message)}")
     return RANK_CODES[message.rank - 1] + SUIT_CODES[message.suit - 1]
+
+
+def rank_code(rank: int) -> str:
+    """The code of a ``Rank`` value, e.g. ``"6"`` for ``RANK_SIX``: the ranks a
+    ``View.sweep_ranks`` or a ``LegalMove.sweep_ranks_after`` holds (K14.1).
+
+    ``ValueError`` for ``RANK_UNSPECIFIED`` or a number the enum does not name,
+    ``TypeError`` for anything but an int.
+    """
+    if not isinstance(rank, int) or isinstance(rank, bool):
+        raise TypeError(f"expected a Rank value such as RANK_SIX, got {type(rank).__name__}")
+    if not 1 <= rank <= len(RANK_CODES):
+        raise ValueError(f"not a rank: {rank} (RANK_ACE = 1 to RANK_KING = 13)")
+    return RANK_CODES[rank - 1]
 
 
 def cards_code(messages: Iterable[cards_pb2.Card]) -> str:

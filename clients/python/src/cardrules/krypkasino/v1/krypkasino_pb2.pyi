@@ -321,6 +321,7 @@ class LegalMove(_message.Message):
     MOVE_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     CARD_POINTS_FIELD_NUMBER: _builtins.int
+    SWEEP_RANKS_AFTER_FIELD_NUMBER: _builtins.int
     kind: Global___MoveKind.ValueType
     """Crawl, capture, sweep or double sweep."""
     card_points: _builtins.int
@@ -329,16 +330,31 @@ class LegalMove(_message.Message):
     def move(self) -> Global___Move:
         """The move."""
 
+    @_builtins.property
+    def sweep_ranks_after(self) -> _containers.RepeatedScalarFieldContainer[_cards_pb2.Rank.ValueType]:
+        """Ranks that would sweep the table the next seat plays to after this move
+        (K14.1, court_cards_rank_only included), in Rank order as View.sweep_ranks:
+        unless the move ends the deal, the view's sweep_ranks once it is played.
+        That table is the one the move leaves (K8), less the removal (K6) when the
+        move is the last card of a distribution. Empty when no card sweeps it (an
+        empty table included) and when the move ends the deal, whose table goes to
+        the last capturer (K11.2). If the next seat holds a card of one of these
+        ranks, K7.6 forces it to sweep (unless no_forced_sweep), and K9.1 then
+        gives this mover -5, a reward. Empty, too, from a replica of a release
+        before this field.
+        """
+
     def __init__(
         self,
         *,
         move: Global___Move | None = ...,
         kind: Global___MoveKind.ValueType = ...,
         card_points: _builtins.int = ...,
+        sweep_ranks_after: _abc.Iterable[_cards_pb2.Rank.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["move", b"move"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["card_points", b"card_points", "kind", b"kind", "move", b"move"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card_points", b"card_points", "kind", b"kind", "move", b"move", "sweep_ranks_after", b"sweep_ranks_after"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1013,6 +1013,36 @@ def test_a_body_cut_short_is_logged_as_one_cancelled_request():
     assert "SECRET" not in json.dumps(server.logs)
 
 
+def _queues(local: tuple[str, int], remote: tuple[str, int]) -> tuple[int, int] | None:
+    """The (send, receive) queue bytes of this host's IPv4 TCP socket from ``local`` to
+    ``remote``, as ``/proc/net/tcp`` shows them, or None if there is none."""
+
+    def spelled(address: tuple[str, int]) -> str:
+        # The kernel's spelling: the address as a little-endian hex word, then the port.
+        return f"{int.from_bytes(socket.inet_aton(address[0]), 'little'):08X}:{address[1]:04X}"
+
+    wanted = (spelled(local), spelled(remote))
+    with open("/proc/net/tcp") as table:
+        for row in table.readlines()[1:]:
+            fields = row.split()
+            if (fields[1], fields[2]) == wanted:
+                sent, received = fields[4].split(":")
+                return int(sent, 16), int(received, 16)
+    return None
+
+
+def wait_until_read(connection: socket.socket, within: float = 10) -> None:
+    """Return once the server has read every byte sent on ``connection``: the client's
+    socket has them all acknowledged and the server's holds none unread. The server logs
+    nothing as it starts reading a request, and a sleep meant to outlast that was as
+    short on a loaded machine as it was long on an idle one."""
+    client, server = connection.getsockname()[:2], connection.getpeername()[:2]
+    deadline = time.monotonic() + within
+    while (_queues(client, server), _queues(server, client)) != ((0, 0), (0, 0)):
+        assert time.monotonic() < deadline, f"the server left bytes of {client} unread"
+        time.sleep(0.005)
+
+
 def test_a_bad_chunk_mid_body_from_a_client_still_there_is_400_request_malformed():
     """aiohttp's pure-Python parser (where its C parser is not built) fails the body's read
     with the connection open, so the client can read the answer: ``REQUEST_MALFORMED``,
@@ -1027,7 +1057,7 @@ def test_a_bad_chunk_mid_body_from_a_client_still_there_is_400_request_malformed
             connection.sendall(head.encode() + b'6\r\n{"stat\r\n')
             # The server is reading the body when the bad chunk comes: in the first packet
             # it would be aiohttp's own plain-text 400.
-            time.sleep(0.5)
+            wait_until_read(connection)
             connection.sendall(b"ZZ\r\nSECRET\r\n")
             answer = http.client.HTTPResponse(connection)
             answer.begin()
@@ -1051,7 +1081,8 @@ def test_a_client_gone_before_its_body_came_is_logged_with_its_peer():
         with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
             connection.sendall(head.encode() + b'{"state":"')
             client_port = connection.getsockname()[1]
-            time.sleep(0.2)  # the server is reading the body when the client goes
+            # The server has the head, so the call has begun when the client goes.
+            wait_until_read(connection)
         [line] = server.wait_for_logs("request")
     assert (line["code"], line["reason"]) == ("Canceled", "CLIENT_GONE")
     assert line.get("peer") == f"ipv4:127.0.0.1:{client_port}", line
@@ -1114,7 +1145,8 @@ def test_sigterm_lets_an_http_request_in_flight_finish():
                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
             )
             connection.sendall(head.encode() + body[:10])
-            time.sleep(0.2)  # the handler is now waiting for the rest of the body
+            # The server has the head: the call is in flight before the signal is handled.
+            wait_until_read(connection)
             server.process.terminate()
             server.wait_for_logs("draining")
             assert refuses_connections(server.http_port), "still accepting while draining"

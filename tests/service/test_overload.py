@@ -10,6 +10,7 @@ so grpc logs no error for an answer to an ended call.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -23,8 +24,8 @@ from service.calls import CallInfo, CallRunner, within_deadline
 from service.errors import ServiceError, invalid_argument
 from service.grpc_service import serve_call
 from tests.service.grpc_helpers import connect
-from tests.service.metrics_helpers import handled
-from tests.service.server_process import free_port, running
+from tests.service.metrics_helpers import handled, rpc_sample
+from tests.service.server_process import ServerProcess, free_port, running
 
 PLAY = "/cardrules.krypkasino.v1.KrypkasinoService/Play"
 # Far more work than the server does within the deadline: about 1 ms of server CPU
@@ -75,6 +76,32 @@ async def flood(target: str, request: bytes) -> dict[str, grpc.StatusCode]:
     return codes
 
 
+def play_lines(server: ServerProcess, timeout: float = 30) -> list[dict[str, object]]:
+    """The request line of every Play the server has started, once all have come.
+
+    The metric counts a call just before its line is written, and the lines arrive on
+    a thread; nor does the last Play's answer mean that every call queued before it was
+    served by then. Which calls the server got is not known here (grpc may end a call
+    past its deadline before the service sees it), so wait until as many Play lines have
+    come as Plays started, the same number read before and after the lines.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        started = rpc_sample(server.metrics_url, "grpc_server_started_total", "Play")
+        lines = [
+            line for line in server.log_events("request") if str(line["method"]).endswith("/Play")
+        ]
+        if (
+            len(lines)
+            == started
+            == rpc_sample(server.metrics_url, "grpc_server_started_total", "Play")
+        ):
+            return lines
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{started:.0f} Plays started, {len(lines)} logged")
+        time.sleep(0.02)
+
+
 def test_calls_queued_past_their_deadline_are_refused_unserved_and_counted():
     with running(("--metrics-port", str(free_port()))) as server:
         request = play_request(server.target)
@@ -82,11 +109,7 @@ def test_calls_queued_past_their_deadline_are_refused_unserved_and_counted():
         # The server serves again once the flood is over.
         with connect(server.target) as stub:
             stub.Play(pb.PlayRequest.FromString(request), timeout=10)
-        late = [
-            line
-            for line in server.log_events("request")
-            if str(line["method"]).endswith("/Play") and line["code"] == "DeadlineExceeded"
-        ]
+        late = [line for line in play_lines(server) if line["code"] == "DeadlineExceeded"]
         assert late, f"no call was queued past its deadline: {Counter(codes.values())}"
         assert handled(server.metrics_url, "Play", "DeadlineExceeded") == len(late)
     for line in late:

@@ -390,9 +390,9 @@ def _play_games(summary: Summary, table: RemoteTable | None) -> tuple[str, int] 
             progress = games_progress(summary.asked)
             for game in requests_for_games(summary.request, summary.asked):
                 record = player(game, record=False)
-                with signals.held():  # a game is counted whole or not at all
+                with signals.held():  # a game is counted, and shown, whole or not at all
                     summary.add(record)
-                progress.update(1)
+                    progress.update(1)
     except Stopped as stop:
         return stop.what, stop.status
     except RemoteError as error:

@@ -47,8 +47,8 @@ from engine.krypkasino.events import (
     MatchEnded,
     TiebreakDeal,
 )
+from engine.krypkasino.lookahead import sweep_ranks_after
 from engine.krypkasino.moves import Move, SweepKind, sweep_kind
-from engine.krypkasino.policies import sweep_ranks_after
 from engine.krypkasino.scoring import (
     DealResult,
     ScoreSheet,

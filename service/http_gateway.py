@@ -560,12 +560,12 @@ class HttpGateway:
         self, request: web.Request, origin: str | None, methods: Sequence[str]
     ) -> dict[str, str]:
         """The CORS headers of an ``OPTIONS`` on a path serving ``methods``; a preflight
-        refused is counted, as the page that sent it sees only "blocked by CORS policy"."""
-        headers = self._cors.preflight_headers(origin, request.headers, methods)
-        refused = "Access-Control-Allow-Origin" not in headers
-        if refused and self._on_refused_preflight is not None and is_preflight(request.headers):
+        from an origin not allowed is counted, as the page that sent it sees only
+        "blocked by CORS policy" (an allowed origin's malformed one is no browser's)."""
+        refused = not self._cors.allows(origin) and is_preflight(request.headers)
+        if refused and self._on_refused_preflight is not None:
             self._on_refused_preflight()
-        return headers
+        return self._cors.preflight_headers(origin, request.headers, methods)
 
     def _unrouted(
         self,

@@ -76,19 +76,6 @@ class RemoteTable:
         self.close()
 
 
-def play_remote_game(
-    request: SimulationRequest,
-    target: str,
-    *,
-    record: bool = True,
-    progress: Callable[[int], object] = lambda deals: None,
-) -> GameRecord:
-    """Play one match against the service at ``target`` through a channel of its own
-    (``RemoteTable.play``; a run of many games keeps one ``RemoteTable`` instead)."""
-    with RemoteTable(target) as table:
-        return table.play(request, record=record, progress=progress)
-
-
 _HTTP_PORT_HINT = " (an HTTP/1.1 server answered: --server takes the gRPC port, not the gateway's)"
 
 

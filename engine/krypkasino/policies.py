@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from engine.cards import Card
 from engine.krypkasino.config import Rules
-from engine.krypkasino.dealing import split_removal
-from engine.krypkasino.moves import Move, sweep_kind, sweep_ranks, sweep_ranks_left
+from engine.krypkasino.lookahead import table_after
+from engine.krypkasino.moves import Move, sweep_kind, sweep_ranks
 from engine.krypkasino.play import legal_moves
 from engine.krypkasino.scoring import SWEEP_POINTS, card_points
-from engine.krypkasino.state import State, remove_cards
+from engine.krypkasino.state import State
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,44 +56,6 @@ def random_policy(situation: Situation, rng: random.Random) -> Move:
     """
     moves = situation.legal
     return moves[int(rng.random() * len(moves))]
-
-
-def table_after(table: Sequence[Card], move: Move) -> tuple[Card, ...]:
-    """The table once ``move`` is played (K8.2 crawl, K8.3 capture)."""
-    if move.is_crawl:
-        return (*table, move.card)
-    return remove_cards(tuple(table), move.captures)
-
-
-def ends_distribution(state: State) -> bool:
-    """Whether the mover holds the distribution's last card: every other hand is empty
-    (K10.1; the dealer plays last, K15.3)."""
-    return sum(map(len, state.hands)) == 1
-
-
-def next_table(state: State, move: Move) -> tuple[Card, ...]:
-    """The table the next seat plays to once the mover plays ``move``.
-
-    The one the move leaves (K8), less K6 removal when it is the distribution's
-    last card (K10.1: the next seat, ``next(dealer)``, plays after the deal and
-    removal); empty when it ends the deal, whose table goes to the recipient
-    (K11.2) and nobody plays to.
-    """
-    table = table_after(state.table, move)
-    if not ends_distribution(state):
-        return table
-    if not state.stock:
-        return ()
-    return split_removal(table, state.config.rules.removal)[0]
-
-
-def sweep_ranks_after(state: State, moves: Sequence[Move]) -> list[tuple[int, ...]]:
-    """K14.1 ``sweep_ranks`` of each move's ``next_table``: what the view shows once it
-    is played, unless it ends the deal (then nothing)."""
-    rules = state.config.rules
-    if not ends_distribution(state):
-        return sweep_ranks_left(state.table, moves, rules)  # the usual case, and quicker
-    return [sweep_ranks(next_table(state, move), rules) for move in moves]
 
 
 def points_taken(table: Sequence[Card], move: Move, rules: Rules) -> int:

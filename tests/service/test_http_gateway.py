@@ -612,8 +612,8 @@ def test_a_preflight_with_w3c_trace_context_is_allowed():
 def test_refused_preflights_are_counted():
     """A page refused sees only "blocked by CORS policy" and the server logged nothing:
     ``on_refused_preflight`` (``cardrules_http_cors_preflights_refused_total``) counts each
-    preflight answered without ``Access-Control-Allow-Origin``, on a served path or not,
-    and nothing else."""
+    preflight from an origin not allowed, on a served path or not, and nothing else: not
+    an allowed origin's malformed one (no browser sends it), though it is refused too."""
     refused: list[None] = []
 
     def count() -> None:
@@ -631,6 +631,9 @@ def test_refused_preflights_are_counted():
             assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
         async with session.options(score, headers={"Origin": "https://evil.example"}) as r:
             assert r.status == 204
+        malformed = {**preflight_headers(ORIGIN), "Access-Control-Request-Method": "GET, POST"}
+        async with session.options(score, headers=malformed) as r:
+            assert "Access-Control-Allow-Origin" not in r.headers
         async with session.post(score, json={}, headers={"Origin": "https://evil.example"}) as r:
             assert r.status == 400
         assert len(refused) == 3

@@ -26,15 +26,22 @@ from service.cli import build_parser
 from service.config import ServerConfig
 from service.descriptors import snake_case
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME
-from service.remote_simulate import RemoteError, play_remote_game
+from service.remote_simulate import RemoteError, RemoteTable
 from service.server import build_api
-from service.simulate import SimulationRequest, play_game, transcript
+from service.simulate import GameRecord, SimulationRequest, play_game, transcript
 from service.tokens import KeyRing
 from service.transcript import dump_document, render_text
 from tests.service.server_process import CARDRULES, TEST_KEY
 from tests.service.simulate_process import simulate_command
 
+
 # A tie-break deal (K13.3) between seats 2 and 5, which seat 5 wins on 7 while seat 0 has -8.
+def play_remote_game(request: SimulationRequest, target: str, **options: Any) -> GameRecord:
+    """One match through a channel of its own, as ``simulate --server --games 1`` plays it."""
+    with RemoteTable(target) as table:
+        return table.play(request, **options)
+
+
 TIEBREAK_REQUEST = SimulationRequest(
     Config(players=6, target_score=1, tie_rule=TieRule.TIEBREAK_DEAL), seed=211
 )

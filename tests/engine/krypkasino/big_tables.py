@@ -37,8 +37,8 @@ from engine.cards import JACK, Card, card_str
 from engine.krypkasino import Config, Move, Removal, Rules, State, new_game, play, table_moves
 from engine.krypkasino import play_unchecked as play_fast
 from engine.krypkasino.dealing import deck_for_deal, split_removal
+from engine.krypkasino.lookahead import table_after
 from engine.krypkasino.moves import hand_value
-from engine.krypkasino.policies import table_after
 from tests.engine.krypkasino.configs import config_label
 
 BIG = 10

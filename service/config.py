@@ -220,7 +220,8 @@ class _ListGivenOnce(argparse.Action):
         if getattr(namespace, self.dest) is not None:
             item = _LISTS[self.dest]
             parser.error(
-                f"{option_string} given twice: give every {item} in one value, separated by commas"
+                f"{option_string} given twice: give every {item} in one value, separated by commas or "
+                "white space"
             )
         setattr(namespace, self.dest, values)
 

@@ -1291,11 +1291,11 @@ def test_a_state_key_in_a_mistyped_command_line_is_not_echoed(
     [
         (
             ("--state-keys", KEY_A, "--state-keys", KEY_B),
-            "--state-keys given twice: give every key in one value, separated by commas",
+            "--state-keys given twice: give every key in one value, separated by commas or white space",
         ),
         (
             ("--cors-origins", "https://a.example", "--cors-origins", "https://b.example"),
-            "--cors-origins given twice: give every origin in one value, separated by commas",
+            "--cors-origins given twice: give every origin in one value, separated by commas or white space",
         ),
         # A prefix unique today would break, or set another flag, once a flag is added.
         (("--grpc", "5"), "unrecognized arguments: --grpc 5"),

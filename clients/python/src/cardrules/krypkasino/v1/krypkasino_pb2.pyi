@@ -340,7 +340,8 @@ class LegalMove(_message.Message):
         empty table included) and when the move ends the deal, whose table goes to
         the last capturer (K11.2). If the next seat holds a card of one of these
         ranks, K7.6 forces it to sweep (unless no_forced_sweep), and K9.1 then
-        gives this mover -5, a reward. Empty, too, from a replica of a release
+        gives this mover -5, a reward (-10 when the move leaves a lone card that
+        its twin takes: a double sweep). Empty, too, from a replica of a release
         before this field.
         """
 
@@ -1105,7 +1106,10 @@ class NewGameRequest(_message.Message):
     never as numbers, both over gRPC, where @grpc/proto-loader takes a string
     for it, and in HTTP/JSON (`"seed": "12345678901234567890"`). A JavaScript
     number holds integers exactly only up to 2^53: a larger seed given as one
-    can silently become another seed, which deals another game.
+    can silently become another seed, which deals another game. Check a seed
+    string before sending it over gRPC (digits only, at most
+    18446744073709551615): protobufjs turns one that is not (`"abc"`, `"-1"`,
+    2^64) into some other seed without a word, where HTTP/JSON refuses it.
     """
     @_builtins.property
     def config(self) -> Global___GameConfig:

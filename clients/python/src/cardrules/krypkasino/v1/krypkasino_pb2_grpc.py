@@ -32,7 +32,10 @@ class KrypkasinoServiceStub:
     a caller should set; a server that is not overloaded answers well within
     it. A caller whose retry policy must fit inside its deadline sets more, as
     the Python client's default of 5 s does (its channel retries UNAVAILABLE and
-    CANCELLED, up to 4 attempts, within the call's deadline).
+    CANCELLED, up to 4 attempts, within the call's deadline). Retrying CANCELLED
+    is safe, as every retry here is (a retried NewGame at worst starts another
+    game): a server stopping can cancel a call it never ran. docs/operations.md, "Other gRPC clients", gives that service
+    config as JSON for clients in other languages.
 
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
@@ -97,7 +100,10 @@ class KrypkasinoServiceServicer:
     a caller should set; a server that is not overloaded answers well within
     it. A caller whose retry policy must fit inside its deadline sets more, as
     the Python client's default of 5 s does (its channel retries UNAVAILABLE and
-    CANCELLED, up to 4 attempts, within the call's deadline).
+    CANCELLED, up to 4 attempts, within the call's deadline). Retrying CANCELLED
+    is safe, as every retry here is (a retried NewGame at worst starts another
+    game): a server stopping can cancel a call it never ran. docs/operations.md, "Other gRPC clients", gives that service
+    config as JSON for clients in other languages.
 
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
@@ -210,7 +216,10 @@ class KrypkasinoService:
     a caller should set; a server that is not overloaded answers well within
     it. A caller whose retry policy must fit inside its deadline sets more, as
     the Python client's default of 5 s does (its channel retries UNAVAILABLE and
-    CANCELLED, up to 4 attempts, within the call's deadline).
+    CANCELLED, up to 4 attempts, within the call's deadline). Retrying CANCELLED
+    is safe, as every retry here is (a retried NewGame at worst starts another
+    game): a server stopping can cancel a call it never ran. docs/operations.md, "Other gRPC clients", gives that service
+    config as JSON for clients in other languages.
 
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold

@@ -1108,8 +1108,9 @@ class NewGameRequest(_message.Message):
     number holds integers exactly only up to 2^53: a larger seed given as one
     can silently become another seed, which deals another game. Check a seed
     string before sending it over gRPC (digits only, at most
-    18446744073709551615): protobufjs turns one that is not (`"abc"`, `"-1"`,
-    2^64) into some other seed without a word, where HTTP/JSON refuses it.
+    18446744073709551615): protobufjs turns one that is not (`"abc"`, a
+    negative number, 2^64) into some other seed without a word, where
+    HTTP/JSON refuses it.
     """
     @_builtins.property
     def config(self) -> Global___GameConfig:

@@ -446,27 +446,20 @@ def print_output(text: str) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error worth a traceback.
-        _discard_stdout()
+        discard(sys.stdout)
     except OSError as error:
-        _discard_stdout()
+        discard(sys.stdout)
         return _fail(f"cannot print the result: {error.strerror or error}", OUTPUT_FAILED)
     return 0
-
-
-def _discard_stdout() -> None:
-    """Point stdout at /dev/null: what was not written must not be written again, and
-    fail again, when Python flushes it at exit."""
-    discard(sys.stdout)
 
 
 def _fail(message: str, status: int = USAGE_ERROR) -> int:
     """One line on stderr, and ``status``. A stderr that cannot be written (closed, a
     pipe whose reader left, a full disk) loses the line, not the status."""
     if sys.stderr is not None:  # started with stderr closed: the status says it all
-        try:
-            print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr, flush=True)
-        except (OSError, ValueError):
-            discard(sys.stderr)
+        stderr = SideChannel(sys.stderr)
+        stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+        stderr.flush()
     return status
 
 

@@ -130,8 +130,9 @@ class LineProgress:
 
 
 def discard(stream: TextIO) -> None:
-    """Point ``stream``'s file at /dev/null (as ``cli`` does stdout); one with no file of
-    its own (a test's capture) has nothing to flush at exit."""
+    """Point ``stream``'s file at /dev/null once writing to it failed: what was not
+    written must not be written again, and fail again, when Python flushes it at exit.
+    One with no file of its own (a test's capture) has nothing to flush."""
     try:
         fileno = stream.fileno()
     except (OSError, ValueError):  # io.UnsupportedOperation is both

@@ -26,6 +26,7 @@ import pytest
 
 from service.tokens import KeyRing
 from tests.deploy.manifests import ROOT
+from tests.doc_blocks import fenced_blocks
 
 OPERATIONS = ROOT / "docs" / "operations.md"
 DEV_OVERLAY = ROOT / "k8s" / "overlays" / "dev"
@@ -40,8 +41,7 @@ def _section() -> str:
 
 def _blocks() -> list[str]:
     """The section's ``sh`` blocks, dedented: the functions, then steps 1, 2 and 3."""
-    found = re.findall(r"^( *)```sh\n(.*?)^\1```", _section(), re.MULTILINE | re.DOTALL)
-    return [textwrap.dedent(block) for _, block in found]
+    return fenced_blocks(_section(), "sh")
 
 
 FUNCTIONS, *STEPS = _blocks()

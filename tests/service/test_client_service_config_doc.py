@@ -5,24 +5,20 @@ client-side health checking (grpc-js) rely on that policy at a rolling stop."""
 from __future__ import annotations
 
 import json
-import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
 from cardrules.client.channel import RECONNECT_OPTIONS, RETRY_POLICY, service_config
 
 from service.server import MIN_PING_INTERVAL_MS
+from tests.doc_blocks import fenced_blocks
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
-
-#: A fenced ``json`` block, indented or not (inside a list item).
-_JSON_BLOCK = re.compile(r"^( *)```json\n(.*?)^\1```$", re.MULTILINE | re.DOTALL)
 
 
 def json_blocks(text: str) -> list[Any]:
     """Every fenced ``json`` block of ``text``, parsed."""
-    return [json.loads(textwrap.dedent(match[2])) for match in _JSON_BLOCK.finditer(text)]
+    return [json.loads(block) for block in fenced_blocks(text, "json")]
 
 
 def test_the_documented_service_config_is_the_python_clients() -> None:

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import functools
 import os
-import resource
 import signal
 import socket
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -38,7 +35,6 @@ from service.calls import CallRunner
 from service.config import (
     MULTIPROC_ENV,
     ServerConfig,
-    env_name,
     host_port,
     meant_variables,
     unknown_variables,
@@ -47,7 +43,6 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
-from service.listen import is_wildcard, listen_hosts
 from service.logs import DROPPED_LINES, bind_process_fields, configure_logging, get_logger
 from service.metrics import (
     EPHEMERAL,
@@ -63,7 +58,9 @@ from service.metrics import (
     worker_exited,
 )
 from service.metrics_http import start_metrics_http
+from service.open_files import AcceptErrorsOncePerWindow, raise_open_files_limit
 from service.openapi import SERVICES, served_document
+from service.ports import cannot_listen, ports_free
 from service.signals import StopSignals, signals_blocked
 from service.standard_services import (
     DrainingReflection,
@@ -196,7 +193,7 @@ async def run_servers(
         try:
             port = server.add_insecure_port(address)
         except RuntimeError as error:
-            _cannot_listen("grpc", config.host, config.grpc_port, str(error))
+            cannot_listen("grpc", config.host, config.grpc_port, str(error))
             return 1
         http = await _start_gateway(config, api, runner, metrics)
         if http is None:
@@ -341,7 +338,7 @@ async def _start_gateway(
             grace_seconds=config.grace_seconds,
         )
     except OSError as error:
-        _cannot_listen("http", config.host, config.http_port, str(error))
+        cannot_listen("http", config.host, config.http_port, str(error))
         return None
 
 
@@ -371,7 +368,7 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
             variables=unknown,
             did_you_mean=meant_variables(unknown),
         )
-    _raise_open_files_limit()
+    raise_open_files_limit()
     keys = load_keys(config)  # resolve() has refused bad keys already, naming their source
     if keys.is_ephemeral:
         _log.warning(
@@ -386,9 +383,9 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         )
     if config.plain_state:
         _warn_plain_state(keys)
-    claims: list[socket.socket] = []  # held while the workers serve (``_claim``)
+    claims: list[socket.socket] = []  # held while the workers serve (``service.ports.claim``)
     try:
-        if not _ports_free(config, claims):
+        if not ports_free(config, claims):
             return 1
         if multiprocess_enabled():
             clear_multiprocess_dir()
@@ -415,86 +412,6 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         stop_metrics()
 
 
-def _raise_open_files_limit() -> None:
-    """Raise the soft limit on open files to the hard one, as Go's runtime does: every
-    connection holds a descriptor, and the common soft default of 1,024 stopped the
-    server accepting at about a thousand idle clients (docs/operations.md, "Sizing")."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        # An infinite hard limit (macOS) is not a valid soft one: keep the soft then.
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-class AcceptErrorsOncePerWindow:
-    """The event loop's exception handler: asyncio's "out of system resource" on accept
-    (no descriptors left) at most once per ``window`` seconds, with how many connections
-    wait in the failing listener's queue (``held_back``); everything else as asyncio's
-    default handler reports it.
-
-    asyncio (3.11 to 3.13) reports that error for every connection it tries to accept
-    while descriptors run out: tens of thousands of lines a second, which fill the log
-    and take a core.
-    """
-
-    MESSAGE = "socket.accept() out of system resource"
-
-    def __init__(self, window: float = 10.0, clock: Callable[[], float] = time.monotonic):
-        self._window = window
-        self._clock = clock
-        self._last: float | None = None
-
-    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        if context.get("message") != self.MESSAGE:
-            loop.default_exception_handler(context)
-            return
-        now = self._clock()
-        if self._last is not None and now - self._last < self._window:
-            return
-        listener = context.get("socket")
-        _log.error(
-            "no file descriptors left: connections wait to be accepted",
-            error=str(context.get("exception")),
-            listener=_address(listener),
-            held_back=_accept_queue(listener),
-        )
-        self._last = now
-
-
-# struct tcp_info (linux/tcp.h): eight one-byte fields, then rto, ato, snd_mss, rcv_mss
-# and unacked, 32 bits each. For a listener the kernel fills unacked with the length
-# of its accept queue.
-_TCP_INFO_BYTES = 104
-_TCPI_UNACKED_OFFSET = 24
-
-
-def _accept_queue(listener: Any) -> int | None:
-    """How many connections wait to be accepted on ``listener``; None where the system
-    does not tell (no ``TCP_INFO``: not Linux).
-
-    Counting the reports held back instead, as before, said 0 in the first line of
-    every episode, and later the retries of asyncio, not connections.
-    """
-    option = getattr(socket, "TCP_INFO", None)
-    if listener is None or option is None:
-        return None
-    try:
-        info = listener.getsockopt(socket.IPPROTO_TCP, option, _TCP_INFO_BYTES)
-        waiting: int = struct.unpack_from("=I", info, _TCPI_UNACKED_OFFSET)[0]
-    except (OSError, struct.error):
-        return None
-    return waiting
-
-
-def _address(listener: Any) -> str | None:
-    """``host:port`` of a listening socket, or None."""
-    try:
-        host, port = listener.getsockname()[:2]
-    except (AttributeError, OSError, TypeError, ValueError):
-        return None
-    return host_port(str(host), int(port))
-
-
 def _start_metrics(
     config: ServerConfig, keys: KeyRing, registry: CollectorRegistry
 ) -> Callable[[], None] | None:
@@ -510,167 +427,10 @@ def _start_metrics(
     try:
         server = start_metrics_http(config.metrics_port, registry, config.host)
     except OSError as error:  # the port is taken, or the host is no address of this machine
-        _cannot_listen("metrics", config.host, config.metrics_port, str(error))
+        cannot_listen("metrics", config.host, config.metrics_port, str(error))
         return None
     _log.info("metrics", address=host_port(config.host, server.port), path="/metrics")
     return server
-
-
-#: The IPv6 address grpc also listens on for a host name beyond what getaddrinfo gives:
-#: its resolver gives localhost both loopbacks (RFC 6761) where /etc/hosts may give
-#: only 127.0.0.1.
-_GRPC_IPV6_ALSO = {"localhost": "::1"}
-
-
-def _cannot_listen(listener: str, host: str, port: int, error: str) -> None:
-    """The ``cannot listen`` line: which port, why, and the setting that mends it (a
-    newcomer whose ``make serve`` found 50051 taken was told only the first two): the
-    host's when no port would do, else the port's."""
-    if _host_at_fault(host):
-        setting = f"--host or {env_name('host')}"
-    else:
-        setting = f"--{listener}-port or {env_name(f'{listener}_port')}"
-    _log.error(
-        "cannot listen",
-        listener=listener,
-        address=host_port(host, port),
-        error=error,
-        setting=setting,
-    )
-
-
-def _host_at_fault(host: str) -> bool:
-    """Whether ``host`` cannot be listened on at any port: a name that does not resolve,
-    or an address that is not this machine's (a review found such a host blamed on
-    ``--grpc-port``)."""
-    if is_wildcard(host):
-        return False
-    try:
-        addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError:
-        return True
-    return any(_bind_error(family, address) is not None for family, _, _, _, address in addresses)
-
-
-def _ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
-    """Whether the configured ports are free (else logged, ``cannot listen``).
-
-    With workers, each port they share is claimed first (``_claim``), into ``claims``.
-    """
-    for port, listener in (
-        (config.grpc_port, "grpc"),
-        (config.http_port, "http"),
-        (config.metrics_port, "metrics"),
-    ):
-        error = None
-        if config.workers > 1 and listener != "metrics":
-            error = _claim(port, claims)
-        # Port 0 is checked too (any free port; for metrics, none): a host that is no
-        # address of this machine is told here, not in grpc's words, which omit why.
-        if error is None and (port or listener != "metrics"):
-            error = _taken(config.host, port, listener == "grpc")
-        if error is not None:
-            _cannot_listen(listener, config.host, port, error)
-            return False
-    return True
-
-
-#: The abstract Unix socket (Linux) a server with workers binds for each port they
-#: share, for its whole life (``_claim``): ``ss -xap | grep cardrules-port`` names it.
-CLAIM_NAME = "cardrules-port-{port}"
-
-
-def _claim(port: int, claims: list[socket.socket]) -> str | None:
-    """Claim ``port`` for this server's workers, appending the claim to ``claims``;
-    why it cannot, or None.
-
-    ``_taken`` alone cannot keep a second server with workers off the port: its test
-    bind is released again before the workers bind, with SO_REUSEPORT, so two
-    servers started at the same moment both found the ports free and then shared
-    them, each answering about half the calls with keys of its own. Binding a name
-    in the abstract namespace is atomic: of two servers one gets it, and keeps it
-    until it begins to stop (``_supervise``) or exits, however it dies (the kernel
-    closes it, and an abstract name leaves no file behind). The name is per network namespace, as ports are, and
-    holds the port number alone: SO_REUSEPORT also shares a port between a
-    wildcard host and an address (``0.0.0.0`` and ``127.0.0.1``), or two spellings
-    of one (``localhost``). The socket is close-on-exec (Python's default), and
-    each worker closes its copy as it is forked (``_fork_workers``): a worker
-    outliving its supervisor must not hold the port's claim while it drains.
-    No abstract namespace outside Linux: there ``_taken`` is the only check.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        claim.bind("\0" + CLAIM_NAME.format(port=port))
-    except OSError as error:
-        claim.close()
-        if error.errno == errno.EADDRINUSE:
-            return (
-                f"another cardrules server with workers is starting or serving on port {port}"
-                f" (it holds @{CLAIM_NAME.format(port=port)})"
-            )
-        return f"cannot claim port {port} for the workers: {error}"
-    claims.append(claim)
-    return None
-
-
-def _taken(host: str, port: int, is_grpc: bool) -> str | None:
-    """Why ``port`` on ``host`` is not free, or None: checked before anything binds.
-
-    Workers bind with SO_REUSEPORT, which shares a port with any process of the
-    same user that does so too: a second server started by mistake on the same
-    ports would take half the connections, with other keys. A bind without it
-    fails on a port anyone listens on, but only once the workers listen: a server
-    with workers claims its ports first (``_claim``). It also saves grpc's own
-    refusal, which says only "Failed to bind" and writes a line of its own to stderr.
-
-    A wildcard host is served on both ``0.0.0.0`` and ``[::]`` (``service.listen``):
-    both must be free. grpc would quietly fall back to IPv4 alone when another
-    process listens on ``[::]``, leaving it the clients that reach the port over
-    IPv6. ``is_grpc``: grpc serves some host names on an IPv6 address too
-    (``_GRPC_IPV6_ALSO``), with the same fallback.
-    """
-    if is_wildcard(host):
-        for wildcard in listen_hosts(host):
-            family = socket.AF_INET6 if ":" in wildcard else socket.AF_INET
-            refused = _bind_error(family, (wildcard, port), ipv6_only=family == socket.AF_INET6)
-            if refused is not None and wildcard == host:
-                return str(refused)
-            if refused is not None:
-                return f"{host_port(wildcard, port)}, which {host} is served on too: {refused}"
-        return None
-    try:
-        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as error:
-        return str(error)
-    for family, _, _, _, address in addresses:
-        if (refused := _bind_error(family, address)) is not None:
-            return str(refused)  # taken, or no socket at all (no IPv6, no descriptors left)
-    also = _GRPC_IPV6_ALSO.get(host.lower()) if is_grpc else None
-    if also is not None:
-        refused = _bind_error(socket.AF_INET6, (also, port), ipv6_only=True)
-        # No IPv6 on this machine: grpc then serves the host on IPv4 alone.
-        if refused is not None and refused.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
-            return f"[{also}]:{port}, which gRPC also serves for {host}: {refused}"
-    return None
-
-
-def _bind_error(
-    family: socket.AddressFamily, address: tuple[Any, ...], *, ipv6_only: bool = False
-) -> OSError | None:
-    """What binding a TCP socket to ``address`` raises, or None."""
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            if ipv6_only:
-                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            # As grpc and aiohttp do: a port whose last connections linger in TIME_WAIT
-            # is free.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    except OSError as error:
-        return error
-    return None
 
 
 def _supervise(
@@ -720,8 +480,9 @@ def _supervise(
             # ended is still exiting, silent, and the watch would kill it as hung.
             end_watch()
             # The next server may claim the ports: while the workers still listen, the
-            # test bind refuses it (``_taken``); held through the drain, the claim kept
-            # a restart off ports nobody listened on any more, for the grace period.
+            # test bind refuses it (``service.ports.taken``); held through the drain, the
+            # claim kept a restart off ports nobody listened on any more, for the grace
+            # period.
             for claim in claims:
                 claim.close()
         for pid in list(workers):
@@ -812,7 +573,8 @@ def _fork_workers(
     die of the default action.
     Each worker gets the read end of a lifeline pipe whose write end only the
     supervisor keeps open, for as long as it lives (``_follow_supervisor``), and
-    closes its copy of the ports' ``claims`` (``_claim``), which only the supervisor holds.
+    closes its copy of the ports' ``claims`` (``service.ports.claim``), which only the
+    supervisor holds.
     """
     workers: dict[int, int] = {}
     heartbeats = Heartbeats(config.workers)

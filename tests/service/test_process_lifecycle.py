@@ -37,12 +37,12 @@ from grpc_health.v1 import health_pb2
 from bench.procfs import cpu_seconds, descendants, is_running
 from service.codec import config_from_proto
 from service.metrics import MAX_NAMED_VARIANTS, variant_label
+from service.open_files import AcceptErrorsOncePerWindow
 from service.serve_command import (
     TEMPORARY_PREFIX,
     UNLOCKED_FOLDER_SECONDS,
     remove_abandoned_folders,
 )
-from service.server import AcceptErrorsOncePerWindow
 from tests.service.grpc_helpers import connect, health
 from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import (
@@ -338,7 +338,7 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
 
 @contextmanager
 def port_claimed(port: int) -> Iterator[socket.socket]:
-    """The claim a server with workers holds on ``port`` (service/server.py ``_claim``),
+    """The claim a server with workers holds on ``port`` (service/ports.py ``claim``),
     held by this process: a Linux abstract Unix socket named after the port."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as claim:
         claim.bind(f"\0cardrules-port-{port}")
@@ -451,7 +451,7 @@ def test_the_claim_on_the_ports_ends_as_the_server_begins_to_stop():
 
 
 def test_a_server_restarted_at_once_on_the_same_ports_listens_again():
-    """service/server.py ``_taken``: a port whose last connections linger in TIME_WAIT is
+    """service/ports.py ``taken``: a port whose last connections linger in TIME_WAIT is
     free, as grpc and aiohttp bind it; an orchestrator restarts a stopped server on its
     ports at once. The server's own stop closes the HTTP connection a client still holds
     open, which leaves it in TIME_WAIT on the server's port."""
@@ -718,20 +718,20 @@ def test_a_worker_killed_under_a_supervisor_started_with_sigchld_ignored_stops_i
     assert [line["worker"] for line in server.log_events("worker exited")] == [2]
 
 
-# The console script with the check that the ports are free (``_taken``) made to find
+# The console script with the check that the ports are free (``service.ports.taken``) made to find
 # every port free, as if the metrics port were taken just after it.
 SCRIPT_PORTS_TAKEN_AFTER_THE_CHECK = """
 import importlib.abc, importlib.util, sys
 class SkipThePortCheck(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != "service.server":
+        if name != "service.ports":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         run = spec.loader.exec_module
         def exec_module(module):
             run(module)
-            module._taken = lambda host, port, is_grpc: None
+            module.taken = lambda host, port, is_grpc: None
         spec.loader.exec_module = exec_module
         return spec
 sys.meta_path.insert(0, SkipThePortCheck())

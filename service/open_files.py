@@ -1,0 +1,98 @@
+"""File descriptors: the open-files limit a server raises at start-up, and the event
+loop's report of accept errors once they run out (docs/operations.md, "Sizing")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import socket
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from service.config import host_port
+from service.logs import get_logger
+
+_log = get_logger("cardrules.server")
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit on open files to the hard one, as Go's runtime does: every
+    connection holds a descriptor, and the common soft default of 1,024 stopped the
+    server accepting at about a thousand idle clients (docs/operations.md, "Sizing")."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        # An infinite hard limit (macOS) is not a valid soft one: keep the soft then.
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class AcceptErrorsOncePerWindow:
+    """The event loop's exception handler: asyncio's "out of system resource" on accept
+    (no descriptors left) at most once per ``window`` seconds, with how many connections
+    wait in the failing listener's queue (``held_back``); everything else as asyncio's
+    default handler reports it.
+
+    asyncio (3.11 to 3.13) reports that error for every connection it tries to accept
+    while descriptors run out: tens of thousands of lines a second, which fill the log
+    and take a core.
+    """
+
+    MESSAGE = "socket.accept() out of system resource"
+
+    def __init__(self, window: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self._window = window
+        self._clock = clock
+        self._last: float | None = None
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") != self.MESSAGE:
+            loop.default_exception_handler(context)
+            return
+        now = self._clock()
+        if self._last is not None and now - self._last < self._window:
+            return
+        listener = context.get("socket")
+        _log.error(
+            "no file descriptors left: connections wait to be accepted",
+            error=str(context.get("exception")),
+            listener=_address(listener),
+            held_back=_accept_queue(listener),
+        )
+        self._last = now
+
+
+# struct tcp_info (linux/tcp.h): eight one-byte fields, then rto, ato, snd_mss, rcv_mss
+# and unacked, 32 bits each. For a listener the kernel fills unacked with the length
+# of its accept queue.
+_TCP_INFO_BYTES = 104
+_TCPI_UNACKED_OFFSET = 24
+
+
+def _accept_queue(listener: Any) -> int | None:
+    """How many connections wait to be accepted on ``listener``; None where the system
+    does not tell (no ``TCP_INFO``: not Linux).
+
+    Counting the reports held back instead, as before, said 0 in the first line of
+    every episode, and later the retries of asyncio, not connections.
+    """
+    option = getattr(socket, "TCP_INFO", None)
+    if listener is None or option is None:
+        return None
+    try:
+        info = listener.getsockopt(socket.IPPROTO_TCP, option, _TCP_INFO_BYTES)
+        waiting: int = struct.unpack_from("=I", info, _TCPI_UNACKED_OFFSET)[0]
+    except (OSError, struct.error):
+        return None
+    return waiting
+
+
+def _address(listener: Any) -> str | None:
+    """``host:port`` of a listening socket, or None."""
+    try:
+        host, port = listener.getsockname()[:2]
+    except (AttributeError, OSError, TypeError, ValueError):
+        return None
+    return host_port(str(host), int(port))

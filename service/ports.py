@@ -1,0 +1,173 @@
+"""Whether a server can listen where it is told to, checked before anything binds, and
+the claim that keeps a second server with workers off its ports; the ``cannot listen``
+line that says why not and which setting mends it."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import sys
+from typing import Any
+
+from service.config import ServerConfig, env_name, host_port
+from service.listen import is_wildcard, listen_hosts
+from service.logs import get_logger
+
+_log = get_logger("cardrules.server")
+
+
+#: The IPv6 address grpc also listens on for a host name beyond what getaddrinfo gives:
+#: its resolver gives localhost both loopbacks (RFC 6761) where /etc/hosts may give
+#: only 127.0.0.1.
+_GRPC_IPV6_ALSO = {"localhost": "::1"}
+
+
+def cannot_listen(listener: str, host: str, port: int, error: str) -> None:
+    """The ``cannot listen`` line: which port, why, and the setting that mends it (a
+    newcomer whose ``make serve`` found 50051 taken was told only the first two): the
+    host's when no port would do, else the port's."""
+    if host_at_fault(host):
+        setting = f"--host or {env_name('host')}"
+    else:
+        setting = f"--{listener}-port or {env_name(f'{listener}_port')}"
+    _log.error(
+        "cannot listen",
+        listener=listener,
+        address=host_port(host, port),
+        error=error,
+        setting=setting,
+    )
+
+
+def host_at_fault(host: str) -> bool:
+    """Whether ``host`` cannot be listened on at any port: a name that does not resolve,
+    or an address that is not this machine's (a review found such a host blamed on
+    ``--grpc-port``)."""
+    if is_wildcard(host):
+        return False
+    try:
+        addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return True
+    return any(bind_error(family, address) is not None for family, _, _, _, address in addresses)
+
+
+def ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
+    """Whether the configured ports are free (else logged, ``cannot listen``).
+
+    With workers, each port they share is claimed first (``claim``), into ``claims``.
+    """
+    for port, listener in (
+        (config.grpc_port, "grpc"),
+        (config.http_port, "http"),
+        (config.metrics_port, "metrics"),
+    ):
+        error = None
+        if config.workers > 1 and listener != "metrics":
+            error = claim(port, claims)
+        # Port 0 is checked too (any free port; for metrics, none): a host that is no
+        # address of this machine is told here, not in grpc's words, which omit why.
+        if error is None and (port or listener != "metrics"):
+            error = taken(config.host, port, listener == "grpc")
+        if error is not None:
+            cannot_listen(listener, config.host, port, error)
+            return False
+    return True
+
+
+#: The abstract Unix socket (Linux) a server with workers binds for each port they
+#: share, for its whole life (``claim``): ``ss -xap | grep cardrules-port`` names it.
+CLAIM_NAME = "cardrules-port-{port}"
+
+
+def claim(port: int, claims: list[socket.socket]) -> str | None:
+    """Claim ``port`` for this server's workers, appending the claim to ``claims``;
+    why it cannot, or None.
+
+    ``taken`` alone cannot keep a second server with workers off the port: its test
+    bind is released again before the workers bind, with SO_REUSEPORT, so two
+    servers started at the same moment both found the ports free and then shared
+    them, each answering about half the calls with keys of its own. Binding a name
+    in the abstract namespace is atomic: of two servers one gets it, and keeps it
+    until it begins to stop (``service.server._supervise``) or exits, however it dies (the kernel
+    closes it, and an abstract name leaves no file behind). The name is per network namespace, as ports are, and
+    holds the port number alone: SO_REUSEPORT also shares a port between a
+    wildcard host and an address (``0.0.0.0`` and ``127.0.0.1``), or two spellings
+    of one (``localhost``). The socket is close-on-exec (Python's default), and
+    each worker closes its copy as it is forked (``service.server._fork_workers``): a worker
+    outliving its supervisor must not hold the port's claim while it drains.
+    No abstract namespace outside Linux: there ``taken`` is the only check.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind("\0" + CLAIM_NAME.format(port=port))
+    except OSError as error:
+        claim.close()
+        if error.errno == errno.EADDRINUSE:
+            return (
+                f"another cardrules server with workers is starting or serving on port {port}"
+                f" (it holds @{CLAIM_NAME.format(port=port)})"
+            )
+        return f"cannot claim port {port} for the workers: {error}"
+    claims.append(claim)
+    return None
+
+
+def taken(host: str, port: int, is_grpc: bool) -> str | None:
+    """Why ``port`` on ``host`` is not free, or None: checked before anything binds.
+
+    Workers bind with SO_REUSEPORT, which shares a port with any process of the
+    same user that does so too: a second server started by mistake on the same
+    ports would take half the connections, with other keys. A bind without it
+    fails on a port anyone listens on, but only once the workers listen: a server
+    with workers claims its ports first (``claim``). It also saves grpc's own
+    refusal, which says only "Failed to bind" and writes a line of its own to stderr.
+
+    A wildcard host is served on both ``0.0.0.0`` and ``[::]`` (``service.listen``):
+    both must be free. grpc would quietly fall back to IPv4 alone when another
+    process listens on ``[::]``, leaving it the clients that reach the port over
+    IPv6. ``is_grpc``: grpc serves some host names on an IPv6 address too
+    (``_GRPC_IPV6_ALSO``), with the same fallback.
+    """
+    if is_wildcard(host):
+        for wildcard in listen_hosts(host):
+            family = socket.AF_INET6 if ":" in wildcard else socket.AF_INET
+            refused = bind_error(family, (wildcard, port), ipv6_only=family == socket.AF_INET6)
+            if refused is not None and wildcard == host:
+                return str(refused)
+            if refused is not None:
+                return f"{host_port(wildcard, port)}, which {host} is served on too: {refused}"
+        return None
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as error:
+        return str(error)
+    for family, _, _, _, address in addresses:
+        if (refused := bind_error(family, address)) is not None:
+            return str(refused)  # taken, or no socket at all (no IPv6, no descriptors left)
+    also = _GRPC_IPV6_ALSO.get(host.lower()) if is_grpc else None
+    if also is not None:
+        refused = bind_error(socket.AF_INET6, (also, port), ipv6_only=True)
+        # No IPv6 on this machine: grpc then serves the host on IPv4 alone.
+        if refused is not None and refused.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+            return f"[{also}]:{port}, which gRPC also serves for {host}: {refused}"
+    return None
+
+
+def bind_error(
+    family: socket.AddressFamily, address: tuple[Any, ...], *, ipv6_only: bool = False
+) -> OSError | None:
+    """What binding a TCP socket to ``address`` raises, or None."""
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            if ipv6_only:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            # As grpc and aiohttp do: a port whose last connections linger in TIME_WAIT
+            # is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as error:
+        return error
+    return None

@@ -1,12 +1,12 @@
 """structlog setup: JSON lines in production, console in a terminal (design section 6).
 
 One line per request (``request_log_fields``), and never a state token, a
-seat token, a hand or a key: ``redact`` runs on every event, including the
-stdlib ``logging`` records of libraries (grpc), which are rendered the same way.
-Tracebacks never include local variables, which could hold any of those; an
-exception's arguments are scrubbed as values are (``KeyError(token)`` would
-quote the token), and the HTTP server's exceptions lose their message, which
-can quote the request.
+seat token, a hand or a key: ``service.log_redaction.redact`` runs on every
+event, including the stdlib ``logging`` records of libraries (grpc), which are
+rendered the same way. Tracebacks never include local variables, which could
+hold any of those; an exception's arguments are scrubbed as values are
+(``KeyError(token)`` would quote the token), and the HTTP server's exceptions
+lose their message, which can quote the request.
 
 The JSON path is on every request, so it is kept lean: structlog's
 ``JSONRenderer`` serializes with orjson, the timestamp is formatted once a
@@ -17,16 +17,13 @@ goes to ``sys.stdout.buffer`` as bytes in one write.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
 import io
 import json
 import logging
 import os
-import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO, cast
 
@@ -34,235 +31,21 @@ import orjson
 import structlog
 from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.web import RequestPayloadError
-from google.protobuf.message import Message
 from grpc._cython.cygrpc import ExecuteBatchError  # type: ignore[import-not-found]  # untyped upstream
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 from service.config import LOG_FORMATS, LOG_LEVELS
-
-#: Keys whose values must never reach a log line (design section 4 secrets, hidden cards).
-REDACTED_KEYS: frozenset[str] = frozenset(
-    {
-        "state",
-        "state_token",
-        "state_tokens",
-        "seat_token",
-        "seat_tokens",
-        "token",
-        "tokens",
-        "hand",
-        "hands",
-        "stock",
-        "key",
-        "keys",
-        "state_key",
-        "state_keys",
-        "secret",
-        "password",
-    }
+from service.log_redaction import (
+    redact,
+    withhold_request_text,
+    withhold_secret_arguments,
 )
-# Any key with one of these endings is treated as in REDACTED_KEYS too.
-_REDACTED_SUFFIXES = ("_token", "_tokens", "_key", "_keys", "_hand", "_hands", "_secret")
-REDACTED = "[REDACTED]"
 
 # The names ``--log-level`` and ``--log-format`` take (``service.config``).
 LEVELS: Mapping[str, int] = {
     name: logging.getLevelNamesMapping()[name.upper()] for name in LOG_LEVELS
 }
-
-_MAX_DEPTH = 8
-# Values that cannot hide bytes or a nested secret key: the fast path of ``redact``.
-_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
-
-
-# Where a camelCase name (``seatToken``, the HTTP API's spelling) has its word breaks.
-_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-@functools.lru_cache(maxsize=4096)
-def _secret_key(key: object) -> bool:
-    if not isinstance(key, str):
-        return False
-    lowered = _CAMEL_HUMP.sub("_", key).lower()
-    return lowered in REDACTED_KEYS or lowered.endswith(_REDACTED_SUFFIXES)
-
-
-# Top-level keys already found not secret: a set lookup is cheaper than a call to
-# ``_secret_key`` on every key of every line. Bounded, as the lru_cache is.
-_PUBLIC_KEYS: set[object] = {
-    "timestamp",
-    "level",
-    "event",
-    "logger",
-    "request_id",
-    "method",
-    "code",
-    "duration_ms",
-    "game_id",
-    "transport",
-    "peer",
-    "reason",
-}
-_MAX_PUBLIC_KEYS = 4096
-
-
-def _scrub(value: object, depth: int = 0) -> object:
-    """``value`` with secrets replaced: bytes (tokens are bytes), protobuf messages, secret keys.
-
-    Containers are looked through whatever their type (a deque, a protobuf repeated
-    field), and a dataclass is written as the mapping of its fields: their ``repr``
-    would show the bytes inside.
-    """
-    if isinstance(value, bytes | bytearray | memoryview):
-        return f"{REDACTED} {len(value)} bytes"
-    if isinstance(value, Message):
-        return f"{REDACTED} {type(value).__name__}"
-    if depth >= _MAX_DEPTH:
-        # Too deep to look through, so it may hide a secret: shown as its type only.
-        return (
-            value if type(value) in _PLAIN else f"{REDACTED} {type(value).__name__} nested too deep"
-        )
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {
-            _scrub(k) if isinstance(k, bytes) else k: (
-                REDACTED if _secret_key(k) else _scrub(v, depth + 1)
-            )
-            for k, v in value.items()
-        }
-    if isinstance(value, tuple):
-        return tuple(_scrub(v, depth + 1) for v in value)
-    # Not iterators: a file or an endless generator must not be read here (a generator's
-    # repr shows nothing it holds).
-    if isinstance(value, Iterable) and not isinstance(value, str | Iterator):
-        return [_scrub(v, depth + 1) for v in value]
-    return value
-
-
-def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: no secret ever leaves, whatever the caller passed."""
-    # Replacing the value of an existing key while iterating is safe: the size never changes.
-    for key, value in event_dict.items():
-        if key in _PUBLIC_KEYS:
-            if type(value) not in _PLAIN:
-                event_dict[key] = _scrub(value)
-        elif _secret_key(key):
-            event_dict[key] = REDACTED
-        else:
-            if len(_PUBLIC_KEYS) < _MAX_PUBLIC_KEYS:
-                _PUBLIC_KEYS.add(key)
-            if type(value) not in _PLAIN:
-                event_dict[key] = _scrub(value)
-    return event_dict
-
-
-class MessageWithheldError(Exception):
-    """Stands in for the exception of a library log record whose text may quote the request."""
-
-
-# Loggers whose exceptions quote raw request bytes: aiohttp's parser errors put the
-# malformed chunk or header in the message, and a body holds tokens.
-_REQUEST_ECHOING_LOGGERS = ("aiohttp.",)
-
-
-def _withhold_request_text(
-    _logger: WrappedLogger, _method: str, event_dict: EventDict
-) -> EventDict:
-    """Keep the type and frames of such a record's exception, not its message."""
-    name = event_dict.get("logger")
-    exc_info = event_dict.get("exc_info")
-    if (
-        isinstance(name, str)
-        and name.startswith(_REQUEST_ECHOING_LOGGERS)
-        and isinstance(exc_info, tuple)
-        and exc_info[0] is not None
-    ):
-        kind, _message, trace = exc_info
-        withheld = MessageWithheldError(
-            f"{kind.__name__}: message withheld, it may quote the request"
-        )
-        event_dict["exc_info"] = (kind, withheld, trace)
-    return event_dict
-
-
-class SecretWithheldError(Exception):
-    """Stands in for an exception whose arguments hold bytes or a protobuf message."""
-
-
-#: Exceptions followed down a chain of causes and groups at most; the rest is cut.
-_MAX_CHAIN = 64
-
-
-def _without_secrets(
-    error: BaseException, seen: dict[int, BaseException | None], depth: int = 0
-) -> BaseException | None:
-    """``error`` itself, or when its arguments, or an exception it came from or groups,
-    hold a secret a copy that says what it was with the secret hidden, traceback kept.
-    None where the chain loops back or runs past ``_MAX_CHAIN``: it is cut there, so that
-    no exception is shown that was not looked through.
-
-    An exception's text is its arguments: ``KeyError(token)`` would quote the token.
-    """
-    if id(error) in seen:
-        return seen[id(error)]  # None while it is still being looked through: a loop
-    if depth >= _MAX_CHAIN:
-        return None
-    seen[id(error)] = None
-    cause = _chained(error.__cause__, seen, depth)
-    context = _chained(error.__context__, seen, depth)
-    substitute = error
-    if isinstance(error, BaseExceptionGroup):
-        members = [
-            _chained(member, seen, depth) or _not_shown(member) for member in error.exceptions
-        ]
-        if any(new is not old for new, old in zip(members, error.exceptions, strict=True)):
-            substitute = error.derive(members)
-    else:
-        # What ``_scrub`` hides it marks REDACTED: only then is the copy needed.
-        shown = ", ".join(map(repr, cast(tuple[object, ...], _scrub(error.args))))
-        if REDACTED in shown:
-            substitute = SecretWithheldError(f"{type(error).__name__}({shown})")
-    if substitute is error and cause is error.__cause__ and context is error.__context__:
-        seen[id(error)] = error
-        return error
-    if substitute is error:  # only what it came from held a secret
-        substitute = SecretWithheldError(f"{type(error).__name__}: {error}")
-    substitute.__cause__, substitute.__context__ = cause, context
-    substitute.__suppress_context__ = error.__suppress_context__
-    substitute.__traceback__ = error.__traceback__
-    seen[id(error)] = substitute
-    return substitute
-
-
-def _chained(
-    error: BaseException | None, seen: dict[int, BaseException | None], depth: int
-) -> BaseException | None:
-    return None if error is None else _without_secrets(error, seen, depth + 1)
-
-
-def _not_shown(error: BaseException) -> SecretWithheldError:
-    return SecretWithheldError(f"{type(error).__name__}: not shown (a loop, or too deep)")
-
-
-def _withhold_secret_arguments(
-    _logger: WrappedLogger, _method: str, event_dict: EventDict
-) -> EventDict:
-    """Render a logged exception without the secrets its arguments hold (design section 6):
-    ``redact`` sees only the text it is rendered to."""
-    exc_info = event_dict.get("exc_info")
-    if not exc_info:
-        return event_dict
-    if isinstance(exc_info, BaseException):
-        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
-    elif not isinstance(exc_info, tuple):
-        exc_info = sys.exc_info()
-    kind, error, trace = exc_info
-    if error is not None:
-        shown = _without_secrets(error, {}) or _not_shown(error)
-        event_dict["exc_info"] = (kind, shown, trace)
-    return event_dict
 
 
 _LEADING_KEYS = ("timestamp", "level", "event")
@@ -562,7 +345,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         )
         tail: list[Processor] = [
             structlog.processors.StackInfoRenderer(),
-            _withhold_secret_arguments,
+            withhold_secret_arguments,
             redact,
         ]
         processors = [*shared, *tail, renderer]
@@ -570,7 +353,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         renderer = _json_text
         tail = [
             structlog.processors.StackInfoRenderer(),
-            _withhold_secret_arguments,
+            withhold_secret_arguments,
             # show_locals defaults to True: a frame's locals may hold a token or a hand.
             structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
             redact,
@@ -593,7 +376,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         foreign_pre_chain=[
             *shared,
             structlog.stdlib.ExtraAdder(),
-            _withhold_request_text,
+            withhold_request_text,
             *tail,
         ],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],

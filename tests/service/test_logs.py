@@ -27,11 +27,12 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc._cython.cygrpc import ExecuteBatchError  # type: ignore[import-not-found]
 from prometheus_client import CollectorRegistry
 
+import service.log_redaction
 import service.logs
 from service.calls import CallInfo, CallRunner
 from service.errors import invalid_argument
+from service.log_redaction import REDACTED_KEYS
 from service.logs import (
-    REDACTED_KEYS,
     DroppedLines,
     bind_process_fields,
     configure_logging,
@@ -754,7 +755,9 @@ def test_the_request_line_times_the_call_as_the_histogram_does(capsys):
 
 
 def test_the_known_public_keys_are_not_secret():
-    assert not any(service.logs._secret_key(key) for key in service.logs._PUBLIC_KEYS)
+    assert not any(
+        service.log_redaction.secret_key(key) for key in service.log_redaction._PUBLIC_KEYS
+    )
 
 
 @pytest.mark.parametrize("fmt", ["json", "console"])
@@ -909,13 +912,13 @@ def test_mappings_keep_their_keys_as_json_spells_them(capsys):
 def test_the_cache_of_public_keys_stays_bounded(capsys):
     """Callers' key names are remembered as not secret up to ``_MAX_PUBLIC_KEYS`` only,
     and a secret key still is redacted once that cache is full."""
-    public_keys = service.logs._PUBLIC_KEYS
+    public_keys = service.log_redaction._PUBLIC_KEYS
     saved = set(public_keys)
     configure_logging("json")
     try:
-        many = {f"field_{n}": n for n in range(service.logs._MAX_PUBLIC_KEYS + 10)}
+        many = {f"field_{n}": n for n in range(service.log_redaction._MAX_PUBLIC_KEYS + 10)}
         get_logger().info("many fields", **many)
-        assert len(public_keys) <= service.logs._MAX_PUBLIC_KEYS
+        assert len(public_keys) <= service.log_redaction._MAX_PUBLIC_KEYS
         get_logger().info("then a secret", field_0=0, seat_token=SECRET)
     finally:
         public_keys.clear()

@@ -1323,6 +1323,17 @@ def test_the_client_builds_a_wheel_with_stubs_and_types(tmp_path: Path) -> None:
     assert typing == {"types-grpcio", "types-protobuf"}
     # The README is the package's page on an index.
     text = zipfile.ZipFile(wheel).read(metadata).decode()
+    # 2.5 is refused by twine before 7.0 and by the indexes it uploads to.
+    assert text.startswith("Metadata-Version: 2.4\n")
+    classifiers = {
+        line.split(":", 1)[1].strip()
+        for line in text.splitlines()
+        if line.startswith("Classifier:")
+    }
+    assert {
+        "Typing :: Typed",
+        *(f"Programming Language :: Python :: 3.{minor}" for minor in (11, 12, 13)),
+    } <= classifiers
     assert "Description-Content-Type: text/markdown" in text
     assert (CLIENT / "README.md").read_text().splitlines()[0] in text
     # Building leaves no stray files in the source tree.

@@ -58,8 +58,9 @@ def test_the_vendored_protos_readme_names_each_of_them() -> None:
     assert not missing, f"third_party/googleapis/README.md does not name {missing}"
 
 
-def test_the_client_requires_at_least_the_runtimes_its_stubs_were_generated_for() -> None:
-    """Generated code refuses at import a grpcio or protobuf older than its generator's."""
+def test_the_client_requires_exactly_the_runtimes_its_stubs_were_generated_for() -> None:
+    """Generated code refuses at import a grpcio or protobuf older than its generator's; a
+    floor above it would refuse services pinned to the generator's versions for nothing."""
     project = tomllib.loads((DEFAULT_OUTPUT.parent / "pyproject.toml").read_text())
     requirements = {r.name: r for r in map(Requirement, project["project"]["dependencies"])}
     source = Path(krypkasino_pb2.__file__).read_text()
@@ -71,4 +72,4 @@ def test_the_client_requires_at_least_the_runtimes_its_stubs_were_generated_for(
     }
     for name, version in generated.items():
         (lowest,) = [Version(s.version) for s in requirements[name].specifier if s.operator == ">="]
-        assert lowest >= version, f"{name}>={lowest} admits versions older than {version}"
+        assert lowest == version, f"{name}>={lowest}: the stubs were generated for {version}"

@@ -185,10 +185,18 @@ def server_options() -> list[OptionDoc]:
     ]
 
 
-def add_server_arguments(parser: argparse.ArgumentParser) -> None:
-    """The serve flags; their defaults come from the environment at parse time."""
+def add_server_arguments(
+    parser: argparse.ArgumentParser, only: Sequence[str] | None = None
+) -> None:
+    """The serve flags; their defaults come from the environment at parse time.
+
+    With ``only``, the flags of those fields alone, and no defaults in their help, which
+    are serve's: ``keyid`` takes the keys' flags, and has no ephemeral key."""
     for option in server_options():
-        text = f"{option.text} (default: {option.default}) [{option.variable}]"
+        if only is not None and option.field not in only:
+            continue
+        default = "" if only is not None else f" (default: {option.default})"
+        text = f"{option.text}{default} [{option.variable}]"
         if option.field == "plain_state":
             # --no-plain-state too: every other variable can be overridden by its flag.
             parser.add_argument(

@@ -1,4 +1,4 @@
-"""``cardrules serve`` and ``cardrules keygen`` (design section 6).
+"""``cardrules serve``, ``cardrules keygen`` and ``cardrules keyid`` (design section 6).
 
 The server module is imported only after the configuration is known: with
 several workers, prometheus multiprocess mode must be switched on (by
@@ -25,6 +25,7 @@ from service.config import (
     MULTIPROC_VALUE_FILE,
     ConfigValueError,
     add_server_arguments,
+    env_name,
     given_by,
     hide_keys,
     resolve,
@@ -50,6 +51,26 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
         "(docs/operations.md, Key rotation).",
     )
     keygen.set_defaults(handler=run_keygen)
+    _add_keyid(subparsers)
+
+
+#: The settings ``keyid`` reads the keys from, as ``serve`` does.
+_KEY_SETTINGS = ("state_keys", "state_keys_file")
+
+
+def _add_keyid(subparsers: argparse._SubParsersAction[Any]) -> None:
+    keyid = subparsers.add_parser(
+        "keyid",
+        help="print the id of each state key, as tokens and the metrics name it",
+        description="Print the id of each state key given, one line per key in order, the "
+        "first marked primary (it seals): the first 4 bytes of SHA-256 of the key's 32 decoded "
+        "bytes, in hex, which state and seat tokens, the cardrules_state_sealing metric and "
+        "TOKEN_UNKNOWN_KEY refusals carry. The keys are read as serve reads them; prefer the "
+        "variables: every user of the machine can read a command line.",
+    )
+    # serve's own flags, so that help, refusals and a list given twice read the same.
+    add_server_arguments(keyid, only=_KEY_SETTINGS)
+    keyid.set_defaults(handler=run_keyid)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -119,6 +140,34 @@ def run_keygen(args: argparse.Namespace) -> int:
     from service.tokens import KeyRing
 
     return print_output(KeyRing.generate_key_text() + "\n")
+
+
+def run_keyid(args: argparse.Namespace) -> int:
+    """Print the id of each configured key, the primary first (docs/operations.md, "Key
+    rotation", step 3): a backend checks its stored tokens' key ids against them."""
+    from service.cli import print_output
+    from service.tokens import KeyRing
+
+    # serve's reading of the keys, refusals included, from the key settings alone: a bad
+    # CARDRULES_GRPC_PORT is no reason to refuse to name the keys.
+    environ = {
+        name: os.environ[name] for name in map(env_name, _KEY_SETTINGS) if name in os.environ
+    }
+    given = argparse.Namespace(
+        state_keys=args.state_keys, state_keys_file=args.state_keys_file, plain_state=None
+    )
+    try:
+        keys = resolve(given, environ).state_keys
+    except ConfigValueError as error:
+        return _fail(hide_keys(str(error)))
+    if keys is None:  # serve would make an ephemeral key, which no other process shares
+        return _fail(
+            "no state keys given: set CARDRULES_STATE_KEYS or CARDRULES_STATE_KEYS_FILE, or "
+            "give --state-keys or --state-keys-file"
+        )
+    lines = [KeyRing.key_id(key).hex() for key in KeyRing.parse(keys).keys]
+    lines[0] += "  primary"  # the first key seals (docs/api.md, "State tokens")
+    return print_output("".join(f"{line}\n" for line in lines))
 
 
 TEMPORARY_PREFIX = "cardrules-metrics-"

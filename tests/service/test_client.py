@@ -16,6 +16,7 @@ import json
 import math
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -41,6 +42,7 @@ from cardrules.client import (
     channel_options,
     error_info,
     field_violations,
+    renewed_state,
     request_id,
     rpc_status,
     seat_token_to_keep,
@@ -253,6 +255,56 @@ def test_the_tokens_to_keep_are_the_ones_a_rotated_server_renews() -> None:
         assert on_new.get_view(state=stored).view.state_id == game.view.state_id
 
 
+def test_a_renewed_state_written_on_condition_never_undoes_a_move() -> None:
+    """A review's lost update: a backend read a game (``Score``) while another request
+    played from the same state and stored the next; storing the read's renewed state
+    after that, as ``state_to_keep`` was documented for "any call", put the game back a
+    move. ``renewed_state`` and the conditional write of docs/api.md ("Tokens across a
+    key rotation") keep the move, and still store the renewal of a game nobody played."""
+    old, new = KeyRing.generate_key_text(), KeyRing.generate_key_text()
+    with running(keys=old) as before, KrypkasinoClient(before.target) as on_old:
+        game = on_old.new_game(players=2, seed=5)
+    seat, token = game.view.turn, game.seat_tokens[game.view.turn]
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE games (id TEXT PRIMARY KEY, state BLOB NOT NULL)")
+    db.executemany(
+        "INSERT INTO games VALUES (?, ?)", [("played", game.state), ("paused", game.state)]
+    )
+    write = "UPDATE games SET state = ? WHERE id = ? AND state = ?"
+    assert f'write = "{write}"' in (CLIENT / "README.md").read_text()  # the README's write
+
+    def stored(game_id: str) -> bytes:
+        return bytes(db.execute("SELECT state FROM games WHERE id = ?", (game_id,)).fetchone()[0])
+
+    with running(keys=f"{new},{old}") as rotated, KrypkasinoClient(rotated.target) as client:
+        sent = stored("played")
+        # Two requests from the one stored state: a read, and a Play that stores first.
+        read = client.score(state=sent)
+        legal = client.legal_moves(state=sent, seat=seat, seat_token=token)
+        played = client.play(state=sent, seat=seat, seat_token=token, move=legal.moves[0].move)
+        assert db.execute(write, (played.state, "played", sent)).rowcount == 1
+        renewed = renewed_state(read)
+        assert renewed is not None and renewed != sent
+        assert db.execute(write, (renewed, "played", sent)).rowcount == 0  # the move stays
+        assert stored("played") == played.state
+        assert client.get_view(state=stored("played")).view.move_number == 1
+        # What storing state_to_keep unconditionally kept: the game before the move.
+        assert client.get_view(state=state_to_keep(read, sent)).view.move_number == 0
+        # Nobody played the paused game: its renewal is written.
+        assert db.execute(write, (renewed, "paused", sent)).rowcount == 1
+        # Every read renews a state under the old key, and none under the new one.
+        view = client.get_view(state=sent, seat=seat, seat_token=token)
+        assert renewed_state(legal) is not None and renewed_state(view) is not None
+        assert renewed_state(client.score(state=played.state)) is None
+        assert renewed_state(client.get_view(state=renewed)) is None
+        with pytest.raises(TypeError, match="not a PlayResponse, whose state is the next"):
+            renewed_state(played)  # type: ignore[arg-type]
+    with running(keys=new) as retired, KrypkasinoClient(retired.target) as on_new:
+        # The old key is gone: both stored states open, each the game it should be.
+        assert on_new.get_view(state=stored("paused")).view.state_id == game.view.state_id
+        assert on_new.get_view(state=stored("played")).view.state_id == played.view.state_id
+
+
 def test_the_server_package_without_the_client_says_what_to_install() -> None:
     """``pip install .`` alone gave every ``cardrules`` command a bare
     "No module named 'cardrules'", although the command itself is called cardrules.
@@ -288,6 +340,7 @@ def test_every_other_readme_example_runs(grpc_target: str, capsys) -> None:
     assert "FAILED_PRECONDITION" in out and "NOT_YOUR_TURN" in out
     assert "legal moves for seat" in out
     assert "[0, 1, 0, 1] 8\n" in out  # the house-rules example's pairs and match length
+    assert "totals [0, 0] not renewed\n" in out  # the stored game's: nothing to renew
 
 
 # -- keyword forms ---------------------------------------------------------------

@@ -39,7 +39,7 @@ from cardrules.client.errors import (
 )
 from cardrules.client.reasons import Reason
 from cardrules.client.sync import KrypkasinoClient
-from cardrules.client.tokens import TokenBytes, seat_token_to_keep, state_to_keep
+from cardrules.client.tokens import TokenBytes, renewed_state, seat_token_to_keep, state_to_keep
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
 
 try:
@@ -70,6 +70,7 @@ __all__ = [
     "krypkasino_pb2",
     "krypkasino_pb2_grpc",
     "rank_code",
+    "renewed_state",
     "request_id",
     "rpc_status",
     "seat_token_to_keep",

@@ -23,14 +23,44 @@ def seat_token_to_keep(response: SeatAnswer, sent: TokenBytes) -> bytes:
 
 
 def state_to_keep(response: StateAnswer, sent: TokenBytes) -> bytes:
-    """The state token to store after any call: the one ``response`` carries, else ``sent``.
+    """The state token after any call: the one ``response`` carries, else ``sent``.
 
     ``NewGame`` and ``Play`` always answer with the state to keep (the first, the
     next). A read (``LegalMoves``, ``Score``, ``GetView``) made after a key rotation
     with a state token under the old key carries the same state sealed under the new
     key, and otherwise none: ``sent`` stays the one to keep.
+
+    A backend that stores games writes every state with a compare-and-set against
+    ``sent`` (docs/api.md, "Replays and optimistic concurrency"), a read's renewed one
+    included: a ``Play`` from the same state may have stored its next state since
+    ``sent`` was read, and writing the renewed ``sent`` over it would undo that move.
+    ``renewed_state`` gives a read's renewal alone, to write only on that condition.
     """
     if isinstance(response, pb.NewGameResponse | pb.PlayResponse):
         # Their state has no presence (always set): HasField would raise.
         return response.state
     return response.state if response.HasField("state") else bytes(sent)
+
+
+def renewed_state(response: ReadAnswer) -> bytes | None:
+    """The state a read renewed under the server's current key, or None if it renewed none.
+
+    A read (``LegalMoves``, ``Score``, ``GetView``) sent a state token under a key that
+    is no longer the server's first answers with the same state (same ``state_id``)
+    sealed under the first (docs/api.md, "Tokens across a key rotation"). Store it only
+    where the stored state is still the one sent, as in
+    ``UPDATE games SET state = $renewed WHERE id = $id AND state = $sent``: a ``Play``
+    from that state may have stored its next state meanwhile, which the renewal would
+    undo. A write that matches nothing loses nothing: the stored state is a later one,
+    or the same one renewed already.
+    """
+    try:
+        renewed = response.HasField("state")
+    except ValueError:
+        # A Play's or NewGame's state, which has no presence: a new state, never a
+        # renewal. HasField's own error names no reason.
+        raise TypeError(
+            "renewed_state takes a read's answer (LegalMoves, Score, GetView), not a "
+            f"{type(response).__name__}, whose state is the next one to store"
+        ) from None
+    return response.state if renewed else None

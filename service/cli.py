@@ -1,4 +1,4 @@
-"""The ``cardrules`` command line: ``simulate krypkasino``, ``serve`` and ``keygen``.
+"""The ``cardrules`` command line: ``simulate krypkasino``, ``serve``, ``keygen`` and ``keyid``.
 
 ``simulate``'s exit status (README.md): 0 success, 1 an invariant failed (an
 engine bug), the ``--server`` could not be reached or refused a call, or the

@@ -1253,7 +1253,9 @@ class LegalMovesResponse(_message.Message):
     """Set only when the state token sent was sealed under a state key other
     than the server's first (a key rotation): the same state, with the same
     state_id, sealed under the first key. Keep it instead of the one sent,
-    which stops working once its key is removed.
+    which stops working once its key is removed, but write it only where the
+    state stored is still the one sent (compare-and-set): a Play made from
+    the same state meanwhile must not be undone.
     """
     @_builtins.property
     def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalMove]:
@@ -1411,7 +1413,9 @@ class ScoreResponse(_message.Message):
     """Set only when the state token sent was sealed under a state key other
     than the server's first (a key rotation): the same state, with the same
     state_id, sealed under the first key. Keep it instead of the one sent,
-    which stops working once its key is removed.
+    which stops working once its key is removed, but write it only where the
+    state stored is still the one sent (compare-and-set): a Play made from
+    the same state meanwhile must not be undone.
     """
     @_builtins.property
     def deals(self) -> _containers.RepeatedCompositeFieldContainer[Global___DealScore]:
@@ -1514,7 +1518,9 @@ class GetViewResponse(_message.Message):
     """Set only when the state token sent was sealed under a state key other
     than the server's first (a key rotation): the same state, with the same
     state_id, sealed under the first key. Keep it instead of the one sent,
-    which stops working once its key is removed.
+    which stops working once its key is removed, but write it only where the
+    state stored is still the one sent (compare-and-set): a Play made from
+    the same state meanwhile must not be undone.
     """
     @_builtins.property
     def view(self) -> Global___View:

@@ -1,10 +1,16 @@
-"""Regenerate the OpenAPI document of the HTTP gateway from proto/.
+"""Regenerate the OpenAPI document of the HTTP gateway.
 
-protoc (from grpcio-tools) writes a descriptor set with source info, so the
-proto comments become descriptions; ``service.openapi`` builds the document
-from the service descriptors and those comments. The output depends only on
-the proto files, so ``tests/service/test_http_openapi.py`` regenerates it and
-insists on identical bytes.
+The document has two sources. Its paths and schemas come from the service and
+message descriptors of the generated Python code that ``service.openapi``
+imports (``clients/python/src/cardrules/.../*_pb2.py``, written by
+``scripts/generate_protos.py``); only its descriptions come from proto/
+directly: protoc (from grpcio-tools) writes a descriptor set with source info,
+whose comments become the descriptions. So the output depends on the proto
+files only while the generated code is fresh: run ``scripts/generate_protos.py``
+first (``make generate`` runs both in order). This script refuses to write when
+the imported generated code does not match proto/ (``stale_generated``), which
+would pair new comments with old schemas. ``tests/service/test_http_openapi.py``
+regenerates the document and insists on identical bytes.
 
 Usage: python scripts/generate_openapi.py [OUTPUT]   (default: service/cardrules.openapi.json)
 """
@@ -13,10 +19,11 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Iterable
 from importlib.resources import files
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_tools import protoc
 
 from scripts.generate_protos import PROTO_ROOT, THIRD_PARTY, proto_files
@@ -42,15 +49,60 @@ def descriptor_set() -> descriptor_pb2.FileDescriptorSet:
         return descriptor_pb2.FileDescriptorSet.FromString(output.read_bytes())
 
 
-def generate() -> bytes:
-    """The document, as committed."""
-    return render(build_document(notes=comments(descriptor_set())))
+def _without_json_names(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
+    """protoc fills in ``json_name`` for a descriptor set, but the generated code's embedded
+    descriptors leave it out; it is derived from the field name either way."""
+    for message in messages:
+        for field in (*message.field, *message.extension):
+            field.ClearField("json_name")
+        _without_json_names(message.nested_type)
+
+
+def stale_generated(descriptors: descriptor_pb2.FileDescriptorSet) -> list[str]:
+    """The cardrules proto files of ``descriptors`` (fresh from proto/) whose generated
+    module, as imported, was built from another version of them (or is missing): the
+    schemas of the document would not be those of proto/."""
+    pool = descriptor_pool.Default()
+    stale = []
+    for file in descriptors.file:
+        if not file.package.startswith("cardrules."):
+            continue
+        fresh = descriptor_pb2.FileDescriptorProto()
+        fresh.CopyFrom(file)
+        fresh.ClearField("source_code_info")
+        _without_json_names(fresh.message_type)
+        for extension in fresh.extension:
+            extension.ClearField("json_name")
+        try:
+            imported = pool.FindFileByName(file.name)
+        except KeyError:
+            stale.append(file.name)
+            continue
+        if descriptor_pb2.FileDescriptorProto.FromString(imported.serialized_pb) != fresh:
+            stale.append(file.name)
+    return stale
+
+
+def generate(descriptors: descriptor_pb2.FileDescriptorSet | None = None) -> bytes:
+    """The document, as committed: schemas from the imported generated code, descriptions
+    from ``descriptors`` (by default a fresh ``descriptor_set()`` of proto/)."""
+    notes = comments(descriptor_set() if descriptors is None else descriptors)
+    return render(build_document(notes=notes))
 
 
 def main() -> int:
+    descriptors = descriptor_set()
+    stale = stale_generated(descriptors)
+    if stale:
+        print(
+            f"generate_openapi: the generated Python code is stale against proto/ for "
+            f"{', '.join(stale)}: run scripts/generate_protos.py (or make generate) first",
+            file=sys.stderr,
+        )
+        return 1
     output = Path(sys.argv[1]) if len(sys.argv) > 1 else COMMITTED
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_bytes(generate())
+    output.write_bytes(generate(descriptors))
     print(output)
     return 0
 

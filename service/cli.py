@@ -201,7 +201,10 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         action="append",
         default=[],
         metavar="FLAG",
-        help="a K16 flag by its spec name, or removal=courts|spades|none; repeatable",
+        help=(
+            "a flag by name: a K16 flag as the spec names it, a house variant as "
+            "docs/krypkasino-decisions.md does; or removal=courts|spades|none; repeatable"
+        ),
     )
     sim.add_argument(
         "--deals",

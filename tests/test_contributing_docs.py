@@ -28,6 +28,23 @@ DEFINED = [
         "test_k16_flag_names_are_the_boolean_flags_in_the_spec_order",
     ),
     ("tests/engine/krypkasino/configs.py", "SINGLE"),
+    ("tests/engine/krypkasino/configs.py", "PAIRS"),
+    ("tests/engine/krypkasino/configs.py", "random_config"),
+    ("tests/engine/krypkasino/test_rules.py", "ANY_FLAG"),
+    ("service/codec.py", "_fill_legal_move"),
+    ("engine/krypkasino/policies.py", "points_taken"),
+    ("tests/engine/krypkasino/test_random_play.py", "_expected_sweep"),
+    ("tests/engine/krypkasino/test_random_play.py", "_card_items"),
+    ("tests/engine/krypkasino/test_random_play.py", "_point_total"),
+    ("tests/engine/krypkasino/test_random_play.py", "_check_deal_end"),
+    ("tests/engine/krypkasino/test_random_play.py", "_check_scores"),
+    ("tests/engine/krypkasino/test_reference.py", "FLAG_NAMES"),
+    ("bench/soak_configs.py", "FREE_FLAGS"),
+]
+
+# The headings the section sends a reader to, each in the file that must hold it.
+HEADINGS = [
+    ("docs/krypkasino-decisions.md", "House variants"),
 ]
 
 
@@ -69,3 +86,11 @@ def test_every_cited_name_is_defined_where_the_section_says(path: str, name: str
     assert any(re.search(rf"\b{name}\b", q) for q in quoted), f"{name} is no longer cited"
     assert path in SECTION or Path(path).name in SECTION, path
     assert name in defined_names(ROOT / path), (path, name)
+
+
+@pytest.mark.parametrize(("path", "heading"), HEADINGS)
+def test_every_cited_heading_is_where_the_section_says(path: str, heading: str):
+    flat = " ".join(SECTION.split())
+    assert f'"{heading}"' in flat and path in flat, (path, heading)
+    text = (ROOT / path).read_text()
+    assert re.search(rf"^#+ {re.escape(heading)}$", text, re.MULTILINE), (path, heading)

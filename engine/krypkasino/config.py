@@ -54,7 +54,8 @@ class TieRule(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """The K16 variant flags; the zero value of each is the default rule."""
+    """The variant flags: the spec's K16 ones, then any house flag (docs/krypkasino-decisions.md,
+    "House variants", HV1 on); the zero value of each is the default rule."""
 
     two_player_five_six: bool = False
     four_four: bool = False
@@ -69,7 +70,8 @@ class Rules:
 
     @classmethod
     def flag_names(cls) -> tuple[str, ...]:
-        """The boolean flag names, in the spec's order (K16.1-K16.10)."""
+        """The boolean flag names in field order: the spec's K16 flags in its table's
+        order, then the house flags (HV1 on) in the order they were added."""
         return tuple(f.name for f in fields(cls) if f.name != "removal")
 
     def enabled(self) -> tuple[str, ...]:

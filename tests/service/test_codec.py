@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import cache
 from typing import Any, cast
 
@@ -306,11 +306,36 @@ def config_cases() -> list[Config]:
     return cases
 
 
+def differing_fields(a: Config, b: Config) -> list[str]:
+    """The settings in which two configs differ, a flag as ``rules.<flag>``."""
+    names = [f"rules.{f.name}" for f in fields(Rules)]
+    names += [f.name for f in fields(Config) if f.name != "rules"]
+
+    def value(config: Config, name: str) -> object:
+        rules, _, flag = name.rpartition(".")
+        return getattr(config.rules if rules else config, flag)
+
+    return [name for name in names if value(a, name) != value(b, name)]
+
+
+def test_differing_fields_names_each_setting_that_differs() -> None:
+    a = Config(players=4, rules=Rules(bordstabbe=True))
+    b = Config(players=4, rules=Rules(removal=Removal.NONE), first_dealer=2)
+    assert differing_fields(a, b) == ["rules.removal", "rules.bordstabbe", "first_dealer"]
+    assert differing_fields(a, a) == []
+
+
 @pytest.mark.parametrize("config", config_cases(), ids=repr)
 def test_config_round_trip(config: Config) -> None:
     msg = config_to_proto(config)
     parsed = pb.GameConfig.FromString(msg.SerializeToString())
-    assert config_from_proto(parsed) == config
+    back = config_from_proto(parsed)
+    lost = differing_fields(config, back)
+    assert not lost, (
+        f"{lost} do not survive config_to_proto then config_from_proto: a flag must be in "
+        "both config_from_proto and _rules_to_proto (service/codec.py), and in the proto's Rules"
+    )
+    assert back == config
     assert parsed.HasField("match_deals") == (config.match_deals is not None)
     assert parsed.HasField("target_score") == (config.target_score is not None)
 

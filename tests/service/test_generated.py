@@ -11,6 +11,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from scripts.generate_openapi import descriptor_set, stale_generated
 from scripts.generate_protos import DEFAULT_OUTPUT, THIRD_PARTY, generate
 
 
@@ -73,3 +74,18 @@ def test_the_client_requires_exactly_the_runtimes_its_stubs_were_generated_for()
     for name, version in generated.items():
         (lowest,) = [Version(s.version) for s in requirements[name].specifier if s.operator == ">="]
         assert lowest == version, f"{name}>={lowest}: the stubs were generated for {version}"
+
+
+def test_the_openapi_script_tells_stale_generated_code_from_fresh() -> None:
+    """The OpenAPI document takes its schemas from the imported generated code and its
+    descriptions from proto/: ``scripts/generate_openapi.py`` refuses to pair a proto
+    change with the code generated before it (``stale_generated``)."""
+    fresh = descriptor_set()
+    assert stale_generated(fresh) == []
+    for file in fresh.file:
+        if file.name == "cardrules/krypkasino/v1/krypkasino.proto":
+            (rules,) = [m for m in file.message_type if m.name == "Rules"]
+            added = rules.field.add()
+            added.CopyFrom(rules.field[0])
+            added.name, added.number, added.json_name = "house_flag", 99, "houseFlag"
+    assert stale_generated(fresh) == ["cardrules/krypkasino/v1/krypkasino.proto"]

@@ -70,12 +70,52 @@ def test_command_line_is_recorded_exactly(entry):
     assert entry["command"] == shlex.join(["cardrules", *entry["argv"]])
 
 
+REGENERATE = ".venv/bin/python tests/golden/krypkasino/regenerate.py"
+
+
+def mismatch(file: str, committed: str, fresh: str) -> str:
+    """What a stale transcript's failure says: the first line that differs, both ways, and
+    the command that rewrites every transcript (after a deliberate change only)."""
+    old, new = committed.splitlines(), fresh.splitlines()
+    number = next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+        min(len(old), len(new)),
+    )
+    shown = [
+        f"  committed: {old[number]!r}" if number < len(old) else "  committed: (ended)",
+        f"  fresh run: {new[number]!r}" if number < len(new) else "  fresh run: (ended)",
+    ]
+    return "\n".join(
+        [
+            f"{file} differs from a fresh run at line {number + 1} of {len(old)}:",
+            *shown,
+            f"if the change is deliberate, run `{REGENERATE}` from the repository root and "
+            "review the diff (a new flag should only add itself, false, to each config)",
+        ]
+    )
+
+
+def test_a_mismatch_names_the_first_differing_line_and_the_command():
+    message = mismatch("t.json", "a\nb\nc\n", "a\nB\nc\n")
+    assert "t.json differs from a fresh run at line 2 of 3" in message
+    assert "committed: 'b'" in message and "fresh run: 'B'" in message
+    assert REGENERATE in message
+    shorter = mismatch("t.json", "a\nb\n", "a\n")
+    assert "line 2 of 2" in shorter and "fresh run: (ended)" in shorter
+
+
+def test_the_regenerate_command_names_the_script():
+    script = REGENERATE.split()[-1]
+    assert (GOLDEN.parents[2] / script).resolve() == GOLDEN / "regenerate.py"
+
+
 @pytest.mark.parametrize("entry", INDEX, ids=IDS)
 def test_regenerates_byte_identical(entry):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(entry["argv"]) == 0
-    assert out.getvalue() == (GOLDEN / entry["file"]).read_text()
+    committed = (GOLDEN / entry["file"]).read_text()
+    assert out.getvalue() == committed, mismatch(entry["file"], committed, out.getvalue())
 
 
 @pytest.mark.parametrize("entry", INDEX, ids=IDS)

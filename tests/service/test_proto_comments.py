@@ -134,6 +134,8 @@ def test_play_s_move_is_the_move_of_a_legal_moves_entry(notes: dict[str, str]) -
 
 
 SIGNED_POINTS = re.compile(r"(?<![\w.])[+-]\d+\b")
+# What a comment with a signed figure must say for a reader to know which way it counts.
+DIRECTION_WORDS = ("penalty", "reward", "lowest total wins")
 
 
 def test_every_signed_point_figure_says_which_way_it_counts(notes: dict[str, str]) -> None:
@@ -146,8 +148,11 @@ def test_every_signed_point_figure_says_which_way_it_counts(notes: dict[str, str
     assert f"{PACKAGE}.MoveKind.MOVE_KIND_SWEEP" in signed
     assert f"{PACKAGE}.SeatScore.sweeps_made" in signed
     unexplained = [
-        name
-        for name, note in signed.items()
-        if not re.search(r"penalty|reward|lowest total wins", note)
+        name for name, note in signed.items() if not re.search("|".join(DIRECTION_WORDS), note)
     ]
-    assert not unexplained, f"points without their direction: {unexplained}"
+    words = ", ".join(repr(word) for word in DIRECTION_WORDS)
+    assert not unexplained, (
+        f"points without their direction: {unexplained}; a comment with a signed figure "
+        f"(-1, +5) must say one of {words} (K13.3), or write the figure unsigned "
+        f"('a negative number')"
+    )

@@ -13,12 +13,20 @@ Main is what deploys, so a proto change that lands there is released: a
 build of it may have sealed tokens or answered clients with it. So the
 newest image must hold every field, enum value and method of the working
 protos (a test), and a change adds an image, in the same commit, once it
-passes against the earlier ones; an image is never replaced. Build the proto
-module alone, as the earlier images were: an image of the whole workspace also
-holds the vendored google/rpc files, which ``buf breaking`` then calls deleted::
+passes against the earlier ones. Build the proto module alone, as the earlier
+images were: an image of the whole workspace also holds the vendored
+google/rpc files, which ``buf breaking`` then calls deleted::
 
     node_modules/.bin/buf build proto --exclude-source-info \\
         -o tests/service/fixtures/released_protos/N-what-changed.binpb
+
+An image that is on main is never replaced: the next change adds N+1. An image
+of your own change that is not on main yet (not committed, or committed only on
+your branch) is no release: after a further change to the protos, rebuild it in
+place with the same command rather than adding another. The failure of
+``test_the_newest_released_image_holds_all_of_the_working_protos`` says which of
+the two applies when git can tell (an untracked or modified image is not
+committed).
 """
 
 from __future__ import annotations
@@ -99,9 +107,53 @@ def test_the_newest_released_image_holds_all_of_the_working_protos(tmp_path: Pat
     built = run_buf(ROOT, "build", "--exclude-source-info", "-o", str(working))
     assert built.returncode == 0, built.stdout + built.stderr
     unreleased = sorted(declared(working) - declared(NEWEST))
-    assert not unreleased, (
-        f"not in {NEWEST.name}: {unreleased}; add an image (this module's docstring)"
+    assert not unreleased, f"not in {NEWEST.name}: {unreleased}; {image_advice(NEWEST)}"
+
+
+def git_state(path: Path) -> str | None:
+    """How git sees ``path``: ``"committed"`` (tracked and unchanged), ``"untracked"``,
+    ``"modified"`` (changed or only staged), or None when git cannot tell (no git, no
+    repository)."""
+    try:
+        result = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored", "--", path.name],
+            cwd=path.parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except OSError:
+        return None
+    if result.returncode != 0:
+        return None
+    status = result.stdout[:2]
+    if not status:
+        return "committed"
+    return "untracked" if status in ("??", "!!") else "modified"
+
+
+def image_advice(newest: Path) -> str:
+    """What to do when the working protos hold more than ``newest``: add an image after a
+    committed one, rebuild in place one that is not committed yet (this module's
+    docstring)."""
+    rebuild = (
+        "rebuild it in place with the same buf command (this module's docstring): an image "
+        "not yet on main is no release"
     )
+    add = (
+        "add the next image (this module's docstring), built with the same buf command; "
+        "an image on main is never replaced"
+    )
+    state = git_state(newest)
+    if state in ("untracked", "modified"):
+        return f"{newest.name} is {state} in git, not committed: {rebuild}"
+    if state == "committed":
+        return (
+            f"{newest.name} is committed: {add}; if that commit is your own, not yet on main, "
+            f"you may instead {rebuild}"
+        )
+    return f"{add}; if {newest.name} is your own and not yet on main, {rebuild}"
 
 
 @pytest.fixture
@@ -145,3 +197,32 @@ def test_a_new_field_is_compatible(workspace: Path) -> None:
     edit(workspace, "bytes set_aside = 14;", "bytes set_aside = 14;\n  bytes graveyard = 999;")
     result = buf_breaking(workspace)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _git(repository: Path, *arguments: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", *arguments],
+        cwd=repository,
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
+
+
+def test_the_advice_tells_an_uncommitted_image_from_a_committed_one(tmp_path: Path) -> None:
+    """A contributor's own new image, not committed, is rebuilt in place after a further
+    proto change; only a committed one calls for the next image."""
+    _git(tmp_path, "init", "-q")
+    image = tmp_path / "5-new-flag.binpb"
+    image.write_bytes(b"first build")
+    assert git_state(image) == "untracked"
+    assert "untracked in git, not committed: rebuild it in place" in image_advice(image)
+    _git(tmp_path, "add", image.name)
+    assert git_state(image) == "modified"
+    _git(tmp_path, "commit", "-q", "-m", "image")
+    assert git_state(image) == "committed"
+    assert image_advice(image).startswith("5-new-flag.binpb is committed: add the next image")
+    image.write_bytes(b"second build")
+    assert git_state(image) == "modified"
+    assert "rebuild it in place" in image_advice(image)
+    assert git_state(tmp_path.parent / "nowhere" / "x.binpb") is None

@@ -64,6 +64,17 @@ def _game_config(i: int) -> Config:
 
 GAMES = [(_game_config(i), i) for i in range(random_games())]
 
+# The harness's own copy of the sweep rules (``_expected_sweep``) and of the score items
+# (``_card_items``, ``_point_total``): a flag that changes them must be taught here too.
+SWEEP_COPY = (
+    "K8.3 sweep kind: _expected_sweep is this test's own copy of the sweep rules; "
+    "teach it a new flag"
+)
+SCORE_COPY = (
+    "K12.1: _card_items, _point_total and _expected_sweep are this test's own copies of the "
+    "scoring rules; teach them a new flag"
+)
+
 
 class Policy(enum.Enum):
     """How a game chooses among the legal moves."""
@@ -111,7 +122,7 @@ def _check_deal_end(config: Config, result: DealResult) -> None:
     assert penalties in ([], [(result.dealer + 1) % config.players])
     assert config.rules.bordstabbe or not penalties
     expected = _point_total(config) + config.rules.last_capture_point - 5 * len(penalties)
-    assert sum(s.total for s in scores) == expected
+    assert sum(s.total for s in scores) == expected, f"K15.7 ({SCORE_COPY})"
     for s in scores:
         assert s.last_capture == (config.rules.last_capture_point and s.seat == result.recipient)
     assert sum(result.team_totals) == expected
@@ -119,7 +130,8 @@ def _check_deal_end(config: Config, result: DealResult) -> None:
 
 def _expected_sweep(table: tuple[Card, ...], move: Move) -> SweepKind:
     """K8.3 from the table before the move: the whole table is a sweep, a lone non-ace
-    twin of the played card a double sweep."""
+    twin of the played card a double sweep. A copy of the rule, apart from the engine's
+    ``sweep_kind``: a flag that changes what sweeps must be taught here as well."""
     if not move.captures or list(move.captures) != sorted(table):
         return SweepKind.NONE
     if table == (move.card,) and rank_of(move.card) != ACE:
@@ -136,7 +148,8 @@ def _check_execution(before: State, move: Move, after: State, events: list[Event
     kind = _expected_sweep(before.table, move)
     captured = [e for e in events if isinstance(e, Captured)]
     if move.captures:
-        assert len(captured) == 1 and captured[0].sweep is kind, (move, captured)
+        assert len(captured) == 1, (move, captured)
+        assert captured[0].sweep is kind, f"{SWEEP_COPY}: {kind} expected for {move}, {captured}"
     else:
         assert not captured
     if any(isinstance(e, DealEnded) for e in events):
@@ -148,7 +161,7 @@ def _check_execution(before: State, move: Move, after: State, events: list[Event
     assert all(after.piles[s] == before.piles[s] for s in range(n) if s != seat), "K8.3"
     markers = list(before.markers)
     markers[seat] += (move.card,) * kind.markers
-    assert after.markers == tuple(markers), "K8.3: markers"
+    assert after.markers == tuple(markers), f"K8.3: markers ({SWEEP_COPY})"
     assert after.last_capturer == (seat if move.captures else before.last_capturer), "K8.3"
     if any(isinstance(e, DistributionDealt) for e in events):
         return
@@ -200,14 +213,16 @@ def _check_scores(before: State, move: Move, ended: DealEnded) -> None:
     for s, got in enumerate(result.scores):
         items = _card_items(piles[s], config.rules.nordic_scoring)
         named = (got.storan, got.lillan, got.ace_of_spades, got.other_spades, got.other_aces)
-        assert named == items, (s, got, items)
+        assert named == items, f"{SCORE_COPY}: seat {s} scored {got}, items {items} expected"
         points = sum(items)
         made, conceded = 5 * markers[s], -5 * markers[(s + 1) % n]  # K9.1: prev(p) pays
         last = int(config.rules.last_capture_point and s == ended.recipient)
         bordstabbe = -5 if s == before.bordstabbe_seat else 0
         expected = (points, made, conceded, last, bordstabbe)
         rest = (got.card_points, got.sweeps_made, got.sweeps_conceded, got.last_capture)
-        assert (*rest, got.bordstabbe) == expected, (s, got, expected)
+        assert (*rest, got.bordstabbe) == expected, (
+            f"{SCORE_COPY}: seat {s} scored {got}, {expected} expected"
+        )
         assert got.total == sum(expected), (s, got)
         teams[_team_of(config, s)] += got.total
     assert list(result.team_totals) == teams, "K3.3"

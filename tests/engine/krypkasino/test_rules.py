@@ -93,6 +93,8 @@ from tests.engine.krypkasino.helpers import (
 )
 
 PLAYERS = [2, 3, 4, 5, 6]
+# Every setting valid with any player count; a new flag that is joins it (README,
+# "Contributing").
 ANY_FLAG = [
     Rules(last_capture_point=True),
     Rules(removal=Removal.SPADES),
@@ -138,7 +140,8 @@ def test_a_refused_config_gives_the_rule_its_message_cites(config, rule):
     ``IllegalMoveError`` does, so that a caller need not read it from the text."""
     error = rejection(config)
     assert error.rule == rule
-    cited = re.findall(r"\bK\d+\.\d+\b", error.reason.rsplit("(", 1)[1])
+    # A spec rule (K16.2) or a house variant's (HV1.2, docs/krypkasino-decisions.md).
+    cited = re.findall(r"\b(?:K|HV)\d+\.\d+\b", error.reason.rsplit("(", 1)[1])
     assert cited[0] == rule
 
 
@@ -294,7 +297,8 @@ def test_k16_new_game_validates():
 
 
 def test_k16_flag_names_are_the_boolean_flags_in_the_spec_order():
-    """K16.1-K16.10: every flag but ``removal`` (K16.5, not a boolean), in the table's order."""
+    """K16: every flag but ``removal`` (K16.5, not a boolean), in the spec table's order,
+    then the house flags (docs/krypkasino-decisions.md, "House variants") as added."""
     assert Rules.flag_names() == (
         "two_player_five_six",
         "four_four",

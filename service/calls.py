@@ -154,10 +154,13 @@ class CallRunner:
         peer: str | None = None,
         received: bool = True,
         attempt: int = 1,
+        trace_id: str | None = None,
     ) -> Outcome[ResponseT]:
         """``handler`` on ``request``, counted, timed and logged; ``received`` is False
         when the request message never came (an HTTP body refused before or while it was
-        read); ``attempt`` is 2 or more for a client's retry of the call."""
+        read); ``attempt`` is 2 or more for a client's retry of the call; ``trace_id`` is
+        the trace-id of its valid ``traceparent`` (``service.trace_context``), on both
+        of its lines (design section 6)."""
         info = CallInfo()
         metrics = self._metrics
         started = time.perf_counter()
@@ -171,12 +174,14 @@ class CallRunner:
             error = refusal
         except Exception:
             # Named as its request line names the call, which is logged only afterwards.
+            traced = {} if trace_id is None else {"trace_id": trace_id}
             self._log.exception(
                 "unhandled error",
                 request_id=request_id,
                 method=f"{service}/{method}",
                 transport=transport,
                 game_id=info.game_id,
+                **traced,
             )
             error = internal_error()
         seconds = time.perf_counter() - started
@@ -195,6 +200,7 @@ class CallRunner:
             transport=transport,
             peer=peer,
             attempt=attempt,
+            trace_id=trace_id,
         )
         if error is None:
             self._log.info("request", **fields)

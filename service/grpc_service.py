@@ -46,6 +46,7 @@ from service.errors import (
     request_too_large,
 )
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoApi
+from service.trace_context import DUPLICATE, TRACEPARENT_HEADER, trace_id_from
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -186,11 +187,12 @@ async def serve_call(
     request: RequestT,
     context: grpc.aio.ServicerContext[RequestT, ResponseT],
 ) -> ResponseT:
-    """One gRPC call through ``runner``: the caller's request id, metrics, the log line,
-    and a refusal aborted as the rich ``google.rpc.Status`` (a call past its deadline gets
+    """One gRPC call through ``runner``: the caller's request id, metrics, the log line
+    (with the trace-id of the caller's ``traceparent``, which is not echoed), and a
+    refusal aborted as the rich ``google.rpc.Status`` (a call past its deadline gets
     nothing); the request id goes back in the trailers of every answer. Every RPC takes
     this path."""
-    supplied, attempt = call_headers(context.invocation_metadata())
+    supplied, attempt, trace_id = call_headers(context.invocation_metadata())
     request_id = request_id_from(supplied)
     outcome = runner.run(
         service,
@@ -201,6 +203,7 @@ async def serve_call(
         request,
         context.peer(),
         attempt=attempt,
+        trace_id=trace_id,
     )
     if outcome.error is not None:
         if outcome.error.reason == DEADLINE_EXCEEDED:
@@ -214,15 +217,29 @@ async def serve_call(
     return outcome.response
 
 
-def call_headers(metadata: Iterable[tuple[str, str | bytes]] | None) -> tuple[str | None, int]:
+def call_headers(
+    metadata: Iterable[tuple[str, str | bytes]] | None,
+) -> tuple[str | None, int, str | None]:
     """The caller's request id, the first one sent (as the HTTP gateway takes the first
-    X-Request-Id header), and which attempt of its call this is: 1, or the retry that
-    ``grpc-previous-rpc-attempts`` makes it (any other value counts as 1)."""
+    X-Request-Id header), which attempt of its call this is: 1, or the retry that
+    ``grpc-previous-rpc-attempts`` makes it (any other value counts as 1), and the
+    trace-id of its W3C ``traceparent`` when it sent one valid one (design section 6).
+
+    One pass over the metadata, on every call (a plain tuple: a NamedTuple's ``__new__``
+    would cost more); a ``traceparent`` is parsed after it, and only when one came."""
     supplied: str | bytes | None = None
     attempt = 1
+    traceparent: str | bytes | None = None
     for key, value in metadata or ():
         if key == REQUEST_ID_HEADER and supplied is None:
             supplied = value
         elif key == PREVIOUS_ATTEMPTS_HEADER and isinstance(value, str):
             attempt = _ATTEMPT_AFTER.get(value, 1)
-    return (supplied if isinstance(supplied, str) else None), attempt
+        elif key == TRACEPARENT_HEADER:
+            # grpc 1.85 hands on one (the last sent); should another pass two, both go.
+            traceparent = value if traceparent is None else DUPLICATE
+    return (
+        supplied if isinstance(supplied, str) else None,
+        attempt,
+        trace_id_from(traceparent) if isinstance(traceparent, str) else None,
+    )

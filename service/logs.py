@@ -151,11 +151,13 @@ def request_log_fields(
     transport: str,
     peer: str | None = None,
     attempt: int = 1,
+    trace_id: str | None = None,
 ) -> dict[str, object]:
     """The fields of the one line logged per request (design section 6).
 
     ``game_id`` is always present (``null`` before a game exists); ``peer`` only
-    when known; ``attempt`` only for a client's retry (2 or more). Log it as
+    when known; ``attempt`` only for a client's retry (2 or more); ``trace_id`` only
+    for a call with a valid W3C ``traceparent`` (``service.trace_context``). Log it as
     ``log.info("request", **request_log_fields(...))``.
     """
     fields: dict[str, object] = {
@@ -170,6 +172,8 @@ def request_log_fields(
         fields["peer"] = peer
     if attempt > 1:
         fields["attempt"] = attempt
+    if trace_id is not None:
+        fields["trace_id"] = trace_id
     return fields
 
 

@@ -74,20 +74,20 @@ def test_the_python_clients_retries_are_logged_and_counted(asynchronous: bool) -
 @pytest.mark.parametrize(
     ("metadata", "expected"),
     [
-        ((), (None, 1)),
-        ((("x-request-id", "a"), ("x-request-id", "b")), ("a", 1)),
-        ((("grpc-previous-rpc-attempts", "1"),), (None, 2)),
-        ((("x-request-id", "r"), ("grpc-previous-rpc-attempts", "4")), ("r", 5)),
+        ((), (None, 1, None)),
+        ((("x-request-id", "a"), ("x-request-id", "b")), ("a", 1, None)),
+        ((("grpc-previous-rpc-attempts", "1"),), (None, 2, None)),
+        ((("x-request-id", "r"), ("grpc-previous-rpc-attempts", "4")), ("r", 5, None)),
         # gRPC makes at most 5 attempts; anything else is no retry of ours.
-        ((("grpc-previous-rpc-attempts", "0"),), (None, 1)),
-        ((("grpc-previous-rpc-attempts", "5"),), (None, 1)),
-        ((("grpc-previous-rpc-attempts", " 2"),), (None, 1)),
-        ((("grpc-previous-rpc-attempts", "two"),), (None, 1)),
+        ((("grpc-previous-rpc-attempts", "0"),), (None, 1, None)),
+        ((("grpc-previous-rpc-attempts", "5"),), (None, 1, None)),
+        ((("grpc-previous-rpc-attempts", " 2"),), (None, 1, None)),
+        ((("grpc-previous-rpc-attempts", "two"),), (None, 1, None)),
         # Only text is an id (request_id_from takes text); gRPC gives bytes only for -bin keys.
-        ((("x-request-id", b"a"),), (None, 1)),
+        ((("x-request-id", b"a"),), (None, 1, None)),
     ],
 )
 def test_the_request_id_and_attempt_are_read_from_the_metadata(
-    metadata: tuple[tuple[str, str], ...], expected: tuple[str | None, int]
+    metadata: tuple[tuple[str, str], ...], expected: tuple[str | None, int, str | None]
 ) -> None:
     assert call_headers(metadata) == expected

@@ -3,8 +3,10 @@ section 4): a plain token can hold anything, a sealed one only what this service
 
 Checked: config (K3, K16), card codes, seats, dealer rotation (K4), dealing counts
 (K15.2), K15.1 conservation, markers (K8.4), exact hand sizes (K15.3), the table's
-size, the move number, the last move's mover and form, deal scores (K12.1) and the
-match outcome (K13); and, once the state is built, the game id (``check_game_id``).
+size, the move number, piles and sweep markers only of the moves played (K8.3, K15.5),
+a distribution's table as removal left it (K6.1, K15.4) and a deal's first table as
+dealt (K5, K16.10), the last move's mover and form, deal scores (K12.1) and the match
+outcome (K13); and, once the state is built, the game id (``check_game_id``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,26 @@ from typing import Literal, get_args
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from engine.cards import ACE, CARDS_PER_DECK, JACK, SPADES, CardError, check_deck
+from engine.cards import (
+    ACE,
+    CARDS_PER_DECK,
+    JACK,
+    SPADES,
+    CardError,
+    card_str,
+    check_deck,
+    rank_of,
+)
 from engine.krypkasino.config import Config, Removal
-from engine.krypkasino.dealing import DrawExhaustedError, draw_for_deal
+from engine.krypkasino.dealing import (
+    DrawExhaustedError,
+    distribute,
+    draw_for_deal,
+    split_removal,
+)
+from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.scoring import DealResult
+from engine.krypkasino.state import State
 from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
 
 __all__ = ["MAX_PLAIN_TABLE", "check_game_id", "check_plain_state"]
@@ -129,15 +147,14 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
             raise StateError(f"hands[{seat}] is not sorted")
     sizes = [len(hand) for hand in hands_b]
     first_player = (dealer + 1) % n
+    dealt = first_hand if distribution == 1 else later_hand
     if over:
         if any(sizes) or table_b or aside_b or distribution != distributions:
             raise StateError("the match is over but its last deal is not (K15.8)")
         if turn != first_player:
             raise StateError(f"turn {turn}: a finished deal ends at seat {first_player}")
     else:
-        _check_hand_sizes(
-            sizes, turn, first_player, first_hand if distribution == 1 else later_hand
-        )
+        _check_hand_sizes(sizes, turn, first_player, dealt)
         if (last_capturer is None) == any(piles_b) or (
             last_capturer is not None and not piles_b[last_capturer]
         ):
@@ -176,12 +193,15 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
     played -= sum(sizes)
     if msg.move_number != played:
         raise StateError(f"move_number {msg.move_number}, but {played} cards were played")
+    moved_this_deal = played - (deal - 1) * layout.per_deal
+    _check_seat_moves(piles_b, markers_b, moved_this_deal, first_player, copies, deal)
+    if not over and sum(sizes) == n * dealt:
+        _check_distribution_start(msg, config, first_player, deal_start=moved_this_deal == 0)
     if msg.HasField("last_move"):
         if not played:
             raise StateError("a last_move before the first move")
         # Each move passes the turn on (K4.4), but a deal's last move also starts the next
         # deal (K4.3), whose first player follows the new dealer: the mover dealt before.
-        moved_this_deal = played - (deal - 1) * layout.per_deal
         mover = (dealer - 1) % n if moved_this_deal == 0 and not over else (turn - 1) % n
         _check_last_move(msg.last_move, mover, copies)
 
@@ -210,6 +230,121 @@ def _check_conserved(msg: pb.GameState, everything: bytes, copies: int) -> None:
         check_deck(as_cards(everything), copies)
     except CardError as error:
         raise StateError(f"cards are not conserved (K15.1): {error}") from None
+
+
+def _check_seat_moves(
+    piles: list[bytes],
+    markers: list[bytes],
+    moved: int,
+    first_player: int,
+    copies: int,
+    deal: int,
+) -> None:
+    """K8.3 and K15.5 against the ``moved`` moves of this deal, which seats make in turn
+    from the first player (K4.4, K10.1): only a seat's own captures fill its pile, each
+    leaving at most one sweep marker, two for a double sweep, which needs a twin that one
+    deck does not hold (K16.3). So a seat that has not moved holds no pile (nor, K8.4,
+    markers, nor is it the last capturer), and none more markers than its moves leave.
+    An upper bound, not more: which moves swept is gone with the tables they swept."""
+    n = len(piles)
+    most = (SweepKind.DOUBLE if copies == 2 else SweepKind.SWEEP).markers
+    for seat, pile in enumerate(piles):
+        moves = (moved - (seat - first_player) % n + n - 1) // n
+        if pile and not moves:
+            raise StateError(
+                f"piles[{seat}] holds {_count(len(pile), 'card')}, but seat {seat} has not "
+                f"moved in deal {deal} (K8.3: only its captures fill a pile)"
+            )
+        if len(markers[seat]) > most * moves:
+            raise StateError(
+                f"markers[{seat}] hold {_count(len(markers[seat]), 'sweep marker')}, more "
+                f"than the {most * moves} that seat {seat}'s {_count(moves, 'move')} in deal "
+                f"{deal} can leave (at most {most} each, K8.3, K15.5)"
+            )
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 card``, ``4 cards``: a count in a refusal's message."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _check_distribution_start(
+    msg: pb.GameState, config: Config, first_player: int, *, deal_start: bool
+) -> None:
+    """A table no move has touched since its distribution: removal has just run (K6.1,
+    K15.4), and at a deal's start it is the deal's first table (K5.1, K16.10).
+
+    With no move yet no seat has a pile (``_check_seat_moves``), so K15.1, K15.2 and
+    K15.3 leave the table and the set-aside pile the t1 cards dealt to the table; the
+    set-aside pile holds only cards removal takes, and the table, checked here, none:
+    so the table is the first table less what removal took. Which cards those are only
+    an explicit deck tells (the stock of a seeded deal is not checked against its
+    shuffle either), and then the cards must be the ones the engine deals from it.
+    """
+    table, removal = as_cards(msg.table), config.rules.removal
+    _, removed = split_removal(table, removal)
+    if removed:
+        where = f"deal {msg.deal}" if deal_start else f"distribution {msg.distribution}"
+        raise StateError(
+            f"the table holds {card_str(removed[0])}, which removal {removal.value} sets "
+            f"aside after every distribution, and no move has been played in {where} yet "
+            "(K6.1, K15.4)"
+        )
+    if not deal_start:
+        return
+    if msg.deal <= len(msg.decks):
+        dealt = _first_distribution(config, msg.decks[msg.deal - 1], msg.dealer)
+        if (
+            msg.table != bytes(dealt.table)
+            or msg.set_aside != bytes(dealt.set_aside)
+            or list(msg.hands) != [bytes(hand) for hand in dealt.hands]
+        ):
+            raise StateError(
+                f"the hands, table and set-aside pile are not what seat {msg.dealer} dealt "
+                f"from decks[{msg.deal - 1}], and no move has been played in deal {msg.deal} "
+                "yet (K5.3, K6.1)"
+            )
+    one_value = bool(table) and len(set(map(rank_of, table))) == 1
+    expected = first_player if config.rules.bordstabbe and one_value else None
+    seat = msg.bordstabbe_seat if msg.HasField("bordstabbe_seat") else None
+    if seat != expected:
+        raise StateError(
+            f"bordstabbe_seat {seat}, but deal {msg.deal}'s first table "
+            f"{' '.join(map(card_str, table)) or '(empty)'} makes it {expected} (K16.10)"
+        )
+
+
+def _first_distribution(config: Config, deck: bytes, dealer: int) -> State:
+    """The engine's own first distribution of ``deck`` by ``dealer`` (K5.3, K6.1, K16.10):
+    only its hands, table, set-aside pile and bordstabbe seat are read."""
+    empty = as_cards(b"")
+    n = config.players
+    before = State(
+        config=config,
+        seed=0,
+        decks=(),
+        first_dealer=dealer,
+        dealer_draw=(),
+        deal=1,
+        dealer=dealer,
+        distribution=0,
+        stock=as_cards(deck),
+        hands=(empty,) * n,
+        table=empty,
+        set_aside=empty,
+        piles=(empty,) * n,
+        markers=(empty,) * n,
+        turn=dealer,
+        last_capturer=None,
+        bordstabbe_seat=None,
+        results=(),
+        tiebreak=(),
+        winners=(),
+        over=False,
+        move_number=0,
+        last_move=None,
+    )
+    return distribute(before, [])[0]
 
 
 def _check_last_move(last: pb.PlayedMove, mover: int, copies: int) -> None:

@@ -243,7 +243,9 @@ class KrypkasinoApi:
 
     def _open(self, token: bytes, info: CallInfo) -> OpenedState:
         """Unseal and decode a state token; every failure is INVALID_ARGUMENT but what a
-        newer release sealed (UNAVAILABLE, ``NEWER_RELEASE``)."""
+        newer release sealed (UNAVAILABLE, ``NEWER_RELEASE``). Each refusal of a token
+        sent counts in ``cardrules_state_tokens_refused_total`` by its reason (design
+        section 6); a token that opens costs nothing more."""
         if not token:
             raise invalid_argument("STATE_MISSING", "the state token is required", "state")
         # NEWER_RELEASE is UNAVAILABLE: during a rolling upgrade another replica can
@@ -251,12 +253,14 @@ class KrypkasinoApi:
         try:
             payload = self._sealer.open(token)
         except TokenError as error:
+            self._count_refusal(info, error.reason)
             if error.reason == NEWER_RELEASE:
                 raise unavailable(error.reason, error.message, **error.metadata) from None
             raise invalid_argument(error.reason, error.message, "state", **error.metadata) from None
         try:
             message = pb.GameState.FromString(payload)
         except DecodeError:
+            self._count_refusal(info, "STATE_INVALID")
             raise invalid_argument(
                 "STATE_INVALID", "the state token does not hold a game state", "state"
             ) from None
@@ -267,6 +271,7 @@ class KrypkasinoApi:
         except codec.CodecError as error:
             # Nothing proves a newer release made a plain token: STATE_INVALID like the rest.
             if sealed and isinstance(error, codec.NewerReleaseError):
+                self._count_refusal(info, NEWER_RELEASE)
                 raise unavailable(
                     NEWER_RELEASE,
                     "the state token was sealed by a newer release of this service "
@@ -274,11 +279,18 @@ class KrypkasinoApi:
                 ) from None
             # "state:" first: the paths inside (config.players) are the token's, not the
             # request's, which may have no such field.
+            self._count_refusal(info, "STATE_INVALID")
             raise invalid_argument(
                 "STATE_INVALID", f"state: {error.description}", "state"
             ) from None
         info.game_id = game_id
         return OpenedState(state, game_id, payload)
+
+    def _count_refusal(self, info: CallInfo, reason: str) -> None:
+        """Count a refused state token once the refusal stands, as the other domain
+        counters are (``CallInfo``): a call dropped at its deadline reached nobody."""
+        if self._metrics is not None:
+            info.counts.append(partial(self._metrics.state_token_refused, GAME, reason))
 
     def _seal(self, state: State, game_id: str) -> tuple[bytes, str]:
         """The sealed token of ``state`` and its ``state_id`` (design section 4)."""

@@ -33,7 +33,7 @@ import mmap
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, get_args
 
 import grpc
 from prometheus_client import (
@@ -56,6 +56,7 @@ from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
 from service.config import MULTIPROC_ENV, MULTIPROC_VALUE_FILE
 from service.logs import get_logger
+from service.tokens import TokenReason
 from service.value_space import VALUE_FILE_BYTES, reserve
 
 _log = get_logger("cardrules.metrics")
@@ -105,6 +106,12 @@ HANDLING_BUCKETS: tuple[float, ...] = (
 
 MOVE_KINDS: tuple[str, ...] = ("crawl", "capture", "sweep", "double_sweep")
 SWEEP_KINDS: tuple[str, ...] = ("sweep", "double_sweep")
+
+#: The ``reason`` values of ``cardrules_state_tokens_refused_total``: every refusal of a
+#: state token that was sent (design section 5): what the sealer refuses
+#: (``TokenReason``) and a token that opens but holds no game this release accepts.
+#: ``STATE_MISSING`` is no token at all, so not counted.
+STATE_TOKEN_REFUSALS: tuple[str, ...] = (*get_args(TokenReason), "STATE_INVALID")
 
 
 class GameLabels(NamedTuple):
@@ -267,6 +274,14 @@ class ServiceMetrics:
             ("game",),
             registry=registry,
         )
+        self.state_tokens_refused = Counter(
+            "cardrules_state_tokens_refused_total",
+            "State tokens refused, by game and reason (the ErrorInfo reason: "
+            "TOKEN_UNKNOWN_KEY, a key this server does not have; TOKEN_FROM_NEWER_RELEASE, "
+            "...). Refusals of calls answered DEADLINE_EXCEEDED are not counted.",
+            ("game", "reason"),
+            registry=registry,
+        )
         self.log_lines_dropped = Counter(
             "cardrules_log_lines_dropped_total",
             "Log lines stdout refused (a reader that went away, a full disk): each is lost, "
@@ -300,6 +315,8 @@ class ServiceMetrics:
                 self.games_started.labels(game, str(players), teams, DEFAULT_VARIANT)
             self.seat_tokens_renewed.labels(game)
             self.state_tokens_renewed.labels(game)
+            for reason in STATE_TOKEN_REFUSALS:
+                self.state_tokens_refused.labels(game, reason)
 
     def _rpc(self, service: str, method: str) -> _RpcSeries:
         # Children are looked up once per method: .labels() costs about a microsecond a call.
@@ -376,6 +393,14 @@ class ServiceMetrics:
     def state_token_renewed(self, game: str) -> None:
         """A read answered with its state sealed anew under the current key (key rotation)."""
         self.state_tokens_renewed.labels(game).inc()
+
+    def state_token_refused(self, game: str, reason: str) -> None:
+        """A state token was refused with ``reason``, one of ``STATE_TOKEN_REFUSALS``:
+        refusals of ``TOKEN_UNKNOWN_KEY`` mean replicas with different key lists, or a
+        key retired while games still had tokens under it (docs/operations.md)."""
+        if reason not in STATE_TOKEN_REFUSALS:
+            raise ValueError(f"not a state token refusal: {reason!r}")
+        self.state_tokens_refused.labels(game, reason).inc()
 
     def move_played(self, game: str, kind: str) -> None:
         """A legal move was played; sweeps also count in ``cardrules_sweeps_total``."""

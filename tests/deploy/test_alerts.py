@@ -33,9 +33,12 @@ Series = dict[str, dict[str, set[str]]]
 
 OPERATIONS = ROOT / "docs" / "operations.md"
 
-# Prometheus adds it to every series it scrapes through the ServiceMonitor (the
-# target's namespace); kube-state-metrics exports it itself. The server does not.
-ADDED_AT_SCRAPE = frozenset({"namespace"})
+# prometheus-operator's scrape configuration of a ServiceMonitor labels every series of
+# a target with the target's namespace and pod (its "Default Labels": also service,
+# container and endpoint, which no rule reads); the server exports neither. The
+# kube-state-metrics series read here are about a namespace's objects, a pod's for
+# kube_pod_container_status_restarts_total, and carry their own namespace and pod.
+ADDED_AT_SCRAPE = frozenset({"namespace", "pod"})
 
 
 def alert_rules(objects: list[Manifest]) -> list[dict[str, Any]]:
@@ -48,17 +51,23 @@ RULES = [(overlay, rule) for overlay in OVERLAYS for rule in alert_rules(rendere
 
 def kube_state_metrics_series(objects: list[Manifest]) -> Series:
     """The kube-state-metrics series the alerts may read (docs/operations.md), labelled
-    as it labels them for this overlay's Deployment and HPA: a pod that is down exports
-    nothing, so only kube-state-metrics can tell that no pod is ready, and only it
-    knows the HPA's replica counts."""
-    deployment = one(objects, "Deployment")["metadata"]["name"]
+    as it labels them for this overlay's Deployment, HPA and pods' containers: a pod
+    that is down exports nothing, so only kube-state-metrics can tell that no pod is
+    ready or that one restarts before it can be scraped, and only it knows the HPA's
+    replica counts."""
+    deployment = one(objects, "Deployment")
     autoscaler = {
         "horizontalpodautoscaler": {one(objects, "HorizontalPodAutoscaler")["metadata"]["name"]}
     }
+    containers = {c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]}
     return {
-        "kube_deployment_status_replicas_available": {"deployment": {deployment}},
+        "kube_deployment_status_replicas_available": {
+            "deployment": {deployment["metadata"]["name"]}
+        },
         "kube_horizontalpodautoscaler_status_current_replicas": autoscaler,
         "kube_horizontalpodautoscaler_spec_max_replicas": autoscaler,
+        # Also uid (the pod's), which no rule reads.
+        "kube_pod_container_status_restarts_total": {"container": containers, "uid": set()},
     }
 
 
@@ -226,11 +235,73 @@ def test_each_alert_reads_only_series_and_labels_that_exist(overlay, rule, serve
     assert problems(rule["expr"], series) == []
 
 
+#: Where an annotation names a label of the alert, or prints its value.
+_LABEL_IN_TEMPLATE = re.compile(r"\$labels\.(\w+)")
+_RAW_VALUE = re.compile(r"\{\{-?\s*\$value\s*-?\}\}")
+
+
+@pytest.mark.parametrize(
+    ("overlay", "rule"), RULES, ids=[f"{overlay}:{rule['alert']}" for overlay, rule in RULES]
+)
+def test_each_alert_tells_what_it_found_with_the_labels_it_has(overlay, rule, server_series):
+    """Every alert has a summary and a description; a ``$labels.x`` they name is a label
+    the expression yields (else it prints empty), and ``$value`` is printed through a
+    function: a ratio or an ``increase()`` is a float ("19093.333333333332 log lines")."""
+    annotations = rule["annotations"]
+    assert annotations.keys() == {"summary", "description"}
+    series = server_series | outside_series(rendered(overlay))
+    labels = output_labels(promql_parser.parse(rule["expr"]), series, [])
+    assert labels is not None
+    text = "\n".join(annotations.values())
+    assert set(_LABEL_IN_TEMPLATE.findall(text)) <= labels, labels
+    assert not _RAW_VALUE.search(text), text
+
+
+#: The alerts about one pod, which must name it.
+PER_POD = (
+    "CardrulesLogLinesDropped",
+    "CardrulesMetricsDown",
+    "CardrulesStateNotSealed",
+    "CardrulesPodRestarts",
+)
+
+
+@pytest.mark.parametrize("alert", PER_POD)
+def test_an_alert_about_one_pod_names_it(alert, server_series):
+    """Summed over a namespace, these said "2 pods" and left the on-call to find which."""
+    rule = {r["alert"]: r for r in alert_rules(rendered("base"))}[alert]
+    series = server_series | outside_series(rendered("base"))
+    labels = output_labels(promql_parser.parse(rule["expr"]), series, [])
+    assert labels is not None and {"namespace", "pod"} <= labels
+    assert "{{ $labels.pod }}" in rule["annotations"]["description"]
+
+
 def documented_alerts() -> list[tuple[str, str, str]]:
     """(alert, severity, for) of each row of the alert table in docs/operations.md."""
     table = OPERATIONS.read_text().split("\n| Alert |", 1)[1].split("\n\n", 1)[0]
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
     return [(alert.strip("`"), severity, wait) for alert, _, severity, wait in rows[2:]]
+
+
+def documented_metrics() -> dict[str, str]:
+    """Each metric of the metrics table of docs/operations.md -> its labels cell."""
+    table = OPERATIONS.read_text().split("\n| Metric |", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+    return {name: labels for names, labels, _ in rows[2:] for name in re.findall(r"`(\w+)`", names)}
+
+
+def test_the_operations_guide_documents_each_cardrules_metric_with_its_labels(server_series):
+    """The guide's metrics table names every ``cardrules_*`` series a server exports, and
+    each label of it (a label's values may follow it in parentheses)."""
+    documented = documented_metrics()
+    for name, labels in server_series.items():
+        if not name.startswith("cardrules_"):
+            continue
+        assert name in documented, name
+        cell = re.sub(r"\([^)]*\)", "", documented[name])
+        if same := re.fullmatch(r"as `(\w+)`", cell):  # the labels of grpc_server_started_total
+            cell = documented[f"grpc_server_{same[1]}_total"]
+        assert set(re.findall(r"`(\w+)`", cell)) == set(labels), (name, cell)
 
 
 def test_the_operations_guide_lists_the_alerts_in_their_order():
@@ -342,6 +413,19 @@ BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base
         ("CardrulesStateNotSealed", 'mode!="keys"', 'mode!="sealed"', "never 'sealed'"),
         ("CardrulesAtMaxReplicas", "spec_max_replicas", "spec_max_replica", "no such series"),
         ("CardrulesAtMaxReplicas", '"cardrules"', '"cardrules-hpa"', "never 'cardrules-hpa'"),
+        ("CardrulesStateTokensUnknownKey", "refused_total", "refused", "no such series"),
+        ("CardrulesStateTokensUnknownKey", '"TOKEN_UNKNOWN_KEY"', '"UNKNOWN_KEY"', "never"),
+        ("CardrulesDeadlinesExceeded", '"DeadlineExceeded"', '"DEADLINE_EXCEEDED"', "never"),
+        ("CardrulesPodRestarts", "restarts_total", "restart_total", "no such series"),
+        ("CardrulesPodRestarts", '"cardrules"', '"server"', "container is never 'server'"),
+        ("CardrulesPodRestarts", "(namespace, pod)", "(namespace, pod, node)", "no label node"),
+        ("CardrulesLogLinesDropped", "(namespace, pod)", "(namespace, pods)", "no label pods"),
+        (
+            "CardrulesStateTokensUnknownKey",
+            "/ sum by (namespace) (",
+            "/ sum by (namespace, grpc_method) (",
+            "cannot match",
+        ),
     ],
 )
 def test_a_misspelling_is_a_problem(alert, written, misspelt, expected, server_series):

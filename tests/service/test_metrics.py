@@ -33,6 +33,7 @@ from service.metrics import (
     HANDLING_BUCKETS,
     MAX_NAMED_VARIANTS,
     OTHER_VARIANT,
+    STATE_TOKEN_REFUSALS,
     ServiceMetrics,
     _ReservedMmapedDict,
     code_label,
@@ -64,6 +65,7 @@ EXPECTED_FAMILIES = {
     "cardrules_sweeps_total": ("counter", {"game", "kind"}),
     "cardrules_seat_tokens_renewed_total": ("counter", {"game"}),
     "cardrules_state_tokens_renewed_total": ("counter", {"game"}),
+    "cardrules_state_tokens_refused_total": ("counter", {"game", "reason"}),
     "cardrules_log_lines_dropped_total": ("counter", set()),
     "cardrules_http_cors_preflights_refused_total": ("counter", set()),
 }
@@ -205,6 +207,11 @@ def test_every_series_exists_at_zero_before_any_rpc(registry, metrics):
         assert value(found, "cardrules_sweeps_total", game="krypkasino", kind=kind) == 0
     assert value(found, "cardrules_seat_tokens_renewed_total", game="krypkasino") == 0
     assert value(found, "cardrules_state_tokens_renewed_total", game="krypkasino") == 0
+    for refusal in STATE_TOKEN_REFUSALS:
+        refused = value(
+            found, "cardrules_state_tokens_refused_total", game="krypkasino", reason=refusal
+        )
+        assert refused == 0
     assert value(found, "cardrules_log_lines_dropped_total") == 0
     assert value(found, "cardrules_http_cors_preflights_refused_total") == 0
     for reason in Reason:
@@ -456,6 +463,7 @@ _MULTIPROCESS_SCRIPT = textwrap.dedent(
             metrics.rpc_handled(SERVICE, "Play", "OK", 0.0003)
         for _ in range(failed):
             metrics.rpc_handled(SERVICE, "Play", "InvalidArgument", 0.002)
+            metrics.state_token_refused("krypkasino", "TOKEN_UNKNOWN_KEY")
         metrics.move_played("krypkasino", "sweep")
 
     context = multiprocessing.get_context("fork")
@@ -512,6 +520,8 @@ def test_forked_workers_aggregate_in_multiprocess_mode(tmp_path):
     assert value(found, "grpc_server_handling_seconds_sum", **play) == pytest.approx(0.0081)
     assert value(found, "cardrules_moves_total", game="krypkasino", kind="sweep") == 2
     assert value(found, "cardrules_sweeps_total", game="krypkasino", kind="sweep") == 2
+    refused = "cardrules_state_tokens_refused_total"
+    assert value(found, refused, game="krypkasino", reason="TOKEN_UNKNOWN_KEY") == 3
     # Pre-created series aggregate too.
     assert value(found, "grpc_server_handled_total", **rpc("NewGame"), grpc_code="OK") == 0
     assert value(found, "grpc_server_handled_total", **play, grpc_code="Internal") == 0

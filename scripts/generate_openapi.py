@@ -49,13 +49,42 @@ def descriptor_set() -> descriptor_pb2.FileDescriptorSet:
         return descriptor_pb2.FileDescriptorSet.FromString(output.read_bytes())
 
 
-def _without_json_names(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
-    """protoc fills in ``json_name`` for a descriptor set, but the generated code's embedded
-    descriptors leave it out; it is derived from the field name either way."""
+def _default_json_name(name: str) -> str:
+    """The JSON name protoc derives for a field named ``name`` (descriptor.proto's
+    ``json_name``: each letter after an underscore upper-cased, the underscores dropped)."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _without_derived_json_names(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
+    """Clear each ``json_name`` that only repeats the derived one: protoc fills every field's
+    in a descriptor set, while the generated code's embedded descriptors keep only those a
+    ``[json_name = ...]`` option set."""
     for message in messages:
         for field in (*message.field, *message.extension):
-            field.ClearField("json_name")
-        _without_json_names(message.nested_type)
+            if field.json_name == _default_json_name(field.name):
+                field.ClearField("json_name")
+        _without_derived_json_names(message.nested_type)
+
+
+def _comparable(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDescriptorProto:
+    """``file`` without what only one side of ``same_file`` holds: comments, derived names."""
+    copy = descriptor_pb2.FileDescriptorProto()
+    copy.CopyFrom(file)
+    copy.ClearField("source_code_info")
+    _without_derived_json_names(copy.message_type)
+    for extension in copy.extension:
+        if extension.json_name == _default_json_name(extension.name):
+            extension.ClearField("json_name")
+    return copy
+
+
+def same_file(
+    fresh: descriptor_pb2.FileDescriptorProto, imported: descriptor_pb2.FileDescriptorProto
+) -> bool:
+    """Whether a proto file as protoc reads it now (``fresh``) is the one the generated code
+    embeds (``imported``)."""
+    return _comparable(fresh) == _comparable(imported)
 
 
 def stale_generated(descriptors: descriptor_pb2.FileDescriptorSet) -> list[str]:
@@ -67,18 +96,14 @@ def stale_generated(descriptors: descriptor_pb2.FileDescriptorSet) -> list[str]:
     for file in descriptors.file:
         if not file.package.startswith("cardrules."):
             continue
-        fresh = descriptor_pb2.FileDescriptorProto()
-        fresh.CopyFrom(file)
-        fresh.ClearField("source_code_info")
-        _without_json_names(fresh.message_type)
-        for extension in fresh.extension:
-            extension.ClearField("json_name")
         try:
             imported = pool.FindFileByName(file.name)
         except KeyError:
             stale.append(file.name)
             continue
-        if descriptor_pb2.FileDescriptorProto.FromString(imported.serialized_pb) != fresh:
+        if not same_file(
+            file, descriptor_pb2.FileDescriptorProto.FromString(imported.serialized_pb)
+        ):
             stale.append(file.name)
     return stale
 

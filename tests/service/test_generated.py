@@ -8,10 +8,11 @@ import tomllib
 from pathlib import Path
 
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
+from google.protobuf import descriptor_pb2, descriptor_pool
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from scripts.generate_openapi import descriptor_set, stale_generated
+from scripts.generate_openapi import descriptor_set, same_file, stale_generated
 from scripts.generate_protos import DEFAULT_OUTPUT, THIRD_PARTY, generate
 
 
@@ -89,3 +90,21 @@ def test_the_openapi_script_tells_stale_generated_code_from_fresh() -> None:
             added.CopyFrom(rules.field[0])
             added.name, added.number, added.json_name = "house_flag", 99, "houseFlag"
     assert stale_generated(fresh) == ["cardrules/krypkasino/v1/krypkasino.proto"]
+
+
+def test_an_explicit_json_name_is_fresh_when_it_matches_and_stale_when_it_differs() -> None:
+    """The generated code embeds a field's ``json_name`` only when a ``[json_name = ...]``
+    option set it, while protoc's descriptor set always fills it: an option that repeats
+    the derived name must not read as stale code (it did, so ``make generate`` never
+    cleared the refusal), and one that renames the field must."""
+    fresh_set = descriptor_set()
+    (fresh,) = [f for f in fresh_set.file if f.name == "cardrules/krypkasino/v1/krypkasino.proto"]
+    imported = descriptor_pb2.FileDescriptorProto.FromString(
+        descriptor_pool.Default().FindFileByName(fresh.name).serialized_pb
+    )
+    (view,) = [m for m in imported.message_type if m.name == "View"]
+    (game_id,) = [f for f in view.field if f.name == "game_id"]
+    game_id.json_name = "gameId"
+    assert same_file(fresh, imported)
+    game_id.json_name = "gameIdentifier"
+    assert not same_file(fresh, imported)

@@ -76,7 +76,8 @@ REGENERATE = ".venv/bin/python tests/golden/krypkasino/regenerate.py"
 def mismatch(file: str, committed: str, fresh: str) -> str:
     """What a stale transcript's failure says: the first line that differs, both ways, and
     the command that rewrites every transcript (after a deliberate change only)."""
-    old, new = committed.splitlines(), fresh.splitlines()
+    # keepends: a transcript that differs only in its final newline shows where.
+    old, new = committed.splitlines(keepends=True), fresh.splitlines(keepends=True)
     number = next(
         (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
         min(len(old), len(new)),
@@ -95,10 +96,16 @@ def mismatch(file: str, committed: str, fresh: str) -> str:
     )
 
 
+def test_a_mismatch_in_the_final_newline_alone_shows_the_last_line_both_ways():
+    message = mismatch("t.json", "a\nb", "a\nb\n")
+    assert "t.json differs from a fresh run at line 2 of 2" in message
+    assert "committed: 'b'" in message and "fresh run: 'b\\n'" in message
+
+
 def test_a_mismatch_names_the_first_differing_line_and_the_command():
     message = mismatch("t.json", "a\nb\nc\n", "a\nB\nc\n")
     assert "t.json differs from a fresh run at line 2 of 3" in message
-    assert "committed: 'b'" in message and "fresh run: 'B'" in message
+    assert "committed: 'b\\n'" in message and "fresh run: 'B\\n'" in message
     assert REGENERATE in message
     shorter = mismatch("t.json", "a\nb\n", "a\n")
     assert "line 2 of 2" in shorter and "fresh run: (ended)" in shorter

@@ -300,8 +300,13 @@ class HttpGateway:
         self._idle.clear()
         try:
             response = await self._respond(request)
-            if self._bodies_end_at is not None:  # draining
-                response.force_close()  # the client reconnects, to a replica still serving
+            if self._bodies_end_at is not None or not self._ready:  # stopping
+                # From the readiness flip on, not only once the listener closes: a proxy's
+                # pooled keep-alive connections (nginx's upstream keepalive) would stay on
+                # this pod through the drain delay, and a request it sends on one just as
+                # the stop closes it is lost: nginx retries no POST it has sent. Closed
+                # after each answer, the pool reconnects, to a replica still serving.
+                response.force_close()
             elif self._too_large_by_length(request) or "Upgrade" in request.headers:
                 # Whatever the answer, that body is never read (nor, without its 100
                 # Continue, sent): a next request on the connection would be taken for it.
@@ -322,7 +327,10 @@ class HttpGateway:
         return length is not None and length > self._max_request_bytes * JSON_BODY_FACTOR
 
     def not_ready(self) -> None:
-        """``/readyz`` answers 503 from now on: the first step of the SIGTERM drain."""
+        """``/readyz`` answers 503 from now on, and every answer (that 503 too) closes its
+        connection: the first step of the SIGTERM drain (design section 6), so that
+        kept-alive connections move away during the drain delay, before the stop closes
+        them."""
         self._ready = False
 
     async def drain(self, timeout: float) -> None:

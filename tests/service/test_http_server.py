@@ -1134,6 +1134,67 @@ def test_readyz_turns_503_when_the_drain_begins_and_healthz_stays_200():
         assert server.terminate() == 0
 
 
+def answer_on(connection: socket.socket, request: bytes) -> tuple[http.client.HTTPResponse, Any]:
+    """The answer to ``request`` sent on ``connection``, and its JSON body."""
+    connection.sendall(request)
+    answer = http.client.HTTPResponse(connection)
+    answer.begin()
+    return answer, json.loads(answer.read())
+
+
+def closed_by_server(connection: socket.socket, within: float = 5) -> bool:
+    """Whether the server closes ``connection`` (end of stream) within ``within`` seconds."""
+    connection.settimeout(within)
+    try:
+        return connection.recv(1) == b""
+    except TimeoutError:
+        return False
+
+
+def test_answers_close_their_connection_from_the_readiness_flip_on():
+    """A proxy's pooled keep-alive connections (ingress-nginx's upstream keepalive) must
+    move away during the drain delay: kept open until the stop closed them, a POST nginx
+    had just sent on one was lost with a 502, which nginx does not retry. So from the
+    readiness flip every answer, /readyz's 503 too, says ``Connection: close`` and the
+    server closes the connection, while the listener still accepts (docs/operations.md,
+    "Termination")."""
+    delay = 8.0
+    with running(("--drain-delay-seconds", f"{delay:g}")) as server:
+        game = rpc(server, "newGame", {"config": {"players": 2}, "seed": "1"})
+        body = json.dumps({"state": game["state"]}).encode()
+        score = (
+            "POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        readyz = b"GET /readyz HTTP/1.1\r\nHost: test\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as pooled:
+            before, value = answer_on(pooled, score)
+            assert (before.status, value["totals"]) == (200, [0, 0])
+            assert before.getheader("Connection") is None
+            assert not closed_by_server(pooled, within=0.2), "kept alive while serving"
+            server.process.terminate()
+            server.wait_for_logs("draining")
+            # The flip follows the draining line by a few awaits: asked until it shows.
+            deadline = time.monotonic() + delay / 2
+            while True:
+                with socket.create_connection(("127.0.0.1", server.http_port)) as probe:
+                    ready, value = answer_on(probe, readyz)
+                    if ready.status == 503:
+                        assert value == {"status": "NOT_SERVING"}
+                        assert ready.getheader("Connection") == "close"
+                        assert closed_by_server(probe)
+                        break
+                assert time.monotonic() < deadline, "/readyz stayed 200 after SIGTERM"
+                time.sleep(0.02)
+            # The connection opened before the signal, idle through it, takes one more call.
+            during, value = answer_on(pooled, score)
+            assert (during.status, value["totals"]) == (200, [0, 0])
+            assert during.getheader("Connection") == "close"
+            assert closed_by_server(pooled)
+            assert not server.log_events("stopping"), "closed by the stop, not by the answer"
+        assert server.terminate() == 0
+
+
 def test_sigterm_lets_an_http_request_in_flight_finish():
     """Design section 6: stop accepting, finish what is in flight (a body still arriving too)."""
     with running() as server:

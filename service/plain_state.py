@@ -30,13 +30,12 @@ from engine.cards import (
 from engine.krypkasino.config import Config, Removal
 from engine.krypkasino.dealing import (
     DrawExhaustedError,
-    distribute,
     draw_for_deal,
+    first_distribution,
     split_removal,
 )
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.scoring import DealResult
-from engine.krypkasino.state import State
 from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
 
 __all__ = ["MAX_PLAIN_TABLE", "check_game_id", "check_plain_state"]
@@ -293,7 +292,7 @@ def _check_distribution_start(
     if not deal_start:
         return
     if msg.deal <= len(msg.decks):
-        dealt = _first_distribution(config, msg.decks[msg.deal - 1], msg.dealer)
+        dealt = first_distribution(config, as_cards(msg.decks[msg.deal - 1]), msg.dealer)
         if (
             msg.table != bytes(dealt.table)
             or msg.set_aside != bytes(dealt.set_aside)
@@ -312,39 +311,6 @@ def _check_distribution_start(
             f"bordstabbe_seat {seat}, but deal {msg.deal}'s first table "
             f"{' '.join(map(card_str, table)) or '(empty)'} makes it {expected} (K16.10)"
         )
-
-
-def _first_distribution(config: Config, deck: bytes, dealer: int) -> State:
-    """The engine's own first distribution of ``deck`` by ``dealer`` (K5.3, K6.1, K16.10):
-    only its hands, table, set-aside pile and bordstabbe seat are read."""
-    empty = as_cards(b"")
-    n = config.players
-    before = State(
-        config=config,
-        seed=0,
-        decks=(),
-        first_dealer=dealer,
-        dealer_draw=(),
-        deal=1,
-        dealer=dealer,
-        distribution=0,
-        stock=as_cards(deck),
-        hands=(empty,) * n,
-        table=empty,
-        set_aside=empty,
-        piles=(empty,) * n,
-        markers=(empty,) * n,
-        turn=dealer,
-        last_capturer=None,
-        bordstabbe_seat=None,
-        results=(),
-        tiebreak=(),
-        winners=(),
-        over=False,
-        move_number=0,
-        last_move=None,
-    )
-    return distribute(before, [])[0]
 
 
 def _check_last_move(last: pb.PlayedMove, mover: int, copies: int) -> None:

@@ -76,12 +76,31 @@ def open_game(
         sequence = iter(draw) if draw is not None else _draw_sequence(config, seed)
         first_dealer, draws = draw_for_deal(config.players, sequence)
         events.append(DealerDrawn(draws, first_dealer))
+    state = _before_first_deal(config, seed, tuple(map(tuple, decks)), first_dealer, draws)
+    return start_deal(state, events)
+
+
+def first_distribution(config: Config, deck: Sequence[Card], dealer: int) -> State:
+    """Deal 1 as ``dealer`` deals it from ``deck``, up to the first move (K5.3, K6.1,
+    K16.10): what a plain token's freshly dealt table is checked against."""
+    state = _before_first_deal(config, 0, (tuple(deck),), dealer, ())
+    return start_deal(state, [])[0]
+
+
+def _before_first_deal(
+    config: Config,
+    seed: int,
+    decks: tuple[tuple[Card, ...], ...],
+    first_dealer: int,
+    draws: tuple[tuple[int, Card], ...],
+) -> State:
+    """A match whose dealer is chosen and whose first deal is not yet dealt."""
     n = config.players
     empty: tuple[Card, ...] = ()
-    state = State(
+    return State(
         config=config,
         seed=seed,
-        decks=tuple(tuple(deck) for deck in decks),
+        decks=decks,
         first_dealer=first_dealer,
         dealer_draw=draws,
         deal=0,
@@ -103,7 +122,6 @@ def open_game(
         move_number=0,
         last_move=None,
     )
-    return start_deal(state, events)
 
 
 def _draw_sequence(config: Config, seed: int) -> Iterator[Card]:

@@ -255,6 +255,43 @@ def test_the_tokens_to_keep_are_the_ones_a_rotated_server_renews() -> None:
         assert on_new.get_view(state=stored).view.state_id == game.view.state_id
 
 
+# The README's writes (docs/api.md's, with sqlite's parameters): a read's renewal, and a move.
+RENEWAL_WRITE = "UPDATE games SET state = ? WHERE id = ? AND state_id = ?"
+MOVE_WRITE = "UPDATE games SET state = ?, state_id = ? WHERE id = ? AND state_id = ?"
+# What the docs recommended before: the bytes compared, which a renewal changes.
+BYTES_WRITE = "UPDATE games SET state = ? WHERE id = ? AND state = ?"
+
+
+def games_db(game: pb.NewGameResponse, *game_ids: str) -> sqlite3.Connection:
+    """The README's table, each game id holding ``game`` as ``NewGame`` answered it."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE games (id TEXT PRIMARY KEY, state BLOB, state_id TEXT)")
+    rows = [(game_id, game.state, game.view.state_id) for game_id in game_ids]
+    db.executemany("INSERT INTO games VALUES (?, ?, ?)", rows)
+    return db
+
+
+def stored_state(db: sqlite3.Connection, game_id: str) -> tuple[bytes, str]:
+    state, state_id = db.execute(
+        "SELECT state, state_id FROM games WHERE id = ?", (game_id,)
+    ).fetchone()
+    return bytes(state), state_id
+
+
+def test_the_documented_writes_compare_state_ids_never_bytes() -> None:
+    """The statements the README runs and docs/api.md and ``renewed_state`` show are the
+    ``state_id`` compare-and-set: a review's backend written from docs that compared the
+    bytes lost a move after a rotation (the next test)."""
+    readme = (CLIENT / "README.md").read_text()
+    assert f'write = "{RENEWAL_WRITE}"' in readme and f'write = "{MOVE_WRITE}"' in readme
+    assert "AND state = ?" not in readme
+    api = (ROOT / "docs" / "api.md").read_text()
+    assert api.count("WHERE game_id = $id AND state_id = $sent_state_id") == 2
+    assert "AND state = $sent" not in api
+    assert "AND state_id = $sent_state_id" in (renewed_state.__doc__ or "")
+    assert "AND state = $sent" not in (renewed_state.__doc__ or "")
+
+
 def test_a_renewed_state_written_on_condition_never_undoes_a_move() -> None:
     """A review's lost update: a backend read a game (``Score``) while another request
     played from the same state and stored the next; storing the read's renewed state
@@ -265,33 +302,25 @@ def test_a_renewed_state_written_on_condition_never_undoes_a_move() -> None:
     with running(keys=old) as before, KrypkasinoClient(before.target) as on_old:
         game = on_old.new_game(players=2, seed=5)
     seat, token = game.view.turn, game.seat_tokens[game.view.turn]
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE TABLE games (id TEXT PRIMARY KEY, state BLOB NOT NULL)")
-    db.executemany(
-        "INSERT INTO games VALUES (?, ?)", [("played", game.state), ("paused", game.state)]
-    )
-    write = "UPDATE games SET state = ? WHERE id = ? AND state = ?"
-    assert f'write = "{write}"' in (CLIENT / "README.md").read_text()  # the README's write
-
-    def stored(game_id: str) -> bytes:
-        return bytes(db.execute("SELECT state FROM games WHERE id = ?", (game_id,)).fetchone()[0])
+    db = games_db(game, "played", "paused")
 
     with running(keys=f"{new},{old}") as rotated, KrypkasinoClient(rotated.target) as client:
-        sent = stored("played")
+        sent, sent_id = stored_state(db, "played")
         # Two requests from the one stored state: a read, and a Play that stores first.
         read = client.score(state=sent)
         legal = client.legal_moves(state=sent, seat=seat, seat_token=token)
         played = client.play(state=sent, seat=seat, seat_token=token, move=legal.moves[0].move)
-        assert db.execute(write, (played.state, "played", sent)).rowcount == 1
+        next_row = (played.state, played.view.state_id, "played", sent_id)
+        assert db.execute(MOVE_WRITE, next_row).rowcount == 1
         renewed = renewed_state(read)
         assert renewed is not None and renewed != sent
-        assert db.execute(write, (renewed, "played", sent)).rowcount == 0  # the move stays
-        assert stored("played") == played.state
-        assert client.get_view(state=stored("played")).view.move_number == 1
+        assert db.execute(RENEWAL_WRITE, (renewed, "played", sent_id)).rowcount == 0  # it stays
+        assert stored_state(db, "played") == (played.state, played.view.state_id)
+        assert client.get_view(state=stored_state(db, "played")[0]).view.move_number == 1
         # What storing state_to_keep unconditionally kept: the game before the move.
         assert client.get_view(state=state_to_keep(read, sent)).view.move_number == 0
         # Nobody played the paused game: its renewal is written.
-        assert db.execute(write, (renewed, "paused", sent)).rowcount == 1
+        assert db.execute(RENEWAL_WRITE, (renewed, "paused", sent_id)).rowcount == 1
         # Every read renews a state under the old key, and none under the new one.
         view = client.get_view(state=sent, seat=seat, seat_token=token)
         assert renewed_state(legal) is not None and renewed_state(view) is not None
@@ -301,8 +330,48 @@ def test_a_renewed_state_written_on_condition_never_undoes_a_move() -> None:
             renewed_state(played)  # type: ignore[arg-type]
     with running(keys=new) as retired, KrypkasinoClient(retired.target) as on_new:
         # The old key is gone: both stored states open, each the game it should be.
-        assert on_new.get_view(state=stored("paused")).view.state_id == game.view.state_id
-        assert on_new.get_view(state=stored("played")).view.state_id == played.view.state_id
+        paused = on_new.get_view(state=stored_state(db, "paused")[0]).view
+        assert paused.state_id == game.view.state_id == stored_state(db, "paused")[1]
+        moved = on_new.get_view(state=stored_state(db, "played")[0]).view
+        assert moved.state_id == played.view.state_id
+
+
+def test_a_move_from_a_state_loaded_before_its_renewal_is_stored_on_state_id() -> None:
+    """A review's backend, written from docs that compared the bytes: during a rotation it
+    (1) loaded a game's state S0, under the old key, (2) stored the renewal of S0 a read
+    (``GetView``) answered with, on condition, (3) stored the ``Play`` made from the S0
+    bytes of (1) on condition that the stored bytes were still those: they were the
+    renewal's, so the move matched nothing though no other move was stored. The
+    ``state_id`` the docs now compare is the renewal's too, so the move is stored."""
+    old, new = KeyRing.generate_key_text(), KeyRing.generate_key_text()
+    with running(keys=old) as before, KrypkasinoClient(before.target) as on_old:
+        game = on_old.new_game(players=2, seed=7)
+    seat, token = game.view.turn, game.seat_tokens[game.view.turn]
+    db = games_db(game, "game")
+
+    with running(keys=f"{new},{old}") as rotated, KrypkasinoClient(rotated.target) as client:
+        sent, sent_id = stored_state(db, "game")  # (1)
+        move = client.legal_moves(state=sent, seat=seat, seat_token=token).moves[0].move
+        read = client.get_view(state=sent, seat=seat, seat_token=token)  # (2)
+        renewed = renewed_state(read)
+        assert renewed is not None and renewed != sent
+        assert read.view.state_id == sent_id  # the same state: its renewal keeps the id
+        assert db.execute(RENEWAL_WRITE, (renewed, "game", sent_id)).rowcount == 1
+        assert stored_state(db, "game") == (renewed, sent_id)
+        played = client.play(state=sent, seat=seat, seat_token=token, move=move)  # (3)
+        assert played.view.move_number == 1
+        # Comparing the bytes, the old docs' write, finds none: the move would be lost.
+        assert db.execute(BYTES_WRITE, (played.state, "game", sent)).rowcount == 0
+        assert stored_state(db, "game") == (renewed, sent_id)
+        # Comparing state_id, the docs' write now, stores it.
+        next_row = (played.state, played.view.state_id, "game", sent_id)
+        assert db.execute(MOVE_WRITE, next_row).rowcount == 1
+        # And the renewal, written again after the move (a read still in flight), is not.
+        assert db.execute(RENEWAL_WRITE, (renewed, "game", sent_id)).rowcount == 0
+    with running(keys=new) as retired, KrypkasinoClient(retired.target) as on_new:
+        view = on_new.get_view(state=stored_state(db, "game")[0]).view
+        assert (view.move_number, view.state_id) == (1, played.view.state_id)
+        assert view.state_id == stored_state(db, "game")[1]
 
 
 def test_the_server_package_without_the_client_says_what_to_install() -> None:
@@ -341,6 +410,7 @@ def test_every_other_readme_example_runs(grpc_target: str, capsys) -> None:
     assert "legal moves for seat" in out
     assert "[0, 1, 0, 1] 8\n" in out  # the house-rules example's pairs and match length
     assert "totals [0, 0] not renewed\n" in out  # the stored game's: nothing to renew
+    assert "move stored\n" in out  # its move, written on the state_id it was loaded with
 
 
 # -- keyword forms ---------------------------------------------------------------

@@ -30,11 +30,14 @@ def state_to_keep(response: StateAnswer, sent: TokenBytes) -> bytes:
     with a state token under the old key carries the same state sealed under the new
     key, and otherwise none: ``sent`` stays the one to keep.
 
-    A backend that stores games writes every state with a compare-and-set against
-    ``sent`` (docs/api.md, "Replays and optimistic concurrency"), a read's renewed one
-    included: a ``Play`` from the same state may have stored its next state since
-    ``sent`` was read, and writing the renewed ``sent`` over it would undo that move.
-    ``renewed_state`` gives a read's renewal alone, to write only on that condition.
+    A backend that stores games writes every state with a compare-and-set on the
+    ``state_id`` it stored beside ``sent`` (docs/api.md, "Replays and optimistic
+    concurrency"), a read's renewed one included: a ``Play`` from the same state may
+    have stored its next state since ``sent`` was read, and writing the renewed
+    ``sent`` over it would undo that move. Not on the bytes: a renewal keeps the
+    ``state_id`` but not the bytes, so a ``Play`` from the bytes loaded before a
+    renewal was stored would match nothing. ``renewed_state`` gives a read's renewal
+    alone, to write only on that condition.
     """
     if isinstance(response, pb.NewGameResponse | pb.PlayResponse):
         # Their state has no presence (always set): HasField would raise.
@@ -48,11 +51,13 @@ def renewed_state(response: ReadAnswer) -> bytes | None:
     A read (``LegalMoves``, ``Score``, ``GetView``) sent a state token under a key that
     is no longer the server's first answers with the same state (same ``state_id``)
     sealed under the first (docs/api.md, "Tokens across a key rotation"). Store it only
-    where the stored state is still the one sent, as in
-    ``UPDATE games SET state = $renewed WHERE id = $id AND state = $sent``: a ``Play``
-    from that state may have stored its next state meanwhile, which the renewal would
-    undo. A write that matches nothing loses nothing: the stored state is a later one,
-    or the same one renewed already.
+    where the stored state is still the one sent, on the ``state_id`` stored beside it:
+    ``UPDATE games SET state = $renewed WHERE id = $id AND state_id = $sent_state_id``.
+    A ``Play`` from that state may have stored its next state (and ``state_id``)
+    meanwhile, which the renewal would undo; a write that matches nothing loses
+    nothing, as the stored state is a later one. Never compare the bytes: the renewal
+    changes them but not the ``state_id``, so a ``Play`` from the bytes loaded before it
+    would then fail its own compare-and-set though no other move was stored.
     """
     try:
         renewed = response.HasField("state")

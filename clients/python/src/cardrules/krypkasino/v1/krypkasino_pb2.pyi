@@ -1254,8 +1254,9 @@ class LegalMovesResponse(_message.Message):
     than the server's first (a key rotation): the same state, with the same
     state_id, sealed under the first key. Keep it instead of the one sent,
     which stops working once its key is removed, but write it only where the
-    state stored is still the one sent (compare-and-set): a Play made from
-    the same state meanwhile must not be undone.
+    state stored is still the one sent (compare-and-set on the state_id stored
+    beside it, never on the bytes, which this renewal changes): a Play made
+    from the same state meanwhile must not be undone.
     """
     @_builtins.property
     def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalMove]:
@@ -1414,8 +1415,9 @@ class ScoreResponse(_message.Message):
     than the server's first (a key rotation): the same state, with the same
     state_id, sealed under the first key. Keep it instead of the one sent,
     which stops working once its key is removed, but write it only where the
-    state stored is still the one sent (compare-and-set): a Play made from
-    the same state meanwhile must not be undone.
+    state stored is still the one sent (compare-and-set on the state_id stored
+    beside it, never on the bytes, which this renewal changes): a Play made
+    from the same state meanwhile must not be undone.
     """
     @_builtins.property
     def deals(self) -> _containers.RepeatedCompositeFieldContainer[Global___DealScore]:
@@ -1519,8 +1521,9 @@ class GetViewResponse(_message.Message):
     than the server's first (a key rotation): the same state, with the same
     state_id, sealed under the first key. Keep it instead of the one sent,
     which stops working once its key is removed, but write it only where the
-    state stored is still the one sent (compare-and-set): a Play made from
-    the same state meanwhile must not be undone.
+    state stored is still the one sent (compare-and-set on the state_id stored
+    beside it, never on the bytes, which this renewal changes): a Play made
+    from the same state meanwhile must not be undone.
     """
     @_builtins.property
     def view(self) -> Global___View:

@@ -279,7 +279,9 @@ def test_descriptions_are_the_proto_comments():
     )
     assert notes["cardrules.cards.v1.Suit.SUIT_CLUBS"] == "Clubs (C)."
     assert notes["cardrules.krypkasino.v1.View.state_id"] == (
-        "Identifies this exact state, for optimistic concurrency."
+        "Identifies this exact state, for optimistic concurrency: store it beside the state "
+        "token and make every write of a stored state a compare-and-set on it. A state "
+        "renewed under a new key keeps it; its bytes do not."
     )
     operation = committed()["paths"]["/v1/krypkasino:score"]["post"]
     assert operation["description"] == notes["cardrules.krypkasino.v1.KrypkasinoService.Score"]

@@ -563,7 +563,10 @@ class View(_message.Message):
     (exact here: a move number stays far below 2^53).
     """
     state_id: _builtins.str
-    """Identifies this exact state, for optimistic concurrency."""
+    """Identifies this exact state, for optimistic concurrency: store it beside
+    the state token and make every write of a stored state a compare-and-set
+    on it. A state renewed under a new key keeps it; its bytes do not.
+    """
     @_builtins.property
     def config(self) -> Global___GameConfig:
         """The configuration in force: every setting named (no *_UNSPECIFIED), every

@@ -242,25 +242,33 @@ class KrypkasinoApi:
     # -- shared steps -------------------------------------------------------
 
     def _open(self, token: bytes, info: CallInfo) -> OpenedState:
-        """Unseal and decode a state token; every failure is INVALID_ARGUMENT but what a
-        newer release sealed (UNAVAILABLE, ``NEWER_RELEASE``). Each refusal of a token
-        sent counts in ``cardrules_state_tokens_refused_total`` by its reason (design
-        section 6); a token that opens costs nothing more."""
+        """Unseal and decode a state token (``_unseal``). Each refusal of a token sent
+        counts in ``cardrules_state_tokens_refused_total`` by its reason (design section
+        6); a token that opens costs nothing more."""
         if not token:
             raise invalid_argument("STATE_MISSING", "the state token is required", "state")
+        try:
+            opened = self._unseal(token)
+        except ServiceError as refusal:
+            self._count_refusal(info, refusal.reason)
+            raise
+        info.game_id = opened.game_id
+        return opened
+
+    def _unseal(self, token: bytes) -> OpenedState:
+        """``_open``'s work: every failure is INVALID_ARGUMENT but what a newer release
+        sealed (UNAVAILABLE, ``NEWER_RELEASE``)."""
         # NEWER_RELEASE is UNAVAILABLE: during a rolling upgrade another replica can
         # read the token, and callers retry that code.
         try:
             payload = self._sealer.open(token)
         except TokenError as error:
-            self._count_refusal(info, error.reason)
             if error.reason == NEWER_RELEASE:
                 raise unavailable(error.reason, error.message, **error.metadata) from None
             raise invalid_argument(error.reason, error.message, "state", **error.metadata) from None
         try:
             message = pb.GameState.FromString(payload)
         except DecodeError:
-            self._count_refusal(info, "STATE_INVALID")
             raise invalid_argument(
                 "STATE_INVALID", "the state token does not hold a game state", "state"
             ) from None
@@ -271,7 +279,6 @@ class KrypkasinoApi:
         except codec.CodecError as error:
             # Nothing proves a newer release made a plain token: STATE_INVALID like the rest.
             if sealed and isinstance(error, codec.NewerReleaseError):
-                self._count_refusal(info, NEWER_RELEASE)
                 raise unavailable(
                     NEWER_RELEASE,
                     "the state token was sealed by a newer release of this service "
@@ -279,11 +286,9 @@ class KrypkasinoApi:
                 ) from None
             # "state:" first: the paths inside (config.players) are the token's, not the
             # request's, which may have no such field.
-            self._count_refusal(info, "STATE_INVALID")
             raise invalid_argument(
                 "STATE_INVALID", f"state: {error.description}", "state"
             ) from None
-        info.game_id = game_id
         return OpenedState(state, game_id, payload)
 
     def _count_refusal(self, info: CallInfo, reason: str) -> None:

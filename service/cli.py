@@ -170,10 +170,38 @@ def _version() -> str:
         return "(not installed)"
 
 
+def version_line() -> str:
+    """``cardrules 0.1.0 (state tokens: schema 1, fields 977f88b5)``: the release, then
+    what says which releases read each other's state tokens (README.md, "The service";
+    service/state_fields.py): the schema version byte the server seals with and the
+    fingerprint of the state message's fields."""
+    # Imported here, not above: the server's modules would slow every command's start.
+    from service.server import SCHEMA_VERSION
+    from service.state_fields import state_fields
+
+    return f"{PROG} {_version()} (state tokens: schema {SCHEMA_VERSION}, fields {state_fields()})"
+
+
+class _VersionAction(argparse._VersionAction):
+    """``--version``: ``version_line()``, built only when asked for, on one line
+    (argparse's would wrap it to the terminal's width)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        # argparse's own writer: with stdout closed it prints to stderr, as --help does.
+        parser._print_message(version_line() + "\n", sys.stdout)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; each subcommand sets ``handler``."""
     parser = _Parser(prog=PROG, description="cardrules: card-game rules engine and service")
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_simulate(commands)
     serve_command.add_commands(commands)

@@ -68,6 +68,7 @@ from service.standard_services import (
     until_stopped,
 )
 from service.start_signals import STOP_SIGNALS, PendingSignals
+from service.state_fields import state_fields
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from service.watchdog import Heartbeats, keep_beating, start_watchdog
 
@@ -209,6 +210,9 @@ async def run_servers(
             http_port=http.port,
             # Which pages may call: what to compare when a browser says "blocked by CORS".
             cors_origins=list(config.cors_origins),
+            # Which state tokens this pod writes: in a mixed fleet, a pod whose
+            # fingerprint differs may refuse them (service/state_fields.py).
+            state_fields=state_fields(),
             pid=os.getpid(),
         )
     await signals.received.wait()

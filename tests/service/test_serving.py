@@ -46,6 +46,7 @@ from engine.krypkasino import Move, State, legal_moves, open_game, play, score
 from service import codec
 from service.config import add_server_arguments, meant_variables, resolve, unknown_variables
 from service.server import MAX_CONCURRENT_STREAMS, grpc_server_options
+from service.state_fields import state_fields
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.fixtures import make_token_fixture as token_fixtures
 from tests.service.grpc_helpers import health, key_id, refused
@@ -406,6 +407,9 @@ def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_
     # Every worker line names its worker, so an operator can tell them apart.
     listening = server.log_events("listening")
     assert {line["worker"] for line in listening} == {1, 2}
+    # ... and says which state tokens it writes: in a rolling upgrade, whether the old
+    # pods read the new ones' (service/state_fields.py).
+    assert [line["state_fields"] for line in listening] == [state_fields()] * 2
     assert {line["worker"] for line in requests} == {1, 2}
 
 

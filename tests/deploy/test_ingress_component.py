@@ -3,7 +3,7 @@ ingress or proxy"), rendered into each overlay by the real kustomize and held to
 Kubernetes schemas, to the Services it names and to the server's limits.
 
 The annotations' values are ingress-nginx's; what the tests hold them to is what the
-server needs of the ingress in front: POSTs retried on another pod, a body limit no
+server needs of the ingress in front: POSTs and 503s retried on other pods, a body limit no
 lower than the gateway's, a connection bound per client, gRPC spoken as gRPC.
 """
 
@@ -14,17 +14,22 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
+from cardrules.client import DEFAULT_TIMEOUT
 
-from service.http_gateway import JSON_BODY_FACTOR
-from tests.deploy.manifests import K8S, all_of, one, rendered
+from service.http_gateway import JSON_BODY_FACTOR, RETRY_AFTER_SECONDS
+from tests.deploy.manifests import K8S, ROOT, all_of, one, rendered
 from tests.deploy.rendering import Manifest, kustomize
 from tests.deploy.test_manifests_valid import VERSIONS, major_minor, validate_k8s
+from tests.doc_blocks import fenced_blocks
 
 COMPONENT = "../../components/ingress-nginx"
 PREFIX = "nginx.ingress.kubernetes.io/"
 #: What the API server takes as an Ingress host or a Secret's name (RFC 1123 subdomain).
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 PLACEHOLDER = "change-me"
+#: The annotations that say when nginx sends a call to another pod.
+RETRIES = ("proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout")
 #: nginx's size units (``client_max_body_size``): none, k or m, in either case.
 _UNITS = {"": 1, "k": 1024, "m": 1024 * 1024}
 
@@ -97,13 +102,76 @@ def test_the_annotations_hold_what_the_server_needs_of_the_ingress(tmp_path):
     objects = with_component(tmp_path, "overlays/prod")
     limit = int(one(objects, "ConfigMap")["data"]["CARDRULES_MAX_REQUEST_BYTES"])
     http, grpc = (one(objects, "Ingress", f"cardrules-{name}") for name in ("http", "grpc"))
-    # Every call is safe to send again, so a POST sent to a pod that closed is retried.
-    assert set(required(http, "proxy-next-upstream").split()) >= {"error", "non_idempotent"}
+    # Every call is safe to send again, so a POST sent to a pod that closed is retried,
+    # and so is a pod's 503 (UNAVAILABLE: an older pod in a rolling upgrade).
+    assert set(required(http, "proxy-next-upstream").split()) >= {
+        "error",
+        "http_503",
+        "non_idempotent",
+    }
     # No lower than the gateway's body limit, or nginx's HTML 413 answers bodies it takes.
     assert nginx_bytes(required(http, "proxy-body-size")) >= JSON_BODY_FACTOR * limit
     assert nginx_bytes(required(grpc, "proxy-body-size")) >= limit
     for ingress in (http, grpc):
         assert int(required(ingress, "limit-connections")) > 0
+
+
+def smallest_rollout(objects: list[Manifest]) -> int:
+    """Pods serving when a rolling update of the HPA's minimum starts its first surge pod:
+    the old ones (maxUnavailable 0 keeps them all) and one new."""
+    minimum: int = one(objects, "HorizontalPodAutoscaler")["spec"]["minReplicas"]
+    update = one(objects, "Deployment")["spec"]["strategy"]["rollingUpdate"]
+    assert update["maxUnavailable"] == 0, "old pods leave before new ones serve"
+    return minimum + 1
+
+
+def test_the_http_ingress_passes_a_call_on_until_a_newer_pod_can_serve_it(tmp_path):
+    """docs/operations.md, "Behind an ingress or proxy": in a rolling upgrade the old
+    pods answer a newer release's tokens 503; ingress-nginx (whose balancer does not
+    skip pods already tried) must try more pods than its default 3, within the time a
+    caller waits, so that the answer (the new pod's, or the last 503) comes back in it."""
+    objects = with_component(tmp_path, "overlays/prod")
+    http = one(objects, "Ingress", "cardrules-http")
+    pods = smallest_rollout(objects)
+    assert pods == 4, "the Ingress's comment counts 3 old pods + 1 surge"
+    tries = int(required(http, "proxy-next-upstream-tries"))
+    # Taken in turn, one try per pod; at random, 1 new pod among 4 missed at most 10%.
+    assert tries >= pods
+    assert ((pods - 1) / pods) ** tries <= 0.1
+    timeout = int(required(http, "proxy-next-upstream-timeout"))
+    # 0 is nginx's "no bound"; the 503 must reach a caller with time to retry it.
+    assert 0 < timeout + int(RETRY_AFTER_SECONDS) < DEFAULT_TIMEOUT
+
+
+def ingress_section() -> str:
+    text = (ROOT / "docs" / "operations.md").read_text()
+    return text.split("\n## Behind an ingress or proxy\n", 1)[1].split("\n## ", 1)[0]
+
+
+def nginx_directives(block: str) -> dict[str, str]:
+    """``name value;`` lines of an nginx block, by name (the last wins, as one per name)."""
+    return dict(re.findall(r"^\s*(\w+) ([^;{]+);$", block, re.MULTILINE))
+
+
+def test_the_docs_give_the_components_retries_as_annotations_and_as_directives(tmp_path):
+    """docs/operations.md shows the retry annotations for ingress-nginx and the same as
+    plain nginx's directives, with ``max_fails=0`` (a 503 passed on would otherwise take
+    a server out for 10 s): both as the component has them."""
+    http = one(with_component(tmp_path, "overlays/prod"), "Ingress", "cardrules-http")
+    shipped = {name: required(http, name) for name in RETRIES}
+    section = ingress_section()
+    [annotations] = [
+        block for block in fenced_blocks(section, "yaml") if PREFIX + RETRIES[0] in block
+    ]
+    documented = yaml.safe_load(annotations)["metadata"]["annotations"]
+    assert {name: documented[PREFIX + name] for name in RETRIES} == shipped
+    [plain] = fenced_blocks(section, "nginx")
+    directives = nginx_directives(plain)
+    assert directives["proxy_next_upstream"] == shipped["proxy-next-upstream"]
+    assert directives["proxy_next_upstream_tries"] == shipped["proxy-next-upstream-tries"]
+    assert directives["proxy_next_upstream_timeout"] == shipped["proxy-next-upstream-timeout"] + "s"
+    servers = re.findall(r"^\s*server (\S+.*);$", plain, re.MULTILINE)
+    assert servers and all("max_fails=0" in server.split() for server in servers), servers
 
 
 def test_hosts_and_tls_secrets_are_placeholders_the_api_server_takes(tmp_path):

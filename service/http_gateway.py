@@ -60,7 +60,13 @@ from service.calls import (
     request_id_from,
     within_deadline,
 )
-from service.content_coding import CODINGS, BodyCodingError, BodyTooLargeError, Inflater
+from service.content_coding import (
+    CODINGS,
+    BodyCodingError,
+    BodyTooLargeError,
+    Inflater,
+    canonical_coding,
+)
 from service.errors import (
     HTTP_STATUS,
     REQUEST_MALFORMED,
@@ -498,7 +504,7 @@ class HttpGateway:
 
     async def _read_body(self, request: web.Request) -> bytes | ServiceError:
         """The whole body, or the refusal the ``CallRunner`` will raise for it."""
-        coding = _listed(request, "Content-Encoding")
+        coding = canonical_coding(_listed(request, "Content-Encoding"))
         if coding not in _CONTENT_CODINGS:
             return _refusal(
                 grpc.StatusCode.INVALID_ARGUMENT,

@@ -1,4 +1,5 @@
-"""Request bodies sent with ``Content-Encoding: gzip`` or ``deflate``, inflated by the gateway.
+"""Request bodies sent with ``Content-Encoding: gzip`` (or ``x-gzip``) or ``deflate``, inflated by
+the gateway.
 
 aiohttp would inflate them itself, as they arrive, and go on inflating what
 is left of a body after the gateway has refused it early (413, 415, 404:
@@ -15,9 +16,18 @@ from __future__ import annotations
 import zlib
 
 CODINGS = frozenset({"gzip", "deflate"})
+# RFC 9110, 8.4.1.3: a recipient SHOULD consider "x-gzip" equivalent to "gzip" (older
+# clients and proxies still send it). Never advertised: Accept-Encoding names gzip.
+_ALIASES = {"x-gzip": "gzip"}
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _ZLIB_WBITS = zlib.MAX_WBITS
 _RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
+
+
+def canonical_coding(name: str) -> str:
+    """The coding ``name`` (lower case) stands for: ``gzip`` for ``x-gzip`` (RFC 9110,
+    8.4.1.3), else ``name`` itself."""
+    return _ALIASES.get(name, name)
 
 
 class BodyTooLargeError(Exception):

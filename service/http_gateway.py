@@ -60,7 +60,13 @@ from service.calls import (
     request_id_from,
     within_deadline,
 )
-from service.content_coding import CODINGS, BodyCodingError, BodyTooLargeError, Inflater
+from service.content_coding import (
+    CODINGS,
+    BodyCodingError,
+    BodyTooLargeError,
+    Inflater,
+    canonical_coding,
+)
 from service.errors import (
     HTTP_STATUS,
     REQUEST_MALFORMED,
@@ -194,6 +200,21 @@ def _json_body(request: web.Request, body: bytes) -> bytes | ServiceError:
 def _client_left(request: web.Request) -> bool:
     """Whether ``request``'s connection is closed or closing: no answer can reach it."""
     return request.transport is None or request.transport.is_closing()
+
+
+def _drop_tracebacks(error: BaseException) -> None:
+    """Unlinks ``error``, and the errors it was raised from or while handling, from the
+    frames they passed through: a frame's locals hold the request, the request holds
+    the error, and memory held in a cycle waits for Python's full collection."""
+    pending: list[BaseException | None] = [error]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = None
+        pending += (current.__cause__, current.__context__)
 
 
 def _client_gone(message: str) -> ServiceError:
@@ -466,6 +487,9 @@ class HttpGateway:
             trace_id=trace_id,
         )
         if outcome.error is not None:
+            # Its traceback holds the frames it passed through, up to this one: with the
+            # request and its body in their locals, kept until Python's full collection.
+            _drop_tracebacks(outcome.error)
             response = self._error_response(outcome.error, headers)
             # The body's refusal decides, also when the deadline's replaced it: unread whole.
             if isinstance(payload, ServiceError):
@@ -480,7 +504,7 @@ class HttpGateway:
 
     async def _read_body(self, request: web.Request) -> bytes | ServiceError:
         """The whole body, or the refusal the ``CallRunner`` will raise for it."""
-        coding = _listed(request, "Content-Encoding")
+        coding = canonical_coding(_listed(request, "Content-Encoding"))
         if coding not in _CONTENT_CODINGS:
             return _refusal(
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -500,11 +524,24 @@ class HttpGateway:
                 "",
             )
         limit = self._max_request_bytes * JSON_BODY_FACTOR
-        too_large = request_too_large("body", limit)
         if self._too_large_by_length(request):
-            return too_large
-        inflater = Inflater(coding, limit) if coding in CODINGS else None
+            return request_too_large("body", limit)
         chunks: list[bytes] = []
+        refusal = await self._receive(request, coding, limit, chunks)
+        if refusal is not None:
+            # What came of the body is nobody's now: freed at once, whatever still holds
+            # the list (a megabyte inflated from a kilobyte of gzip, per request).
+            chunks.clear()
+            return refusal
+        return b"".join(chunks)
+
+    async def _receive(
+        self, request: web.Request, coding: str, limit: int, chunks: list[bytes]
+    ) -> ServiceError | None:
+        """Reads ``request``'s body into ``chunks``, inflated if ``coding`` is one the
+        gateway reads, until it ends (None) or is refused."""
+        too_large = request_too_large("body", limit)
+        inflater = Inflater(coding, limit) if coding in CODINGS else None
         size = 0
         try:
             async with asyncio.timeout(self._body_seconds) as wait:
@@ -541,6 +578,10 @@ class HttpGateway:
                 BODY_TIMEOUT, f"the body did not arrive within {self._body_seconds:g} s", ""
             )
         except (HttpProcessingError, ConnectionResetError, web.RequestPayloadError) as error:
+            # aiohttp keeps this error on the request's stream, and its traceback holds this
+            # frame, whose locals hold the request (and the inflater): a cycle that only the
+            # cyclic collector would free, late, with the frames of aiohttp's reader.
+            _drop_tracebacks(error)
             if _client_left(request):
                 # Nobody is left to read an answer: counted as a gRPC call its client
                 # cancelled, not as a bad request.
@@ -550,7 +591,7 @@ class HttpGateway:
             # only its type is told.
             described = f"the body could not be read ({type(error).__name__})"
             return invalid_argument(REQUEST_MALFORMED, described, "")
-        return b"".join(chunks)
+        return None
 
     def _error_response(self, error: ServiceError, headers: Mapping[str, str]) -> web.Response:
         if error.code is grpc.StatusCode.UNAVAILABLE:

@@ -227,9 +227,7 @@ class KrypkasinoApi:
         if request.HasField("seat"):
             seat = self._authorise(opened, request.seat, request.seat_token, seat_sent=True)
         elif request.seat_token:
-            raise invalid_argument(
-                "SEAT_MISSING", "a seat token was given without its seat", "seat"
-            )
+            raise self._seat_missing(opened, request.seat_token)
         response = pb.GetViewResponse()
         view_codec.fill_view(
             response.view, view(opened.state, seat), opened.game_id, opened.state_id
@@ -301,6 +299,21 @@ class KrypkasinoApi:
         """The sealed token of ``state`` and its ``state_id`` (design section 4)."""
         payload = state_codec.state_to_proto(state, game_id).SerializeToString(deterministic=True)
         return self._sealer.seal(payload), state_codec.state_id(payload)
+
+    def _seat_missing(self, opened: OpenedState, token: bytes) -> ServiceError:
+        """GetView's refusal of a seat token sent without its seat (SEAT_MISSING), naming
+        the token's seat (metadata ``token_seat``) when it is one of this game's, as
+        ``_authorise`` does: a UI that stored the token alone learns which seat it holds."""
+        message = "a seat token was given without its seat"
+        seat = self._seat_tokens.seat_of(opened.game_id, token, opened.state.players)
+        if seat is None:
+            return invalid_argument("SEAT_MISSING", message, "seat")
+        return invalid_argument(
+            "SEAT_MISSING",
+            f"{message}: it is seat {seat}'s token",
+            "seat",
+            token_seat=str(seat),
+        )
 
     def _authorise(
         self, opened: OpenedState, seat: int, token: bytes, *, seat_sent: bool = False

@@ -311,7 +311,7 @@ REFUSAL_REASONS: tuple[RefusalReason, ...] = (
     RefusalReason("DRAW_INVALID", _INVALID),
     RefusalReason("DRAW_EXHAUSTED", _INVALID),
     RefusalReason("SEAT_INVALID", _INVALID, ("seat", "players")),
-    RefusalReason("SEAT_MISSING", _INVALID),
+    RefusalReason("SEAT_MISSING", _INVALID, ("token_seat",)),
     RefusalReason("MOVE_MISSING", _INVALID),
     RefusalReason("SEAT_TOKEN_MISSING", grpc.StatusCode.PERMISSION_DENIED, ("seat",)),
     RefusalReason(

@@ -350,22 +350,32 @@ class SeatTokens:
         ):
             raise self._wrong_token(game_id, seat, token, players)
 
+    def seat_of(self, game_id: str, token: bytes, players: int) -> int | None:
+        """The seat of ``game_id``'s ``players`` whose token ``token`` is, under any key of
+        the ring, else None (design section 4): for refusals that name the seat of a token
+        sent with no seat or the wrong one (up to ``players`` MACs, on refusals only).
+
+        Its holder has the token, so naming its seat tells nothing it could not learn by
+        trying each seat."""
+        key_id, mac = token[:KEY_ID_BYTES], token[KEY_ID_BYTES:]
+        if len(token) != SEAT_TOKEN_BYTES or key_id not in self._macs:
+            return None
+        for seat in range(min(players, _MAX_SEAT + 1)):
+            if hmac.compare_digest(mac, self._expected(key_id, game_id, seat)):
+                return seat
+        return None
+
     def _wrong_token(self, game_id: str, seat: int, token: bytes, players: int) -> SeatTokenError:
         """The refusal of a token that is not ``seat``'s, saying whose it is if it is one of
-        this game's (up to 5 more MACs, on refusals only)."""
+        this game's (``seat_of``)."""
         message = f"not a valid seat token for seat {seat}"
-        if len(token) == SEAT_TOKEN_BYTES:  # and its key id is in the ring: checked before
-            key_id, mac = token[:KEY_ID_BYTES], token[KEY_ID_BYTES:]
-            for other in range(min(players, _MAX_SEAT + 1)):
-                if other != seat and hmac.compare_digest(
-                    mac, self._expected(key_id, game_id, other)
-                ):
-                    return SeatTokenError(
-                        "SEAT_TOKEN_INVALID",
-                        f"{message}; it is seat {other}'s token",
-                        token_seat=str(other),
-                    )
-        return SeatTokenError("SEAT_TOKEN_INVALID", message)
+        # Never ``seat`` itself: its MAC, the same one, has just failed to match.
+        other = self.seat_of(game_id, token, players)
+        if other is None:
+            return SeatTokenError("SEAT_TOKEN_INVALID", message)
+        return SeatTokenError(
+            "SEAT_TOKEN_INVALID", f"{message}; it is seat {other}'s token", token_seat=str(other)
+        )
 
     def renewal(self, game_id: str, seat: int, token: bytes) -> bytes | None:
         """The seat's token under the primary key if ``token`` (verified) is under another.

@@ -521,12 +521,30 @@ def test_a_seat_out_of_range_is_invalid(stub, game, seat):
             assert refusal.metadata == {"seat": str(seat), "players": "2"}
 
 
-def test_a_seat_token_without_its_seat_is_invalid(stub, game):
+@pytest.mark.parametrize("seat", [0, 1])
+def test_a_seat_token_without_its_seat_is_invalid_naming_the_tokens_seat(stub, game, seat):
+    """A UI that stored its seat token but not its seat learns which seat it holds, as
+    LegalMoves and Play tell it (``token_seat``): its holder has the token anyway."""
     refusal = refused(
-        stub.GetView, pb.GetViewRequest(state=game.state, seat_token=game.seat_tokens[0])
+        stub.GetView, pb.GetViewRequest(state=game.state, seat_token=game.seat_tokens[seat])
     )
-    assert (refusal.code, refusal.reason) == (INVALID, "SEAT_MISSING")
-    assert set(refusal.violations) == {"seat"}
+    message = f"a seat token was given without its seat: it is seat {seat}'s token"
+    assert (refusal.code, refusal.reason, refusal.message) == (INVALID, "SEAT_MISSING", message)
+    assert refusal.metadata == {"token_seat": str(seat)}
+    assert refusal.violations == {"seat": message}
+
+
+def test_a_seat_token_of_no_seat_of_the_game_without_a_seat_names_no_seat(stub, game, other_server):
+    """Another game's token, another server's, or none at all: SEAT_MISSING alone."""
+    another = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+    with connect(other_server.target) as other:
+        foreign = other.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
+    forged = game.seat_tokens[1][:4] + bytes(16)  # a key id of the ring, a wrong MAC
+    for token in (another.seat_tokens[1], foreign.seat_tokens[1], forged, b"x" * 20, b"\x00"):
+        refusal = refused(stub.GetView, pb.GetViewRequest(state=game.state, seat_token=token))
+        assert (refusal.code, refusal.reason, refusal.metadata) == (INVALID, "SEAT_MISSING", {})
+        assert refusal.message == "a seat token was given without its seat", token
+        assert set(refusal.violations) == {"seat"}
 
 
 # -- malformed moves --------------------------------------------------------------------

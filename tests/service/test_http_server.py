@@ -608,6 +608,31 @@ def test_seat_left_out_with_another_seats_token_is_refused_saying_whose_token_it
     )
 
 
+def test_getview_with_a_seat_token_but_no_seat_is_refused_naming_the_tokens_seat(server, json_game):
+    """A UI back from a reconnect with its seat token alone learns its seat from the
+    refusal (``token_seat``); another game's token, or garbage, names no seat."""
+    url = f"{server.http_url}/v1/krypkasino:getView"
+    state, tokens = json_game["state"], json_game["seatTokens"]
+    for seat, token in enumerate(tokens):
+        body = json.dumps({"state": state, "seatToken": token}).encode()
+        status, _, value = exchange(url, body)
+        code, reason, metadata, violations = refusal(value)
+        message = f"a seat token was given without its seat: it is seat {seat}'s token"
+        assert (status, code, reason, metadata) == (
+            400,
+            3,
+            "SEAT_MISSING",
+            {"token_seat": str(seat)},
+        )
+        assert (value["message"], violations) == (message, {"seat": message})
+    another = rpc(server, "newGame", {"config": {"players": 2}})["seatTokens"][1]
+    for token in (another, base64.b64encode(b"x" * 20).decode()):
+        body = json.dumps({"state": state, "seatToken": token}).encode()
+        status, _, value = exchange(url, body)
+        assert (status, refusal(value)[1:3]) == (400, ("SEAT_MISSING", {}))
+        assert value["message"] == "a seat token was given without its seat"
+
+
 def test_a_request_over_the_limit_as_protobuf_is_413_as_over_grpc(server):
     """Its JSON is well under the body limit; the message itself is what counts."""
     state = base64.b64encode(b"A" * LIMIT).decode()

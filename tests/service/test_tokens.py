@@ -366,6 +366,25 @@ def test_a_token_of_another_seat_of_the_game_is_named_as_that_seats():
     assert seat_error(seats, "game-1", 0, forged, players=4).metadata == {}
 
 
+def test_seat_of_finds_the_seat_of_a_games_token_under_any_key_of_the_ring():
+    """What GetView's SEAT_MISSING and a wrong seat's refusal name (``token_seat``)."""
+    seats = SeatTokens(ring(KEY_A, KEY_B))
+    for issuer in (seats, SeatTokens(ring(KEY_B))):
+        for seat in range(4):
+            assert seats.seat_of("game-1", issuer.issue("game-1", seat), 4) == seat
+    token = seats.issue("game-1", 2)
+    for game_id, candidate, players in (
+        ("game-1", token, 2),  # a seat the game does not have
+        ("game-2", token, 4),
+        ("game-1", SeatTokens(ring(KEY_C)).issue("game-1", 2), 4),  # a key not in the ring
+        ("game-1", token[:KEY_ID_BYTES] + bytes(SEAT_MAC_BYTES), 4),
+        ("game-1", token[:-1], 4),
+        ("game-1", token + b"\x00", 4),
+        ("game-1", b"", 4),
+    ):
+        assert seats.seat_of(game_id, candidate, players) is None, (game_id, players)
+
+
 def test_a_seat_token_under_a_key_the_server_lacks_names_that_key():
     """Told apart from a wrong token of a known key: a key retired too soon is the
     operator's to fix."""

@@ -23,7 +23,7 @@ import grpc
 from cardrules.client.errors import USABLE_REQUEST_ID
 from google.protobuf.message import Message
 
-from service.errors import ServiceError, deadline_exceeded, internal_error
+from service.errors import ServiceError, deadline_exceeded, drop_tracebacks, internal_error
 from service.logs import bound_logger, request_log_fields
 from service.metrics import ServiceMetrics, code_label
 
@@ -171,6 +171,10 @@ class CallRunner:
         try:
             response = handler(request, info)
         except ServiceError as refusal:
+            # Its traceback holds this frame, whose ``error`` holds it, and by the frame
+            # chain the transport's, with the request and its bytes: a cycle kept until
+            # Python's full collection. Nothing logs it (its line tells the reason only).
+            drop_tracebacks(refusal)
             error = refusal
         except Exception:
             # Named as its request line names the call, which is logged only afterwards.

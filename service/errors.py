@@ -64,6 +64,27 @@ class ServiceError(Exception):
         )
 
 
+def drop_tracebacks(error: BaseException) -> None:
+    """Unlinks ``error``, and the errors it was raised from or while handling, from the
+    frames they passed through.
+
+    An error kept after it was caught (a refusal in ``CallRunner.run``'s locals, the
+    error aiohttp keeps on a request's stream) is held by a frame its traceback holds:
+    a cycle, and through the frame chain the request and its bytes stay with it until
+    Python's full collection (a resource review: up to ``--max-request-bytes`` and
+    more per refused call).
+    """
+    pending: list[BaseException | None] = [error]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = None
+        pending += (current.__cause__, current.__context__)
+
+
 def _utf8(text: str) -> str:
     """``text`` as protobuf strings must be, valid UTF-8.
 

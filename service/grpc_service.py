@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -211,7 +211,15 @@ async def serve_call(
             # sent to an ended call makes grpc log an error with a traceback.
             raise asyncio.CancelledError
 
-        await abort_refused(context, outcome.error, (REQUEST_ID_HEADER, request_id))
+        try:
+            await abort_refused(context, outcome.error, (REQUEST_ID_HEADER, request_id))
+        except grpc.aio.AbortError as aborted:
+            # grpc keeps it on the call's state, which the context holds, and raises it
+            # again once this returns: nothing returned is sent. Raised on from here, its
+            # traceback would hold these frames, with the context and the request's bytes,
+            # in a cycle kept until Python's full collection.
+            aborted.__traceback__ = None
+            return cast(ResponseT, None)
     assert outcome.response is not None
     context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
     return outcome.response

@@ -74,6 +74,7 @@ from service.errors import (
     ServiceError,
     body_past_deadline,
     deadline_exceeded,
+    drop_tracebacks,
     invalid_argument,
     request_too_large,
 )
@@ -200,21 +201,6 @@ def _json_body(request: web.Request, body: bytes) -> bytes | ServiceError:
 def _client_left(request: web.Request) -> bool:
     """Whether ``request``'s connection is closed or closing: no answer can reach it."""
     return request.transport is None or request.transport.is_closing()
-
-
-def _drop_tracebacks(error: BaseException) -> None:
-    """Unlinks ``error``, and the errors it was raised from or while handling, from the
-    frames they passed through: a frame's locals hold the request, the request holds
-    the error, and memory held in a cycle waits for Python's full collection."""
-    pending: list[BaseException | None] = [error]
-    seen: set[int] = set()
-    while pending:
-        current = pending.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        current.__traceback__ = None
-        pending += (current.__cause__, current.__context__)
 
 
 def _client_gone(message: str) -> ServiceError:
@@ -487,9 +473,6 @@ class HttpGateway:
             trace_id=trace_id,
         )
         if outcome.error is not None:
-            # Its traceback holds the frames it passed through, up to this one: with the
-            # request and its body in their locals, kept until Python's full collection.
-            _drop_tracebacks(outcome.error)
             response = self._error_response(outcome.error, headers)
             # The body's refusal decides, also when the deadline's replaced it: unread whole.
             if isinstance(payload, ServiceError):
@@ -581,7 +564,7 @@ class HttpGateway:
             # aiohttp keeps this error on the request's stream, and its traceback holds this
             # frame, whose locals hold the request (and the inflater): a cycle that only the
             # cyclic collector would free, late, with the frames of aiohttp's reader.
-            _drop_tracebacks(error)
+            drop_tracebacks(error)
             if _client_left(request):
                 # Nobody is left to read an answer: counted as a gRPC call its client
                 # cancelled, not as a bad request.

@@ -1,4 +1,5 @@
-"""The memory of an HTTP request body is freed when its request ends (a resource review).
+"""The memory of a request is freed when its call ends, also when it is refused (a
+resource review).
 
 A client that sent most of a megabyte body (or the kilobyte of gzip it inflates
 from) and then closed its connection left the body read so far in a reference
@@ -9,6 +10,15 @@ took a worker from 71 to 308 MiB. A body refused once read whole (malformed
 JSON) was held so too, by the refusal's traceback. Here the cyclic collector is
 off while the gateway serves such requests over loopback; what it then finds
 unreachable must hold no request, none of the gateway's frames and no body.
+
+The refusal's traceback held its request over gRPC too: it holds the frame of
+``CallRunner.run``, whose locals hold the refusal, and by the frame chain the
+servicer's, with the request's bytes and message, up to ``--max-request-bytes``
+per refused call. So did grpc's AbortError of the refusal, which grpc keeps on
+the call: its traceback held the serving frames, which hold the call, with the
+request's bytes. A real grpc.aio server on loopback refuses such calls here,
+with the cyclic collector off as well: what it then finds must hold no request,
+none of the service's frames and no request bytes.
 """
 
 from __future__ import annotations
@@ -23,19 +33,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
+import grpc
 import pytest
 import structlog.testing
 from aiohttp import web
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf.message import Message
 
 import service
+from service.calls import CallRunner
 from service.config import ServerConfig
+from service.grpc_service import KrypkasinoServicer
+from service.server import build_api
+from service.tokens import KeyRing
 from tests.service.http_helpers import krypkasino_gateway, run
+from tests.service.server_process import TEST_KEY
 
 _SERVICE_DIR = str(Path(service.__file__).parent)
 # Under the body limit of the default --max-request-bytes (16 times 64 KiB).
 _JSON = b'{"config":{"players":2},' + b" " * 1_000_000 + b'"seed":"1"}'
 _MALFORMED = _JSON.replace(b'"seed":"1"', b'"seed":1x')
-_UPLOADS = 3
+_REQUESTS = 3
 
 
 @contextlib.contextmanager
@@ -93,7 +111,7 @@ async def _upload(url: str, body: bytes, coding: str | None, *, drop: bool) -> N
 def _held(garbage: list[object]) -> tuple[list[str], list[str], int]:
     """In ``garbage``: the requests, the frames of the service's code, and the bytes of
     the strings and byte strings of a kilobyte or more that its objects hold."""
-    requests = [type(o).__name__ for o in garbage if isinstance(o, web.BaseRequest)]
+    requests = [type(o).__name__ for o in garbage if isinstance(o, (web.BaseRequest, Message))]
     frames = [
         o.f_code.co_name
         for o in garbage
@@ -123,7 +141,7 @@ def test_a_body_is_freed_when_its_request_ends_without_the_cyclic_collector(
     gateway = krypkasino_gateway(limit=ServerConfig().max_request_bytes)
 
     async def scenario(_: aiohttp.ClientSession, url: str) -> None:
-        for done in range(1, _UPLOADS + 1):
+        for done in range(1, _REQUESTS + 1):
             await _upload(url, body, coding, drop=drop)
             # Each request ends (its line logged) before the next begins.
             async with asyncio.timeout(10):
@@ -132,5 +150,55 @@ def test_a_body_is_freed_when_its_request_ends_without_the_cyclic_collector(
 
     with cyclic_garbage() as garbage, structlog.testing.capture_logs() as logs:
         run(gateway, scenario)
-    assert [e.get("reason") for e in logs if e["event"] == "request"] == [reason] * _UPLOADS
+    assert [e.get("reason") for e in logs if e["event"] == "request"] == [reason] * _REQUESTS
+    assert _held(garbage) == ([], [], 0)
+
+
+PLAY = "/cardrules.krypkasino.v1.KrypkasinoService/Play"
+# A forged state token that fills a request near the default --max-request-bytes: parsed,
+# then refused by the state's check, as any forged or corrupted token is.
+_FORGED_PLAY = pb.PlayRequest(
+    state=b"\x01" * (ServerConfig().max_request_bytes - 4096),
+    seat=0,
+    seat_token=b"\x02" * 32,
+).SerializeToString()
+
+
+async def _refused_plays(count: int) -> list[tuple[grpc.StatusCode, str]]:
+    """Serves the Krypkasino service on a real grpc.aio server on loopback, as
+    ``cardrules serve`` does, and sends it ``count`` forged Plays, one after the other:
+    each one's code and request id."""
+    limit = ServerConfig().max_request_bytes
+    api = build_api(ServerConfig(), KeyRing.parse(TEST_KEY), None)
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        (KrypkasinoServicer(api, CallRunner(None), limit).rpc_handler(),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    answers: list[tuple[grpc.StatusCode, str]] = []
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            # Bytes in and out: the only request message in the process is the server's.
+            play: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(PLAY)
+            for _ in range(count):
+                try:
+                    await play(_FORGED_PLAY, timeout=10)
+                except grpc.aio.AioRpcError as error:
+                    trailers = dict(error.trailing_metadata() or ())
+                    answers.append((error.code(), str(trailers.get("x-request-id"))))
+    finally:
+        await server.stop(None)
+    return answers
+
+
+def test_a_refused_grpc_request_is_freed_when_its_call_ends_without_the_cyclic_collector():
+    with cyclic_garbage() as garbage, structlog.testing.capture_logs() as logs:
+        answers = asyncio.run(_refused_plays(_REQUESTS))
+    lines = [e for e in logs if e["event"] == "request"]
+    assert [code for code, _ in answers] == [grpc.StatusCode.INVALID_ARGUMENT] * _REQUESTS
+    assert [(e["transport"], e["reason"]) for e in lines] == [
+        ("grpc", "TOKEN_UNKNOWN_KEY")
+    ] * _REQUESTS
+    assert [e["request_id"] for e in lines] == [request_id for _, request_id in answers]
     assert _held(garbage) == ([], [], 0)

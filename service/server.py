@@ -461,6 +461,11 @@ def _supervise(
     # Inherited as ignored, the kernel would reap the workers unseen (no SIGCHLD, and
     # waitpid fails once all are gone): one killed would go unnoticed.
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # The supervisor's pid is what systemd (MainPID) and ``docker top`` show; before the
+    # forks, so that it comes ahead of every worker's line.
+    _log.info(
+        "starting workers", pid=os.getpid(), workers=config.workers, state_fields=state_fields()
+    )
     workers, heartbeats = _fork_workers(config, keys, claims)
     # Blocked before any thread starts (the watchdog, the metrics server and each scrape's),
     # as a thread inherits the mask of the thread that starts it. A signal that came before
@@ -532,7 +537,15 @@ def _supervise(
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     if stop_metrics is not None:
         stop_metrics()
+    _log_exit(status)
     return status
+
+
+def _log_exit(status: int) -> None:
+    """The supervisor's last line (docs/operations.md "Workers"): without it a stop
+    that a dead worker caused ended on a surviving worker's ``stopped``."""
+    log = _log.info if status == 0 else _log.error
+    log("supervisor stopped", pid=os.getpid(), exit_status=status)
 
 
 def _kill_stragglers(workers: dict[int, int]) -> None:

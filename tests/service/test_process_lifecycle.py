@@ -601,6 +601,14 @@ def test_a_worker_that_dies_stops_the_server_with_status_1():
     assert (exited["worker"], exited["pid"]) == (2, pid_of[2])
     assert (exited["signal"], exited["level"]) == ("SIGKILL", "error")
     assert [line["pid"] for line in server.log_events("stopped")] == [pid_of[1]]
+    # The last line is the supervisor's, with its status: not the survivor's ``stopped``.
+    [closing] = server.wait_for_logs("supervisor stopped")
+    assert (closing["level"], closing["pid"], closing["exit_status"]) == (
+        "error",
+        server.process.pid,
+        1,
+    )
+    assert server.logs[-1] == closing
 
 
 def test_a_worker_that_stops_cleanly_on_its_own_still_stops_the_server_with_status_1():
@@ -933,11 +941,15 @@ def test_a_log_reader_that_goes_away_loses_lines_but_no_call(args, unbuffered):
         kill_group(process)
     assert process.returncode == 0
     notes = stderr.splitlines()
-    assert len(notes) == processes, stderr  # once per process that logs requests
+    # Once per process that logs requests, and with workers once more for the supervisor,
+    # whose closing line (``supervisor stopped``) is lost too.
+    writers = processes + 1 if args else processes
+    assert len(notes) == writers, stderr
     assert all("are lost from now on" in note and "BrokenPipeError" in note for note in notes)
     # Each names its process: with workers, two notes alike said nothing of which.
     named = {found[1] for note in notes if (found := re.search(r"of process (\d+) are", note))}
-    assert len(named) == processes, stderr
+    assert len(named) == writers, stderr
+    assert str(process.pid) in named
 
 
 def open_files_limits(pid: int) -> tuple[int, int]:

@@ -411,6 +411,25 @@ def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_
     # pods read the new ones' (service/state_fields.py).
     assert [line["state_fields"] for line in listening] == [state_fields()] * 2
     assert {line["worker"] for line in requests} == {1, 2}
+    # The supervisor's own lines frame its workers' (docs/operations.md "Workers"): its
+    # pid, which systemd calls MainPID, first; its exit status last.
+    [starting] = server.log_events("starting workers")
+    assert (starting["level"], starting["pid"], starting["workers"]) == (
+        "info",
+        server.process.pid,
+        2,
+    )
+    assert starting["state_fields"] == state_fields() and "worker" not in starting
+    assert server.logs.index(starting) < min(
+        index for index, line in enumerate(server.logs) if "worker" in line
+    )
+    [closing] = server.wait_for_logs("supervisor stopped")
+    assert (closing["level"], closing["pid"], closing["exit_status"]) == (
+        "info",
+        server.process.pid,
+        0,
+    )
+    assert server.logs[-1] == closing and "worker" not in closing
 
 
 def test_a_misspelt_variable_is_named_in_a_warning_without_its_value():

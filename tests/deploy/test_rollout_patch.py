@@ -1,6 +1,6 @@
 """docs/operations.md's one-rollout patch for a release whose state tokens the running
-one cannot read ("Rolling updates"): every new pod at once (``maxSurge: 100%``), and
-nothing the pods run changes, so taking the patch out afterwards rolls no pod."""
+one cannot read ("What the Deployment does"): every new pod at once (``maxSurge:
+100%``), and nothing the pods run changes, so taking it out afterwards rolls no pod."""
 
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ def test_the_patch_changes_nothing_the_pods_run(tmp_path):
     """So the apply that takes it out again rolls no pod (operations.md says so)."""
     prod = rendered("overlays/prod")
     patched = _prod_with(_documented_patch(), tmp_path)
-    assert one(patched, "Deployment")["spec"]["template"] == one(prod, "Deployment")["spec"][
-        "template"
-    ]
+    assert (
+        one(patched, "Deployment")["spec"]["template"]
+        == one(prod, "Deployment")["spec"]["template"]
+    )
     others = [item for item in patched if item["kind"] != "Deployment"]
     assert others == [item for item in prod if item["kind"] != "Deployment"]

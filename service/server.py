@@ -387,9 +387,17 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         )
     if config.plain_state:
         _warn_plain_state(keys)
+    if config.workers > 1:
+        # The supervisor's pid is what systemd (MainPID) and ``docker top`` show; before
+        # the ports are claimed, so that a start refused there has it too.
+        _log.info(
+            "starting workers", pid=os.getpid(), workers=config.workers, state_fields=state_fields()
+        )
     claims: list[socket.socket] = []  # held while the workers serve (``service.ports.claim``)
     try:
         if not ports_free(config, claims):
+            if config.workers > 1:
+                _log_exit(1)
             return 1
         if multiprocess_enabled():
             clear_multiprocess_dir()
@@ -461,11 +469,6 @@ def _supervise(
     # Inherited as ignored, the kernel would reap the workers unseen (no SIGCHLD, and
     # waitpid fails once all are gone): one killed would go unnoticed.
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    # The supervisor's pid is what systemd (MainPID) and ``docker top`` show; before the
-    # forks, so that it comes ahead of every worker's line.
-    _log.info(
-        "starting workers", pid=os.getpid(), workers=config.workers, state_fields=state_fields()
-    )
     workers, heartbeats = _fork_workers(config, keys, claims)
     # Blocked before any thread starts (the watchdog, the metrics server and each scrape's),
     # as a thread inherits the mask of the thread that starts it. A signal that came before

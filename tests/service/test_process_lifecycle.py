@@ -323,6 +323,13 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
         failure = cannot_listen_line(second)
         assert failure["address"] == f"127.0.0.1:{ports[taken]}"
         assert "listening" not in second.stdout
+        # The supervisor's own first and last lines frame a start refused at the ports
+        # too (docs/operations.md "Workers"): under a restarting unit, what it retries.
+        lines = events(second.stdout)
+        assert lines[0]["event"] == "starting workers", lines
+        assert lines[-1]["event"] == "supervisor stopped", lines
+        assert lines[-1]["exit_status"] == 1 and lines[-1]["level"] == "error"
+        assert lines[0]["pid"] == lines[-1]["pid"]
         assert nothing_listens_on(other_grpc) and nothing_listens_on(other_http)
         with grpc.insecure_channel(first.target) as channel:
             reply = health(channel).Check(

@@ -247,7 +247,8 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
         "UnsupportedMediaType",
         "UNSUPPORTED_MEDIA_TYPE: a non-empty body that is not application/json (UTF-8) or "
         "has no Content-Type (an empty body is the empty request whatever its type), or a "
-        "Content-Encoding other than identity, gzip or deflate.",
+        "Content-Encoding other than identity, gzip (or x-gzip, which RFC 9110 says to "
+        "take as gzip) or deflate.",
     ),
     ErrorResponse(
         "500", "Internal", "INTERNAL: a bug in the service; details are in its log only."

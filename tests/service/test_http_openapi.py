@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -392,6 +394,22 @@ def test_the_server_serves_the_committed_document(server: ServerProcess):
         assert response.headers["Content-Type"].startswith("application/json")
         assert response.headers["X-Request-Id"] == "probe-7"
         assert response.read() == COMMITTED.read_bytes()
+
+
+def test_the_415_names_every_content_coding_the_server_takes(server: ServerProcess):
+    """``UnsupportedMediaType`` lists the codings a body may come in: each one the
+    server takes (``x-gzip`` among them, RFC 9110's name for gzip) and none it refuses."""
+    description = committed()["components"]["responses"]["UnsupportedMediaType"]["description"]
+    listed = description.split("Content-Encoding other than ", 1)[1].split(".", 1)[0]
+    named = set(re.findall(r"[\w-]+", listed))
+    bodies = {"identity": b"{}", "deflate": zlib.compress(b"{}")}
+    for coding in ("identity", "gzip", "x-gzip", "deflate", "br", "compress", "zstd"):
+        status, _, value = exchange(
+            f"{server.http_url}/v1/krypkasino:getView",
+            bodies.get(coding, gzip.compress(b"{}")),
+            headers={"Content-Type": "application/json", "Content-Encoding": coding},
+        )
+        assert (status != 415) == (coding in named), (coding, status, value)
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,13 @@
 
 A release refuses a token whose ``GameState`` holds a field or an enum value it lacks
 (``TOKEN_FROM_NEWER_RELEASE``, service/krypkasino_api.py ``_unseal``), so a rollback
-or a mixed fleet works only between releases whose state message is the same.
+or a mixed fleet needs releases whose state message is the same.
 ``cardrules --version`` prints this fingerprint and the server's ``listening`` log
 line carries it (``state_fields``): two releases with the same fingerprint (and the
-same schema version byte) read each other's tokens both ways (README.md, "The
+same schema version byte) refuse none of each other's tokens as
+``TOKEN_FROM_NEWER_RELEASE``. That is necessary, not sufficient: a check on a state's
+values that one release adds refuses tokens (``STATE_INVALID``) whatever the
+fingerprint, and docs/api.md, "Upgrades", lists those checks (README.md, "The
 service").
 
 The fingerprint covers ``GameState`` and every message and enum reachable from it

@@ -1,5 +1,6 @@
 """service/state_fields.py: the fingerprint of the state message's structure, which says
-whether two releases read each other's state tokens (README.md, "The service").
+whether two releases seal the same state message, so that neither refuses the other's
+tokens as TOKEN_FROM_NEWER_RELEASE (README.md, "The service").
 
 Real descriptors throughout: the released Buf images of tests/service/fixtures/
 released_protos/ (test_proto_compat.py says how they are made) and edited copies of
@@ -246,3 +247,26 @@ def test_version_names_the_schema_version_and_the_fingerprint():
         f"cardrules {importlib.metadata.version('cardrules')} "
         f"(state tokens: schema {SCHEMA_VERSION}, fields {state_fields()})\n"
     )
+
+
+#: The docs' example fingerprint: made up, so that no reader takes it for a release's.
+DOCS_EXAMPLE_FIELDS = "1a2b3c4d"
+DOCS = ("README.md", "docs/api.md", "docs/operations.md", "clients/python/README.md")
+
+
+def test_the_docs_show_one_made_up_fingerprint_in_the_version_s_form():
+    """README.md, docs/api.md and docs/operations.md show what ``--version`` prints with
+    one example fingerprint, none of a real state message: a real one would read as the
+    value to compare with, and go stale when ``GameState`` changes."""
+    root = Path(__file__).resolve().parents[2]
+    shown = {
+        doc: re.findall(
+            r"cardrules \S+ \(state tokens: schema \d+, fields ([0-9a-f]{8})\)",
+            (root / doc).read_text(),
+        )
+        for doc in DOCS
+    }
+    assert all(shown[doc] for doc in DOCS[:3]), shown
+    assert {fields for found in shown.values() for fields in found} == {DOCS_EXAMPLE_FIELDS}
+    real = {image_fingerprint(path) for path in RELEASED} | {state_fields()}
+    assert DOCS_EXAMPLE_FIELDS not in real

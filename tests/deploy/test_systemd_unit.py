@@ -143,7 +143,9 @@ def test_a_failure_restarts_the_server_but_a_refused_setting_does_not():
     service = UNITS[SERVER_UNIT]["Service"]
     assert service["Restart"] == ["on-failure"] and "RestartSec" in service
     assert "2" in service["RestartPreventExitStatus"][-1].split()
-    # Exit status 2 is what a refused setting gives, so not restarting it loses nothing.
+    # Exit status 2 is what a refused setting gives, which a restart would refuse again
+    # (a metrics folder the server cannot use exits 2 too: the docs say the unit then
+    # stays failed until started by hand).
     refused = subprocess.run(
         [CARDRULES, "serve", "--grpc-port", "not-a-port"],
         env=server_environment(),
@@ -211,3 +213,19 @@ def test_the_restart_queries_are_found():
     """systemd's restart counter, and the server's own series with one worker and more."""
     functions = {query.split("(", 1)[0] for query in restart_queries(section())}
     assert {"increase", "changes", "max by "} <= functions
+
+
+def test_the_install_builds_the_project_with_the_locked_hatchling_as_the_image_does():
+    """The section's ``pip install`` of the project, like the Dockerfile's, builds with
+    the venv's hatchling (``--no-build-isolation``), which the lock it installs first
+    holds by hash: an isolated build fetches hatchling unpinned and unhashed."""
+    [install] = [block for block in fenced_blocks(section(), "sh") if "pip install" in block]
+    lines = install.splitlines()
+    assert any("--require-hashes -r requirements/runtime.lock" in line for line in lines)
+    [documented] = [line.split() for line in lines if line.endswith(" ./clients/python .")]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    [image] = [line.split() for line in dockerfile.splitlines() if " ./clients/python . " in line]
+    flags = {"--no-deps", "--no-build-isolation"}
+    assert flags <= set(documented) and flags <= set(image), (documented, image)
+    lock = (ROOT / "requirements" / "runtime.lock").read_text()
+    assert re.search(r"^hatchling==\S+ \\\n\s+--hash=sha256:", lock, re.MULTILINE)

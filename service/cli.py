@@ -171,10 +171,11 @@ def _version() -> str:
 
 
 def version_line() -> str:
-    """``cardrules 0.1.0 (state tokens: schema 1, fields 977f88b5)``: the release, then
-    what says which releases read each other's state tokens (README.md, "The service";
-    service/state_fields.py): the schema version byte the server seals with and the
-    fingerprint of the state message's fields."""
+    """``cardrules 0.1.0 (state tokens: schema 1, fields 1a2b3c4d)``: the release, then
+    the format of the state tokens it seals (README.md, "The service";
+    service/state_fields.py): the schema version byte and the fingerprint of the state
+    message's fields, equal for releases that refuse none of each other's tokens as
+    ``TOKEN_FROM_NEWER_RELEASE``."""
     # Imported here, not above: the server's modules would slow every command's start.
     from service.server import SCHEMA_VERSION
     from service.state_fields import state_fields

@@ -758,6 +758,8 @@ def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0
     assert (readiness.statuses, readiness.ended) == ([SERVING, NOT_SERVING], grpc.StatusCode.OK)
     assert (liveness.statuses, liveness.ended) == ([SERVING], grpc.StatusCode.OK)
 
+    # First, so that a line written past the logger (a traceback, gRPC core's) is shown.
+    assert failure_lines(server) == []
     events = [line.get("event") for line in server.logs]
     assert events.count("draining") == events.count("stopping") == 1
     assert events.index("draining") < events.index("stopping") and events[-1] == "stopped"

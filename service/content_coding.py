@@ -1,5 +1,4 @@
-"""Request bodies sent with ``Content-Encoding: gzip`` (or ``x-gzip``) or ``deflate``, inflated by
-the gateway.
+"""Request bodies sent gzip- or deflate-encoded (``Content-Encoding``), inflated by the gateway.
 
 aiohttp would inflate them itself, as they arrive, and go on inflating what
 is left of a body after the gateway has refused it early (413, 415, 404:

@@ -274,8 +274,21 @@ def _write_line(message: str | bytes) -> None:
         return
     # Text written to the stream and not yet flushed goes first, to keep the order.
     stream.flush()
-    buffer.write(message + b"\n")
+    _write_all(buffer, message + b"\n")
     buffer.flush()
+
+
+def _write_all(buffer: Any, data: bytes) -> None:
+    """Write all of ``data``: unbuffered (``unbuffer_std_streams``), ``buffer`` is the raw
+    file, and a signal handled while a write waits on a full pipe ends it part-way
+    (the kernel's short write, which Python retries only if nothing went): the rest of
+    the line, its newline too, would be lost and the next line glued to it."""
+    view = memoryview(data)
+    while view:
+        written = buffer.write(view)
+        if written is None:  # a non-blocking stdout that would block: as before, dropped
+            return
+        view = view[written:]
 
 
 def _logger_factory(*args: Any) -> _NamedPrintLogger:

@@ -56,14 +56,20 @@ def _default_json_name(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _without_derived_json_names(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
+def _without_derived_json_name(fields: Iterable[descriptor_pb2.FieldDescriptorProto]) -> None:
     """Clear each ``json_name`` that only repeats the derived one: protoc fills every field's
     in a descriptor set, while the generated code's embedded descriptors keep only those a
     ``[json_name = ...]`` option set."""
+    for field in fields:
+        if field.json_name == _default_json_name(field.name):
+            field.ClearField("json_name")
+
+
+def _without_derived_json_names(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
+    """``_without_derived_json_name`` on the fields and extensions of ``messages`` and of
+    every message nested in them."""
     for message in messages:
-        for field in (*message.field, *message.extension):
-            if field.json_name == _default_json_name(field.name):
-                field.ClearField("json_name")
+        _without_derived_json_name((*message.field, *message.extension))
         _without_derived_json_names(message.nested_type)
 
 
@@ -73,9 +79,7 @@ def _comparable(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.File
     copy.CopyFrom(file)
     copy.ClearField("source_code_info")
     _without_derived_json_names(copy.message_type)
-    for extension in copy.extension:
-        if extension.json_name == _default_json_name(extension.name):
-            extension.ClearField("json_name")
+    _without_derived_json_name(copy.extension)
     return copy
 
 

@@ -42,6 +42,7 @@ from service.errors import (
     FIELD_UNKNOWN,
     REQUEST_MALFORMED,
     ServiceError,
+    drop_tracebacks,
     invalid_argument,
     request_too_large,
 )
@@ -218,7 +219,7 @@ async def serve_call(
             # again once this returns: nothing returned is sent. Raised on from here, its
             # traceback would hold these frames, with the context and the request's bytes,
             # in a cycle kept until Python's full collection.
-            aborted.__traceback__ = None
+            drop_tracebacks(aborted)
             return cast(ResponseT, None)
     assert outcome.response is not None
     context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))

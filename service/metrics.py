@@ -462,9 +462,52 @@ def add_sealing_metric(registry: CollectorRegistry, mode: str, primary_key_id: s
 
 def add_process_metrics(registry: CollectorRegistry) -> None:
     """The process's own CPU, memory, file descriptors and Python version (``process_*``,
-    ``python_info``), as the default registry has them. Only with one process: with
-    workers each would report itself alone, and their sum is the container's metrics."""
+    ``python_info``), as the default registry has them: a server of one process."""
     ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+
+
+#: The ``worker`` label of the supervisor's own ``process_*`` series.
+SUPERVISOR = "supervisor"
+
+
+class _WorkersProcessCollector(Collector):
+    """``process_*`` of the supervisor and of each live worker, labelled ``worker``.
+
+    A worker's metrics in multiprocess mode are values in files, and prometheus_client
+    keeps none for ``process_*``: read at the scrape, from ``/proc``, by the process that
+    serves them, they are each process's own as a server of one process has them."""
+
+    def __init__(self, workers: Mapping[int, int]) -> None:
+        self._workers = workers
+        self._readers: dict[int, ProcessCollector] = {}
+
+    def collect(self) -> Iterable[Metric]:
+        # A copy: the supervisor's main thread removes the workers it reaps meanwhile.
+        live = [(os.getpid(), SUPERVISOR)] + [
+            (pid, str(worker)) for pid, worker in sorted(dict(self._workers).items())
+        ]
+        families: dict[str, Metric] = {}
+        for pid, worker in live:
+            if pid not in self._readers:
+                self._readers[pid] = _process_reader(pid)
+            for metric in self._readers[pid].collect():
+                family = families.setdefault(
+                    metric.name, Metric(metric.name, metric.documentation, metric.type)
+                )
+                for sample in metric.samples:
+                    family.add_sample(sample.name, {"worker": worker}, sample.value)
+        return families.values()
+
+
+def _process_reader(pid: int) -> ProcessCollector:
+    return ProcessCollector(pid=lambda: pid, registry=None)
+
+
+def add_workers_process_metrics(registry: CollectorRegistry, workers: Mapping[int, int]) -> None:
+    """``process_*`` for the supervisor (``worker="supervisor"``) and each worker by its
+    number (``workers``: number by pid, which the supervisor updates), and ``python_info``."""
+    registry.register(_WorkersProcessCollector(workers))
     PlatformCollector(registry=registry)
 
 

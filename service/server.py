@@ -51,6 +51,7 @@ from service.metrics import (
     ServiceMetrics,
     add_process_metrics,
     add_sealing_metric,
+    add_workers_process_metrics,
     clear_multiprocess_dir,
     multiprocess_enabled,
     multiprocess_registry,
@@ -504,7 +505,9 @@ def _supervise(
     for signum in pending.received:
         forward(signum)
     status = 0
-    stop_metrics = _start_metrics(config, keys, multiprocess_registry())
+    registry = multiprocess_registry()
+    add_workers_process_metrics(registry, workers)
+    stop_metrics = _start_metrics(config, keys, registry)
     if stop_metrics is None:
         status = 1
         # Nothing was served yet: no drain delay, unless the workers ignore SIGINT too.

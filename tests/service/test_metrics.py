@@ -34,8 +34,10 @@ from service.metrics import (
     MAX_NAMED_VARIANTS,
     OTHER_VARIANT,
     STATE_TOKEN_REFUSALS,
+    SUPERVISOR,
     ServiceMetrics,
     _ReservedMmapedDict,
+    add_workers_process_metrics,
     code_label,
     move_kind,
     variant_label,
@@ -813,3 +815,25 @@ def test_a_file_of_values_grows_on_a_filesystem_without_fallocate(tmp_path):
     series past the first 64 KiB was lost as if the folder were full. A ramfs in a
     mount namespace of its own."""
     on_own_mount(tmp_path / "ramfs", "mount -t ramfs ramfs", RAMFS_SCRIPT)
+
+
+def test_process_series_with_workers_follow_the_live_workers():
+    """``process_*`` of the supervisor and of each worker still in the supervisor's
+    table, by number: a worker it reaped (removed from the table) leaves the scrape."""
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        workers = {worker.pid: 3}
+        registry = CollectorRegistry()
+        add_workers_process_metrics(registry, workers)
+
+        def numbers(name: str) -> set[str]:
+            found = samples(generate_latest(registry).decode())
+            return {dict(labels)["worker"] for sample, labels in found if sample == name}
+
+        assert numbers("process_resident_memory_bytes") == {SUPERVISOR, "3"}
+        assert numbers("process_open_fds") == {SUPERVISOR, "3"}
+        del workers[worker.pid]
+        assert numbers("process_resident_memory_bytes") == {SUPERVISOR}
+    finally:
+        worker.kill()
+        worker.wait()

@@ -15,6 +15,7 @@ import contextlib
 import json
 import queue
 import random
+import resource
 import signal
 import threading
 import time
@@ -334,11 +335,25 @@ def test_a_paused_game_moves_to_the_new_key_by_reads_alone():
 # -- workers ------------------------------------------------------------------------------
 
 
-def process_series(
-    samples: Samples,
-) -> dict[str, float]:
-    """The ``process_*`` series by name (they have no labels)."""
-    return {name: value for (name, _), value in samples.items() if name.startswith("process_")}
+def process_series(samples: Samples, **labels: str) -> dict[str, float]:
+    """The ``process_*`` series with exactly ``labels`` (a server of one process has none;
+    with workers, ``worker``), by name."""
+    return {
+        name: value
+        for (name, found), value in samples.items()
+        if name.startswith("process_") and dict(found) == labels
+    }
+
+
+#: What prometheus_client's ``ProcessCollector`` reports of each process.
+PROCESS_SERIES = (
+    "process_cpu_seconds_total",
+    "process_max_fds",
+    "process_open_fds",
+    "process_resident_memory_bytes",
+    "process_start_time_seconds",
+    "process_virtual_memory_bytes",
+)
 
 
 def new_games_handled(samples: Samples) -> float:
@@ -359,7 +374,8 @@ def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_
     # PYTHONUNBUFFERED=1 as container images set it: every write reaches the shared pipe.
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder), "PYTHONUNBUFFERED": "1"}
     with running(args, env, timeout=10) as server:
-        workers = {int(str(line["pid"])) for line in server.wait_for_logs("listening", 2)}
+        listening_lines = server.wait_for_logs("listening", 2)
+        workers = {int(str(line["pid"])) for line in listening_lines}
         assert len(workers) == 2 and server.process.pid not in workers
         server.wait_for_logs("metrics")
         assert server.metrics_port == metrics_port
@@ -392,10 +408,28 @@ def test_two_workers_both_serve_and_the_supervisor_aggregates_their_metrics(tmp_
             for done in [pool.submit(views, state) for _ in range(8)]:
                 done.result(30)
 
+        # Each process's own CPU, memory and files, by its worker number: a limit set on
+        # worker 2 alone shows under its number only.
+        numbers = {int(str(line["pid"])): str(line["worker"]) for line in listening_lines}
+        [second] = [pid for pid, number in numbers.items() if number == "2"]
+        soft, hard = resource.prlimit(second, resource.RLIMIT_NOFILE)
+        resource.prlimit(second, resource.RLIMIT_NOFILE, (soft - 7, hard))
         aggregated = metric_samples(server.metrics_url)
         assert new_games_handled(aggregated) == connections + 1
-        # Each worker's own would be a part: the container's metrics are the whole.
-        assert process_series(aggregated) == {}
+        own = {
+            number: process_series(aggregated, worker=number) for number in ("supervisor", "1", "2")
+        }
+        assert {number: sorted(series) for number, series in own.items()} == {
+            number: sorted(PROCESS_SERIES) for number in own
+        }
+        assert own["2"]["process_max_fds"] == soft - 7
+        assert own["1"]["process_max_fds"] == own["supervisor"]["process_max_fds"] == soft
+        assert all(series["process_resident_memory_bytes"] > 10 * 2**20 for series in own.values())
+        assert all(series["process_cpu_seconds_total"] > 0 for series in own.values())
+        assert own["supervisor"]["process_start_time_seconds"] <= min(
+            own[number]["process_start_time_seconds"] for number in ("1", "2")
+        )
+        assert sum(name == "python_info" for name, _ in aggregated) == 1
         started = sum(
             v for (name, _), v in aggregated.items() if name == "cardrules_games_started_total"
         )

@@ -13,6 +13,7 @@ import itertools
 import os
 import re
 import socket
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
@@ -40,6 +41,9 @@ KEY_NOT_SHOWN = "[a state key, not shown]"
 # A word of either base64 alphabet as long as a key's text or longer (43 characters
 # unpadded): what ``hide_keys`` tries as a state key.
 _KEY_LIKE = re.compile(r"[A-Za-z0-9+/_-]{43,}={0,2}")
+# What follows the backslash of an escape ``repr`` writes (``\n``, ``\t``, ``\x0b``,
+# ``\u2028``): in a quoted value it is glued to a key that followed the character.
+_ESCAPE_LETTERS = re.compile(r"[nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,18 @@ class ServerConfig:
     # ``state_keys`` came from ``--state-keys``: the start-up warning about keys that every
     # user of the machine can read in the command line.
     keys_on_command_line: bool = False
+    # The file the keys came from: the start-up warning about one others may write.
+    keys_file: KeysFile | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeysFile:
+    """The state keys file as the server found it: the setting that named it, its path and
+    its permission bits (``stat.S_IMODE``)."""
+
+    setting: str
+    path: str
+    mode: int
 
 
 # flag name -> (ServerConfig field, help). The env var is CARDRULES_ + FIELD upper-cased.
@@ -246,7 +262,7 @@ _WHOLE_NUMBER = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
 def _int(source: str, text: str, low: int, high: int) -> int:
     if not _WHOLE_NUMBER.fullmatch(text):
         raise ConfigValueError(
-            f"{source}: must be a whole number from {low} to {high}, not {text!r}"
+            f"{source}: must be a whole number from {low} to {high}, not {_quoted(text)}"
         )
     value = int(text)
     if not low <= value <= high:
@@ -266,7 +282,8 @@ def _seconds(source: str, text: str, high: int = 3600, minimum: int = 0) -> floa
     never = "0 (never) or " if minimum else ""
     if not _DECIMAL.fullmatch(text):
         raise ConfigValueError(
-            f"{source}: must be {never}a number of seconds from {minimum} to {high}, not {text!r}"
+            f"{source}: must be {never}a number of seconds from {minimum} to {high}, "
+            f"not {_quoted(text)}"
         )
     value = float(text)
     if not (0 <= value <= high and (value == 0 or value >= minimum)):
@@ -287,18 +304,18 @@ def _host(source: str, text: str) -> str:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not host or any(c.isspace() or c in "[]/" for c in host):
-        raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
+        raise ConfigValueError(f"{source}: {_quoted(text)} is not a host name or address")
     if ":" in host:
         try:
             mapped = ipaddress.IPv6Address(host).ipv4_mapped
         except ValueError:
             raise ConfigValueError(
-                f"{source}: {text!r} is not a host name or address (the ports have flags "
-                "of their own: --grpc-port, --http-port, --metrics-port)"
+                f"{source}: {_quoted(text)} is not a host name or address (the ports have "
+                "flags of their own: --grpc-port, --http-port, --metrics-port)"
             ) from None
         if mapped is not None:  # grpc listened on it, aiohttp could not (EINVAL)
             raise ConfigValueError(
-                f"{source}: {text!r} is an IPv4 address in IPv6 form: give {mapped}"
+                f"{source}: {_quoted(text)} is an IPv4 address in IPv6 form: give {mapped}"
             )
         return host
     # A name, or an IPv4 address: labels of 1 to 63 characters (IDNA), of letters,
@@ -308,15 +325,16 @@ def _host(source: str, text: str) -> str:
     except UnicodeError:
         name = ""
     if not _HOST_NAME.fullmatch(name):
-        raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
+        raise ConfigValueError(f"{source}: {_quoted(text)} is not a host name or address")
     four = _four_numbers(name)
     if four is not None and four != name:
         # 127.1, 0x7f.1: Python's resolver takes them, grpc's does not ("Failed to bind").
         raise ConfigValueError(
-            f"{source}: {text!r} is an IPv4 address in short form: give its four numbers, {four}"
+            f"{source}: {_quoted(text)} is an IPv4 address in short form: give its four "
+            f"numbers, {four}"
         )
     if four is None and _DOTTED_DIGITS.fullmatch(name):
-        raise ConfigValueError(f"{source}: {text!r} is not a host name or address")
+        raise ConfigValueError(f"{source}: {_quoted(text)} is not a host name or address")
     return host
 
 
@@ -354,7 +372,9 @@ def host_port(host: str, port: int) -> str:
 def _choice(source: str, text: str, choices: tuple[str, ...]) -> str:
     """One of ``choices`` (all lower case), in any case: ``INFO`` is ``info``."""
     if (choice := text.strip().lower()) not in choices:
-        raise ConfigValueError(f"{source}: must be one of {', '.join(choices)}, not {text!r}")
+        raise ConfigValueError(
+            f"{source}: must be one of {', '.join(choices)}, not {_quoted(text)}"
+        )
     return choice
 
 
@@ -365,7 +385,8 @@ def _bool(source: str, text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise ConfigValueError(
-        f"{source}: must be true or false (true, false, 1, 0, yes, no, on or off), not {text!r}"
+        f"{source}: must be true or false (true, false, 1, 0, yes, no, on or off), "
+        f"not {_quoted(text)}"
     )
 
 
@@ -453,6 +474,9 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         try:
             with _opened_at_once(keys_file[1]) as file:
                 content = file.read(MAX_KEYS_FILE_BYTES + 1)
+                # The file read, a symbolic link followed (a Kubernetes Secret's is).
+                mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+            values["keys_file"] = KeysFile(*keys_file, mode)
             if len(content) > MAX_KEYS_FILE_BYTES:
                 # Not a keys file (a key is 44 characters): /dev/zero, a log, a disk image,
                 # whose whole reading would hold the start-up for ever or fill the memory.
@@ -473,8 +497,10 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
                     "whose name is not shown: it reads as state keys, which go in "
                     "CARDRULES_STATE_KEYS (this setting takes the path of a file of them)"
                 ) from None
+            # Keys hidden: a Secret of keys and their comments (``# new``) does not read
+            # as keys whole, but each of its keys does.
             raise ConfigValueError(
-                f"{keys_file[0]}: cannot read {keys_file[1]}: {error.strerror or error}"
+                f"{keys_file[0]}: cannot read {hide_keys(keys_file[1])}: {error.strerror or error}"
             ) from None
         except UnicodeDecodeError:
             # Its text would quote a byte of the file, and where: a raw key's.
@@ -498,10 +524,60 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     return config
 
 
+#: Permission bits that let users other than a file's owner write it.
+_WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
+
+
+def key_warnings(config: ServerConfig, keys: KeyRing) -> list[tuple[str, dict[str, str]]]:
+    """The start-up warnings about the keys, each as (event, fields), never a key's text
+    (docs/operations.md, "Configuration"): a key made by hand rather than drawn at random
+    (``tokens.weakness``), named by its id, and a keys file that users other than its
+    owner may write. Read access is no matter: Kubernetes mounts a Secret 0644, owned by
+    root."""
+    warnings = [
+        (
+            "weak state key: make keys with `cardrules keygen`",
+            {"key_id": key_id, "why": why},
+        )
+        for key_id, why in keys.weak_keys()
+    ]
+    file = config.keys_file
+    if file is not None and file.mode & _WRITABLE_BY_OTHERS:
+        warnings.append(
+            (
+                "state keys file writable by users other than its owner: whoever can write "
+                "it can put in a key of their own and forge game states (chmod go-w)",
+                {"setting": file.setting, "path": file.path, "mode": f"{file.mode:04o}"},
+            )
+        )
+    return warnings
+
+
 def hide_keys(text: str) -> str:
     """``text`` with each word that reads as a state key replaced by ``KEY_NOT_SHOWN``: for
-    messages that quote what was given, such as argparse's (design section 4)."""
-    return _KEY_LIKE.sub(lambda word: KEY_NOT_SHOWN if _reads_as_keys(word[0]) else word[0], text)
+    messages that quote what was given, such as argparse's (design section 4).
+
+    A message that quoted a value with ``repr`` wrote the new line or tab before a key
+    as ``\\n`` or ``\\t``, glued to it: such a word is tried without the escape too."""
+    return _KEY_LIKE.sub(_hidden_word, text)
+
+
+def _hidden_word(word: re.Match[str]) -> str:
+    if _reads_as_keys(word[0]):
+        return KEY_NOT_SHOWN
+    after_backslash = word.start() > 0 and word.string[word.start() - 1] == "\\"
+    letters = _ESCAPE_LETTERS.match(word[0]) if after_backslash else None
+    if letters and _reads_as_keys(word[0][letters.end() :]):
+        return letters[0] + KEY_NOT_SHOWN
+    return word[0]
+
+
+def _quoted(text: str) -> str:
+    """``text`` quoted as ``repr`` quotes it, each state key in it hidden first (design
+    section 4): hidden after quoting, a key after a new line or a tab was glued to the
+    ``\\n`` or ``\\t`` that ``repr`` wrote, and was shown (a Secret of several keys
+    wired to another setting)."""
+    return repr(hide_keys(text))
 
 
 def _reads_as_keys(text: str) -> bool:

@@ -28,6 +28,7 @@ from service.config import (
     ServerConfig,
     add_server_arguments,
     env_name,
+    hide_keys,
     host_port,
     resolve,
 )
@@ -61,7 +62,9 @@ def server_config(environ: Mapping[str, str]) -> ServerConfig:
     try:
         return resolve(parser.parse_args([]), wanted)
     except ConfigValueError as error:
-        raise CheckError(f"the server refuses its configuration: {error}") from None
+        # As ``cardrules serve`` prints it: a key wired to another setting never shown.
+        refusal = hide_keys(str(error))
+        raise CheckError(f"the server refuses its configuration: {refusal}") from None
 
 
 def target(config: ServerConfig) -> str:

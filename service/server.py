@@ -36,6 +36,7 @@ from service.config import (
     MULTIPROC_ENV,
     ServerConfig,
     host_port,
+    key_warnings,
     meant_variables,
     unknown_variables,
 )
@@ -386,6 +387,8 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
             "state keys given on the command line: any user of this machine can read "
             "them (ps); set CARDRULES_STATE_KEYS or --state-keys-file instead"
         )
+    for event, fields in key_warnings(config, keys):
+        _log.warning(event, **fields)
     if config.plain_state:
         _warn_plain_state(keys)
     if config.workers > 1:

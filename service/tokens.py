@@ -2,10 +2,11 @@
 
 A sealed state token is ``version | key id (4) | nonce (12) | AES-256-GCM
 ciphertext+tag`` with ``b"cardrules/" + game + b"/" + version`` as associated
-data, so a token of another game or schema version never opens. A plain token
-(debugging only, switched on explicitly) is ``0x80 | version`` followed by the
-payload. Keys come as a ring: the first seals, all open, so keys rotate
-without downtime. Seat tokens are ``key id (4) | HMAC-SHA256(seat key, game
+data, so a token of another game type or schema version never opens (one of
+another match of the same game type does: the seat tokens bind the game id). A
+plain token (debugging only, switched on explicitly) is ``0x80 | version``
+followed by the payload. Keys come as a ring: the first seals, all open, so keys
+rotate without downtime. Seat tokens are ``key id (4) | HMAC-SHA256(seat key, game
 id, seat)[:16]`` where the seat key is derived from the same configured key by
 HKDF, so one key serves both purposes without being reused.
 
@@ -152,10 +153,32 @@ class KeyRing:
         """The first 4 bytes of SHA-256 of the key: names the key in tokens, reveals nothing."""
         return hashlib.sha256(key).digest()[:KEY_ID_BYTES]
 
+    def weak_keys(self) -> list[tuple[str, str]]:
+        """(key id in hex, why) of each key that is no random key (``weakness``)."""
+        return [(self.key_id(key).hex(), why) for key in self.keys if (why := weakness(key))]
+
     @staticmethod
     def generate_key_text() -> str:
         """A new random key in standard padded base64 (same form as ``openssl rand -base64 32``)."""
         return base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii")
+
+
+#: The bytes of text: a key all of them is a passphrase, not random bytes.
+_PRINTABLE_ASCII = frozenset(range(0x20, 0x7F))
+
+
+def weakness(key: bytes) -> str | None:
+    """Why ``key`` reads as made by hand rather than drawn at random, or None.
+
+    Such a key seals as any other, but one guessed (``AAAA...A=``, a phrase) forges every
+    state and seat token. A random key is never flagged: its 32 bytes are all equal with
+    odds of 2**-248, all printable ASCII (95 of 256 values) with odds of about 2e-14.
+    """
+    if len(set(key)) == 1:
+        return f"its {len(key)} bytes are all equal"
+    if _PRINTABLE_ASCII.issuperset(key):
+        return f"its {len(key)} bytes are all printable ASCII: a passphrase, not random bytes"
+    return None
 
 
 # ``CARDRULES_STATE_KEYS=...`` or ``export KEYS=...``: a variable's setting, not keys. A
@@ -288,7 +311,7 @@ class StateSealer:
         except InvalidTag:
             raise TokenError(
                 "TOKEN_INVALID",
-                "state token failed authentication (altered, truncated, or of another game)",
+                "state token failed authentication (altered, truncated, or of another game type)",
             ) from None
 
     def _refuse_newer(self, token: bytes, version: int) -> NoReturn:

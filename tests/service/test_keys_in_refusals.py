@@ -1,0 +1,185 @@
+"""A Secret of state keys wired to another setting: the refusal never shows a key.
+
+docs/operations.md, "Configuration": a key given to another setting shows as
+``[a state key, not shown]``. A refusal quotes its value with ``repr``, which
+wrote the new line or tab before a key as ``\\n`` or ``\\t``, glued to it: hidden
+after quoting, every key but the first of a Secret of several keys (or one after
+a comment, or a tab) reached the log in full. Both ``cardrules serve`` and the
+image's health check (``service.healthcheck``), which reports the server's own
+refusal, run here as real processes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.tokens import KeyRing
+from tests.service.server_process import CARDRULES, free_port, server_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+NOT_SHOWN = "[a state key, not shown]"
+# The two spellings a key comes in: padded, as keygen prints it, and urlsafe unpadded.
+KEY_A = KeyRing.generate_key_text()
+KEY_B = KeyRing.generate_key_text().rstrip("=").replace("+", "-").replace("/", "_")
+
+#: How a Secret or a file of keys reads: the ways a key follows something in a value.
+LAYOUTS = {
+    "two lines": f"{KEY_A}\n{KEY_B}",
+    "comments": f"# rotated 2024-05\n{KEY_A}  # new\n{KEY_B}\n",
+    "leading tab": f"\t{KEY_A}",
+    "windows lines": f"{KEY_A}\r\n{KEY_B}\r\n",
+    "vertical tab": f"x\v{KEY_A}\u2028{KEY_B}",
+}
+
+#: Each setting whose refusal quotes its value: the refusal, with ``{value}`` for the
+#: value quoted, its keys hidden.
+REFUSALS = {
+    "CARDRULES_HOST": "{value} is not a host name or address",
+    "CARDRULES_GRPC_PORT": "must be a whole number from 0 to 65535, not {value}",
+    "CARDRULES_HTTP_PORT": "must be a whole number from 0 to 65535, not {value}",
+    "CARDRULES_METRICS_PORT": "must be a whole number from 0 to 65535, not {value}",
+    "CARDRULES_WORKERS": "must be a whole number from 1 to 64, not {value}",
+    "CARDRULES_MAX_REQUEST_BYTES": "must be a whole number from 1024 to 67108864, not {value}",
+    "CARDRULES_DRAIN_DELAY_SECONDS": "must be a number of seconds from 0 to 3600, not {value}",
+    "CARDRULES_GRACE_SECONDS": "must be a number of seconds from 0 to 3600, not {value}",
+    "CARDRULES_MAX_CONNECTION_AGE_SECONDS": (
+        "must be 0 (never) or a number of seconds from 1 to 604800, not {value}"
+    ),
+    "CARDRULES_WORKER_TIMEOUT_SECONDS": (
+        "must be 0 (never) or a number of seconds from 2 to 3600, not {value}"
+    ),
+    "CARDRULES_LOG_FORMAT": "must be one of auto, json, console, not {value}",
+    "CARDRULES_LOG_LEVEL": "must be one of debug, info, warning, error, not {value}",
+    "CARDRULES_PLAIN_STATE": (
+        "must be true or false (true, false, 1, 0, yes, no, on or off), not {value}"
+    ),
+}
+
+
+def hidden(value: str) -> str:
+    """``value`` with the test's keys replaced, as the refusal should quote it."""
+    return value.replace(KEY_A, NOT_SHOWN).replace(KEY_B, NOT_SHOWN)
+
+
+def expected_refusal(variable: str, value: str) -> str:
+    if variable == "CARDRULES_HOST" and not hidden(value).replace(NOT_SHOWN, "").strip():
+        # Keys alone (white space aside) read as keys whole: the host's own refusal.
+        return (
+            f"{variable}: {NOT_SHOWN} is not a host name or address: state keys go in "
+            "CARDRULES_STATE_KEYS"
+        )
+    return f"{variable}: " + REFUSALS[variable].format(value=repr(hidden(value)))
+
+
+def assert_no_key(output: str) -> None:
+    """Not a key, nor a good part of one."""
+    for key in (KEY_A, KEY_B):
+        assert key[:16] not in output and key[-16:] not in output
+
+
+def environment(variable: str, value: str) -> dict[str, str]:
+    """A server's environment on loopback and free ports, ``variable`` set to ``value``."""
+    settings = {
+        "CARDRULES_HOST": "127.0.0.1",
+        "CARDRULES_GRPC_PORT": str(free_port()),
+        "CARDRULES_METRICS_PORT": "0",
+        variable: value,
+    }
+    return server_environment(settings, keys=None)
+
+
+def run(command: list[str], environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, env=environ, cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("variable", REFUSALS)
+def test_no_key_of_a_value_a_setting_refuses_is_shown(variable: str, layout: str) -> None:
+    value = LAYOUTS[layout]
+    refused = run([CARDRULES, "serve"], environment(variable, value))
+    assert refused.returncode == 2
+    assert refused.stderr == f"cardrules: error: {expected_refusal(variable, value)}\n"
+    assert_no_key(refused.stderr + refused.stdout)
+
+
+@pytest.mark.parametrize(
+    ("flag", "refusal"),
+    [
+        ("--grpc-port", "--grpc-port: must be a whole number from 0 to 65535, not {value}"),
+        ("--log-level", "--log-level: must be one of debug, info, warning, error, not {value}"),
+        # argparse's own message, which quotes the value with repr too.
+        ("--plain-state", "--plain-state/--no-plain-state: ignored explicit argument {value}"),
+    ],
+)
+def test_no_key_of_a_flag_value_refused_is_shown(flag: str, refusal: str) -> None:
+    value = LAYOUTS["two lines"]
+    refused = run(
+        [CARDRULES, "serve", f"{flag}={value}"], environment("CARDRULES_HOST", "127.0.0.1")
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(
+        "cardrules: error: " + refusal.format(value=repr(hidden(value)))
+    )
+    assert_no_key(refused.stderr + refused.stdout)
+
+
+@pytest.mark.parametrize("layout", ["comments", "two lines"])
+def test_no_key_of_a_cors_origin_refused_is_shown(layout: str) -> None:
+    """The origins are split at white space and commas first: each key stands alone."""
+    refused = run([CARDRULES, "serve"], environment("CARDRULES_CORS_ORIGINS", LAYOUTS[layout]))
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("cardrules: error: CARDRULES_CORS_ORIGINS: must be an origin")
+    assert_no_key(refused.stderr + refused.stdout)
+
+
+def test_no_key_of_a_keys_file_path_that_cannot_be_read_is_shown() -> None:
+    """Keys with their comments where the keys file's path belongs: not keys whole."""
+    value = LAYOUTS["comments"]
+    refused = run([CARDRULES, "serve"], environment("CARDRULES_STATE_KEYS_FILE", value))
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"cardrules: error: CARDRULES_STATE_KEYS_FILE: cannot read {hidden(value.strip())}: "
+        "No such file or directory\n"
+    )
+    assert_no_key(refused.stderr + refused.stdout)
+
+
+HEALTH_CHECK = [sys.executable, "-m", "service.healthcheck"]
+
+
+@pytest.mark.parametrize("layout", ["single key", "comments", "two lines"])
+@pytest.mark.parametrize(
+    "variable",
+    ["CARDRULES_GRPC_PORT", "CARDRULES_HOST", "CARDRULES_LOG_LEVEL", "CARDRULES_WORKERS"],
+)
+def test_the_health_check_shows_no_key_of_a_value_the_server_refuses(
+    variable: str, layout: str
+) -> None:
+    """It reports the server's refusal as the server does, keys hidden alike (a single key
+    was shown whole: its message had no ``hide_keys``)."""
+    value = KEY_A if layout == "single key" else LAYOUTS[layout]
+    environ = environment(variable, value)
+    refused = run([CARDRULES, "serve"], environ)
+    checked = run(HEALTH_CHECK, environ)
+    assert checked.returncode == 1  # never 2, which Docker reserves
+    assert checked.stderr == (
+        f"unhealthy: the server refuses its configuration: {expected_refusal(variable, value)}\n"
+    )
+    assert refused.stderr == f"cardrules: error: {expected_refusal(variable, value)}\n"
+    assert_no_key(checked.stderr + checked.stdout)
+
+
+def test_the_health_check_shows_no_key_of_a_cors_origin_refused() -> None:
+    environ = environment("CARDRULES_CORS_ORIGINS", KEY_A)
+    checked = run(HEALTH_CHECK, environ)
+    assert checked.returncode == 1
+    assert checked.stderr == (
+        "unhealthy: the server refuses its configuration: CARDRULES_CORS_ORIGINS: must be "
+        f"an origin like https://example.com[:port], not {NOT_SHOWN!r}\n"
+    )

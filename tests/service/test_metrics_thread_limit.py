@@ -2,55 +2,122 @@
 container's pids limit), on loopback (service/metrics_http.py; docs/operations.md,
 "Sizing").
 
-The limit is ``RLIMIT_NPROC``, lowered on the running server: the kernel then refuses
-it a thread, as a cgroup's ``pids.max`` does. It binds no root, so a test run as root
-runs the server as ``nobody``, and counts that user's threads, as the kernel does.
-Run as another user, the server runs as that user, whose other processes' threads
-count too: started or ended meanwhile, they move the limit.
+The limit is a container's own: the running server is moved into a pids cgroup of its
+own, whose ``pids.max`` the test then sets a few threads above ``pids.current``, and the
+kernel refuses it a thread past that. Only the server's threads count. The test needs
+a pids hierarchy it may write to, found in ``/proc/self/mountinfo`` (cgroup v1's
+``pids``, or a cgroup2 mount offering ``pids``): it runs as root, as the tests that need
+mount namespaces do, and fails saying so otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from bench.procfs import descendants
 from tests.service.server_process import ServerProcess, free_port, running
 
-NOBODY = 65534
 REFUSED = "metrics connections closed: no thread could be started"
 
-_LOWER_SOFT_LIMIT = (
-    "import resource, sys\n"
-    "pid, soft = int(sys.argv[1]), int(sys.argv[2])\n"
-    "hard = resource.prlimit(pid, resource.RLIMIT_NPROC)[1]\n"
-    "resource.prlimit(pid, resource.RLIMIT_NPROC, (soft, hard))\n"
-)
+
+@dataclass(frozen=True)
+class PidsHierarchy:
+    """A mounted cgroup hierarchy with the pids controller: v1 ``pids``, or cgroup2."""
+
+    mount_point: Path
+    version: int
 
 
-def server_user() -> tuple[int, Sequence[str]]:
-    """The user the server runs as, and the launcher that makes it so."""
-    if os.geteuid() != 0:
-        return os.getuid(), ()
-    return NOBODY, ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--")
+def _unescape(field: str) -> str:
+    """A path of ``/proc/self/mountinfo``, whose spaces and such are octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
 
 
-def threads_of_user(uid: int) -> int:
-    """Threads whose real user is ``uid``: what ``RLIMIT_NPROC`` is checked against."""
-    total = 0
-    for status in Path("/proc").glob("[0-9]*/status"):
-        with contextlib.suppress(OSError, ValueError, KeyError):  # gone since the listing
-            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines())
-            if int(fields["Uid"].split()[0]) == uid:
-                total += int(fields["Threads"])
-    return total
+def pids_hierarchies(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[PidsHierarchy]:
+    """The mounted hierarchies that can limit pids (proc(5), "mountinfo")."""
+    found = []
+    for line in mountinfo.read_text().splitlines():
+        fields = line.split()
+        after = fields.index("-")  # optional fields come before it
+        mount_point, fstype, options = Path(_unescape(fields[4])), fields[after + 1], fields[-1]
+        if fstype == "cgroup" and "pids" in options.split(","):
+            found.append(PidsHierarchy(mount_point, 1))
+        elif fstype == "cgroup2":
+            with contextlib.suppress(OSError):
+                if "pids" in (mount_point / "cgroup.controllers").read_text().split():
+                    found.append(PidsHierarchy(mount_point, 2))
+    return found
+
+
+def make_cgroup(hierarchy: PidsHierarchy) -> Path:
+    """A new cgroup with a ``pids.max``, at the top of ``hierarchy``."""
+    parent = hierarchy.mount_point
+    if hierarchy.version == 2:
+        enable_pids_below(parent)
+    cgroup = parent / f"cardrules-test-pids-{os.getpid()}-{time.monotonic_ns()}"
+    cgroup.mkdir()
+    return cgroup
+
+
+def enable_pids_below(parent: Path) -> None:
+    """Give the children of cgroup2's ``parent`` the pids controller (cgroups(7), "Enabling
+    and disabling controllers"). Left on afterwards: another run may be using it, and it
+    only counts."""
+    subtree_control = parent / "cgroup.subtree_control"
+    if "pids" not in subtree_control.read_text().split():
+        subtree_control.write_text("+pids")
+
+
+def remove_cgroup(cgroup: Path) -> None:
+    """Move what still runs in ``cgroup`` back to its parent, and remove it (it empties
+    as the server's last threads end)."""
+    deadline = time.monotonic() + 10
+    while True:
+        for pid in (cgroup / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                (cgroup.parent / "cgroup.procs").write_text(pid)
+        try:
+            cgroup.rmdir()
+            return
+        except OSError:  # EBUSY: a task is still leaving
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def pids_cgroup() -> Iterator[Path]:
+    """A pids cgroup of this test's own, removed at the end; the test fails, saying what it
+    needs, without one."""
+    hierarchies = pids_hierarchies()
+    refusals = []
+    for hierarchy in hierarchies:
+        try:
+            cgroup = make_cgroup(hierarchy)
+        except OSError as error:
+            refusals.append(f"{hierarchy.mount_point} (cgroup v{hierarchy.version}): {error}")
+            continue
+        try:
+            yield cgroup
+        finally:
+            remove_cgroup(cgroup)
+        return
+    raise AssertionError(
+        "this test limits the server's threads as a container's pids limit does, in a pids "
+        "cgroup it makes: it must run as root, with a cgroup hierarchy offering the pids "
+        "controller mounted writable (cgroup v1's pids, or cgroup2 with pids in "
+        "cgroup.controllers): "
+        + ("; ".join(refusals) if refusals else "none is mounted (/proc/self/mountinfo)")
+    )
 
 
 def settled(count: Callable[[], int]) -> int:
@@ -65,14 +132,13 @@ def settled(count: Callable[[], int]) -> int:
         last = now
 
 
-def allow_threads(server: ServerProcess, more: int) -> None:
-    """Let ``server``'s user start ``more`` threads beyond those it has, by the server's
-    soft limit, which that user may lower (root may lack CAP_SYS_RESOURCE, which
-    another user's limit needs, as here)."""
-    uid, launcher = server_user()
-    soft = settled(lambda: threads_of_user(uid)) + more
-    command = [*launcher, sys.executable, "-c", _LOWER_SOFT_LIMIT, str(server.process.pid)]
-    subprocess.run([*command, str(soft)], check=True, timeout=30)
+def allow_threads(server: ServerProcess, cgroup: Path, more: int) -> None:
+    """Move ``server`` (and any process it forked) into ``cgroup``, with all its threads,
+    and let it start ``more`` threads beyond those it has."""
+    for pid in (server.process.pid, *descendants(server.process.pid)):
+        (cgroup / "cgroup.procs").write_text(str(pid))
+    threads = settled(lambda: int((cgroup / "pids.current").read_text()))
+    (cgroup / "pids.max").write_text(str(threads + more))
 
 
 @contextlib.contextmanager
@@ -109,14 +175,13 @@ def test_connections_without_a_thread_are_closed_and_logged_as_one_json_line():
     """Under a pids limit, 16 idle connections ran the server out of threads: each
     refused thread printed socketserver's traceback on stderr, amid the JSON log. Now
     they are closed, reported in one JSON line, and scrapes work once they are gone."""
-    _, launcher = server_user()
     metrics = ("--metrics-port", str(free_port()))
-    with running(metrics, launcher=launcher, failures_expected=True) as server:
+    with pids_cgroup() as cgroup, running(metrics, failures_expected=True) as server:
         server.wait_for_logs("metrics")
         assert status(server.metrics_url) == 200
         # Three threads: one connection's two (its own and its deadline's), and a third
         # one that starts for the next and finds no thread for its deadline.
-        allow_threads(server, 3)
+        allow_threads(server, cgroup, 3)
         with idle_connections(server.metrics_port, 16) as connections:
             closed = [closed_by_server(connection, 1.0) for connection in connections]
             assert any(closed), closed  # at once, not at the deadline

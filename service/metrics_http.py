@@ -17,6 +17,13 @@ A collection that fails (``metrics.MetricsFolderGoneError``: the workers' values
 were deleted) answers 503 with the reason and logs it, so that Prometheus marks
 the target down (``up`` is 0) instead of recording an empty scrape, and no
 traceback reaches stderr.
+
+A connection takes two threads, its own and its deadline's. One for which either
+cannot be started (a container's pids limit, ``RLIMIT_NPROC``) is closed, its slot
+given back, and reported in one JSON line at most every
+``THREAD_REFUSALS_WINDOW_SECONDS``; any other failure while serving a connection
+is one JSON error line too, never socketserver's traceback on stderr, which is
+not the JSON log (docs/operations.md, "Sizing").
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
@@ -46,6 +53,9 @@ MAX_CONNECTIONS = 16
 #: files of values once it has stopped, and a scrape reading them then failed, logging
 #: that they were gone "until the server is restarted".
 STOP_WAIT_SECONDS = 2.0
+#: At most one line this often says that connections were closed for want of a thread:
+#: a flood of connections against a pids limit would otherwise write a line each.
+THREAD_REFUSALS_WINDOW_SECONDS = 10.0
 
 
 _log = get_logger("cardrules.server")
@@ -67,6 +77,37 @@ def _failing_loudly(app: WSGIApplication) -> WSGIApplication:
     return serve
 
 
+class _ThreadRefusals:
+    """Connections closed because no thread could be started for them, reported at
+    most once per ``window`` seconds with how many there were since the last line,
+    as ``service.open_files.AcceptErrorsOncePerWindow`` reports descriptors running
+    out. Called from the accepting thread and the connections' threads alike."""
+
+    def __init__(
+        self,
+        window: float = THREAD_REFUSALS_WINDOW_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._window = window
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._unreported = 0
+        self._last: float | None = None
+
+    def report(self, error: BaseException) -> None:
+        with self._lock:
+            self._unreported += 1
+            now = self._clock()
+            if self._last is not None and now - self._last < self._window:
+                return
+            closed, self._unreported, self._last = self._unreported, 0, now
+        _log.error(
+            "metrics connections closed: no thread could be started",
+            error=str(error),
+            connections_closed=closed,  # since the previous such line, this one included
+        )
+
+
 class _QuietHandler(WSGIRequestHandler):
     """One request per connection, ended at the server's deadline, and no access log."""
 
@@ -77,7 +118,11 @@ class _QuietHandler(WSGIRequestHandler):
         # client sending a byte at a time would renew it. Shutting the socket down ends
         # the read or write under way.
         deadline = threading.Timer(self.server.deadline_seconds, self._end_connection)
-        deadline.start()
+        try:
+            deadline.start()
+        except RuntimeError as error:  # no thread left: unbounded, the connection could stay
+            self.server.thread_refusals.report(error)
+            return  # process_request_thread closes it and gives its slot back
         try:
             super().handle()
         except OSError:  # the client went away, or the deadline cut a write
@@ -114,6 +159,7 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         self.deadline_seconds = deadline_seconds
         self._max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
+        self.thread_refusals = _ThreadRefusals()
         super().__init__(address, handler)
 
     def server_bind(self) -> None:
@@ -128,6 +174,10 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
             return
         try:
             super().process_request(request, client_address)
+        except RuntimeError as error:  # the connection's thread could not be started
+            self._slots.release()  # no thread to give it back
+            self.shutdown_request(request)
+            self.thread_refusals.report(error)
         except BaseException:  # no thread started: it would never give the slot back
             self._slots.release()
             raise
@@ -137,6 +187,11 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection's unexpected failure (called in its ``except``): one JSON error
+        line with the traceback, where socketserver printed lines of its own to stderr."""
+        _log.exception("metrics connection failed")
 
     def wait_for_connections(self, timeout: float) -> None:
         """Wait, at most ``timeout`` seconds, until no connection is served (every slot

@@ -26,6 +26,8 @@ from service.metrics_http import (
     DEADLINE_SECONDS,
     MAX_CONNECTIONS,
     MetricsHTTP,
+    _QuietHandler,
+    _ThreadRefusals,
     start_metrics_http,
 )
 from tests.service.metrics_helpers import samples
@@ -284,3 +286,45 @@ def test_connections_beyond_the_cap_are_closed_at_once_and_threads_stay_bounded(
             connection.close()
         wait_for_connection_threads(before)
         assert scrape(server.port) == 3  # and their slots are free again
+
+
+def test_an_unexpected_failure_of_a_connection_is_one_json_error_line(registry, capfd, monkeypatch):
+    """socketserver printed such a failure as a traceback on stderr, outside the JSON
+    log. No request reaches one today, so one is injected where the request is parsed."""
+
+    def fail(_handler: object) -> bool:
+        raise ValueError("unexpected")
+
+    monkeypatch.setattr(_QuietHandler, "parse_request", fail)
+    with serving(registry) as server, structlog.testing.capture_logs() as logs:
+        with connect(server.port) as connection:
+            connection.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            assert closed_by_server(connection)
+        deadline = time.monotonic() + 10
+        while not logs:  # logged by the connection's thread, after it closed
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    assert logs == [{"event": "metrics connection failed", "exc_info": True, "log_level": "error"}]
+    assert capfd.readouterr().err == ""
+
+
+def test_connections_closed_for_want_of_a_thread_are_reported_once_per_window():
+    """A flood against a pids limit would write a line per connection: the first is
+    reported at once, the rest in the window counted in the next line."""
+    now = [100.0]
+    refusals = _ThreadRefusals(window=10.0, clock=lambda: now[0])
+    error = RuntimeError("can't start new thread")
+    with structlog.testing.capture_logs() as logs:
+        for moment in (100.0, 101.0, 109.0, 110.0, 125.0):
+            now[0] = moment
+            refusals.report(error)
+    line = {
+        "event": "metrics connections closed: no thread could be started",
+        "error": "can't start new thread",
+        "log_level": "error",
+    }
+    assert logs == [
+        {**line, "connections_closed": 1},
+        {**line, "connections_closed": 3},
+        {**line, "connections_closed": 1},
+    ]

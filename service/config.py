@@ -497,16 +497,15 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
                     "whose name is not shown: it reads as state keys, which go in "
                     "CARDRULES_STATE_KEYS (this setting takes the path of a file of them)"
                 ) from None
-            # Keys hidden: a Secret of keys and their comments (``# new``) does not read
-            # as keys whole, but each of its keys does.
             raise ConfigValueError(
-                f"{keys_file[0]}: cannot read {hide_keys(keys_file[1])}: {error.strerror or error}"
+                f"{keys_file[0]}: cannot read {_shown_path(keys_file[1])}: "
+                f"{error.strerror or error}"
             ) from None
         except UnicodeDecodeError:
             # Its text would quote a byte of the file, and where: a raw key's.
             raise ConfigValueError(
-                f"{keys_file[0]}: {keys_file[1]} is not text: expected base64 AES-256 keys, "
-                "one per line (not raw key bytes)"
+                f"{keys_file[0]}: {_shown_path(keys_file[1])} is not text: expected base64 "
+                "AES-256 keys, one per line (not raw key bytes)"
             ) from None
     elif keys:
         values["state_keys"] = keys[1]
@@ -570,6 +569,14 @@ def _hidden_word(word: re.Match[str]) -> str:
     if letters and _reads_as_keys(word[0][letters.end() :]):
         return letters[0] + KEY_NOT_SHOWN
     return word[0]
+
+
+def _shown_path(path: str) -> str:
+    """``path`` as a refusal names it: as it is, or quoted as ``repr`` quotes it if it
+    holds a character that is not printable, so that the refusal stays one line (a
+    Secret of keys and comments wired to the keys file's setting); each state key in
+    it hidden (such a Secret does not read as keys whole, but each of its keys does)."""
+    return hide_keys(path) if path.isprintable() else _quoted(path)
 
 
 def _quoted(text: str) -> str:

@@ -139,12 +139,13 @@ def test_no_key_of_a_cors_origin_refused_is_shown(layout: str) -> None:
 
 
 def test_no_key_of_a_keys_file_path_that_cannot_be_read_is_shown() -> None:
-    """Keys with their comments where the keys file's path belongs: not keys whole."""
+    """Keys with their comments where the keys file's path belongs: not keys whole. The
+    path is quoted, so that the refusal stays one line (docs/operations.md)."""
     value = LAYOUTS["comments"]
     refused = run([CARDRULES, "serve"], environment("CARDRULES_STATE_KEYS_FILE", value))
     assert refused.returncode == 2
     assert refused.stderr == (
-        f"cardrules: error: CARDRULES_STATE_KEYS_FILE: cannot read {hidden(value.strip())}: "
+        f"cardrules: error: CARDRULES_STATE_KEYS_FILE: cannot read {hidden(value.strip())!r}: "
         "No such file or directory\n"
     )
     assert_no_key(refused.stderr + refused.stdout)

@@ -35,6 +35,11 @@ _OK = code_label(grpc.StatusCode.OK)
 # The answers a call's domain counters are not counted for (``CallInfo``): dropped at
 # the deadline (``within_deadline``) or failed by a bug.
 _NOT_STANDING = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL})
+# The one ErrorInfo metadata key a refusal's request line carries: the id of a key the
+# pod lacks (TOKEN_UNKNOWN_KEY, SEAT_TOKEN_INVALID), 4 bytes of SHA-256 of the key in
+# hex, no secret, which ErrorInfo shows only the caller. Never the rest: other
+# refusals' metadata names cards, and a log line never carries a hand (design section 6).
+_LOGGED_METADATA = "key_id"
 
 
 @dataclass(slots=True)
@@ -209,5 +214,11 @@ class CallRunner:
         if error is None:
             self._log.info("request", **fields)
         else:
-            self._log.info("request", reason=error.reason, **fields)
+            self._log.info("request", reason=error.reason, **_logged_metadata(error), **fields)
         return Outcome(response, error)
+
+
+def _logged_metadata(error: ServiceError) -> dict[str, str]:
+    """What of ``error``'s metadata its request line carries: a lacking key's id only."""
+    key_id = error.metadata.get(_LOGGED_METADATA)
+    return {} if key_id is None else {_LOGGED_METADATA: key_id}

@@ -109,11 +109,15 @@ TRANSPORT_LIMIT_FACTOR = 4
 # Calls open at once on one connection. grpc core sets no limit, and a call whose
 # request never comes holds about 20 KB until its client gives up, one that sends part
 # of its request and stalls about 80 KB (a flow-control window of it): one connection
-# could hold tens of thousands. A gRPC client queues a call over the limit until one ends, but
-# grpc's server counts a call for a moment after its answer has gone, so a client near
-# the limit has some calls refused (UNAVAILABLE, REFUSED_STREAM) instead: at a limit of
-# 100, one in 50 calls with 90 in flight, a third with 150; at 500, none with 450. A
-# connection full of stalled calls holds about 10 MB, of half-sent ones about 40 MB
+# could hold tens of thousands. A gRPC client holds a call over the limit until one ends,
+# but that is no queue to lean on: grpc's server counts a call for a moment after its
+# answer has gone, so a client near or over the limit has some calls refused
+# (UNAVAILABLE, REFUSED_STREAM, before the service sees them; no metric counts them)
+# instead: at a limit of 100, one in 50 calls with 90 in flight, a third with 150; at
+# 500 (grpcio's client, retries off), 4 of 9,000 with 450, 1,926 of 12,000 with 600,
+# 5,891 of 20,000 with 1,000. Its retries are what shows (docs/operations.md, "Scaling
+# and load balancing"). A connection full of stalled calls holds about 10 MB, of
+# half-sent ones about 40 MB
 # (docs/operations.md, "Sizing": the ingress must bound connections).
 MAX_CONCURRENT_STREAMS = 500
 # What the calls open at a connection's age limit get to finish. Unary calls take

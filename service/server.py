@@ -117,8 +117,8 @@ TRANSPORT_LIMIT_FACTOR = 4
 # 500 (grpcio's client, retries off), 4 of 9,000 with 450, 1,926 of 12,000 with 600,
 # 5,891 of 20,000 with 1,000. Its retries are what shows (docs/operations.md, "Scaling
 # and load balancing"). A connection full of stalled calls holds about 10 MB, of
-# half-sent ones about 40 MB
-# (docs/operations.md, "Sizing": the ingress must bound connections).
+# half-sent ones about 40 MB (docs/operations.md, "Sizing": the ingress must bound
+# connections).
 MAX_CONCURRENT_STREAMS = 500
 # What the calls open at a connection's age limit get to finish. Unary calls take
 # milliseconds; a call whose request never came would otherwise keep the connection.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from service.tokens import KeyRing
+from tests.service.grpc_helpers import key_id
 from tests.service.server_process import CARDRULES, TEST_KEY, ServerProcess, running
 
 ZEROS = "A" * 43 + "="  # 32 zero bytes
@@ -25,11 +25,6 @@ SAME_BYTES = base64.b64encode(b"\xa5" * 32).decode()
 PASSPHRASE = base64.b64encode(b"correct horse battery staple!!!!").decode()
 WEAK_KEY = "weak state key: make keys with `cardrules keygen`"
 WRITABLE_FILE = "state keys file writable by users other than its owner"
-
-
-def key_id(text: str) -> str:
-    (key,) = KeyRing.parse(text).keys
-    return KeyRing.key_id(key).hex()
 
 
 def keygen() -> str:
@@ -52,9 +47,9 @@ def test_keys_made_by_hand_are_warned_of_by_key_id_and_never_shown() -> None:
         server.wait_for_logs("listening")
     found = {str(line["key_id"]): str(line["why"]) for line in warnings(server, WEAK_KEY)}
     assert found == {
-        key_id(ZEROS): "its 32 bytes are all equal",
-        key_id(SAME_BYTES): "its 32 bytes are all equal",
-        key_id(PASSPHRASE): (
+        key_id(ZEROS).hex(): "its 32 bytes are all equal",
+        key_id(SAME_BYTES).hex(): "its 32 bytes are all equal",
+        key_id(PASSPHRASE).hex(): (
             "its 32 bytes are all printable ASCII: a passphrase, not random bytes"
         ),
     }

@@ -177,6 +177,24 @@ def request_log_fields(
     return fields
 
 
+class OncePerWindow:
+    """Whether a line is due for an error that can come thousands of times a second:
+    the first time, then at most once per ``window`` seconds. Not locked: a caller
+    shared by threads holds its own lock around ``due``."""
+
+    def __init__(self, window: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._window = window
+        self._clock = clock
+        self._last: float | None = None
+
+    def due(self) -> bool:
+        now = self._clock()
+        if self._last is not None and now - self._last < self._window:
+            return False
+        self._last = now
+        return True
+
+
 class DroppedLines:
     """Log lines that stdout refused: its reader went away (a closed pipe), the disk is
     full. A request never fails for its log line: the line is lost and counted

@@ -40,7 +40,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from service.listen import IPV6_WILDCARD, listen_hosts
-from service.logs import get_logger
+from service.logs import OncePerWindow, get_logger
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -88,19 +88,16 @@ class _ThreadRefusals:
         window: float = THREAD_REFUSALS_WINDOW_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._window = window
-        self._clock = clock
+        self._reports = OncePerWindow(window, clock)
         self._lock = threading.Lock()
         self._unreported = 0
-        self._last: float | None = None
 
     def report(self, error: BaseException) -> None:
         with self._lock:
             self._unreported += 1
-            now = self._clock()
-            if self._last is not None and now - self._last < self._window:
+            if not self._reports.due():
                 return
-            closed, self._unreported, self._last = self._unreported, 0, now
+            closed, self._unreported = self._unreported, 0
         _log.error(
             "metrics connections closed: no thread could be started",
             error=str(error),

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from service.config import host_port
-from service.logs import get_logger
+from service.logs import OncePerWindow, get_logger
 
 _log = get_logger("cardrules.server")
 
@@ -43,16 +43,13 @@ class AcceptErrorsOncePerWindow:
     MESSAGE = "socket.accept() out of system resource"
 
     def __init__(self, window: float = 10.0, clock: Callable[[], float] = time.monotonic):
-        self._window = window
-        self._clock = clock
-        self._last: float | None = None
+        self._reports = OncePerWindow(window, clock)
 
     def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message") != self.MESSAGE:
             loop.default_exception_handler(context)
             return
-        now = self._clock()
-        if self._last is not None and now - self._last < self._window:
+        if not self._reports.due():
             return
         listener = context.get("socket")
         _log.error(
@@ -61,7 +58,6 @@ class AcceptErrorsOncePerWindow:
             listener=_address(listener),
             held_back=_accept_queue(listener),
         )
-        self._last = now
 
 
 # struct tcp_info (linux/tcp.h): eight one-byte fields, then rto, ato, snd_mss, rcv_mss

@@ -10,10 +10,13 @@ from pathlib import Path
 from cardrules.krypkasino.v1 import krypkasino_pb2, krypkasino_pb2_grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from scripts.generate_openapi import descriptor_set, same_file, stale_generated
 from scripts.generate_protos import DEFAULT_OUTPUT, THIRD_PARTY, generate
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_code_matches_fresh_generation(tmp_path: Path) -> None:
@@ -60,11 +63,20 @@ def test_the_vendored_protos_readme_names_each_of_them() -> None:
     assert not missing, f"third_party/googleapis/README.md does not name {missing}"
 
 
+def client_floors() -> dict[str, Version]:
+    """Each runtime the client requires, with its lower bound (its one ``>=``)."""
+    project = tomllib.loads((DEFAULT_OUTPUT.parent / "pyproject.toml").read_text())
+    floors: dict[str, Version] = {}
+    for requirement in map(Requirement, project["project"]["dependencies"]):
+        (lowest,) = [Version(s.version) for s in requirement.specifier if s.operator == ">="]
+        floors[canonicalize_name(requirement.name)] = lowest
+    return floors
+
+
 def test_the_client_requires_exactly_the_runtimes_its_stubs_were_generated_for() -> None:
     """Generated code refuses at import a grpcio or protobuf older than its generator's; a
     floor above it would refuse services pinned to the generator's versions for nothing."""
-    project = tomllib.loads((DEFAULT_OUTPUT.parent / "pyproject.toml").read_text())
-    requirements = {r.name: r for r in map(Requirement, project["project"]["dependencies"])}
+    floors = client_floors()
     source = Path(krypkasino_pb2.__file__).read_text()
     protobuf = re.search(r"^# Protobuf Python Version: (\S+)$", source, re.MULTILINE)
     assert protobuf is not None
@@ -73,8 +85,35 @@ def test_the_client_requires_exactly_the_runtimes_its_stubs_were_generated_for()
         "protobuf": Version(protobuf.group(1)),
     }
     for name, version in generated.items():
-        (lowest,) = [Version(s.version) for s in requirements[name].specifier if s.operator == ">="]
-        assert lowest == version, f"{name}>={lowest}: the stubs were generated for {version}"
+        assert floors[name] == version, (
+            f"{name}>={floors[name]}: the stubs were generated for {version}"
+        )
+
+
+#: The first googleapis-common-protos that admits protobuf 7: 1.73.0 requires protobuf<7,
+#: and 1.73.1 to 1.75.5 (protobuf<8) run every path of the client with protobuf 7.
+COMMON_PROTOS_FLOOR = Version("1.73.1")
+
+
+def locked_versions() -> dict[str, Version]:
+    """The versions ``requirements/runtime.lock`` pins, by name."""
+    lock = (ROOT / "requirements" / "runtime.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", lock, re.MULTILINE)
+    return {canonicalize_name(name): Version(version) for name, version in pins}
+
+
+def test_the_client_admits_every_common_protos_that_runs_it_and_the_locked_runtime() -> None:
+    """googleapis-common-protos has no generated code of ours, so its floor is the first
+    release the protobuf floor allows: a higher one (it was 1.76) turned away services
+    pinned to 1.73.1 to 1.75.5, which run the client. No floor is above what the server
+    runs with, the runtime lock's pin, or the locked install would not hold the client."""
+    floors = client_floors()
+    assert floors["googleapis-common-protos"] == COMMON_PROTOS_FLOOR
+    locked = locked_versions()
+    for name, floor in floors.items():
+        assert floor <= locked[name], (
+            f"{name}>={floor}, but requirements/runtime.lock pins {locked[name]}"
+        )
 
 
 def test_the_openapi_script_tells_stale_generated_code_from_fresh() -> None:

@@ -196,7 +196,7 @@ def service_config(
 
 
 def channel_options(
-    load_balancing: str | None = None, extra: Sequence[tuple[str, Any]] = ()
+    load_balancing: str | None = None, extra: Sequence[tuple[str, Any]] | None = ()
 ) -> ChannelOptions:
     """Options for ``grpc.insecure_channel`` / ``grpc.secure_channel`` (or their ``aio`` twins).
 
@@ -208,8 +208,10 @@ def channel_options(
     server listens within about 1.5 s, and its keepalive pings
     (``KEEPALIVE_OPTIONS``), which drop a connection the network swallowed.
     When an option is given twice, grpc keeps the first, so ``extra`` options
-    go first and override the client's.
+    go first and override the client's; ``None`` is none, as in grpc's own
+    ``options`` (the clients pass theirs on here).
     """
+    extra = () if extra is None else extra
     given = {name for name, _ in extra}
     defaults = [
         ("grpc.enable_retries", 1),

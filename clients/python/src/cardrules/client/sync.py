@@ -42,7 +42,8 @@ class KrypkasinoClient:
     or less or over 1e9 seconds (here or when ``timeout`` is set later) and a
     ``load_balancing`` policy other than ``pick_first``, ``round_robin`` and
     ``weighted_round_robin``; a ``timeout`` or policy of another type raises
-    ``TypeError``.
+    ``TypeError``. ``options`` are grpc channel options (``None``, like
+    omitting it, for none), which override the client's own.
 
     The service keeps no state, so every method is safe to retry: the channel
     retries ``UNAVAILABLE`` and ``CANCELLED`` up to 4 attempts within the
@@ -68,7 +69,7 @@ class KrypkasinoClient:
         credentials: grpc.ChannelCredentials | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         load_balancing: str | None = None,
-        options: Sequence[tuple[str, Any]] = (),
+        options: Sequence[tuple[str, Any]] | None = None,
     ) -> None:
         check_channel_arguments(
             target,

@@ -58,6 +58,7 @@ class ServerConfig:
     # Never in a repr: a config printed or logged by mistake must not carry the keys.
     state_keys: str | None = field(default=None, repr=False)
     plain_state: bool = False
+    refuse_chosen_deals: bool = False
     log_format: str = "auto"
     log_level: str = "info"
     max_request_bytes: int = 64 * 1024
@@ -107,6 +108,12 @@ _OPTIONS: dict[str, tuple[str, str]] = {
         "DEBUGGING ONLY: unsealed state tokens (the flag takes no value; "
         "--no-plain-state seals whatever the variable says)",
     ),
+    "--refuse-chosen-deals": (
+        "refuse_chosen_deals",
+        "refuse a NewGame that chooses its cards (seed, decks or draw) with "
+        "CHOSEN_DEAL_REFUSED, for servers that player-facing callers reach (the flag takes "
+        "no value; --no-refuse-chosen-deals allows them whatever the variable says)",
+    ),
     "--log-format": ("log_format", "json, console, or auto (console on a terminal)"),
     "--log-level": ("log_level", "debug, info, warning or error"),
     "--max-request-bytes": (
@@ -148,6 +155,7 @@ _DEFAULT_TEXTS = {
     "state_keys": "an ephemeral key, with a warning",
     "state_keys_file": "none",
     "plain_state": "off",
+    "refuse_chosen_deals": "off",
     "cors_origins": "none",
 }
 _CONFIG_DEFAULTS = {f.name: f.default for f in fields(ServerConfig)}
@@ -213,7 +221,7 @@ def add_server_arguments(
             continue
         default = "" if only is not None else f" (default: {option.default})"
         text = f"{option.text}{default} [{option.variable}]"
-        if option.field == "plain_state":
+        if option.field in _BOOLEANS:
             # --no-plain-state too: every other variable can be overridden by its flag.
             parser.add_argument(
                 option.flag, action=argparse.BooleanOptionalAction, default=None, help=text
@@ -225,6 +233,8 @@ def add_server_arguments(
             )
 
 
+#: The settings that are on or off: a flag without a value and its ``--no-`` form.
+_BOOLEANS = ("plain_state", "refuse_chosen_deals")
 #: The settings that take a list in one value, and what the list holds.
 _LISTS = {"state_keys": "key", "cors_origins": "origin"}
 
@@ -457,10 +467,12 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         values["log_format"] = _choice(*item, LOG_FORMATS)
     if (item := given("log_level")) is not None:
         values["log_level"] = _choice(*item, LOG_LEVELS)
-    if args.plain_state is not None:
-        values["plain_state"] = args.plain_state
-    elif (item := given("plain_state")) is not None:
-        values["plain_state"] = _bool(*item)
+    for name in _BOOLEANS:
+        # getattr: keyid's namespace holds the key settings alone.
+        if (flag_value := getattr(args, name, None)) is not None:
+            values[name] = flag_value
+        elif (item := given(name)) is not None:
+            values[name] = _bool(*item)
     keys = raw("state_keys")
     keys_file = raw("state_keys_file")
     if keys and keys_file:

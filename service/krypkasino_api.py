@@ -55,6 +55,22 @@ GAME = "krypkasino"
 SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["KrypkasinoService"]
 SERVICE_NAME = SERVICE_DESCRIPTOR.full_name
 METHODS = tuple(method.name for method in SERVICE_DESCRIPTOR.methods)
+#: The seeds the server picks: ``[2**56, 2**63)``, every one a 9-byte varint in the
+#: state, so that no token's length (nor a response's Content-Length, TLS or not) says
+#: anything of its seed (design section 4). About 62.99 bits of entropy.
+SEED_LOW = 2**56
+SEED_HIGH = 2**63
+#: The reason of a NewGame that chooses its cards on a server set to refuse it.
+CHOSEN_DEAL_REFUSED = "CHOSEN_DEAL_REFUSED"
+
+
+def draw_seed() -> int:
+    """A seed for a NewGame that gives none, uniform in ``[SEED_LOW, SEED_HIGH)``.
+
+    ``secrets.randbits(63)`` put 1 seed in 128 below 2**56, whose varint and so whose
+    sealed token is a byte shorter: its length narrowed a brute force over the seed
+    against one's own hand."""
+    return SEED_LOW + secrets.randbelow(SEED_HIGH - SEED_LOW)
 
 
 @dataclass(slots=True)
@@ -85,19 +101,23 @@ class KrypkasinoApi:
         metrics: ServiceMetrics | None = None,
         *,
         new_game_id: Callable[[], str] = lambda: uuid.uuid4().hex,
-        new_seed: Callable[[], int] = lambda: secrets.randbits(63),
+        new_seed: Callable[[], int] = draw_seed,
+        refuse_chosen_deals: bool = False,
     ) -> None:
         self._sealer = sealer
         self._seat_tokens = seat_tokens
         self._metrics = metrics
         self._new_game_id = new_game_id
         self._new_seed = new_seed
+        self._refuse_chosen_deals = refuse_chosen_deals
 
     # -- the RPCs -----------------------------------------------------------
 
     def new_game(self, request: pb.NewGameRequest, info: CallInfo) -> pb.NewGameResponse:
         """K4-K6: a new match (a new game id, a random seed unless given), sealed, with
         one seat token per seat (design section 4) and the public view."""
+        if self._refuse_chosen_deals:
+            _refuse_chosen_deal(request)
         config = _config(request.config)
         if config.draw_for_deal and config.first_dealer:
             # Refused only here: a sealed game that holds both still opens, the draw deciding.
@@ -417,6 +437,27 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
     return failed_precondition(
         error.reason.value, str(error), rule=error.rule, seat=str(seat), **extra
     )
+
+
+def _refuse_chosen_deal(request: pb.NewGameRequest) -> None:
+    """``--refuse-chosen-deals`` (docs/operations.md, "NewGame belongs to the backend"):
+    INVALID_ARGUMENT ``CHOSEN_DEAL_REFUSED`` with a field violation for each field given
+    that chooses what is dealt: every shuffle (``seed``), the first deals' orders
+    (``decks``), the draw for the first dealer (``draw``). Not FAILED_PRECONDITION, which
+    design section 5 keeps for moves the rules forbid.
+
+    ``config.first_dealer`` is taken: a rule everyone sees in every view's config, it
+    says in the open which seat deals first, never which cards anyone holds."""
+    chosen = (
+        ("seed", request.HasField("seed")),
+        ("decks", bool(request.decks)),
+        ("draw", request.HasField("draw")),
+    )
+    if given := [name for name, is_given in chosen if is_given]:
+        why = "this server deals only cards of its own choosing (--refuse-chosen-deals)"
+        raise invalid_argument(
+            CHOSEN_DEAL_REFUSED, f"{' and '.join(given)}: {why}", given, description=why
+        )
 
 
 def _config(message: pb.GameConfig) -> Config:

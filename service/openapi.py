@@ -311,6 +311,7 @@ REFUSAL_REASONS: tuple[RefusalReason, ...] = (
     RefusalReason("DRAW_WITHOUT_DRAW_FOR_DEAL", _INVALID),
     RefusalReason("DRAW_INVALID", _INVALID),
     RefusalReason("DRAW_EXHAUSTED", _INVALID),
+    RefusalReason("CHOSEN_DEAL_REFUSED", _INVALID),
     RefusalReason("SEAT_INVALID", _INVALID, ("seat", "players")),
     RefusalReason("SEAT_MISSING", _INVALID, ("token_seat",)),
     RefusalReason("MOVE_MISSING", _INVALID),

@@ -92,7 +92,12 @@ def load_keys(config: ServerConfig) -> KeyRing:
 
 def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> KrypkasinoApi:
     """The API that both transports serve, sealing with ``keys`` (plain if configured)."""
-    return KrypkasinoApi(build_sealer(config, keys), SeatTokens(keys), metrics)
+    return KrypkasinoApi(
+        build_sealer(config, keys),
+        SeatTokens(keys),
+        metrics,
+        refuse_chosen_deals=config.refuse_chosen_deals,
+    )
 
 
 def build_sealer(config: ServerConfig, keys: KeyRing) -> StateSealer:

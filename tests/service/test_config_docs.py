@@ -143,7 +143,13 @@ def test_a_variable_set_but_empty_is_refused(variable: str) -> None:
         row["flag"]
         for row in ROWS
         if row["flag"]
-        not in ("--cors-origins", "--state-keys", "--state-keys-file", "--plain-state")
+        not in (
+            "--cors-origins",
+            "--state-keys",
+            "--state-keys-file",
+            "--plain-state",
+            "--refuse-chosen-deals",  # takes no value, as --plain-state
+        )
     ],
 )
 @pytest.mark.parametrize("empty", ["", " "])

@@ -1100,7 +1100,8 @@ class NewGameRequest(_message.Message):
     DECKS_FIELD_NUMBER: _builtins.int
     DRAW_FIELD_NUMBER: _builtins.int
     seed: _builtins.int
-    """Seed of every shuffle; the server picks one (63 random bits) when absent.
+    """Seed of every shuffle; when absent the server picks one from 2^56 to
+    2^63 - 1 (so every seed it picks takes the same 9 bytes in the state).
     A seed determines every hand and the stock: whoever knows or can guess it
     sees all the cards. Give one only for tests and replays, never one a
     player chose or could guess (small, sequential, or a timestamp).

@@ -26,10 +26,11 @@ WORKDIR /src
 # Wheels only, every file checked against the lock's hashes: nothing is compiled,
 # so the builder needs no compiler either. hatchling (build backend) is in the
 # lock so that the project itself builds without fetching anything else.
+# --no-compile: the bytecode is written once, at the end of the next step.
 COPY requirements/runtime.lock requirements/runtime.lock
 RUN python -m venv /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir --require-hashes --only-binary=:all: \
-        -r requirements/runtime.lock
+    && /opt/venv/bin/pip install --no-cache-dir --no-compile --require-hashes \
+        --only-binary=:all: -r requirements/runtime.lock
 
 # The server imports the generated stubs from the client package (cardrules-client).
 COPY pyproject.toml ./
@@ -37,13 +38,20 @@ COPY engine engine
 COPY service service
 COPY clients/python clients/python
 # Then the build backend and its helpers go (pip check proves that nothing installed
-# depends on them), and last the installers themselves: the final stage gets a venv
-# that can run the service and nothing else.
-RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation ./clients/python . \
+# depends on them; tests/deploy/test_image_builder.py holds the list to the lock),
+# and last the installers themselves: the final stage gets a venv that can run the
+# service and nothing else.
+# The bytecode is compiled last, hash-based: pip's .pyc files carry each source's
+# mtime, so two builds of the same inputs differed in them; these carry the source's
+# hash, the same bytes from the same inputs. "unchecked": the image is immutable, so
+# the sources cannot change under their .pyc files, and an import need not hash them.
+RUN /opt/venv/bin/pip install --no-cache-dir --no-compile \
+        --no-deps --no-build-isolation ./clients/python . \
     && /opt/venv/bin/pip uninstall --yes hatchling editables packaging pathspec pluggy \
         tomlkit trove-classifiers \
     && /opt/venv/bin/pip check \
-    && /opt/venv/bin/python -m pip uninstall --yes setuptools pip
+    && /opt/venv/bin/python -m pip uninstall --yes setuptools pip \
+    && /opt/venv/bin/python -m compileall -q --invalidation-mode unchecked-hash /opt/venv
 
 # ---- runtime: the base image, the venv and an unprivileged user; no compiler, no cache ----
 FROM python:3.11-slim
@@ -53,9 +61,12 @@ LABEL org.opencontainers.image.title="cardrules" \
       org.opencontainers.image.description="Stateless card-game rules over gRPC and HTTP/JSON" \
       org.opencontainers.image.version="0.1.0"
 
-# A fixed numeric UID/GID so that Kubernetes runAsNonRoot can verify it.
-RUN groupadd --system --gid 10001 cardrules \
-    && useradd --system --uid 10001 --gid 10001 --no-create-home \
+# A fixed numeric UID/GID so that Kubernetes runAsNonRoot can verify it. Not --system:
+# useradd warns that 10001 is above SYS_UID_MAX. --no-log-init, as Docker advises for
+# a large UID: useradd may otherwise write a non-system user's lastlog/faillog record
+# at an offset set by the UID, a sparse file the image's layer can store in full.
+RUN groupadd --gid 10001 cardrules \
+    && useradd --uid 10001 --gid 10001 --no-create-home --no-log-init \
         --home-dir /nonexistent --shell /usr/sbin/nologin cardrules
 
 COPY --from=builder /opt/venv /opt/venv

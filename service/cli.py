@@ -4,9 +4,10 @@
 engine bug), the ``--server`` could not be reached or refused a call, or the
 result could not be printed (stdout closed or full), 2 bad input (usage,
 unknown rule, malformed card or deck, a configuration the rules reject), 130
-interrupted (Ctrl-C, SIGINT), 143 terminated (SIGTERM). Errors are one line on
-stderr, never a traceback. A run of ``--games`` that is stopped (a signal, the
-server lost) still prints the summary of the games it finished, marked incomplete.
+interrupted (Ctrl-C, SIGINT), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
+Errors are one line on stderr, never a traceback. A run of ``--games`` that is
+stopped (a signal, the server lost) still prints the summary of the games it
+finished, marked incomplete.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
+import ipaddress
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -44,7 +46,14 @@ from service.simulate import (
     summary_json,
     transcript,
 )
-from service.simulate_progress import NoProgress, Progress, SideChannel, discard, games_progress
+from service.simulate_progress import (
+    NoProgress,
+    Progress,
+    SideChannel,
+    bar_width,
+    discard,
+    games_progress,
+)
 from service.simulate_stops import INTERRUPTED, Stopped, StopSignals
 from service.transcript import dump_document, render_summary, render_text
 
@@ -158,8 +167,29 @@ def _server_target(text: str) -> str:
     try:
         check_target(text, need_port=True)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+        raise argparse.ArgumentTypeError(_bracket_hint(text) or str(error)) from None
     return text
+
+
+def _bracket_hint(text: str) -> str | None:
+    """For an IPv6 address without brackets, which grpc reads as one with no port
+    (``::1:52401``), the refusal that says to bracket it (``[::1]:52401``); else None."""
+    address, _, port = text.rpartition(":")
+    if port.isdecimal() and _is_ipv6(address):
+        meant = f"[{address}]:{port}"
+    elif _is_ipv6(text):
+        meant = f"[{text}]:PORT, e.g. [{text}]:50051"
+    else:
+        return None
+    return f"{text!r} has no port: an IPv6 address takes brackets before its port: give {meant}"
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _version() -> str:
@@ -251,8 +281,10 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     dealer = sim.add_mutually_exclusive_group()
     # Read once --players is known (``_first_dealer``): its seats are the range a
-    # mistyped number is told.
-    dealer.add_argument("--first-dealer", default="0", metavar="SEAT", help="K4.2 (default: 0)")
+    # mistyped number is told. Default None, not "0": argparse tells a flag given from
+    # one left out by identity with its default, and a typed "0" is the interned "0",
+    # so ``--first-dealer 0 --draw-for-deal`` was taken, the seat silently ignored.
+    dealer.add_argument("--first-dealer", metavar="SEAT", help="K4.2 (default: 0)")
     dealer.add_argument("--draw-for-deal", action="store_true", help="K4.2")
     sim.add_argument(
         "--seed",
@@ -292,7 +324,9 @@ def _first_dealer(args: argparse.Namespace) -> int:
     """``--first-dealer`` as a seat number; the engine refuses a seat the table lacks (K4.2).
 
     Raises ``_UsageError`` for text that is no number, told the seats of ``--players``
-    (of the largest table when ``--players`` itself is out of range)."""
+    (of the largest table when ``--players`` itself is out of range). Not given: seat 0."""
+    if args.first_dealer is None:
+        return 0
     try:
         return int(args.first_dealer)
     except ValueError:
@@ -411,7 +445,7 @@ def _play_games(summary: Summary, table: RemoteTable | None) -> tuple[str, int] 
     ``summary``, with progress on stderr; what stopped the run early and its exit
     status, or None.
 
-    A SIGINT or SIGTERM, or a server lost, ends the run with the games finished
+    A SIGINT, SIGTERM or SIGHUP, or a server lost, ends the run with the games finished
     counted: a run of hours is not thrown away, and the seeds still to play are told.
     A failed invariant (``SimulationError``) is a bug and is raised."""
     player = play_game if table is None else table.play
@@ -463,6 +497,7 @@ def _one_game(request: SimulationRequest, table: RemoteTable | None) -> GameReco
         file=stream,
         disable=stream is None or not stream.isatty(),
         leave=False,
+        ncols=None if stream is None else bar_width(stream),
     ) as bar:
         return table.play(request, progress=lambda deals: bar.update(deals - bar.n))
 

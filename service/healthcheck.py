@@ -9,7 +9,10 @@ is read alike (``50051 `` with a space: the check makes ``127.0.0.1:50051``),
 and one the server refuses is reported with the server's own message, so the check
 and the server never disagree about the address.
 
-Run as ``python -m service.healthcheck``. Never exit status 2: Docker reserves it.
+Run as ``python -m service.healthcheck``, with no arguments: ``-h``/``--help``
+prints what it reads, and any other argument is refused (a ``--grpc-port`` would
+otherwise be ignored, checking another port than meant). Never exit status 2:
+Docker reserves it, so a refused argument exits 1.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -106,7 +109,33 @@ def check(environ: Mapping[str, str]) -> int:
     return HEALTHY
 
 
-def main() -> int:
+#: What ``--help`` prints: the check takes its address from the server's variables.
+USAGE = f"""\
+usage: python -m service.healthcheck
+
+Ask the cardrules gRPC health service for {READINESS} where the server listens,
+and exit 0 if it answers SERVING, else 1 with the reason on stderr.
+It takes no arguments: it reads the server's variables, {env_name("host")} (a
+wildcard host is asked on {_LOOPBACK}) and {env_name("grpc_port")}, with the
+server's own parser, which also reads its other CARDRULES_* settings (the
+state keys aside): a value the server refuses makes the check fail.
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The check, or its usage for ``-h``/``--help``; any other argument is refused with
+    status 1 and the variables to set instead."""
+    arguments = sys.argv[1:] if argv is None else argv
+    if "-h" in arguments or "--help" in arguments:
+        print(USAGE, end="")
+        return HEALTHY
+    if arguments:
+        print(
+            f"service.healthcheck: takes no arguments, not {' '.join(arguments)!r}: set "
+            f"{env_name('host')} and {env_name('grpc_port')} instead (see --help)",
+            file=sys.stderr,
+        )
+        return UNHEALTHY
     return check(os.environ)
 
 

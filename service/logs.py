@@ -351,6 +351,13 @@ def _use_console(fmt: str) -> bool:
     return fmt == "console"
 
 
+def _colors(environ: Mapping[str, str]) -> bool:
+    """ANSI colours in the console format: on a terminal, unless ``NO_COLOR`` is set to
+    anything but empty (no-color.org) or ``TERM`` is ``dumb`` (a terminal that shows
+    escapes as text: Emacs' shell, a serial console; docs/operations.md)."""
+    return sys.stdout.isatty() and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
+
+
 def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     """Set up structlog and the stdlib root logger; calling it again replaces the setup.
 
@@ -376,7 +383,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     if console:
         # plain_traceback: the rich formatter, if rich were installed, shows locals.
         renderer = structlog.dev.ConsoleRenderer(
-            colors=sys.stdout.isatty(), exception_formatter=structlog.dev.plain_traceback
+            colors=_colors(os.environ), exception_formatter=structlog.dev.plain_traceback
         )
         tail: list[Processor] = [
             structlog.processors.StackInfoRenderer(),

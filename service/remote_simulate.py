@@ -62,9 +62,9 @@ class RemoteTable:
             return _play(self._stub, request, record, progress)
         except grpc.RpcError as error:
             details = error.details() or ""
-            # grpc's words for an HTTP/1.1 answer: the gateway's port given for gRPC's.
-            hint = _HTTP_PORT_HINT if "http1.x server" in details else ""
-            raise RemoteError(f"{self.target}: {error.code().name}: {details}{hint}") from None
+            raise RemoteError(
+                f"{self.target}: {error.code().name}: {details}{_hint(details)}"
+            ) from None
 
     def close(self) -> None:
         self._channel.close()
@@ -77,6 +77,22 @@ class RemoteTable:
 
 
 _HTTP_PORT_HINT = " (an HTTP/1.1 server answered: --server takes the gRPC port, not the gateway's)"
+_NOT_GRPC_HINT = (
+    " (a server that is no gRPC server answered: --server takes the gRPC port, "
+    "not the metrics port or another server's)"
+)
+
+
+def _hint(details: str) -> str:
+    """What to change, for grpc's words on a port that answered in something else than
+    HTTP/2: ``http1.x server`` for an HTTP/1.1 status line (the gateway's port), only
+    ``Failed parsing HTTP/2`` for an answer without one (the metrics port's wsgiref
+    answers a request it cannot parse with a bare body; ``got frame type 79``)."""
+    if "http1.x server" in details:
+        return _HTTP_PORT_HINT
+    if "Failed parsing HTTP/2" in details:
+        return _NOT_GRPC_HINT
+    return ""
 
 
 def _play(

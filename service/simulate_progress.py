@@ -40,8 +40,28 @@ def games_progress(total: int) -> Progress:
         return NoProgress()
     stream = SideChannel(sys.stderr)
     if stream.isatty():
-        return tqdm(total=total, desc="simulate", unit="game", file=stream, mininterval=0.1)
+        return tqdm(
+            total=total,
+            desc="simulate",
+            unit="game",
+            file=stream,
+            mininterval=0.1,
+            ncols=bar_width(stream),
+        )
     return LineProgress(total, stream)
+
+
+def bar_width(stream: SideChannel) -> int | None:
+    """The width for tqdm's bar on the terminal ``stream`` writes to, as tqdm measures
+    it for ``sys.stderr`` itself (a column short of the terminal's, once): it measures
+    no other file, and drew this wrapper's bar some 59 columns wide, wrapping every
+    redraw on a narrower terminal. None (tqdm's own layout) where the terminal has
+    no size (a pty nobody sized: tqdm's bar would be cut to nothing)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    return columns - 1 if columns > 1 else None
 
 
 class SideChannel:
@@ -76,7 +96,7 @@ class SideChannel:
         except (OSError, ValueError):
             return False
 
-    def fileno(self) -> int:  # tqdm asks it for the terminal's width
+    def fileno(self) -> int:  # for the terminal's width (bar_width)
         return self._stream.fileno()
 
     @property

@@ -1,8 +1,9 @@
 """Stop signals during ``cardrules simulate`` (README.md, "The simulator").
 
-SIGINT and SIGTERM alike end a run with the games it finished reported: a run of
-hours is not thrown away, and the exit status is the one a shell reports for the
-signal (130, 143).
+SIGINT, SIGTERM and SIGHUP alike end a run with the games it finished reported: a
+run of hours is not thrown away, and the exit status is the one a shell reports for
+the signal (130, 143, 129). SIGHUP is the terminal closed, or a supervisor's stop
+(``serve`` takes it as SIGTERM, docs/operations.md, "Termination").
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-# As a shell reports a process stopped by the signal.
+# As a shell reports a process stopped by the signal: 128 and its number.
 INTERRUPTED = 128 + signal.SIGINT
-TERMINATED = 128 + signal.SIGTERM
+#: The signals that stop a run, and the word that says which did.
+_WHAT = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
 
 
 class Stopped(BaseException):
@@ -25,17 +27,17 @@ class Stopped(BaseException):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
-        interrupted = signum == signal.SIGINT
-        self.status = INTERRUPTED if interrupted else TERMINATED
-        self.what = "interrupted" if interrupted else "terminated"
+        self.status = 128 + signum  # 130, 143, 129, as INTERRUPTED
+        self.what = _WHAT[signal.Signals(signum)]
 
 
 class StopSignals:
-    """While a simulation runs, SIGINT and SIGTERM alike raise ``Stopped``, so that the
-    games finished are reported (a SIGTERM would otherwise end the process silently,
-    its progress line unended). A signal that is ignored (a background job's SIGINT,
-    ``nohup``) or handled by someone else stays so. Signals can be handled in the
-    main thread only: elsewhere (a test's thread) the handlers are left as they are."""
+    """While a simulation runs, SIGINT, SIGTERM and SIGHUP alike raise ``Stopped``, so
+    that the games finished are reported (a SIGTERM or SIGHUP would otherwise end the
+    process silently, its progress line unended). A signal that is ignored (a
+    background job's SIGINT, ``nohup``'s SIGHUP) or handled by someone else stays so.
+    Signals can be handled in the main thread only: elsewhere (a test's thread) the
+    handlers are left as they are."""
 
     def __init__(self) -> None:
         self._previous: dict[int, Any] = {}
@@ -44,7 +46,7 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in _WHAT:
                 if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
                     self._previous[signum] = signal.signal(signum, self._handle)
         return self

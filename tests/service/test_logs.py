@@ -326,6 +326,9 @@ def test_auto_is_json_when_stdout_is_not_a_terminal(capsys):
 
 
 def test_auto_is_console_on_a_terminal(monkeypatch):
+    # A terminal that asks for no colours is tested in test_terminal_output.py.
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
     controller, terminal = os.openpty()
     with os.fdopen(terminal, "w") as tty:
         monkeypatch.setattr(sys, "stdout", tty)

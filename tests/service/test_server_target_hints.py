@@ -1,0 +1,95 @@
+"""``simulate --server`` given something else than a gRPC HOST:PORT says what to give
+(service/remote_simulate.py, service/cli.py): a port where a server speaking no
+HTTP/2 answers (the metrics port, any HTTP/1 server) gave only grpc's ``Failed
+parsing HTTP/2 (... got frame type 79)``, and an IPv6 address without brackets only
+``has no port``. Real servers on loopback, through ``main``."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from service.cli import main
+from tests.service.server_process import free_port, running
+
+SIMULATE = ["simulate", "krypkasino", "--players", "2", "--server"]
+NOT_GRPC = (
+    "(a server that is no gRPC server answered: --server takes the gRPC port, "
+    "not the metrics port or another server's)"
+)
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # the command's stderr is what the test reads
+
+
+@pytest.fixture
+def http1_server() -> Iterator[int]:
+    """Python's own HTTP/1 server on a free loopback port: its port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def _refusal(target: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    status = main([*SIMULATE, target])
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    return status, err
+
+
+def test_an_http1_server_that_answers_without_a_status_line_is_said_to_be_no_grpc_server(
+    http1_server: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, err = _refusal(f"127.0.0.1:{http1_server}", capsys)
+    assert status == 1
+    assert "Failed parsing HTTP/2" in err
+    assert f"{NOT_GRPC}; the game of seed 0 was not finished\n" in err
+
+
+def test_the_metrics_port_given_for_the_grpc_one_is_said_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    metrics_port = free_port()
+    with running(args=("--metrics-port", str(metrics_port))) as server:
+        assert server.metrics_port == metrics_port
+        status, err = _refusal(f"127.0.0.1:{metrics_port}", capsys)
+    assert status == 1
+    assert f"{NOT_GRPC}; the game of seed 0 was not finished\n" in err
+
+
+@pytest.mark.parametrize(
+    ("target", "meant"),
+    [
+        ("::1:52401", "[::1]:52401"),
+        ("2001:db8::7:50051", "[2001:db8::7]:50051"),
+        ("::1", "[::1]:PORT, e.g. [::1]:50051"),
+    ],
+)
+def test_an_ipv6_address_without_brackets_is_told_to_take_them(
+    capsys: pytest.CaptureFixture[str], target: str, meant: str
+) -> None:
+    status, err = _refusal(target, capsys)
+    assert status == 2
+    assert err == (
+        f"cardrules: error: --server: {target!r} has no port: an IPv6 address takes "
+        f"brackets before its port: give {meant} (see cardrules simulate --help)\n"
+    )
+
+
+def test_a_bracketed_ipv6_address_is_dialled(capsys: pytest.CaptureFixture[str]) -> None:
+    """The hint's form is one ``--server`` takes: it dials, rather than being refused."""
+    status, err = _refusal(f"[::1]:{free_port()}", capsys)
+    assert status == 1
+    assert "UNAVAILABLE" in err and "has no port" not in err

@@ -1,0 +1,136 @@
+"""What the command line draws on a terminal: ``simulate``'s bar fits the terminal's width
+(service/simulate_progress.py), and ``serve``'s console log has no colours where
+``NO_COLOR`` or ``TERM=dumb`` asks for none (service/logs.py; docs/operations.md,
+"Configuration"). Real processes on a pty of a set size."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+from collections.abc import Iterator
+
+import pytest
+
+from tests.service.server_process import (
+    ServerProcess,
+    kill_group,
+    server_environment,
+    start_session,
+)
+from tests.service.test_simulate_stops import TerminalReader
+
+COLUMNS = 40
+# A colour or cursor escape (tqdm moves up with ESC [ A).
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@contextlib.contextmanager
+def a_terminal(columns: int = COLUMNS) -> Iterator[tuple[int, int]]:
+    """A pty of ``columns`` by 24 (a fresh pty has no size): its (controller, terminal)."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    try:
+        yield controller, terminal
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(terminal)
+
+
+def _widest_redraw(text: str) -> int:
+    """The widest of the lines and carriage-return redraws in ``text``, escapes aside."""
+    return max(len(_ESCAPE.sub("", part)) for part in re.split(r"[\r\n]", text))
+
+
+def _simulate_on_a_terminal(*argv: str) -> str:
+    """``simulate krypkasino ARGV`` with stderr on a 40-column terminal: what it drew."""
+    with a_terminal() as (controller, terminal):
+        simulation = start_session(
+            [sys.executable, "-m", "service", "simulate", "krypkasino", *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=terminal,
+            text=True,
+        )
+        os.close(terminal)
+        reader = TerminalReader(controller)
+        try:
+            assert simulation.wait(120) == 0
+        finally:
+            kill_group(simulation)
+        return reader.close()
+
+
+def test_the_games_bar_fits_the_terminal() -> None:
+    """On 40 columns the bar was drawn in about 51, each redraw wrapping to a new line."""
+    drawn = _simulate_on_a_terminal("--players", "2", "--games", "200")
+    assert "200/200" in drawn
+    assert _widest_redraw(drawn) <= COLUMNS, drawn
+
+
+def test_the_deals_bar_of_a_game_through_a_server_fits_the_terminal(
+    server: ServerProcess,
+) -> None:
+    drawn = _simulate_on_a_terminal("--players", "2", "--server", server.target)
+    assert "deal" in drawn
+    assert _widest_redraw(drawn) <= COLUMNS, drawn
+
+
+def _serve_on_a_terminal(env: dict[str, str]) -> str:
+    """``serve`` with its console log (auto, on a terminal): what it wrote until stopped."""
+    environ = server_environment(
+        {
+            "CARDRULES_LOG_FORMAT": "auto",
+            "CARDRULES_HOST": "127.0.0.1",
+            "CARDRULES_GRPC_PORT": "0",
+            "CARDRULES_METRICS_PORT": "0",
+            **env,
+        }
+    )
+    for name in ("NO_COLOR", "TERM"):
+        if name not in env:
+            environ.pop(name, None)
+    with a_terminal(120) as (controller, terminal):
+        serving = start_session(
+            [sys.executable, "-m", "service", "serve"],
+            stdout=terminal,
+            stderr=subprocess.STDOUT,
+            env=environ,
+            text=True,
+        )
+        os.close(terminal)
+        reader = TerminalReader(controller)
+        try:
+            reader.wait_for(lambda text: "listening" in text)
+            serving.send_signal(signal.SIGTERM)
+            assert serving.wait(60) == 0
+        finally:
+            kill_group(serving)
+        return reader.close()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"NO_COLOR": "1"}, {"NO_COLOR": "anything", "TERM": "xterm"}, {"TERM": "dumb"}],
+    ids=["NO_COLOR=1", "NO_COLOR=anything", "TERM=dumb"],
+)
+def test_the_console_log_has_no_colours_where_none_are_asked_for(env: dict[str, str]) -> None:
+    written = _serve_on_a_terminal(env)
+    assert "listening" in written and "stopped" in written
+    assert "\x1b[" not in written, written
+
+
+@pytest.mark.parametrize(
+    "env", [{"TERM": "xterm"}, {"NO_COLOR": "", "TERM": "xterm"}], ids=["xterm", "NO_COLOR="]
+)
+def test_the_console_log_is_in_colour_on_a_terminal_otherwise(env: dict[str, str]) -> None:
+    """An empty NO_COLOR asks for nothing (no-color.org)."""
+    written = _serve_on_a_terminal(env)
+    assert "listening" in written
+    assert "\x1b[" in written

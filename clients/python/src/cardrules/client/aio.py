@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, NoReturn, Self, TypeVar
 
 import grpc
 from grpc import aio
@@ -22,6 +23,7 @@ from cardrules.client.channel import (
     channel_options,
     check_channel_arguments,
     checked_timeout,
+    not_picklable,
 )
 from cardrules.client.tokens import TokenBytes
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -35,6 +37,12 @@ _MAKE_IT_IN_THE_LOOP = (
     "coroutine (such as the one asyncio.run runs): its channel belongs to the loop it "
     "is made in"
 )
+
+
+def _outside_its_loop(problem: object) -> RuntimeError:
+    """The error of a client made or used outside its event loop (README, "Asyncio"):
+    ``problem``, grpc's or asyncio's words or the client's own, and what to do."""
+    return RuntimeError(f"{problem}: {_MAKE_IT_IN_THE_LOOP}")
 
 
 class AsyncKrypkasinoClient:
@@ -62,7 +70,8 @@ class AsyncKrypkasinoClient:
 
     One client serves a whole process: call it from many tasks at once.
     Use it as an async context manager, or await :meth:`close`. Create it
-    inside the event loop that will use it.
+    inside the event loop that will use it: a call from another loop raises
+    ``RuntimeError``. It cannot be pickled: a worker process makes its own.
     """
 
     #: The default deadline of every call, in seconds (``None``: no deadline); checked
@@ -97,11 +106,21 @@ class AsyncKrypkasinoClient:
                     else aio.secure_channel(target, credentials, settings)
                 )
             except RuntimeError as error:  # grpc's words come from deep inside its Cython
-                raise RuntimeError(f"{error}: {_MAKE_IT_IN_THE_LOOP}") from error
+                raise _outside_its_loop(error) from error
         self.channel = channel
+        try:
+            # The running loop, or outside a coroutine the thread's current one, which
+            # grpc.aio has just bound the channel to (and made, in a fresh main thread).
+            self._loop = asyncio.get_event_loop()
+        except RuntimeError as error:  # a given channel, outside any loop
+            raise _outside_its_loop(error) from error
         self._stub: krypkasino_pb2_grpc.KrypkasinoServiceAsyncStub = (
             krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
         )
+
+    def __reduce__(self) -> NoReturn:
+        """Refused, with what to do instead (README, "One client for the whole process")."""
+        raise not_picklable(self)
 
     async def close(self, grace: float | None = None) -> None:
         """Close the channel if the client opened it; calls after that raise
@@ -136,6 +155,11 @@ class AsyncKrypkasinoClient:
         metadata: Metadata | None,
         wait_for_ready: bool | None,
     ) -> _Response:
+        # Before grpc makes the call's task, which another loop would refuse only with
+        # "got Future ... attached to a different loop" (or "Event loop is closed") and
+        # leave pending.
+        if asyncio.get_running_loop() is not self._loop:
+            raise _outside_its_loop("this AsyncKrypkasinoClient was made in another event loop")
         return await method(
             request,
             timeout=self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout),

@@ -330,6 +330,17 @@ def check_channel_arguments(
         )
 
 
+def not_picklable(client: object) -> TypeError:
+    """The error of pickling (or copying) a client (README, "One client for the whole
+    process"): its channel is a connection of this process, which grpc cannot pickle
+    but says so only as "no default __reduce__ due to non-trivial __cinit__"."""
+    return TypeError(
+        f"{type(client).__name__} cannot be pickled or copied, as its grpc channel belongs "
+        "to this process: create the client in the worker process that uses it (in a "
+        "process pool, in the pool's initializer) and share it within that process"
+    )
+
+
 #: The number a port starts with, as grpc reads it (as C's ``atoi`` and ``sscanf`` do:
 #: C's white space and a sign, and whatever follows ignored where it reads an ``ipv4:``
 #: address), which it takes modulo 2^16: ``-1`` dials 65535, ``+99999`` 34463.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, NoReturn, Self, TypeVar
 
 import grpc
 
@@ -21,6 +21,7 @@ from cardrules.client.channel import (
     channel_options,
     check_channel_arguments,
     checked_timeout,
+    not_picklable,
 )
 from cardrules.client.tokens import TokenBytes
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
@@ -54,7 +55,8 @@ class KrypkasinoClient:
     ``grpc.RpcError``; :func:`cardrules.client.error_info` reads its reason.
 
     One client serves a whole process: call it from many threads at once.
-    Use it as a context manager, or call :meth:`close`.
+    Use it as a context manager, or call :meth:`close`. It cannot be pickled:
+    a worker process makes its own.
     """
 
     #: The default deadline of every call, in seconds (``None``: no deadline); checked
@@ -89,6 +91,10 @@ class KrypkasinoClient:
             )
         self.channel = channel
         self._stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+
+    def __reduce__(self) -> NoReturn:
+        """Refused, with what to do instead (README, "One client for the whole process")."""
+        raise not_picklable(self)
 
     def close(self) -> None:
         """Close the channel if the client opened it; calls after that raise grpc's

@@ -1,0 +1,118 @@
+"""An ``AsyncKrypkasinoClient`` called from an event loop other than the one it was made in
+refuses the call with the same advice as one made outside any loop, before grpc makes the
+call's task on the wrong loop (clients/python/src/cardrules/client/aio.py; README,
+"Asyncio"). Each case runs in a process of its own, whose stderr shows what asyncio
+reports of a task left pending."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+# Each case prints one line per call: "OK", or the type and words of what the call raised.
+SCRIPT = """
+import asyncio
+import sys
+
+from cardrules.client import AsyncKrypkasinoClient
+
+case, target = sys.argv[1:]
+
+
+async def made(call: bool) -> AsyncKrypkasinoClient:
+    client = AsyncKrypkasinoClient(target, timeout=10)
+    if call:
+        await client.new_game(players=2)
+    return client
+
+
+async def call(client: AsyncKrypkasinoClient) -> None:
+    await client.new_game(players=2)
+
+
+def show(run) -> None:
+    try:
+        run()
+        print("OK")
+    except Exception as error:
+        print(f"{type(error).__name__}: {error}")
+
+
+if case in ("made in an earlier asyncio.run", "called in an earlier asyncio.run"):
+    client = asyncio.run(made(case.startswith("called")))
+    show(lambda: asyncio.run(call(client)))
+elif case == "made outside any coroutine":
+    client = AsyncKrypkasinoClient(target, timeout=10)  # grpc binds it to a loop of its own
+    show(lambda: asyncio.run(call(client)))
+elif case == "made in a loop still open":
+    first = asyncio.new_event_loop()
+    client = first.run_until_complete(made(True))
+    show(lambda: asyncio.run(call(client)))
+    show(lambda: first.run_until_complete(call(client)))  # its own loop still serves it
+    first.close()
+"""
+
+# The words of the error a client made outside any loop raises (test_client.py).
+ADVICE = "create the AsyncKrypkasinoClient inside the event loop that will use it"
+REFUSED = f"RuntimeError: this AsyncKrypkasinoClient was made in another event loop: {ADVICE}"
+
+
+def run_case(case: str, target: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, case, target],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "made in an earlier asyncio.run",
+        "called in an earlier asyncio.run",
+        "made outside any coroutine",
+        "made in a loop still open",
+    ],
+)
+def test_a_call_from_another_event_loop_is_refused_with_where_to_make_the_client(
+    grpc_target: str, case: str
+) -> None:
+    """Not grpc's "Event loop is closed" or "Task ... got Future ... attached to a
+    different loop", with a call's coroutine never awaited or its task left pending."""
+    ran = run_case(case, grpc_target)
+    lines = ran.stdout.splitlines()
+    assert lines[0].startswith(REFUSED), ran.stdout
+    assert lines[1:] == (["OK"] if case == "made in a loop still open" else []), ran.stdout
+    assert "Task was destroyed" not in ran.stderr
+    assert "never awaited" not in ran.stderr
+    assert "Traceback" not in ran.stderr, ran.stderr
+
+
+def test_a_client_made_outside_a_coroutine_serves_the_loop_it_was_made_for(
+    grpc_target: str,
+) -> None:
+    """The check compares with the loop grpc bound the channel to, which, outside a
+    coroutine, is the thread's current loop: the pre-asyncio.run way of running one."""
+    script = f"""
+import asyncio
+from cardrules.client import AsyncKrypkasinoClient
+
+loop = asyncio.new_event_loop()
+asyncio.set_event_loop(loop)
+client = AsyncKrypkasinoClient({grpc_target!r}, timeout=10)
+game = loop.run_until_complete(client.new_game(players=2, seed=3))
+loop.run_until_complete(client.close())
+print(game.view.move_number, len(game.seat_tokens))
+"""
+    ran = subprocess.run(
+        [sys.executable, "-W", "error", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert ran.stdout.split() == ["0", "2"]

@@ -56,6 +56,7 @@ from service.simulate_progress import (
 )
 from service.simulate_stops import INTERRUPTED, Stopped, StopSignals
 from service.transcript import dump_document, render_summary, render_text
+from service.whole_numbers import parse_whole_number
 
 PROG = "cardrules"
 USAGE_ERROR = 2
@@ -121,9 +122,10 @@ def _without_argument_word(message: str) -> str:
 
 def _whole_number(text: str, span: str) -> int:
     """``text`` as an integer, or refused in the words of every number option:
-    ``must be a whole number from 0 to 65535, not 'abc'``; ``span`` is the range."""
+    ``must be a whole number from 0 to 65535, not 'abc'``; ``span`` is the range.
+    ASCII digits only, as the server's settings read them (``service.whole_numbers``)."""
     try:
-        return int(text)
+        return parse_whole_number(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number {span}, not {text!r}") from None
 
@@ -328,7 +330,7 @@ def _first_dealer(args: argparse.Namespace) -> int:
     if args.first_dealer is None:
         return 0
     try:
-        return int(args.first_dealer)
+        return parse_whole_number(args.first_dealer)
     except ValueError:
         players = args.players if MIN_PLAYERS <= args.players <= MAX_PLAYERS else MAX_PLAYERS
         raise _UsageError(

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 from service.http_cors import parse_origins
 from service.spelling import nearest
 from service.tokens import KeyRing
+from service.whole_numbers import parse_whole_number
 
 ENV_PREFIX = "CARDRULES_"
 #: prometheus_client's multiprocess folder, which workers share (``service.metrics``).
@@ -264,17 +265,14 @@ class ConfigValueError(ValueError):
     """A flag or environment value that cannot be used; the message names it."""
 
 
-# ASCII digits only: int() also takes "5_0051", "+50051" and full-width digits, which
-# nothing else reading these settings (gRPC's target parser, a probe) would.
-_WHOLE_NUMBER = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
-
-
 def _int(source: str, text: str, low: int, high: int) -> int:
-    if not _WHOLE_NUMBER.fullmatch(text):
+    """A whole number from ``low`` to ``high``, in ASCII digits (``service.whole_numbers``)."""
+    try:
+        value = parse_whole_number(text)
+    except ValueError:
         raise ConfigValueError(
             f"{source}: must be a whole number from {low} to {high}, not {_quoted(text)}"
-        )
-    value = int(text)
+        ) from None
     if not low <= value <= high:
         raise ConfigValueError(f"{source}: must be {low} to {high}, not {value}")
     return value

@@ -166,6 +166,30 @@ def test_a_mistyped_players_or_seat_is_told_the_range_of_the_table(
     assert err == f"cardrules: error: {message}{HELP}\n"
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--players", "\uff12"], "--players: must be a whole number from 2 to 6, not '\uff12'"),
+        (["--games", "+1"], "--games: must be a whole number of at least 1, not '+1'"),
+        (["--seed", "1_0"], f"--seed: must be a whole number from 0 to {LAST_SEED}, not '1_0'"),
+        (
+            ["--first-dealer", "+1"],
+            "--first-dealer: must be a whole number from 0 to 1, not '+1'",
+        ),
+    ],
+)
+def test_simulate_reads_numbers_in_ascii_digits_as_serve_does(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """service/whole_numbers.py: ``int()`` took full-width digits, ``+1`` and ``1_0``, so
+    ``--seed 1_0`` played seed 10 where ``--grpc-port 5_0051`` is refused."""
+    args = ["--players", "2", "--games", "1", "--seed", "1", *argv]
+    status = main(["simulate", "krypkasino", *args])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err == f"cardrules: error: {message}{HELP}\n"
+
+
 @pytest.mark.parametrize("seat", ["-1", "2"])
 def test_a_first_dealer_the_table_lacks_is_refused_as_given(
     capsys: pytest.CaptureFixture[str], seat: str

@@ -54,7 +54,7 @@ from service.simulate_progress import (
     discard,
     games_progress,
 )
-from service.simulate_stops import INTERRUPTED, Stopped, StopSignals
+from service.simulate_stops import INTERRUPTED, SimulationStops, Stopped
 from service.transcript import dump_document, render_summary, render_text
 from service.whole_numbers import parse_whole_number
 
@@ -430,7 +430,7 @@ def _simulate_many(
 def _simulate_one(request: SimulationRequest, table: RemoteTable | None, as_json: bool) -> int:
     """``--games 1``: the game's transcript; one stopped names its seed, to play again."""
     try:
-        with StopSignals():
+        with SimulationStops():
             record = _one_game(request, table)
     except SimulationError as error:
         return _fail(str(error), INVARIANT_FAILED)
@@ -454,11 +454,11 @@ def _play_games(summary: Summary, table: RemoteTable | None) -> tuple[str, int] 
     progress: Progress = NoProgress()
     try:
         # The handlers first: a signal once progress shows must find them.
-        with StopSignals() as signals:
+        with SimulationStops() as stops:
             progress = games_progress(summary.asked)
             for game in requests_for_games(summary.request, summary.asked):
                 record = player(game, record=False)
-                with signals.held():  # a game is counted, and shown, whole or not at all
+                with stops.held():  # a game is counted, and shown, whole or not at all
                     summary.add(record)
                     progress.update(1)
     except Stopped as stop:

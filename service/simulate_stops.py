@@ -11,18 +11,21 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 # As a shell reports a process stopped by the signal: 128 and its number.
 INTERRUPTED = 128 + signal.SIGINT
+#: What ``signal.signal`` takes and gives back: a function, SIG_DFL or SIG_IGN, or
+#: None for a handler set from outside Python.
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 #: The signals that stop a run, and the word that says which did.
 _WHAT = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
 
 
 class Stopped(BaseException):
-    """A stop signal during a simulation (``StopSignals``). A BaseException, as
+    """A stop signal during a simulation (``SimulationStops``). A BaseException, as
     KeyboardInterrupt is: no ``except Exception`` on the way may take it."""
 
     def __init__(self, signum: int) -> None:
@@ -31,7 +34,7 @@ class Stopped(BaseException):
         self.what = _WHAT[signal.Signals(signum)]
 
 
-class StopSignals:
+class SimulationStops:
     """While a simulation runs, SIGINT, SIGTERM and SIGHUP alike raise ``Stopped``, so
     that the games finished are reported (a SIGTERM or SIGHUP would otherwise end the
     process silently, its progress line unended). A signal that is ignored (a
@@ -40,11 +43,11 @@ class StopSignals:
     handlers are left as they are."""
 
     def __init__(self) -> None:
-        self._previous: dict[int, Any] = {}
+        self._previous: dict[int, _Handler] = {}
         self._holding = False
         self._pending: int | None = None
 
-    def __enter__(self) -> StopSignals:
+    def __enter__(self) -> SimulationStops:
         if threading.current_thread() is threading.main_thread():
             for signum in _WHAT:
                 if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):

@@ -62,6 +62,7 @@ from service.identity_memo import IdentityMemo
 DEAL_MEMO_SIZE = 4096
 
 __all__ = [
+    "MOVE_KIND_LABELS",
     "MOVE_KIND_OF_SWEEP",
     "RANKS",
     "SEAT_SCORE_FIELDS",
@@ -83,6 +84,7 @@ __all__ = [
     "legal_move_to_proto",
     "legal_moves_to_proto",
     "move_from_proto",
+    "move_kind_label",
     "move_to_proto",
     "score_to_proto",
 ]
@@ -153,12 +155,26 @@ _TIE_TO = {
 _TEAMS_NAMED = {**_TEAMS_TO, Teams.INDIVIDUAL: pb.TEAM_MODE_INDIVIDUAL}
 _REMOVAL_NAMED = {**_REMOVAL_TO, Removal.COURTS: pb.REMOVAL_COURTS}
 _TIE_NAMED = {**_TIE_TO, TieRule.SHARED: pb.TIE_RULE_SHARED}
-# The API kind of a capture (K8); a crawl is ``MOVE_KIND_CRAWL``.
+# The API kind of a capture (K8.3); a crawl is ``MOVE_KIND_CRAWL``. The one table of
+# what a move is called: the metric's ``kind`` label and simulate's counts are these
+# names (``MOVE_KIND_LABELS``), so a capture is one that is no sweep everywhere.
 MOVE_KIND_OF_SWEEP = {
     SweepKind.NONE: pb.MOVE_KIND_CAPTURE,
     SweepKind.SWEEP: pb.MOVE_KIND_SWEEP,
     SweepKind.DOUBLE: pb.MOVE_KIND_DOUBLE_SWEEP,
 }
+#: Each ``MoveKind`` a move has, as a word: ``crawl``, ``capture``, ``sweep``, ``double_sweep``.
+MOVE_KIND_LABELS: dict[int, str] = {
+    kind: pb.MoveKind.Name(kind).removeprefix("MOVE_KIND_").lower()
+    for kind in (pb.MOVE_KIND_CRAWL, *MOVE_KIND_OF_SWEEP.values())
+}
+
+
+def move_kind_label(is_crawl: bool, sweep: SweepKind) -> str:
+    """A played move's kind as a word (``MOVE_KIND_LABELS``); ``sweep`` is a capture's (K8.3)."""
+    return MOVE_KIND_LABELS[pb.MOVE_KIND_CRAWL if is_crawl else MOVE_KIND_OF_SWEEP[sweep]]
+
+
 _DEFAULT_RULES = Rules()
 _RULE_FIELDS = frozenset(field.name for field in dataclasses.fields(Rules))
 

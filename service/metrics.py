@@ -54,6 +54,7 @@ from prometheus_client.registry import Collector
 from engine.krypkasino.config import seatings
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.play import Reason
+from service.codec import MOVE_KIND_LABELS, move_kind_label
 from service.config import MULTIPROC_ENV, MULTIPROC_VALUE_FILE
 from service.logs import get_logger
 from service.tokens import TokenReason
@@ -104,8 +105,10 @@ HANDLING_BUCKETS: tuple[float, ...] = (
     1.0,
 )
 
-MOVE_KINDS: tuple[str, ...] = ("crawl", "capture", "sweep", "double_sweep")
-SWEEP_KINDS: tuple[str, ...] = ("sweep", "double_sweep")
+MOVE_KINDS: tuple[str, ...] = tuple(MOVE_KIND_LABELS.values())
+SWEEP_KINDS: tuple[str, ...] = tuple(
+    move_kind_label(False, sweep) for sweep in SweepKind if sweep is not SweepKind.NONE
+)
 
 #: The ``reason`` values of ``cardrules_state_tokens_refused_total``: every refusal of a
 #: state token that was sent (design section 5): what the sealer refuses
@@ -160,12 +163,8 @@ def variant_label(enabled: Iterable[str]) -> str:
 
 
 def move_kind(is_crawl: bool, sweep: SweepKind) -> str:
-    """The ``kind`` label of a played move (spec K8.3)."""
-    if is_crawl:
-        return "crawl"
-    if sweep is SweepKind.NONE:
-        return "capture"
-    return str(sweep.value)
+    """The ``kind`` label of a played move (spec K8.3): its API ``MoveKind`` as a word."""
+    return move_kind_label(is_crawl, sweep)
 
 
 class _RpcSeries(NamedTuple):

@@ -39,7 +39,7 @@ from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.policies import POLICIES, Situation
 from engine.krypkasino.scoring import DealResult, match_totals
 from engine.krypkasino.views import tiebreak_teams
-from service.codec import MAX_DECKS
+from service.codec import MAX_DECKS, move_kind_label
 from service.spelling import nearest
 from service.transcript import Json, codes, config_json, deal_json, event_json, move_json
 
@@ -210,13 +210,14 @@ def play_game(request: SimulationRequest, *, record: bool = True) -> GameRecord:
 
 
 def count_outcomes(outcomes: Counter[str], events: Sequence[Event]) -> None:
-    """Tally crawls, captures and sweeps (K8) for the summary."""
+    """Tally each move by its kind (K8.3) for the summary, as the ``kind`` label of
+    ``cardrules_moves_total`` counts it (``service.codec.move_kind_label``): a crawl, a
+    capture that is no sweep, a sweep or a double sweep, so the four add up to the moves."""
     for event in events:
         if isinstance(event, Crawled):
-            outcomes["crawl"] += 1
+            outcomes[move_kind_label(True, SweepKind.NONE)] += 1
         elif isinstance(event, Captured):
-            outcomes["capture"] += 1
-            outcomes[event.sweep.value] += 1
+            outcomes[move_kind_label(False, event.sweep)] += 1
 
 
 def _check_step(
@@ -353,7 +354,7 @@ def summary_json(summary: Summary, *, version: str) -> Json:
     deals = max(summary.deals, 1)
     turns = max(summary.turns, 1)
     outcomes = summary.outcomes
-    sweeps, doubles = outcomes[SweepKind.SWEEP.value], outcomes[SweepKind.DOUBLE.value]
+    sweeps, doubles = outcomes["sweep"], outcomes["double_sweep"]
     first = request.seed
     return {
         "cardrules_version": version,

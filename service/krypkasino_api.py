@@ -124,9 +124,9 @@ class KrypkasinoApi:
             raise _config_error(
                 ConfigError(
                     ("first_dealer", "draw_for_deal"),
-                    "with draw_for_deal the draw decides the first dealer (K4.2): "
-                    "leave first_dealer 0",
+                    "with draw_for_deal the draw decides the first dealer",
                     "K4.2",
+                    then="leave first_dealer 0",
                 ),
                 request.config,
             )

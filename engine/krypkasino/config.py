@@ -17,16 +17,29 @@ class ConfigError(ValueError):
 
     ``flags`` are the culprits, two or more when only their combination is refused;
     ``flag`` is all of them as one text (``two_player_five_six,four_four``). ``rule`` is
-    the spec rule ID the refusal enforces, which ``reason`` cites in parentheses
-    (``... not 7 (K3.1)``), so that a caller need not read it from the text.
+    the spec rule ID the refusal enforces, so that a caller need not read it from the
+    text; ``reason`` is why, citing it in parentheses as ``IllegalMoveError`` does
+    (``... not 7 (K3.1)``), so a raise names the rule once. In the parentheses
+    ``aside`` (a few words of why) comes before it and ``also`` (a rule that shows why)
+    after it; ``then`` (what to do instead) follows them.
     """
 
-    def __init__(self, flags: str | tuple[str, ...], reason: str, rule: str | None = None) -> None:
+    def __init__(
+        self,
+        flags: str | tuple[str, ...],
+        reason: str,
+        rule: str,
+        *,
+        aside: str = "",
+        also: str = "",
+        then: str = "",
+    ) -> None:
         self.flags = (flags,) if isinstance(flags, str) else flags
         self.flag = ",".join(self.flags)
-        self.reason = reason
+        cited = ", ".join(part for part in (aside, rule, also) if part)
+        self.reason = f"{reason} ({cited})" + (f": {then}" if then else "")
         self.rule = rule
-        super().__init__(f"{self.flag}: {reason}")
+        super().__init__(f"{self.flag}: {self.reason}")
 
 
 class Teams(enum.Enum):
@@ -226,7 +239,7 @@ class Config:
         if not MIN_PLAYERS <= n <= MAX_PLAYERS:
             raise ConfigError(
                 "players",
-                f"Krypkasino needs {MIN_PLAYERS} to {MAX_PLAYERS} players, not {n} (K3.1)",
+                f"Krypkasino needs {MIN_PLAYERS} to {MAX_PLAYERS} players, not {n}",
                 "K3.1",
             )
         if r.two_player_five_six:
@@ -237,13 +250,13 @@ class Config:
                 also = f", and {combined}" if others else ""
                 raise ConfigError(
                     ("two_player_five_six", *others),
-                    f"only for 2 players, not {n}{also} (K16.1)",
+                    f"only for 2 players, not {n}{also}",
                     "K16.1",
                 )
             if others:
                 raise ConfigError(
                     ("two_player_five_six", *others),
-                    f"two_player_five_six {combined} (K16.1)",
+                    f"two_player_five_six {combined}",
                     "K16.1",
                 )
         rest, later = self.stock_after(1), self.later_distribution_size
@@ -255,30 +268,30 @@ class Config:
                 flag,
                 f"{self.deck_size} cards cannot be dealt to {n} players: "
                 f"{rest} cards after the first distribution do not divide into "
-                f"distributions of {later} ({rule})",
+                f"distributions of {later}",
                 rule,
             )
         if self.teams is Teams.PAIRS and n not in (4, 6):
-            raise ConfigError("teams", f"pairs need 4 or 6 players, not {n} (K3.2)", "K3.2")
+            raise ConfigError("teams", f"pairs need 4 or 6 players, not {n}", "K3.2")
         if self.teams is Teams.TRIOS and n != 6:
-            raise ConfigError("teams", f"trios need 6 players, not {n} (K3.2)", "K3.2")
+            raise ConfigError("teams", f"trios need 6 players, not {n}", "K3.2")
         if not 0 <= self.first_dealer < n:
             raise ConfigError(
                 "first_dealer",
-                f"must be a seat from 0 to {n - 1}, not {self.first_dealer} (K4.2)",
+                f"must be a seat from 0 to {n - 1}, not {self.first_dealer}",
                 "K4.2",
             )
         if self.match_deals is not None and self.match_deals < 1:
             raise ConfigError(
                 "match_deals",
-                f"must be a positive number of deals, not {self.match_deals} (K13.2)",
+                f"must be a positive number of deals, not {self.match_deals}",
                 "K13.2",
             )
         if self.match_deals is not None and self.match_deals > MAX_MATCH_DEALS:
             raise ConfigError(
                 "match_deals",
                 f"at most {MAX_MATCH_DEALS} deals, not {self.match_deals}: every "
-                "finished deal travels in the state token (K13.2)",
+                "finished deal travels in the state token",
                 "K13.2",
             )
         if self.target_score is None:
@@ -286,22 +299,24 @@ class Config:
                 raise ConfigError(
                     "match_deals",
                     f"without target_score it must be a positive multiple of {n}, not "
-                    f"{self.match_deals} (every player deals equally often, K13.2)",
+                    f"{self.match_deals}",
                     "K13.2",
+                    aside="every player deals equally often",
                 )
         elif self.target_score < 1:
             raise ConfigError(
                 "target_score",
-                f"must be a positive score, not {self.target_score} (K13.2)",
+                f"must be a positive score, not {self.target_score}",
                 "K13.2",
             )
         elif self.target_score > MAX_TARGET_SCORE and self.match_deals is None:
             raise ConfigError(
                 "target_score",
                 f"at most {MAX_TARGET_SCORE} without match_deals, not {self.target_score}: "
-                f"a higher target could outlast {MAX_MATCH_DEALS} deals (K13.2, K15.7)",
+                f"a higher target could outlast {MAX_MATCH_DEALS} deals",
                 # K13.2 is the rule bounded; K15.7 only shows why the bound suffices.
                 "K13.2",
+                also="K15.7",
             )
         return self
 

@@ -338,7 +338,9 @@ class SeatTokens:
         self._primary_id = KeyRing.key_id(keys.keys[0])
         # A player sends the same seat token with every move of a game, so the
         # MACs of recent (key id, game id, seat) triples are kept, not recomputed:
-        # a pure function of its arguments, compared in constant time as before.
+        # a pure function of its arguments. Only the expected MAC is cached: the token
+        # sent is still compared in constant time, so how long a refusal takes does not
+        # tell a forger how many leading bytes of a guessed MAC were right.
         self._expected = functools.lru_cache(maxsize=SEAT_MAC_CACHE_SIZE)(self._mac)
 
     def issue(self, game_id: str, seat: int) -> bytes:

@@ -30,7 +30,8 @@ def _require(condition: bool, rule: str, message: str) -> None:
 
 
 def check_state(state: State) -> None:
-    """K15.1 conservation and K15.3 hand sizes at any moment between moves."""
+    """K15.1 conservation, K8.4 markers in their piles, K7.8 a mover with a card to play
+    and K15.3 hand sizes, at any moment between moves."""
     cards: Counter[int] = Counter(state.stock)
     cards.update(state.table)
     cards.update(state.set_aside)
@@ -54,13 +55,15 @@ def check_state(state: State) -> None:
 
 
 def check_transition(before: State, move: Move, after: State, events: Sequence[Event]) -> None:
-    """K15.2, K15.3 at a distribution's start, K15.4, K15.5, K15.8, K11.1 and the deal-end
-    invariants (K15.1 over the final piles, K15.6, K15.7) for one executed move; the
-    match's first distribution is ``check_opening``'s."""
+    """K4.4 and K8.3 (a capture is the mover's, of the card played), K15.2, K15.3 at a
+    distribution's start, K15.4, K15.5, K15.8, K11.1 and the deal-end invariants (K15.1
+    over the final piles, K15.6, K15.7) for one executed move; the match's first
+    distribution is ``check_opening``'s."""
     ended = next((e for e in events if isinstance(e, DealEnded)), None)
     for event in events:
         if isinstance(event, Captured):
-            _require(event.seat == before.turn and event.card == move.card, "K8.5", "wrong mover")
+            _require(event.seat == before.turn, "K4.4", "wrong mover")
+            _require(event.card == move.card, "K8.3", "the capture is not of the card played")
             _check_markers(before, after, event, ended)
         elif isinstance(event, DistributionDealt) and event.deal == after.deal:
             _check_distribution(after, event)

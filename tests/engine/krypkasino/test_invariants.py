@@ -200,12 +200,19 @@ def test_a_mover_without_a_card_is_reported() -> None:
         check_state(emptied)
 
 
-@pytest.mark.parametrize("what", ["seat", "card"])
-def test_a_capture_credited_to_another_seat_or_card_is_reported(what: str) -> None:
+@pytest.mark.parametrize(
+    ("what", "reported"),
+    [
+        ("seat", r"^K4\.4: wrong mover"),
+        ("card", r"^K8\.3: the capture is not of the card played"),
+    ],
+)
+def test_a_capture_credited_to_another_seat_or_card_is_reported(what: str, reported: str) -> None:
+    """K4.4: the seat on turn moves; K8.3: the capture is of the card it played."""
     before, move, after, events = step(position("4H 5D 7S", {1: "9C"}), "9C>4H+5D")
     captured = only(events, Captured)
     wrong = replace(captured, seat=2) if what == "seat" else replace(captured, card=cards("9D")[0])
-    with pytest.raises(InvariantError, match=r"^K8\.5: wrong mover"):
+    with pytest.raises(InvariantError, match=reported):
         check_transition(before, move, after, [wrong if e is captured else e for e in events])
 
 

@@ -81,12 +81,14 @@ def target(config: ServerConfig) -> str:
     return host_port(host, config.grpc_port)
 
 
-def ask(address: str, timeout: float = TIMEOUT_SECONDS) -> str:
+def ask(address: str) -> str:
     """The status name the health service at ``address`` gives for readiness."""
     with grpc.insecure_channel(address) as channel:
         # Typed Any: grpcio-health-checking's type stubs lack the stub's methods.
         stub: Any = health_pb2_grpc.HealthStub(channel)
-        reply = stub.Check(health_pb2.HealthCheckRequest(service=READINESS), timeout=timeout)
+        reply = stub.Check(
+            health_pb2.HealthCheckRequest(service=READINESS), timeout=TIMEOUT_SECONDS
+        )
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
 
 

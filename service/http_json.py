@@ -51,6 +51,8 @@ _PARSER_SUFFIX = re.compile(r'(?: at "?[A-Za-z_][\w.\[\]]*"?)?\.*$')
 # At most this much of a refusal's description or field path, which may hold what the
 # client sent (``_json_invalid``); room for the longest enum's names (Rank's) and a path.
 _REFUSAL_TEXT_CHARS = 400
+# At most this much of a name or value a refusal quotes (``_quoted``, ``_out_of_range``).
+_QUOTED_CHARS = 40
 _LONGEST_SLIP = 64  # a longer unknown name is no slip (``_near_field``)
 # A name a path shows plainly; another (``a.b``, ``""``) is quoted in the refusal too, as
 # the path alone would read as other fields or none.
@@ -411,7 +413,9 @@ def _numbers_of(enum: EnumDescriptor | None) -> tuple[int, int]:
 
 def _out_of_range(path: str, bounds: tuple[int, int], text: str) -> ServiceError:
     """``seed: must be 0 to 18446744073709551615, not -1``; a long number cut short."""
-    return _json_invalid(path, f"must be {bounds[0]} to {bounds[1]}, not {_cut(text, 40)}")
+    return _json_invalid(
+        path, f"must be {bounds[0]} to {bounds[1]}, not {_cut(text, _QUOTED_CHARS)}"
+    )
 
 
 def _is_int32(number: str | int) -> bool:
@@ -446,9 +450,9 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _quoted(text: str, limit: int = 40) -> str:
+def _quoted(text: str) -> str:
     """``text`` as a JSON string, cut short."""
-    return json.dumps(_cut(text, limit), ensure_ascii=False)
+    return json.dumps(_cut(text, _QUOTED_CHARS), ensure_ascii=False)
 
 
 def _json_kind(value: object) -> str:

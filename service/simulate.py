@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from engine.cards import Card, check_deck, parse_cards, seeded_rng
 from engine.krypkasino import (
@@ -65,27 +64,28 @@ class SimulationRequest:
 def parse_rules(flags: Sequence[str]) -> Rules:
     """K16 flags by their spec names, plus ``removal=courts|spades|none`` (K16.5)."""
     names = Rules.flag_names()
-    settings: dict[str, Any] = {}
+    enabled: dict[str, bool] = {}
+    removal: Removal | None = None
     for flag in flags:
         name, sep, value = flag.partition("=")
         if name == "removal" and sep:
             try:
-                removal = Removal(value)
+                given = Removal(value)
             except ValueError:
                 choices = ", ".join(r.value for r in Removal)
                 raise InputError(
                     f"--rule: removal must be one of {choices}, not {value!r} (K16.5)"
                 ) from None
             # Either value is a rule the caller asked for: keeping the last would drop one.
-            if settings.setdefault("removal", removal) is not removal:
-                raise InputError(
-                    f"--rule: removal given twice, as {settings['removal'].value} and {value}"
-                )
+            if removal is not None and removal is not given:
+                raise InputError(f"--rule: removal given twice, as {removal.value} and {value}")
+            removal = given
         elif name in names and not sep:
-            settings[name] = True
+            enabled[name] = True
         else:
             raise InputError(f"--rule: {_rule_refusal(flag, names)}")
-    return replace(Rules(), **settings)
+    default = Rules()
+    return replace(default, removal=default.removal if removal is None else removal, **enabled)
 
 
 def _rule_refusal(flag: str, names: Sequence[str]) -> str:

@@ -41,6 +41,7 @@ def add_health_and_reflection(
     # The generated functions use only the two methods _ParsingInside has.
     parsing = cast(grpc.aio.Server, _ParsingInside(server))
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, parsing)
+    # grpcio-reflection ships its generated reflection_pb2_grpc without annotations.
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(  # type: ignore[no-untyped-call]
         reflection_servicer, parsing
     )

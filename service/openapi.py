@@ -4,7 +4,7 @@ Paths come from the same ``service.http_routes`` the gateway serves, schemas
 from the messages under the proto3 JSON mapping (lowerCamelCase names, 64-bit
 integers as strings, bytes as base64 strings with ``contentEncoding``, enums by
 name), error responses are the ``google.rpc.Status`` of design section 5 with
-typed details. Descriptions are the proto comments,
+typed details. Descriptions are the proto comments (``service.proto_comments``),
 which only a descriptor set made with ``--include_source_info`` carries:
 ``scripts/generate_openapi.py`` makes one and writes the committed
 ``service/cardrules.openapi.json``, which ships inside the package and is
@@ -51,7 +51,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -296,77 +296,6 @@ def _with_reasons(error: ErrorResponse) -> str:
         return error.description
     listed = ", ".join(f"`{reason}`" for reason in reasons)
     return f"{error.description} Reasons (ErrorInfo `reason`): {listed}; later releases may add others."
-
-
-# -- comments -----------------------------------------------------------------------
-
-# Field numbers of descriptor.proto, as used in SourceCodeInfo location paths.
-_FILE_MESSAGE, _FILE_ENUM, _FILE_SERVICE = 4, 5, 6
-_MESSAGE_FIELD, _MESSAGE_NESTED, _MESSAGE_ENUM = 2, 3, 4
-_ENUM_VALUE, _SERVICE_METHOD = 2, 2
-
-
-def comments(files: descriptor_pb2.FileDescriptorSet) -> dict[str, str]:
-    """Leading comments by full name (``pkg.Message.field``, ``pkg.Enum.VALUE``, ...)."""
-    found: dict[str, str] = {}
-    for file in files.file:
-        _Comments(file, found).collect()
-    return found
-
-
-class _Comments:
-    """Walks one file's declarations beside its SourceCodeInfo location paths."""
-
-    def __init__(self, file: descriptor_pb2.FileDescriptorProto, found: dict[str, str]) -> None:
-        self.file = file
-        self.found = found
-        self.located = {
-            tuple(location.path): location.leading_comments or location.trailing_comments
-            for location in file.source_code_info.location
-        }
-
-    def collect(self) -> None:
-        prefix = f"{self.file.package}." if self.file.package else ""
-        for i, message in enumerate(self.file.message_type):
-            self.message(prefix + message.name, message, (_FILE_MESSAGE, i))
-        for i, enum in enumerate(self.file.enum_type):
-            self.enum(prefix + enum.name, enum, (_FILE_ENUM, i))
-        for i, service in enumerate(self.file.service):
-            self.note(prefix + service.name, (_FILE_SERVICE, i))
-            for j, method in enumerate(service.method):
-                path = (_FILE_SERVICE, i, _SERVICE_METHOD, j)
-                self.note(f"{prefix}{service.name}.{method.name}", path)
-
-    def note(self, name: str, path: tuple[int, ...]) -> None:
-        if text := _clean(self.located.get(path, "")):
-            self.found[name] = text
-
-    def enum(
-        self, name: str, enum: descriptor_pb2.EnumDescriptorProto, path: tuple[int, ...]
-    ) -> None:
-        self.note(name, path)
-        for i, value in enumerate(enum.value):
-            self.note(f"{name}.{value.name}", (*path, _ENUM_VALUE, i))
-
-    def message(
-        self, name: str, message: descriptor_pb2.DescriptorProto, path: tuple[int, ...]
-    ) -> None:
-        self.note(name, path)
-        for i, field in enumerate(message.field):
-            self.note(f"{name}.{field.name}", (*path, _MESSAGE_FIELD, i))
-        for i, nested in enumerate(message.nested_type):
-            self.message(f"{name}.{nested.name}", nested, (*path, _MESSAGE_NESTED, i))
-        for i, nested_enum in enumerate(message.enum_type):
-            self.enum(f"{name}.{nested_enum.name}", nested_enum, (*path, _MESSAGE_ENUM, i))
-
-
-def _clean(comment: str) -> str:
-    """Proto comment lines joined into paragraphs."""
-    paragraphs = [
-        " ".join(line.strip() for line in block.splitlines() if line.strip())
-        for block in comment.strip().split("\n\n")
-    ]
-    return "\n\n".join(p for p in paragraphs if p)
 
 
 # -- schemas ------------------------------------------------------------------------
@@ -684,7 +613,7 @@ def _status_schemas() -> Json:
         STATUS: {
             "title": "Status",
             "type": "object",
-            "description": "A refusal (design section 5): `code` is the google.rpc.Code, "
+            "description": "A refusal (google.rpc.Status): `code` is the google.rpc.Code, "
             "`details` hold exactly one google.rpc.ErrorInfo (domain `cardrules`, a stable "
             "`reason`, dynamic values in `metadata`) and, for malformed input, a "
             "google.rpc.BadRequest whose `fieldViolations` name the fields.",
@@ -794,12 +723,12 @@ def _replace_refs(value: Any, refs: Mapping[str, str]) -> Any:
     return value
 
 
-def component_keys(services: Sequence[ServiceDescriptor] = SERVICES) -> dict[str, str]:
+def component_keys() -> dict[str, str]:
     """The key of each component schema of the document by the name it is built under:
     a message's or enum's full name (``cardrules.cards.v1.Card``: ``Card``), plus
     ``INPUT_SUFFIX`` for a request form, or a ``google.rpc`` name (``STATUS``: ``Status``),
     for code that starts from a descriptor."""
-    return unique_titles(_document(services, {})["components"]["schemas"])
+    return unique_titles(_document({})["components"]["schemas"])
 
 
 def _operation(
@@ -845,22 +774,20 @@ def _answer(description: str, schema: Json) -> Json:
     }
 
 
-def build_document(
-    services: Sequence[ServiceDescriptor] = SERVICES, notes: Mapping[str, str] | None = None
-) -> Json:
-    """The whole document; ``notes`` are the proto comments (see ``comments``)."""
-    return with_short_keys(_document(services, notes or {}))
+def build_document(notes: Mapping[str, str] | None = None) -> Json:
+    """The whole document; ``notes`` are the proto comments (``proto_comments.comments``)."""
+    return with_short_keys(_document(notes or {}))
 
 
-def _document(services: Sequence[ServiceDescriptor], notes: Mapping[str, str]) -> Json:
+def _document(notes: Mapping[str, str]) -> Json:
     """The document with its schemas under the full names they are built under."""
-    all_routes = [route for service in services for route in routes(service)]
+    all_routes = [route for service in SERVICES for route in routes(service)]
     responses_of = [message_descriptor(route.response_class) for route in all_routes]
     requests_of = [message_descriptor(route.request_class) for route in all_routes]
     builder = SchemaBuilder(notes, reachable(responses_of), reachable(requests_of))
     paths: Json = {}
     tags: list[Json] = []
-    for service in services:
+    for service in SERVICES:
         tag: Json = {"name": service.name}
         if service.full_name in builder.notes:
             tag["description"] = builder.notes[service.full_name]

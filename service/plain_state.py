@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Literal, get_args
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
@@ -35,7 +34,14 @@ from engine.krypkasino.dealing import (
 )
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.scoring import DealResult
-from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
+from service.state_parts import (
+    FULL_DECKS,
+    StateError,
+    as_cards,
+    checked_history,
+    config_layout,
+    stored_seat_score,
+)
 
 __all__ = ["MAX_PLAIN_TABLE", "check_game_id", "check_plain_state"]
 
@@ -374,20 +380,13 @@ def _check_hand_sizes(sizes: list[int], turn: int, first_player: int, dealt: int
         raise StateError(f"hand sizes {sizes} with seat {turn} to move (K7.8, K15.3)")
 
 
-# The items of a stored seat score that decoding recomputes (K12.1) and ignores as stored
-# (service.state_codec): a later release may write them.
-_SeatItem = Literal["seat", "card_points", "sweeps_conceded", "last_capture", "total"]
-_DERIVED_SEAT_ITEMS: tuple[_SeatItem, ...] = get_args(_SeatItem)
-
-
 def _independent_items(score: pb.DealScore) -> bytes:
-    """A stored deal score's bytes without its derived items, as the history caches' key:
-    padded with those, one history would take a cache entry per padding, each holding it
-    (a plain token of 60 KB could so grow a server by 250 MB)."""
+    """A stored deal score's bytes without its derived items, which decoding ignores, as
+    the history caches' key: padded with those, one history would take a cache entry per
+    padding, each holding it (a plain token of 60 KB could so grow a server by 250 MB)."""
     kept = pb.DealScore()
     kept.CopyFrom(score)
     kept.ClearField("team_totals")
-    for seat in kept.seats:
-        for name in _DERIVED_SEAT_ITEMS:
-            seat.ClearField(name)
+    kept.ClearField("seats")
+    kept.seats.extend(map(stored_seat_score, score.seats))
     return kept.SerializeToString()

@@ -27,7 +27,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_tools import protoc
 
 from scripts.generate_protos import PROTO_ROOT, THIRD_PARTY, proto_files
-from service.openapi import COMMITTED, build_document, comments, render
+from service.openapi import COMMITTED, build_document, render
+from service.proto_comments import comments
 
 
 def descriptor_set() -> descriptor_pb2.FileDescriptorSet:

@@ -4,7 +4,7 @@ Paths come from the same ``service.http_routes`` the gateway serves, schemas
 from the messages under the proto3 JSON mapping (lowerCamelCase names, 64-bit
 integers as strings, bytes as base64 strings with ``contentEncoding``, enums by
 name), error responses are the ``google.rpc.Status`` of design section 5 with
-typed details. Descriptions are the proto comments,
+typed details. Descriptions are the proto comments (``service.proto_comments``),
 which only a descriptor set made with ``--include_source_info`` carries:
 ``scripts/generate_openapi.py`` makes one and writes the committed
 ``service/cardrules.openapi.json``, which ships inside the package and is
@@ -51,12 +51,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
 from cardrules.client.errors import USABLE_REQUEST_ID
 from cardrules.krypkasino.v1 import krypkasino_pb2
 from google.protobuf import descriptor_pb2
@@ -71,11 +70,10 @@ from google.protobuf.descriptor import (
 from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_PLAYERS, MIN_PLAYERS
 from service.config import ServerConfig
 from service.descriptors import message_descriptor
-from service.errors import ServiceError
 from service.grpc_timeout import GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER
-from service.http_gateway import http_status
 from service.http_json import JSON_TYPE
 from service.http_routes import OPENAPI_PATH, routes
+from service.reasons import REFUSAL_REASONS
 
 Json = dict[str, Any]
 
@@ -270,77 +268,6 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class RefusalReason:
-    """A stable ``ErrorInfo`` reason of docs/api.md ("Errors"): its google.rpc code and the
-    ``metadata`` keys its refusals may carry (each only where docs/api.md says)."""
-
-    reason: str
-    code: grpc.StatusCode
-    metadata: tuple[str, ...] = ()
-
-    @property
-    def http_status(self) -> int:
-        """The status the gateway answers it with (``http_gateway.http_status``)."""
-        return http_status(ServiceError(self.code, self.reason, ""))
-
-
-_INVALID = grpc.StatusCode.INVALID_ARGUMENT
-_MOVE_REFUSED = grpc.StatusCode.FAILED_PRECONDITION
-# docs/api.md's two error tables in their order: the gRPC reasons (cardrules.client.Reason
-# lists them in this order), then those of the HTTP gateway alone (REQUEST_MALFORMED and
-# REQUEST_TOO_LARGE are in both; DEADLINE_EXCEEDED has an ErrorInfo over HTTP only).
-# tests/service/test_http_openapi_reasons.py holds this to both tables and to the client's
-# Reason, and real refusals of a loopback server to it: a reason added to the code and the
-# docs must be added here too. The document lists them in ErrorInfo's reason description;
-# it never makes reason an enum, so that clients generated from it take reasons added later.
-REFUSAL_REASONS: tuple[RefusalReason, ...] = (
-    RefusalReason("REQUEST_MALFORMED", _INVALID),
-    RefusalReason("FIELD_UNKNOWN", _INVALID),
-    RefusalReason("STATE_MISSING", _INVALID),
-    RefusalReason("TOKEN_MALFORMED", _INVALID),
-    RefusalReason("TOKEN_SCHEMA_UNSUPPORTED", _INVALID, ("version",)),
-    RefusalReason("TOKEN_UNKNOWN_KEY", _INVALID, ("key_id",)),
-    RefusalReason("TOKEN_INVALID", _INVALID),
-    RefusalReason("TOKEN_PLAIN_DISABLED", _INVALID),
-    RefusalReason("STATE_INVALID", _INVALID),
-    RefusalReason("CONFIG_INVALID", _INVALID, ("flag", "rule")),
-    RefusalReason("FIELD_INVALID", _INVALID, ("field",)),
-    RefusalReason("DECK_INVALID", _INVALID, ("deck",)),
-    RefusalReason("TOO_MANY_DECKS", _INVALID, ("limit",)),
-    RefusalReason("DRAW_WITHOUT_DRAW_FOR_DEAL", _INVALID),
-    RefusalReason("DRAW_INVALID", _INVALID),
-    RefusalReason("DRAW_EXHAUSTED", _INVALID),
-    RefusalReason("CHOSEN_DEAL_REFUSED", _INVALID),
-    RefusalReason("SEAT_INVALID", _INVALID, ("seat", "players")),
-    RefusalReason("SEAT_MISSING", _INVALID, ("token_seat",)),
-    RefusalReason("MOVE_MISSING", _INVALID),
-    RefusalReason("SEAT_TOKEN_MISSING", grpc.StatusCode.PERMISSION_DENIED, ("seat",)),
-    RefusalReason(
-        "SEAT_TOKEN_INVALID", grpc.StatusCode.PERMISSION_DENIED, ("seat", "token_seat", "key_id")
-    ),
-    RefusalReason("NOT_YOUR_TURN", _MOVE_REFUSED, ("rule", "seat", "turn")),
-    RefusalReason("CARD_NOT_IN_HAND", _MOVE_REFUSED, ("rule", "seat", "card")),
-    RefusalReason("CAPTURE_NOT_ON_TABLE", _MOVE_REFUSED, ("rule", "seat", "card", "captured_card")),
-    RefusalReason("CAPTURE_NOT_VALID", _MOVE_REFUSED, ("rule", "seat", "card", "captured_card")),
-    RefusalReason("CAPTURE_NOT_MAXIMAL", _MOVE_REFUSED, ("rule", "seat", "card", "group_left")),
-    RefusalReason("MUST_CAPTURE", _MOVE_REFUSED, ("rule", "seat", "card", "capturing_cards")),
-    RefusalReason("MUST_SWEEP", _MOVE_REFUSED, ("rule", "seat", "card", "sweeping_cards")),
-    RefusalReason("GAME_OVER", _MOVE_REFUSED, ("rule", "seat")),
-    RefusalReason("REQUEST_TOO_LARGE", grpc.StatusCode.RESOURCE_EXHAUSTED, ("limit",)),
-    RefusalReason("TOKEN_FROM_NEWER_RELEASE", grpc.StatusCode.UNAVAILABLE, ("version",)),
-    RefusalReason("INTERNAL", grpc.StatusCode.INTERNAL),
-    RefusalReason("DEADLINE_EXCEEDED", grpc.StatusCode.DEADLINE_EXCEEDED),
-    RefusalReason("NOT_FOUND_ROUTE", grpc.StatusCode.NOT_FOUND, ("path",)),
-    RefusalReason("METHOD_NOT_ALLOWED", grpc.StatusCode.UNIMPLEMENTED, ("method",)),
-    RefusalReason("UNSUPPORTED_MEDIA_TYPE", _INVALID, ("content_type", "content_encoding")),
-    RefusalReason("JSON_INVALID", _INVALID),
-    RefusalReason("BODY_TIMEOUT", _INVALID),
-    RefusalReason("TIMEOUT_INVALID", _INVALID, ("grpc_timeout",)),
-    RefusalReason("CLIENT_GONE", grpc.StatusCode.CANCELLED),
-)
-
-
 def reasons_description() -> str:
     """ErrorInfo's ``reason``: every reason with its HTTP status and metadata keys, as
     client generators show a field's description beside it (not an ``enum``: a client
@@ -369,77 +296,6 @@ def _with_reasons(error: ErrorResponse) -> str:
         return error.description
     listed = ", ".join(f"`{reason}`" for reason in reasons)
     return f"{error.description} Reasons (ErrorInfo `reason`): {listed}; later releases may add others."
-
-
-# -- comments -----------------------------------------------------------------------
-
-# Field numbers of descriptor.proto, as used in SourceCodeInfo location paths.
-_FILE_MESSAGE, _FILE_ENUM, _FILE_SERVICE = 4, 5, 6
-_MESSAGE_FIELD, _MESSAGE_NESTED, _MESSAGE_ENUM = 2, 3, 4
-_ENUM_VALUE, _SERVICE_METHOD = 2, 2
-
-
-def comments(files: descriptor_pb2.FileDescriptorSet) -> dict[str, str]:
-    """Leading comments by full name (``pkg.Message.field``, ``pkg.Enum.VALUE``, ...)."""
-    found: dict[str, str] = {}
-    for file in files.file:
-        _Comments(file, found).collect()
-    return found
-
-
-class _Comments:
-    """Walks one file's declarations beside its SourceCodeInfo location paths."""
-
-    def __init__(self, file: descriptor_pb2.FileDescriptorProto, found: dict[str, str]) -> None:
-        self.file = file
-        self.found = found
-        self.located = {
-            tuple(location.path): location.leading_comments or location.trailing_comments
-            for location in file.source_code_info.location
-        }
-
-    def collect(self) -> None:
-        prefix = f"{self.file.package}." if self.file.package else ""
-        for i, message in enumerate(self.file.message_type):
-            self.message(prefix + message.name, message, (_FILE_MESSAGE, i))
-        for i, enum in enumerate(self.file.enum_type):
-            self.enum(prefix + enum.name, enum, (_FILE_ENUM, i))
-        for i, service in enumerate(self.file.service):
-            self.note(prefix + service.name, (_FILE_SERVICE, i))
-            for j, method in enumerate(service.method):
-                path = (_FILE_SERVICE, i, _SERVICE_METHOD, j)
-                self.note(f"{prefix}{service.name}.{method.name}", path)
-
-    def note(self, name: str, path: tuple[int, ...]) -> None:
-        if text := _clean(self.located.get(path, "")):
-            self.found[name] = text
-
-    def enum(
-        self, name: str, enum: descriptor_pb2.EnumDescriptorProto, path: tuple[int, ...]
-    ) -> None:
-        self.note(name, path)
-        for i, value in enumerate(enum.value):
-            self.note(f"{name}.{value.name}", (*path, _ENUM_VALUE, i))
-
-    def message(
-        self, name: str, message: descriptor_pb2.DescriptorProto, path: tuple[int, ...]
-    ) -> None:
-        self.note(name, path)
-        for i, field in enumerate(message.field):
-            self.note(f"{name}.{field.name}", (*path, _MESSAGE_FIELD, i))
-        for i, nested in enumerate(message.nested_type):
-            self.message(f"{name}.{nested.name}", nested, (*path, _MESSAGE_NESTED, i))
-        for i, nested_enum in enumerate(message.enum_type):
-            self.enum(f"{name}.{nested_enum.name}", nested_enum, (*path, _MESSAGE_ENUM, i))
-
-
-def _clean(comment: str) -> str:
-    """Proto comment lines joined into paragraphs."""
-    paragraphs = [
-        " ".join(line.strip() for line in block.splitlines() if line.strip())
-        for block in comment.strip().split("\n\n")
-    ]
-    return "\n\n".join(p for p in paragraphs if p)
 
 
 # -- schemas ------------------------------------------------------------------------
@@ -757,7 +613,7 @@ def _status_schemas() -> Json:
         STATUS: {
             "title": "Status",
             "type": "object",
-            "description": "A refusal (design section 5): `code` is the google.rpc.Code, "
+            "description": "A refusal (google.rpc.Status): `code` is the google.rpc.Code, "
             "`details` hold exactly one google.rpc.ErrorInfo (domain `cardrules`, a stable "
             "`reason`, dynamic values in `metadata`) and, for malformed input, a "
             "google.rpc.BadRequest whose `fieldViolations` name the fields.",
@@ -867,12 +723,12 @@ def _replace_refs(value: Any, refs: Mapping[str, str]) -> Any:
     return value
 
 
-def component_keys(services: Sequence[ServiceDescriptor] = SERVICES) -> dict[str, str]:
+def component_keys() -> dict[str, str]:
     """The key of each component schema of the document by the name it is built under:
     a message's or enum's full name (``cardrules.cards.v1.Card``: ``Card``), plus
     ``INPUT_SUFFIX`` for a request form, or a ``google.rpc`` name (``STATUS``: ``Status``),
     for code that starts from a descriptor."""
-    return unique_titles(_document(services, {})["components"]["schemas"])
+    return unique_titles(_document({})["components"]["schemas"])
 
 
 def _operation(
@@ -918,22 +774,20 @@ def _answer(description: str, schema: Json) -> Json:
     }
 
 
-def build_document(
-    services: Sequence[ServiceDescriptor] = SERVICES, notes: Mapping[str, str] | None = None
-) -> Json:
-    """The whole document; ``notes`` are the proto comments (see ``comments``)."""
-    return with_short_keys(_document(services, notes or {}))
+def build_document(notes: Mapping[str, str] | None = None) -> Json:
+    """The whole document; ``notes`` are the proto comments (``proto_comments.comments``)."""
+    return with_short_keys(_document(notes or {}))
 
 
-def _document(services: Sequence[ServiceDescriptor], notes: Mapping[str, str]) -> Json:
+def _document(notes: Mapping[str, str]) -> Json:
     """The document with its schemas under the full names they are built under."""
-    all_routes = [route for service in services for route in routes(service)]
+    all_routes = [route for service in SERVICES for route in routes(service)]
     responses_of = [message_descriptor(route.response_class) for route in all_routes]
     requests_of = [message_descriptor(route.request_class) for route in all_routes]
     builder = SchemaBuilder(notes, reachable(responses_of), reachable(requests_of))
     paths: Json = {}
     tags: list[Json] = []
-    for service in services:
+    for service in SERVICES:
         tag: Json = {"name": service.name}
         if service.full_name in builder.notes:
             tag["description"] = builder.notes[service.full_name]

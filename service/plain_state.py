@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Literal, get_args
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from engine.cards import (
     ACE,
     CARDS_PER_DECK,
-    JACK,
-    SPADES,
     CardError,
     card_str,
     check_deck,
+    full_deck,
     rank_of,
 )
 from engine.krypkasino.config import Config, Removal
@@ -36,14 +34,24 @@ from engine.krypkasino.dealing import (
 )
 from engine.krypkasino.moves import SweepKind
 from engine.krypkasino.scoring import DealResult
-from service.state_parts import FULL_DECKS, StateError, as_cards, checked_history, config_layout
+from service.state_parts import (
+    FULL_DECKS,
+    StateError,
+    as_cards,
+    checked_history,
+    config_layout,
+    stored_seat_score,
+)
 
 __all__ = ["MAX_PLAIN_TABLE", "check_game_id", "check_plain_state"]
 
 
-_COURTS = bytes(range(JACK * 4, CARDS_PER_DECK))
 _GAME_ID = re.compile(r"[0-9A-Za-z_-]{1,64}")
-_SPADES = bytes(range(SPADES, CARDS_PER_DECK, 4))
+# The card codes each removal sets aside (K6.1), as the engine's split_removal picks them
+# from a whole deck: none for Removal.NONE.
+_SET_ASIDE: dict[Removal, bytes] = {
+    removal: bytes(split_removal(full_deck(1), removal)[1]) for removal in Removal
+}
 
 
 # The legal moves of a table grow exponentially with its size, so a plain token may
@@ -52,14 +60,14 @@ _SPADES = bytes(range(SPADES, CARDS_PER_DECK, 4))
 # table (K7.4), so it differs from every table value, and values run 1..13; aces,
 # crawled for their hand value 14, are the only other way to add a duplicate. Random
 # play stays at or below about 12 cards, and no game reaches more than 18 (6 dealt, 12
-# crawled: two exhaustive searches in the 32nd session's review). The worst table a
-# reviewer built, low cards against a hand of A J Q K (values 14, 11, 12, 13), has
-# 6,949 legal moves at 20 cards (a 0.6 MB gRPC answer, a 4 MB JSON one that takes
-# 0.5 s to render) and 61,202 at 24 (10 s over HTTP): 20 bounds what one forged
-# request can cost, with the check that values repeat only as the first distribution
-# can repeat them (``check_plain_state``). Without it a later review found 23,732
-# moves at 20 cards (four kings against many twos to eights); with it, 150 s of
-# hill-climbing found at most 3,354 (six aces and low cards against a hand of aces).
+# crawled; an exhaustive search finds no more). Low cards against a hand of A J Q K
+# (values 14, 11, 12, 13) make 6,949 legal moves at 20 cards (a 0.6 MB gRPC answer, a
+# 4 MB JSON one that takes 0.5 s to render) and 61,202 at 24 (10 s over HTTP): 20
+# bounds what one forged request can cost, with the check that values repeat only as
+# the first distribution can repeat them (``check_plain_state``). Without that check,
+# four kings against many twos to eights make 23,732 moves at 20 cards; with it, 150 s
+# of hill-climbing found no table above 3,354 (six aces and low cards against a hand
+# of aces).
 MAX_PLAIN_TABLE = 20
 
 
@@ -119,7 +127,8 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
     # A card crawls only when no table cards sum to its value (K7.4), so none joins a
     # table that holds one of its value: only the first distribution's (K5.1) repeat,
     # and aces, 1 on the table though crawled for 14. A table of more repeats is no
-    # game's, and a review built one of 23,732 legal moves (1.9 s and 267 MB over HTTP).
+    # game's, and can have tens of thousands of legal moves (``MAX_PLAIN_TABLE``: 23,732,
+    # 1.9 s and 267 MB over HTTP).
     ranks = Counter(card >> 2 for card in table_b if card >> 2 != ACE)
     repeating = sum(count for count in ranks.values() if count > 1)
     if repeating > config.schedule.first_table:
@@ -158,10 +167,8 @@ def check_plain_state(msg: pb.GameState) -> tuple[DealResult, ...]:
             last_capturer is not None and not piles_b[last_capturer]
         ):
             raise StateError(f"last_capturer {last_capturer} does not match the piles (K8.3)")
-    if aside_b and (
-        rules.removal is Removal.NONE
-        or aside_b.translate(None, _COURTS if rules.removal is Removal.COURTS else _SPADES)
-    ):
+    # Left once every card removal sets aside is deleted: a card it keeps.
+    if aside_b.translate(None, _SET_ASIDE[rules.removal]):
         raise StateError(f"set_aside holds a card that removal {rules.removal.value} keeps (K6.1)")
     if bordstabbe_seat is not None and not (rules.bordstabbe and bordstabbe_seat == first_player):
         raise StateError(
@@ -373,20 +380,13 @@ def _check_hand_sizes(sizes: list[int], turn: int, first_player: int, dealt: int
         raise StateError(f"hand sizes {sizes} with seat {turn} to move (K7.8, K15.3)")
 
 
-# The items of a stored seat score that decoding recomputes (K12.1) and ignores as stored
-# (service.state_codec): a later release may write them.
-_SeatItem = Literal["seat", "card_points", "sweeps_conceded", "last_capture", "total"]
-_DERIVED_SEAT_ITEMS: tuple[_SeatItem, ...] = get_args(_SeatItem)
-
-
 def _independent_items(score: pb.DealScore) -> bytes:
-    """A stored deal score's bytes without its derived items, as the history caches' key:
-    padded with those, one history would take a cache entry per padding, each holding it
-    (a plain token of 60 KB could so grow a server by 250 MB)."""
+    """A stored deal score's bytes without its derived items, which decoding ignores, as
+    the history caches' key: padded with those, one history would take a cache entry per
+    padding, each holding it (a plain token of 60 KB could so grow a server by 250 MB)."""
     kept = pb.DealScore()
     kept.CopyFrom(score)
     kept.ClearField("team_totals")
-    for seat in kept.seats:
-        for name in _DERIVED_SEAT_ITEMS:
-            seat.ClearField(name)
+    kept.ClearField("seats")
+    kept.seats.extend(map(stored_seat_score, score.seats))
     return kept.SerializeToString()

@@ -89,12 +89,12 @@ def claim(port: int, claims: list[socket.socket]) -> str | None:
     servers started at the same moment both found the ports free and then shared
     them, each answering about half the calls with keys of its own. Binding a name
     in the abstract namespace is atomic: of two servers one gets it, and keeps it
-    until it begins to stop (``service.server._supervise``) or exits, however it dies (the kernel
+    until it begins to stop (``service.supervisor._supervise``) or exits, however it dies (the kernel
     closes it, and an abstract name leaves no file behind). The name is per network namespace, as ports are, and
     holds the port number alone: SO_REUSEPORT also shares a port between a
     wildcard host and an address (``0.0.0.0`` and ``127.0.0.1``), or two spellings
     of one (``localhost``). The socket is close-on-exec (Python's default), and
-    each worker closes its copy as it is forked (``service.server._fork_workers``): a worker
+    each worker closes its copy as it is forked (``service.supervisor._fork_workers``): a worker
     outliving its supervisor must not hold the port's claim while it drains.
     No abstract namespace outside Linux: there ``taken`` is the only check.
     """

@@ -1,27 +1,23 @@
-"""The server process: gRPC with health and reflection, the HTTP/JSON gateway,
-metrics, workers, draining (design section 6).
+"""One server process: gRPC with health and reflection, the HTTP/JSON gateway,
+metrics, draining (design section 6).
 
-With ``--workers N`` the supervisor forks N workers before any server
-starts; each binds the same ports (gRPC and HTTP) with SO_REUSEPORT and the
-kernel spreads connections. gRPC and HTTP share one asyncio loop, one API
-object and one ``CallRunner`` per process. The supervisor serves the metrics
-of all workers (prometheus multiprocess mode), forwards the stop signals and
-kills a worker whose event loop stops running (``service.watchdog``); workers
-stop too when it dies (a lifeline pipe). The multiprocess directory must be
-chosen before ``prometheus_client`` is first imported, which is why
-``service.serve_command`` imports this module only after setting it.
+gRPC and HTTP share one asyncio loop, one API object and one ``CallRunner`` per
+process. ``serve`` runs them in this process, or with ``--workers N`` hands over to
+``service.supervisor``, which forks N workers before any server starts; each runs
+``run_servers`` as a single process does, binding the same ports (gRPC and HTTP) with
+SO_REUSEPORT so that the kernel spreads connections, beats for the supervisor's
+watchdog and stops when the supervisor dies (a lifeline pipe, ``SupervisorLink``).
+The multiprocess directory must be chosen before ``prometheus_client`` is first
+imported, which is why ``service.serve_command`` imports this module only after
+setting it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import os
 import signal
 import socket
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +29,6 @@ from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
 from service.config import (
-    MULTIPROC_ENV,
     ServerConfig,
     host_port,
     key_warnings,
@@ -44,7 +39,7 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
-from service.logs import DROPPED_LINES, bind_process_fields, configure_logging, get_logger
+from service.logs import DROPPED_LINES, configure_logging, get_logger
 from service.metrics import (
     EPHEMERAL,
     PLAIN,
@@ -52,12 +47,9 @@ from service.metrics import (
     ServiceMetrics,
     add_process_metrics,
     add_sealing_metric,
-    add_workers_process_metrics,
     clear_multiprocess_dir,
     multiprocess_enabled,
-    multiprocess_registry,
     reserve_value_files,
-    worker_exited,
 )
 from service.metrics_http import start_metrics_http
 from service.open_files import AcceptErrorsOncePerWindow, raise_open_files_limit
@@ -72,7 +64,7 @@ from service.standard_services import (
 from service.start_signals import STOP_SIGNALS, PendingSignals
 from service.state_fields import state_fields
 from service.tokens import KeyRing, SeatTokens, StateSealer
-from service.watchdog import Heartbeats, keep_beating, start_watchdog
+from service.watchdog import keep_beating
 
 HEALTH_SERVICES = ("", "liveness", "readiness", SERVICE_NAME)
 """Health service names the server answers; probes ask for ``liveness`` and ``readiness``."""
@@ -406,6 +398,9 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
         _log.info(
             "starting workers", pid=os.getpid(), workers=config.workers, state_fields=state_fields()
         )
+    # Imported here: service.supervisor imports this module (its workers run run_servers).
+    from service.supervisor import _log_exit, _supervise
+
     claims: list[socket.socket] = []  # held while the workers serve (``service.ports.claim``)
     try:
         if not ports_free(config, claims):
@@ -458,135 +453,6 @@ def _start_metrics(
     return server
 
 
-def _supervise(
-    config: ServerConfig, keys: KeyRing, pending: PendingSignals, claims: list[socket.socket]
-) -> int:
-    """Fork the workers, serve their aggregated metrics, forward stop signals, reap them.
-
-    Workers are not restarted one by one: when one exits on its own (a crash,
-    ``kill -9``), the supervisor stops the others and exits 1, so that the
-    orchestrator restarts the whole server (docs/operations.md "Workers"). So does
-    one whose event loop stops running for ``config.worker_timeout_seconds`` while
-    serving: it is killed (``service.watchdog``). Workers still running ``STOP_MARGIN_SECONDS``
-    after the drain delay and grace period that followed the first stop signal are
-    killed, with the same exit status.
-
-    The main thread takes its signals itself, one at a time, between its own steps
-    (``sigtimedwait``), and every thread blocks them. Handlers ran wherever the main
-    thread was, also in the middle of the handler of the signal before: a second stop
-    signal that came while the first ended the watch met the lock the first held there,
-    and the supervisor waited for it for good, serving on.
-    """
-    if MULTIPROC_ENV not in os.environ:
-        raise RuntimeError("workers need PROMETHEUS_MULTIPROC_DIR set before start-up")
-    # Inherited as ignored, the kernel would reap the workers unseen (no SIGCHLD, and
-    # waitpid fails once all are gone): one killed would go unnoticed.
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    workers, heartbeats = _fork_workers(config, keys, claims)
-    # Blocked before any thread starts (the watchdog, the metrics server and each scrape's),
-    # as a thread inherits the mask of the thread that starts it. A signal that came before
-    # is in ``pending``: pthread_sigmask runs the handlers of those taken but not yet handled.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SUPERVISOR_SIGNALS)
-    end_watch = (
-        start_watchdog(workers, heartbeats, config.worker_timeout_seconds)
-        if config.worker_timeout_seconds
-        else lambda: None
-    )
-    deadline: float | None = None
-
-    def forward(signum: int) -> None:
-        nonlocal deadline
-        if deadline is not None and signum != signal.SIGINT:
-            return  # the workers already drain; a second SIGTERM could catch one exiting
-        if deadline is None:
-            margin = config.drain_delay_seconds + config.grace_seconds + STOP_MARGIN_SECONDS
-            deadline = time.monotonic() + margin
-            # From now on the deadline judges the workers: a worker whose event loop has
-            # ended is still exiting, silent, and the watch would kill it as hung.
-            end_watch()
-            # The next server may claim the ports: while the workers still listen, the
-            # test bind refuses it (``service.ports.taken``); held through the drain, the
-            # claim kept a restart off ports nobody listened on any more, for the grace
-            # period.
-            for claim in claims:
-                claim.close()
-        for pid in list(workers):
-            with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
-                os.kill(pid, signum)
-
-    for signum in pending.received:
-        forward(signum)
-    status = 0
-    registry = multiprocess_registry()
-    add_workers_process_metrics(registry, workers)
-    stop_metrics = _start_metrics(config, keys, registry)
-    if stop_metrics is None:
-        status = 1
-        # Nothing was served yet: no drain delay, unless the workers ignore SIGINT too.
-        forward(signal.SIGINT if signal.SIGINT in pending.signals else signal.SIGTERM)
-    taken = {*pending.signals, signal.SIGCHLD}
-    stragglers_killed = False
-    while workers:
-        pid, wait_status = os.waitpid(-1, os.WNOHANG)
-        if pid == 0:  # no worker has exited: wait for a signal, or for the deadline
-            left = None if deadline is None or stragglers_killed else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                stragglers_killed = True
-                _kill_stragglers(workers)
-                continue
-            info = signal.sigwaitinfo(taken) if left is None else signal.sigtimedwait(taken, left)
-            if info is not None and info.si_signo != signal.SIGCHLD:
-                forward(info.si_signo)
-            continue
-        worker = workers.pop(pid, None)
-        if worker is None:
-            continue  # an orphan the supervisor reaped as PID 1 (a container), no worker
-        worker_exited(pid)
-        code = os.waitstatus_to_exitcode(wait_status)
-        if code != 0 or deadline is None:
-            killed_by = signal.Signals(-code).name if code < 0 else None
-            _log.error("worker exited", worker=worker, pid=pid, exit_code=code, signal=killed_by)
-            status = 1
-            forward(signal.SIGTERM)
-    # Ignored from now on, set while still blocked: Python resets its own handlers to the
-    # default action as it exits, and a repeat would end a clean stop with 143.
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    if stop_metrics is not None:
-        stop_metrics()
-    _log_exit(status)
-    return status
-
-
-def _log_exit(status: int) -> None:
-    """The supervisor's last line (docs/operations.md "Workers"): without it a stop
-    that a dead worker caused ended on a surviving worker's ``stopped``."""
-    log = _log.info if status == 0 else _log.error
-    log("supervisor stopped", pid=os.getpid(), exit_status=status)
-
-
-def _kill_stragglers(workers: dict[int, int]) -> None:
-    """Kill the workers left at the deadline. A hung worker (stopped, deadlocked) would keep
-    the supervisor, and with it the pod, waiting for good, while the kernel still gives it
-    connections. Killed before the log line: a log reader that stalls every write would
-    stall the supervisor at it."""
-    for pid in list(workers):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    _log.error("workers did not stop in time", workers=sorted(workers.values()))
-
-
-#: The signals the supervisor's main thread takes (``_supervise``), which every thread of
-#: the supervisor blocks: the stop signals, and SIGCHLD, a worker's exit.
-_SUPERVISOR_SIGNALS = (*STOP_SIGNALS, signal.SIGCHLD)
-
-
-#: How long after the drain delay and the grace period a supervisor waits for its
-#: workers before it kills them (``_supervise``).
-STOP_MARGIN_SECONDS = 5.0
-
-
 @dataclass(frozen=True, slots=True)
 class SupervisorLink:
     """What a worker holds of its supervisor: the read end of the lifeline pipe, and
@@ -594,43 +460,6 @@ class SupervisorLink:
 
     lifeline: int
     beat: Callable[[], None]
-
-
-def _fork_workers(
-    config: ServerConfig, keys: KeyRing, claims: list[socket.socket]
-) -> tuple[dict[int, int], Heartbeats]:
-    """Fork ``config.workers`` workers; each runs ``run_servers`` and exits with its status.
-
-    Returns each worker's number (1 to N) by pid, and the heartbeats they stamp;
-    every log line of a worker carries its number as ``worker``. Stop signals
-    stay blocked across the forks, so one that comes meanwhile waits until each
-    process has its own handlers: a child must never run the supervisor's, nor
-    die of the default action.
-    Each worker gets the read end of a lifeline pipe whose write end only the
-    supervisor keeps open, for as long as it lives (``_follow_supervisor``), and
-    closes its copy of the ports' ``claims`` (``service.ports.claim``), which only the
-    supervisor holds.
-    """
-    workers: dict[int, int] = {}
-    heartbeats = Heartbeats(config.workers)
-    lifeline, held = os.pipe()
-    with signals_blocked(STOP_SIGNALS) as mask:
-        for worker in range(1, config.workers + 1):
-            pid = os.fork()
-            if pid == 0:
-                os.close(held)
-                for claim in claims:
-                    claim.close()
-                pending = PendingSignals()
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-                bind_process_fields(worker=worker)
-                link = SupervisorLink(lifeline, functools.partial(heartbeats.beat, worker))
-                os._exit(_run_worker(config, keys, pending, link))
-            workers[pid] = worker
-    os.close(lifeline)
-    # ``held`` is never closed here: the kernel closes it when the supervisor exits,
-    # however it dies.
-    return workers, heartbeats
 
 
 def _follow_supervisor(signals: StopSignals, supervisor: SupervisorLink) -> None:
@@ -651,17 +480,3 @@ def _follow_supervisor(signals: StopSignals, supervisor: SupervisorLink) -> None
 
     loop.add_reader(supervisor.lifeline, cut)
     keep_beating(loop, supervisor.beat)
-
-
-def _run_worker(
-    config: ServerConfig, keys: KeyRing, pending: PendingSignals, supervisor: SupervisorLink
-) -> int:
-    try:
-        # A registry of its own: in multiprocess mode values go to the shared files.
-        return asyncio.run(
-            run_servers(config, keys, new_metrics(CollectorRegistry()), pending, supervisor)
-        )
-    except BaseException:
-        _log.exception("worker crashed")
-        sys.stderr.flush()
-        return 1

@@ -1,14 +1,13 @@
 """The internal ``GameState`` inside state tokens: encoding and decoding (design section 4).
 
 Token format decision (the proto is silent on it): ``GameState.results`` stores
-each deal score compactly, per seat only the independent items ``storan``,
-``lillan``, ``ace_of_spades``, ``other_spades``, ``other_aces``, ``sweeps_made``
-and ``bordstabbe``. The derived items (``seat``, ``card_points``,
-``sweeps_conceded``, ``last_capture``, ``total``) and ``team_totals`` are
-recomputed by the K12.1 formulas when a state is read (``service.state_parts``),
-and any stored value of them is ignored, so a later release may write them
-without breaking this one. API messages (views, scores, events) always carry
-every item.
+each deal score compactly, per seat only the independent items
+(``state_parts.STORED_SEAT_ITEMS``: the card-point items, ``sweeps_made`` and
+``bordstabbe``). The derived items (``seat``, ``card_points``, ``total``, ...) and
+``team_totals`` are recomputed by the K12.1 formulas when a state is read
+(``service.state_parts``), and any stored value of them is ignored, so a later
+release may write them without breaking this one. API messages (views, scores,
+events) always carry every item.
 
 A plain token's state is checked against the rules before it is built
 (``service.plain_state``); states from sealed tokens, which only this service
@@ -35,7 +34,13 @@ from service.codec import (
 )
 from service.identity_memo import IdentityMemo
 from service.plain_state import check_game_id, check_plain_state
-from service.state_parts import StateError, as_cards, config_layout, trusted_results
+from service.state_parts import (
+    StateError,
+    as_cards,
+    config_layout,
+    stored_seat_score,
+    trusted_results,
+)
 
 
 def _compact(result: DealResult) -> pb.DealScore:
@@ -44,18 +49,7 @@ def _compact(result: DealResult) -> pb.DealScore:
         deal_number=result.number,
         dealer=result.dealer,
         recipient=result.recipient,
-        seats=[
-            pb.SeatScore(
-                storan=s.storan,
-                lillan=s.lillan,
-                ace_of_spades=s.ace_of_spades,
-                other_spades=s.other_spades,
-                other_aces=s.other_aces,
-                sweeps_made=s.sweeps_made,
-                bordstabbe=s.bordstabbe,
-            )
-            for s in result.scores
-        ],
+        seats=[stored_seat_score(s) for s in result.scores],
     )
 
 

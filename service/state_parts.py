@@ -3,8 +3,8 @@ plain tokens alike (design section 4): the config and the finished deals.
 
 Their checked conversions are kept in small LRU caches keyed by their serialized
 bytes (256 configs, 1024 deal histories of at most ``CACHED_MATCH_DEALS`` deals, 4096
-deals per process). Stored deal scores hold only the independent K12.1 items; the
-derived ones are recomputed here.
+deals per process). Stored deal scores hold only the independent K12.1 items
+(``STORED_SEAT_ITEMS``); the derived ones are recomputed here.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from engine.krypkasino.scoring import (
     CARD_POINT_ITEMS,
     SWEEP_POINTS,
     DealResult,
+    SeatScore,
     assemble_scores,
     deck_card_points,
     item_points,
@@ -39,12 +40,14 @@ from service.codec import (
 
 __all__ = [
     "FULL_DECKS",
+    "STORED_SEAT_ITEMS",
     "History",
     "Layout",
     "StateError",
     "as_cards",
     "checked_history",
     "config_layout",
+    "stored_seat_score",
     "trusted_results",
 ]
 
@@ -55,6 +58,17 @@ as_cards = cast(Callable[[bytes], tuple[Card, ...]], tuple)
 
 
 FULL_DECKS = {copies: bytes(full_deck(copies)) for copies in (1, 2)}
+
+# The items of a seat's deal score that a token stores: those the others derive from by
+# K12.1 (the card-point items, the sweeps the seat made, its bordstabbe points). Every
+# other SeatScore item is recomputed when a token is read (``_result``) and ignored as
+# stored, so that a later release may write it.
+STORED_SEAT_ITEMS: tuple[str, ...] = (*CARD_POINT_ITEMS, "sweeps_made", "bordstabbe")
+
+
+def stored_seat_score(score: SeatScore | pb.SeatScore) -> pb.SeatScore:
+    """``score`` as a token stores it: its ``STORED_SEAT_ITEMS`` alone."""
+    return pb.SeatScore(**{item: getattr(score, item) for item in STORED_SEAT_ITEMS})
 
 
 class StateError(Exception):
@@ -186,7 +200,7 @@ def _result(config: Config, first_dealer: int, i: int, stored: pb.DealScore) -> 
     first_player = (dealer + 1) % n
     rows = []
     for seat, s in enumerate(seats):
-        row = (s.storan, s.lillan, s.ace_of_spades, s.other_spades, s.other_aces)
+        row = tuple(getattr(s, item) for item in CARD_POINT_ITEMS)
         made, table = s.sweeps_made, s.bordstabbe
         if (
             min(row) < 0

@@ -1,7 +1,7 @@
 """The manifests and the image fit the server (docs/operations.md, "Checks that run offline").
 
 Names, ports and settings come from the server's own code (service/config.py,
-service/server.py) at test time, and the probes are asked of a real
+service/server.py, service/supervisor.py) at test time, and the probes are asked of a real
 ``cardrules serve`` started with the manifests' environment.
 """
 
@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2
 
 from service.config import ServerConfig
 from service.server import DRAINED_ON_SHUTDOWN, HEALTH_SERVICES
-from service.server import STOP_MARGIN_SECONDS as SUPERVISOR_STOP_MARGIN_SECONDS
+from service.supervisor import STOP_MARGIN_SECONDS as SUPERVISOR_STOP_MARGIN_SECONDS
 from service.tokens import KeyRing
 from tests.deploy.manifests import (
     CONFIG_PREFIX,

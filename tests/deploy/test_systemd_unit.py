@@ -3,7 +3,7 @@
 systemd is not at hand where the tests run (no ``systemd-analyze``, no PID 1 to start a
 unit), so the unit blocks are parsed here and held to what the server does: its stop
 takes the drain delay, the grace period and the supervisor's wait for a worker that
-does not stop (service/config.py, service/server.py, read at test time); it tells
+does not stop (service/config.py, service/supervisor.py, read at test time); it tells
 systemd nothing (``Type=exec``); a refused setting exits 2, which must not be restarted;
 SIGHUP stops it, so there is no ``ExecReload=``.
 """
@@ -17,7 +17,7 @@ import promql_parser
 import pytest
 
 from service.config import ServerConfig, resolve
-from service.server import STOP_MARGIN_SECONDS
+from service.supervisor import STOP_MARGIN_SECONDS
 from tests.deploy.manifests import ROOT, server_parser
 from tests.doc_blocks import fenced_blocks
 from tests.service.server_process import CARDRULES, server_environment

@@ -25,12 +25,12 @@ from service.openapi import (
     COMMITTED,
     SERVICES,
     build_document,
-    comments,
     component_keys,
     title,
     unique_titles,
     with_short_keys,
 )
+from service.proto_comments import comments
 from tests.service.http_helpers import exchange, refusal
 from tests.service.server_process import ServerProcess
 
@@ -290,7 +290,7 @@ def test_descriptions_are_the_proto_comments():
 
 
 def test_a_comment_s_paragraphs_stay_paragraphs_and_its_lines_are_joined():
-    """service/openapi.py: proto comment lines are joined into paragraphs, which a blank
+    """service/proto_comments.py: proto comment lines are joined into paragraphs, which a blank
     comment line separates (Markdown, as OpenAPI descriptions are)."""
     notes = comments(descriptor_set())
     config = notes["cardrules.krypkasino.v1.NewGameRequest.config"]

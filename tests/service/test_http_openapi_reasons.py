@@ -1,6 +1,6 @@
 """The refusal reasons of the OpenAPI document: what a client generated from it learns.
 
-``service.openapi.REFUSAL_REASONS`` lists every ``ErrorInfo`` reason with its code and
+``service.reasons.REFUSAL_REASONS`` lists every ``ErrorInfo`` reason with its code and
 metadata keys, and the document lists them in ErrorInfo's ``reason`` description and
 per error response, never as an ``enum`` (a generated client would then fail on a
 reason a later release adds). These tests hold the list to docs/api.md's two error
@@ -24,7 +24,8 @@ from google.protobuf import json_format
 from engine.cards import Card, card_str, full_deck
 from engine.krypkasino import Reason
 from service.codec import card_from_proto, card_to_proto
-from service.openapi import ERROR_RESPONSES, REFUSAL_REASONS
+from service.openapi import ERROR_RESPONSES
+from service.reasons import REFUSAL_REASONS
 from tests.service.http_helpers import exchange, refusal, rpc
 from tests.service.server_process import ServerProcess
 

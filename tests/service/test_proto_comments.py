@@ -18,7 +18,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from scripts.generate_openapi import descriptor_set
 from scripts.generate_protos import THIRD_PARTY
 from service.errors import DOMAIN
-from service.openapi import SERVICES, comments, reachable
+from service.openapi import SERVICES, reachable
+from service.proto_comments import comments
 
 ROOT = Path(__file__).resolve().parents[2]
 API_MD = ROOT / "docs" / "api.md"

@@ -65,7 +65,7 @@ def test_a_server_that_does_not_stop_in_time_fails_the_test_with_what_it_was_doi
         assert f"process {pid}:\n  {pid} cardrules " in report
         assert not is_running(pid)
     # faulthandler's stacks: the supervisor waits for its workers, each worker drains.
-    assert re.search(r'File ".*service/server\.py", line \d+ in _supervise', report)
+    assert re.search(r'File ".*service/supervisor\.py", line \d+ in _supervise', report)
     assert report.count("in _run_worker") == 2
     assert report.count('"event": "draining"') == 2
 

@@ -20,7 +20,6 @@ import functools
 import os
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +43,13 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
-from service.logs import DROPPED_LINES, bind_process_fields, configure_logging, get_logger
+from service.logs import (
+    DROPPED_LINES,
+    bind_process_fields,
+    configure_logging,
+    get_logger,
+    status_or_crash,
+)
 from service.metrics import (
     EPHEMERAL,
     PLAIN,
@@ -374,9 +379,14 @@ def _warn_plain_state(keys: KeyRing) -> None:
 def serve(config: ServerConfig, pending: PendingSignals) -> int:
     """Start the configured server(s); returns the process exit status.
 
-    ``pending`` holds the stop signals that came while the process started.
+    ``pending`` holds the stop signals that came while the process started. An
+    exception let through is logged (``server crashed``) and gives 1.
     """
     configure_logging(config.log_format, config.log_level)
+    return status_or_crash(functools.partial(_serve, config, pending), _log, "server crashed")
+
+
+def _serve(config: ServerConfig, pending: PendingSignals) -> int:
     if unknown := unknown_variables():  # names only: a value may be a key
         _log.warning(
             "unknown CARDRULES_* variables, ignored: misspelt?",
@@ -574,7 +584,8 @@ def _kill_stragglers(workers: dict[int, int]) -> None:
     for pid in list(workers):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    _log.error("workers did not stop in time", workers=sorted(workers.values()))
+    # Not ``workers``, the count of ``starting workers``: one name, one type.
+    _log.error("workers did not stop in time", unstopped_workers=sorted(workers.values()))
 
 
 #: The signals the supervisor's main thread takes (``_supervise``), which every thread of
@@ -656,12 +667,11 @@ def _follow_supervisor(signals: StopSignals, supervisor: SupervisorLink) -> None
 def _run_worker(
     config: ServerConfig, keys: KeyRing, pending: PendingSignals, supervisor: SupervisorLink
 ) -> int:
-    try:
-        # A registry of its own: in multiprocess mode values go to the shared files.
-        return asyncio.run(
+    # A registry of its own: in multiprocess mode values go to the shared files.
+    return status_or_crash(
+        lambda: asyncio.run(
             run_servers(config, keys, new_metrics(CollectorRegistry()), pending, supervisor)
-        )
-    except BaseException:
-        _log.exception("worker crashed")
-        sys.stderr.flush()
-        return 1
+        ),
+        _log,
+        "worker crashed",
+    )

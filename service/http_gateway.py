@@ -612,9 +612,11 @@ class HttpGateway:
     ) -> web.Response:
         """A request no RPC sees still gets its one log line (design section 6), which
         names its path as ``logged_path``."""
+        method = request.method[:16]
         fields = request_log_fields(
             request_id=request_id,
-            method=f"{request.method[:16]} {logged_path}",
+            # A target that is no path (``CONNECT host:443``) logs the method alone.
+            method=f"{method} {logged_path}" if logged_path else method,
             code=code_label(error.code),
             duration_ms=0.0,
             game_id=None,

@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TextIO, cast
+from typing import Any, Protocol, TextIO, cast
 
 import orjson
 import structlog
@@ -63,13 +63,14 @@ _stamped_second: tuple[int, str] = (-1, "")
 
 
 def utc_timestamp(clock: Callable[[], int] = time.time_ns) -> str:
-    """Now (``clock()`` nanoseconds since the epoch) as ``datetime.now(UTC).isoformat()``
-    spells it, with ``Z`` for ``+00:00``.
+    """Now (``clock()`` nanoseconds since the epoch) in RFC 3339, UTC, always with six
+    fraction digits and ``Z``: ``2026-05-09T13:50:07.123456Z`` (microseconds truncated,
+    as ``datetime.now`` does), formatting the date and time once per second.
 
-    ``2026-05-09T13:50:07.123456Z`` (microseconds truncated, as ``datetime.now``
-    does; omitted when zero, as ``isoformat`` does): what structlog's
-    ``TimeStamper(fmt="iso", utc=True)`` writes, at a third of its cost, by
-    formatting the date and time once per second.
+    ``isoformat`` (and structlog's ``TimeStamper``) omit the fraction when the
+    microseconds are zero, about one line in a million, which strict parsers
+    (Elasticsearch's ``strict_date_time``, ``%S.%LZ``) refuse: here it is ``.000000``
+    (docs/operations.md, "Log lines").
     """
     global _stamped_second
     seconds, nanoseconds = divmod(clock(), 1_000_000_000)
@@ -77,8 +78,7 @@ def utc_timestamp(clock: Callable[[], int] = time.time_ns) -> str:
     if second != seconds:
         text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
         _stamped_second = (seconds, text)
-    micros = nanoseconds // 1000
-    return f"{text}.{micros:06d}Z" if micros else f"{text}Z"
+    return f"{text}.{nanoseconds // 1000:06d}Z"
 
 
 def _add_timestamp(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
@@ -105,6 +105,8 @@ def _add_process_fields(_logger: WrappedLogger, _method: str, event_dict: EventD
 def _json_fallback(value: object) -> object:
     """For what JSON cannot hold: structlog's ``__structlog__`` protocol, else ``repr``."""
     try:
+        # Duck-typed: any object may define structlog's hook, and ``object`` declares
+        # none, so mypy cannot see it; the AttributeError is the test.
         return value.__structlog__()  # type: ignore[attr-defined]
     except AttributeError:
         return repr(value)
@@ -285,7 +287,7 @@ def _write_line(message: str | bytes) -> None:
             stream.write((message + "\n").encode(encoding, "backslashreplace").decode(encoding))
         stream.flush()
         return
-    buffer = getattr(stream, "buffer", None)
+    buffer: _BinaryWriter | None = getattr(stream, "buffer", None)
     if buffer is None:
         stream.write(message.decode() + "\n")
         stream.flush()
@@ -296,7 +298,17 @@ def _write_line(message: str | bytes) -> None:
     buffer.flush()
 
 
-def _write_all(buffer: Any, data: bytes) -> None:
+class _BinaryWriter(Protocol):
+    """What ``_write_line`` writes bytes to: stdout's binary layer, a ``BinaryIO``; after
+    ``unbuffer_std_streams`` the raw file, whose ``write`` returns None when a
+    non-blocking stdout would block (``RawIOBase.write``)."""
+
+    def write(self, data: memoryview, /) -> int | None: ...
+
+    def flush(self) -> None: ...
+
+
+def _write_all(buffer: _BinaryWriter, data: bytes) -> None:
     """Write all of ``data``: unbuffered (``unbuffer_std_streams``), ``buffer`` is the raw
     file, and a signal handled while a write waits on a full pipe ends it part-way
     (the kernel's short write, which Python retries only if nothing went): the rest of
@@ -361,7 +373,7 @@ def _colors(environ: Mapping[str, str]) -> bool:
 def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     """Set up structlog and the stdlib root logger; calling it again replaces the setup.
 
-    ``fmt``: ``json`` (one object per line on stdout: ``timestamp`` ISO 8601 UTC,
+    ``fmt``: ``json`` (one object per line on stdout: ``timestamp`` RFC 3339 UTC,
     ``level``, ``event``, then the fields), ``console`` (human), or ``auto``
     (console when stdout is a terminal, else json). ``level``: a ``LEVELS`` name.
     """
@@ -486,3 +498,21 @@ def bound_logger(name: str) -> FilteringBoundLogger:
     still looked up at each write).
     """
     return cast(FilteringBoundLogger, structlog.get_logger(name).bind())
+
+
+def status_or_crash(run: Callable[[], int], log: FilteringBoundLogger, event: str) -> int:
+    """``run()``'s exit status; for an exception it lets through, one error line ``event``
+    with the ``exception`` (scrubbed as every line is) and 1.
+
+    A server process's last resort (a single process's ``server crashed``, a worker's
+    ``worker crashed``: docs/operations.md, "Log lines"): Python's own report is a
+    plain traceback on stderr, which a JSON collector cannot parse, and which would
+    show the exception's arguments (a token) unscrubbed.
+    """
+    try:
+        return run()
+    except BaseException:
+        log.exception(event)
+        # A worker ends with os._exit, which flushes nothing.
+        sys.stderr.flush()
+        return 1

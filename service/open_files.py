@@ -31,9 +31,9 @@ def raise_open_files_limit() -> None:
 
 class AcceptErrorsOncePerWindow:
     """The event loop's exception handler: asyncio's "out of system resource" on accept
-    (no descriptors left) at most once per ``window`` seconds, with how many connections
-    wait in the failing listener's queue (``held_back``); everything else as asyncio's
-    default handler reports it.
+    (no descriptors left) at most once per ``window`` seconds, naming the ``listener``
+    (``http``) and the ``address`` whose accept failed and how many connections wait in
+    its queue (``held_back``); everything else as asyncio's default handler reports it.
 
     asyncio (3.11 to 3.13) reports that error for every connection it tries to accept
     while descriptors run out: tens of thousands of lines a second, which fill the log
@@ -41,6 +41,10 @@ class AcceptErrorsOncePerWindow:
     """
 
     MESSAGE = "socket.accept() out of system resource"
+
+    # The loop's only listeners are the HTTP gateway's: gRPC's core accepts its own
+    # connections, and the metrics server accepts on a thread of its own.
+    LISTENER = "http"
 
     def __init__(self, window: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self._reports = OncePerWindow(window, clock)
@@ -51,12 +55,14 @@ class AcceptErrorsOncePerWindow:
             return
         if not self._reports.due():
             return
-        listener = context.get("socket")
+        listening = context.get("socket")
+        # ``listener`` and ``address`` as ``cannot listen`` has them (docs/operations.md).
         _log.error(
             "no file descriptors left: connections wait to be accepted",
             error=str(context.get("exception")),
-            listener=_address(listener),
-            held_back=_accept_queue(listener),
+            listener=self.LISTENER,
+            address=_address(listening),
+            held_back=_accept_queue(listening),
         )
 
 

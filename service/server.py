@@ -15,6 +15,7 @@ setting it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import socket
@@ -39,7 +40,7 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
-from service.logs import DROPPED_LINES, configure_logging, get_logger
+from service.logs import DROPPED_LINES, configure_logging, get_logger, status_or_crash
 from service.metrics import (
     EPHEMERAL,
     PLAIN,
@@ -366,9 +367,14 @@ def _warn_plain_state(keys: KeyRing) -> None:
 def serve(config: ServerConfig, pending: PendingSignals) -> int:
     """Start the configured server(s); returns the process exit status.
 
-    ``pending`` holds the stop signals that came while the process started.
+    ``pending`` holds the stop signals that came while the process started. An
+    exception let through is logged (``server crashed``) and gives 1.
     """
     configure_logging(config.log_format, config.log_level)
+    return status_or_crash(functools.partial(_serve, config, pending), _log, "server crashed")
+
+
+def _serve(config: ServerConfig, pending: PendingSignals) -> int:
     if unknown := unknown_variables():  # names only: a value may be a key
         _log.warning(
             "unknown CARDRULES_* variables, ignored: misspelt?",

@@ -16,13 +16,12 @@ import functools
 import os
 import signal
 import socket
-import sys
 import time
 
 from prometheus_client import CollectorRegistry
 
 from service.config import MULTIPROC_ENV, ServerConfig
-from service.logs import bind_process_fields, get_logger
+from service.logs import bind_process_fields, get_logger, status_or_crash
 from service.metrics import add_workers_process_metrics, multiprocess_registry, worker_exited
 from service.server import SupervisorLink, _start_metrics, new_metrics, run_servers
 from service.signals import signals_blocked
@@ -160,7 +159,8 @@ def _kill_stragglers(workers: dict[int, int]) -> None:
     for pid in list(workers):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    _log.error("workers did not stop in time", workers=sorted(workers.values()))
+    # Not ``workers``, the count of ``starting workers``: one name, one type.
+    _log.error("workers did not stop in time", unstopped_workers=sorted(workers.values()))
 
 
 def _fork_workers(
@@ -203,12 +203,11 @@ def _fork_workers(
 def _run_worker(
     config: ServerConfig, keys: KeyRing, pending: PendingSignals, supervisor: SupervisorLink
 ) -> int:
-    try:
-        # A registry of its own: in multiprocess mode values go to the shared files.
-        return asyncio.run(
+    # A registry of its own: in multiprocess mode values go to the shared files.
+    return status_or_crash(
+        lambda: asyncio.run(
             run_servers(config, keys, new_metrics(CollectorRegistry()), pending, supervisor)
-        )
-    except BaseException:
-        _log.exception("worker crashed")
-        sys.stderr.flush()
-        return 1
+        ),
+        _log,
+        "worker crashed",
+    )

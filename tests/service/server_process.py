@@ -460,8 +460,8 @@ def port_taken(address: str = "127.0.0.1") -> Iterator[int]:
         yield holder.getsockname()[1]
 
 
-# Events that only a bug logs: an exception a handler let through, a worker that died.
-FAILURE_EVENTS = frozenset({"unhandled error", "worker crashed"})
+# Events that only a bug logs: an exception a handler let through, a process that crashed.
+FAILURE_EVENTS = frozenset({"unhandled error", "worker crashed", "server crashed"})
 
 
 def failure_lines(server: ServerProcess) -> list[dict[str, object]]:

@@ -355,11 +355,12 @@ def test_bad_settings_are_refused(fmt, level):
 
 
 def test_timestamps_are_what_datetime_isoformat_writes():
-    """ISO 8601 UTC, microseconds truncated (omitted when zero, as isoformat does), ``Z``."""
+    """RFC 3339 UTC, microseconds truncated, always six of them (``isoformat``'s own
+    omits a zero fraction, which strict parsers refuse), ``Z``."""
 
     def iso(ns: int) -> str:
         when = datetime.fromtimestamp(ns // 10**9, UTC).replace(microsecond=ns // 1000 % 10**6)
-        return when.isoformat().replace("+00:00", "Z")
+        return when.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
     moments = [
         1_780_000_000_123_456_789,
@@ -372,8 +373,10 @@ def test_timestamps_are_what_datetime_isoformat_writes():
     for ns in moments:
         assert utc_timestamp(itertools.repeat(ns).__next__) == iso(ns)
     assert utc_timestamp(lambda: 1_780_000_000_123_456_789) == "2026-05-28T20:26:40.123456Z"
+    # Under a microsecond past the second: one line in a million had no fraction at all.
+    assert utc_timestamp(lambda: 1_796_549_482_000_000_999) == "2026-12-06T09:31:22.000000Z"
     live = utc_timestamp()
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z", live)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", live)
     assert datetime.fromisoformat(live).tzinfo == UTC
 
 

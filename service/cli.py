@@ -7,7 +7,8 @@ unknown rule, malformed card or deck, a configuration the rules reject), 130
 interrupted (Ctrl-C, SIGINT), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
 Errors are one line on stderr, never a traceback. A run of ``--games`` that is
 stopped (a signal, the server lost) still prints the summary of the games it
-finished, marked incomplete.
+finished, marked incomplete, and the flags that play the rest (with ``--summary``,
+which prints a summary even of one game).
 """
 
 from __future__ import annotations
@@ -305,13 +306,25 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--policy",
         choices=sorted(POLICIES),
         default="random",
-        help="how every seat chooses its moves (default: random)",
+        help=(
+            "how every seat chooses its moves: random picks uniformly among the legal "
+            "moves, not the cards (a card with several legal moves is played more often "
+            "than a card with one); greedy takes the fewest points (default: random)"
+        ),
     )
     sim.add_argument(
         "--games",
         type=positive_argument,
         default=1,
-        help="more than 1: print a summary (default: 1)",
+        help="play seeds S, S+1, ...; more than 1: print a summary (default: 1)",
+    )
+    sim.add_argument(
+        "--summary",
+        action="store_true",
+        help=(
+            "print the summary whatever the number of games, for one game too, so that "
+            "summaries of runs split by seed merge by adding their counts"
+        ),
     )
     sim.add_argument("--json", action="store_true", help="print JSON")
     sim.add_argument(
@@ -402,7 +415,7 @@ def _simulate(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         # One channel for the whole run, closed at its end.
         table = None if args.server is None else stack.enter_context(RemoteTable(args.server))
-        if args.games == 1:
+        if args.games == 1 and not args.summary:
             return _simulate_one(request, table, args.json)
         return _simulate_many(request, args.games, table, args.json)
 
@@ -410,8 +423,8 @@ def _simulate(args: argparse.Namespace) -> int:
 def _simulate_many(
     request: SimulationRequest, games: int, table: RemoteTable | None, as_json: bool
 ) -> int:
-    """``--games G``: the summary, of the games finished when the run was stopped
-    (marked incomplete), with one line on stderr saying what stopped it."""
+    """``--games G``, or ``--summary``: the summary, of the games finished when the run
+    was stopped (marked incomplete), with one line on stderr saying what stopped it."""
     summary = Summary(request, asked=games, played=IN_PROCESS if table is None else THROUGH_SERVER)
     try:
         stopped = _play_games(summary, table)
@@ -428,7 +441,8 @@ def _simulate_many(
 
 
 def _simulate_one(request: SimulationRequest, table: RemoteTable | None, as_json: bool) -> int:
-    """``--games 1``: the game's transcript; one stopped names its seed, to play again."""
+    """``--games 1`` without ``--summary``: the game's transcript; one stopped names its
+    seed, to play again."""
     try:
         with SimulationStops():
             record = _one_game(request, table)
@@ -472,16 +486,21 @@ def _play_games(summary: Summary, table: RemoteTable | None) -> tuple[str, int] 
 
 def _stopped_note(why: str, summary: Summary) -> str:
     """``interrupted after 90 of 3000 games (seeds 0 to 89); ...``: what a stopped run
-    played, and the flags that play the rest."""
+    played, and the flags that play the rest. They include ``--summary``: the rest may
+    be one game, whose ``--games 1`` alone prints a transcript, not a summary whose
+    counts add to this one's (README.md, "The simulator")."""
     done, asked, first = summary.games, summary.asked, summary.request.seed
     if done == 0:
+        if asked == 1:  # --games 1 --summary
+            return f"{why} before the game of seed {first} was over: no summary"
         return f"{why} before the first of {asked} games (seed {first}) was over: no summary"
-    note = f"{why} after {done} of {asked} games (seeds {first} to {first + done - 1})"
+    seeds = f"seed {first}" if done == 1 else f"seeds {first} to {first + done - 1}"
+    note = f"{why} after {done} of {asked} games ({seeds})"
     if done == asked:  # a signal as the last game was counted: the summary is whole
         return note
     return (
         f"{note}; the summary covers those; play the rest with "
-        f"--seed {first + done} --games {asked - done}"
+        f"--seed {first + done} --games {asked - done} --summary"
     )
 
 

@@ -359,7 +359,7 @@ def test_a_server_lost_midway_leaves_the_summary_of_the_games_it_finished():
     (line,) = done.stderr.splitlines()[-1:]
     assert line == (
         f"cardrules: error: {target}: UNAVAILABLE: server gone; stopped after 4 of 20 games "
-        "(seeds 0 to 3); the summary covers those; play the rest with --seed 4 --games 16"
+        "(seeds 0 to 3); the summary covers those; play the rest with --seed 4 --games 16 --summary"
     )
 
 
@@ -374,7 +374,7 @@ def test_a_server_lost_midway_leaves_the_summary_of_the_games_it_finished():
             143,
             "INCOMPLETE: 3 of 20 games played",
             "terminated after 3 of 20 games (seeds 7 to 9); the summary covers those; "
-            "play the rest with --seed 10 --games 17",
+            "play the rest with --seed 10 --games 17 --summary",
         ),
     ],
     ids=["one-game-SIGINT", "one-game-SIGTERM", "games-SIGTERM"],

@@ -41,7 +41,7 @@ def test_a_hang_up_prints_the_summary_of_the_games_finished_and_exits_129() -> N
     assert "Traceback" not in err
     assert err.rstrip("\n").split("\n")[-1] == (
         f"cardrules: error: hung up after {done} of 3000 games (seeds 5 to {4 + done}); the "
-        f"summary covers those; play the rest with --seed {5 + done} --games {3000 - done}"
+        f"summary covers those; play the rest with --seed {5 + done} --games {3000 - done} --summary"
     )
 
 

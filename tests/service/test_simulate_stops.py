@@ -114,7 +114,7 @@ def test_a_stopped_run_prints_the_summary_of_the_games_it_finished(capsys, signu
     *bar, message = err.rstrip("\n").split("\n")
     assert message == (
         f"cardrules: error: {word} after {done} of 3000 games (seeds 5 to {4 + done}); the "
-        f"summary covers those; play the rest with --seed {5 + done} --games {3000 - done}"
+        f"summary covers those; play the rest with --seed {5 + done} --games {3000 - done} --summary"
     )
     assert games_shown(bar[-1]) == done  # the bar's last line, ended before the message
     # The same counts as a run of just those games: summaries of the parts merge exactly.

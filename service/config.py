@@ -476,47 +476,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     if keys and keys_file:
         raise ConfigValueError(f"{keys[0]} and {keys_file[0]} exclude each other")
     if keys_file:
-        # Trimmed, as every other setting is: a Secret or .env written on Windows ends
-        # the path with a CR, which the message would print raw.
-        keys_file = (keys_file[0], keys_file[1].strip())
-        if not keys_file[1]:
-            raise ConfigValueError(f"{keys_file[0]}: empty: give the path of the keys file")
-        try:
-            with _opened_at_once(keys_file[1]) as file:
-                content = file.read(MAX_KEYS_FILE_BYTES + 1)
-                # The file read, a symbolic link followed (a Kubernetes Secret's is).
-                mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
-            values["keys_file"] = KeysFile(*keys_file, mode)
-            if len(content) > MAX_KEYS_FILE_BYTES:
-                # Not a keys file (a key is 44 characters): /dev/zero, a log, a disk image,
-                # whose whole reading would hold the start-up for ever or fill the memory.
-                raise ConfigValueError(
-                    f"{keys_file[0]}: {keys_file[1]} is larger than {MAX_KEYS_FILE_BYTES} "
-                    "bytes: expected base64 AES-256 keys, one per line"
-                )
-            # A comment runs from # to the end of its line (no base64 has a #): operators
-            # note beside each key when it was made, as authorized_keys files allow.
-            # Not ".*": it runs on over a lone CR, the line end of old Mac files.
-            values["state_keys"] = re.sub(r"#[^\r\n]*", "", content.decode("utf-8-sig"))
-        except OSError as error:
-            if _reads_as_keys(keys_file[1]):
-                # The keys where their file's path belongs (a Secret wired to this
-                # variable): quoted, as the OSError quotes it too, they would reach the log.
-                raise ConfigValueError(
-                    f"{keys_file[0]}: cannot read the file it names ({error.strerror}), "
-                    "whose name is not shown: it reads as state keys, which go in "
-                    "CARDRULES_STATE_KEYS (this setting takes the path of a file of them)"
-                ) from None
-            raise ConfigValueError(
-                f"{keys_file[0]}: cannot read {_shown_path(keys_file[1])}: "
-                f"{error.strerror or error}"
-            ) from None
-        except UnicodeDecodeError:
-            # Its text would quote a byte of the file, and where: a raw key's.
-            raise ConfigValueError(
-                f"{keys_file[0]}: {_shown_path(keys_file[1])} is not text: expected base64 "
-                "AES-256 keys, one per line (not raw key bytes)"
-            ) from None
+        values["state_keys"], values["keys_file"] = _read_keys_file(*keys_file)
     elif keys:
         values["state_keys"] = keys[1]
         values["keys_on_command_line"] = keys[0].startswith("--")  # not its variable
@@ -531,6 +491,54 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     config = ServerConfig(**values)
     _check_ports(config, origin)
     return config
+
+
+def _read_keys_file(setting: str, given_path: str) -> tuple[str, KeysFile]:
+    """The state keys in the file that ``setting`` (``--state-keys-file`` or its
+    variable) names, comments removed, and the file as found (``KeysFile``: its mode
+    is for ``key_warnings``). Design section 4: a refusal names ``setting`` and never
+    quotes the file's content, nor a path that reads as keys.
+    """
+    # Trimmed, as every other setting is: a Secret or .env written on Windows ends
+    # the path with a CR, which the message would print raw.
+    path = given_path.strip()
+    if not path:
+        raise ConfigValueError(f"{setting}: empty: give the path of the keys file")
+    try:
+        with _opened_at_once(path) as file:
+            content = file.read(MAX_KEYS_FILE_BYTES + 1)
+            # The file read, a symbolic link followed (a Kubernetes Secret's is).
+            mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+        if len(content) > MAX_KEYS_FILE_BYTES:
+            # Not a keys file (a key is 44 characters): /dev/zero, a log, a disk image,
+            # whose whole reading would hold the start-up for ever or fill the memory.
+            raise ConfigValueError(
+                f"{setting}: {path} is larger than {MAX_KEYS_FILE_BYTES} "
+                "bytes: expected base64 AES-256 keys, one per line"
+            )
+        # A comment runs from # to the end of its line (no base64 has a #): operators
+        # note beside each key when it was made, as authorized_keys files allow.
+        # Not ".*": it runs on over a lone CR, the line end of old Mac files.
+        keys = re.sub(r"#[^\r\n]*", "", content.decode("utf-8-sig"))
+    except OSError as error:
+        if _reads_as_keys(path):
+            # The keys where their file's path belongs (a Secret wired to this
+            # variable): quoted, as the OSError quotes it too, they would reach the log.
+            raise ConfigValueError(
+                f"{setting}: cannot read the file it names ({error.strerror}), "
+                "whose name is not shown: it reads as state keys, which go in "
+                "CARDRULES_STATE_KEYS (this setting takes the path of a file of them)"
+            ) from None
+        raise ConfigValueError(
+            f"{setting}: cannot read {_shown_path(path)}: {error.strerror or error}"
+        ) from None
+    except UnicodeDecodeError:
+        # Its text would quote a byte of the file, and where: a raw key's.
+        raise ConfigValueError(
+            f"{setting}: {_shown_path(path)} is not text: expected base64 "
+            "AES-256 keys, one per line (not raw key bytes)"
+        ) from None
+    return keys, KeysFile(setting, path, mode)
 
 
 #: Permission bits that let users other than a file's owner write it.

@@ -19,8 +19,10 @@ import functools
 import os
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -30,6 +32,7 @@ from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
 from service.config import (
+    MULTIPROC_ENV,
     ServerConfig,
     host_port,
     key_warnings,
@@ -49,6 +52,7 @@ from service.metrics import (
     add_process_metrics,
     add_sealing_metric,
     clear_multiprocess_dir,
+    folders_named_as_values,
     multiprocess_enabled,
     reserve_value_files,
 )
@@ -169,11 +173,56 @@ async def run_servers(
     A signal ``pending`` recorded during start-up stops the server as soon as it
     serves. A worker also stops when its ``supervisor`` is gone, and beats for it
     (``_follow_supervisor``). Returns the exit status.
+
+    An exception that escapes ends at once what had started before it goes on to the
+    crash line (``status_or_crash``, ``_Started.end_at_once``).
     """
+    started = _Started()
+    try:
+        return await _run_servers(config, keys, metrics, pending, supervisor, started)
+    except BaseException:
+        await started.end_at_once()
+        raise
+
+
+@dataclass(slots=True)
+class _Started:
+    """What ``_run_servers`` has started so far, for ``end_at_once``."""
+
+    signals: StopSignals | None = None
+    grpc: grpc.aio.Server | None = None
+    http: HttpServer | None = None
+
+    async def end_at_once(self) -> None:
+        """Stop both servers, cancelling the calls in flight (no drain for a crashing
+        process), and ignore stop signals from now on, as a clean stop does.
+
+        A gRPC server still running once ``asyncio.run`` had closed the loop was shut
+        down by grpc's ``Server.__del__``, which failed on the closed loop and printed
+        its traceback on stderr, after the JSON line. And the closed loop restored the
+        stop signals' default actions: a worker whose sibling crashed too was killed by
+        the SIGTERM the supervisor then forwards (exit -15), before its crash line.
+        """
+        if self.grpc is not None:
+            await self.grpc.stop(None)
+        if self.http is not None:
+            await self.http.runner.cleanup()
+        if self.signals is not None:
+            self.signals.finished()
+
+
+async def _run_servers(
+    config: ServerConfig,
+    keys: KeyRing,
+    metrics: ServiceMetrics | None,
+    pending: PendingSignals,
+    supervisor: SupervisorLink | None,
+    started: _Started,
+) -> int:
     # Until every server has started, so that each thread grpc and aiohttp start keeps
     # them blocked: the main thread takes every stop signal (``StopSignals.finished``).
     with signals_blocked(STOP_SIGNALS):
-        signals = StopSignals(asyncio.get_running_loop(), pending)
+        signals = started.signals = StopSignals(asyncio.get_running_loop(), pending)
         asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
         if metrics is not None:
             DROPPED_LINES.on_drop = metrics.log_lines_dropped.inc
@@ -200,9 +249,10 @@ async def run_servers(
         except RuntimeError as error:
             cannot_listen("grpc", config.host, config.grpc_port, str(error))
             return 1
-        http = await _start_gateway(config, api, runner, metrics)
+        http = started.http = await _start_gateway(config, api, runner, metrics)
         if http is None:
             return 1
+        started.grpc = server
         await server.start()
         for name in HEALTH_SERVICES:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -370,8 +420,33 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     ``pending`` holds the stop signals that came while the process started. An
     exception let through is logged (``server crashed``) and gives 1.
     """
+    if multiprocess_enabled() and (folders := folders_named_as_values()):
+        return _refuse_metrics_folders(folders)
     configure_logging(config.log_format, config.log_level)
     return status_or_crash(functools.partial(_serve, config, pending), _log, "server crashed")
+
+
+def _refuse_metrics_folders(folders: list[Path]) -> int:
+    """Refuse to start, as ``cardrules serve`` refuses a metrics folder it cannot use
+    (exit status 2, one line on stderr; docs/operations.md, "Workers"), on folders
+    named as files of values: emptying the metrics folder at start failed on them
+    (IsADirectoryError, ``server crashed``), and deleting a folder an operator made,
+    with whatever it holds, is not the server's to do."""
+    named = ", ".join(map(str, folders[:3])) + (", ..." if len(folders) > 3 else "")
+    what = (
+        "is a folder, named as a file of prometheus_client's values (which it would read "
+        "as one): move it out"
+        if len(folders) == 1
+        else "are folders, named as files of prometheus_client's values (which it would "
+        "read as such): move them out"
+    )
+    if sys.stderr is not None:
+        print(
+            f"cardrules: error: {MULTIPROC_ENV}: {named} {what}, or give the metrics a "
+            "folder of their own",
+            file=sys.stderr,
+        )
+    return 2
 
 
 def _serve(config: ServerConfig, pending: PendingSignals) -> int:

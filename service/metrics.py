@@ -31,7 +31,6 @@ import contextlib
 import fcntl
 import mmap
 import os
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, get_args
@@ -520,22 +519,6 @@ def clear_multiprocess_dir() -> None:
     for stale in Path(os.environ[MULTIPROC_ENV]).glob("*.db"):
         if MULTIPROC_VALUE_FILE.fullmatch(stale.name):
             stale.unlink(missing_ok=True)
-
-
-def folders_named_as_values() -> list[Path]:
-    """The folders in ``PROMETHEUS_MULTIPROC_DIR`` named as files of values
-    (``counter_1.db/``), sorted: ``clear_multiprocess_dir`` cannot delete one (and must
-    not: what an operator put there is no earlier run's values), and prometheus_client
-    would fail to read it at every scrape. ``server.serve`` refuses to start on one."""
-    found = []
-    for path in Path(os.environ[MULTIPROC_ENV]).glob("*.db"):
-        if not MULTIPROC_VALUE_FILE.fullmatch(path.name):
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            # lstat: a symbolic link is deleted as a file, whatever it points to.
-            if stat.S_ISDIR(path.lstat().st_mode):
-                found.append(path)
-    return sorted(found)
 
 
 def reserve_value_files() -> None:

@@ -182,6 +182,11 @@ _held: list[int] = []
 UNLOCKED_FOLDER_SECONDS = 60.0
 
 
+def _some(names: list[str]) -> str:
+    """The first three of ``names``, for a one-line refusal."""
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
 def prepare_multiprocess_dir(processes: int = 1) -> str | None:
     """Point prometheus at a folder shared by the workers (emptied later, once the ports
     are known free: ``metrics.clear_multiprocess_dir``).
@@ -212,13 +217,21 @@ def prepare_multiprocess_dir(processes: int = 1) -> str | None:
     if not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(f"{folder} is not writable")
     # prometheus_client reads every *.db file there as one of its own.
-    foreign = sorted(
-        name.name for name in path.glob("*.db") if not MULTIPROC_VALUE_FILE.fullmatch(name.name)
-    )
+    databases = sorted(path.glob("*.db"))
+    foreign = [name.name for name in databases if not MULTIPROC_VALUE_FILE.fullmatch(name.name)]
     if foreign:
         raise FileExistsError(
-            f"{folder} holds files that are not prometheus_client's ({', '.join(foreign[:3])}"
-            f"{', ...' if len(foreign) > 3 else ''}): give the metrics a folder of their own"
+            f"{folder} holds files that are not prometheus_client's ({_some(foreign)}): "
+            "give the metrics a folder of their own"
+        )
+    # A folder named as a file of values (lstat: a symbolic link is deleted as a file):
+    # emptying the folder at start could not delete it, nor may it (the operator's), and
+    # prometheus_client would fail to read it at every scrape.
+    folders = [name.name for name in databases if stat.S_ISDIR(name.lstat().st_mode)]
+    if folders:
+        raise IsADirectoryError(
+            f"{folder} holds folders named as prometheus_client's files of values "
+            f"({_some(folders)}): move them out, or give the metrics a folder of their own"
         )
     # Before anything there is taken for an earlier run's: another server's values are
     # live (its room is not free, and ``metrics.clear_multiprocess_dir`` deletes them).

@@ -19,10 +19,8 @@ import functools
 import os
 import signal
 import socket
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -32,7 +30,6 @@ from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner
 from service.config import (
-    MULTIPROC_ENV,
     ServerConfig,
     host_port,
     key_warnings,
@@ -52,7 +49,6 @@ from service.metrics import (
     add_process_metrics,
     add_sealing_metric,
     clear_multiprocess_dir,
-    folders_named_as_values,
     multiprocess_enabled,
     reserve_value_files,
 )
@@ -420,33 +416,8 @@ def serve(config: ServerConfig, pending: PendingSignals) -> int:
     ``pending`` holds the stop signals that came while the process started. An
     exception let through is logged (``server crashed``) and gives 1.
     """
-    if multiprocess_enabled() and (folders := folders_named_as_values()):
-        return _refuse_metrics_folders(folders)
     configure_logging(config.log_format, config.log_level)
     return status_or_crash(functools.partial(_serve, config, pending), _log, "server crashed")
-
-
-def _refuse_metrics_folders(folders: list[Path]) -> int:
-    """Refuse to start, as ``cardrules serve`` refuses a metrics folder it cannot use
-    (exit status 2, one line on stderr; docs/operations.md, "Workers"), on folders
-    named as files of values: emptying the metrics folder at start failed on them
-    (IsADirectoryError, ``server crashed``), and deleting a folder an operator made,
-    with whatever it holds, is not the server's to do."""
-    named = ", ".join(map(str, folders[:3])) + (", ..." if len(folders) > 3 else "")
-    what = (
-        "is a folder, named as a file of prometheus_client's values (which it would read "
-        "as one): move it out"
-        if len(folders) == 1
-        else "are folders, named as files of prometheus_client's values (which it would "
-        "read as such): move them out"
-    )
-    if sys.stderr is not None:
-        print(
-            f"cardrules: error: {MULTIPROC_ENV}: {named} {what}, or give the metrics a "
-            "folder of their own",
-            file=sys.stderr,
-        )
-    return 2
 
 
 def _serve(config: ServerConfig, pending: PendingSignals) -> int:

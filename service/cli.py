@@ -174,17 +174,40 @@ def _server_target(text: str) -> str:
     return text
 
 
+#: A target's scheme, where it may name an IPv6 address, and its authority if any
+#: (``dns:///``): the addresses follow; an ``ipv6:`` target lists several, by commas.
+_ADDRESSES_AFTER = re.compile(r"((?:dns|ipv6):(?://[^/]*/)?)?(.*)", re.IGNORECASE | re.DOTALL)
+
+
 def _bracket_hint(text: str) -> str | None:
     """For an IPv6 address without brackets, which grpc reads as one with no port
-    (``::1:52401``), the refusal that says to bracket it (``[::1]:52401``); else None."""
-    address, _, port = text.rpartition(":")
-    if port.isdecimal() and _is_ipv6(address):
-        meant = f"[{address}]:{port}"
-    elif _is_ipv6(text):
-        meant = f"[{text}]:PORT, e.g. [{text}]:50051"
-    else:
+    (``::1:52401``), the refusal that says to bracket it (``[::1]:52401``); else None.
+    So too in grpc's ``ipv6:`` and ``dns:`` targets (``ipv6:[::1]:52401``, which must
+    have a port, and ``dns:///[::1]:52401``): grpc finds ``ipv6:::1:52401`` an invalid
+    address, and ``dns:///::1:52401`` one without a port."""
+    found = _ADDRESSES_AFTER.fullmatch(text)
+    assert found is not None  # the pattern matches any text
+    scheme, addresses = found[1] or "", found[2]
+    parts = addresses.split(",") if scheme.lower().startswith("ipv6") else [addresses]
+    hinted = [_bracketed(part, "PORT") for part in parts]
+    if not any(hinted):
         return None
+    meant = scheme + ",".join(hint or part for hint, part in zip(hinted, parts, strict=True))
+    if any(hint and hint.endswith("]:PORT") for hint in hinted):
+        example = ",".join(_bracketed(part, "50051") or part for part in parts)
+        meant = f"{meant}, e.g. {scheme}{example}"
     return f"{text!r} has no port: an IPv6 address takes brackets before its port: give {meant}"
+
+
+def _bracketed(address: str, port_word: str) -> str | None:
+    """``address`` (``::1:52401`` or ``::1``), an IPv6 address without brackets, with
+    them and its port (``port_word`` where it has none); None if it is something else."""
+    host, _, port = address.rpartition(":")
+    if port.isdecimal() and _is_ipv6(host):
+        return f"[{host}]:{port}"
+    if _is_ipv6(address):
+        return f"[{address}]:{port_word}"
+    return None
 
 
 def _is_ipv6(text: str) -> bool:
@@ -415,36 +438,49 @@ def _simulate(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         # One channel for the whole run, closed at its end.
         table = None if args.server is None else stack.enter_context(RemoteTable(args.server))
+        # The stop signals' handlers stay until the result and any stop line are written
+        # (simulate_stops): a second Ctrl-C or SIGHUP must not cut them off.
+        stops = stack.enter_context(SimulationStops(to_exit=args.whole_process))
         if args.games == 1 and not args.summary:
-            return _simulate_one(request, table, args.json)
-        return _simulate_many(request, args.games, table, args.json)
+            return _simulate_one(request, table, args.json, stops)
+        return _simulate_many(request, args.games, table, args.json, stops)
 
 
 def _simulate_many(
-    request: SimulationRequest, games: int, table: RemoteTable | None, as_json: bool
+    request: SimulationRequest,
+    games: int,
+    table: RemoteTable | None,
+    as_json: bool,
+    stops: SimulationStops,
 ) -> int:
     """``--games G``, or ``--summary``: the summary, of the games finished when the run
     was stopped (marked incomplete), with one line on stderr saying what stopped it."""
     summary = Summary(request, asked=games, played=IN_PROCESS if table is None else THROUGH_SERVER)
     try:
-        stopped = _play_games(summary, table)
+        stopped = _play_games(summary, table, stops)
     except SimulationError as error:
         return _fail(str(error), INVARIANT_FAILED)
     status = 0
     if summary.games:
         report = summary_json(summary, version=_version())
         status = print_output(dump_document(report) if as_json else render_summary(report))
+    if stopped is None and (late := stops.late()) is not None:
+        # A stop as the whole summary was written: it is reported as one as the last
+        # game was counted (the note says all were played).
+        stopped = late.what, late.status
     if stopped is None:
         return status
     why, stop_status = stopped
     return _fail(_stopped_note(why, summary), stop_status)
 
 
-def _simulate_one(request: SimulationRequest, table: RemoteTable | None, as_json: bool) -> int:
+def _simulate_one(
+    request: SimulationRequest, table: RemoteTable | None, as_json: bool, stops: SimulationStops
+) -> int:
     """``--games 1`` without ``--summary``: the game's transcript; one stopped names its
     seed, to play again."""
     try:
-        with SimulationStops():
+        with stops.playing():
             record = _one_game(request, table)
     except SimulationError as error:
         return _fail(str(error), INVARIANT_FAILED)
@@ -453,10 +489,15 @@ def _simulate_one(request: SimulationRequest, table: RemoteTable | None, as_json
     except Stopped as stop:
         return _fail(f"{stop.what} during the game of seed {request.seed}", stop.status)
     document = transcript(record)
-    return print_output(dump_document(document) if as_json else render_text(document))
+    status = print_output(dump_document(document) if as_json else render_text(document))
+    if (late := stops.late()) is not None:  # as the transcript was written, whole
+        return _fail(f"{late.what} after the game of seed {request.seed} was over", late.status)
+    return status
 
 
-def _play_games(summary: Summary, table: RemoteTable | None) -> tuple[str, int] | None:
+def _play_games(
+    summary: Summary, table: RemoteTable | None, stops: SimulationStops
+) -> tuple[str, int] | None:
     """Play ``summary.asked`` games from the request's seed on, adding each to
     ``summary``, with progress on stderr; what stopped the run early and its exit
     status, or None.
@@ -467,8 +508,9 @@ def _play_games(summary: Summary, table: RemoteTable | None) -> tuple[str, int] 
     player = play_game if table is None else table.play
     progress: Progress = NoProgress()
     try:
-        # The handlers first: a signal once progress shows must find them.
-        with SimulationStops() as stops:
+        # The handlers were set first (by the caller): a signal once progress shows
+        # must find them.
+        with stops.playing():
             progress = games_progress(summary.asked)
             for game in requests_for_games(summary.request, summary.asked):
                 record = player(game, record=False)
@@ -579,6 +621,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"(see {PROG} {args.command} --help)"
         )
     handler: Callable[[argparse.Namespace], int] = args.handler
+    # The process's own command line, which ends the process when done: a command may
+    # keep its signals to the exit (simulate, after a stop signal).
+    args.whole_process = argv is None
     try:
         return handler(args)
     except KeyboardInterrupt:  # Ctrl-C in a long simulation; serve handles SIGINT itself

@@ -9,10 +9,10 @@ is read alike (``50051 `` with a space: the check makes ``127.0.0.1:50051``),
 and one the server refuses is reported with the server's own message, so the check
 and the server never disagree about the address.
 
-Run as ``python -m service.healthcheck``, with no arguments: ``-h``/``--help``
-prints what it reads, and any other argument is refused (a ``--grpc-port`` would
-otherwise be ignored, checking another port than meant). Never exit status 2:
-Docker reserves it, so a refused argument exits 1.
+Run as ``python -m service.healthcheck``, with no arguments: ``-h`` or ``--help``
+alone prints what it reads, and any other argument is refused, with a ``-h`` too
+(a ``--grpc-port`` would otherwise be ignored, checking another port than meant).
+Never exit status 2: Docker reserves it, so a refused argument exits 1.
 """
 
 from __future__ import annotations
@@ -125,10 +125,11 @@ state keys aside): a value the server refuses makes the check fail.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The check, or its usage for ``-h``/``--help``; any other argument is refused with
-    status 1 and the variables to set instead."""
-    arguments = sys.argv[1:] if argv is None else argv
-    if "-h" in arguments or "--help" in arguments:
+    """The check, or its usage for a lone ``-h`` or ``--help``; any other arguments are
+    refused with status 1 and the variables to set instead: a ``-h`` among them must
+    not hide the others, which would go unrefused (docs/operations.md)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments in (["-h"], ["--help"]):
         print(USAGE, end="")
         return HEALTHY
     if arguments:

@@ -31,12 +31,23 @@ def test_help_names_the_variables_read_and_exits_0(flag: str) -> None:
     assert "CARDRULES_HOST" in done.stdout and "CARDRULES_GRPC_PORT" in done.stdout
 
 
-@pytest.mark.parametrize("args", [("--grpc-port",), ("--host", "127.0.0.1"), ("check",)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--grpc-port",),
+        ("--host", "127.0.0.1"),
+        ("check",),
+        ("x", "-h"),
+        ("--help", "--grpc-port", "50051"),
+        ("-h", "-h"),
+    ],
+)
 def test_an_argument_is_refused_with_the_variables_to_set_and_exit_1(
     server: ServerProcess, args: tuple[str, ...]
 ) -> None:
     """Exit 1, never 2 (Docker reserves it). The port of a serving server given as a
-    flag, its variable pointing nowhere: not a check of the wrong port."""
+    flag, its variable pointing nowhere: not a check of the wrong port. A ``-h`` among
+    other arguments is no help: it printed the usage and exited 0, the others unrefused."""
     given = (*args, str(server.grpc_port)) if args == ("--grpc-port",) else args
     done = _check(*given, env={"CARDRULES_GRPC_PORT": str(free_port())})
     assert (done.returncode, done.stdout) == (1, "")

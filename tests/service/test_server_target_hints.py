@@ -75,6 +75,13 @@ def test_the_metrics_port_given_for_the_grpc_one_is_said_so(
         ("::1:52401", "[::1]:52401"),
         ("2001:db8::7:50051", "[2001:db8::7]:50051"),
         ("::1", "[::1]:PORT, e.g. [::1]:50051"),
+        # grpc's ipv6: scheme takes brackets and a port too (ipv6:::1:52401 is "invalid
+        # ipv6 address" to it, ipv6:::1 "no port given"), and so does dns:.
+        ("ipv6:::1:52401", "ipv6:[::1]:52401"),
+        ("IPv6:::1", "IPv6:[::1]:PORT, e.g. IPv6:[::1]:50051"),
+        ("ipv6:///2001:db8::7:50051", "ipv6:///[2001:db8::7]:50051"),
+        ("ipv6:[::1]:52401,::2:52402", "ipv6:[::1]:52401,[::2]:52402"),
+        ("dns:///::1:52401", "dns:///[::1]:52401"),
     ],
 )
 def test_an_ipv6_address_without_brackets_is_told_to_take_them(
@@ -88,8 +95,9 @@ def test_an_ipv6_address_without_brackets_is_told_to_take_them(
     )
 
 
-def test_a_bracketed_ipv6_address_is_dialled(capsys: pytest.CaptureFixture[str]) -> None:
-    """The hint's form is one ``--server`` takes: it dials, rather than being refused."""
-    status, err = _refusal(f"[::1]:{free_port()}", capsys)
+@pytest.mark.parametrize("form", ["[::1]:{}", "ipv6:[::1]:{}", "dns:///[::1]:{}"])
+def test_a_bracketed_ipv6_address_is_dialled(capsys: pytest.CaptureFixture[str], form: str) -> None:
+    """The hint's forms are ones ``--server`` takes: they dial, rather than being refused."""
+    status, err = _refusal(form.format(free_port()), capsys)
     assert status == 1
     assert "UNAVAILABLE" in err and "has no port" not in err

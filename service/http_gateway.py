@@ -7,28 +7,42 @@ series and logged in the same one line per request. Refusals are the
 ``google.rpc.Status`` as JSON with the standard HTTP mapping of its code;
 what only HTTP can get wrong has a reason of its own:
 
-=========================  ======  ====================  =======================
-reason                     HTTP    code                  when
-=========================  ======  ====================  =======================
-``NOT_FOUND_ROUTE``        404     ``NOT_FOUND``         no route has this path
-``METHOD_NOT_ALLOWED``     405     ``UNIMPLEMENTED``     the path has no route for the method
-``UNSUPPORTED_MEDIA_TYPE`` 415     ``INVALID_ARGUMENT``  a non-empty body that is not ``application/json``,
-                                                         or compressed other than by gzip or deflate
-``REQUEST_TOO_LARGE``      413     ``RESOURCE_EXHAUSTED`` a request over ``--max-request-bytes`` as
-                                                         protobuf, or a body over 16 times that
-``JSON_INVALID``           400     ``INVALID_ARGUMENT``  malformed JSON, an unknown field, a bad value
-``REQUEST_MALFORMED``      400     ``INVALID_ARGUMENT``  a body that is not decompressible, or
-                                                         whose chunk framing breaks
-``BODY_TIMEOUT``           400     ``INVALID_ARGUMENT``  a body that did not arrive within 15 s, or
-                                                         by the end of a stopping server's drain
-``TIMEOUT_INVALID``        400     ``INVALID_ARGUMENT``  a ``Grpc-Timeout`` header that is not 1 to 8
-                                                         digits and a unit (``service.grpc_timeout``)
-``CLIENT_GONE``            499     ``CANCELLED``         the client closed the connection before its
-                                                         body came whole or while the call waited
-                                                         its turn (logged, never read)
-=========================  ======  ====================  =======================
+==============================  ====  ======================  ========================================
+reason                          HTTP  code                    when
+==============================  ====  ======================  ========================================
+``NOT_FOUND_ROUTE``             404   ``NOT_FOUND``           no route has this path
+``METHOD_NOT_ALLOWED``          405   ``UNIMPLEMENTED``       the path has no route for the method
+``HTTP_VERSION_NOT_SUPPORTED``  505   ``UNIMPLEMENTED``       a request line of another version than
+                                                              HTTP/1.0 or HTTP/1.1
+``UNSUPPORTED_MEDIA_TYPE``      415   ``INVALID_ARGUMENT``    a non-empty body that is not
+                                                              ``application/json``, or compressed
+                                                              other than by gzip or deflate
+``REQUEST_TOO_LARGE``           413   ``RESOURCE_EXHAUSTED``  a request over ``--max-request-bytes``
+                                                              as protobuf, or a body over 16 times
+                                                              that
+``JSON_INVALID``                400   ``INVALID_ARGUMENT``    malformed JSON, an unknown field, a bad
+                                                              value
+``REQUEST_MALFORMED``           400   ``INVALID_ARGUMENT``    a request framed otherwise than by
+                                                              Content-Length or chunked alone (any
+                                                              path), a body that is not
+                                                              decompressible, or whose chunk framing
+                                                              breaks
+``BODY_TIMEOUT``                400   ``INVALID_ARGUMENT``    a body that did not arrive within 15 s,
+                                                              or by the end of a stopping server's
+                                                              drain
+``TIMEOUT_INVALID``             400   ``INVALID_ARGUMENT``    a ``Grpc-Timeout`` header that is not 1
+                                                              to 8 digits and a unit
+                                                              (``service.grpc_timeout``)
+``CLIENT_GONE``                 499   ``CANCELLED``           the client closed the connection before
+                                                              its body came whole or while the call
+                                                              waited its turn (logged, never read)
+==============================  ====  ======================  ========================================
 
-The last seven happen on a route, so they pass through the ``CallRunner`` too. A call
+``HTTP_VERSION_NOT_SUPPORTED`` and a request's framing are judged first, on every path, and
+close the connection; on a route they, and the last seven, pass through the ``CallRunner``
+too. A request that waits for ``100 Continue`` gets it only when the gateway will read its
+body (``_reads_body``); else its final answer comes at once and, when a body was to follow,
+closes the connection, which would take that unsent body for the next request. A call
 with a ``Grpc-Timeout`` header has that deadline, as a gRPC call has its own: one
 reached after it is refused 504 ``DEADLINE_EXCEEDED`` unserved.
 ``GET /openapi.json`` serves the OpenAPI document, and ``GET /healthz`` and
@@ -47,7 +61,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from aiohttp import HttpVersion11, web
+from aiohttp import HttpVersion10, HttpVersion11, web
+from aiohttp.http import RawRequestMessage
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler as WebHandler
 from google.protobuf.descriptor import ServiceDescriptor
@@ -105,10 +120,15 @@ NOT_FOUND_ROUTE = "NOT_FOUND_ROUTE"
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
 UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
 CLIENT_GONE = "CLIENT_GONE"
+HTTP_VERSION_NOT_SUPPORTED = "HTTP_VERSION_NOT_SUPPORTED"
+# RFC 9112, 2.3: the versions the gateway speaks; aiohttp's C parser also takes 0.9 and 2.0
+# request lines (its pure-Python one any digit.digit), and answered them with that version.
+_SPOKEN_VERSIONS = frozenset({HttpVersion10, HttpVersion11})
 
 # Protocol refusals whose HTTP status is more precise than the mapping of their code.
 _HTTP_STATUS_OF_REASON = {
     METHOD_NOT_ALLOWED: 405,
+    HTTP_VERSION_NOT_SUPPORTED: 505,
     UNSUPPORTED_MEDIA_TYPE: 415,
     REQUEST_TOO_LARGE: 413,
 }
@@ -146,7 +166,7 @@ KEEPALIVE_SECONDS = 75.0
 # 1 cost throughput when both transports were loaded.
 CALLS_PER_TURN = 2
 # Refusals after which the connection's byte stream cannot be trusted or was never read.
-_CLOSING = frozenset({REQUEST_MALFORMED, BODY_TIMEOUT})
+_CLOSING = frozenset({REQUEST_MALFORMED, BODY_TIMEOUT, HTTP_VERSION_NOT_SUPPORTED})
 # Of the body's refusals, also one too large: the rest of the body (chunked, or compressed
 # past the limit) is left unread, so the connection cannot carry another request. RFC 9110,
 # 10.1.1: an answer sent before the whole body says whether the connection stays.
@@ -165,7 +185,7 @@ class RouteConflictError(ValueError):
 
 def http_status(error: ServiceError) -> int:
     """The HTTP status of a refusal: a more precise one for a few gateway reasons (405, 413,
-    415), else the standard mapping of its code (design section 5)."""
+    415, 505), else the standard mapping of its code (design section 5)."""
     specific = _HTTP_STATUS_OF_REASON.get(error.reason)
     code: Any = error.code.value[0]  # a google.rpc.Code number (typed as its enum there)
     return specific if specific is not None else HTTP_STATUS[code]
@@ -181,6 +201,12 @@ def _json_body(request: web.Request, body: bytes) -> bytes | ServiceError:
     # to have (urllib sends a form type with data=b""), as parse_request takes it.
     if not body.strip(JSON_WHITE_SPACE):
         return body
+    refusal = _type_refusal(request)
+    return body if refusal is None else refusal
+
+
+def _type_refusal(request: web.Request) -> ServiceError | None:
+    """The refusal of a body by its ``Content-Type``, were the body not empty."""
     content_type = request.headers.get("Content-Type")
     if content_type is None:
         return _refusal(
@@ -195,7 +221,48 @@ def _json_body(request: web.Request, body: bytes) -> bytes | ServiceError:
             f"the body must be {JSON_TYPE} (UTF-8)",
             content_type=content_type[:_ECHOED_CHARS],
         )
-    return body
+    return None
+
+
+def _unfit(request: web.Request) -> ServiceError | None:
+    """The refusal of a request no path may answer: another HTTP version than 1.0 or 1.1
+    (RFC 9110, 15.6.6), or framing that a proxy in front may read otherwise (RFC 9112, 6.1
+    and 6.3). Judged before its route is, and its connection closed after the answer."""
+    version = request.version
+    if version not in _SPOKEN_VERSIONS:
+        return _refusal(
+            grpc.StatusCode.UNIMPLEMENTED,
+            HTTP_VERSION_NOT_SUPPORTED,
+            f"HTTP/{version.major}.{version.minor} is not served: send HTTP/1.1",
+        )
+    if "Transfer-Encoding" not in request.headers:
+        return None
+    if version == HttpVersion10:
+        # RFC 9112 6.1: HTTP/1.0 has no Transfer-Encoding, so one in an HTTP/1.0 request is
+        # faulty framing, whatever it names; aiohttp's parser read the body as chunked and
+        # kept the connection alive.
+        return invalid_argument(
+            REQUEST_MALFORMED, "an HTTP/1.0 request may not have a Transfer-Encoding", ""
+        )
+    if _listed(request, "Transfer-Encoding") != "chunked":
+        # RFC 9112 6.3: a body framed otherwise than by chunked alone is refused and its
+        # connection closed, on every path, whether or not the path reads a body. aiohttp's
+        # parser took an empty coding before a Content-Length, and unknown ones before
+        # chunked, where a proxy in front may frame the body otherwise: the start of request
+        # smuggling (an HTTP review).
+        return invalid_argument(
+            REQUEST_MALFORMED,
+            "a body is framed by Content-Length or by Transfer-Encoding chunked alone",
+            "",
+        )
+    return None
+
+
+def _expects_continue(request: web.Request) -> bool:
+    """Whether the client waits for ``100 Continue`` before it sends the body: RFC 9110,
+    10.1.1 has a server ignore the expectation in an HTTP/1.0 request."""
+    expectation = request.headers.get("Expect", "").strip().lower()
+    return expectation == "100-continue" and request.version == HttpVersion11
 
 
 def _client_left(request: web.Request) -> bool:
@@ -288,15 +355,14 @@ class HttpGateway:
         return await self.handle(request)
 
     async def _expect(self, request: web.Request) -> None:
-        """``Expect: 100-continue`` is answered 100 unless the body is refused by its
-        ``Content-Length`` alone, which the refusal then answers at once; any other
-        expectation is ignored (RFC 9110, 10.1.1 allows that), so that the request is
-        answered, logged and counted as the gateway answers every request, not refused
-        417 by aiohttp unlogged."""
-        expectation = request.headers.get("Expect", "").strip().lower()
-        if expectation != "100-continue" or request.version != HttpVersion11:
-            return
-        if self._too_large_by_length(request):
+        """``Expect: 100-continue`` is answered 100 only when the gateway will read the body
+        (``_reads_body``): an answer its head alone decides (a 404, a 405, a coding or type
+        refused, bad framing, a body too large by its length) comes at once instead, so that
+        the client does not send the body for nothing (RFC 9110, 10.1.1). Any other
+        expectation is ignored (RFC 9110 allows that), so that the request is answered,
+        logged and counted as the gateway answers every request, not refused 417 by aiohttp
+        unlogged."""
+        if not _expects_continue(request) or not self._reads_body(request):
             return
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0  # as aiohttp's own handler: the body is yet to come
@@ -314,7 +380,15 @@ class HttpGateway:
                 # the stop closes it is lost: nginx retries no POST it has sent. Closed
                 # after each answer, the pool reconnects, to a replica still serving.
                 response.force_close()
-            elif self._too_large_by_length(request) or "Upgrade" in request.headers:
+            elif (
+                self._too_large_by_length(request)
+                or "Upgrade" in request.headers
+                or (
+                    _expects_continue(request)
+                    and request.body_exists
+                    and not self._reads_body(request)
+                )
+            ):
                 # Whatever the answer, that body is never read (nor, without its 100
                 # Continue, sent): a next request on the connection would be taken for it.
                 # And aiohttp reads no more of a connection whose request asked to upgrade
@@ -322,11 +396,46 @@ class HttpGateway:
                 # unanswered, and the next one's answer came in its place (aiohttp #13432,
                 # fixed after 3.14.5, the newest release here).
                 response.force_close()
+            if request.version not in _SPOKEN_VERSIONS:
+                await _answer_as_http11(request, response)
             return response
         finally:
             self._in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
+
+    def _reads_body(self, request: web.Request) -> bool:
+        """Whether the gateway reads ``request``'s body: only a call's (a route's method on
+        its path) that its head alone does not refuse."""
+        call = self._table.get(request.path, {}).get(request.method)
+        return call is not None and self._head_refusal(request) is None
+
+    def _head_refusal(self, request: web.Request) -> ServiceError | None:
+        """The refusal of a call by its head alone, its body left unread: an unfit request
+        (``_unfit``), a bad ``Grpc-Timeout``, a content coding the gateway does not read, a
+        ``Content-Length`` over the limit, and, when the client waits for ``100 Continue``
+        before it sends a body, a ``Content-Type`` other than JSON: a client that asks
+        before sending means to send a body, not JSON white space alone, which
+        ``_json_body`` would take as the empty request."""
+        refusal = _unfit(request)
+        if refusal is not None:
+            return refusal
+        deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
+        if isinstance(deadline, ServiceError):
+            return deadline
+        coding = canonical_coding(_listed(request, "Content-Encoding"))
+        if coding not in _CONTENT_CODINGS:
+            return _refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                UNSUPPORTED_MEDIA_TYPE,
+                "the body may be sent as it is or with Content-Encoding gzip or deflate",
+                content_encoding=coding[:_ECHOED_CHARS],
+            )
+        if self._too_large_by_length(request):
+            return request_too_large("body", self._max_request_bytes * JSON_BODY_FACTOR)
+        if _expects_continue(request) and request.body_exists:
+            return _type_refusal(request)
+        return None
 
     def _too_large_by_length(self, request: web.Request) -> bool:
         """Whether the body is over the limit by its ``Content-Length`` alone: refused unread."""
@@ -380,6 +489,15 @@ class HttpGateway:
             **self._cors.response_headers(origin),
         }
         path = request.path
+        unfit = _unfit(request)
+        call = self._table.get(path, {}).get(request.method)
+        if unfit is not None and call is None:
+            # Before the path's own answer, whatever it is: aiohttp would read (or skip) the
+            # body by the framing it guessed, and serve what follows it on the connection.
+            logged = path if _ROUTE_LIKE_PATH.fullmatch(path) else _length_of(path)
+            response = self._unrouted(request, request_id, unfit, headers, logged)
+            response.force_close()
+            return response
         if path in _FIXED_PATHS:
             methods: Sequence[str] = ("GET", "HEAD")
             by_method: Mapping[str, _Bound] = {}
@@ -440,7 +558,8 @@ class HttpGateway:
         # The deadline counts from here, once the headers are read: as near the caller's
         # send as the gateway sees.
         deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
-        payload = deadline if isinstance(deadline, ServiceError) else await self._read_body(request)
+        refused = self._head_refusal(request)
+        payload = refused if refused is not None else await self._read_body(request)
         # Past the deadline already, before the call waits its turn: the body came too
         # slowly (or never), likelier than an overload then.
         past_deadline = (
@@ -486,29 +605,10 @@ class HttpGateway:
         return web.Response(body=outcome.response, content_type=JSON_TYPE, headers=headers)
 
     async def _read_body(self, request: web.Request) -> bytes | ServiceError:
-        """The whole body, or the refusal the ``CallRunner`` will raise for it."""
+        """The whole body of a call its head did not refuse (``_head_refusal``), or the
+        refusal the ``CallRunner`` will raise for it."""
         coding = canonical_coding(_listed(request, "Content-Encoding"))
-        if coding not in _CONTENT_CODINGS:
-            return _refusal(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                UNSUPPORTED_MEDIA_TYPE,
-                "the body may be sent as it is or with Content-Encoding gzip or deflate",
-                content_encoding=coding[:_ECHOED_CHARS],
-            )
-        framing = _listed(request, "Transfer-Encoding")
-        if "Transfer-Encoding" in request.headers and framing != "chunked":
-            # RFC 9112 6.3: a body framed otherwise than by chunked alone is refused and its
-            # connection closed. aiohttp's parser took an empty coding before a
-            # Content-Length, and unknown ones before chunked, where a proxy in front may
-            # frame the body otherwise: the start of request smuggling (an HTTP review).
-            return invalid_argument(
-                REQUEST_MALFORMED,
-                "a body is framed by Content-Length or by Transfer-Encoding chunked alone",
-                "",
-            )
         limit = self._max_request_bytes * JSON_BODY_FACTOR
-        if self._too_large_by_length(request):
-            return request_too_large("body", limit)
         chunks: list[bytes] = []
         refusal = await self._receive(request, coding, limit, chunks)
         if refusal is not None:
@@ -702,6 +802,39 @@ def _listed(request: web.Request, header: str) -> str:
     """A list header's values, lower case: every line, as two mean what one "gzip, deflate"
     does (RFC 9110, 5.3), not the first."""
     return ", ".join(request.headers.getall(header, ())).strip().lower()
+
+
+async def _answer_as_http11(request: web.Request, response: web.StreamResponse) -> None:
+    """Send ``response`` (a 505) to a request of another HTTP version with ``HTTP/1.1`` in
+    its status line: RFC 9112, 2.3 has a server name the highest version it speaks, not the
+    request's. aiohttp writes the version of the request a response is prepared for
+    (``HTTP/2.0 505``) and takes no other, so the answer is prepared here for a copy of the
+    request that says HTTP/1.1 and asks to close; aiohttp then finds it sent already."""
+    message = RawRequestMessage(
+        method=request.method,
+        path=request.raw_path,
+        version=HttpVersion11,
+        headers=request.headers,
+        raw_headers=request.raw_headers,
+        should_close=True,
+        compression=None,
+        upgrade=False,
+        chunked=False,
+        url=request.rel_url,
+    )
+    as_http11 = web.BaseRequest(
+        message,
+        request.content,
+        request.protocol,
+        request.writer,
+        request.task,
+        asyncio.get_running_loop(),
+    )
+    await _common_headers(request, response)  # as_http11 has no app to run the signal
+    # A client gone meanwhile: aiohttp's own write of the answer, which follows, meets it.
+    with contextlib.suppress(ConnectionError):
+        await response.prepare(as_http11)
+        await response.write_eof()
 
 
 async def _common_headers(_request: web.Request, response: web.StreamResponse) -> None:

@@ -85,6 +85,7 @@ REFUSAL_REASONS: tuple[RefusalReason, ...] = (
     RefusalReason("DEADLINE_EXCEEDED", grpc.StatusCode.DEADLINE_EXCEEDED),
     RefusalReason("NOT_FOUND_ROUTE", grpc.StatusCode.NOT_FOUND, ("path",)),
     RefusalReason("METHOD_NOT_ALLOWED", grpc.StatusCode.UNIMPLEMENTED, ("method",)),
+    RefusalReason("HTTP_VERSION_NOT_SUPPORTED", grpc.StatusCode.UNIMPLEMENTED),
     RefusalReason("UNSUPPORTED_MEDIA_TYPE", _INVALID, ("content_type", "content_encoding")),
     RefusalReason("JSON_INVALID", _INVALID),
     RefusalReason("BODY_TIMEOUT", _INVALID),

@@ -463,7 +463,8 @@ def _simulate_many(
     status = 0
     if summary.games:
         report = summary_json(summary, version=_version())
-        status = print_output(dump_document(report) if as_json else render_summary(report))
+        with stops.writing():
+            status = print_output(dump_document(report) if as_json else render_summary(report))
     if stopped is None and (late := stops.late()) is not None:
         # A stop as the whole summary was written: it is reported as one as the last
         # game was counted (the note says all were played).
@@ -489,7 +490,8 @@ def _simulate_one(
     except Stopped as stop:
         return _fail(f"{stop.what} during the game of seed {request.seed}", stop.status)
     document = transcript(record)
-    status = print_output(dump_document(document) if as_json else render_text(document))
+    with stops.writing():
+        status = print_output(dump_document(document) if as_json else render_text(document))
     if (late := stops.late()) is not None:  # as the transcript was written, whole
         return _fail(f"{late.what} after the game of seed {request.seed} was over", late.status)
     return status

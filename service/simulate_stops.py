@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from service.signals import signals_blocked
+
 # As a shell reports a process stopped by the signal: 128 and its number.
 INTERRUPTED = 128 + signal.SIGINT
 #: What ``signal.signal`` takes and gives back: a function, SIG_DFL or SIG_IGN, or
@@ -110,6 +112,16 @@ class SimulationStops:
                 self._armed = armed
         if armed:
             self._raise_pending()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """The result being written: a stop signal waits, blocked, until it is written
+        whole, and is then kept for ``late()``. With the signal let in, CPython dropped
+        the rest of a write to a pipe that one interrupted after a partial write: a
+        transcript larger than the pipe's buffer, to a slow reader, ended at 64 KiB,
+        and the stop line said the game was over."""
+        with signals_blocked(_WHAT):
+            yield
 
     def late(self) -> Stopped | None:
         """A stop signal that came outside ``playing()`` (as the output was written)

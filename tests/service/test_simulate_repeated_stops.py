@@ -79,3 +79,46 @@ def test_the_same_stop_signal_twice_keeps_the_summary_and_the_first_ones_status(
 def test_another_stop_signal_after_the_first_changes_nothing() -> None:
     """Ctrl-C, then a ``kill`` as the summary is written: still an interrupted run."""
     _stopped_twice(signal.SIGINT, signal.SIGTERM, 0.005)
+
+
+def _writing_to_a_full_pipe(pid: int) -> bool:
+    """The process is blocked writing to a pipe nobody reads (the kernel's wait channel)."""
+    with open(f"/proc/{pid}/wchan") as wchan:
+        return wchan.read().endswith("pipe_write")  # anon_pipe_write on newer kernels
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGHUP, signal.SIGINT, signal.SIGTERM], ids=["SIGHUP", "SIGINT", "SIGTERM"]
+)
+def test_a_stop_signal_as_a_large_transcript_is_written_waits_for_the_whole_of_it(
+    signum: signal.Signals,
+) -> None:
+    """A 4-player game's ``--json`` transcript (some 140 KB) outgrows a pipe's buffer: to a
+    reader that does not read yet, the write blocks part way. A stop signal then cut the
+    transcript at 64 KiB (CPython dropped the rest of the interrupted write), and the
+    line said the game was over. Now the signal waits for the whole transcript."""
+    whole = subprocess.run(
+        [*COMMAND[:-1], "4", "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    assert len(whole) > 2**17  # more than two pipe buffers: the write blocks
+    simulation = subprocess.Popen(
+        [*COMMAND[:-1], "4", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _writing_to_a_full_pipe(simulation.pid):
+            assert time.monotonic() < deadline, "the transcript's write never blocked"
+            time.sleep(0.05)
+        simulation.send_signal(signum)
+        out, err = simulation.communicate(timeout=60)
+    finally:
+        if simulation.poll() is None:
+            simulation.kill()
+        simulation.wait(10)
+    assert simulation.returncode == 128 + signum, (simulation.returncode, err)
+    assert out == whole
+    assert err == f"cardrules: error: {WORDS[signum]} after the game of seed 0 was over\n"

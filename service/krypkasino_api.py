@@ -41,7 +41,7 @@ from service.errors import (
     permission_denied,
     unavailable,
 )
-from service.metrics import ServiceMetrics, move_kind, variant_label
+from service.metrics import ServiceMetrics, variant_label
 from service.tokens import (
     NEWER_RELEASE,
     PLAIN_FLAG,
@@ -401,9 +401,9 @@ class KrypkasinoApi:
 def _count_moves(metrics: ServiceMetrics, events: list[Event]) -> None:
     for event in events:
         if isinstance(event, Crawled):
-            metrics.move_played(GAME, move_kind(True, SweepKind.NONE))
+            metrics.move_played(GAME, codec.move_kind_label(True, SweepKind.NONE))
         elif isinstance(event, Captured):
-            metrics.move_played(GAME, move_kind(False, event.sweep))
+            metrics.move_played(GAME, codec.move_kind_label(False, event.sweep))
 
 
 def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> ServiceError:

@@ -162,11 +162,6 @@ def variant_label(enabled: Iterable[str]) -> str:
     return names or DEFAULT_VARIANT
 
 
-def move_kind(is_crawl: bool, sweep: SweepKind) -> str:
-    """The ``kind`` label of a played move (spec K8.3): its API ``MoveKind`` as a word."""
-    return move_kind_label(is_crawl, sweep)
-
-
 class _RpcSeries(NamedTuple):
     """The go-grpc-prometheus series of one method."""
 

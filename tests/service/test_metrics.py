@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.krypkasino import Reason, Removal, Rules
 from service.calls import CallInfo, CallRunner, Handler, within_deadline
+from service.codec import move_kind_label
 from service.config import ServerConfig
 from service.errors import ServiceError, invalid_argument
 from service.metrics import (
@@ -39,7 +40,6 @@ from service.metrics import (
     _ReservedMmapedDict,
     add_workers_process_metrics,
     code_label,
-    move_kind,
     variant_label,
 )
 from service.server import build_api, new_metrics
@@ -421,10 +421,10 @@ def test_label_helpers():
     assert variant_label(Config(players=2, rules=rules).rules.enabled()) == (
         "nordic_scoring+removal=none"
     )
-    assert move_kind(True, SweepKind.NONE) == "crawl"
-    assert move_kind(False, SweepKind.NONE) == "capture"
-    assert move_kind(False, SweepKind.SWEEP) == "sweep"
-    assert move_kind(False, SweepKind.DOUBLE) == "double_sweep"
+    assert move_kind_label(True, SweepKind.NONE) == "crawl"
+    assert move_kind_label(False, SweepKind.NONE) == "capture"
+    assert move_kind_label(False, SweepKind.SWEEP) == "sweep"
+    assert move_kind_label(False, SweepKind.DOUBLE) == "double_sweep"
 
 
 def test_the_variant_label_keeps_the_order_of_the_enabled_flags():

@@ -16,6 +16,7 @@ goes to ``sys.stdout.buffer`` as bytes in one write.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -457,10 +458,11 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
 # - grpc.aio's server, an answer (or a reflection or health message) it could not send
 #   because the client went: it closed the connection while its call's answer waited
 #   for flow-control room, as a client that never reads does. The call itself was
-#   handled, logged and counted already.
+#   handled, logged and counted already. And a call cancelled before its handler task
+#   first ran (``service.early_cancels``): the client gave up, or the stop cancelled it.
 _CLIENT_ERRORS: dict[str, tuple[type[BaseException], ...]] = {
     "aiohttp.server": (BadHttpMessage, RequestPayloadError),
-    "grpc._cython.cygrpc": (ExecuteBatchError,),
+    "grpc._cython.cygrpc": (ExecuteBatchError, asyncio.CancelledError),
 }
 
 

@@ -36,6 +36,7 @@ from service.config import (
     meant_variables,
     unknown_variables,
 )
+from service.early_cancels import quiet_early_cancels
 from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
@@ -220,6 +221,7 @@ async def _run_servers(
     with signals_blocked(STOP_SIGNALS):
         signals = started.signals = StopSignals(asyncio.get_running_loop(), pending)
         asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
+        quiet_early_cancels()
         if metrics is not None:
             DROPPED_LINES.on_drop = metrics.log_lines_dropped.inc
         if supervisor is not None:

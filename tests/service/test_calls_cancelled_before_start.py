@@ -1,0 +1,78 @@
+"""A call cancelled before grpc.aio first runs its handler task leaves no error line and
+nothing on stderr (docs/operations.md, "Log lines").
+
+grpc.aio cancels a call's task when core reports the call cancelled (the client gave up,
+or the server's stop cancelled it). If that lands before the task's first step, the
+``CancelledError`` escapes grpc's own handling: it logged ``Exception not handled by
+_handle_exceptions in servicer method`` at error level, printed the traceback again on
+stderr, and the never-started handler coroutine left a ``RuntimeWarning`` there too.
+Rare (it failed a SIGTERM-under-load test about once in fifty runs), and the client's
+doing or the stop's, never a bug.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+from tests.service.grpc_helpers import health
+from tests.service.server_process import failure_lines, running
+
+# Test-only fault, loaded by the server's interpreter at start (``sitecustomize`` on
+# PYTHONPATH): the task grpc.aio makes for each Health/Check call does not start for
+# seconds, so the client's cancel reaches the task before its first step, as it does
+# by chance under load. ``close`` ends the coroutine as a cancel before its first step
+# does, without running it.
+DELAYED_FIRST_STEP = """
+import asyncio
+import asyncio.base_events
+
+_create_task = asyncio.base_events.BaseEventLoop.create_task
+
+
+async def _started_late(coro):
+    try:
+        await asyncio.sleep(5)
+    except asyncio.CancelledError:
+        coro.close()
+        raise
+    return await coro
+
+
+def create_task(self, coro, *, name=None, context=None):
+    if name == "HandleExceptions[/grpc.health.v1.Health/Check]":
+        coro = _started_late(coro)
+    return _create_task(self, coro, name=name, context=context)
+
+
+asyncio.base_events.BaseEventLoop.create_task = create_task
+"""
+
+GRPC_RECORD = (
+    "Exception not handled by _handle_exceptions in servicer method [/grpc.health.v1.Health/Check]"
+)
+
+
+def test_a_call_cancelled_before_its_handler_started_is_a_debug_line_only(tmp_path: Path):
+    (tmp_path / "sitecustomize.py").write_text(DELAYED_FIRST_STEP)
+    path = os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
+    with running(
+        ("--log-level", "debug"), env={"PYTHONPATH": path}, failures_expected=True
+    ) as server:
+        with grpc.insecure_channel(server.target) as channel:
+            check = health(channel).Check
+            for _ in range(2):
+                call = check.future(health_pb2.HealthCheckRequest(service=""), timeout=30)
+                time.sleep(1)  # the server has the call, its task not yet started
+                assert call.cancel()
+        records = server.wait_for_logs(GRPC_RECORD, count=2)
+    # The record stays, at debug level (with its traceback), for whoever chases it.
+    assert [(line["level"], line["logger"]) for line in records] == [
+        ("debug", "grpc._cython.cygrpc")
+    ] * 2
+    assert [line["exception"][0]["exc_type"] for line in records] == ["CancelledError"] * 2  # type: ignore[index]
+    assert failure_lines(server) == []  # no error line, no raw stderr line (a traceback)

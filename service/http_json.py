@@ -28,7 +28,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
-from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
@@ -57,7 +57,16 @@ _LONGEST_SLIP = 64  # a longer unknown name is no slip (``_near_field``)
 # A name a path shows plainly; another (``a.b``, ``""``) is quoted in the refusal too, as
 # the path alone would read as other fields or none.
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# proto3 JSON bytes: standard or URL-safe base64, with or without padding.
+# proto3 JSON bytes: standard or URL-safe base64 (the two alphabets may mix, as
+# json_format's decoder takes them), with or without padding: groups of 4 characters,
+# then 2 or 3 more with their padding or without it (1 more is no byte). Also the OpenAPI
+# document's pattern for bytes (service/openapi.py), so that what it allows is taken.
+_BASE64_ALPHABET = "[A-Za-z0-9+/_-]"
+BASE64_PATTERN = (
+    f"^(?:{_BASE64_ALPHABET}{{4}})*(?:{_BASE64_ALPHABET}{{2}}(?:==)?|{_BASE64_ALPHABET}{{3}}=?)?$"
+)
+_BASE64_WHOLE = re.compile(BASE64_PATTERN)
+# Base64 characters then padding, of any length: what is left to say of one that is not.
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
 # An enum number in a string; json_format checks its value.
@@ -68,11 +77,14 @@ _INTEGER = re.compile(r"-?[0-9]+")
 _CANONICAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
 _SPELLING = "a JSON number, or a string of decimal digits without a leading zero"
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT32_BOUNDS = (_INT32_MIN, _INT32_MAX)
+# What an enum number must be for the proto3 JSON mapping (an enum is an int32 on the wire).
+_ENUM_NUMBER = "an enum number of 32 bits"
 _INT32_DIGITS = len(str(_INT32_MAX))
 # Digits of the largest 64-bit integer (uint64's, 20): a longer number is out of range.
 _EXACT_DIGITS = len(str(2**64 - 1))
 _INTEGER_RANGES = {
-    FieldDescriptor.CPPTYPE_INT32: (_INT32_MIN, _INT32_MAX),
+    FieldDescriptor.CPPTYPE_INT32: _INT32_BOUNDS,
     FieldDescriptor.CPPTYPE_INT64: (-(2**63), 2**63 - 1),
     FieldDescriptor.CPPTYPE_UINT32: (0, 2**32 - 1),
     FieldDescriptor.CPPTYPE_UINT64: (0, 2**64 - 1),
@@ -264,7 +276,7 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
     fields = _fields_by_name(descriptor)
     if isinstance(value, _Duplicated):
         field = fields.get(value.duplicate)
-        name = f"{path}.{value.duplicate if field is None else field.name}".lstrip(".")
+        name = _member_path(path, value.duplicate if field is None else field.name)
         plain = field is not None or _PLAIN_NAME.fullmatch(value.duplicate)
         raise _json_invalid(
             name, "appears twice" if plain else f"the name {_quoted(value.duplicate)} appears twice"
@@ -275,7 +287,7 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
         if field is None:
             # json_format would refuse it too, but only after parsing the whole body,
             # naming no path, and offending_field would parse it twice more to find it.
-            name = f"{path}.{key}".lstrip(".")
+            name = _member_path(path, key)
             hint = (
                 _near_field(descriptor, key, path)
                 or _one_level_down(descriptor, key, path)
@@ -289,6 +301,15 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
             raise _json_invalid(name, f"appears twice, as {seen[field.name]} and {key}")
         seen[field.name] = key
         _check_field(item, field, name, floor)
+
+
+def _member_path(path: str, name: str) -> str:
+    """The path of the member ``name`` of the message at ``path`` ("" for the request):
+    ``config.players``. An empty name is written ``""``, as a map key is quoted
+    (``_map_entry_path``): an empty path names the whole request (docs/api.md,
+    "Errors"), and a leading dot stays, so that ``.seed`` does not name ``seed``."""
+    shown = name or '""'
+    return f"{path}.{shown}" if path else shown
 
 
 def _check_field(value: object, field: FieldDescriptor, path: str, floor: _SizeFloor) -> None:
@@ -359,12 +380,15 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
             raise _wrong_type(path, "true or false", value)
     elif cpp_type == FieldDescriptor.CPPTYPE_ENUM:
         enum = field.enum_type
-        _refuse_inexact(value, path, _numbers_of(enum))
+        _refuse_inexact(value, path, _INT32_BOUNDS, _ENUM_NUMBER)
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise _wrong_type(path, "an enum value name (a JSON string) or number", value)
         # A number in a string is json_format's to judge, as a number is, but for its
         # width: json_format wraps a number beyond 32 bits (4294967298 read as 2, another
-        # rule than the client meant) where it refuses one just beyond 31.
+        # rule than the client meant) where it refuses one just beyond 31. Such a number
+        # is no proto enum value at all, known or not, so the refusal names the width,
+        # not the numbers this release knows (an unknown number of 32 bits is the API's
+        # to refuse, FIELD_INVALID, as over gRPC).
         name = value if isinstance(value, str) and not _INTEGER.fullmatch(value) else None
         if name is None and isinstance(value, str) and not _CANONICAL_INTEGER.fullmatch(value):
             raise _json_invalid(
@@ -372,7 +396,7 @@ def _check_single(value: object, field: FieldDescriptor, path: str, floor: _Size
                 f"must be an enum value name or number ({_SPELLING}), not {_quoted(value)}",
             )
         if name is None and not _is_int32(value):
-            raise _out_of_range(path, _numbers_of(enum), str(value))
+            raise _out_of_range(path, _INT32_BOUNDS, str(value), _ENUM_NUMBER)
         if name is not None and enum is not None and name not in enum.values_by_name:
             # json_format would say "Invalid enum value X for enum type Y": not which are
             # valid. *_UNSPECIFIED is left out: it means the field left out, which a card's
@@ -395,26 +419,22 @@ def _refuse_long(digits: str, path: str, bounds: tuple[int, int]) -> None:
         raise _out_of_range(path, bounds, digits)
 
 
-def _refuse_inexact(value: object, path: str, bounds: tuple[int, int]) -> None:
-    """An integer or enum field given a number no 64-bit integer can hold (``_number``)."""
+def _refuse_inexact(value: object, path: str, bounds: tuple[int, int], kind: str = "") -> None:
+    """An integer or enum field given a number no 64-bit integer can hold (``_number``);
+    ``bounds`` and ``kind`` as ``_out_of_range`` takes them."""
     if isinstance(value, _Inexact):
         if value.whole:
-            raise _out_of_range(path, bounds, value.text)
+            raise _out_of_range(path, bounds, value.text, kind)
         raise _json_invalid(path, f"must be a whole number, not {value.text}")
 
 
-@functools.cache
-def _numbers_of(enum: EnumDescriptor | None) -> tuple[int, int]:
-    """The least and the greatest number of ``enum``'s values; met by every enum value a
-    body holds, so worked out once per enum."""
-    numbers = [known.number for known in enum.values] if enum is not None else [0]
-    return min(numbers), max(numbers)
-
-
-def _out_of_range(path: str, bounds: tuple[int, int], text: str) -> ServiceError:
-    """``seed: must be 0 to 18446744073709551615, not -1``; a long number cut short."""
+def _out_of_range(path: str, bounds: tuple[int, int], text: str, kind: str = "") -> ServiceError:
+    """``seed: must be 0 to 18446744073709551615, not -1``, or with a ``kind``
+    ``config.teams: must be an enum number of 32 bits (-2147483648 to 2147483647), not
+    2147483648``; a long number cut short."""
+    span = f"{bounds[0]} to {bounds[1]}"
     return _json_invalid(
-        path, f"must be {bounds[0]} to {bounds[1]}, not {_cut(text, _QUOTED_CHARS)}"
+        path, f"must be {f'{kind} ({span})' if kind else span}, not {_cut(text, _QUOTED_CHARS)}"
     )
 
 
@@ -432,16 +452,18 @@ def _is_int32(number: str | int) -> bool:
 
 
 def _base64_problem(text: str) -> str | None:
-    """Why ``text`` is not standard or URL-safe base64 (padding optional), or None."""
-    match = _BASE64.fullmatch(text)
-    if match is None:
+    """Why ``text`` is not standard or URL-safe base64 (padding optional), or None.
+
+    ``BASE64_PATTERN`` alone decides (fullmatch: its ``$`` would also let a final
+    newline through), so that the OpenAPI document's pattern says what is taken.
+    """
+    if _BASE64_WHOLE.fullmatch(text):
+        return None
+    if _BASE64.fullmatch(text) is None:
         if (bad := _BASE64_CHAR.search(text)) is not None:
             return f"{_quoted(bad.group())} at offset {bad.start()} is not a base64 character"
         return '"=" may only pad the end'
-    data, padding = match.groups()
-    if len(data) % 4 == 1 or (padding and (len(data) + len(padding)) % 4 != 0):
-        return f"{len(text)} characters cannot be base64 (a character is missing or extra)"
-    return None
+    return f"{len(text)} characters cannot be base64 (a character is missing or extra)"
 
 
 def _cut(text: str, limit: int) -> str:

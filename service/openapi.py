@@ -2,9 +2,9 @@
 
 Paths come from the same ``service.http_routes`` the gateway serves, schemas
 from the messages under the proto3 JSON mapping (lowerCamelCase names, 64-bit
-integers as strings, bytes as base64 strings with ``contentEncoding``, enums by
-name), error responses are the ``google.rpc.Status`` of design section 5 with
-typed details. Descriptions are the proto comments (``service.proto_comments``),
+integers as strings, bytes as base64 strings with ``contentEncoding`` and the
+pattern of the base64 the gateway takes, enums by name), error responses are
+the ``google.rpc.Status`` of design section 5 with typed details. Descriptions are the proto comments (``service.proto_comments``),
 which only a descriptor set made with ``--include_source_info`` carries:
 ``scripts/generate_openapi.py`` makes one and writes the committed
 ``service/cardrules.openapi.json``, which ships inside the package and is
@@ -71,7 +71,7 @@ from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_PLAYERS, MIN_PLAYERS
 from service.config import ServerConfig
 from service.descriptors import message_descriptor
 from service.grpc_timeout import GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER
-from service.http_json import JSON_TYPE
+from service.http_json import BASE64_PATTERN, JSON_TYPE
 from service.http_routes import OPENAPI_PATH, routes
 from service.reasons import REFUSAL_REASONS
 
@@ -185,9 +185,23 @@ FIELD_BOUNDS: Mapping[str, Json] = {
 _INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
 _UINT32 = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1}
 # The one spelling the gateway takes (http_json._CANONICAL_INTEGER) and json_format prints:
-# decimal digits without a leading zero, exponent or fraction.
-_INT64 = {"type": "string", "format": "int64", "pattern": "^(0|-?[1-9][0-9]*)$"}
-_UINT64 = {"type": "string", "format": "uint64", "pattern": "^(0|[1-9][0-9]*)$"}
+# decimal digits without a leading zero, exponent or fraction; at most as long as the
+# longest value (-9223372036854775808, 18446744073709551615), so that a schema refuses
+# what has more digits. The values between the largest and the next power of ten
+# (2^64 to 99999999999999999999 for a uint64) still match and are refused by the
+# gateway: a pattern that said so would be an alternative per digit (docs/api.md).
+_INT64 = {
+    "type": "string",
+    "format": "int64",
+    "pattern": "^(0|-?[1-9][0-9]*)$",
+    "maxLength": len(str(-(2**63))),
+}
+_UINT64 = {
+    "type": "string",
+    "format": "uint64",
+    "pattern": "^(0|[1-9][0-9]*)$",
+    "maxLength": len(str(2**64 - 1)),
+}
 _SCALARS: Mapping[int, Json] = {
     FieldDescriptor.TYPE_DOUBLE: {"type": "number", "format": "double"},
     FieldDescriptor.TYPE_FLOAT: {"type": "number", "format": "float"},
@@ -205,7 +219,14 @@ _SCALARS: Mapping[int, Json] = {
     FieldDescriptor.TYPE_STRING: {"type": "string"},
     # OpenAPI 3.1 says base64 with contentEncoding; 3.0's "format: byte" made
     # generators decode the string as text (datamodel-code-generator's Base64Str).
-    FieldDescriptor.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
+    # contentEncoding is only an annotation to a validator (JSON Schema 2020-12, 8.3),
+    # so the pattern says what the gateway takes: base64 of either alphabet, padding
+    # optional, never a length that is 1 more than a multiple of 4.
+    FieldDescriptor.TYPE_BYTES: {
+        "type": "string",
+        "contentEncoding": "base64",
+        "pattern": BASE64_PATTERN,
+    },
 }
 
 

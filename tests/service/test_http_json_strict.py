@@ -19,7 +19,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
@@ -41,6 +40,8 @@ from tests.service.server_process import ServerProcess
 
 # What parse_origins says of anything else (the setting is named by service.config).
 NOT_AN_ORIGIN = r"^must be an origin like https://example\.com\[:port\], not '"
+# How a refusal words an enum number that no 32-bit integer holds.
+ENUM_NUMBER_WORDS = "an enum number of 32 bits (-2147483648 to 2147483647)"
 
 
 def refused_field(server: ServerProcess, route: str, body: dict[str, Any]) -> str:
@@ -476,7 +477,10 @@ def test_a_well_known_type_is_parsed_whole_when_the_refused_field_is_sought() ->
             "config has no such field; did you mean config.players?",
         ),
         (b'{"config": {"a.b": 1}}', "config.a.b", 'config has no field "a.b"'),
-        (b'{"": 1}', "", 'the request has no field ""'),
+        (b'{"": 1}', '""', 'the request has no field ""'),
+        (b'{"config": {"": 1}}', 'config.""', 'config has no field ""'),
+        (b'{"": 1, "": 2}', '""', 'the name "" appears twice'),
+        (b'{".seed": 1}', ".seed", 'the request has no field ".seed"; did you mean seed?'),
         (b'{"config": {"a b": 1, "a b": 2}}', "config.a b", 'the name "a b" appears twice'),
         (b'{"config": {"bogus": 1, "bogus": 2}}', "config.bogus", "appears twice"),
     ],
@@ -486,7 +490,8 @@ def test_a_name_the_path_would_not_show_plainly_is_quoted_in_the_why(
 ) -> None:
     """docs/api.md, "Errors": the message is ``path: why`` (``violation`` checks it), and
     a why need not repeat a plain name; ``config.a.b`` alone would read as a field ``b``
-    of ``config.a``, and an empty name as none."""
+    of ``config.a``. An empty name is ``""`` in the path, since an empty path is the
+    whole request, and a leading dot is kept (``.seed`` is no ``seed``)."""
     assert refusal_of(body, pb.NewGameRequest) == (field, description)
 
 
@@ -1085,11 +1090,13 @@ def test_the_largest_value_of_each_integer_field_is_taken() -> None:
 
 
 @pytest.mark.parametrize("number", ["1e20", "-1e20"])
-def test_an_enum_given_a_number_past_64_bits_is_told_the_enums_numbers(number: str) -> None:
+def test_an_enum_given_a_number_past_64_bits_is_told_the_width_of_an_enum_number(
+    number: str,
+) -> None:
     body = f'{{"move": {{"card": {{"rank": {number}}}}}}}'.encode()
     assert refusal_of(body, pb.PlayRequest) == (
         "move.card.rank",
-        f"must be 0 to 13, not {number}",
+        f"must be {ENUM_NUMBER_WORDS}, not {number}",
     )
 
 
@@ -1246,16 +1253,42 @@ def test_a_response_is_compact_json_with_every_field_without_presence() -> None:
             "move.card.rank",
             "4294967301",
         ),
+        (b'{"config": {"teams": 2147483648}}', pb.NewGameRequest, "config.teams", "2147483648"),
+        (b'{"config": {"teams": -2147483649}}', pb.NewGameRequest, "config.teams", "-2147483649"),
+        (b'{"config": {"teams": "-2147483649"}}', pb.NewGameRequest, "config.teams", "-2147483649"),
+        (b'{"config": {"teams": 1e30}}', pb.NewGameRequest, "config.teams", "1e30"),
     ],
 )
 def test_an_enum_number_beyond_32_bits_is_refused_not_wrapped(
     body: bytes, message_class: type[Message], path: str, sent: str
 ) -> None:
     """json_format read 4294967298 as 2 (TEAM_MODE_PAIRS) and a rank of 4294967301 as
-    RANK_FIVE: a client's bug made another game than it asked for, with no error."""
-    enum = {"move.card.rank": cards_pb2.Rank, "config.tie_rule": pb.TieRule}.get(path, pb.TeamMode)
-    known = f"0 to {max(enum.values())}"  # the enum's numbers
-    assert refusal_of(body, message_class) == (path, f"must be {known}, not {sent}")
+    RANK_FIVE: a client's bug made another game than it asked for, with no error. The
+    refusal names the width an enum number has, not the numbers this release knows: a
+    number beyond it is no enum value at all (docs/api.md, "HTTP/JSON")."""
+    assert refusal_of(body, message_class) == (path, f"must be {ENUM_NUMBER_WORDS}, not {sent}")
+
+
+@pytest.mark.parametrize(
+    ("teams", "reason", "message"),
+    [
+        (2147483648, "JSON_INVALID", f"must be {ENUM_NUMBER_WORDS}, not 2147483648"),
+        (-2147483649, "JSON_INVALID", f"must be {ENUM_NUMBER_WORDS}, not -2147483649"),
+        (2147483647, "FIELD_INVALID", "unknown TeamMode value 2147483647"),
+    ],
+)
+def test_a_server_names_the_width_of_an_enum_number_only_past_32_bits(
+    server: ServerProcess, teams: int, reason: str, message: str
+) -> None:
+    """A number of 32 bits is an enum value this release may not know (FIELD_INVALID,
+    naming the ones it knows); one past 32 bits is none at all, which the refusal said
+    as "must be 0 to 3" (docs/api.md, "HTTP/JSON")."""
+    body = {"config": {"players": 2, "teams": teams}}
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:newGame", json.dumps(body).encode()
+    )
+    assert (status, refusal(value)[1]) == (400, reason), value
+    assert value["message"].startswith(f"config.teams: {message}"), value
 
 
 def test_enum_numbers_of_32_bits_still_parse() -> None:
@@ -1310,7 +1343,7 @@ def test_an_enum_number_of_thousands_of_digits_is_refused_not_a_crash(digits: st
     if digits.endswith("01"):  # -1: 32 bits, so json_format's to judge
         assert "2147483647" not in description
     else:
-        assert description.startswith("must be 0 to 3, not ")
+        assert description.startswith(f"must be {ENUM_NUMBER_WORDS}, not ")
 
 
 def test_a_lone_surrogate_at_any_depth_json_reads_is_refused_not_a_crash() -> None:

@@ -19,7 +19,7 @@ from scripts.generate_openapi import descriptor_set, generate
 from service.config import ServerConfig
 from service.descriptors import message_descriptor
 from service.errors import ServiceError
-from service.http_json import parse_request
+from service.http_json import BASE64_PATTERN, parse_request
 from service.http_routes import OPENAPI_PATH, Route, routes
 from service.openapi import (
     COMMITTED,
@@ -98,10 +98,12 @@ def test_schemas_follow_the_proto3_json_mapping():
     }
     new_game = schemas["NewGameRequest"]["properties"]
     assert new_game["seed"]["format"] == "uint64" and new_game["seed"]["type"] == "string"
+    assert new_game["seed"]["maxLength"] == len("18446744073709551615")
     state = schemas["PlayResponse"]["properties"]["state"]
     assert state == {
         "type": "string",
         "contentEncoding": "base64",
+        "pattern": BASE64_PATTERN,
         "description": "The next sealed game state.",
     }
     rank = schemas["Rank"]

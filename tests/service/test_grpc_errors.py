@@ -459,6 +459,9 @@ def test_another_seats_token_is_permission_denied_naming_the_tokens_seat(stub, g
         assert refusal.message == expected, method
 
 
+ANOTHER_GAME_HINT = "; it is no seat's token of this game (one from another game?)"
+
+
 def test_a_token_of_a_seat_the_game_does_not_have_names_no_seat(plain_stub):
     """Design section 4: a wrong seat token is named only when it is the token of another
     of the game's own seats. A hand-edited plain state gives a 3-player game's id to a
@@ -472,15 +475,24 @@ def test_a_token_of_a_seat_the_game_does_not_have_names_no_seat(plain_stub):
     assert_seat_refused(refusals, DENIED, "SEAT_TOKEN_INVALID")
     for method, refusal in refusals.items():
         assert refusal.metadata == {"seat": "0"}, method
-        assert refusal.message == "not a valid seat token for seat 0", method
+        assert refusal.message == f"not a valid seat token for seat 0{ANOTHER_GAME_HINT}", method
 
 
-def test_another_games_token_for_the_same_seat_is_permission_denied(stub, game):
+@pytest.mark.parametrize("seat", [0, 1])
+def test_another_games_token_is_permission_denied_asking_whether_it_is_of_another_game(
+    stub, game, seat
+):
+    """Design section 4: the usual cause is a bot that started a new game and kept the
+    old tokens, so the message says the token is none of this game's seats' and asks."""
     other = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1))
     assert other.game_id != game.game_id
-    assert_seat_refused(
-        seat_calls(stub, game, 1, other.seat_tokens[1]), DENIED, "SEAT_TOKEN_INVALID"
-    )
+    for token in other.seat_tokens:  # its own seat's and the other seat's
+        refusals = seat_calls(stub, game, seat, token)
+        assert_seat_refused(refusals, DENIED, "SEAT_TOKEN_INVALID")
+        for method, refusal in refusals.items():
+            assert refusal.metadata == {"seat": str(seat)}, method
+            expected = f"not a valid seat token for seat {seat}{ANOTHER_GAME_HINT}"
+            assert refusal.message == expected, method
 
 
 def test_a_seat_token_of_another_key_is_permission_denied(stub, game, other_server):

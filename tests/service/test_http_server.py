@@ -611,6 +611,29 @@ def test_seat_left_out_with_another_seats_token_is_refused_saying_whose_token_it
     )
 
 
+@pytest.mark.parametrize("route", ["legalMoves", "play", "getView"])
+def test_another_games_seat_token_is_refused_asking_whether_it_is_of_another_game(
+    server, json_game, route
+):
+    """The usual cause of a token of no seat of the game: a bot that started a new game
+    and kept the old tokens. The message says so, as over gRPC (design section 4)."""
+    old = rpc(server, "newGame", {"config": {"players": 2}, "seed": "7"})
+    turn = json_game["view"]["turn"]
+    body = {"state": json_game["state"], "seat": turn, "seatToken": old["seatTokens"][turn]}
+    if route == "play":
+        body["move"] = {"card": {"rank": "RANK_ACE", "suit": "SUIT_SPADES"}}
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:{route}", json.dumps(body).encode()
+    )
+    code, reason, metadata, _ = refusal(value)
+    assert (status, code, reason) == (403, 7, "SEAT_TOKEN_INVALID"), value
+    assert metadata == {"seat": str(turn)}
+    assert value["message"] == (
+        f"not a valid seat token for seat {turn}; "
+        "it is no seat's token of this game (one from another game?)"
+    )
+
+
 def test_getview_with_a_seat_token_but_no_seat_is_refused_naming_the_tokens_seat(server, json_game):
     """A UI back from a reconnect with its seat token alone learns its seat from the
     refusal (``token_seat``); another game's token, or garbage, names no seat."""

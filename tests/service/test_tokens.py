@@ -358,12 +358,22 @@ def test_a_token_of_another_seat_of_the_game_is_named_as_that_seats():
         assert error.message == "not a valid seat token for seat 0; it is seat 2's token"
         assert token.hex() not in error.message
     token = seats.issue("game-1", 2)
-    for game_id, players in (("game-1", 2), ("game-1", 0), ("game-2", 4)):
-        # A seat the game does not have, no players given, another game: no seat named.
-        error = seat_error(seats, game_id, 0, token, players=players)
-        assert (error.metadata, error.message) == ({}, "not a valid seat token for seat 0")
     forged = token[:KEY_ID_BYTES] + bytes(SEAT_MAC_BYTES)
-    assert seat_error(seats, "game-1", 0, forged, players=4).metadata == {}
+    for game_id, candidate, players in (
+        ("game-1", token, 2),  # a seat the game does not have
+        ("game-2", token, 4),  # another game's: a bot that kept an old game's tokens
+        ("game-1", forged, 4),
+    ):
+        # No seat named; a token of a seat token's form is said to be none of the game's.
+        error = seat_error(seats, game_id, 0, candidate, players=players)
+        assert (error.metadata, error.message) == (
+            {},
+            "not a valid seat token for seat 0; "
+            "it is no seat's token of this game (one from another game?)",
+        )
+    # No players given: the token may be another seat's, so nothing is said of it.
+    error = seat_error(seats, "game-1", 0, token, players=0)
+    assert (error.metadata, error.message) == ({}, "not a valid seat token for seat 0")
 
 
 def test_seat_of_finds_the_seat_of_a_games_token_under_any_key_of_the_ring():

@@ -24,8 +24,9 @@ from cardrules.client.errors import USABLE_REQUEST_ID
 from google.protobuf.message import Message
 
 from service.errors import ServiceError, deadline_exceeded, drop_tracebacks, internal_error
-from service.logs import bound_logger, request_log_fields
+from service.logs import bound_logger, request_log_fields, trace_log_fields
 from service.metrics import ServiceMetrics, code_label
+from service.trace_context import Trace
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -159,13 +160,13 @@ class CallRunner:
         peer: str | None = None,
         received: bool = True,
         attempt: int = 1,
-        trace_id: str | None = None,
+        trace: Trace | None = None,
     ) -> Outcome[ResponseT]:
         """``handler`` on ``request``, counted, timed and logged; ``received`` is False
         when the request message never came (an HTTP body refused before or while it was
-        read); ``attempt`` is 2 or more for a client's retry of the call; ``trace_id`` is
-        the trace-id of its valid ``traceparent`` (``service.trace_context``), on both
-        of its lines (design section 6)."""
+        read); ``attempt`` is 2 or more for a client's retry of the call; ``trace`` is
+        the trace-id and parent-id of its valid ``traceparent``
+        (``service.trace_context``), on both of its lines (design section 6)."""
         info = CallInfo()
         metrics = self._metrics
         started = time.perf_counter()
@@ -183,7 +184,7 @@ class CallRunner:
             error = refusal
         except Exception:
             # Named as its request line names the call, which is logged only afterwards.
-            traced = {} if trace_id is None else {"trace_id": trace_id}
+            traced = {} if trace is None else trace_log_fields(trace)
             self._log.exception(
                 "unhandled error",
                 request_id=request_id,
@@ -209,7 +210,7 @@ class CallRunner:
             transport=transport,
             peer=peer,
             attempt=attempt,
-            trace_id=trace_id,
+            trace=trace,
         )
         if error is None:
             self._log.info("request", **fields)

@@ -47,7 +47,7 @@ from service.errors import (
     request_too_large,
 )
 from service.krypkasino_api import SERVICE_DESCRIPTOR, SERVICE_NAME, KrypkasinoApi
-from service.trace_context import DUPLICATE, TRACEPARENT_HEADER, trace_id_from
+from service.trace_context import DUPLICATE, TRACEPARENT_HEADER, Trace, trace_from
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -189,11 +189,12 @@ async def serve_call(
     context: grpc.aio.ServicerContext[RequestT, ResponseT],
 ) -> ResponseT:
     """One gRPC call through ``runner``: the caller's request id, metrics, the log line
-    (with the trace-id of the caller's ``traceparent``, which is not echoed), and a
+    (with the trace-id and parent-id of the caller's ``traceparent``, which is not
+    echoed), and a
     refusal aborted as the rich ``google.rpc.Status`` (a call past its deadline gets
     nothing); the request id goes back in the trailers of every answer. Every RPC takes
     this path."""
-    supplied, attempt, trace_id = call_headers(context.invocation_metadata())
+    supplied, attempt, trace = call_headers(context.invocation_metadata())
     request_id = request_id_from(supplied)
     outcome = runner.run(
         service,
@@ -204,7 +205,7 @@ async def serve_call(
         request,
         context.peer(),
         attempt=attempt,
-        trace_id=trace_id,
+        trace=trace,
     )
     if outcome.error is not None:
         if outcome.error.reason == DEADLINE_EXCEEDED:
@@ -228,11 +229,12 @@ async def serve_call(
 
 def call_headers(
     metadata: Iterable[tuple[str, str | bytes]] | None,
-) -> tuple[str | None, int, str | None]:
+) -> tuple[str | None, int, Trace | None]:
     """The caller's request id, the first one sent (as the HTTP gateway takes the first
     X-Request-Id header), which attempt of its call this is: 1, or the retry that
     ``grpc-previous-rpc-attempts`` makes it (any other value counts as 1), and the
-    trace-id of its W3C ``traceparent`` when it sent one valid one (design section 6).
+    trace-id and parent-id of its W3C ``traceparent`` when it sent one valid one (design
+    section 6).
 
     One pass over the metadata, on every call (a plain tuple: a NamedTuple's ``__new__``
     would cost more); a ``traceparent`` is parsed after it, and only when one came."""
@@ -250,5 +252,5 @@ def call_headers(
     return (
         supplied if isinstance(supplied, str) else None,
         attempt,
-        trace_id_from(traceparent) if isinstance(traceparent, str) else None,
+        trace_from(traceparent) if isinstance(traceparent, str) else None,
     )

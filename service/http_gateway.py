@@ -107,7 +107,7 @@ from service.listen import listen_hosts
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
 from service.spelling import nearest
-from service.trace_context import DUPLICATE, TRACEPARENT_HEADER, trace_id_from
+from service.trace_context import DUPLICATE, TRACEPARENT_HEADER, Trace, trace_from
 from service.turn_budget import TurnBudget
 
 _FIXED_PATHS = frozenset({OPENAPI_PATH, LIVENESS_PATH, READINESS_PATH})
@@ -554,7 +554,7 @@ class HttpGateway:
         # Read now: once its client has gone (mid-body, or while the call waits its turn)
         # the connection is no more, and the request line would not say whose call it was.
         peer = _peer(request)
-        trace_id = _trace_id(request)
+        trace = _trace(request)
         # The deadline counts from here, once the headers are read: as near the caller's
         # send as the gateway sees.
         deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
@@ -589,7 +589,7 @@ class HttpGateway:
             payload,
             peer,
             received=received,
-            trace_id=trace_id,
+            trace=trace,
         )
         if outcome.error is not None:
             response = self._error_response(outcome.error, headers)
@@ -722,20 +722,21 @@ class HttpGateway:
             game_id=None,
             transport=TRANSPORT,
             peer=_peer(request),
-            trace_id=_trace_id(request),
+            trace=_trace(request),
         )
         self._log.info("request", reason=error.reason, **fields)
         return self._error_response(error, headers)
 
 
-def _trace_id(request: web.Request) -> str | None:
-    """The trace-id of the request's ``traceparent`` header for its log line (design
-    section 6), when it has one valid one (``service.trace_context``); never echoed."""
+def _trace(request: web.Request) -> Trace | None:
+    """The trace-id and parent-id of the request's ``traceparent`` header for its log
+    line (design section 6), when it has one valid one (``service.trace_context``);
+    never echoed."""
     headers = request.headers
     traceparent = headers.get(TRACEPARENT_HEADER)
     if traceparent is not None and len(headers.getall(TRACEPARENT_HEADER)) > 1:
         traceparent = DUPLICATE
-    return trace_id_from(traceparent)
+    return trace_from(traceparent)
 
 
 def _length_of(path: str) -> str:

@@ -42,6 +42,7 @@ from service.log_redaction import (
     withhold_request_text,
     withhold_secret_arguments,
 )
+from service.trace_context import Trace
 
 # The names ``--log-level`` and ``--log-format`` take (``service.config``).
 LEVELS: Mapping[str, int] = {
@@ -154,13 +155,14 @@ def request_log_fields(
     transport: str,
     peer: str | None = None,
     attempt: int = 1,
-    trace_id: str | None = None,
+    trace: Trace | None = None,
 ) -> dict[str, object]:
     """The fields of the one line logged per request (design section 6).
 
     ``game_id`` is always present (``null`` before a game exists); ``peer`` only
-    when known; ``attempt`` only for a client's retry (2 or more); ``trace_id`` only
-    for a call with a valid W3C ``traceparent`` (``service.trace_context``). Log it as
+    when known; ``attempt`` only for a client's retry (2 or more); ``trace_id`` and
+    ``parent_id`` only for a call with a valid W3C ``traceparent``
+    (``service.trace_context``, ``trace_log_fields``). Log it as
     ``log.info("request", **request_log_fields(...))``.
     """
     fields: dict[str, object] = {
@@ -175,9 +177,16 @@ def request_log_fields(
         fields["peer"] = peer
     if attempt > 1:
         fields["attempt"] = attempt
-    if trace_id is not None:
-        fields["trace_id"] = trace_id
+    if trace is not None:
+        fields.update(trace_log_fields(trace))
     return fields
+
+
+def trace_log_fields(trace: Trace) -> dict[str, str]:
+    """A traced call's fields on each of its lines (design section 6): the trace-id to
+    find a call's lines from its trace, and the parent-id, the caller's span, to tell
+    apart the lines of the calls of one trace (a client span joins one line)."""
+    return {"trace_id": trace.trace_id, "parent_id": trace.parent_id}
 
 
 class OncePerWindow:

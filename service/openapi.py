@@ -795,6 +795,42 @@ def _answer(description: str, schema: Json) -> Json:
     }
 
 
+# The request id to a call that is logged (every RPC's, every refusal's) and to a GET of
+# the document, which is not (docs/api.md, "Request ids"; docs/operations.md).
+_LOGGED_PARAMETER = (
+    "The caller's id for this call, logged as its request_id and returned in the "
+    "X-Request-Id response header."
+)
+_UNLOGGED_PARAMETER = (
+    "The caller's id for this call, returned in the X-Request-Id response header (a GET of "
+    "this document is not logged)."
+)
+_LOGGED_HEADER = (
+    "The request id of the log line: the caller's X-Request-Id when usable, else a new one."
+)
+_UNLOGGED_HEADER = (
+    "The caller's X-Request-Id when usable, else a new one (a GET of this document is not logged)."
+)
+
+
+def _request_id_parameter(description: str) -> Json:
+    """The optional X-Request-Id request header, first described by ``description``."""
+    return {
+        "name": "X-Request-Id",
+        "in": "header",
+        "required": False,
+        "description": f"{description} Whitespace around it is not part of a header's value. "
+        "A value this schema does not allow is not refused: the server makes up a new id "
+        "instead.",
+        "schema": {"type": "string", "pattern": f"^{USABLE_REQUEST_ID.pattern}$"},
+    }
+
+
+def _request_id_header(description: str) -> Json:
+    """The X-Request-Id response header, described by ``description``."""
+    return {"description": description, "schema": {"type": "string"}}
+
+
 def build_document(notes: Mapping[str, str] | None = None) -> Json:
     """The whole document; ``notes`` are the proto comments (``proto_comments.comments``)."""
     return with_short_keys(_document(notes or {}))
@@ -825,14 +861,19 @@ def _document(notes: Mapping[str, str]) -> Json:
             "description": "This OpenAPI 3.1 document, generated from the service's proto "
             "API: what client generators read. Every server of a release serves the same one.",
             "tags": ["OpenApi"],
-            "parameters": [_ref("X-Request-Id", "parameters")],
+            # Not the shared request id parameter and header, which say the id is logged:
+            # a GET of this document writes no line (docs/api.md). Its 405 is logged.
+            "parameters": [_request_id_parameter(_UNLOGGED_PARAMETER)],
             "responses": {
                 # Without additionalProperties, openapi-typescript types an object with no
                 # properties as Record<string, never>, which no field of the document fits.
-                "200": _answer(
-                    "The OpenAPI document of this service.",
-                    {"type": "object", "additionalProperties": True},
-                ),
+                "200": {
+                    "description": "The OpenAPI document of this service.",
+                    "headers": {"X-Request-Id": _request_id_header(_UNLOGGED_HEADER)},
+                    "content": {
+                        JSON_TYPE: {"schema": {"type": "object", "additionalProperties": True}}
+                    },
+                },
                 "405": _ref("MethodNotAllowed", "responses"),
             },
         }
@@ -887,24 +928,9 @@ def _document(notes: Mapping[str, str]) -> Json:
         "components": {
             "schemas": schemas,
             "responses": responses,
-            "headers": {
-                "X-Request-Id": {
-                    "description": "The request id of the log line: the caller's "
-                    "X-Request-Id when usable, else a new one.",
-                    "schema": {"type": "string"},
-                }
-            },
+            "headers": {"X-Request-Id": _request_id_header(_LOGGED_HEADER)},
             "parameters": {
-                "X-Request-Id": {
-                    "name": "X-Request-Id",
-                    "in": "header",
-                    "required": False,
-                    "description": "The caller's id for this call, logged as its request_id "
-                    "and returned in the X-Request-Id response header. Whitespace around it "
-                    "is not part of a header's value. A value this schema does not allow is "
-                    "not refused: the server makes up a new id instead.",
-                    "schema": {"type": "string", "pattern": f"^{USABLE_REQUEST_ID.pattern}$"},
-                },
+                "X-Request-Id": _request_id_parameter(_LOGGED_PARAMETER),
                 GRPC_TIMEOUT_HEADER: {
                     "name": GRPC_TIMEOUT_HEADER,
                     "in": "header",

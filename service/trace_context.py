@@ -3,8 +3,10 @@
 Platform teams trace with OpenTelemetry: their clients, and its browser fetch
 instrumentation (which the CORS policy lets through, ``service.http_cors``), send a
 ``traceparent`` header (gRPC metadata ``traceparent``). Its trace-id goes into the
-request log line as ``trace_id``, to find a call's line from its trace; nothing else of
-it is used, and nothing is sent back.
+request log line as ``trace_id``, to find a call's line from its trace, and its parent-id
+as ``parent_id``: "the ID of this request as known by the caller" (section 3.2.2.4), the
+client span's id, which tells apart the lines of a trace's many calls (a backend runs a
+whole turn loop under one trace). Nothing else of it is used, and nothing is sent back.
 
 The value is read as W3C Trace Context Level 1, section 3.2 ("Traceparent Header",
 https://www.w3.org/TR/trace-context-1/#traceparent-header) says:
@@ -21,13 +23,14 @@ call is served and logged as without one (an invalid value is ignored, 3.2.2.3 a
 
 Why no library: OpenTelemetry's ``TraceContextTextMapPropagator`` (opentelemetry-api)
 parses the same grammar, but would be a new runtime dependency, and would build its
-span context and context objects on every call, for one field of a log line. This
+span context and context objects on every call, for two fields of a log line. This
 module is the grammar alone: one compiled pattern, run only when the header came.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 #: The gRPC metadata key and (case-insensitively) the HTTP header.
 TRACEPARENT_HEADER = "traceparent"
@@ -45,11 +48,21 @@ _NO_TRACE = "0" * 32
 _NO_PARENT = "0" * 16
 
 
-def trace_id_from(traceparent: str | None) -> str | None:
-    """The trace-id (32 lowercase hex digits) of a valid ``traceparent``, else None.
+class Trace(NamedTuple):
+    """A valid ``traceparent``'s ids, as the log line names them (W3C's own names)."""
+
+    #: 32 lowercase hex digits: the whole trace's id.
+    trace_id: str
+    #: 16 lowercase hex digits: the caller's span, the id of this call as it knows it.
+    parent_id: str
+
+
+def trace_from(traceparent: str | None) -> Trace | None:
+    """The trace-id and parent-id of a valid ``traceparent``, else None.
 
     None for no value, ``DUPLICATE``, or one that is not valid as section 3.2 of W3C
-    Trace Context Level 1 defines it (the module's docstring): never an error.
+    Trace Context Level 1 defines it (the module's docstring): never an error. Both ids
+    come from the one match, so a call's value is parsed once.
     """
     if not traceparent:
         return None
@@ -61,4 +74,4 @@ def trace_id_from(traceparent: str | None) -> str | None:
         return None
     if trace_id == _NO_TRACE or parent_id == _NO_PARENT:
         return None
-    return trace_id
+    return Trace(trace_id, parent_id)

@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 import urllib.request
+import uuid
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -454,9 +455,9 @@ def test_every_rpc_documents_the_optional_deadline_header():
             {"$ref": "#/components/parameters/X-Request-Id"},
             timeout,
         ], route.path
-    assert document["paths"][OPENAPI_PATH]["get"]["parameters"] == [
-        {"$ref": "#/components/parameters/X-Request-Id"}
-    ]
+    # The request id alone, of its own (test_a_request_id_is_said_to_be_logged_...).
+    (parameter,) = document["paths"][OPENAPI_PATH]["get"]["parameters"]
+    assert parameter["name"] == "X-Request-Id"
 
 
 @pytest.mark.parametrize(
@@ -495,20 +496,82 @@ def test_the_paths_are_the_rpcs_and_the_documents_own():
     assert set(committed()["paths"]) == rpc_paths | {OPENAPI_PATH}
 
 
+def resolved(document: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """``value``, or the component its ``$ref`` names."""
+    if "$ref" not in value:
+        return value
+    found = document
+    for key in value["$ref"].removeprefix("#/").split("/"):
+        found = found[key]
+    return found
+
+
 def test_every_operation_documents_the_optional_request_id_header():
-    """In the request and in every answer with a body of its own (refusals' come from
-    ``components/responses``, which declare it too)."""
+    """In the request and in every answer (refusals' come from ``components/responses``,
+    which declare it too), all with the one pattern; the document's own operation has
+    its own descriptions (it is not logged), the RPCs share the components'."""
     document = committed()
     parameter = document["components"]["parameters"]["X-Request-Id"]
     assert (parameter["in"], parameter["required"]) == ("header", False)
     header = {"$ref": "#/components/headers/X-Request-Id"}
     for name, operation in all_operations(document):
-        assert operation["parameters"][0] == {"$ref": "#/components/parameters/X-Request-Id"}
-        for status, response in operation["responses"].items():
-            if "$ref" not in response:
-                assert response["headers"]["X-Request-Id"] == header, (name, status)
+        own = resolved(document, operation["parameters"][0])
+        assert {**own, "description": ""} == {**parameter, "description": ""}, name
+        for response in operation["responses"].values():
+            headers = resolved(document, response)["headers"]
+            assert resolved(document, headers["X-Request-Id"])["schema"] == {"type": "string"}
+    for route, operation in operations(document):
+        assert operation["parameters"][0] == {"$ref": "#/components/parameters/X-Request-Id"}, (
+            route.path
+        )
+        assert operation["responses"]["200"]["headers"]["X-Request-Id"] == header, route.path
     for name, response in document["components"]["responses"].items():
         assert response["headers"]["X-Request-Id"] == header, name
+
+
+def _says_logged(description: str) -> bool:
+    """Whether a request id's description says the call's log line carries it."""
+    return "logged as" in description or "the log line" in description
+
+
+def test_a_request_id_is_said_to_be_logged_where_the_server_logs_its_call(
+    server: ServerProcess,
+):
+    """docs/api.md: every RPC call and every 405 writes a request line, a GET of the
+    document none. Each operation's X-Request-Id parameter, and the header of the answer
+    the server gives it (and of the 405 a PUT of its path gets), say the id is logged
+    exactly when the server writes the call's line; the document once said so of its own
+    GET too, whose line nobody would find."""
+    document = committed()
+    said: dict[str, bool] = {}
+    for path, item in document["paths"].items():
+        for verb, operation in item.items():
+            parameter = resolved(document, operation["parameters"][0])["description"]
+            for method in (verb.upper(), "PUT"):
+                request_id = f"said-logged-{uuid.uuid4().hex}"
+                status, headers, _ = exchange(
+                    f"{server.http_url}{path}",
+                    b"{}" if method != "GET" else None,
+                    method=method,
+                    headers={"X-Request-Id": request_id},
+                )
+                assert headers["X-Request-Id"] == request_id, (method, path)
+                answer = resolved(document, operation["responses"][str(status)])
+                header = resolved(document, answer["headers"]["X-Request-Id"])["description"]
+                said[request_id] = _says_logged(header)
+                if method == verb.upper():
+                    assert _says_logged(parameter) is said[request_id], (method, path)
+    # Lines are written in the order the calls were served: once this one's has come,
+    # any of the others would have.
+    sentinel = f"said-logged-{uuid.uuid4().hex}"
+    status, _, _ = exchange(
+        f"{server.http_url}{OPENAPI_PATH}", b"{}", method="PUT", headers={"X-Request-Id": sentinel}
+    )
+    assert status == 405
+    server.request_lines(sentinel)
+    logged = {line["request_id"] for line in server.log_events("request")}
+    assert {request_id: request_id in logged for request_id in said} == said
+    assert not all(said.values()) and any(said.values())
 
 
 def test_no_operation_needs_credentials_as_the_root_says():

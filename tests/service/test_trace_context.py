@@ -1,6 +1,7 @@
 """A call's W3C ``traceparent`` in its log lines (design section 6; docs/operations.md,
-"Per-request log lines"): the trace-id of a valid one as ``trace_id``, over gRPC and
-HTTP; no field, and no refusal, for none or an invalid one; never echoed.
+"Log lines"): the trace-id of a valid one as ``trace_id`` and its parent-id (the
+caller's span) as ``parent_id``, over gRPC and HTTP; neither field, and no refusal, for
+none or an invalid one; never echoed.
 
 The values are those of W3C Trace Context Level 1, section 3.2, and of the W3C test
 suite (w3c/trace-context, test/test.py), written out here."""
@@ -21,7 +22,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from service.calls import CallInfo, CallRunner
 from service.grpc_service import call_headers
 from service.logs import configure_logging, request_log_fields
-from service.trace_context import DUPLICATE, trace_id_from
+from service.trace_context import DUPLICATE, Trace, trace_from
 from tests.service.grpc_helpers import Stub
 from tests.service.http_helpers import exchange
 from tests.service.server_process import ServerProcess
@@ -29,9 +30,11 @@ from tests.service.server_process import ServerProcess
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
 VALID = f"00-{TRACE}-{PARENT}-01"  # the specification's own example
+TRACED = Trace(TRACE, PARENT)
 
 SUITE_TRACE = "12345678901234567890123456789012"
 SUITE_PARENT = "1234567890123456"
+SUITE_TRACED = Trace(SUITE_TRACE, SUITE_PARENT)
 
 
 def _suite(version: str = "00", trace: str = SUITE_TRACE, parent: str = SUITE_PARENT) -> str:
@@ -39,17 +42,17 @@ def _suite(version: str = "00", trace: str = SUITE_TRACE, parent: str = SUITE_PA
 
 
 VALID_VALUES = {
-    "spec_example": (VALID, TRACE),
-    "spec_example_not_sampled": (f"00-{TRACE}-{PARENT}-00", TRACE),
-    "any_flags": (f"00-{TRACE}-{PARENT}-ff", TRACE),
-    "future_version": (_suite("cc"), SUITE_TRACE),
-    "future_version_with_more": (f"{_suite('cc')}-what-the-future-will-be-like", SUITE_TRACE),
+    "spec_example": (VALID, TRACED),
+    "spec_example_not_sampled": (f"00-{TRACE}-{PARENT}-00", TRACED),
+    "any_flags": (f"00-{TRACE}-{PARENT}-ff", TRACED),
+    "future_version": (_suite("cc"), SUITE_TRACED),
+    "future_version_with_more": (f"{_suite('cc')}-what-the-future-will-be-like", SUITE_TRACED),
     # HTTP's optional white space around a value is no part of it (test_traceparent_ows_handling).
-    "leading_space": (f" {VALID}", TRACE),
-    "leading_tab": (f"\t{VALID}", TRACE),
-    "trailing_space": (f"{VALID} ", TRACE),
-    "trailing_tab": (f"{VALID}\t", TRACE),
-    "both_sides": (f"\t {VALID} \t", TRACE),
+    "leading_space": (f" {VALID}", TRACED),
+    "leading_tab": (f"\t{VALID}", TRACED),
+    "trailing_space": (f"{VALID} ", TRACED),
+    "trailing_tab": (f"{VALID}\t", TRACED),
+    "both_sides": (f"\t {VALID} \t", TRACED),
 }
 
 INVALID_VALUES = {
@@ -98,28 +101,28 @@ INVALID_VALUES = {
 }
 
 
-@pytest.mark.parametrize(("value", "trace_id"), VALID_VALUES.values(), ids=VALID_VALUES.keys())
-def test_a_valid_traceparent_gives_its_trace_id(value: str, trace_id: str) -> None:
-    assert trace_id_from(value) == trace_id
+@pytest.mark.parametrize(("value", "trace"), VALID_VALUES.values(), ids=VALID_VALUES.keys())
+def test_a_valid_traceparent_gives_its_trace_id_and_parent_id(value: str, trace: Trace) -> None:
+    assert trace_from(value) == trace
 
 
 @pytest.mark.parametrize("value", INVALID_VALUES.values(), ids=INVALID_VALUES.keys())
-def test_an_invalid_traceparent_gives_no_trace_id(value: str) -> None:
-    assert trace_id_from(value) is None
+def test_an_invalid_traceparent_gives_no_trace(value: str) -> None:
+    assert trace_from(value) is None
 
 
-def test_no_traceparent_gives_no_trace_id() -> None:
-    assert trace_id_from(None) is None
+def test_no_traceparent_gives_no_trace() -> None:
+    assert trace_from(None) is None
 
 
 @pytest.mark.parametrize(
-    ("metadata", "trace_id"),
+    ("metadata", "trace"),
     [
         ((), None),
-        ((("traceparent", VALID),), TRACE),
+        ((("traceparent", VALID),), TRACED),
         (
             (("x-request-id", "r"), ("traceparent", VALID), ("grpc-previous-rpc-attempts", "1")),
-            TRACE,
+            TRACED,
         ),
         ((("traceparent", VALID.upper()),), None),
         # Two are invalid however valid each is (the W3C suite's test_traceparent_duplicated).
@@ -130,18 +133,19 @@ def test_no_traceparent_gives_no_trace_id() -> None:
     ],
     ids=["none", "valid", "among_others", "invalid", "twice", "invalid_then_valid", "bytes"],
 )
-def test_the_trace_id_is_read_from_the_metadata_in_the_same_pass(
-    metadata: tuple[tuple[str, str | bytes], ...], trace_id: str | None
+def test_the_trace_is_read_from_the_metadata_in_the_same_pass(
+    metadata: tuple[tuple[str, str | bytes], ...], trace: Trace | None
 ) -> None:
     request_id = "r" if metadata and metadata[0][0] == "x-request-id" else None
     attempt = 2 if any(key == "grpc-previous-rpc-attempts" for key, _ in metadata) else 1
-    assert call_headers(metadata) == (request_id, attempt, trace_id)
+    assert call_headers(metadata) == (request_id, attempt, trace)
 
 
-def test_the_request_fields_carry_a_trace_id_only_when_there_is_one() -> None:
-    """As ``peer``: absent rather than ``null``, so lines without a trace stay as they were."""
+def test_the_request_fields_carry_a_trace_id_and_parent_id_only_when_there_is_a_trace() -> None:
+    """As ``peer``: absent rather than ``null``, so lines without a trace stay as they were;
+    the two last, in that order (the trace before the span in it)."""
 
-    def fields(trace_id: str | None) -> dict[str, object]:
+    def fields(trace: Trace | None) -> dict[str, object]:
         return request_log_fields(
             request_id="r",
             method="svc.S/M",
@@ -149,12 +153,14 @@ def test_the_request_fields_carry_a_trace_id_only_when_there_is_one() -> None:
             duration_ms=1.0,
             game_id=None,
             transport="grpc",
-            trace_id=trace_id,
+            trace=trace,
         )
 
-    assert "trace_id" not in fields(None)
-    traced = fields(TRACE)
-    assert traced["trace_id"] == TRACE
+    untraced = fields(None)
+    assert "trace_id" not in untraced and "parent_id" not in untraced
+    traced = fields(TRACED)
+    assert list(traced) == [*untraced, "trace_id", "parent_id"]
+    assert (traced["trace_id"], traced["parent_id"]) == (TRACE, PARENT)
 
 
 @pytest.fixture
@@ -172,7 +178,7 @@ def json_logs() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("json_logs")
-def test_a_handler_bugs_error_line_and_request_line_carry_the_trace_id(
+def test_a_handler_bugs_error_line_and_request_line_carry_the_trace_id_and_parent_id(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Both lines of a call failed by a bug can be found from its trace."""
@@ -184,18 +190,21 @@ def test_a_handler_bugs_error_line_and_request_line_carry_the_trace_id(
         return request
 
     runner = CallRunner(None)
-    runner.run("svc.S", "Broken", "grpc", "rid-1", broken, "x", trace_id=TRACE)
+    runner.run("svc.S", "Broken", "grpc", "rid-1", broken, "x", trace=TRACED)
     runner.run("svc.S", "Broken", "grpc", "rid-2", broken, "x")
-    runner.run("svc.S", "Ok", "http", "rid-3", answer, "x", trace_id=TRACE)
+    runner.run("svc.S", "Ok", "http", "rid-3", answer, "x", trace=SUITE_TRACED)
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(line["event"], line["request_id"], line.get("trace_id")) for line in lines] == [
-        ("unhandled error", "rid-1", TRACE),
-        ("request", "rid-1", TRACE),
-        ("unhandled error", "rid-2", None),
-        ("request", "rid-2", None),
-        ("request", "rid-3", TRACE),
+    assert [
+        (line["event"], line["request_id"], line.get("trace_id"), line.get("parent_id"))
+        for line in lines
+    ] == [
+        ("unhandled error", "rid-1", TRACE, PARENT),
+        ("request", "rid-1", TRACE, PARENT),
+        ("unhandled error", "rid-2", None, None),
+        ("request", "rid-2", None, None),
+        ("request", "rid-3", SUITE_TRACE, SUITE_PARENT),
     ]
-    assert "trace_id" not in lines[2] and "trace_id" not in lines[3]
+    assert not {"trace_id", "parent_id"} & (set(lines[2]) | set(lines[3]))
 
 
 # -- a real server ------------------------------------------------------------------------
@@ -220,11 +229,34 @@ def _grpc_traced(
     return line
 
 
-def test_a_grpc_calls_request_line_carries_its_trace_id(server: ServerProcess, stub: Stub) -> None:
+def test_a_grpc_calls_request_line_carries_its_trace_id_and_parent_id(
+    server: ServerProcess, stub: Stub
+) -> None:
     line = _grpc_traced(server, stub, (("traceparent", VALID),))
-    assert line["trace_id"] == TRACE
+    assert (line["trace_id"], line["parent_id"]) == TRACED
     future = _grpc_traced(server, stub, (("traceparent", f"{_suite('cc')}-more"),))
-    assert future["trace_id"] == SUITE_TRACE
+    assert (future["trace_id"], future["parent_id"]) == SUITE_TRACED
+
+
+def _one_trace_two_spans() -> tuple[str, str, str]:
+    """A new trace-id and two client spans of it: two calls a backend makes in one trace."""
+    return uuid.uuid4().hex, "1111111111111111", "2222222222222222"
+
+
+def test_two_grpc_calls_of_one_trace_are_told_apart_by_their_parent_ids(
+    server: ServerProcess, stub: Stub
+) -> None:
+    """W3C Trace Context 3.2.2.4: the parent-id is the call as its caller knows it, so a
+    client span joins its one server line; the trace-id alone finds both."""
+    trace, first, second = _one_trace_two_spans()
+    lines = [
+        _grpc_traced(server, stub, (("traceparent", f"00-{trace}-{span}-01"),))
+        for span in (first, second)
+    ]
+    assert [(line["trace_id"], line["parent_id"]) for line in lines] == [
+        (trace, first),
+        (trace, second),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -238,12 +270,13 @@ def test_a_grpc_calls_request_line_carries_its_trace_id(server: ServerProcess, s
     ],
     ids=["absent", "uppercase", "version_ff", "trace_id_all_zero", "version_00_with_more"],
 )
-def test_a_grpc_call_without_a_valid_traceparent_is_served_and_logged_without_trace_id(
+def test_a_grpc_call_without_a_valid_traceparent_is_served_and_logged_without_trace_id_or_parent_id(
     server: ServerProcess, stub: Stub, sent: tuple[tuple[str, str], ...]
 ) -> None:
     """Not "twice" as over HTTP: grpc (1.85) knows ``traceparent`` and hands the service
     one value of the key, the last sent, so two never reach ``call_headers`` over gRPC."""
-    assert "trace_id" not in _grpc_traced(server, stub, sent)
+    line = _grpc_traced(server, stub, sent)
+    assert "trace_id" not in line and "parent_id" not in line
 
 
 def _http_traced(
@@ -275,10 +308,25 @@ def _http_traced(
     return line
 
 
-def test_an_http_calls_request_line_carries_its_trace_id(server: ServerProcess) -> None:
-    assert _http_traced(server, VALID)["trace_id"] == TRACE
+def test_an_http_calls_request_line_carries_its_trace_id_and_parent_id(
+    server: ServerProcess,
+) -> None:
+    line = _http_traced(server, VALID)
+    assert (line["trace_id"], line["parent_id"]) == TRACED
     # A request on no route is logged too, and as traceable.
-    assert _http_traced(server, VALID, path="nowhere")["trace_id"] == TRACE
+    unrouted = _http_traced(server, VALID, path="nowhere")
+    assert (unrouted["trace_id"], unrouted["parent_id"]) == TRACED
+
+
+def test_two_http_calls_of_one_trace_are_told_apart_by_their_parent_ids(
+    server: ServerProcess,
+) -> None:
+    trace, first, second = _one_trace_two_spans()
+    lines = [_http_traced(server, f"00-{trace}-{span}-01") for span in (first, second)]
+    assert [(line["trace_id"], line["parent_id"]) for line in lines] == [
+        (trace, first),
+        (trace, second),
+    ]
 
 
 def test_the_header_name_is_case_insensitive_over_http(server: ServerProcess) -> None:
@@ -295,7 +343,7 @@ def test_the_header_name_is_case_insensitive_over_http(server: ServerProcess) ->
     )
     assert status == 200 and "traceparent" not in {name.lower() for name in headers}
     (line,) = server.request_lines(request_id)
-    assert line["trace_id"] == TRACE
+    assert (line["trace_id"], line["parent_id"]) == TRACED
 
 
 @pytest.mark.parametrize(
@@ -303,7 +351,8 @@ def test_the_header_name_is_case_insensitive_over_http(server: ServerProcess) ->
     [(), (VALID.upper(),), (_suite("ff"),), (_suite(parent="0" * 16),), (VALID, VALID)],
     ids=["absent", "uppercase", "version_ff", "parent_id_all_zero", "twice"],
 )
-def test_an_http_call_without_a_valid_traceparent_is_served_and_logged_without_trace_id(
+def test_an_http_call_without_a_valid_traceparent_is_served_and_logged_without_trace_id_or_parent_id(
     server: ServerProcess, sent: tuple[str, ...]
 ) -> None:
-    assert "trace_id" not in _http_traced(server, *sent)
+    line = _http_traced(server, *sent)
+    assert "trace_id" not in line and "parent_id" not in line

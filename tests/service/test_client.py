@@ -1263,14 +1263,17 @@ def test_the_client_sends_exactly_the_request_ids_the_service_keeps(candidate: s
     assert sent == (request_id_from(candidate) == candidate)
 
 
-def test_request_id_of_a_call_that_never_reached_the_service_is_none() -> None:
-    with (
-        refused_address() as target,
-        KrypkasinoClient(target, timeout=0.2) as client,
-        pytest.raises(grpc.RpcError) as raised,
-    ):
-        client.score(state=b"x")
-    assert request_id(raised.value) is None
+def test_request_id_of_a_call_that_never_reached_the_service_is_the_one_it_was_sent_with() -> None:
+    """README, "Errors": no server sent it back, and none logged it; a call past its
+    deadline at a server: test_client_request_id_past_deadline.py."""
+    with refused_address() as target, KrypkasinoClient(target, timeout=0.2) as client:
+        with pytest.raises(grpc.RpcError) as made:
+            client.score(state=b"x")
+        with pytest.raises(grpc.RpcError) as own:
+            client.score(state=b"x", metadata=[("x-request-id", b"never-arrived")])
+    assert re.fullmatch("[0-9a-f]{32}", str(request_id(made.value)))
+    assert request_id(own.value) == "never-arrived"
+    assert request_id(grpc.RpcError()) is None  # not raised by a client of this package
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from cardrules.client.channel import (
     checked_timeout,
     not_picklable,
 )
+from cardrules.client.errors import note_sent_request_id
 from cardrules.client.tokens import TokenBytes
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
@@ -160,12 +161,17 @@ class AsyncKrypkasinoClient:
         # leave pending.
         if asyncio.get_running_loop() is not self._loop:
             raise _outside_its_loop("this AsyncKrypkasinoClient was made in another event loop")
-        return await method(
-            request,
-            timeout=self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout),
-            metadata=call_metadata(metadata),
-            wait_for_ready=wait_for_ready,
-        )
+        seconds = self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout)
+        sent = call_metadata(metadata)
+        try:
+            return await method(
+                request, timeout=seconds, metadata=sent, wait_for_ready=wait_for_ready
+            )
+        except grpc.RpcError as error:
+            # A call past its deadline gets no trailers, so no request id from the server
+            # (errors.request_id).
+            note_sent_request_id(error, sent)
+            raise
 
     async def new_game(
         self,

@@ -250,7 +250,8 @@ def call_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], .
 
     gRPC sends a retry with the metadata of the call, so every attempt of a retried call
     carries the same id: the server's request lines of all of them name it, and it is
-    the id ``errors.request_id`` reads from a refusal. An id the service would not take
+    the id ``errors.request_id`` gives for the failed call (from the server's trailer, or
+    from ``errors.note_sent_request_id`` when none came). An id the service would not take
     (docs/api.md, "Request ids") raises ``ValueError``: the service would make up another
     for each attempt.
     """

@@ -5,7 +5,9 @@ The service puts a ``google.rpc.Status`` with exactly one ``ErrorInfo``
 in the ``grpc-status-details-bin`` trailer, and the call's request id, which
 its log line carries too, in the ``x-request-id`` trailer. This module
 decodes them with googleapis-common-protos alone, so the client needs no
-grpcio-status.
+grpcio-status. A call that ends without the server's answer (past its deadline,
+or never delivered) has no trailers: the clients keep on its error the request id
+they sent it with (``note_sent_request_id``), which ``request_id`` then gives.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ REQUEST_ID_KEY = "x-request-id"
 USABLE_REQUEST_ID = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
 #: The ``ErrorInfo`` domain of the service's refusals; a reason is stable within its domain.
 DOMAIN = "cardrules"
+#: The attribute of a client's ``grpc.RpcError`` that holds the request id its call was sent
+#: with (``note_sent_request_id``); read it with ``request_id``.
+SENT_REQUEST_ID = "cardrules_request_id"
 
 
 class ErrorReason(NamedTuple):
@@ -51,15 +56,39 @@ def rpc_status(error: grpc.RpcError) -> status_pb2.Status | None:
 
 
 def request_id(error: grpc.RpcError) -> str | None:
-    """The id under which the server logged the failed call (the caller's own, if it sent
-    one as ``x-request-id`` metadata, else the one the client sent), or ``None`` if the call
-    never reached the service.
+    """The request id of the failed call: the one the server sent back in its
+    ``x-request-id`` trailer, else the one the client sent the call with (the caller's own,
+    if it passed one as ``x-request-id`` metadata, else the client's); ``None`` only for an
+    error without that trailer that no client of this package raised.
+
+    The server logs every call it receives under the id it was sent with (docs/api.md,
+    "Request ids") but sends it back only with its answer: a call that ends
+    ``DEADLINE_EXCEEDED`` gets no trailers, however far the server got with it. Its id is
+    the one sent, which the server logged if the call reached it. No server logged the id
+    of a call that never reached one: ``UNAVAILABLE`` "failed to connect", or
+    ``DEADLINE_EXCEEDED`` while the server was down.
 
     >>> request_id(grpc.RpcError()) is None
     True
     """
     value = _trailer(error, REQUEST_ID_KEY)
-    return value if isinstance(value, str) else None
+    if isinstance(value, str):
+        return value
+    sent = getattr(error, SENT_REQUEST_ID, None)
+    return sent if isinstance(sent, str) else None
+
+
+def note_sent_request_id(error: grpc.RpcError, metadata: Iterable[tuple[str, str | bytes]]) -> None:
+    """Keep on ``error``, the ``grpc.RpcError`` of a call, the request id of the call's
+    ``metadata`` (the first, which the service takes), for ``request_id``.
+
+    An attribute, so that the clients raise grpc's own errors, of the types they always
+    raised; gRPC sends every retry with the call's metadata, so one id covers all attempts.
+    """
+    sent = next((value for key, value in metadata if key == REQUEST_ID_KEY), None)
+    if sent is not None:  # always, from the clients' call_metadata
+        # call_metadata refused any id that is not printable ASCII.
+        setattr(error, SENT_REQUEST_ID, sent.decode("ascii") if isinstance(sent, bytes) else sent)
 
 
 def _trailer(error: grpc.RpcError, name: str) -> str | bytes | None:

@@ -23,6 +23,7 @@ from cardrules.client.channel import (
     checked_timeout,
     not_picklable,
 )
+from cardrules.client.errors import note_sent_request_id
 from cardrules.client.tokens import TokenBytes
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
@@ -121,12 +122,15 @@ class KrypkasinoClient:
         metadata: Metadata | None,
         wait_for_ready: bool | None,
     ) -> _Response:
-        return method(
-            request,
-            timeout=self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout),
-            metadata=call_metadata(metadata),
-            wait_for_ready=wait_for_ready,
-        )
+        seconds = self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout)
+        sent = call_metadata(metadata)
+        try:
+            return method(request, timeout=seconds, metadata=sent, wait_for_ready=wait_for_ready)
+        except grpc.RpcError as error:
+            # A call past its deadline gets no trailers, so no request id from the server
+            # (errors.request_id).
+            note_sent_request_id(error, sent)
+            raise
 
     def new_game(
         self,

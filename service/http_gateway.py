@@ -671,7 +671,13 @@ class HttpGateway:
                 return _client_gone("the client closed the connection before the whole body came")
             # Broken chunk framing (aiohttp's pure-Python parser; its C parser stops feeding
             # the body instead). The error's text may quote the body, which may hold a token:
-            # only its type is told.
+            # only its type is told. A read waiting when the framing broke gets the parser's
+            # error; a read that came after it, aiohttp's RequestPayloadError caused by it:
+            # the same mistake of the client's, so named by the parser's error either way.
+            if isinstance(error, web.RequestPayloadError) and isinstance(
+                error.__cause__, HttpProcessingError
+            ):
+                error = error.__cause__
             described = f"the body could not be read ({type(error).__name__})"
             return invalid_argument(REQUEST_MALFORMED, described, "")
         return None

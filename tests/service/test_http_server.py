@@ -15,6 +15,7 @@ import codecs
 import gzip
 import http.client
 import json
+import os
 import re
 import socket
 import time
@@ -1097,16 +1098,48 @@ def wait_until_read(connection: socket.socket, within: float = 10) -> None:
         time.sleep(0.005)
 
 
-def test_a_bad_chunk_mid_body_from_a_client_still_there_is_400_request_malformed():
+# Test-only fault, loaded by the server's interpreter at start (``sitecustomize`` on
+# PYTHONPATH): the gateway's body read starts half a second late, so the bad chunk has
+# come and failed the body before anyone waits for it, as happens by chance when the
+# handler is busy. aiohttp then raises its RequestPayloadError, not the parser's error.
+BODY_READ_STARTS_LATE = """
+import asyncio
+
+import aiohttp.streams
+
+_iter_chunked = aiohttp.streams.StreamReader.iter_chunked
+
+
+async def iter_chunked(self, n):
+    await asyncio.sleep(0.5)
+    async for chunk in _iter_chunked(self, n):
+        yield chunk
+
+
+aiohttp.streams.StreamReader.iter_chunked = iter_chunked
+"""
+
+
+@pytest.mark.parametrize("read_starts_late", [False, True], ids=["read waiting", "read late"])
+def test_a_bad_chunk_mid_body_from_a_client_still_there_is_400_request_malformed(
+    tmp_path, read_starts_late
+):
     """aiohttp's pure-Python parser (where its C parser is not built) fails the body's read
     with the connection open, so the client can read the answer: ``REQUEST_MALFORMED``,
-    naming only the error's type. (The C parser stops feeding the body instead, which
+    naming only the error's type, the parser's, whether the read was waiting when the
+    chunk came or began after it. (The C parser stops feeding the body instead, which
     ends in ``BODY_TIMEOUT``: ``test_http_gateway``.)"""
     head = (
         "POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\n"
         "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
-    with running(env={"AIOHTTP_NO_EXTENSIONS": "1"}) as server:
+    env = {"AIOHTTP_NO_EXTENSIONS": "1"}
+    if read_starts_late:
+        (tmp_path / "sitecustomize.py").write_text(BODY_READ_STARTS_LATE)
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, (str(tmp_path), os.environ.get("PYTHONPATH")))
+        )
+    with running(env=env) as server:
         with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
             connection.sendall(head.encode() + b'6\r\n{"stat\r\n')
             # The server is reading the body when the bad chunk comes: in the first packet

@@ -14,10 +14,14 @@ import re
 from collections.abc import Iterable, Mapping
 
 # Content-Encoding is no CORS-safelisted header: a page sending a gzip body needs it allowed;
-# nor are W3C trace context's, which OpenTelemetry's browser fetch instrumentation adds to
-# every call: a header not listed fails the preflight, and with it every call of the page.
+# nor are W3C trace context's and baggage, which OpenTelemetry's browser instrumentation
+# adds to every call (its default propagators); nor Accept, Accept-Language and
+# Content-Language once their value is not a safelisted one (Fetch: an Accept with a
+# quoted parameter or over 128 bytes, a language tag with "_"). A header not listed fails
+# the preflight, and with it every call of the page; the server reads none of these four.
 ALLOWED_HEADERS = (
-    "Content-Encoding, Content-Type, Grpc-Timeout, Traceparent, Tracestate, X-Request-Id"
+    "Accept, Accept-Language, Baggage, Content-Encoding, Content-Language, Content-Type, "
+    "Grpc-Timeout, Traceparent, Tracestate, X-Request-Id"
 )
 # What docs/api.md tells clients to read: a 405's Allow, a 415's Accept-Encoding. A page
 # reads no other response header than the safelisted ones (Content-Type ...) without this.

@@ -430,10 +430,12 @@ def test_any_origin_with_a_star():
 
 
 def test_a_preflight_allows_the_documented_headers_and_never_credentials():
-    """docs/api.md, "CORS": ``Content-Encoding`` (a page's gzip body), ``Content-Type``,
-    ``Grpc-Timeout``, ``X-Request-Id`` and W3C trace context's ``traceparent`` and
-    ``tracestate`` are allowed headers, and nothing uses cookies, so credentials are never
-    allowed."""
+    """docs/api.md, "CORS": ``Accept``, ``Accept-Language`` and ``Content-Language`` with
+    any value (Fetch safelists only some: ``Accept: application/json; profile="..."``
+    fails a preflight that does not allow it), W3C ``baggage``, ``Content-Encoding`` (a
+    page's gzip body), ``Content-Type``, ``Grpc-Timeout``, ``X-Request-Id`` and W3C trace
+    context's ``traceparent`` and ``tracestate`` are allowed headers, and nothing uses
+    cookies, so credentials are never allowed."""
 
     async def scenario(session: aiohttp.ClientSession, url: str) -> None:
         score = f"{url}/v1/krypkasino:score"
@@ -442,7 +444,11 @@ def test_a_preflight_allows_the_documented_headers_and_never_credentials():
             assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
             allowed = r.headers["Access-Control-Allow-Headers"].lower().split(", ")
             assert allowed == [
+                "accept",
+                "accept-language",
+                "baggage",
                 "content-encoding",
+                "content-language",
                 "content-type",
                 "grpc-timeout",
                 "traceparent",

@@ -80,7 +80,7 @@ def test_every_annotated_rpc_is_a_path_with_its_messages_and_error_responses():
         assert body == {"$ref": f"#/components/schemas/{route.request_class.DESCRIPTOR.name}"}
         assert ok == {"$ref": f"#/components/schemas/{route.response_class.DESCRIPTOR.name}"}
         assert set(operation["responses"]) == ERRORS_OF[route.method] | {"200"}
-    for name in ("BadRequest", "PermissionDenied", "RequestTooLarge", "UnsupportedMediaType"):
+    for name in ("PlayBadRequest", "PermissionDenied", "RequestTooLarge", "UnsupportedMediaType"):
         response = document["components"]["responses"][name]
         assert response["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/Status"

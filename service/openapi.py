@@ -699,6 +699,30 @@ def _detail(name: str, description: str, properties: Json, required: list[str]) 
     }
 
 
+def _any_detail(known: list[str]) -> Json:
+    """A detail of ``details``: each of the ``known`` types valid only as its own schema, and
+    any other object with an ``@type`` of another URL (AIP-193: a later release may add
+    details, RetryInfo or LocalizedMessage, say, and a client generated from this
+    document must take them, and ignore them). The last branch refuses the known URLs,
+    so a malformed ErrorInfo is refused rather than taken as some other detail; no
+    ``discriminator``, whose ``mapping`` makes generated clients (openapi-generator's)
+    fail on a type URL it does not map."""
+    other = {
+        "type": "object",
+        "description": "A detail of a type this release does not send; clients must ignore "
+        "details they do not know.",
+        "properties": {
+            "@type": {
+                "type": "string",
+                "not": {"enum": [_type_url(name) for name in known]},
+                "description": "The detail's type URL.",
+            }
+        },
+        "required": ["@type"],
+    }
+    return {"anyOf": [*(_ref(name) for name in known), other]}
+
+
 def _status_schemas() -> Json:
     """``google.rpc.Status`` as ``http_json.status_json`` prints it (``MessageToDict``, which
     leaves out empty values): ``errors.ServiceError.to_status`` always sets a code other
@@ -713,20 +737,17 @@ def _status_schemas() -> Json:
             "description": "A refusal (google.rpc.Status): `code` is the google.rpc.Code, "
             "`details` hold exactly one google.rpc.ErrorInfo (domain `cardrules`, a stable "
             "`reason`, dynamic values in `metadata`) and, for malformed input, a "
-            "google.rpc.BadRequest whose `fieldViolations` name the fields.",
+            "google.rpc.BadRequest whose `fieldViolations` name the fields. A later release "
+            "may add details of other types (google.rpc.RetryInfo, say): clients must "
+            "ignore details they do not know.",
             "properties": {
                 "code": {**_INT32, "description": "The google.rpc.Code, e.g. 3 INVALID_ARGUMENT."},
                 "message": {"type": "string", "description": "For developers, in English."},
                 "details": {
                     "type": "array",
-                    "items": {
-                        "oneOf": [_ref(name) for name in details],
-                        "discriminator": {
-                            "propertyName": "@type",
-                            "mapping": {_type_url(name): _ref(name)["$ref"] for name in details},
-                        },
-                    },
-                    "description": "The ErrorInfo first, then the BadRequest if any.",
+                    "items": _any_detail(details),
+                    "description": "The ErrorInfo first, then the BadRequest if any; any "
+                    "other detail, of a type a later release adds, is to be ignored.",
                 },
             },
             "required": ["code", "message", "details"],

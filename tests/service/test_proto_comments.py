@@ -68,8 +68,11 @@ def test_the_service_comment_describes_the_error_model(notes: dict[str, str]) ->
         "google.rpc.BadRequest",
         "`x-request-id` trailer",
         'docs/api.md, "Errors"',
+        "clients must ignore details they do not know",
     ):
         assert needed in service, needed
+    errors = flat(API_MD.read_text()).split(" ## Errors ", 1)[1]
+    assert "clients must ignore details they do not know" in errors
     missing = [code for code in errors_table_codes() if code not in service]
     assert not missing, f"the service comment does not name {missing}"
     named = re.search(r"google\.rpc protos are in (\S+?)\.?$", service)

@@ -786,8 +786,13 @@ def _status_schemas() -> Json:
                     "when the whole request is wrong.",
                 },
                 "description": {"type": "string", "description": "What is wrong with it."},
+                "reason": {
+                    "type": "string",
+                    "description": "The ErrorInfo's `reason`, the same for every violation "
+                    "of one refusal.",
+                },
             },
-            "required": ["description"],
+            "required": ["description", "reason"],
         },
     }
 

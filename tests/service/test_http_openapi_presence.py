@@ -915,5 +915,7 @@ def test_a_status_requires_its_details():
     check_status = component(STATUS)
     assert not check_status.is_valid({"code": 3, "message": "m"})
     check_violation = component("google.rpc.BadRequest.FieldViolation")
-    assert check_violation.is_valid({"description": "d"})
-    assert not check_violation.is_valid({"field": "x"})
+    assert check_violation.is_valid({"description": "d", "reason": "R"})
+    assert not check_violation.is_valid({"field": "x", "reason": "R"})
+    # Every violation carries the ErrorInfo's reason (ServiceError.to_status).
+    assert not check_violation.is_valid({"description": "d"})

@@ -42,7 +42,8 @@ class ServiceError(Exception):
         return f"{self.code.name} {self.reason}: {self.message}"
 
     def to_status(self) -> status_pb2.Status:
-        """The ``google.rpc.Status`` with ErrorInfo first and BadRequest if any."""
+        """The ``google.rpc.Status`` with ErrorInfo first and BadRequest if any, each of
+        its field violations with the ErrorInfo's reason."""
         info = error_details_pb2.ErrorInfo(
             reason=self.reason,
             domain=DOMAIN,
@@ -52,8 +53,10 @@ class ServiceError(Exception):
         if self.violations:
             bad_request = error_details_pb2.BadRequest(
                 field_violations=[
+                    # Its reason is the ErrorInfo's (google.rpc: unique within the
+                    # domain): every violation of one refusal is refused for it.
                     error_details_pb2.BadRequest.FieldViolation(
-                        field=_utf8(v.field), description=_utf8(v.description)
+                        field=_utf8(v.field), description=_utf8(v.description), reason=self.reason
                     )
                     for v in self.violations
                 ]

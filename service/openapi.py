@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 from cardrules.client.errors import USABLE_REQUEST_ID
 from cardrules.krypkasino.v1 import krypkasino_pb2
 from google.protobuf import descriptor_pb2
@@ -232,26 +233,82 @@ _SCALARS: Mapping[int, Json] = {
 
 @dataclass(frozen=True)
 class ErrorResponse:
-    """An error answer of the routes; ``needs``: the request field without which a
-    route cannot meet it (``None``: every route can)."""
+    """An error answer of the routes, under the HTTP status its reasons have
+    (``RefusalReason.http_status``); a route has it when it can be refused with one of
+    them (``REASONS_BY_RPC``)."""
 
     status: str
     name: str
     description: str
-    needs: str | None = None
+
+
+# Every reason each RPC can be refused with over HTTP, stated once here: the document's
+# error responses of each operation, and the reasons each lists, are these
+# (tests/service/test_http_openapi_reasons.py provokes them of a real server). Any route
+# meets the gateway's own (http_gateway, http_json) and the call's: a body or framing
+# refused, a deadline passed, a bug. The rest are the RPCs' own (krypkasino_api.py):
+# a state token's (``_open``, tokens.py), a seat's (``_authorise``, ``_seat_missing``),
+# a move's (``play``, the engine's reasons) and NewGame's request. FIELD_UNKNOWN is
+# gRPC's alone (over HTTP an unknown field is JSON_INVALID), CLIENT_GONE is answered to
+# nobody and NOT_FOUND_ROUTE is of no route, so no operation lists them.
+_ANY_ROUTE = frozenset(
+    {
+        "REQUEST_MALFORMED",
+        "JSON_INVALID",
+        "BODY_TIMEOUT",
+        "TIMEOUT_INVALID",
+        "METHOD_NOT_ALLOWED",
+        "REQUEST_TOO_LARGE",
+        "UNSUPPORTED_MEDIA_TYPE",
+        "INTERNAL",
+        "DEADLINE_EXCEEDED",
+    }
+)
+_STATE_REASONS = frozenset(
+    {
+        "STATE_MISSING",
+        "TOKEN_MALFORMED",
+        "TOKEN_SCHEMA_UNSUPPORTED",
+        "TOKEN_UNKNOWN_KEY",
+        "TOKEN_INVALID",
+        "TOKEN_PLAIN_DISABLED",
+        "STATE_INVALID",
+        "TOKEN_FROM_NEWER_RELEASE",
+    }
+)
+_SEAT_REASONS = frozenset({"SEAT_INVALID", "SEAT_TOKEN_MISSING", "SEAT_TOKEN_INVALID"})
+_MOVE_REASONS = frozenset(
+    {"MOVE_MISSING", "FIELD_INVALID"}
+    | {r.reason for r in REFUSAL_REASONS if r.code is grpc.StatusCode.FAILED_PRECONDITION}
+)
+REASONS_BY_RPC: Mapping[str, frozenset[str]] = {
+    "NewGame": _ANY_ROUTE
+    | {
+        "CONFIG_INVALID",
+        "FIELD_INVALID",
+        "DECK_INVALID",
+        "TOO_MANY_DECKS",
+        "DRAW_WITHOUT_DRAW_FOR_DEAL",
+        "DRAW_INVALID",
+        "DRAW_EXHAUSTED",
+        "CHOSEN_DEAL_REFUSED",
+    },
+    "LegalMoves": _ANY_ROUTE | _STATE_REASONS | _SEAT_REASONS,
+    "Play": _ANY_ROUTE | _STATE_REASONS | _SEAT_REASONS | _MOVE_REASONS,
+    "Score": _ANY_ROUTE | _STATE_REASONS,
+    "GetView": _ANY_ROUTE | _STATE_REASONS | _SEAT_REASONS | {"SEAT_MISSING"},
+}
 
 
 ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
     ErrorResponse(
         "400",
         "BadRequest",
-        "INVALID_ARGUMENT (a malformed request, token or JSON body: reason JSON_INVALID "
-        "and the others of docs/api.md; a malformed Grpc-Timeout: TIMEOUT_INVALID) or "
-        "FAILED_PRECONDITION (a move the rules forbid).",
+        "INVALID_ARGUMENT: a request the service cannot take as sent (a JSON body that "
+        "does not parse: JSON_INVALID; a malformed Grpc-Timeout: TIMEOUT_INVALID; "
+        'docs/api.md, "Errors", says when each reason is sent).',
     ),
-    ErrorResponse(
-        "403", "PermissionDenied", "PERMISSION_DENIED: a missing or wrong seat token.", "seat_token"
-    ),
+    ErrorResponse("403", "PermissionDenied", "PERMISSION_DENIED: a missing or wrong seat token."),
     ErrorResponse(
         "405", "MethodNotAllowed", "METHOD_NOT_ALLOWED: the path has no route for this method."
     ),
@@ -277,7 +334,6 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
         "Unavailable",
         "UNAVAILABLE: a state token that only a newer release of the service reads "
         "(TOKEN_FROM_NEWER_RELEASE, during a rolling upgrade); retry, another replica may.",
-        "state",
     ),
     ErrorResponse(
         "504",
@@ -310,13 +366,33 @@ def reasons_description() -> str:
     return "\n".join(lines)
 
 
-def _with_reasons(error: ErrorResponse) -> str:
-    """The response's description and the reasons answered with its status."""
-    reasons = [r.reason for r in REFUSAL_REASONS if str(r.http_status) == error.status]
-    if not reasons:
-        return error.description
+def reasons_of(rpc: str, error: ErrorResponse) -> tuple[str, ...]:
+    """The reasons ``rpc`` can be refused with under ``error``'s status
+    (``REASONS_BY_RPC``), in docs/api.md's order; none: the operation has no such answer."""
+    own = REASONS_BY_RPC[rpc]
+    return tuple(
+        r.reason for r in REFUSAL_REASONS if r.reason in own and str(r.http_status) == error.status
+    )
+
+
+def response_name(rpc: str, error: ErrorResponse) -> str:
+    """The key of ``rpc``'s answer of ``error``'s status under ``components/responses``:
+    ``error.name`` when every RPC that has that answer lists the same reasons, else one of
+    the RPC's own (``NewGameBadRequest``), so that no operation lists a reason it never
+    sends (Score is never refused NOT_YOUR_TURN)."""
+    lists = {reasons_of(other, error) for other in REASONS_BY_RPC} - {()}
+    return error.name if len(lists) == 1 else f"{rpc}{error.name}"
+
+
+def _with_reasons(error: ErrorResponse, reasons: tuple[str, ...]) -> str:
+    """The response's description and ``reasons``; a status that holds refusals of a
+    move (400) says so only for the RPC that can make them (Play)."""
+    codes = {r.code for r in REFUSAL_REASONS if r.reason in reasons}
+    description = error.description
+    if grpc.StatusCode.FAILED_PRECONDITION in codes:
+        description += " Or FAILED_PRECONDITION: a move the rules forbid."
     listed = ", ".join(f"`{reason}`" for reason in reasons)
-    return f"{error.description} Reasons (ErrorInfo `reason`): {listed}; later releases may add others."
+    return f"{description} Reasons (ErrorInfo `reason`): {listed}; later releases may add others."
 
 
 # -- schemas ------------------------------------------------------------------------
@@ -623,6 +699,30 @@ def _detail(name: str, description: str, properties: Json, required: list[str]) 
     }
 
 
+def _any_detail(known: list[str]) -> Json:
+    """A detail of ``details``: each of the ``known`` types valid only as its own schema, and
+    any other object with an ``@type`` of another URL (AIP-193: a later release may add
+    details, RetryInfo or LocalizedMessage, say, and a client generated from this
+    document must take them, and ignore them). The last branch refuses the known URLs,
+    so a malformed ErrorInfo is refused rather than taken as some other detail; no
+    ``discriminator``, whose ``mapping`` makes generated clients (openapi-generator's)
+    fail on a type URL it does not map."""
+    other = {
+        "type": "object",
+        "description": "A detail of a type this release does not send; clients must ignore "
+        "details they do not know.",
+        "properties": {
+            "@type": {
+                "type": "string",
+                "not": {"enum": [_type_url(name) for name in known]},
+                "description": "The detail's type URL.",
+            }
+        },
+        "required": ["@type"],
+    }
+    return {"anyOf": [*(_ref(name) for name in known), other]}
+
+
 def _status_schemas() -> Json:
     """``google.rpc.Status`` as ``http_json.status_json`` prints it (``MessageToDict``, which
     leaves out empty values): ``errors.ServiceError.to_status`` always sets a code other
@@ -637,20 +737,17 @@ def _status_schemas() -> Json:
             "description": "A refusal (google.rpc.Status): `code` is the google.rpc.Code, "
             "`details` hold exactly one google.rpc.ErrorInfo (domain `cardrules`, a stable "
             "`reason`, dynamic values in `metadata`) and, for malformed input, a "
-            "google.rpc.BadRequest whose `fieldViolations` name the fields.",
+            "google.rpc.BadRequest whose `fieldViolations` name the fields. A later release "
+            "may add details of other types (google.rpc.RetryInfo, say): clients must "
+            "ignore details they do not know.",
             "properties": {
                 "code": {**_INT32, "description": "The google.rpc.Code, e.g. 3 INVALID_ARGUMENT."},
                 "message": {"type": "string", "description": "For developers, in English."},
                 "details": {
                     "type": "array",
-                    "items": {
-                        "oneOf": [_ref(name) for name in details],
-                        "discriminator": {
-                            "propertyName": "@type",
-                            "mapping": {_type_url(name): _ref(name)["$ref"] for name in details},
-                        },
-                    },
-                    "description": "The ErrorInfo first, then the BadRequest if any.",
+                    "items": _any_detail(details),
+                    "description": "The ErrorInfo first, then the BadRequest if any; any "
+                    "other detail, of a type a later release adds, is to be ignored.",
                 },
             },
             "required": ["code", "message", "details"],
@@ -689,8 +786,13 @@ def _status_schemas() -> Json:
                     "when the whole request is wrong.",
                 },
                 "description": {"type": "string", "description": "What is wrong with it."},
+                "reason": {
+                    "type": "string",
+                    "description": "The ErrorInfo's `reason`, the same for every violation "
+                    "of one refusal.",
+                },
             },
-            "required": ["description"],
+            "required": ["description", "reason"],
         },
     }
 
@@ -780,8 +882,8 @@ def _operation(
     }
     responses: Json = {"200": _answer("OK", builder.message(response, output=True))}
     for error in ERROR_RESPONSES:
-        if error.needs is None or error.needs in request.fields_by_name:
-            responses[error.status] = _ref(error.name, "responses")
+        if reasons_of(route_method, error):
+            responses[error.status] = _ref(response_name(route_method, error), "responses")
     operation["responses"] = responses
     return operation
 
@@ -829,6 +931,19 @@ def _request_id_parameter(description: str) -> Json:
 def _request_id_header(description: str) -> Json:
     """The X-Request-Id response header, described by ``description``."""
     return {"description": description, "schema": {"type": "string"}}
+
+
+def _error_components() -> list[tuple[ErrorResponse, str, tuple[str, ...]]]:
+    """Each error response of ``components/responses`` with its key and reasons: one
+    shared by the RPCs (``response_name``), or one per RPC that has the status."""
+    found: dict[str, tuple[ErrorResponse, str, tuple[str, ...]]] = {}
+    for error in ERROR_RESPONSES:
+        for rpc in REASONS_BY_RPC:
+            if reasons := reasons_of(rpc, error):
+                found.setdefault(
+                    response_name(rpc, error), (error, response_name(rpc, error), reasons)
+                )
+    return list(found.values())
 
 
 def build_document(notes: Mapping[str, str] | None = None) -> Json:
@@ -880,7 +995,7 @@ def _document(notes: Mapping[str, str]) -> Json:
     }
     error_headers = {"X-Request-Id": _ref("X-Request-Id", "headers")}
     responses: Json = {}
-    for error in ERROR_RESPONSES:
+    for error, name, reasons in _error_components():
         headers = dict(error_headers)
         if error.status == "405":
             headers["Allow"] = {
@@ -893,8 +1008,8 @@ def _document(notes: Mapping[str, str]) -> Json:
                 "the call.",
                 "schema": {"type": "integer", "minimum": 0},
             }
-        responses[error.name] = {
-            "description": _with_reasons(error),
+        responses[name] = {
+            "description": _with_reasons(error, reasons),
             "headers": headers,
             "content": {JSON_TYPE: {"schema": _ref(STATUS)}},
         }

@@ -126,6 +126,8 @@ def status_refusal(status: status_pb2.Status) -> Refusal:
             assert violation.description, violation
             assert violation.field or info.reason in WHOLE_REQUEST_REASONS, violation
             assert not names_its_field(violation.field, violation.description), violation
+            # Each violation's reason is the ErrorInfo's (docs/api.md, "Errors").
+            assert violation.reason == info.reason, violation
             violations[violation.field] = violation.description
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         assert violations, f"malformed input without a field violation: {status}"

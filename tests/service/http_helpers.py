@@ -79,6 +79,9 @@ def refusal(status_json: Any) -> tuple[int, str, dict[str, str], dict[str, str]]
     )
     assert infos[0]["domain"] == "cardrules"
     violations = {v.get("field", ""): v["description"] for b in bad for v in b["fieldViolations"]}
+    # Each violation's reason is the ErrorInfo's (docs/api.md, "Errors").
+    reasons = {v.get("reason") for b in bad for v in b["fieldViolations"]}
+    assert reasons <= {infos[0]["reason"]}, (reasons, infos[0])
     assert not any(names_its_field(*item) for item in violations.items()), violations
     return status_json["code"], infos[0]["reason"], infos[0].get("metadata", {}), violations
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.rpc import error_details_pb2
+from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
 from scripts.generate_openapi import descriptor_set, generate
@@ -80,7 +81,7 @@ def test_every_annotated_rpc_is_a_path_with_its_messages_and_error_responses():
         assert body == {"$ref": f"#/components/schemas/{route.request_class.DESCRIPTOR.name}"}
         assert ok == {"$ref": f"#/components/schemas/{route.response_class.DESCRIPTOR.name}"}
         assert set(operation["responses"]) == ERRORS_OF[route.method] | {"200"}
-    for name in ("BadRequest", "PermissionDenied", "RequestTooLarge", "UnsupportedMediaType"):
+    for name in ("PlayBadRequest", "PermissionDenied", "RequestTooLarge", "UnsupportedMediaType"):
         response = document["components"]["responses"][name]
         assert response["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/Status"
@@ -259,10 +260,11 @@ def test_status_details_are_typed_by_their_type_url():
         "type.googleapis.com/google.rpc.ErrorInfo": "#/components/schemas/ErrorInfo",
         "type.googleapis.com/google.rpc.BadRequest": "#/components/schemas/BadRequest",
     }
-    assert items == {
-        "oneOf": [{"$ref": ref} for ref in refs.values()],
-        "discriminator": {"propertyName": "@type", "mapping": refs},
-    }
+    *known, other = items["anyOf"]
+    assert known == [{"$ref": ref} for ref in refs.values()]
+    assert "discriminator" not in items, "a mapping fails generated clients on other types"
+    assert other["required"] == ["@type"]
+    assert other["properties"]["@type"]["not"] == {"enum": list(refs)}
     for url, ref in refs.items():
         detail = schemas[ref.removeprefix("#/components/schemas/")]
         assert detail["properties"]["@type"]["const"] == url
@@ -275,6 +277,39 @@ def test_status_details_are_typed_by_their_type_url():
         "$ref": "#/components/schemas/BadRequestFieldViolation"
     }
     assert "Any" not in schemas
+
+
+INFO = {
+    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+    "reason": "TOKEN_FROM_NEWER_RELEASE",
+    "domain": "cardrules",
+}
+RETRY_INFO = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}
+
+
+def test_a_refusal_with_details_a_later_release_adds_is_a_valid_status(
+    server: ServerProcess,
+) -> None:
+    """AIP-193: a later release may add details (RetryInfo, LocalizedMessage, Help), and a
+    client that validates against or is generated from today's document must take them;
+    the details it knows stay checked by their schemas (a closed oneOf refused the
+    RetryInfo, and a branch for any ``@type`` alone would take a malformed ErrorInfo)."""
+    status, _, document = exchange(f"{server.http_url}{OPENAPI_PATH}", method="GET")
+    assert status == 200
+    schemas = document["components"]["schemas"]
+    check = OAS31Validator({**schemas["Status"], "components": document["components"]})
+    assert check.is_valid({"code": 14, "message": "m", "details": [INFO]})
+    assert check.is_valid({"code": 14, "message": "m", "details": [INFO, RETRY_INFO]})
+    help_link = {"@type": "type.googleapis.com/google.rpc.Help", "links": []}
+    assert check.is_valid({"code": 14, "message": "m", "details": [INFO, help_link]})
+    malformed = [
+        {key: value for key, value in INFO.items() if key != "reason"},
+        {**INFO, "metadata": {"seat": 1}},
+        {"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{}]},
+        {"retryDelay": "1s"},
+    ]
+    for detail in malformed:
+        assert not check.is_valid({"code": 3, "message": "m", "details": [INFO, detail]}), detail
 
 
 def test_descriptions_are_the_proto_comments():

@@ -872,7 +872,13 @@ def test_real_refusals_are_statuses_with_typed_details(server, json_game):
     assert status == 405
     refusals.append(value)
     check_status = component(STATUS)
-    mapping = SCHEMAS[STATUS]["properties"]["details"]["items"]["discriminator"]["mapping"]
+    branches = SCHEMAS[STATUS]["properties"]["details"]["items"]["anyOf"]
+    mapping = {
+        SCHEMAS[NAMES[ref.removeprefix("#/components/schemas/")]]["properties"]["@type"][
+            "const"
+        ]: ref
+        for ref in (branch["$ref"] for branch in branches if "$ref" in branch)
+    }
     typed: set[str] = set()
     for value in refusals:
         errors = [error.message for error in check_status.iter_errors(value)]
@@ -909,5 +915,7 @@ def test_a_status_requires_its_details():
     check_status = component(STATUS)
     assert not check_status.is_valid({"code": 3, "message": "m"})
     check_violation = component("google.rpc.BadRequest.FieldViolation")
-    assert check_violation.is_valid({"description": "d"})
-    assert not check_violation.is_valid({"field": "x"})
+    assert check_violation.is_valid({"description": "d", "reason": "R"})
+    assert not check_violation.is_valid({"field": "x", "reason": "R"})
+    # Every violation carries the ErrorInfo's reason (ServiceError.to_status).
+    assert not check_violation.is_valid({"description": "d"})

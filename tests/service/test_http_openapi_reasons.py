@@ -20,11 +20,13 @@ import cardrules.client
 import pytest
 from cardrules.cards.v1 import cards_pb2
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor
 
 from engine.cards import Card, card_str, full_deck
 from engine.krypkasino import Reason
 from service.codec import card_from_proto, card_to_proto
-from service.openapi import ERROR_RESPONSES
+from service.http_routes import routes
+from service.openapi import COMMITTED, ERROR_RESPONSES, REASONS_BY_RPC, SERVICES
 from service.reasons import REFUSAL_REASONS
 from tests.service.http_helpers import exchange, refusal, rpc
 from tests.service.server_process import ServerProcess
@@ -109,11 +111,185 @@ def test_the_served_document_lists_every_reason_and_never_as_an_enum(server):
     }
     info = document["components"]["schemas"]["ErrorInfo"]["properties"]["reason"]
     assert "later release may add reasons" in info["description"]
-    for error in ERROR_RESPONSES:
-        description = document["components"]["responses"][error.name]["description"]
-        for listed in REFUSAL_REASONS:
-            named = f"`{listed.reason}`" in description.split("Reasons (", 1)[-1]
-            assert named == (str(listed.http_status) == error.status), (error.name, listed)
+    statuses = {error.status for error in ERROR_RESPONSES}
+    for name, response in document["components"]["responses"].items():
+        for each in response_reasons(response):
+            assert str(listed_status(each)) in statuses, (name, each)
+    for name, operation in rpc_operations(document):
+        for status, answer in operation["responses"].items():
+            if status != "200":
+                listed = response_reasons(resolved(document, answer))
+                assert {str(listed_status(r)) for r in listed} == {status}, (name, status)
+
+
+def response_reasons(response: Any) -> list[str]:
+    """The reasons an error response's description lists ("Reasons (ErrorInfo ...)")."""
+    _, _, listed = response["description"].partition("Reasons (ErrorInfo `reason`): ")
+    assert listed, response["description"]
+    return re.findall(r"`([A-Z_]+)`", listed.split(";", 1)[0])
+
+
+def listed_status(reason: str) -> int:
+    (known,) = (r for r in REFUSAL_REASONS if r.reason == reason)
+    return known.http_status
+
+
+def resolved(document: Any, value: Any) -> Any:
+    """``value``, or the component its ``$ref`` names."""
+    if "$ref" not in value:
+        return value
+    found = document
+    for key in value["$ref"].removeprefix("#/").split("/"):
+        found = found[key]
+    return found
+
+
+def rpc_operations(document: Any) -> Iterator[tuple[str, Any]]:
+    """Each RPC's name with its operation in ``document``."""
+    for service in SERVICES:
+        for route in routes(service):
+            yield route.method, document["paths"][route.path][route.http_method.lower()]
+
+
+def operation_reasons(document: Any, operation: Any) -> dict[str, set[str]]:
+    """The reasons each error response of an operation lists, by HTTP status."""
+    return {
+        status: set(response_reasons(resolved(document, answer)))
+        for status, answer in operation["responses"].items()
+        if status != "200"
+    }
+
+
+def gateway_reasons() -> set[str]:
+    """The reasons of docs/api.md's table of the HTTP gateway's own refusals that any
+    route of an RPC can meet: 400 ones and the framing's, not an unknown path's
+    (404), another HTTP version's (505) or a client gone (499, answered to nobody)."""
+    return {
+        reason
+        for _, reason, http, _ in error_tables()
+        if http and http not in {"404", "499", "505"}
+    }
+
+
+# What each request field can be refused for (docs/api.md, "Errors"), said once more here
+# apart from service.openapi.REASONS_BY_RPC, which the document is made from: a state
+# token's reasons need a ``state``, a refused move a ``move``, and so on.
+FIELD_REASONS: dict[str, set[str]] = {
+    "state": {
+        "STATE_MISSING",
+        "TOKEN_MALFORMED",
+        "TOKEN_SCHEMA_UNSUPPORTED",
+        "TOKEN_UNKNOWN_KEY",
+        "TOKEN_INVALID",
+        "TOKEN_PLAIN_DISABLED",
+        "STATE_INVALID",
+        "TOKEN_FROM_NEWER_RELEASE",
+    },
+    "seat": {"SEAT_INVALID"},
+    "seat_token": {"SEAT_TOKEN_MISSING", "SEAT_TOKEN_INVALID"},
+    "move": {"MOVE_MISSING", "FIELD_INVALID"} | {reason.value for reason in Reason},
+    "config": {"CONFIG_INVALID", "FIELD_INVALID"},
+    "seed": {"CHOSEN_DEAL_REFUSED"},
+    "decks": {"DECK_INVALID", "TOO_MANY_DECKS", "FIELD_INVALID", "CHOSEN_DEAL_REFUSED"},
+    "draw": {
+        "DRAW_WITHOUT_DRAW_FOR_DEAL",
+        "DRAW_INVALID",
+        "DRAW_EXHAUSTED",
+        "FIELD_INVALID",
+        "CHOSEN_DEAL_REFUSED",
+    },
+}
+
+
+def reasons_a_request_can_meet(request: Descriptor) -> set[str]:
+    """The gateway's, and those of each field of the request; SEAT_MISSING (a seat
+    token sent without its seat) only where ``seat`` has presence, as GetView's has."""
+    found = gateway_reasons() | {"INTERNAL", "DEADLINE_EXCEEDED", "REQUEST_TOO_LARGE"}
+    for field in request.fields:
+        found |= FIELD_REASONS[field.name]
+    seat = request.fields_by_name.get("seat")
+    if seat is not None and seat.has_presence:
+        found.add("SEAT_MISSING")
+    return found
+
+
+def test_each_operation_lists_exactly_the_reasons_its_rpc_can_be_refused_with():
+    """A shared 400 once listed NOT_YOUR_TURN, MOVE_MISSING and CONFIG_INVALID for Score,
+    and FAILED_PRECONDITION for NewGame and Score, which never send them: each operation's
+    error responses list what its request's fields can be refused for, with the gateway's
+    own refusals, and the 400 names FAILED_PRECONDITION only where a move is refused."""
+    document = json.loads(COMMITTED.read_text())
+    for name, operation in rpc_operations(document):
+        (method,) = (m for s in SERVICES for m in s.methods if m.name == name)
+        listed = operation_reasons(document, operation)
+        assert set().union(*listed.values()) == reasons_a_request_can_meet(method.input_type), name
+        assert set().union(*listed.values()) == REASONS_BY_RPC[name], name
+        bad_request = resolved(document, operation["responses"]["400"])["description"]
+        assert ("FAILED_PRECONDITION" in bad_request) == (
+            "move" in method.input_type.fields_by_name
+        )
+    assert set(REASONS_BY_RPC) == {name for name, _ in rpc_operations(document)}
+    score = operation_reasons(document, document["paths"]["/v1/krypkasino:score"]["post"])
+    assert not {"NOT_YOUR_TURN", "MOVE_MISSING", "CONFIG_INVALID"} & score["400"]
+
+
+@pytest.fixture(scope="module")
+def refusals_by_route(server: ServerProcess) -> list[tuple[str, int, str]]:
+    """Real refusals of a loopback server over HTTP, made on every route: route, status
+    and reason."""
+    game = rpc(server, "newGame", {"config": {"players": 2}, "seed": "7"})
+    seat = game["view"]["turn"]
+    asked = {"state": game["state"], "seat": seat, "seatToken": game["seatTokens"][seat]}
+    wrong_token = {**asked, "seatToken": game["seatTokens"][1 - seat]}
+    calls: list[tuple[str, Any]] = [
+        ("newGame", {"config": {"players": 2}, "draw": {"cards": []}}),
+        ("newGame", {"config": {"players": 2, "teams": 99}}),
+        ("newGame", {"config": {"players": 2}, "decks": [{"cards": [{}]}]}),
+        ("play", {**asked, "move": {"card": {"rank": "RANK_TEN", "suit": 99}}}),
+        ("getView", {"state": game["state"], "seatToken": game["seatTokens"][seat]}),
+    ]
+    for route in ("legalMoves", "play", "score", "getView"):
+        calls += [(route, {}), (route, {"state": "AAAA"}), (route, {"state": "A" * 400})]
+    for route in ("legalMoves", "play", "getView"):
+        calls += [
+            (route, {**asked, "seat": 7}),
+            (route, wrong_token),
+            (route, {**asked, "seatToken": ""}),
+        ]
+    for route in ("newGame", "legalMoves", "play", "score", "getView"):
+        calls += [(route, "{"), (route, {"x": 1})]
+    found = []
+    for route, body in calls:
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        status, _, value = exchange(f"{server.http_url}/v1/krypkasino:{route}", data)
+        found.append((route, status, refusal(value)[1]))
+    return found
+
+
+def test_each_refusal_of_a_real_server_is_listed_by_its_operation(server, refusals_by_route):
+    """What the document lists per operation is what the server sends on that route."""
+    document = json.loads(COMMITTED.read_text())
+    paths = {
+        path.rsplit(":", 1)[1]: item["post"]
+        for path, item in document["paths"].items()
+        if ":" in path
+    }
+    for route, status, reason in refusals_by_route:
+        listed = operation_reasons(document, paths[route])
+        assert reason in listed.get(str(status), set()), (route, status, reason)
+    reached = {(route, reason) for route, _, reason in refusals_by_route}
+    assert {
+        ("newGame", "DRAW_WITHOUT_DRAW_FOR_DEAL"),
+        ("newGame", "FIELD_INVALID"),
+        ("play", "FIELD_INVALID"),
+        ("getView", "SEAT_MISSING"),
+        ("score", "STATE_MISSING"),
+        ("score", "TOKEN_MALFORMED"),
+        ("legalMoves", "SEAT_INVALID"),
+        ("getView", "SEAT_TOKEN_INVALID"),
+        ("play", "SEAT_TOKEN_MISSING"),
+        ("newGame", "JSON_INVALID"),
+    } <= reached
 
 
 def card_json(card: Card) -> Any:

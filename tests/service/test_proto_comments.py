@@ -20,6 +20,7 @@ from scripts.generate_protos import THIRD_PARTY
 from service.errors import DOMAIN
 from service.openapi import SERVICES, reachable
 from service.proto_comments import comments
+from service.reasons import REFUSAL_REASONS
 
 ROOT = Path(__file__).resolve().parents[2]
 API_MD = ROOT / "docs" / "api.md"
@@ -67,8 +68,11 @@ def test_the_service_comment_describes_the_error_model(notes: dict[str, str]) ->
         "google.rpc.BadRequest",
         "`x-request-id` trailer",
         'docs/api.md, "Errors"',
+        "clients must ignore details they do not know",
     ):
         assert needed in service, needed
+    errors = flat(API_MD.read_text()).split(" ## Errors ", 1)[1]
+    assert "clients must ignore details they do not know" in errors
     missing = [code for code in errors_table_codes() if code not in service]
     assert not missing, f"the service comment does not name {missing}"
     named = re.search(r"google\.rpc protos are in (\S+?)\.?$", service)
@@ -157,3 +161,40 @@ def test_every_signed_point_figure_says_which_way_it_counts(notes: dict[str, str
         f"(-1, +5) must say one of {words} (K13.3), or write the figure unsigned "
         f"('a negative number')"
     )
+
+
+# The reasons NewGame refuses a request field with (service/krypkasino_api.py, new_game;
+# docs/api.md, "Errors", names each one's field; service.reasons lists them all), by that
+# field's full name.
+NEW_GAME_FIELD_REASONS: dict[str, tuple[str, ...]] = {
+    f"{PACKAGE}.NewGameRequest.config": ("CONFIG_INVALID",),
+    f"{PACKAGE}.NewGameRequest.seed": ("CHOSEN_DEAL_REFUSED",),
+    f"{PACKAGE}.NewGameRequest.decks": ("TOO_MANY_DECKS", "DECK_INVALID", "CHOSEN_DEAL_REFUSED"),
+    f"{PACKAGE}.NewGameRequest.draw": (
+        "DRAW_WITHOUT_DRAW_FOR_DEAL",
+        "DRAW_INVALID",
+        "DRAW_EXHAUSTED",
+        "CHOSEN_DEAL_REFUSED",
+    ),
+}
+
+
+def test_each_newgame_field_names_the_reasons_it_is_refused_with(notes: dict[str, str]) -> None:
+    """A client generated from the protos alone learns from a field's comment why NewGame
+    may refuse it; CHOSEN_DEAL_REFUSED also with its code and that it is the server's
+    setting (--refuse-chosen-deals), since the same request passes another server."""
+    documented = {refusal.reason for refusal in REFUSAL_REASONS}
+    for field, reasons in NEW_GAME_FIELD_REASONS.items():
+        note = flat(notes[field])
+        for reason in reasons:
+            assert reason in documented, reason
+            assert reason in note, f"{field} does not name {reason}"
+        if "CHOSEN_DEAL_REFUSED" in reasons:
+            for needed in ("--refuse-chosen-deals", "INVALID_ARGUMENT", "a setting of the server"):
+                assert needed in note, f"{field} does not say {needed!r}"
+    chosen = {
+        field
+        for field, reasons in NEW_GAME_FIELD_REASONS.items()
+        if "CHOSEN_DEAL_REFUSED" in reasons
+    }
+    assert {name.rsplit(".", 1)[1] for name in chosen} == {"seed", "decks", "draw"}

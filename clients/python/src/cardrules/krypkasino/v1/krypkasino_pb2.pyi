@@ -1115,6 +1115,10 @@ class NewGameRequest(_message.Message):
     18446744073709551615): protobufjs turns one that is not (`"abc"`, a
     negative number, 2^64) into some other seed without a word, where
     HTTP/JSON refuses it.
+
+    A server started with --refuse-chosen-deals (a setting of the server, not
+    of the request) refuses a NewGame that gives a seed: INVALID_ARGUMENT,
+    reason CHOSEN_DEAL_REFUSED.
     """
     @_builtins.property
     def config(self) -> Global___GameConfig:
@@ -1139,12 +1143,21 @@ class NewGameRequest(_message.Message):
     def decks(self) -> _containers.RepeatedCompositeFieldContainer[_cards_pb2.Deck]:
         """Explicit deck orders of the first deals, top first; later deals are
         shuffled from the seed. At most 64, and no more than the match can have
-        deals, a tie-break deal included (TOO_MANY_DECKS).
+        deals, a tie-break deal included (TOO_MANY_DECKS); each exactly the
+        game's cards (DECK_INVALID). A server started with --refuse-chosen-deals
+        (a setting of the server, not of the request) refuses a NewGame that
+        gives decks: INVALID_ARGUMENT, reason CHOSEN_DEAL_REFUSED.
         """
 
     @_builtins.property
     def draw(self) -> _cards_pb2.Deck:
-        """Explicit draw-for-deal sequence (with draw_for_deal)."""
+        """Explicit draw-for-deal sequence (with draw_for_deal, else
+        DRAW_WITHOUT_DRAW_FOR_DEAL): cards that could come from one deck
+        (DRAW_INVALID), enough to decide the draw (DRAW_EXHAUSTED). A server
+        started with --refuse-chosen-deals (a setting of the server, not of the
+        request) refuses a NewGame that gives a draw: INVALID_ARGUMENT, reason
+        CHOSEN_DEAL_REFUSED.
+        """
 
     def __init__(
         self,

@@ -45,7 +45,9 @@ class KrypkasinoServiceStub:
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    field: the whole request). A later release may add details of other types
+    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress
     forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
@@ -113,7 +115,9 @@ class KrypkasinoServiceServicer:
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    field: the whole request). A later release may add details of other types
+    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress
     forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
@@ -229,7 +233,9 @@ class KrypkasinoService:
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    field: the whole request). A later release may add details of other types
+    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress
     forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state

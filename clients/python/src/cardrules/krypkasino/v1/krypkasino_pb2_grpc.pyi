@@ -61,7 +61,9 @@ class KrypkasinoServiceStub:
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    field: the whole request). A later release may add details of other types
+    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress
     forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
@@ -127,7 +129,9 @@ class KrypkasinoServiceAsyncStub(KrypkasinoServiceStub):
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    field: the whole request). A later release may add details of other types
+    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress
     forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state
@@ -189,7 +193,9 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). The codes: INVALID_ARGUMENT for a malformed
+    field: the whole request). A later release may add details of other types
+    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress
     forbid; RESOURCE_EXHAUSTED for a request too large; UNAVAILABLE for a state

@@ -789,10 +789,11 @@ def _status_schemas() -> Json:
                 "reason": {
                     "type": "string",
                     "description": "The ErrorInfo's `reason`, the same for every violation "
-                    "of one refusal.",
+                    "of one refusal. Not required: earlier releases, still answering in a "
+                    "rolling upgrade, leave it out.",
                 },
             },
-            "required": ["description", "reason"],
+            "required": ["description"],
         },
     }
 

@@ -48,10 +48,21 @@ class CallInfo:
     """What a handler tells about its call: the game for the request log line, and the
     domain counters of what it did (design section 6), counted by ``CallRunner`` only
     when its answer stands. A call dropped at its deadline, or failed by a bug, counts
-    none: no caller received the game it started or the move it played."""
+    none: no caller received the game it started or the move it played.
+
+    The rest place the call in its game's timeline on its line (``request_log_fields``),
+    each None when unknown, and never anything of a hand: ``seat``, the seat the request
+    names; ``move_number``, the one of the state it sent; ``state_id``, the answered
+    state's, only where the answer computes it anyway; ``deal_source`` and
+    ``draw_given``, what a NewGame chose of its cards."""
 
     game_id: str | None = None
     counts: list[Callable[[], None]] = field(default_factory=list)
+    seat: int | None = None
+    move_number: int | None = None
+    state_id: str | None = None
+    deal_source: str | None = None
+    draw_given: bool | None = None
 
 
 #: An API method as both transports call it: a request message in, a response out.
@@ -209,6 +220,11 @@ class CallRunner:
             game_id=info.game_id,
             transport=transport,
             peer=peer,
+            seat=info.seat,
+            move_number=info.move_number,
+            state_id=info.state_id,
+            deal_source=info.deal_source,
+            draw_given=info.draw_given,
             attempt=attempt,
             trace=trace,
         )

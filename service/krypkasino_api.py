@@ -62,6 +62,10 @@ SEED_LOW = 2**56
 SEED_HIGH = 2**63
 #: The reason of a NewGame that chooses its cards on a server set to refuse it.
 CHOSEN_DEAL_REFUSED = "CHOSEN_DEAL_REFUSED"
+#: A NewGame's ``deal_source`` on its request line (docs/operations.md, "Log lines"):
+#: who chose the deck orders. ``decks``: the request's decks for the first deals, later
+#: deals shuffled from a seed the server drew; ``decks+seed``: from the request's seed.
+DEAL_SOURCES = ("server", "seed", "decks", "decks+seed")
 
 
 def draw_seed() -> int:
@@ -116,6 +120,7 @@ class KrypkasinoApi:
     def new_game(self, request: pb.NewGameRequest, info: CallInfo) -> pb.NewGameResponse:
         """K4-K6: a new match (a new game id, a random seed unless given), sealed, with
         one seat token per seat (design section 4) and the public view."""
+        _log_deal_source(request, info)
         if self._refuse_chosen_deals:
             _refuse_chosen_deal(request)
         config = _config(request.config)
@@ -177,6 +182,7 @@ class KrypkasinoApi:
         game_id = self._new_game_id()
         info.game_id = game_id
         token, state_id = self._seal(state, game_id)
+        info.state_id = state_id
         if self._metrics is not None:
             info.counts.append(
                 partial(
@@ -199,6 +205,7 @@ class KrypkasinoApi:
     def legal_moves(self, request: pb.LegalMovesRequest, info: CallInfo) -> pb.LegalMovesResponse:
         """K7.7: the seat's legal moves in K1.6 order (none when it is not its turn), each
         with the sweep ranks of the table it leaves the next seat (K14.1)."""
+        info.seat = request.seat
         opened = self._open(request.state, info)
         seat = self._authorise(opened, request.seat, request.seat_token)
         state = opened.state
@@ -210,6 +217,7 @@ class KrypkasinoApi:
 
     def play(self, request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:
         """K7.8: the move if legal, else the rule it breaks; the next state, events, view."""
+        info.seat = request.seat
         opened = self._open(request.state, info)
         seat = self._authorise(opened, request.seat, request.seat_token)
         if not request.HasField("move"):
@@ -227,6 +235,7 @@ class KrypkasinoApi:
         if self._metrics is not None:
             info.counts.append(partial(_count_moves, self._metrics, events))
         token, state_id = self._seal(state, opened.game_id)
+        info.state_id = state_id
         response = pb.PlayResponse(state=token)
         codec.add_events(response.events, events)
         view_codec.fill_view(response.view, view(state, seat), opened.game_id, state_id)
@@ -242,6 +251,8 @@ class KrypkasinoApi:
 
     def get_view(self, request: pb.GetViewRequest, info: CallInfo) -> pb.GetViewResponse:
         """The public view, or a seat's with its hand given its seat token (design section 3)."""
+        if request.HasField("seat"):
+            info.seat = request.seat
         opened = self._open(request.state, info)
         seat = None
         if request.HasField("seat"):
@@ -249,9 +260,9 @@ class KrypkasinoApi:
         elif request.seat_token:
             raise self._seat_missing(opened, request.seat_token)
         response = pb.GetViewResponse()
-        view_codec.fill_view(
-            response.view, view(opened.state, seat), opened.game_id, opened.state_id
-        )
+        # Hashed once, for the view and the log line alike.
+        state_id = info.state_id = opened.state_id
+        view_codec.fill_view(response.view, view(opened.state, seat), opened.game_id, state_id)
         if seat is not None:
             self._renew(response, info, opened.game_id, seat, request.seat_token)
         self._renew_state(response, info, request.state, opened)
@@ -271,6 +282,7 @@ class KrypkasinoApi:
             self._count_refusal(info, refusal.reason)
             raise
         info.game_id = opened.game_id
+        info.move_number = opened.state.move_number
         return opened
 
     def _unseal(self, token: bytes) -> OpenedState:
@@ -437,6 +449,19 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
     return failed_precondition(
         error.reason.value, str(error), rule=error.rule, seat=str(seat), **extra
     )
+
+
+def _log_deal_source(request: pb.NewGameRequest, info: CallInfo) -> None:
+    """What a NewGame chose of its cards, for its request line (``DEAL_SOURCES``): an
+    auditor tells a caller-chosen deal from a server-shuffled one, which the state,
+    holding a seed either way, cannot tell. Set from the request, so a refused NewGame's
+    line says what it asked for."""
+    seed_given = request.HasField("seed")
+    if request.decks:
+        info.deal_source = "decks+seed" if seed_given else "decks"
+    else:
+        info.deal_source = "seed" if seed_given else "server"
+    info.draw_given = request.HasField("draw")
 
 
 def _refuse_chosen_deal(request: pb.NewGameRequest) -> None:

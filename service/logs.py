@@ -156,6 +156,11 @@ def request_log_fields(
     peer: str | None = None,
     attempt: int = 1,
     trace: Trace | None = None,
+    seat: int | None = None,
+    move_number: int | None = None,
+    state_id: str | None = None,
+    deal_source: str | None = None,
+    draw_given: bool | None = None,
 ) -> dict[str, object]:
     """The fields of the one line logged per request (design section 6).
 
@@ -164,6 +169,11 @@ def request_log_fields(
     ``parent_id`` only for a call with a valid W3C ``traceparent``
     (``service.trace_context``, ``trace_log_fields``). Log it as
     ``log.info("request", **request_log_fields(...))``.
+
+    After ``game_id``, only when known (``CallInfo``), what places the call in its
+    game: ``seat``, ``move_number``, ``state_id`` (two forks of one state share the
+    move number, not the state id), and a NewGame's ``deal_source`` and ``draw_given``
+    (docs/operations.md, "Log lines"). Never a card: a hand is no log's business.
     """
     fields: dict[str, object] = {
         "request_id": request_id,
@@ -171,8 +181,18 @@ def request_log_fields(
         "code": code,
         "duration_ms": round(duration_ms, 3),
         "game_id": game_id,
-        "transport": transport,
     }
+    if seat is not None:
+        fields["seat"] = seat
+    if move_number is not None:
+        fields["move_number"] = move_number
+    if state_id is not None:
+        fields["state_id"] = state_id
+    if deal_source is not None:
+        fields["deal_source"] = deal_source
+    if draw_given is not None:
+        fields["draw_given"] = draw_given
+    fields["transport"] = transport
     if peer is not None:
         fields["peer"] = peer
     if attempt > 1:

@@ -265,6 +265,9 @@ async def _run_servers(
             # Which state tokens this pod writes: in a mixed fleet, a pod whose
             # fingerprint differs may refuse them (service/state_fields.py).
             state_fields=state_fields(),
+            # Whether a NewGame may choose its cards: an auditor reading the request
+            # lines' deal_source knows which games could have (docs/operations.md).
+            refuse_chosen_deals=config.refuse_chosen_deals,
             pid=os.getpid(),
         )
     await signals.received.wait()

@@ -109,6 +109,39 @@ def test_request_fields_always_have_game_id_and_peer_only_when_known():
     }
 
 
+def test_request_fields_place_the_call_in_its_game_after_game_id():
+    """``seat``, ``move_number``, ``state_id``, ``deal_source`` and ``draw_given`` only
+    when known (docs/operations.md, "Log lines"), between ``game_id`` and ``transport``;
+    a seat of 0, move 0 and a draw not given are known, not absent."""
+    fields = request_log_fields(
+        request_id="r",
+        method="m",
+        code="OK",
+        duration_ms=1,
+        game_id="g",
+        transport="grpc",
+        seat=0,
+        move_number=0,
+        state_id="0123456789abcdef",
+        deal_source="seed",
+        draw_given=False,
+    )
+    assert list(fields) == [
+        "request_id",
+        "method",
+        "code",
+        "duration_ms",
+        "game_id",
+        "seat",
+        "move_number",
+        "state_id",
+        "deal_source",
+        "draw_given",
+        "transport",
+    ]
+    assert (fields["seat"], fields["move_number"], fields["draw_given"]) == (0, 0, False)
+
+
 def test_redacted_keys_cover_the_design_secrets():
     assert {"state", "state_token", "seat_token", "seat_tokens", "hand", "hands", "stock"} <= (
         REDACTED_KEYS
@@ -665,6 +698,7 @@ def test_request_line_from_the_call_runner(capsys):
 
     def handler(request: str, info: CallInfo) -> str:
         info.game_id = "g-7"
+        info.seat, info.move_number, info.state_id = 1, 12, "0123456789abcdef"
         return request
 
     def refuse(request: str, info: CallInfo) -> str:
@@ -683,6 +717,9 @@ def test_request_line_from_the_call_runner(capsys):
         game_id="g-7",
         transport="grpc",
         peer="ipv4:127.0.0.1:1",
+        seat=1,
+        move_number=12,
+        state_id="0123456789abcdef",
     )
     assert [key for key, _ in ok] == ["timestamp", "level", "event", *expected, "logger"]
     ok_line = dict(ok)

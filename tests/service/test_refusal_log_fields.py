@@ -59,8 +59,8 @@ def test_a_refusal_for_a_key_the_pod_lacks_logs_that_key_s_id() -> None:
     assert (seat_reason, seat_meta["key_id"]) == ("SEAT_TOKEN_INVALID", missing)
     assert (state_line["reason"], state_line["key_id"]) == ("TOKEN_UNKNOWN_KEY", missing)
     assert (seat_line["reason"], seat_line["key_id"]) == ("SEAT_TOKEN_INVALID", missing)
-    # The seat the caller sent is in its ErrorInfo only.
-    assert "seat" not in seat_line
+    # The seat the request names (an int, docs/operations.md), not the ErrorInfo's.
+    assert seat_line["seat"] == seat
 
 
 def test_a_refused_move_s_line_names_no_card() -> None:
@@ -86,5 +86,7 @@ def test_a_refused_move_s_line_names_no_card() -> None:
         (line,) = server.request_lines("card-not-in-hand")
     assert (reason, meta["card"]) == ("CARD_NOT_IN_HAND", card_str(absent))
     assert line["reason"] == "CARD_NOT_IN_HAND"
-    assert not set(meta) & set(line)
+    # None of the ErrorInfo's metadata but the seat, which the request named anyway.
+    assert not (set(meta) - {"seat"}) & set(line)
+    assert (meta["seat"], line["seat"]) == (str(seat), seat)
     assert card_str(absent) not in {str(value) for value in line.values()}

@@ -432,6 +432,10 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
     ``MUST_SWEEP`` (K7.6) lists in ``sweeping_cards`` every card in hand that sweeps, and
     ``MUST_CAPTURE`` under K16.8 in ``capturing_cards`` every one that captures, each
     code once, comma-separated in K1.6's order; ``card`` is the first of them.
+    ``CAPTURE_NOT_ON_TABLE`` also says in ``table_count`` how many copies of
+    ``captured_card`` the table holds, and with ``in_hand`` ``"true"`` that the seat's hand
+    holds it (absent otherwise): the table is sealed in the state, so a client with a
+    stale view could not count them itself.
     """
     extra: dict[str, str] = {}
     if error.reason is Reason.NOT_YOUR_TURN:
@@ -441,6 +445,10 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
     # What the English message names, so that a client can say it in its own words.
     if error.captured is not None:
         extra["captured_card"] = card_str(error.captured)
+    if error.table_count is not None:
+        extra["table_count"] = str(error.table_count)
+    if error.in_hand:
+        extra["in_hand"] = "true"
     if error.group_left:
         extra["group_left"] = ",".join(card_str(card) for card in error.group_left)
     if error.alternatives:
@@ -499,7 +507,10 @@ def _config(message: pb.GameConfig) -> Config:
 def _config_error(error: ConfigError, message: pb.GameConfig) -> ServiceError:
     """``CONFIG_INVALID`` naming each flag the error names, in its message (which is what
     most callers show) and with a field violation each, whose description is only why;
-    metadata ``flag`` and, where the reason cites one, ``rule`` (the spec rule ID)."""
+    metadata ``flag``, where the reason cites one ``rule`` (the spec rule ID), and for a
+    bound of this project's (``match_deals`` over 240, ``target_score`` over 480:
+    docs/krypkasino-decisions.md, "Match length") ``limit``, the bound, which tells it
+    from the flag's other refusals of the same rule."""
     paths = codec.config_field_paths(error)
     why = error.reason
     if error.flag == "players" and not message.players:  # proto3 cannot tell 0 from unset
@@ -507,8 +518,12 @@ def _config_error(error: ConfigError, message: pb.GameConfig) -> ServiceError:
         text = f"config.players is {why}"
     else:
         text = f"{' and '.join(paths)}: {why}"
-    rule = {"rule": error.rule} if error.rule else {}
-    return invalid_argument("CONFIG_INVALID", text, paths, description=why, flag=error.flag, **rule)
+    extra = {"rule": error.rule} if error.rule else {}
+    if error.limit is not None:
+        extra["limit"] = str(error.limit)
+    return invalid_argument(
+        "CONFIG_INVALID", text, paths, description=why, flag=error.flag, **extra
+    )
 
 
 def _field_error(error: codec.CodecError) -> ServiceError:

@@ -56,7 +56,7 @@ REFUSAL_REASONS: tuple[RefusalReason, ...] = (
     RefusalReason("TOKEN_INVALID", _INVALID),
     RefusalReason("TOKEN_PLAIN_DISABLED", _INVALID),
     RefusalReason("STATE_INVALID", _INVALID),
-    RefusalReason("CONFIG_INVALID", _INVALID, ("flag", "rule")),
+    RefusalReason("CONFIG_INVALID", _INVALID, ("flag", "rule", "limit")),
     RefusalReason("FIELD_INVALID", _INVALID, ("field",)),
     RefusalReason("DECK_INVALID", _INVALID, ("deck",)),
     RefusalReason("TOO_MANY_DECKS", _INVALID, ("limit",)),
@@ -69,11 +69,17 @@ REFUSAL_REASONS: tuple[RefusalReason, ...] = (
     RefusalReason("MOVE_MISSING", _INVALID),
     RefusalReason("SEAT_TOKEN_MISSING", grpc.StatusCode.PERMISSION_DENIED, ("seat",)),
     RefusalReason(
-        "SEAT_TOKEN_INVALID", grpc.StatusCode.PERMISSION_DENIED, ("seat", "token_seat", "key_id")
+        "SEAT_TOKEN_INVALID",
+        grpc.StatusCode.PERMISSION_DENIED,
+        ("seat", "token_seat", "token_game", "key_id"),
     ),
     RefusalReason("NOT_YOUR_TURN", _MOVE_REFUSED, ("rule", "seat", "turn")),
     RefusalReason("CARD_NOT_IN_HAND", _MOVE_REFUSED, ("rule", "seat", "card")),
-    RefusalReason("CAPTURE_NOT_ON_TABLE", _MOVE_REFUSED, ("rule", "seat", "card", "captured_card")),
+    RefusalReason(
+        "CAPTURE_NOT_ON_TABLE",
+        _MOVE_REFUSED,
+        ("rule", "seat", "card", "captured_card", "table_count", "in_hand"),
+    ),
     RefusalReason("CAPTURE_NOT_VALID", _MOVE_REFUSED, ("rule", "seat", "card", "captured_card")),
     RefusalReason("CAPTURE_NOT_MAXIMAL", _MOVE_REFUSED, ("rule", "seat", "card", "group_left")),
     RefusalReason("MUST_CAPTURE", _MOVE_REFUSED, ("rule", "seat", "card", "capturing_cards")),

@@ -392,16 +392,22 @@ class SeatTokens:
 
     def _wrong_token(self, game_id: str, seat: int, token: bytes, players: int) -> SeatTokenError:
         """The refusal of a token that is not ``seat``'s, saying whose it is if it is one of
-        this game's (``seat_of``), and that it is none of them if it is a seat token under
-        a key of this server that no seat of the game has."""
+        this game's (``seat_of``, metadata ``token_seat``), and that it is none of them if
+        it is a seat token under a key of this server that no seat of the game has
+        (metadata ``token_game`` ``"other"``: most likely one of another game)."""
         message = f"not a valid seat token for seat {seat}"
         # Never ``seat`` itself: its MAC, the same one, has just failed to match.
         other = self.seat_of(game_id, token, players)
         if other is None:
             if players > 0 and len(token) == SEAT_TOKEN_BYTES:
                 # Its key is this server's (``verify`` names an unknown one first), so the
-                # usual cause is a client that started a new game and kept the old tokens.
-                message += "; it is no seat's token of this game (one from another game?)"
+                # usual cause is a client that started a new game and kept the old tokens;
+                # ``token_game`` says so beside the message, for clients that word it.
+                return SeatTokenError(
+                    "SEAT_TOKEN_INVALID",
+                    f"{message}; it is no seat's token of this game (one from another game?)",
+                    token_game="other",
+                )
             return SeatTokenError("SEAT_TOKEN_INVALID", message)
         return SeatTokenError(
             "SEAT_TOKEN_INVALID", f"{message}; it is seat {other}'s token", token_seat=str(other)

@@ -21,7 +21,12 @@ class ConfigError(ValueError):
     text; ``reason`` is why, citing it in parentheses as ``IllegalMoveError`` does
     (``... not 7 (K3.1)``), so a raise names the rule once. In the parentheses
     ``aside`` (a few words of why) comes before it and ``also`` (a rule that shows why)
-    after it; ``then`` (what to do instead) follows them.
+    after it; ``then`` (what to do instead) follows them. ``limit`` is the bound a value
+    passed, for the refusals of the bounds this project sets where the spec sets none
+    (``MAX_MATCH_DEALS``, ``MAX_TARGET_SCORE``: docs/krypkasino-decisions.md, "Match
+    length"), so that a caller can tell them from the flag's other refusals (not
+    positive, not a multiple of the players) and name the bound without reading the
+    text; None for every other refusal.
     """
 
     def __init__(
@@ -33,12 +38,14 @@ class ConfigError(ValueError):
         aside: str = "",
         also: str = "",
         then: str = "",
+        limit: int | None = None,
     ) -> None:
         self.flags = (flags,) if isinstance(flags, str) else flags
         self.flag = ",".join(self.flags)
         cited = ", ".join(part for part in (aside, rule, also) if part)
         self.reason = f"{reason} ({cited})" + (f": {then}" if then else "")
         self.rule = rule
+        self.limit = limit
         super().__init__(f"{self.flag}: {self.reason}")
 
 
@@ -293,6 +300,7 @@ class Config:
                 f"at most {MAX_MATCH_DEALS} deals, not {self.match_deals}: every "
                 "finished deal travels in the state token",
                 "K13.2",
+                limit=MAX_MATCH_DEALS,
             )
         if self.target_score is None:
             if self.match_deals is not None and self.match_deals % n:
@@ -317,6 +325,7 @@ class Config:
                 # K13.2 is the rule bounded; K15.7 only shows why the bound suffices.
                 "K13.2",
                 also="K15.7",
+                limit=MAX_TARGET_SCORE,
             )
         return self
 

@@ -56,7 +56,12 @@ class IllegalMoveError(Exception):
     sweep (capture) instead. ``captured`` is the captured card the refusal is about:
     for ``CAPTURE_NOT_ON_TABLE`` (K7.3, K1.4) the card the capture names more often
     than the table holds it; for ``CAPTURE_NOT_VALID`` under ``court_cards_rank_only``
-    (K16.7, K7.1) a captured card the played card may not take. ``group_left`` is, for
+    (K16.7, K7.1) a captured card the played card may not take. For
+    ``CAPTURE_NOT_ON_TABLE`` ``table_count`` is how many copies of ``captured`` the
+    table holds (0, or fewer than the capture names), and ``in_hand`` whether the
+    seat's hand holds it too (the message says so when the table holds none): the
+    table travels sealed, so a caller with a stale view could not count them itself.
+    ``group_left`` is, for
     ``CAPTURE_NOT_MAXIMAL`` (K7.3), the group the capture leaves on the table and must
     take too, in canonical order (K7.5). ``alternatives`` is, for ``MUST_SWEEP`` (K7.6),
     every card in hand that sweeps, and for ``MUST_CAPTURE`` under K16.8 every one that
@@ -74,6 +79,8 @@ class IllegalMoveError(Exception):
         captured: Card | None = None,
         group_left: tuple[Card, ...] = (),
         alternatives: tuple[Card, ...] = (),
+        table_count: int | None = None,
+        in_hand: bool = False,
     ) -> None:
         super().__init__(f"{message} ({rule})")
         self.reason = reason
@@ -83,6 +90,8 @@ class IllegalMoveError(Exception):
         self.captured = captured
         self.group_left = group_left
         self.alternatives = alternatives
+        self.table_count = table_count
+        self.in_hand = in_hand
 
 
 def legal_moves(state: State, seat: int) -> list[Move]:
@@ -132,6 +141,8 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
             _not_on_table_message(table, hand, seat, move.captures, missing),
             move.card,
             missing,
+            table_count=table.count(missing),
+            in_hand=missing in hand,
         )
     legal = table_moves(hand, table, rules)
     # K7.6 leaves only sweeps when one is possible, so the first legal move tells.

@@ -143,6 +143,10 @@ class EngineDriver:
                 metadata["card"] = card_str(error.card)
             if error.captured is not None:
                 metadata["captured_card"] = card_str(error.captured)
+            if error.table_count is not None:
+                metadata["table_count"] = str(error.table_count)
+            if error.in_hand:
+                metadata["in_hand"] = "true"
             if error.group_left:
                 metadata["group_left"] = ",".join(card_str(c) for c in error.group_left)
             if error.reason is Reason.MUST_SWEEP:

@@ -35,6 +35,8 @@ INVALID_CONFIGS = [
     ({"players": 4, "target_score": MAX_TARGET_SCORE + 1}, "target_score"),
     ({"players": 3, "target_score": 2**31 - 1}, "target_score"),
 ]
+# Metadata ``limit``: the bound passed, which tells these from the flag's other refusals.
+LIMITS = {"match_deals": str(MAX_MATCH_DEALS), "target_score": str(MAX_TARGET_SCORE)}
 
 
 # -- the bounds on the wire ----------------------------------------------------------
@@ -44,7 +46,7 @@ INVALID_CONFIGS = [
 def test_grpc_refuses_a_match_too_long_for_its_token(stub, fields, flag):
     refusal = refused(stub.NewGame, pb.NewGameRequest(config=pb.GameConfig(**fields)))
     assert (refusal.code.name, refusal.reason) == ("INVALID_ARGUMENT", "CONFIG_INVALID")
-    assert refusal.metadata == {"flag": flag, "rule": "K13.2"}
+    assert refusal.metadata == {"flag": flag, "rule": "K13.2", "limit": LIMITS[flag]}
     assert set(refusal.violations) == {f"config.{flag}"}
 
 
@@ -76,7 +78,7 @@ def test_http_refuses_a_match_too_long_for_its_token():
         info = next(d for d in answer["details"] if "reason" in d)
         assert (info["reason"], info["metadata"]) == (
             "CONFIG_INVALID",
-            {"flag": flag, "rule": "K13.2"},
+            {"flag": flag, "rule": "K13.2", "limit": LIMITS[flag]},
         )
         violations = next(d for d in answer["details"] if "fieldViolations" in d)
         assert [v["field"] for v in violations["fieldViolations"]] == [f"config.{flag}"]

@@ -474,7 +474,7 @@ def test_a_token_of_a_seat_the_game_does_not_have_names_no_seat(plain_stub):
     refusals = seat_calls(plain_stub, game, 0, three.seat_tokens[2])
     assert_seat_refused(refusals, DENIED, "SEAT_TOKEN_INVALID")
     for method, refusal in refusals.items():
-        assert refusal.metadata == {"seat": "0"}, method
+        assert refusal.metadata == {"seat": "0", "token_game": "other"}, method
         assert refusal.message == f"not a valid seat token for seat 0{ANOTHER_GAME_HINT}", method
 
 
@@ -490,7 +490,8 @@ def test_another_games_token_is_permission_denied_asking_whether_it_is_of_anothe
         refusals = seat_calls(stub, game, seat, token)
         assert_seat_refused(refusals, DENIED, "SEAT_TOKEN_INVALID")
         for method, refusal in refusals.items():
-            assert refusal.metadata == {"seat": str(seat)}, method
+            # token_game says it beside the message, for clients that word refusals.
+            assert refusal.metadata == {"seat": str(seat), "token_game": "other"}, method
             expected = f"not a valid seat token for seat {seat}{ANOTHER_GAME_HINT}"
             assert refusal.message == expected, method
 
@@ -649,11 +650,23 @@ def test_the_capture_position_is_what_the_rule_tests_assume(stub, capture_game):
         # AS is engine card code 0: the refusal still names it.
         ("AS", "CARD_NOT_IN_HAND", "K8.1", {}),
         ("KS>AH", "CARD_NOT_IN_HAND", "K8.1", {}),
-        # K7.3: captured_card names the captured card the table does not hold, so that
-        # a client can show it without reading the message.
-        ("8D>8H", "CAPTURE_NOT_ON_TABLE", "K7.3", {"captured_card": "8H"}),
+        # K7.3: captured_card names the captured card the table does not hold, and
+        # table_count how often it does, so that a client can say it without reading the
+        # message (and in_hand "true" when the seat's hand holds it: 5H).
+        ("8D>8H", "CAPTURE_NOT_ON_TABLE", "K7.3", {"captured_card": "8H", "table_count": "0"}),
+        (
+            "8D>5H",
+            "CAPTURE_NOT_ON_TABLE",
+            "K7.3",
+            {"captured_card": "5H", "table_count": "0", "in_hand": "true"},
+        ),
         # K1.4: the table holds one 8S, and the capture names it twice.
-        ("8D>AH+7C+8S+8S", "CAPTURE_NOT_ON_TABLE", "K7.3", {"captured_card": "8S"}),
+        (
+            "8D>AH+7C+8S+8S",
+            "CAPTURE_NOT_ON_TABLE",
+            "K7.3",
+            {"captured_card": "8S", "table_count": "1"},
+        ),
         ("8D>AH+8S", "CAPTURE_NOT_VALID", "K7.2", {}),
         ("9C>AH+7C+8S", "CAPTURE_NOT_VALID", "K7.2", {}),
         # K7.3: group_left is the group the message names (comma-separated, in its
@@ -982,6 +995,30 @@ def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag,
     assert refusal.metadata == {"flag": flag, "rule": rule}
     assert f"{rule})" in refusal.message
     assert list(refusal.violations) == field.split()
+
+
+@pytest.mark.parametrize(
+    ("config", "flag", "limit"),
+    [
+        # 244 is a multiple of 4: only the bound refuses it, not K13.2's multiple rule.
+        (pb.GameConfig(players=4, match_deals=244), "match_deals", "240"),
+        (pb.GameConfig(players=2, match_deals=241, target_score=10), "match_deals", "240"),
+        (pb.GameConfig(players=3, target_score=481), "target_score", "480"),
+    ],
+)
+def test_a_match_over_the_projects_bounds_is_config_invalid_with_the_limit(
+    stub, config, flag, limit
+):
+    """docs/krypkasino-decisions.md, "Match length": the bounds are this project's, not
+    K13.2's, and cite K13.2 as the code does; metadata ``limit`` tells them from the
+    flag's other refusals (0, not a multiple of the players: no ``limit``, as
+    ``test_an_invalid_config_is_config_invalid_naming_the_flag`` holds) and gives the
+    bound, so that a client need not read it from the English message."""
+    refusal = refused(stub.NewGame, pb.NewGameRequest(config=config))
+    assert (refusal.code, refusal.reason) == (INVALID, "CONFIG_INVALID")
+    assert refusal.metadata == {"flag": flag, "rule": "K13.2", "limit": limit}
+    assert f"at most {limit}" in refusal.message
+    assert list(refusal.violations) == [f"config.{flag}"]
 
 
 @pytest.mark.parametrize(
@@ -1668,6 +1705,10 @@ def check_outcome(
         rule = refusal.metadata.get("rule")
         named_capture = refusal.reason == "CAPTURE_NOT_ON_TABLE" or rule == "K16.7"
         extra |= {"captured_card"} if named_capture else set()
+        # K7.3: how often the table holds it, and (only when so) that the hand holds it.
+        if refusal.reason == "CAPTURE_NOT_ON_TABLE":
+            extra |= {"table_count"} | ({"in_hand"} if "in_hand" in refusal.metadata else set())
+            assert refusal.metadata.get("in_hand", "true") == "true", refusal
         extra |= {"group_left"} if refusal.reason == "CAPTURE_NOT_MAXIMAL" else set()
         # K7.6, K16.8: every card that sweeps (captures), of which one must be played.
         extra |= {"sweeping_cards"} if refusal.reason == "MUST_SWEEP" else set()

@@ -379,11 +379,13 @@ def test_a_real_servers_refusals_are_as_the_served_document_lists(server, refusa
 
 def test_capture_not_on_table_names_the_captured_card_over_http(server, refusals):
     """K7.3: a UI highlights ``captured_card`` without parsing the English message;
-    ``card`` stays the card played."""
+    ``card`` stays the card played, and ``table_count`` says the table holds none of it
+    (``in_hand`` is absent: the hand does not hold it either)."""
     (metadata,) = [m for _, reason, m in refusals if reason == "CAPTURE_NOT_ON_TABLE"]
     (played,) = [m["card"] for _, reason, m in refusals if reason == "CARD_NOT_IN_HAND"]
     assert metadata["captured_card"] == played  # the same card absent from hand and table
-    assert set(metadata) == {"rule", "seat", "card", "captured_card"}
+    assert set(metadata) == {"rule", "seat", "card", "captured_card", "table_count"}
+    assert metadata["table_count"] == "0"
 
 
 def test_config_invalid_carries_the_rule_its_message_cites_over_http(server, refusals):

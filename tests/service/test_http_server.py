@@ -31,9 +31,12 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from google.protobuf import json_format
 
+from engine.cards import parse_card
+from engine.krypkasino import Config
 from service.http_gateway import JSON_BODY_FACTOR
 from service.http_json import message_json
-from tests.service.grpc_helpers import state_of_request_size
+from tests.engine.krypkasino.helpers import first_distribution_deck
+from tests.service.grpc_helpers import card_proto, deck_proto, state_of_request_size
 from tests.service.http_helpers import ORIGIN, exchange, refusal, rpc
 from tests.service.metrics_helpers import handled, metric_samples, rpc_sample
 from tests.service.server_process import (
@@ -628,11 +631,83 @@ def test_another_games_seat_token_is_refused_asking_whether_it_is_of_another_gam
     )
     code, reason, metadata, _ = refusal(value)
     assert (status, code, reason) == (403, 7, "SEAT_TOKEN_INVALID"), value
-    assert metadata == {"seat": str(turn)}
+    # token_game tells a client that words refusals itself what the message says.
+    assert metadata == {"seat": str(turn), "token_game": "other"}
     assert value["message"] == (
         f"not a valid seat token for seat {turn}; "
         "it is no seat's token of this game (one from another game?)"
     )
+
+
+def card_json(code: str) -> Any:
+    """A card of K1.1's notation as the JSON API writes it."""
+    return json_format.MessageToDict(card_proto(parse_card(code)))
+
+
+@pytest.mark.parametrize(
+    ("captures", "metadata", "message"),
+    [
+        # The table holds one 8S; the capture names it twice (K1.4).
+        (
+            "AH 7C 8S 8S",
+            {"captured_card": "8S", "table_count": "1"},
+            "the capture names 8S 2 times, but the table holds 1 (K7.3)",
+        ),
+        (
+            "5H",
+            {"captured_card": "5H", "table_count": "0", "in_hand": "true"},
+            "5H is in seat 1's hand, not on the table (K7.3)",
+        ),
+        ("8H", {"captured_card": "8H", "table_count": "0"}, "8H is not on the table (K7.3)"),
+    ],
+)
+def test_capture_not_on_table_says_how_often_the_table_holds_the_card(
+    server, captures, metadata, message
+):
+    """K7.3: the table is sealed in the state, so a client with a stale view cannot count
+    the copies; ``table_count`` and ``in_hand`` say what the English message says, for a
+    client that words refusals itself (docs/api.md, "Errors")."""
+    hands = {1: "3H 4S 5H 8D 9C JD", 0: "6C 6H 6S 7D 7H 7S"}
+    deck = first_distribution_deck(Config(players=2), hands, "AH 7C 8S 10D")
+    game = rpc(
+        server,
+        "newGame",
+        {
+            "config": {"players": 2},
+            "decks": [json_format.MessageToDict(deck_proto(deck))],
+            "seed": "3",
+        },
+    )
+    move = {"card": card_json("8D"), "captures": [card_json(c) for c in captures.split()]}
+    body = {"state": game["state"], "seat": 1, "seatToken": game["seatTokens"][1], "move": move}
+    status, _, value = exchange(f"{server.http_url}/v1/krypkasino:play", json.dumps(body).encode())
+    code, reason, got, _ = refusal(value)
+    assert (status, code, reason) == (400, 9, "CAPTURE_NOT_ON_TABLE"), value
+    assert got == {"rule": "K7.3", "seat": "1", "card": "8D", **metadata}
+    assert value["message"] == message
+
+
+@pytest.mark.parametrize(
+    ("config", "limit"),
+    [
+        ({"players": 4, "matchDeals": 244}, {"limit": "240"}),
+        ({"players": 4, "matchDeals": 6}, {}),  # K13.2's multiple rule: no bound of ours
+        ({"players": 4, "matchDeals": 0}, {}),
+        ({"players": 2, "targetScore": 481}, {"limit": "480"}),
+        ({"players": 2, "targetScore": 0}, {}),
+    ],
+)
+def test_config_invalid_gives_the_limit_of_the_match_bounds_alone(server, config, limit):
+    """docs/krypkasino-decisions.md, "Match length": 240 deals and a target of 480 are
+    this project's bounds, cited as K13.2 like the flag's other refusals; ``limit`` tells
+    them apart and names the bound without the English message."""
+    status, _, value = exchange(
+        f"{server.http_url}/v1/krypkasino:newGame", json.dumps({"config": config}).encode()
+    )
+    code, reason, metadata, _ = refusal(value)
+    assert (status, code, reason) == (400, 3, "CONFIG_INVALID"), value
+    flag = "match_deals" if "matchDeals" in config else "target_score"
+    assert metadata == {"flag": flag, "rule": "K13.2", **limit}
 
 
 def test_getview_with_a_seat_token_but_no_seat_is_refused_naming_the_tokens_seat(server, json_game):

@@ -367,12 +367,15 @@ def test_a_token_of_another_seat_of_the_game_is_named_as_that_seats():
         # No seat named; a token of a seat token's form is said to be none of the game's.
         error = seat_error(seats, game_id, 0, candidate, players=players)
         assert (error.metadata, error.message) == (
-            {},
+            {"token_game": "other"},  # for a client that words refusals itself
             "not a valid seat token for seat 0; "
             "it is no seat's token of this game (one from another game?)",
         )
     # No players given: the token may be another seat's, so nothing is said of it.
     error = seat_error(seats, "game-1", 0, token, players=0)
+    assert (error.metadata, error.message) == ({}, "not a valid seat token for seat 0")
+    # Nor of bytes of no seat token's form: token_game tells those apart from the above.
+    error = seat_error(seats, "game-1", 0, b"\x00\x01", players=4)
     assert (error.metadata, error.message) == ({}, "not a valid seat token for seat 0")
 
 

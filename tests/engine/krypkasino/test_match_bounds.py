@@ -78,6 +78,26 @@ def test_the_refusals_give_the_bound() -> None:
         Config(3, target_score=481).validate()
 
 
+@pytest.mark.parametrize(
+    ("config", "flag", "limit"),
+    [
+        # 244 is a multiple of 4: only the bound refuses it.
+        (Config(4, match_deals=MAX_MATCH_DEALS + 4), "match_deals", MAX_MATCH_DEALS),
+        (Config(2, target_score=MAX_TARGET_SCORE + 1), "target_score", MAX_TARGET_SCORE),
+        # K13.2's own refusals, and the decision that a target be positive: no bound.
+        (Config(4, match_deals=6), "match_deals", None),
+        (Config(4, match_deals=0), "match_deals", None),
+        (Config(2, target_score=0), "target_score", None),
+    ],
+)
+def test_only_the_bounds_carry_their_limit(config: Config, flag: str, limit: int | None) -> None:
+    """``ConfigError.limit`` is the bound passed, for the two bounds alone, which cite
+    K13.2 as the flag's other refusals do: it tells them apart without the text."""
+    with pytest.raises(ConfigError) as raised:
+        config.validate()
+    assert (raised.value.flag, raised.value.rule, raised.value.limit) == (flag, "K13.2", limit)
+
+
 def valid_configs() -> list[Config]:
     configs = []
     for players, teams, single, nordic, bordstabbe, last in itertools.product(

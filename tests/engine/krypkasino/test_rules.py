@@ -1176,6 +1176,9 @@ def test_k7_8_illegal_move_reasons(table, hand, seat, move, rules, reason, rule)
     # ineligible (K16.7), names a captured card; only one not maximal a group left.
     names_captured = reason is Reason.CAPTURE_NOT_ON_TABLE or rule == "K16.7"
     assert (error.captured is not None) == names_captured
+    # Only a capture of a card not on the table counts its copies there (K7.3, K1.4).
+    assert (error.table_count is not None) == (reason is Reason.CAPTURE_NOT_ON_TABLE)
+    assert not error.in_hand or reason is Reason.CAPTURE_NOT_ON_TABLE
     assert bool(error.group_left) == (reason is Reason.CAPTURE_NOT_MAXIMAL)
     # Only a forced sweep (K7.6) or capture (K16.8) lists the cards of which one must be played.
     assert bool(error.alternatives) == (reason is Reason.MUST_SWEEP or rule == "K16.8")
@@ -1406,6 +1409,33 @@ def test_k7_3_a_capture_of_cards_not_on_the_table_names_the_card(move, message):
     assert error.message == message
     named = message.removeprefix("the capture names ").split(" ", 1)[0]
     assert (error.captured, error.card) == (parse_card(named), parse_card("8D"))
+
+
+@pytest.mark.parametrize(
+    ("table", "hand", "move", "table_count", "in_hand"),
+    [
+        ("4H AH 2C 9C", "8D 6C", "8D>8C", 0, False),
+        ("4H AH 2C 9C", "8D 6C", "8D>6C", 0, True),
+        ("4H AH 2C 9C", "8D 6C", "8D>8D", 0, True),  # the card played is in hand too
+        # K1.4: the table holds one 4H, the hand the other: the message names only the
+        # count, and in_hand still says so.
+        ("4H AH 2C 9C", "8D 4H", "8D>4H+4H", 1, True),
+        ("4H 4H AH 9C", "8D 6C", "8D>4H+4H+4H", 2, False),
+    ],
+)
+def test_k7_3_a_capture_of_cards_not_on_the_table_counts_them_there(
+    table, hand, move, table_count, in_hand
+):
+    """K7.3, K1.4: ``table_count`` is how many copies of ``captured`` the table holds and
+    ``in_hand`` whether the seat's hand holds it, what the message says in English: the
+    table travels sealed, so a caller with a stale view could not count them itself."""
+    error = refused(position(table, {1: hand}), 1, move)
+    assert error.reason is Reason.CAPTURE_NOT_ON_TABLE
+    assert (error.table_count, error.in_hand) == (table_count, in_hand)
+    if table_count:
+        assert error.message.endswith(f"but the table holds {table_count}")
+    else:
+        assert ("hand, not on the table" in error.message) == in_hand
 
 
 @pytest.mark.parametrize(

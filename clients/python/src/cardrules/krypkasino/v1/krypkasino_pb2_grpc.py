@@ -40,8 +40,9 @@ class KrypkasinoServiceStub:
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
     exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
-    UPPER_SNAKE `reason` to branch on (not the message, English prose for
-    people) and dynamic values as string metadata, such as `rule` (the spec
+    UPPER_SNAKE `reason` to branch on (not the message, which is English for
+    developers, may change between releases and is never to be shown to
+    players) and dynamic values as string metadata, such as `rule` (the spec
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
@@ -110,8 +111,9 @@ class KrypkasinoServiceServicer:
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
     exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
-    UPPER_SNAKE `reason` to branch on (not the message, English prose for
-    people) and dynamic values as string metadata, such as `rule` (the spec
+    UPPER_SNAKE `reason` to branch on (not the message, which is English for
+    developers, may change between releases and is never to be shown to
+    players) and dynamic values as string metadata, such as `rule` (the spec
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
@@ -228,8 +230,9 @@ class KrypkasinoService:
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
     exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
-    UPPER_SNAKE `reason` to branch on (not the message, English prose for
-    people) and dynamic values as string metadata, such as `rule` (the spec
+    UPPER_SNAKE `reason` to branch on (not the message, which is English for
+    developers, may change between releases and is never to be shown to
+    players) and dynamic values as string metadata, such as `rule` (the spec
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no

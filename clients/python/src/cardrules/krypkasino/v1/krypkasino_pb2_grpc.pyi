@@ -56,8 +56,9 @@ class KrypkasinoServiceStub:
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
     exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
-    UPPER_SNAKE `reason` to branch on (not the message, English prose for
-    people) and dynamic values as string metadata, such as `rule` (the spec
+    UPPER_SNAKE `reason` to branch on (not the message, which is English for
+    developers, may change between releases and is never to be shown to
+    players) and dynamic values as string metadata, such as `rule` (the spec
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
@@ -124,8 +125,9 @@ class KrypkasinoServiceAsyncStub(KrypkasinoServiceStub):
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
     exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
-    UPPER_SNAKE `reason` to branch on (not the message, English prose for
-    people) and dynamic values as string metadata, such as `rule` (the spec
+    UPPER_SNAKE `reason` to branch on (not the message, which is English for
+    developers, may change between releases and is never to be shown to
+    players) and dynamic values as string metadata, such as `rule` (the spec
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
@@ -188,8 +190,9 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
     exactly one google.rpc.ErrorInfo, with domain `cardrules`, a stable
-    UPPER_SNAKE `reason` to branch on (not the message, English prose for
-    people) and dynamic values as string metadata, such as `rule` (the spec
+    UPPER_SNAKE `reason` to branch on (not the message, which is English for
+    developers, may change between releases and is never to be shown to
+    players) and dynamic values as string metadata, such as `rule` (the spec
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no

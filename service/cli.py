@@ -1,4 +1,5 @@
-"""The ``cardrules`` command line: ``simulate krypkasino``, ``serve``, ``keygen`` and ``keyid``.
+"""The ``cardrules`` command line: ``simulate krypkasino``, ``serve``, ``keygen``, ``keyid``
+and ``open-token``.
 
 ``simulate``'s exit status (README.md): 0 success, 1 an invariant failed (an
 engine bug), the ``--server`` could not be reached or refused a call, or the
@@ -9,6 +10,11 @@ Errors are one line on stderr, never a traceback. A run of ``--games`` that is
 stopped (a signal, the server lost) still prints the summary of the games it
 finished, marked incomplete, and the flags that play the rest (with ``--summary``,
 which prints a summary even of one game).
+
+``open-token``'s (``service.open_token``): 0 the token opened and was printed, 1 it
+does not open under the keys given (unknown key, altered, a schema or fields this
+release does not read) or the result could not be printed, 2 bad input (no keys for a
+sealed token, a bad key, stdin not one base64 token, a seat token).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from engine.krypkasino import Config, ConfigError, Teams, TieRule
 from engine.krypkasino.config import MAX_PLAYERS, MIN_PLAYERS
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
-from service.config import hide_keys
+from service.config import ConfigValueError, add_server_arguments, hide_keys
 from service.remote_simulate import RemoteError, RemoteTable
 from service.simulate import (
     IN_PROCESS,
@@ -262,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_simulate(commands)
     serve_command.add_commands(commands)
+    _add_open_token(commands)
     return parser
 
 
@@ -356,6 +363,58 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         metavar="HOST:PORT",
         help="play through a running cardrules gRPC service instead of in-process",
     )
+
+
+def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
+    opener = commands.add_parser(
+        "open-token",
+        help="print the whole content of a state token, seed and every hand: for audits only",
+        description="WARNING: what this prints holds every hand, the stock and the seed, "
+        "every card of the match to come: it is for audits and disputes, never for players "
+        '(docs/api.md, "Keeping a game\'s record for disputes"). It reads one state token '
+        "from stdin as base64 text (standard or URL-safe, padding optional, as HTTP/JSON "
+        "carries it; white space around it is ignored), opens it with the keys given as "
+        "serve opens it (any of them; a plain token of --plain-state needs none) and prints "
+        "JSON: state_id (as the views of that state carry it), key_id (of the key that "
+        "sealed it; null when plain), plain, and state: the GameState as proto3 JSON with "
+        "the proto's field names (snake_case), every field shown, bytes fields in base64 "
+        "(cards are engine card codes, rank * 4 + suit). The keys are read as serve reads "
+        "them; prefer the variables: every user of the machine can read a command line.",
+        epilog="Exit status: 0 printed; 1 the token does not open with these keys (unknown "
+        "key, altered) or holds a state this release does not read; 2 bad input (no keys "
+        "for a sealed token, a bad key, stdin not one base64 token, a seat token).",
+    )
+    # serve's own flags, as keyid has them: help, refusals and a list given twice alike.
+    add_server_arguments(opener, only=("state_keys", "state_keys_file"))
+    opener.set_defaults(handler=_open_token)
+
+
+def _open_token(args: argparse.Namespace) -> int:
+    """``cardrules open-token``: ``service.open_token`` on the token read from stdin."""
+    # Imported here: its imports (the server's) would slow every command's start.
+    from service.open_token import (
+        OpenTokenError,
+        configured_keys,
+        open_state_token,
+        token_from_text,
+    )
+
+    try:
+        keys = configured_keys(args)
+    except ConfigValueError as error:
+        return _fail(hide_keys(str(error)))
+    if sys.stdin is None:  # started with stdin closed (``<&-``): Python gives it None
+        return _fail("stdin is closed: give the state token on stdin")
+    try:
+        # Bytes, not text: what is no ASCII is refused as no base64, not as bad UTF-8.
+        data = sys.stdin.buffer.read()
+    except OSError as error:
+        return _fail(f"cannot read stdin: {error.strerror or error}")
+    try:
+        opened = open_state_token(token_from_text(data), keys)
+    except OpenTokenError as error:
+        return _fail(error.message, error.status)
+    return print_output(opened.to_json())
 
 
 def _first_dealer(args: argparse.Namespace) -> int:

@@ -114,7 +114,10 @@ def test_bad_input_with_stderr_closed_is_status_2_and_nothing_on_stdout():
         (["--verison"], "unrecognized arguments: --verison"),
         (["-V", "--bogus"], "unrecognized arguments: -V --bogus"),
         ([], "the following arguments are required: COMMAND"),
-        (["bogus", "--x"], "COMMAND: must be one of simulate, serve, keygen, keyid, not 'bogus'"),
+        (
+            ["bogus", "--x"],
+            "COMMAND: must be one of simulate, serve, keygen, keyid, open-token, not 'bogus'",
+        ),
     ],
 )
 def test_a_mistyped_flag_without_a_command_is_named(args, complaint):

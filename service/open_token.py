@@ -1,0 +1,223 @@
+"""``cardrules open-token``: the whole content of one state token, for an audit
+(docs/api.md, "Keeping a game's record for disputes"; design section 4).
+
+The token is opened as a server opens it: by ``service.tokens.StateSealer`` under any
+key of the ring given, its ``GameState`` decoded and checked as the server decodes it
+(``state_codec.state_from_proto``: trusted once sealed, checked when plain), and its
+``state_id`` computed from the same plaintext as a view's (``state_codec.state_id``).
+No crypto of its own: what opens here opens on a server with the same keys.
+
+What it prints holds every hand, the stock and the seed (every card of the match to
+come): it is for auditors, never for players.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+
+from service import codec, state_codec
+from service.config import env_name, resolve
+from service.krypkasino_api import GAME
+from service.server import SCHEMA_VERSION
+from service.tokens import (
+    KEY_ID_BYTES,
+    PLAIN_FLAG,
+    SEAT_TOKEN_BYTES,
+    KeyRing,
+    StateSealer,
+    TokenError,
+)
+
+#: Exit statuses (service/cli.py): the input is no state token, or no keys to open it
+#: with, as for any bad input; a state token that the keys given do not open (or that
+#: holds no state this release reads), which is what an audit looks for.
+BAD_INPUT = 2
+DOES_NOT_OPEN = 1
+
+#: The settings the keys are read from, as ``serve`` and ``keyid`` read them.
+KEY_SETTINGS = ("state_keys", "state_keys_file")
+
+NO_KEYS = (
+    "no state keys given: set CARDRULES_STATE_KEYS or CARDRULES_STATE_KEYS_FILE, or "
+    "give --state-keys or --state-keys-file"
+)
+_RAW_BYTES_HINT = (
+    "give the state token as base64 text (standard or URL-safe), as HTTP/JSON carries it; "
+    "raw token bytes, as gRPC gives them: base64 -w0 < FILE | cardrules open-token"
+)
+_WHITE_SPACE = re.compile(rb"\s")
+
+
+class OpenTokenError(Exception):
+    """Why a token is not shown, never quoting it, and the exit status (``BAD_INPUT``
+    or ``DOES_NOT_OPEN``); ``reason`` is the refusal's reason on a server
+    (docs/api.md, "Errors"), where there is one."""
+
+    def __init__(self, message: str, status: int, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.message = f"{reason}: {message}" if reason else message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class OpenedToken:
+    """A state token's ``GameState``, its ``state_id`` and the id of the key that sealed
+    it (None for a plain token)."""
+
+    state: pb.GameState
+    state_id: str
+    key_id: str | None
+
+    def to_json(self) -> str:
+        """``state_id``, ``key_id``, ``plain`` and ``state``: the ``GameState`` as proto3
+        JSON with the proto's field names (``move_number``, not ``moveNumber``) and every
+        field, zero or empty ones too. As proto3 JSON has them, the 64-bit numbers
+        (``seed``, ``move_number``) are strings and the bytes fields base64; each byte of
+        a card field is an engine card code, ``rank * 4 + suit`` (docs/api.md)."""
+        document: dict[str, Any] = {
+            "state_id": self.state_id,
+            "key_id": self.key_id,
+            "plain": self.key_id is None,
+            "state": json_format.MessageToDict(
+                self.state,
+                preserving_proto_field_name=True,
+                always_print_fields_with_no_presence=True,
+            ),
+        }
+        return json.dumps(document, indent=2) + "\n"
+
+
+def configured_keys(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> KeyRing | None:
+    """The state keys as ``serve`` reads them (``--state-keys``, ``--state-keys-file`` or
+    their variables), from the key settings alone: another setting's bad value is no
+    reason to refuse. None when none is given. Raises ``ConfigValueError`` as ``serve``
+    refuses a bad key (its message may quote a setting: pass it through ``hide_keys``)."""
+    env = os.environ if environ is None else environ
+    keys_only = {name: env[name] for name in map(env_name, KEY_SETTINGS) if name in env}
+    given = argparse.Namespace(
+        state_keys=args.state_keys, state_keys_file=args.state_keys_file, plain_state=None
+    )
+    keys = resolve(given, keys_only).state_keys
+    return None if keys is None else KeyRing.parse(keys)  # resolve has checked them
+
+
+def token_from_text(data: bytes) -> bytes:
+    """The token that ``data`` (what was read from stdin) spells in base64, standard or
+    URL-safe, padding optional, white space around it ignored. Raises ``OpenTokenError``
+    (``BAD_INPUT``) for no text, more than one word, or anything but base64."""
+    text = data.strip()
+    if not text:
+        raise OpenTokenError(f"no state token on stdin: {_RAW_BYTES_HINT}", BAD_INPUT)
+    if _WHITE_SPACE.search(text):
+        raise OpenTokenError(
+            "stdin holds more than one word: give one state token, its base64 on one line "
+            "(base64 wrapped over lines: join them, e.g. base64 -w0)",
+            BAD_INPUT,
+        )
+    normalized = text.rstrip(b"=").replace(b"-", b"+").replace(b"_", b"/")
+    normalized += b"=" * (-len(normalized) % 4)
+    try:
+        return base64.b64decode(normalized, validate=True)
+    except binascii.Error:
+        # ``from None``: the underlying error could quote the token.
+        raise OpenTokenError(f"stdin is not base64: {_RAW_BYTES_HINT}", BAD_INPUT) from None
+
+
+def open_state_token(token: bytes, keys: KeyRing | None) -> OpenedToken:
+    """``token`` opened under any key of ``keys`` as a server with them opens it, a plain
+    token too (as a ``--plain-state`` server would, with the checks a plain state gets).
+    ``keys`` None: only a plain token opens. Raises ``OpenTokenError``."""
+    if len(token) == SEAT_TOKEN_BYTES:
+        # No state token is this short (a sealed one has 33 bytes of overhead alone, a
+        # plain one a whole state): a seat token is 20 bytes, key id and MAC.
+        raise OpenTokenError(
+            f"that is a seat token ({SEAT_TOKEN_BYTES} bytes: a key id and a MAC of the "
+            "game id and seat, holding no state), not a state token",
+            BAD_INPUT,
+        )
+    plain = bool(token[0] & PLAIN_FLAG)
+    if keys is None and not plain:
+        raise OpenTokenError(f"{NO_KEYS} (the token is sealed)", BAD_INPUT)
+    # plain=True opens sealed tokens under the ring exactly as a sealing server does,
+    # and plain ones as a --plain-state server does; the ephemeral key opens nothing.
+    ring = KeyRing.ephemeral() if keys is None else keys
+    sealer = StateSealer(ring, game=GAME, schema_version=SCHEMA_VERSION, plain=True)
+    try:
+        payload = sealer.open(token)
+    except TokenError as error:
+        raise _refusal(error, token, keys) from None
+    state = _checked_state(payload, sealed=not plain)
+    key_id = None if plain else token[1 : 1 + KEY_ID_BYTES].hex()
+    return OpenedToken(state, state_codec.state_id(payload), key_id)
+
+
+def _checked_state(payload: bytes, *, sealed: bool) -> pb.GameState:
+    """The ``GameState`` of an opened token, refused as a server refuses it: a sealed one
+    only when it holds fields this release does not know (a newer release sealed it,
+    and printing it would drop them), a plain one also for any inconsistency."""
+    try:
+        message = pb.GameState.FromString(payload)
+    except DecodeError:
+        raise OpenTokenError(
+            "the state token does not hold a game state", DOES_NOT_OPEN, "STATE_INVALID"
+        ) from None
+    try:
+        state_codec.state_from_proto(message, trusted=sealed)
+    except codec.NewerReleaseError as error:
+        raise OpenTokenError(
+            f"{error.description}: a newer release sealed or wrote it; open it with the "
+            "cardrules of that release, which reads every field",
+            DOES_NOT_OPEN,
+            "TOKEN_FROM_NEWER_RELEASE" if sealed else "STATE_INVALID",
+        ) from None
+    except codec.CodecError as error:
+        raise OpenTokenError(
+            f"state: {error.description}", DOES_NOT_OPEN, "STATE_INVALID"
+        ) from None
+    return message
+
+
+def _refusal(error: TokenError, token: bytes, keys: KeyRing | None) -> OpenTokenError:
+    """``error`` in this command's words: the server's say "this server"."""
+    if error.reason == "TOKEN_UNKNOWN_KEY":
+        given = ", ".join(KeyRing.key_id(key).hex() for key in keys.keys) if keys else ""
+        return OpenTokenError(
+            f"the state token was sealed with key id {error.metadata['key_id']}, which is "
+            f"none of the keys given ({given}): cardrules keyid prints a key's id",
+            DOES_NOT_OPEN,
+            error.reason,
+        )
+    if error.reason == "TOKEN_MALFORMED":
+        return OpenTokenError(f"{error.message}: no state token", BAD_INPUT, error.reason)
+    if error.reason == "TOKEN_FROM_NEWER_RELEASE":
+        return OpenTokenError(
+            f"state token schema version {error.metadata['version']} is from a newer "
+            f"release (this one reads version {SCHEMA_VERSION}): open it with that "
+            "release's cardrules",
+            DOES_NOT_OPEN,
+            error.reason,
+        )
+    if error.reason == "TOKEN_SCHEMA_UNSUPPORTED":
+        return OpenTokenError(
+            f"state token schema version {error.metadata['version']} is not one this "
+            f"release reads (version {SCHEMA_VERSION})",
+            DOES_NOT_OPEN,
+            error.reason,
+        )
+    # TOKEN_INVALID: altered, truncated, or of another game type. TOKEN_PLAIN_DISABLED
+    # cannot happen: this sealer opens plain tokens.
+    return OpenTokenError(error.message, DOES_NOT_OPEN, error.reason)

@@ -385,22 +385,17 @@ def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
         "for a sealed token, a bad key, stdin not one base64 token, a seat token).",
     )
     # serve's own flags, as keyid has them: help, refusals and a list given twice alike.
-    add_server_arguments(opener, only=("state_keys", "state_keys_file"))
+    add_server_arguments(opener, only=serve_command.KEY_SETTINGS)
     opener.set_defaults(handler=_open_token)
 
 
 def _open_token(args: argparse.Namespace) -> int:
     """``cardrules open-token``: ``service.open_token`` on the token read from stdin."""
     # Imported here: its imports (the server's) would slow every command's start.
-    from service.open_token import (
-        OpenTokenError,
-        configured_keys,
-        open_state_token,
-        token_from_text,
-    )
+    from service.open_token import OpenTokenError, open_state_token, token_from_text
 
     try:
-        keys = configured_keys(args)
+        keys = serve_command.configured_keys(args)
     except ConfigValueError as error:
         return _fail(hide_keys(str(error)))
     if sys.stdin is None:  # started with stdin closed (``<&-``): Python gives it None

@@ -13,13 +13,10 @@ come): it is for auditors, never for players.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import json
-import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +25,8 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from service import codec, state_codec
-from service.config import env_name, resolve
 from service.krypkasino_api import GAME
+from service.serve_command import NO_KEYS
 from service.server import SCHEMA_VERSION
 from service.tokens import (
     KEY_ID_BYTES,
@@ -46,13 +43,6 @@ from service.tokens import (
 BAD_INPUT = 2
 DOES_NOT_OPEN = 1
 
-#: The settings the keys are read from, as ``serve`` and ``keyid`` read them.
-KEY_SETTINGS = ("state_keys", "state_keys_file")
-
-NO_KEYS = (
-    "no state keys given: set CARDRULES_STATE_KEYS or CARDRULES_STATE_KEYS_FILE, or "
-    "give --state-keys or --state-keys-file"
-)
 _RAW_BYTES_HINT = (
     "give the state token as base64 text (standard or URL-safe), as HTTP/JSON carries it; "
     "raw token bytes, as gRPC gives them: base64 -w0 < FILE | cardrules open-token"
@@ -97,22 +87,6 @@ class OpenedToken:
             ),
         }
         return json.dumps(document, indent=2) + "\n"
-
-
-def configured_keys(
-    args: argparse.Namespace, environ: Mapping[str, str] | None = None
-) -> KeyRing | None:
-    """The state keys as ``serve`` reads them (``--state-keys``, ``--state-keys-file`` or
-    their variables), from the key settings alone: another setting's bad value is no
-    reason to refuse. None when none is given. Raises ``ConfigValueError`` as ``serve``
-    refuses a bad key (its message may quote a setting: pass it through ``hide_keys``)."""
-    env = os.environ if environ is None else environ
-    keys_only = {name: env[name] for name in map(env_name, KEY_SETTINGS) if name in env}
-    given = argparse.Namespace(
-        state_keys=args.state_keys, state_keys_file=args.state_keys_file, plain_state=None
-    )
-    keys = resolve(given, keys_only).state_keys
-    return None if keys is None else KeyRing.parse(keys)  # resolve has checked them
 
 
 def token_from_text(data: bytes) -> bytes:

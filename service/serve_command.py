@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.config import (
     DEPRECATED_MULTIPROC_ENV,
@@ -32,6 +32,9 @@ from service.config import (
 )
 from service.start_signals import pending_signals
 from service.value_space import BYTES_PER_PROCESS, reserve
+
+if TYPE_CHECKING:
+    from service.tokens import KeyRing
 
 
 def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -54,8 +57,12 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     _add_keyid(subparsers)
 
 
-#: The settings ``keyid`` reads the keys from, as ``serve`` does.
-_KEY_SETTINGS = ("state_keys", "state_keys_file")
+#: The settings ``keyid`` and ``open-token`` read the keys from, as ``serve`` does.
+KEY_SETTINGS = ("state_keys", "state_keys_file")
+NO_KEYS = (
+    "no state keys given: set CARDRULES_STATE_KEYS or CARDRULES_STATE_KEYS_FILE, or "
+    "give --state-keys or --state-keys-file"
+)
 
 
 def _add_keyid(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -69,7 +76,7 @@ def _add_keyid(subparsers: argparse._SubParsersAction[Any]) -> None:
         "variables: every user of the machine can read a command line.",
     )
     # serve's own flags, so that help, refusals and a list given twice read the same.
-    add_server_arguments(keyid, only=_KEY_SETTINGS)
+    add_server_arguments(keyid, only=KEY_SETTINGS)
     keyid.set_defaults(handler=run_keyid)
 
 
@@ -142,30 +149,35 @@ def run_keygen(args: argparse.Namespace) -> int:
     return print_output(KeyRing.generate_key_text() + "\n")
 
 
+def configured_keys(args: argparse.Namespace) -> KeyRing | None:
+    """The state keys as ``serve`` reads them (``--state-keys``, ``--state-keys-file`` or
+    their variables), from the key settings alone: a bad CARDRULES_GRPC_PORT is no reason
+    to refuse to name or use the keys. None when none is given. Raises
+    ``ConfigValueError`` as ``serve`` refuses a bad key (its message may quote a setting:
+    pass it through ``hide_keys``)."""
+    from service.tokens import KeyRing
+
+    environ = {name: os.environ[name] for name in map(env_name, KEY_SETTINGS) if name in os.environ}
+    given = argparse.Namespace(
+        state_keys=args.state_keys, state_keys_file=args.state_keys_file, plain_state=None
+    )
+    keys = resolve(given, environ).state_keys
+    return None if keys is None else KeyRing.parse(keys)  # resolve has checked them
+
+
 def run_keyid(args: argparse.Namespace) -> int:
     """Print the id of each configured key, the primary first (docs/operations.md, "Key
     rotation", step 3): a backend checks its stored tokens' key ids against them."""
     from service.cli import print_output
     from service.tokens import KeyRing
 
-    # serve's reading of the keys, refusals included, from the key settings alone: a bad
-    # CARDRULES_GRPC_PORT is no reason to refuse to name the keys.
-    environ = {
-        name: os.environ[name] for name in map(env_name, _KEY_SETTINGS) if name in os.environ
-    }
-    given = argparse.Namespace(
-        state_keys=args.state_keys, state_keys_file=args.state_keys_file, plain_state=None
-    )
     try:
-        keys = resolve(given, environ).state_keys
+        keys = configured_keys(args)
     except ConfigValueError as error:
         return _fail(hide_keys(str(error)))
     if keys is None:  # serve would make an ephemeral key, which no other process shares
-        return _fail(
-            "no state keys given: set CARDRULES_STATE_KEYS or CARDRULES_STATE_KEYS_FILE, or "
-            "give --state-keys or --state-keys-file"
-        )
-    lines = [KeyRing.key_id(key).hex() for key in KeyRing.parse(keys).keys]
+        return _fail(NO_KEYS)
+    lines = [KeyRing.key_id(key).hex() for key in keys.keys]
     lines[0] += "  primary"  # the first key seals (docs/api.md, "State tokens")
     return print_output("".join(f"{line}\n" for line in lines))
 

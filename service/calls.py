@@ -212,6 +212,10 @@ class CallRunner:
         if error is None or error.code not in _NOT_STANDING:
             for count in info.counts:
                 count()
+        # The state a handler made is on the line only if its caller got it: a call
+        # dropped at its deadline after the handler had sealed one would read as a move
+        # delivered (docs/operations.md, "Log lines").
+        state_id = info.state_id if error is None else None
         fields = request_log_fields(
             request_id=request_id,
             method=f"{service}/{method}",
@@ -222,7 +226,7 @@ class CallRunner:
             peer=peer,
             seat=info.seat,
             move_number=info.move_number,
-            state_id=info.state_id,
+            state_id=state_id,
             deal_source=info.deal_source,
             draw_given=info.draw_given,
             attempt=attempt,

@@ -3,6 +3,7 @@ threads, forked workers and processes; the caller's id when usable."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,7 +15,14 @@ import google.rpc.code_pb2 as code_pb2
 import google.rpc.error_details_pb2 as error_details_pb2
 import pytest
 
-from service.calls import CallInfo, CallRunner, new_request_id, request_id_from
+from service.calls import (
+    CallInfo,
+    CallRunner,
+    new_request_id,
+    request_id_from,
+    within_deadline,
+)
+from service.logs import configure_logging
 
 ROOT = Path(__file__).resolve().parents[2]
 ID_FORM = re.compile(r"[0-9a-f]{32}")
@@ -125,3 +133,23 @@ def test_a_bug_is_refused_as_docs_api_md_says_without_its_details():
     assert (info.reason, info.domain, dict(info.metadata)) == ("INTERNAL", "cardrules", {})
     wire = status.SerializeToString()
     assert secret.encode() not in wire and b"KeyError" not in wire
+
+
+def test_a_state_its_caller_never_got_is_not_on_the_request_line(capsys):
+    """docs/operations.md, "Log lines": ``state_id`` is absent on a refused call. A call
+    whose deadline passed while its handler sealed the next state is refused
+    DEADLINE_EXCEEDED: that state reached no one, so its line must not read as a move
+    delivered (the same state id twice reads as one move sent twice)."""
+    configure_logging("json")
+    remaining = iter([1.0, 0.0])  # time left before the handler runs, then after it
+
+    def sealing(request: int, info: CallInfo) -> int:
+        info.state_id = "f25bec360fa1c769"
+        return request
+
+    handler = within_deadline(sealing, lambda: next(remaining))
+    outcome = CallRunner(None).run("s.S", "Play", "http", "rid-late", handler, 1)
+    assert outcome.error is not None and outcome.error.reason == "DEADLINE_EXCEEDED"
+    [line] = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
+    assert (line["event"], line["code"]) == ("request", "DeadlineExceeded")
+    assert "state_id" not in line

@@ -105,10 +105,13 @@ def token_from_text(data: bytes) -> bytes:
     normalized = text.rstrip(b"=").replace(b"-", b"+").replace(b"_", b"/")
     normalized += b"=" * (-len(normalized) % 4)
     try:
-        return base64.b64decode(normalized, validate=True)
+        token = base64.b64decode(normalized, validate=True)
     except binascii.Error:
         # ``from None``: the underlying error could quote the token.
         raise OpenTokenError(f"stdin is not base64: {_RAW_BYTES_HINT}", BAD_INPUT) from None
+    if not token:  # only padding: "=" or "=="
+        raise OpenTokenError(f"stdin is not base64: {_RAW_BYTES_HINT}", BAD_INPUT)
+    return token
 
 
 def open_state_token(token: bytes, keys: KeyRing | None) -> OpenedToken:

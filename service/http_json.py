@@ -65,8 +65,7 @@ _BASE64_ALPHABET = "[A-Za-z0-9+/_-]"
 BASE64_PATTERN = (
     f"^(?:{_BASE64_ALPHABET}{{4}})*(?:{_BASE64_ALPHABET}{{2}}(?:==)?|{_BASE64_ALPHABET}{{3}}=?)?$"
 )
-_BASE64_WHOLE = re.compile(BASE64_PATTERN)
-# Base64 characters then padding, of any length: what is left to say of one that is not.
+# Base64 characters then padding, of any length (``_base64_problem`` checks the length).
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
 # An enum number in a string; json_format checks its value.
@@ -454,16 +453,20 @@ def _is_int32(number: str | int) -> bool:
 def _base64_problem(text: str) -> str | None:
     """Why ``text`` is not standard or URL-safe base64 (padding optional), or None.
 
-    ``BASE64_PATTERN`` alone decides (fullmatch: its ``$`` would also let a final
-    newline through), so that the OpenAPI document's pattern says what is taken.
+    Takes exactly what ``BASE64_PATTERN`` (the OpenAPI document's) matches
+    (tests/service/test_http_json_strict.py compares them), by one character-class
+    match and the length's arithmetic: the pattern's repeated group costs four times as
+    much on every state token a call sends.
     """
-    if _BASE64_WHOLE.fullmatch(text):
-        return None
-    if _BASE64.fullmatch(text) is None:
+    match = _BASE64.fullmatch(text)
+    if match is None:
         if (bad := _BASE64_CHAR.search(text)) is not None:
             return f"{_quoted(bad.group())} at offset {bad.start()} is not a base64 character"
         return '"=" may only pad the end'
-    return f"{len(text)} characters cannot be base64 (a character is missing or extra)"
+    data, padding = match.groups()
+    if len(data) % 4 == 1 or (padding and (len(data) + len(padding)) % 4 != 0):
+        return f"{len(text)} characters cannot be base64 (a character is missing or extra)"
+    return None
 
 
 def _cut(text: str, limit: int) -> str:

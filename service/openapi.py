@@ -250,7 +250,8 @@ class ErrorResponse:
 # a state token's (``_open``, tokens.py), a seat's (``_authorise``, ``_seat_missing``),
 # a move's (``play``, the engine's reasons) and NewGame's request. FIELD_UNKNOWN is
 # gRPC's alone (over HTTP an unknown field is JSON_INVALID), CLIENT_GONE is answered to
-# nobody and NOT_FOUND_ROUTE is of no route, so no operation lists them.
+# nobody and NOT_FOUND_ROUTE is of no route, so no operation lists them; a route answers
+# HTTP_VERSION_NOT_SUPPORTED (505) and logs it as its method.
 _ANY_ROUTE = frozenset(
     {
         "REQUEST_MALFORMED",
@@ -262,6 +263,7 @@ _ANY_ROUTE = frozenset(
         "UNSUPPORTED_MEDIA_TYPE",
         "INTERNAL",
         "DEADLINE_EXCEEDED",
+        "HTTP_VERSION_NOT_SUPPORTED",
     }
 )
 _STATE_REASONS = frozenset(
@@ -341,6 +343,12 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
         "DEADLINE_EXCEEDED: the call's Grpc-Timeout passed before its answer was ready (its "
         "body came too slowly, it waited in an overloaded server, or the deadline was "
         "shorter than the call needs).",
+    ),
+    ErrorResponse(
+        "505",
+        "HttpVersionNotSupported",
+        "UNIMPLEMENTED: a request line naming an HTTP version other than 1.0 or 1.1 "
+        "(HTTP/2.0 as text, say); the status line says HTTP/1.1.",
     ),
 )
 

@@ -162,13 +162,10 @@ def operation_reasons(document: Any, operation: Any) -> dict[str, set[str]]:
 
 def gateway_reasons() -> set[str]:
     """The reasons of docs/api.md's table of the HTTP gateway's own refusals that any
-    route of an RPC can meet: 400 ones and the framing's, not an unknown path's
-    (404), another HTTP version's (505) or a client gone (499, answered to nobody)."""
-    return {
-        reason
-        for _, reason, http, _ in error_tables()
-        if http and http not in {"404", "499", "505"}
-    }
+    route of an RPC can meet: 400 ones, the framing's and another HTTP version's (505,
+    which a route answers and logs as its method), not an unknown path's (404) or a
+    client gone (499, answered to nobody)."""
+    return {reason for _, reason, http, _ in error_tables() if http and http not in {"404", "499"}}
 
 
 # What each request field can be refused for (docs/api.md, "Errors"), said once more here

@@ -381,8 +381,9 @@ def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
         "(cards are engine card codes, rank * 4 + suit). The keys are read as serve reads "
         "them; prefer the variables: every user of the machine can read a command line.",
         epilog="Exit status: 0 printed; 1 the token does not open with these keys (unknown "
-        "key, altered) or holds a state this release does not read; 2 bad input (no keys "
-        "for a sealed token, a bad key, stdin not one base64 token, a seat token).",
+        "key, altered) or holds a state this release does not read, or the result could "
+        "not be printed (stdout closed or full); 2 bad input (no keys for a sealed token, "
+        "a bad key, stdin not one base64 token, a seat token).",
     )
     # serve's own flags, as keyid has them: help, refusals and a list given twice alike.
     add_server_arguments(opener, only=serve_command.KEY_SETTINGS)

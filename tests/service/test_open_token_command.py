@@ -19,7 +19,8 @@ from cardrules.client import KrypkasinoClient
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from service.calls import CallInfo
-from service.krypkasino_api import SEED_HIGH, SEED_LOW, KrypkasinoApi
+from service.krypkasino_api import GAME, SEED_HIGH, SEED_LOW, KrypkasinoApi
+from service.server import SCHEMA_VERSION
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from tests.service.http_helpers import rpc
 from tests.service.server_process import CARDRULES, TEST_KEY, ServerProcess, server_environment
@@ -77,6 +78,15 @@ def played_game(server: ServerProcess) -> tuple[Any, Any]:
     asked = {"state": game["state"], "seat": seat, "seatToken": game["seatTokens"][seat]}
     (first, *_) = rpc(server, "legalMoves", asked)["moves"]
     return game, rpc(server, "play", {**asked, "move": first["move"]})
+
+
+def plain_game() -> tuple[StateSealer, pb.NewGameResponse]:
+    """A ``--plain-state`` sealer and a two-player game of seed 9 it made."""
+    ring = KeyRing.ephemeral()
+    sealer = StateSealer(ring, game=GAME, schema_version=SCHEMA_VERSION, plain=True)
+    api = KrypkasinoApi(sealer, SeatTokens(ring))
+    game = api.new_game(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=9), CallInfo())
+    return sealer, game
 
 
 def test_a_real_games_tokens_open_to_their_seed_and_the_views_state_id(server) -> None:
@@ -139,9 +149,7 @@ def test_a_server_drawn_seed_deals_the_game_again(server) -> None:
 
 def test_a_plain_token_opens_without_keys_and_says_it_is_plain() -> None:
     """A ``--plain-state`` token (its state checked as a plain server checks it)."""
-    ring = KeyRing.ephemeral()
-    api = KrypkasinoApi(StateSealer(ring, game="krypkasino", plain=True), SeatTokens(ring))
-    game = api.new_game(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=9), CallInfo())
+    _, game = plain_game()
     document = opened(base64.b64encode(game.state).decode(), keys=None)
     assert (document["plain"], document["key_id"]) == (True, None)
     assert document["state_id"] == game.view.state_id
@@ -234,6 +242,66 @@ def test_keys_are_refused_as_serve_refuses_them_never_quoted() -> None:
     )
 
 
+#: Field 99 of ``GameState``, varint 1: what a newer release's state could hold.
+UNKNOWN_FIELD = bytes([0x98, 0x06, 0x01])
+
+
+def test_a_sealed_state_with_fields_this_release_lacks_is_refused(server) -> None:
+    """Printed, the state would lack the newer release's field, unsaid: refused as the
+    server refuses it (``TOKEN_FROM_NEWER_RELEASE``), sealed under the test key as a newer
+    server with that key would seal it."""
+    game, _ = played_game(server)
+    sealer = StateSealer(
+        KeyRing.parse(TEST_KEY), game=GAME, schema_version=SCHEMA_VERSION, plain=False
+    )
+    payload = sealer.open(base64.b64decode(game["state"]))
+    assert opened(game["state"])["state_id"] == game["view"]["stateId"]  # opens as it is
+    newer = base64.b64encode(sealer.seal(payload + UNKNOWN_FIELD)).decode()
+    done = open_token(newer)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("cardrules: error: TOKEN_FROM_NEWER_RELEASE: ")
+    assert "open it with the cardrules of that release" in done.stderr
+
+
+def test_a_plain_token_is_checked_as_a_plain_server_checks_it() -> None:
+    """Whoever made a plain token could write any state in it: one whose turn is no
+    seat, or with a field this release lacks, is ``STATE_INVALID``, as a ``--plain-state``
+    server refuses it, not printed as if a game had reached it."""
+    sealer, game = plain_game()
+    state = pb.GameState.FromString(sealer.open(game.state))
+    state.turn = 5
+    done = open_token(base64.b64encode(sealer.seal(state.SerializeToString())).decode(), keys=None)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        "cardrules: error: STATE_INVALID: state: turn 5 is not a seat of 2 players\n",
+    )
+    extra = sealer.seal(sealer.open(game.state) + UNKNOWN_FIELD)
+    done = open_token(base64.b64encode(extra).decode(), keys=None)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("cardrules: error: STATE_INVALID: ")
+
+
+def test_a_result_that_cannot_be_printed_is_one_line_and_status_1() -> None:
+    """``> /dev/full``: as every command that prints a result (test_cli_output.py), and
+    as its --help says."""
+    _, game = plain_game()
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [CARDRULES, "open-token"],
+            env=server_environment(None, None),
+            input=base64.b64encode(game.state),
+            stdout=full,
+            stderr=subprocess.PIPE,
+            check=False,
+            timeout=60,
+        )
+    assert (done.returncode, done.stderr) == (
+        1,
+        b"cardrules: error: cannot print the result: No space left on device\n",
+    )
+
+
 def test_help_warns_that_the_output_is_for_audits_only() -> None:
     done = subprocess.run(
         [CARDRULES, "open-token", "--help"], capture_output=True, text=True, check=False
@@ -244,5 +312,6 @@ def test_help_warns_that_the_output_is_for_audits_only() -> None:
     assert "never for players" in text
     assert "base64 text (standard or URL-safe" in text
     assert "proto's field names (snake_case)" in text
+    assert "or the result could not be printed (stdout closed or full); 2 bad input" in text
     listed = subprocess.run([CARDRULES, "--help"], capture_output=True, text=True, check=False)
     assert "open-token" in listed.stdout

@@ -195,6 +195,86 @@ def test_a_play_whose_state_cannot_be_opened_logs_its_seat_alone(
     assert "move_number" not in line and "state_id" not in line
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_seat_0_left_out_of_the_request_is_logged_as_seat_0(
+    server: ServerProcess, transport: str
+) -> None:
+    """proto3 leaves a seat of 0 out of the bytes and out of the JSON, and the service
+    reads it as seat 0: the line says 0 (docs/operations.md: "a seat of 0 left out
+    included"), not nothing, for an answered LegalMoves and a refused Play alike."""
+    game = new_game(server, transport)
+    assert game.view.turn != 0  # so that seat 0's Play is refused
+    token = game.seat_tokens[0]
+    legal = pb.LegalMovesRequest(state=game.state, seat_token=token)
+    card = card_proto(full_deck(1)[0])
+    play = pb.PlayRequest(state=game.state, seat_token=token, move=pb.Move(card=card))
+    for request in (legal, play):
+        assert all(field.name != "seat" for field, _ in request.ListFields())
+        assert "seat" not in json_format.MessageToDict(request)
+    moves, legal_line = call(server, transport, "LegalMoves", legal, pb.LegalMovesResponse)
+    assert moves is not None and not moves.moves and legal_line["code"] == "OK"
+    answer, play_line = call(server, transport, "Play", play, pb.PlayResponse)
+    assert answer is None and play_line["reason"] == "NOT_YOUR_TURN"
+    for line in (legal_line, play_line):
+        assert (line["seat"], line["move_number"]) == (0, game.view.move_number)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_get_view_refused_its_seat_token_logs_its_move_number_but_no_state_id(
+    server: ServerProcess, transport: str
+) -> None:
+    """Seat 0 with seat 1's token (``SEAT_TOKEN_INVALID``): the state opened, so the line
+    has its move number and the seat named; no view was answered, so no state id."""
+    game = new_game(server, transport)
+    request = pb.GetViewRequest(state=game.state, seat=0, seat_token=game.seat_tokens[1])
+    answer, line = call(server, transport, "GetView", request, pb.GetViewResponse)
+    assert answer is None
+    assert (line["code"], line["reason"]) == ("PermissionDenied", "SEAT_TOKEN_INVALID")
+    assert (line["seat"], line["move_number"]) == (0, game.view.move_number)
+    assert line["game_id"] == game.game_id
+    assert "state_id" not in line
+
+
+def http_line(
+    server: ServerProcess, method: str, body: object, **headers: str
+) -> dict[str, object]:
+    """The request line of ``method`` over HTTP with this JSON ``body`` and ``headers``."""
+    request_id = f"timeline-unread-{next(_ids)}"
+    name = method[0].lower() + method[1:]
+    exchange(
+        f"{server.http_url}/v1/krypkasino:{name}",
+        json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id, **headers},
+    )
+    (line,) = server.request_lines(request_id)
+    return line
+
+
+def test_a_call_the_service_never_read_logs_nothing_of_its_request(
+    server: ServerProcess,
+) -> None:
+    """docs/operations.md: a body the gateway refused, or a call past its deadline before
+    its handler ran, has no seat, move number or deal source, though the body named them."""
+    game = new_game(server, "grpc")
+    asked = json_format.MessageToDict(
+        pb.LegalMovesRequest(state=game.state, seat=1, seat_token=game.seat_tokens[1])
+    )
+    refused = {
+        "JSON_INVALID": http_line(server, "LegalMoves", {**asked, "bogus": 1}),
+        "DEADLINE_EXCEEDED": http_line(server, "LegalMoves", asked, **{"Grpc-Timeout": "1n"}),
+    }
+    new = {"config": {"players": 2}, "seed": "7"}
+    refused_new_games = [
+        http_line(server, "NewGame", {**new, "bogus": 1}),
+        http_line(server, "NewGame", new, **{"Grpc-Timeout": "1n"}),
+    ]
+    for reason, line in refused.items():
+        assert line["reason"] == reason and line["game_id"] is None
+        assert "seat" not in line and "move_number" not in line
+    for line in refused_new_games:
+        assert "deal_source" not in line and "draw_given" not in line
+
+
 #: NewGame requests and the (deal_source, draw_given) of their lines.
 DEALS: dict[str, tuple[pb.NewGameRequest, str, bool]] = {
     "server": (pb.NewGameRequest(config=pb.GameConfig(players=2)), "server", False),

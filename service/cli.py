@@ -374,7 +374,8 @@ def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
         '(docs/api.md, "Keeping a game\'s record for disputes"). It reads one state token '
         "from stdin as base64 text (standard or URL-safe, padding optional, as HTTP/JSON "
         "carries it; white space around it is ignored), opens it with the keys given as "
-        "serve opens it (any of them; a plain token of --plain-state needs none) and prints "
+        "serve opens it (any of them; a plain token of --plain-state opens only without "
+        "keys, as a server with keys refuses it) and prints "
         "JSON: state_id (as the views of that state carry it), key_id (of the key that "
         "sealed it; null when plain), plain, and state: the GameState as proto3 JSON with "
         "the proto's field names (snake_case), every field shown, bytes fields in base64 "

@@ -115,9 +115,9 @@ def token_from_text(data: bytes) -> bytes:
 
 
 def open_state_token(token: bytes, keys: KeyRing | None) -> OpenedToken:
-    """``token`` opened under any key of ``keys`` as a server with them opens it, a plain
-    token too (as a ``--plain-state`` server would, with the checks a plain state gets).
-    ``keys`` None: only a plain token opens. Raises ``OpenTokenError``."""
+    """``token`` opened under any key of ``keys`` as a server with them opens it; with
+    ``keys`` None, only a plain token, as a ``--plain-state`` server would (with the
+    checks a plain state gets). Raises ``OpenTokenError``."""
     if len(token) == SEAT_TOKEN_BYTES:
         # No state token is this short (a sealed one has 33 bytes of overhead alone, a
         # plain one a whole state): a seat token is 20 bytes, key id and MAC.
@@ -129,8 +129,19 @@ def open_state_token(token: bytes, keys: KeyRing | None) -> OpenedToken:
     plain = bool(token[0] & PLAIN_FLAG)
     if keys is None and not plain:
         raise OpenTokenError(f"{NO_KEYS} (the token is sealed)", BAD_INPUT)
+    if keys is not None and plain:
+        # As a server with these keys refuses it: anyone can write a plain token, so
+        # opening it under the production keys would vouch for a forgery.
+        raise OpenTokenError(
+            "a plain state token, which a server with these keys refuses (anyone can "
+            "write one, so it proves nothing); give no keys to read it as a --plain-state "
+            "server would",
+            DOES_NOT_OPEN,
+            "TOKEN_PLAIN_DISABLED",
+        )
     # plain=True opens sealed tokens under the ring exactly as a sealing server does,
-    # and plain ones as a --plain-state server does; the ephemeral key opens nothing.
+    # and (given no keys) plain ones as a --plain-state server does; the ephemeral key
+    # opens nothing.
     ring = KeyRing.ephemeral() if keys is None else keys
     sealer = StateSealer(ring, game=GAME, schema_version=SCHEMA_VERSION, plain=True)
     try:
@@ -196,5 +207,5 @@ def _refusal(error: TokenError, token: bytes, keys: KeyRing | None) -> OpenToken
             error.reason,
         )
     # TOKEN_INVALID: altered, truncated, or of another game type. TOKEN_PLAIN_DISABLED
-    # cannot happen: this sealer opens plain tokens.
+    # cannot happen here: a plain token given keys is refused before opening.
     return OpenTokenError(error.message, DOES_NOT_OPEN, error.reason)

@@ -156,6 +156,15 @@ def test_a_plain_token_opens_without_keys_and_says_it_is_plain() -> None:
     assert document["state"]["seed"] == "9"
 
 
+def test_with_keys_a_plain_token_is_refused_as_a_sealing_server_refuses_it() -> None:
+    """Anyone can write a plain token: opened under the production keys with exit 0, a
+    forged one would pass an audit script that trusts the exit status."""
+    _, game = plain_game()
+    done = open_token(base64.b64encode(game.state).decode(), keys=TEST_KEY)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("cardrules: error: TOKEN_PLAIN_DISABLED: a plain state token")
+
+
 def test_without_keys_a_sealed_token_is_refused(server) -> None:
     game, _ = played_game(server)
     done = open_token(game["state"], keys=None)

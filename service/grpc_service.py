@@ -190,10 +190,9 @@ async def serve_call(
 ) -> ResponseT:
     """One gRPC call through ``runner``: the caller's request id, metrics, the log line
     (with the trace-id and parent-id of the caller's ``traceparent``, which is not
-    echoed), and a
-    refusal aborted as the rich ``google.rpc.Status`` (a call past its deadline gets
-    nothing); the request id goes back in the trailers of every answer. Every RPC takes
-    this path."""
+    echoed), and a refusal aborted as the rich ``google.rpc.Status`` (a call past its
+    deadline gets nothing); the request id goes back in the trailers of every answer.
+    Every RPC takes this path."""
     supplied, attempt, trace = call_headers(context.invocation_metadata())
     request_id = request_id_from(supplied)
     outcome = runner.run(

@@ -77,7 +77,7 @@ def play_floor_handler(
     for raw in requests:
         request = pb.PlayRequest.FromString(raw)
         answers[request.state] = api.play(request, CallInfo())
-    sealer = build_sealer(config, keys)
+    sealer = build_sealer(keys, plain=config.plain_state)
     seat_tokens = SeatTokens(keys)
 
     def floor(request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:

@@ -25,15 +25,13 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from service import codec, state_codec
-from service.krypkasino_api import GAME
 from service.serve_command import NO_KEYS
-from service.server import SCHEMA_VERSION
+from service.server import SCHEMA_VERSION, build_sealer
 from service.tokens import (
     KEY_ID_BYTES,
     PLAIN_FLAG,
     SEAT_TOKEN_BYTES,
     KeyRing,
-    StateSealer,
     TokenError,
 )
 
@@ -143,7 +141,7 @@ def open_state_token(token: bytes, keys: KeyRing | None) -> OpenedToken:
     # and (given no keys) plain ones as a --plain-state server does; the ephemeral key
     # opens nothing.
     ring = KeyRing.ephemeral() if keys is None else keys
-    sealer = StateSealer(ring, game=GAME, schema_version=SCHEMA_VERSION, plain=True)
+    sealer = build_sealer(ring, plain=True)
     try:
         payload = sealer.open(token)
     except TokenError as error:

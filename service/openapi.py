@@ -4,8 +4,8 @@ Paths come from the same ``service.http_routes`` the gateway serves, schemas
 from the messages under the proto3 JSON mapping (lowerCamelCase names, 64-bit
 integers as strings, bytes as base64 strings with ``contentEncoding`` and the
 pattern of the base64 the gateway takes, enums by name), error responses are
-the ``google.rpc.Status`` of design section 5 with typed details. Descriptions are the proto comments (``service.proto_comments``),
-which only a descriptor set made with ``--include_source_info`` carries:
+the ``google.rpc.Status`` of design section 5 with typed details. Descriptions
+are the proto comments (``service.proto_comments``), which only a descriptor set made with ``--include_source_info`` carries:
 ``scripts/generate_openapi.py`` makes one and writes the committed
 ``service/cardrules.openapi.json``, which ships inside the package and is
 what the server serves at ``/openapi.json``. Every component schema is

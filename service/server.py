@@ -87,16 +87,17 @@ def load_keys(config: ServerConfig) -> KeyRing:
 def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> KrypkasinoApi:
     """The API that both transports serve, sealing with ``keys`` (plain if configured)."""
     return KrypkasinoApi(
-        build_sealer(config, keys),
+        build_sealer(keys, plain=config.plain_state),
         SeatTokens(keys),
         metrics,
         refuse_chosen_deals=config.refuse_chosen_deals,
     )
 
 
-def build_sealer(config: ServerConfig, keys: KeyRing) -> StateSealer:
-    """The sealer of Krypkasino's state tokens under ``keys`` (plain if configured)."""
-    return StateSealer(keys, game=GAME, schema_version=SCHEMA_VERSION, plain=config.plain_state)
+def build_sealer(keys: KeyRing, *, plain: bool) -> StateSealer:
+    """The sealer of Krypkasino's state tokens under ``keys``; ``plain``: it writes plain
+    tokens and reads them (``--plain-state``), as ``cardrules open-token`` reads them."""
+    return StateSealer(keys, game=GAME, schema_version=SCHEMA_VERSION, plain=plain)
 
 
 def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:

@@ -100,7 +100,7 @@ def test_every_move_announces_the_sweep_ranks_its_view_shows(
 
 KEYS = KeyRing.parse(KeyRing.generate_key_text())
 API = build_api(ServerConfig(), KEYS, None)
-SEALER = build_sealer(ServerConfig(), KEYS)
+SEALER = build_sealer(KEYS, plain=ServerConfig().plain_state)
 GAME_ID = "hand-built"
 
 

@@ -26,10 +26,12 @@ from tests.service.server_process import failure_lines, running
 # PYTHONPATH): the task grpc.aio makes for each Health/Check call does not start for
 # seconds, so the client's cancel reaches the task before its first step, as it does
 # by chance under load. ``close`` ends the coroutine as a cancel before its first step
-# does, without running it.
+# does, without running it. Each delayed task adds a line to the file named by
+# ``DELAYED_TASKS``, so the test cancels once the server holds the call.
 DELAYED_FIRST_STEP = """
 import asyncio
 import asyncio.base_events
+import os
 
 _create_task = asyncio.base_events.BaseEventLoop.create_task
 
@@ -46,6 +48,8 @@ async def _started_late(coro):
 def create_task(self, coro, *, name=None, context=None):
     if name == "HandleExceptions[/grpc.health.v1.Health/Check]":
         coro = _started_late(coro)
+        with open(os.environ["DELAYED_TASKS"], "a") as delayed:
+            delayed.write("delayed\\n")
     return _create_task(self, coro, name=name, context=context)
 
 
@@ -60,15 +64,16 @@ GRPC_RECORD = (
 def test_a_call_cancelled_before_its_handler_started_is_a_debug_line_only(tmp_path: Path):
     (tmp_path / "sitecustomize.py").write_text(DELAYED_FIRST_STEP)
     path = os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
-    with running(
-        ("--log-level", "debug"), env={"PYTHONPATH": path}, failures_expected=True
-    ) as server:
+    delayed = tmp_path / "delayed"
+    delayed.touch()
+    env = {"PYTHONPATH": path, "DELAYED_TASKS": str(delayed)}
+    with running(("--log-level", "debug"), env=env, failures_expected=True) as server:
         with grpc.insecure_channel(server.target) as channel:
             check = health(channel).Check
-            for _ in range(2):
+            for calls in (1, 2):
                 call = check.future(health_pb2.HealthCheckRequest(service=""), timeout=30)
-                time.sleep(1)  # the server has the call, its task not yet started
-                assert call.cancel()
+                _wait_for_lines(delayed, calls)
+                assert call.cancel()  # the server has the call, its task not yet started
         records = server.wait_for_logs(GRPC_RECORD, count=2)
     # The record stays, at debug level (with its traceback), for whoever chases it.
     assert [(line["level"], line["logger"]) for line in records] == [
@@ -76,3 +81,10 @@ def test_a_call_cancelled_before_its_handler_started_is_a_debug_line_only(tmp_pa
     ] * 2
     assert [line["exception"][0]["exc_type"] for line in records] == ["CancelledError"] * 2  # type: ignore[index]
     assert failure_lines(server) == []  # no error line, no raw stderr line (a traceback)
+
+
+def _wait_for_lines(path: Path, count: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while len(path.read_text().splitlines()) < count:
+        assert time.monotonic() < deadline, "the server never delayed the call's task"
+        time.sleep(0.01)

@@ -29,8 +29,9 @@ without presence (plain proto3 scalars and enums, repeated fields, maps) is
 members) may be absent, except the few the service sets in every response
 (``SET_IN_EVERY_RESPONSE``). Response schemas allow further properties: a
 later release may add fields, which clients must ignore. Request schemas
-require what the server refuses a request without (``REQUIRED_IN_REQUESTS``;
-absent fields take their proto3 defaults) and allow no other properties, as
+require what the server refuses a request without (``REQUIRED_IN_REQUESTS``, the
+fields the protos mark ``(google.api.field_behavior) = REQUIRED``; absent fields
+take their proto3 defaults) and allow no other properties, as
 the server refuses names it does not know.
 
 A message that requests and responses share has one schema for both unless
@@ -57,13 +58,16 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from cardrules.cards.v1 import cards_pb2
 from cardrules.client.errors import USABLE_REQUEST_ID
 from cardrules.krypkasino.v1 import krypkasino_pb2
+from google.api import field_behavior_pb2
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import (
     Descriptor,
     EnumDescriptor,
     FieldDescriptor,
+    FileDescriptor,
     OneofDescriptor,
     ServiceDescriptor,
 )
@@ -130,39 +134,38 @@ SET_IN_EVERY_RESPONSE: frozenset[str] = frozenset(
     }
 )
 
-# Fields (by full name) without which the server refuses a request, so request
-# schemas require them. Each is read from service/krypkasino_api.py and
-# service/codec.py; tests/service/test_http_openapi_presence.py leaves each out of
-# an otherwise valid request to a real server and expects the refusal named here.
-# Never list a field whose zero value is valid: ``seat`` (0 is a seat, and proto3
-# JSON may omit a zero) or GetView's ``seat_token`` (needed only with a seat).
-REQUIRED_IN_REQUESTS: frozenset[str] = frozenset(
-    {
-        # _config: an absent config has 0 players, CONFIG_INVALID (config.players).
-        "cardrules.krypkasino.v1.NewGameRequest.config",
-        # Config.validate: 2 to 6 players, else CONFIG_INVALID (config.players).
-        "cardrules.krypkasino.v1.GameConfig.players",
-        # _open: no state token is STATE_MISSING (state).
-        "cardrules.krypkasino.v1.LegalMovesRequest.state",
-        # _authorise -> SeatTokens.verify: no seat token is SEAT_TOKEN_MISSING (403).
-        "cardrules.krypkasino.v1.LegalMovesRequest.seat_token",
-        # _open: STATE_MISSING.
-        "cardrules.krypkasino.v1.PlayRequest.state",
-        # _authorise: SEAT_TOKEN_MISSING (403).
-        "cardrules.krypkasino.v1.PlayRequest.seat_token",
-        # play: no move is MOVE_MISSING (move).
-        "cardrules.krypkasino.v1.PlayRequest.move",
-        # _open: STATE_MISSING.
-        "cardrules.krypkasino.v1.ScoreRequest.state",
-        # _open: STATE_MISSING.
-        "cardrules.krypkasino.v1.GetViewRequest.state",
-        # codec.move_from_proto: a move without its card is FIELD_INVALID (move.card).
-        "cardrules.krypkasino.v1.Move.card",
-        # codec.card_from_proto and cards_from_proto: RANK_UNSPECIFIED and
-        # SUIT_UNSPECIFIED are FIELD_INVALID (move.card.rank, decks[0].cards[3].suit).
-        "cardrules.cards.v1.Card.rank",
-        "cardrules.cards.v1.Card.suit",
-    }
+
+REQUIRED = field_behavior_pb2.FieldBehavior.REQUIRED
+# googleapis-common-protos' stub types the extension as a plain FieldDescriptor, which
+# mypy does not take as a key of ``Extensions``.
+FIELD_BEHAVIOR: Any = field_behavior_pb2.field_behavior
+
+
+def marked_required(files: Iterable[FileDescriptor]) -> frozenset[str]:
+    """The fields (by full name) the protos mark ``(google.api.field_behavior) = REQUIRED``
+    (AIP-203): those without which the server refuses a request, so request schemas
+    require them.
+
+    tests/service/test_http_openapi_presence.py leaves each out of an otherwise valid
+    request to a real server and expects a refusal naming it. Never mark a field whose
+    zero value is valid: ``seat`` (0 is a seat, and proto3 JSON may omit a zero) or
+    GetView's ``seat_token`` (needed only with a seat).
+    """
+    pending = [message for file in files for message in file.message_types_by_name.values()]
+    required: set[str] = set()
+    while pending:
+        message = pending.pop()
+        pending.extend(message.nested_types)
+        required.update(
+            field.full_name
+            for field in message.fields
+            if REQUIRED in field.GetOptions().Extensions[FIELD_BEHAVIOR]
+        )
+    return frozenset(required)
+
+
+REQUIRED_IN_REQUESTS: frozenset[str] = marked_required(
+    (krypkasino_pb2.DESCRIPTOR, cards_pb2.DESCRIPTOR)
 )
 
 _KRYPKASINO = "cardrules.krypkasino.v1."

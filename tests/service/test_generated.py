@@ -36,10 +36,12 @@ def test_committed_code_matches_fresh_generation(tmp_path: Path) -> None:
     assert not stale, f"generated files without a proto: {sorted(map(str, stale))}"
 
 
-#: The vendored googleapis protos: the HTTP annotations the protos use, and what a client
-#: needs to decode a refusal's details (google.rpc.Status, ErrorInfo, BadRequest).
+#: The vendored googleapis protos: the HTTP annotations and field behaviours the protos use,
+#: and what a client needs to decode a refusal's details (google.rpc.Status, ErrorInfo,
+#: BadRequest).
 VENDORED = (
     "google/api/annotations.proto",
+    "google/api/field_behavior.proto",
     "google/api/http.proto",
     "google/rpc/code.proto",
     "google/rpc/error_details.proto",

@@ -22,21 +22,26 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63\x61rdrules/cards/v1/cards.proto\x12\x12\x63\x61rdrules.cards.v1\"V\n\x04\x43\x61rd\x12&\n\x04rank\x18\x01 \x01(\x0e\x32\x18.cardrules.cards.v1.Rank\x12&\n\x04suit\x18\x02 \x01(\x0e\x32\x18.cardrules.cards.v1.Suit\"/\n\x04\x44\x65\x63k\x12\'\n\x05\x63\x61rds\x18\x01 \x03(\x0b\x32\x18.cardrules.cards.v1.Card*\xdf\x01\n\x04Rank\x12\x14\n\x10RANK_UNSPECIFIED\x10\x00\x12\x0c\n\x08RANK_ACE\x10\x01\x12\x0c\n\x08RANK_TWO\x10\x02\x12\x0e\n\nRANK_THREE\x10\x03\x12\r\n\tRANK_FOUR\x10\x04\x12\r\n\tRANK_FIVE\x10\x05\x12\x0c\n\x08RANK_SIX\x10\x06\x12\x0e\n\nRANK_SEVEN\x10\x07\x12\x0e\n\nRANK_EIGHT\x10\x08\x12\r\n\tRANK_NINE\x10\t\x12\x0c\n\x08RANK_TEN\x10\n\x12\r\n\tRANK_JACK\x10\x0b\x12\x0e\n\nRANK_QUEEN\x10\x0c\x12\r\n\tRANK_KING\x10\r*a\n\x04Suit\x12\x14\n\x10SUIT_UNSPECIFIED\x10\x00\x12\x0f\n\x0bSUIT_SPADES\x10\x01\x12\x0f\n\x0bSUIT_HEARTS\x10\x02\x12\x11\n\rSUIT_DIAMONDS\x10\x03\x12\x0e\n\nSUIT_CLUBS\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63\x61rdrules/cards/v1/cards.proto\x12\x12\x63\x61rdrules.cards.v1\x1a\x1fgoogle/api/field_behavior.proto\"b\n\x04\x43\x61rd\x12,\n\x04rank\x18\x01 \x01(\x0e\x32\x18.cardrules.cards.v1.RankB\x04\xe2\x41\x01\x02\x12,\n\x04suit\x18\x02 \x01(\x0e\x32\x18.cardrules.cards.v1.SuitB\x04\xe2\x41\x01\x02\"/\n\x04\x44\x65\x63k\x12\'\n\x05\x63\x61rds\x18\x01 \x03(\x0b\x32\x18.cardrules.cards.v1.Card*\xdf\x01\n\x04Rank\x12\x14\n\x10RANK_UNSPECIFIED\x10\x00\x12\x0c\n\x08RANK_ACE\x10\x01\x12\x0c\n\x08RANK_TWO\x10\x02\x12\x0e\n\nRANK_THREE\x10\x03\x12\r\n\tRANK_FOUR\x10\x04\x12\r\n\tRANK_FIVE\x10\x05\x12\x0c\n\x08RANK_SIX\x10\x06\x12\x0e\n\nRANK_SEVEN\x10\x07\x12\x0e\n\nRANK_EIGHT\x10\x08\x12\r\n\tRANK_NINE\x10\t\x12\x0c\n\x08RANK_TEN\x10\n\x12\r\n\tRANK_JACK\x10\x0b\x12\x0e\n\nRANK_QUEEN\x10\x0c\x12\r\n\tRANK_KING\x10\r*a\n\x04Suit\x12\x14\n\x10SUIT_UNSPECIFIED\x10\x00\x12\x0f\n\x0bSUIT_SPADES\x10\x01\x12\x0f\n\x0bSUIT_HEARTS\x10\x02\x12\x11\n\rSUIT_DIAMONDS\x10\x03\x12\x0e\n\nSUIT_CLUBS\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cardrules.cards.v1.cards_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RANK']._serialized_start=192
-  _globals['_RANK']._serialized_end=415
-  _globals['_SUIT']._serialized_start=417
-  _globals['_SUIT']._serialized_end=514
-  _globals['_CARD']._serialized_start=54
-  _globals['_CARD']._serialized_end=140
-  _globals['_DECK']._serialized_start=142
-  _globals['_DECK']._serialized_end=189
+  _globals['_CARD'].fields_by_name['rank']._loaded_options = None
+  _globals['_CARD'].fields_by_name['rank']._serialized_options = b'\342A\001\002'
+  _globals['_CARD'].fields_by_name['suit']._loaded_options = None
+  _globals['_CARD'].fields_by_name['suit']._serialized_options = b'\342A\001\002'
+  _globals['_RANK']._serialized_start=237
+  _globals['_RANK']._serialized_end=460
+  _globals['_SUIT']._serialized_start=462
+  _globals['_SUIT']._serialized_end=559
+  _globals['_CARD']._serialized_start=87
+  _globals['_CARD']._serialized_end=185
+  _globals['_DECK']._serialized_start=187
+  _globals['_DECK']._serialized_end=234
 # @@protoc_insertion_point(module_scope)

@@ -104,7 +104,9 @@ def _utf8(text: str) -> str:
 
 def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -> any_pb2.Any:
     packed = any_pb2.Any()
-    packed.Pack(message)
+    # Deterministic sorts the metadata map by key: protobuf orders a map by a hash table
+    # whose order changes with each process, so every replica would send other bytes.
+    packed.Pack(message, deterministic=True)
     return packed
 
 

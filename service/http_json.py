@@ -698,6 +698,10 @@ def message_json(message: Message) -> bytes:
 
 
 def status_json(error: ServiceError) -> bytes:
-    """The ``google.rpc.Status`` of a refusal as JSON, details with their ``@type``."""
+    """The ``google.rpc.Status`` of a refusal as JSON, details with their ``@type``, the
+    ``ErrorInfo``'s metadata in key order as gRPC's bytes have it (``errors._pack``)."""
     value = json_format.MessageToDict(error.to_status())
+    info = value["details"][0]
+    if "metadata" in info:  # a map comes out in an order that changes with each process
+        info["metadata"] = dict(sorted(info["metadata"].items()))
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()

@@ -101,7 +101,8 @@ def _trailer(error: grpc.RpcError, name: str) -> str | bytes | None:
 
 
 def error_info(error: grpc.RpcError) -> ErrorReason | None:
-    """``(reason, metadata)`` of the call's ``ErrorInfo`` of domain ``cardrules``, or ``None``
+    """``(reason, metadata)`` of the call's ``ErrorInfo`` of domain ``cardrules`` (metadata in key
+    order), or ``None``
     if it has none. An ``ErrorInfo`` of another domain (a proxy's or a gateway's) is not the
     service's, whose reasons would not mean what a reason of its own spelling means here.
 
@@ -114,7 +115,8 @@ def error_info(error: grpc.RpcError) -> ErrorReason | None:
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()
         if detail.Unpack(info) and info.domain == DOMAIN:
-            return ErrorReason(info.reason, dict(info.metadata))
+            # In key order: a map's own order changes with each process.
+            return ErrorReason(info.reason, dict(sorted(info.metadata.items())))
     return None
 
 

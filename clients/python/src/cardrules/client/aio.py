@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar
@@ -44,6 +45,37 @@ def _outside_its_loop(problem: object) -> RuntimeError:
     """The error of a client made or used outside its event loop (README, "Asyncio"):
     ``problem``, grpc's or asyncio's words or the client's own, and what to do."""
     return RuntimeError(f"{problem}: {_MAKE_IT_IN_THE_LOOP}")
+
+
+def _channel_loop(channel: aio.Channel) -> asyncio.AbstractEventLoop | None:
+    """The event loop grpc.aio bound ``channel`` to as it was made (grpc keeps it as the
+    channel's ``_loop``), or else the running loop, or ``None``."""
+    loop = getattr(channel, "_loop", None)
+    if isinstance(loop, asyncio.AbstractEventLoop):
+        return loop
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _make_current(loop: asyncio.AbstractEventLoop) -> None:
+    """Make ``loop`` the thread's current event loop if the thread has none, as
+    ``asyncio.get_event_loop()`` did, and grpc.aio with it, before Python 3.12: so
+    ``asyncio.get_event_loop().run_until_complete(client.new_game(...))`` after a client
+    made outside a coroutine runs in the loop of its channel, not in another one.
+
+    The thread's current loop is asked for with its DeprecationWarning as an error, as
+    grpc.aio asks: where ``get_event_loop()`` would warn and make a loop, it makes none.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_event_loop()
+        except (RuntimeError, DeprecationWarning):
+            current = None
+    if current is None:
+        asyncio.set_event_loop(loop)
 
 
 class AsyncKrypkasinoClient:
@@ -109,12 +141,21 @@ class AsyncKrypkasinoClient:
             except RuntimeError as error:  # grpc's words come from deep inside its Cython
                 raise _outside_its_loop(error) from error
         self.channel = channel
-        try:
-            # The running loop, or outside a coroutine the thread's current one, which
-            # grpc.aio has just bound the channel to (and made, in a fresh main thread).
-            self._loop = asyncio.get_event_loop()
-        except RuntimeError as error:  # a given channel, outside any loop
-            raise _outside_its_loop(error) from error
+        # The loop the channel belongs to: the running one, or outside a coroutine the
+        # thread's current one, or (Python 3.12 on, with none current) a new one grpc.aio
+        # made, which asyncio.get_event_loop() would not return. Not asyncio's current
+        # loop: a given channel may belong to another, and get_event_loop() outside a
+        # coroutine warns, or makes yet another loop.
+        loop = _channel_loop(channel)
+        if loop is None or loop.is_closed():
+            raise _outside_its_loop(
+                "the channel belongs to no event loop"
+                if loop is None
+                else "the event loop of the channel is closed"
+            )
+        if self._owns_channel and not loop.is_running():
+            _make_current(loop)
+        self._loop = loop
         self._stub: krypkasino_pb2_grpc.KrypkasinoServiceAsyncStub = (
             krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
         )

@@ -608,6 +608,25 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         # grpc reads the port as "50051/" and fails every call: "Failed to parse port".
         ("localhost:50051/", "ends its address with '/'"),
         ("dns:///localhost:50051/", "ends its address with '/'"),
+        # and "localhost:50051/x" as a port of "50051/x": a target names no path.
+        ("localhost:50051/x", r"has a path after its address \('/x'\)"),
+        ("localhost:50051/cardrules", r"has a path after its address \('/cardrules'\)"),
+        ("dns:///localhost:50051/x", "has a path after its address"),
+        ("dns:localhost:50051/x", "has a path after its address"),
+        ("dns://8.8.8.8:53/localhost:50051/x", "has a path after its address"),
+        ("localhost/x", "has a path after its address"),
+        ("localhost:50051%2Fx", "has a path after its address"),
+        # grpc fails every call with UNKNOWN: "no port given for ipv4 scheme".
+        ("ipv4:127.0.0.1", "has no port for '127.0.0.1': every address of an ipv4: target"),
+        ("ipv4:127.0.0.1:50051,127.0.0.2", "has no port for '127.0.0.2'"),
+        ("IPV4:127.0.0.1", "every address of an IPV4: target needs one"),
+        ("ipv6:[::1]", "has no port for '\\[::1\\]': every address of an ipv6: target"),
+        ("ipv6:::1", "has no port for '::1'"),
+        # grpc reads a host with a colon as an IPv6 address: every call fails.
+        ("localhost:50051:1", "has a ':' too many"),
+        ("127.0.0.1:50051:1", "has a ':' too many"),
+        ("::1:50051", "has a ':' too many"),
+        ("ipv6:::1:50051", "has a ':' too many"),
         # A host grpc can never resolve or parse: it fails every call.
         ("local\nhost:50051", "white space or a control character"),
         (" localhost:50051", "white space or a control character"),
@@ -667,12 +686,30 @@ def test_grpc_itself_fails_every_call_to_a_dns_target_with_two_slashes(grpc_targ
         "127.0.0.1:0050051",  # grpc reads the port as atoi does: 50051
         "127.0.0.1:50051 ",  # and ignores white space after it
         "ipv4:127.0.0.1:50051/",  # and a slash after an ipv4: address list
+        "ipv4:127.0.0.1:50051/x",  # or a path
+        "ipv4:///127.0.0.1:50051",
+        "LOCALHOST:50051",
+        "DNS:///localhost:50051",
+        "dns:localhost:50051",
+        "dns:///[::1]:50051",
+        "localhost:50051?x=1",
+        "localhost:50051?x=/y",  # a slash in the query is no path
+        "localhost:50051#frag",
+        "localhost%3A50051",
+        "::1",  # an IPv6 address without a port, which dials 443
+        "fe80::1%25eth0",  # with a zone
+        "google-c2p:///cardrules.example.com",  # a resolver of grpc's own
     ],
 )
 def test_every_other_target_form_is_left_to_grpc(target: str) -> None:
     """The client README refuses only "a target that grpc would take quietly and then dial
     elsewhere or not at all": every form grpc dials as written is taken."""
     KrypkasinoClient(target).close()
+
+    async def make() -> None:
+        await AsyncKrypkasinoClient(target).close()
+
+    asyncio.run(make())
 
 
 # -- deadlines -------------------------------------------------------------------

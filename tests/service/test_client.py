@@ -530,34 +530,37 @@ def test_a_token_or_field_of_the_wrong_type_is_refused_naming_its_field() -> Non
     token = base64.b64encode(bytes(range(40))).decode()
     with KrypkasinoClient("127.0.0.1:1") as client:
         with pytest.raises(TypeError) as refused:
-            client.get_view(state=token)  # type: ignore[arg-type]
+            client.get_view(state=token)  # type: ignore[call-overload]
         assert str(refused.value) == (
             "state: expected the token's bytes, got str: a token in text (base64) is decoded first"
         )
         with pytest.raises(TypeError, match=r"^seat_token: expected the token's bytes, got int$"):
-            client.get_view(state=b"x", seat=0, seat_token=5)  # type: ignore[arg-type]
+            client.get_view(state=b"x", seat=0, seat_token=5)  # type: ignore[call-overload]
         with pytest.raises(TypeError, match=r"^seat: "):
-            client.get_view(state=b"x", seat="0")  # type: ignore[arg-type]
+            client.get_view(state=b"x", seat="0")  # type: ignore[call-overload]
 
 
 def test_a_request_and_field_keywords_together_are_refused() -> None:
     client = KrypkasinoClient("127.0.0.1:1")
     with pytest.raises(TypeError, match=r"not both: \['seat'\]"):
-        client.play(pb.PlayRequest(), seat=1)
+        client.play(pb.PlayRequest(), seat=1)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"not both: \['players'\]"):
-        client.new_game(pb.NewGameRequest(), players=2)
+        client.new_game(pb.NewGameRequest(), players=2)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="PlayRequest"):
-        client.play(pb.ScoreRequest())  # type: ignore[arg-type]
+        client.play(pb.ScoreRequest())  # type: ignore[call-overload]
     client.close()
     with pytest.raises(TypeError, match="exactly one"):
-        KrypkasinoClient()
+        KrypkasinoClient()  # type: ignore[call-overload]
     with (
         grpc.insecure_channel("127.0.0.1:1") as channel,
         pytest.raises(TypeError, match="exactly one"),
     ):
-        KrypkasinoClient("127.0.0.1:2", channel=channel)  # which would it call?
+        # Which would it call? (The types refuse it, as they do the other wrong calls here.)
+        KrypkasinoClient("127.0.0.1:2", channel=channel)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="channel_options"):
-        KrypkasinoClient(channel=grpc.insecure_channel("127.0.0.1:1"), load_balancing="round_robin")
+        KrypkasinoClient(  # type: ignore[call-overload]
+            channel=grpc.insecure_channel("127.0.0.1:1"), load_balancing="round_robin"
+        )
 
 
 @pytest.mark.parametrize(
@@ -1603,12 +1606,12 @@ def test_a_channel_of_the_other_kind_is_refused_at_once() -> None:
     async def check() -> None:
         async with grpc.aio.insecure_channel("127.0.0.1:1") as asynchronous:
             with pytest.raises(TypeError, match=r"must be a grpc \(not grpc.aio\) channel"):
-                KrypkasinoClient(channel=asynchronous)  # type: ignore[arg-type]  # the mistake
+                KrypkasinoClient(channel=asynchronous)  # type: ignore[call-overload]  # the mistake
         with (
             grpc.insecure_channel("127.0.0.1:1") as blocking,
             pytest.raises(TypeError, match=r"must be a grpc\.aio channel"),
         ):
-            AsyncKrypkasinoClient(channel=blocking)  # type: ignore[arg-type]  # the mistake
+            AsyncKrypkasinoClient(channel=blocking)  # type: ignore[call-overload]  # the mistake
 
     asyncio.run(check())
 

@@ -6,7 +6,7 @@ import asyncio
 import warnings
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, NoReturn, Self, TypeVar
+from typing import Any, NoReturn, Self, TypeVar, overload
 
 import grpc
 from grpc import aio
@@ -111,6 +111,29 @@ class AsyncKrypkasinoClient:
     #: whenever it is set.
     timeout: DefaultTimeout = DefaultTimeout()
 
+    @overload
+    def __init__(
+        self,
+        target: str,
+        *,
+        credentials: grpc.ChannelCredentials | None = ...,
+        timeout: float | None = ...,
+        load_balancing: str | None = ...,
+        options: Sequence[tuple[str, Any]] | None = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        *,
+        channel: aio.Channel,
+        timeout: float | None = ...,
+        # None, as when omitted: a given channel takes no settings of the client's.
+        credentials: None = ...,
+        load_balancing: None = ...,
+        options: None = ...,
+    ) -> None: ...
+
     def __init__(
         self,
         target: str | None = None,
@@ -214,6 +237,32 @@ class AsyncKrypkasinoClient:
             note_sent_request_id(error, sent)
             raise
 
+    @overload
+    async def new_game(
+        self,
+        request: pb.NewGameRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.NewGameResponse: ...
+
+    @overload
+    async def new_game(
+        self,
+        /,
+        *,
+        config: pb.GameConfig | None = ...,
+        players: int | None = ...,
+        seed: int | None = ...,
+        decks: Iterable[cards_pb2.Deck] | None = ...,
+        draw: cards_pb2.Deck | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.NewGameResponse: ...
+
     async def new_game(
         self,
         request: pb.NewGameRequest | None = None,
@@ -236,6 +285,30 @@ class AsyncKrypkasinoClient:
         message = messages.new_game(request, config, players, seed, decks, draw)
         return await self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)
 
+    @overload
+    async def legal_moves(
+        self,
+        request: pb.LegalMovesRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.LegalMovesResponse: ...
+
+    @overload
+    async def legal_moves(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.LegalMovesResponse: ...
+
     async def legal_moves(
         self,
         request: pb.LegalMovesRequest | None = None,
@@ -251,6 +324,31 @@ class AsyncKrypkasinoClient:
         """The seat's legal moves in canonical order (``LegalMoves``, K7.7). Pure, safe to retry."""
         message = messages.legal_moves(request, state, seat, seat_token)
         return await self._invoke(self._stub.LegalMoves, message, timeout, metadata, wait_for_ready)
+
+    @overload
+    async def play(
+        self,
+        request: pb.PlayRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.PlayResponse: ...
+
+    @overload
+    async def play(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        move: pb.Move | pb.LegalMove | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.PlayResponse: ...
 
     async def play(
         self,
@@ -274,6 +372,28 @@ class AsyncKrypkasinoClient:
         message = messages.play(request, state, seat, seat_token, move)
         return await self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
 
+    @overload
+    async def score(
+        self,
+        request: pb.ScoreRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.ScoreResponse: ...
+
+    @overload
+    async def score(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.ScoreResponse: ...
+
     async def score(
         self,
         request: pb.ScoreRequest | None = None,
@@ -287,6 +407,30 @@ class AsyncKrypkasinoClient:
         """The itemised score sheets, totals and winners (``Score``). Pure, safe to retry."""
         message = messages.score(request, state)
         return await self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
+
+    @overload
+    async def get_view(
+        self,
+        request: pb.GetViewRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.GetViewResponse: ...
+
+    @overload
+    async def get_view(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.GetViewResponse: ...
 
     async def get_view(
         self,

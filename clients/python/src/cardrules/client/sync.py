@@ -122,7 +122,11 @@ class KrypkasinoClient:
 
     def close(self) -> None:
         """Close the channel if the client opened it; calls after that raise grpc's
-        ``ValueError``, not an ``RpcError``."""
+        ``ValueError``, not an ``RpcError``.
+
+        Calls still in flight (in other threads) are cancelled at once: they raise a
+        ``grpc.RpcError`` with ``CANCELLED`` ("Channel closed!").
+        """
         if self._owns_channel:
             self.channel.close()
 

@@ -530,34 +530,37 @@ def test_a_token_or_field_of_the_wrong_type_is_refused_naming_its_field() -> Non
     token = base64.b64encode(bytes(range(40))).decode()
     with KrypkasinoClient("127.0.0.1:1") as client:
         with pytest.raises(TypeError) as refused:
-            client.get_view(state=token)  # type: ignore[arg-type]
+            client.get_view(state=token)  # type: ignore[call-overload]
         assert str(refused.value) == (
             "state: expected the token's bytes, got str: a token in text (base64) is decoded first"
         )
         with pytest.raises(TypeError, match=r"^seat_token: expected the token's bytes, got int$"):
-            client.get_view(state=b"x", seat=0, seat_token=5)  # type: ignore[arg-type]
+            client.get_view(state=b"x", seat=0, seat_token=5)  # type: ignore[call-overload]
         with pytest.raises(TypeError, match=r"^seat: "):
-            client.get_view(state=b"x", seat="0")  # type: ignore[arg-type]
+            client.get_view(state=b"x", seat="0")  # type: ignore[call-overload]
 
 
 def test_a_request_and_field_keywords_together_are_refused() -> None:
     client = KrypkasinoClient("127.0.0.1:1")
     with pytest.raises(TypeError, match=r"not both: \['seat'\]"):
-        client.play(pb.PlayRequest(), seat=1)
+        client.play(pb.PlayRequest(), seat=1)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"not both: \['players'\]"):
-        client.new_game(pb.NewGameRequest(), players=2)
+        client.new_game(pb.NewGameRequest(), players=2)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="PlayRequest"):
-        client.play(pb.ScoreRequest())  # type: ignore[arg-type]
+        client.play(pb.ScoreRequest())  # type: ignore[call-overload]
     client.close()
     with pytest.raises(TypeError, match="exactly one"):
-        KrypkasinoClient()
+        KrypkasinoClient()  # type: ignore[call-overload]
     with (
         grpc.insecure_channel("127.0.0.1:1") as channel,
         pytest.raises(TypeError, match="exactly one"),
     ):
-        KrypkasinoClient("127.0.0.1:2", channel=channel)  # which would it call?
+        # Which would it call? (The types refuse it, as they do the other wrong calls here.)
+        KrypkasinoClient("127.0.0.1:2", channel=channel)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="channel_options"):
-        KrypkasinoClient(channel=grpc.insecure_channel("127.0.0.1:1"), load_balancing="round_robin")
+        KrypkasinoClient(  # type: ignore[call-overload]
+            channel=grpc.insecure_channel("127.0.0.1:1"), load_balancing="round_robin"
+        )
 
 
 @pytest.mark.parametrize(
@@ -608,6 +611,25 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         # grpc reads the port as "50051/" and fails every call: "Failed to parse port".
         ("localhost:50051/", "ends its address with '/'"),
         ("dns:///localhost:50051/", "ends its address with '/'"),
+        # and "localhost:50051/x" as a port of "50051/x": a target names no path.
+        ("localhost:50051/x", r"has a path after its address \('/x'\)"),
+        ("localhost:50051/cardrules", r"has a path after its address \('/cardrules'\)"),
+        ("dns:///localhost:50051/x", "has a path after its address"),
+        ("dns:localhost:50051/x", "has a path after its address"),
+        ("dns://8.8.8.8:53/localhost:50051/x", "has a path after its address"),
+        ("localhost/x", "has a path after its address"),
+        ("localhost:50051%2Fx", "has a path after its address"),
+        # grpc fails every call with UNKNOWN: "no port given for ipv4 scheme".
+        ("ipv4:127.0.0.1", "has no port for '127.0.0.1': every address of an ipv4: target"),
+        ("ipv4:127.0.0.1:50051,127.0.0.2", "has no port for '127.0.0.2'"),
+        ("IPV4:127.0.0.1", "every address of an IPV4: target needs one"),
+        ("ipv6:[::1]", "has no port for '\\[::1\\]': every address of an ipv6: target"),
+        ("ipv6:::1", "has no port for '::1'"),
+        # grpc reads a host with a colon as an IPv6 address: every call fails.
+        ("localhost:50051:1", "has a ':' too many"),
+        ("127.0.0.1:50051:1", "has a ':' too many"),
+        ("::1:50051", "has a ':' too many"),
+        ("ipv6:::1:50051", "has a ':' too many"),
         # A host grpc can never resolve or parse: it fails every call.
         ("local\nhost:50051", "white space or a control character"),
         (" localhost:50051", "white space or a control character"),
@@ -667,12 +689,30 @@ def test_grpc_itself_fails_every_call_to_a_dns_target_with_two_slashes(grpc_targ
         "127.0.0.1:0050051",  # grpc reads the port as atoi does: 50051
         "127.0.0.1:50051 ",  # and ignores white space after it
         "ipv4:127.0.0.1:50051/",  # and a slash after an ipv4: address list
+        "ipv4:127.0.0.1:50051/x",  # or a path
+        "ipv4:///127.0.0.1:50051",
+        "LOCALHOST:50051",
+        "DNS:///localhost:50051",
+        "dns:localhost:50051",
+        "dns:///[::1]:50051",
+        "localhost:50051?x=1",
+        "localhost:50051?x=/y",  # a slash in the query is no path
+        "localhost:50051#frag",
+        "localhost%3A50051",
+        "::1",  # an IPv6 address without a port, which dials 443
+        "fe80::1%25eth0",  # with a zone
+        "google-c2p:///cardrules.example.com",  # a resolver of grpc's own
     ],
 )
 def test_every_other_target_form_is_left_to_grpc(target: str) -> None:
     """The client README refuses only "a target that grpc would take quietly and then dial
     elsewhere or not at all": every form grpc dials as written is taken."""
     KrypkasinoClient(target).close()
+
+    async def make() -> None:
+        await AsyncKrypkasinoClient(target).close()
+
+    asyncio.run(make())
 
 
 # -- deadlines -------------------------------------------------------------------
@@ -1566,12 +1606,12 @@ def test_a_channel_of_the_other_kind_is_refused_at_once() -> None:
     async def check() -> None:
         async with grpc.aio.insecure_channel("127.0.0.1:1") as asynchronous:
             with pytest.raises(TypeError, match=r"must be a grpc \(not grpc.aio\) channel"):
-                KrypkasinoClient(channel=asynchronous)  # type: ignore[arg-type]  # the mistake
+                KrypkasinoClient(channel=asynchronous)  # type: ignore[call-overload]  # the mistake
         with (
             grpc.insecure_channel("127.0.0.1:1") as blocking,
             pytest.raises(TypeError, match=r"must be a grpc\.aio channel"),
         ):
-            AsyncKrypkasinoClient(channel=blocking)  # type: ignore[arg-type]  # the mistake
+            AsyncKrypkasinoClient(channel=blocking)  # type: ignore[call-overload]  # the mistake
 
     asyncio.run(check())
 

@@ -116,3 +116,95 @@ print(game.view.move_number, len(game.seat_tokens))
         check=True,
     )
     assert ran.stdout.split() == ["0", "2"]
+
+
+# A channel made in one loop, given to clients made in others and outside any loop.
+GIVEN_CHANNEL = """
+import asyncio
+import sys
+
+import grpc
+
+from cardrules.client import AsyncKrypkasinoClient, channel_options
+
+target = sys.argv[1]
+
+
+async def call(client: AsyncKrypkasinoClient) -> None:
+    await client.new_game(players=2)
+
+
+def show(run) -> None:
+    try:
+        run()
+        print("OK")
+    except Exception as error:
+        print(f"{type(error).__name__}: {error}")
+
+
+async def open_channel() -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(target, channel_options())
+
+
+async def given(channel: grpc.aio.Channel) -> AsyncKrypkasinoClient:
+    return AsyncKrypkasinoClient(channel=channel, timeout=10)
+
+
+first = asyncio.new_event_loop()
+channel = first.run_until_complete(open_channel())
+client = asyncio.run(given(channel))  # made in a loop that is not the channel's
+show(lambda: first.run_until_complete(call(client)))
+show(lambda: asyncio.run(call(client)))
+show(lambda: first.run_until_complete(call(AsyncKrypkasinoClient(channel=channel))))
+first.run_until_complete(channel.close())
+first.close()
+show(lambda: AsyncKrypkasinoClient(channel=channel))
+"""
+
+
+def test_a_client_given_a_channel_belongs_to_the_channels_event_loop(grpc_target: str) -> None:
+    """Wherever the client is made: in another loop, or outside any loop after an earlier
+    asyncio.run (where asyncio has no current loop). It was bound to the loop it was made
+    in, so the channel's own loop was refused and another loop met grpc's "attached to a
+    different loop"; made outside a loop it was refused at once."""
+    ran = subprocess.run(
+        [sys.executable, "-W", "error", "-c", GIVEN_CHANNEL, grpc_target],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = ran.stdout.splitlines()
+    assert len(lines) == 4, ran.stdout
+    assert lines[0] == "OK", ran.stdout
+    assert lines[1].startswith(REFUSED), ran.stdout
+    assert lines[2] == "OK", ran.stdout
+    assert lines[3].startswith(f"RuntimeError: the event loop of the channel is closed: {ADVICE}")
+    assert "Traceback" not in ran.stderr, ran.stderr
+
+
+def test_a_client_made_outside_a_coroutine_takes_the_thread_loop_of_its_channel(
+    grpc_target: str,
+) -> None:
+    """The client's loop is the very loop grpc bound its channel to, which becomes the
+    thread's current loop where the thread had none: on Python 3.12 and later grpc makes a
+    loop it does not set, and the client took asyncio.get_event_loop()'s, another one."""
+    script = f"""
+import asyncio
+from cardrules.client import AsyncKrypkasinoClient
+
+client = AsyncKrypkasinoClient({grpc_target!r}, timeout=10)
+loop = asyncio.get_event_loop()
+print(client._loop is client.channel._loop, loop is client.channel._loop)
+game = loop.run_until_complete(client.new_game(players=2, seed=3))
+loop.run_until_complete(client.close())
+print(game.view.move_number)
+"""
+    ran = subprocess.run(
+        [sys.executable, "-W", "error", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert ran.stdout.split() == ["True", "True", "0"], ran.stdout + ran.stderr

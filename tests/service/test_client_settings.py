@@ -38,14 +38,14 @@ def test_a_policy_grpc_would_refuse_at_every_call_is_refused_at_once(
     """grpc takes the name and fails every call with INVALID_ARGUMENT, the code of a bad
     request, as if the service had refused it."""
     with pytest.raises(error, match=match):
-        KrypkasinoClient(grpc_target, load_balancing=policy)  # type: ignore[arg-type]
+        KrypkasinoClient(grpc_target, load_balancing=policy)  # type: ignore[call-overload]
     with pytest.raises(error, match=match):
         channel_options(policy)  # type: ignore[arg-type]
     with pytest.raises(error, match=match):
         service_config(policy)  # type: ignore[arg-type]
 
     async def make() -> None:
-        AsyncKrypkasinoClient(grpc_target, load_balancing=policy)  # type: ignore[arg-type]
+        AsyncKrypkasinoClient(grpc_target, load_balancing=policy)  # type: ignore[call-overload]
 
     with pytest.raises(error, match=match):
         asyncio.run(make())

@@ -139,8 +139,10 @@ def test_the_readme_examples_and_subclasses_of_the_clients_type_check(tmp_path: 
     assert status == 1
     assert [Path(line.split(":")[0]).name for line in errors] == ["mistakes.py"] * 2, report
     misspelt, text_token = errors
-    assert 'Unexpected keyword argument "player" for "new_game"' in misspelt
-    assert 'Argument "state" to "score" of "KrypkasinoClient" has incompatible type' in text_token
+    assert 'Unexpected keyword argument "player" for overloaded function "new_game"' in misspelt
+    assert 'No overload variant of "score" of "KrypkasinoClient" matches argument type "str"' in (
+        text_token
+    )
 
 
 @pytest.mark.parametrize("client_class", [KrypkasinoClient, AsyncKrypkasinoClient])
@@ -155,3 +157,88 @@ def test_every_public_attribute_of_a_client_class_is_annotated(client_class: typ
         if not name.startswith("_") and not callable(value) and name not in annotated
     ]
     assert unannotated == []
+
+
+# Calls of each form the clients take, and calls that always raise TypeError (each line
+# ending in "# wrong"): a request message with field keywords, no target nor channel or
+# both, and channel settings beside a given channel.
+CALLS = """
+import grpc
+
+from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient, channel_options
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+
+def sync_calls(channel: grpc.Channel, state: bytes, token: bytes) -> None:
+    client = KrypkasinoClient("localhost:50051", timeout=2, load_balancing="round_robin")
+    KrypkasinoClient(target="localhost:50051", options=channel_options(), credentials=None)
+    KrypkasinoClient("localhost:50051", credentials=grpc.ssl_channel_credentials())
+    KrypkasinoClient(channel=channel, timeout=None)
+    KrypkasinoClient(channel=channel, options=None)
+    client.new_game()
+    client.new_game(players=2, seed=1, timeout=3, metadata=[("k", "v")], wait_for_ready=True)
+    client.new_game(pb.NewGameRequest(), timeout=None, metadata=None, wait_for_ready=False)
+    client.legal_moves(state=state, seat=0, seat_token=token)
+    client.legal_moves(pb.LegalMovesRequest(), timeout=1)
+    client.play(state=state, seat=0, seat_token=token, move=pb.Move())
+    client.play(pb.PlayRequest())
+    client.score(state=state)
+    client.score(pb.ScoreRequest(), metadata=[])
+    client.get_view(state=state)
+    client.get_view(pb.GetViewRequest(), wait_for_ready=True)
+    client.new_game(pb.NewGameRequest(), players=2)  # wrong
+    client.legal_moves(pb.LegalMovesRequest(), seat=0)  # wrong
+    client.play(pb.PlayRequest(), move=pb.Move())  # wrong
+    client.score(pb.ScoreRequest(), state=state)  # wrong
+    client.get_view(pb.GetViewRequest(), seat=1)  # wrong
+    KrypkasinoClient()  # wrong
+    KrypkasinoClient("localhost:50051", channel=channel)  # wrong
+    KrypkasinoClient(channel=channel, options=[("grpc.enable_retries", 0)])  # wrong
+    KrypkasinoClient(channel=channel, load_balancing="round_robin")  # wrong
+    KrypkasinoClient(channel=channel, credentials=grpc.ssl_channel_credentials())  # wrong
+
+
+async def async_calls(channel: grpc.aio.Channel, state: bytes, token: bytes) -> None:
+    client = AsyncKrypkasinoClient("localhost:50051", timeout=2, load_balancing="round_robin")
+    AsyncKrypkasinoClient(target="localhost:50051", options=channel_options(), credentials=None)
+    AsyncKrypkasinoClient("localhost:50051", credentials=grpc.ssl_channel_credentials())
+    AsyncKrypkasinoClient(channel=channel, timeout=None)
+    AsyncKrypkasinoClient(channel=channel, options=None)
+    await client.new_game()
+    await client.new_game(players=2, seed=1, timeout=3, metadata=[("k", "v")])
+    await client.new_game(pb.NewGameRequest(), timeout=None, metadata=None, wait_for_ready=False)
+    await client.legal_moves(state=state, seat=0, seat_token=token)
+    await client.legal_moves(pb.LegalMovesRequest(), timeout=1)
+    await client.play(state=state, seat=0, seat_token=token, move=pb.Move())
+    await client.play(pb.PlayRequest())
+    await client.score(state=state)
+    await client.score(pb.ScoreRequest(), metadata=[])
+    await client.get_view(state=state)
+    await client.get_view(pb.GetViewRequest(), wait_for_ready=True)
+    await client.new_game(pb.NewGameRequest(), players=2)  # wrong
+    await client.legal_moves(pb.LegalMovesRequest(), seat=0)  # wrong
+    await client.play(pb.PlayRequest(), move=pb.Move())  # wrong
+    await client.score(pb.ScoreRequest(), state=state)  # wrong
+    await client.get_view(pb.GetViewRequest(), seat=1)  # wrong
+    AsyncKrypkasinoClient()  # wrong
+    AsyncKrypkasinoClient("localhost:50051", channel=channel)  # wrong
+    AsyncKrypkasinoClient(channel=channel, options=[("grpc.enable_retries", 0)])  # wrong
+    AsyncKrypkasinoClient(channel=channel, load_balancing="round_robin")  # wrong
+    AsyncKrypkasinoClient(channel=channel, credentials=grpc.ssl_channel_credentials())  # wrong
+"""
+
+
+def test_the_types_refuse_exactly_the_calls_that_always_raise_type_error(tmp_path: Path) -> None:
+    """Each method takes a request message or field keywords, never both, and a client a
+    target or a channel, never both nor neither, and no channel settings with a channel:
+    every such call raises TypeError (test_client.py), and before the overloads mypy passed
+    them all. The calls each form takes pass."""
+    report, status = strict_mypy(tmp_path, {"calls": CALLS})
+    wrong = [
+        number for number, line in enumerate(CALLS.splitlines(), 1) if line.endswith("# wrong")
+    ]
+    errors = [line for line in report.splitlines() if ": error: " in line]
+    assert [int(line.split(":")[1]) for line in errors] == wrong, report
+    assert len(wrong) == 20
+    assert all("[call-overload]" in line for line in errors), report
+    assert status == 1

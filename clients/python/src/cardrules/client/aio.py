@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, NoReturn, Self, TypeVar
+from typing import Any, NoReturn, Self, TypeVar, overload
 
 import grpc
 from grpc import aio
@@ -46,6 +47,37 @@ def _outside_its_loop(problem: object) -> RuntimeError:
     return RuntimeError(f"{problem}: {_MAKE_IT_IN_THE_LOOP}")
 
 
+def _channel_loop(channel: aio.Channel) -> asyncio.AbstractEventLoop | None:
+    """The event loop grpc.aio bound ``channel`` to as it was made (grpc keeps it as the
+    channel's ``_loop``), or else the running loop, or ``None``."""
+    loop = getattr(channel, "_loop", None)
+    if isinstance(loop, asyncio.AbstractEventLoop):
+        return loop
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _make_current(loop: asyncio.AbstractEventLoop) -> None:
+    """Make ``loop`` the thread's current event loop if the thread has none, as
+    ``asyncio.get_event_loop()`` did, and grpc.aio with it, before Python 3.12: so
+    ``asyncio.get_event_loop().run_until_complete(client.new_game(...))`` after a client
+    made outside a coroutine runs in the loop of its channel, not in another one.
+
+    The thread's current loop is asked for with its DeprecationWarning as an error, as
+    grpc.aio asks: where ``get_event_loop()`` would warn and make a loop, it makes none.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_event_loop()
+        except (RuntimeError, DeprecationWarning):
+            current = None
+    if current is None:
+        asyncio.set_event_loop(loop)
+
+
 class AsyncKrypkasinoClient:
     """An asyncio client of ``cardrules.krypkasino.v1.KrypkasinoService`` (``grpc.aio``).
 
@@ -79,6 +111,29 @@ class AsyncKrypkasinoClient:
     #: whenever it is set.
     timeout: DefaultTimeout = DefaultTimeout()
 
+    @overload
+    def __init__(
+        self,
+        target: str,
+        *,
+        credentials: grpc.ChannelCredentials | None = ...,
+        timeout: float | None = ...,
+        load_balancing: str | None = ...,
+        options: Sequence[tuple[str, Any]] | None = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        *,
+        channel: aio.Channel,
+        timeout: float | None = ...,
+        # None, as when omitted: a given channel takes no settings of the client's.
+        credentials: None = ...,
+        load_balancing: None = ...,
+        options: None = ...,
+    ) -> None: ...
+
     def __init__(
         self,
         target: str | None = None,
@@ -109,12 +164,21 @@ class AsyncKrypkasinoClient:
             except RuntimeError as error:  # grpc's words come from deep inside its Cython
                 raise _outside_its_loop(error) from error
         self.channel = channel
-        try:
-            # The running loop, or outside a coroutine the thread's current one, which
-            # grpc.aio has just bound the channel to (and made, in a fresh main thread).
-            self._loop = asyncio.get_event_loop()
-        except RuntimeError as error:  # a given channel, outside any loop
-            raise _outside_its_loop(error) from error
+        # The loop the channel belongs to: the running one, or outside a coroutine the
+        # thread's current one, or (Python 3.12 on, with none current) a new one grpc.aio
+        # made, which asyncio.get_event_loop() would not return. Not asyncio's current
+        # loop: a given channel may belong to another, and get_event_loop() outside a
+        # coroutine warns, or makes yet another loop.
+        loop = _channel_loop(channel)
+        if loop is None or loop.is_closed():
+            raise _outside_its_loop(
+                "the channel belongs to no event loop"
+                if loop is None
+                else "the event loop of the channel is closed"
+            )
+        if self._owns_channel and not loop.is_running():
+            _make_current(loop)
+        self._loop = loop
         self._stub: krypkasino_pb2_grpc.KrypkasinoServiceAsyncStub = (
             krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
         )
@@ -173,6 +237,32 @@ class AsyncKrypkasinoClient:
             note_sent_request_id(error, sent)
             raise
 
+    @overload
+    async def new_game(
+        self,
+        request: pb.NewGameRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.NewGameResponse: ...
+
+    @overload
+    async def new_game(
+        self,
+        /,
+        *,
+        config: pb.GameConfig | None = ...,
+        players: int | None = ...,
+        seed: int | None = ...,
+        decks: Iterable[cards_pb2.Deck] | None = ...,
+        draw: cards_pb2.Deck | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.NewGameResponse: ...
+
     async def new_game(
         self,
         request: pb.NewGameRequest | None = None,
@@ -195,6 +285,30 @@ class AsyncKrypkasinoClient:
         message = messages.new_game(request, config, players, seed, decks, draw)
         return await self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)
 
+    @overload
+    async def legal_moves(
+        self,
+        request: pb.LegalMovesRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.LegalMovesResponse: ...
+
+    @overload
+    async def legal_moves(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.LegalMovesResponse: ...
+
     async def legal_moves(
         self,
         request: pb.LegalMovesRequest | None = None,
@@ -210,6 +324,31 @@ class AsyncKrypkasinoClient:
         """The seat's legal moves in canonical order (``LegalMoves``, K7.7). Pure, safe to retry."""
         message = messages.legal_moves(request, state, seat, seat_token)
         return await self._invoke(self._stub.LegalMoves, message, timeout, metadata, wait_for_ready)
+
+    @overload
+    async def play(
+        self,
+        request: pb.PlayRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.PlayResponse: ...
+
+    @overload
+    async def play(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        move: pb.Move | pb.LegalMove | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.PlayResponse: ...
 
     async def play(
         self,
@@ -233,6 +372,28 @@ class AsyncKrypkasinoClient:
         message = messages.play(request, state, seat, seat_token, move)
         return await self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
 
+    @overload
+    async def score(
+        self,
+        request: pb.ScoreRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.ScoreResponse: ...
+
+    @overload
+    async def score(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.ScoreResponse: ...
+
     async def score(
         self,
         request: pb.ScoreRequest | None = None,
@@ -246,6 +407,30 @@ class AsyncKrypkasinoClient:
         """The itemised score sheets, totals and winners (``Score``). Pure, safe to retry."""
         message = messages.score(request, state)
         return await self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
+
+    @overload
+    async def get_view(
+        self,
+        request: pb.GetViewRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.GetViewResponse: ...
+
+    @overload
+    async def get_view(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.GetViewResponse: ...
 
     async def get_view(
         self,

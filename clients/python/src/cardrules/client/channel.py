@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import ipaddress
 import json
 import math
 import numbers
@@ -414,6 +415,19 @@ _URL_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")
 _OTHER_SCHEMES = ("unix", "unix-abstract", "vsock", "xds")
 
 
+#: A URI scheme followed by an authority, as in ``google-c2p:///NAME``.
+_URI_SCHEME = re.compile("[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _is_ipv6(address: str) -> bool:
+    """Whether ``address`` is an IPv6 address (without brackets and port)."""
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    return True
+
+
 def check_target(target: str, *, need_port: bool = False) -> None:
     """Refuse, with ``ValueError``, a target that grpc takes quietly and then dials
     elsewhere or not at all, failing only at the first call.
@@ -426,12 +440,16 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     ``grpc://`` one as a host name to look up, and an empty target fails each call with
     ``UNKNOWN``, as does one that names no address after its authority
     (``dns://localhost:50051``, which has two slashes where ``dns:///localhost:50051``
-    has three); a ``/`` after the port (``localhost:50051/``) or an empty host
-    (``:50051``) fails every call with ``UNAVAILABLE``, and it dials 443 for an empty
-    port (``localhost:``). All these are refused, so a typo never dials a port
-    nobody meant. Every other form is left to grpc:
+    has three), and an ``ipv4:`` or ``ipv6:`` address without a port
+    (``ipv4:127.0.0.1``); a ``/`` or a path after the address (``localhost:50051/``,
+    ``localhost:50051/cardrules``, which only an ``ipv4:`` or ``ipv6:`` list ignores),
+    a host with a ``:`` of its own that is no IPv6 address (``localhost:50051:1``) or
+    an empty host (``:50051``) fails every call with ``UNAVAILABLE``, and it dials 443
+    for an empty port (``localhost:``). All these are refused, so a typo never dials a
+    port nobody meant. Every other form is left to grpc:
     ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host without
-    a port, which dials 443, the port of TLS; ``need_port`` refuses that too.
+    a port (an IPv6 address such as ``::1`` too), which dials 443, the port of TLS;
+    ``need_port`` refuses that too.
     """
     if not target.strip():
         raise ValueError("the target is empty: give host:port, such as localhost:50051")
@@ -458,18 +476,42 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             )
     # grpc reads a target as a URI: it drops a query and a fragment, and decodes %XX.
     addresses = urllib.parse.unquote(re.split("[?#]", target, maxsplit=1)[0])
+    lowered = scheme.lower()
+    if lowered in _ADDRESS_SCHEMES:
+        # After dns: or dns://AUTHORITY/ (a DNS server) come the addresses.
+        addresses = addresses.partition(":")[2]
+        if addresses.startswith("//"):
+            addresses = addresses[2:].partition("/")[2]
+    elif _URI_SCHEME.match(target):
+        # A scheme of grpc's own that this module does not know (google-c2p:///NAME):
+        # what follows its last "/" is left to grpc, as it always was.
+        addresses = addresses.rpartition("/")[2]
     for address in addresses.split(","):  # ipv4: and ipv6: targets list several
-        if "/" in address:  # dns:///host:port, dns://server/host:port
-            address = address.rpartition("/")[2]
-            if not address and scheme.lower() not in ("ipv4", "ipv6"):
-                # grpc's resolver reads "localhost:50051/" as a port of "50051/", which
-                # fails every call; an ipv4: or ipv6: address list ignores the slash.
+        address, slash, path = address.partition("/")
+        if slash and lowered not in ("ipv4", "ipv6"):  # an ipv4: or ipv6: list ignores it
+            # grpc's resolver reads "localhost:50051/" as a port of "50051/" and
+            # "localhost:50051/x" as one of "50051/x": every call fails with UNAVAILABLE.
+            if not path:
                 raise ValueError(
                     f"{target!r} ends its address with '/': give HOST:PORT, e.g. localhost:50051"
                 )
-        elif address.split(":", 1)[0].lower() in _ADDRESS_SCHEMES:
-            address = address.split(":", 1)[1]
-        host, colon, port = address.rpartition(":")
+            raise ValueError(
+                f"{target!r} has a path after its address ('/{path}'): a gRPC target names "
+                "no path; give HOST:PORT, e.g. localhost:50051"
+            )
+        if address.startswith("[") and "]" in address:  # [IPv6]:PORT
+            bracketed, _, after = address.partition("]")
+            host, colon, port = bracketed + "]", after[:1], after[1:]
+        elif _is_ipv6(address):  # an IPv6 address without a port, such as ::1
+            host, colon, port = address, "", ""
+        else:
+            host, colon, port = address.rpartition(":")
+            if ":" in host:
+                # grpc would read localhost:50051:1 as an IPv6 address, and fail every call.
+                raise ValueError(
+                    f"{target!r} has a ':' too many: give HOST:PORT, e.g. localhost:50051, "
+                    "with an IPv6 address in brackets, e.g. [::1]:50051"
+                )
         if colon and not host.strip():
             # grpc fails every call to ":50051" (its resolver finds no host).
             raise ValueError(f"{target!r} has no host: give HOST:PORT, e.g. localhost:50051")
@@ -478,12 +520,17 @@ def check_target(target: str, *, need_port: bool = False) -> None:
                 f"the host in target {target!r} holds white space or a control character: "
                 "give HOST:PORT, e.g. localhost:50051"
             )
-        # A host with colons of its own is an IPv6 address: its port follows "]".
-        ipv6_without_port = ":" in host and not host.endswith("]")
-        if colon and not port and not ipv6_without_port:
+        if colon and not port:
             # grpc dials 443 for "localhost:": a colon with nothing after it is a typo.
             raise ValueError(f"{target!r} has an empty port: give HOST:PORT, e.g. localhost:50051")
-        if not (colon and port) or ipv6_without_port:
+        if not colon:
+            if lowered in ("ipv4", "ipv6"):
+                # grpc fails every call with UNKNOWN ("no port given for ipv4 scheme").
+                example = "ipv4:127.0.0.1:50051" if lowered == "ipv4" else "ipv6:[::1]:50051"
+                raise ValueError(
+                    f"{target!r} has no port for {address!r}: every address of an "
+                    f"{scheme}: target needs one, e.g. {example}"
+                )
             if need_port:
                 raise ValueError(f"{target!r} has no port: give HOST:PORT, e.g. localhost:50051")
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, NoReturn, Self, TypeVar
+from typing import Any, NoReturn, Self, TypeVar, overload
 
 import grpc
 
@@ -64,6 +64,29 @@ class KrypkasinoClient:
     #: whenever it is set.
     timeout: DefaultTimeout = DefaultTimeout()
 
+    @overload
+    def __init__(
+        self,
+        target: str,
+        *,
+        credentials: grpc.ChannelCredentials | None = ...,
+        timeout: float | None = ...,
+        load_balancing: str | None = ...,
+        options: Sequence[tuple[str, Any]] | None = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        *,
+        channel: grpc.Channel,
+        timeout: float | None = ...,
+        # None, as when omitted: a given channel takes no settings of the client's.
+        credentials: None = ...,
+        load_balancing: None = ...,
+        options: None = ...,
+    ) -> None: ...
+
     def __init__(
         self,
         target: str | None = None,
@@ -99,7 +122,11 @@ class KrypkasinoClient:
 
     def close(self) -> None:
         """Close the channel if the client opened it; calls after that raise grpc's
-        ``ValueError``, not an ``RpcError``."""
+        ``ValueError``, not an ``RpcError``.
+
+        Calls still in flight (in other threads) are cancelled at once: they raise a
+        ``grpc.RpcError`` with ``CANCELLED`` ("Channel closed!").
+        """
         if self._owns_channel:
             self.channel.close()
 
@@ -132,6 +159,32 @@ class KrypkasinoClient:
             note_sent_request_id(error, sent)
             raise
 
+    @overload
+    def new_game(
+        self,
+        request: pb.NewGameRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.NewGameResponse: ...
+
+    @overload
+    def new_game(
+        self,
+        /,
+        *,
+        config: pb.GameConfig | None = ...,
+        players: int | None = ...,
+        seed: int | None = ...,
+        decks: Iterable[cards_pb2.Deck] | None = ...,
+        draw: cards_pb2.Deck | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.NewGameResponse: ...
+
     def new_game(
         self,
         request: pb.NewGameRequest | None = None,
@@ -154,6 +207,30 @@ class KrypkasinoClient:
         message = messages.new_game(request, config, players, seed, decks, draw)
         return self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)
 
+    @overload
+    def legal_moves(
+        self,
+        request: pb.LegalMovesRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.LegalMovesResponse: ...
+
+    @overload
+    def legal_moves(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.LegalMovesResponse: ...
+
     def legal_moves(
         self,
         request: pb.LegalMovesRequest | None = None,
@@ -169,6 +246,31 @@ class KrypkasinoClient:
         """The seat's legal moves in canonical order (``LegalMoves``, K7.7). Pure, safe to retry."""
         message = messages.legal_moves(request, state, seat, seat_token)
         return self._invoke(self._stub.LegalMoves, message, timeout, metadata, wait_for_ready)
+
+    @overload
+    def play(
+        self,
+        request: pb.PlayRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.PlayResponse: ...
+
+    @overload
+    def play(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        move: pb.Move | pb.LegalMove | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.PlayResponse: ...
 
     def play(
         self,
@@ -192,6 +294,28 @@ class KrypkasinoClient:
         message = messages.play(request, state, seat, seat_token, move)
         return self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
 
+    @overload
+    def score(
+        self,
+        request: pb.ScoreRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.ScoreResponse: ...
+
+    @overload
+    def score(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.ScoreResponse: ...
+
     def score(
         self,
         request: pb.ScoreRequest | None = None,
@@ -205,6 +329,30 @@ class KrypkasinoClient:
         """The itemised score sheets, totals and winners (``Score``). Pure, safe to retry."""
         message = messages.score(request, state)
         return self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
+
+    @overload
+    def get_view(
+        self,
+        request: pb.GetViewRequest,
+        /,
+        *,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.GetViewResponse: ...
+
+    @overload
+    def get_view(
+        self,
+        /,
+        *,
+        state: TokenBytes | None = ...,
+        seat: int | None = ...,
+        seat_token: TokenBytes | None = ...,
+        timeout: Timeout = ...,
+        metadata: Metadata | None = ...,
+        wait_for_ready: bool | None = ...,
+    ) -> pb.GetViewResponse: ...
 
     def get_view(
         self,

@@ -63,7 +63,7 @@ from service.simulate_progress import (
 )
 from service.simulate_stops import INTERRUPTED, SimulationStops, Stopped
 from service.transcript import dump_document, render_summary, render_text
-from service.whole_numbers import parse_whole_number
+from service.whole_numbers import NumberTooLongError, parse_whole_number
 
 PROG = "cardrules"
 USAGE_ERROR = 2
@@ -133,6 +133,10 @@ def _whole_number(text: str, span: str) -> int:
     ASCII digits only, as the server's settings read them (``service.whole_numbers``)."""
     try:
         return parse_whole_number(text)
+    except NumberTooLongError as error:
+        # Out of every range: "from 0 to 9" or "of at least 1" as the range refusals say it.
+        within = span.removeprefix("from ").removeprefix("of ")
+        raise argparse.ArgumentTypeError(f"must be {within}, not {error.shown}") from None
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number {span}, not {text!r}") from None
 
@@ -410,7 +414,10 @@ def _open_token(args: argparse.Namespace) -> int:
     try:
         opened = open_state_token(token_from_text(data), keys)
     except OpenTokenError as error:
-        return _fail(error.message, error.status)
+        message = error.message
+        if keys is None and message.startswith(serve_command.NO_KEYS):
+            message += serve_command.misspelt_keys_hint()  # as keyid says it
+        return _fail(message, error.status)
     return print_output(opened.to_json())
 
 
@@ -421,10 +428,16 @@ def _first_dealer(args: argparse.Namespace) -> int:
     (of the largest table when ``--players`` itself is out of range). Not given: seat 0."""
     if args.first_dealer is None:
         return 0
+    players = args.players if MIN_PLAYERS <= args.players <= MAX_PLAYERS else MAX_PLAYERS
     try:
         return parse_whole_number(args.first_dealer)
+    except NumberTooLongError as error:
+        # As the engine refuses a seat the table lacks (K4.2), the number cut short.
+        raise _UsageError(
+            f"--first-dealer: must be a seat from 0 to {players - 1}, not {error.shown} (K4.2)",
+            f"{PROG} {args.command}",
+        ) from None
     except ValueError:
-        players = args.players if MIN_PLAYERS <= args.players <= MAX_PLAYERS else MAX_PLAYERS
         raise _UsageError(
             f"--first-dealer: must be a whole number from 0 to {players - 1}, "
             f"not {args.first_dealer!r}",

@@ -12,8 +12,10 @@ import ipaddress
 import itertools
 import os
 import re
+import select
 import socket
 import stat
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
@@ -21,7 +23,7 @@ from typing import Any, BinaryIO
 from service.http_cors import parse_origins
 from service.spelling import nearest
 from service.tokens import KeyRing
-from service.whole_numbers import parse_whole_number
+from service.whole_numbers import NumberTooLongError, parse_whole_number
 
 ENV_PREFIX = "CARDRULES_"
 #: prometheus_client's multiprocess folder, which workers share (``service.metrics``).
@@ -37,6 +39,11 @@ MIN_CONNECTION_AGE_SECONDS = 1
 MIN_WORKER_TIMEOUT_SECONDS = 2
 #: A keys file holds a few keys of 44 characters; a larger file is refused unread.
 MAX_KEYS_FILE_BYTES = 64 * 1024
+#: How long a keys file that is no regular file (a pipe, a character device) may take
+#: to give all its keys and end: the start-up waits no longer, and is refused.
+KEYS_PIPE_SECONDS = 10.0
+#: How often that wait looks whether a stop signal came (``resolve``'s ``stopped``).
+_STOP_CHECK_SECONDS = 0.05
 #: What ``hide_keys`` puts in a message in place of a state key.
 KEY_NOT_SHOWN = "[a state key, not shown]"
 # A word of either base64 alphabet as long as a key's text or longer (43 characters
@@ -265,10 +272,18 @@ class ConfigValueError(ValueError):
     """A flag or environment value that cannot be used; the message names it."""
 
 
+class StartStoppedError(Exception):
+    """A stop signal came while the keys file's pipe was still being waited for
+    (``resolve``'s ``stopped``): the start-up ends there, as asked. The message says
+    what was being read."""
+
+
 def _int(source: str, text: str, low: int, high: int) -> int:
     """A whole number from ``low`` to ``high``, in ASCII digits (``service.whole_numbers``)."""
     try:
         value = parse_whole_number(text)
+    except NumberTooLongError as error:
+        raise ConfigValueError(f"{source}: must be {low} to {high}, not {error.shown}") from None
     except ValueError:
         raise ConfigValueError(
             f"{source}: must be a whole number from {low} to {high}, not {_quoted(text)}"
@@ -352,14 +367,49 @@ _DOTTED_DIGITS = re.compile(r"[0-9.]+", re.ASCII)
 
 
 def _opened_at_once(path: str) -> BinaryIO:
-    """``path`` opened for reading without waiting: a named pipe that nothing writes to
-    held the start-up in ``open`` for ever, SIGTERM and Ctrl-C included (they are only
-    recorded during start-up, and ``open`` is retried after them). Such a pipe reads as
-    empty; one being written to, as process substitution's ``<(...)``, reads as it is
-    written."""
-    file = open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK))  # noqa: SIM115
-    os.set_blocking(file.fileno(), True)
-    return file
+    """``path`` opened for reading without waiting, left non-blocking: a named pipe that
+    nothing writes to held the start-up in ``open`` for ever, SIGTERM and Ctrl-C
+    included (they are only recorded during start-up, and ``open`` is retried after
+    them). Such a pipe reads as empty; one being written to, as process substitution's
+    ``<(...)``, reads as it is written (``_read_waiting``)."""
+    return open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK))
+
+
+def _read_waiting(fd: int, setting: str, path: str, stopped: Callable[[], bool] | None) -> bytes:
+    """What the pipe or device ``fd`` (non-blocking) gives until it ends, at most one byte
+    more than ``MAX_KEYS_FILE_BYTES``. A writer that holds the pipe open without
+    writing, or without closing it (a secret fetch that hangs), held the start-up in
+    ``read`` for ever, deaf to SIGTERM and Ctrl-C, which start-up only records: the
+    wait ends after ``KEYS_PIPE_SECONDS`` with a refusal, or at once when ``stopped``
+    says a stop signal came (``StartStoppedError``)."""
+    deadline = time.monotonic() + KEYS_PIPE_SECONDS
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_KEYS_FILE_BYTES:
+        try:
+            chunk = os.read(fd, MAX_KEYS_FILE_BYTES + 1 - size)
+        except BlockingIOError:
+            chunk = None
+        if chunk == b"":  # the end: every writer closed it (or none ever opened it)
+            break
+        if chunk:
+            chunks.append(chunk)
+            size += len(chunk)
+            continue
+        if stopped is not None and stopped():
+            raise StartStoppedError(f"{setting}: {_shown_path(path)} had not given the keys yet")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ConfigValueError(
+                f"{setting}: {_shown_path(path)} is a pipe or device that did not give "
+                f"the keys and end within {KEYS_PIPE_SECONDS:g} s: what writes the keys "
+                "to it must write them all and close it"
+            )
+        # In short steps: a signal's handler runs inside poll, which Python then resumes.
+        poller.poll(min(left, _STOP_CHECK_SECONDS) * 1000)
+    return b"".join(chunks)
 
 
 def _four_numbers(text: str) -> str | None:
@@ -405,8 +455,16 @@ def given_by(args: argparse.Namespace, name: str, environ: Mapping[str, str]) ->
     return env_name(name) if env_name(name) in environ else None
 
 
-def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServerConfig:
-    """Combine parsed flags, the environment and the defaults into a checked config."""
+def resolve(
+    args: argparse.Namespace,
+    environ: Mapping[str, str] | None = None,
+    stopped: Callable[[], bool] | None = None,
+) -> ServerConfig:
+    """Combine parsed flags, the environment and the defaults into a checked config.
+
+    ``stopped`` says whether a stop signal has come: a keys file that is a pipe is
+    waited for only until then (``StartStoppedError``), as ``serve`` stops during
+    start-up (docs/operations.md, "Termination")."""
     env = os.environ if environ is None else environ
 
     sources: dict[str, str] = {}
@@ -476,7 +534,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     if keys and keys_file:
         raise ConfigValueError(f"{keys[0]} and {keys_file[0]} exclude each other")
     if keys_file:
-        values["state_keys"], values["keys_file"] = _read_keys_file(*keys_file)
+        values["state_keys"], values["keys_file"] = _read_keys_file(*keys_file, stopped)
     elif keys:
         values["state_keys"] = keys[1]
         values["keys_on_command_line"] = keys[0].startswith("--")  # not its variable
@@ -493,11 +551,14 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     return config
 
 
-def _read_keys_file(setting: str, given_path: str) -> tuple[str, KeysFile]:
+def _read_keys_file(
+    setting: str, given_path: str, stopped: Callable[[], bool] | None = None
+) -> tuple[str, KeysFile]:
     """The state keys in the file that ``setting`` (``--state-keys-file`` or its
     variable) names, comments removed, and the file as found (``KeysFile``: its mode
     is for ``key_warnings``). Design section 4: a refusal names ``setting`` and never
-    quotes the file's content, nor a path that reads as keys.
+    quotes the file's content, nor a path that reads as keys. A pipe or device is read
+    for ``KEYS_PIPE_SECONDS`` at most, or until ``stopped`` (``_read_waiting``).
     """
     # Trimmed, as every other setting is: a Secret or .env written on Windows ends
     # the path with a CR, which the message would print raw.
@@ -506,7 +567,11 @@ def _read_keys_file(setting: str, given_path: str) -> tuple[str, KeysFile]:
         raise ConfigValueError(f"{setting}: empty: give the path of the keys file")
     try:
         with _opened_at_once(path) as file:
-            content = file.read(MAX_KEYS_FILE_BYTES + 1)
+            if stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                os.set_blocking(file.fileno(), True)
+                content = file.read(MAX_KEYS_FILE_BYTES + 1)
+            else:
+                content = _read_waiting(file.fileno(), setting, path, stopped)
             # The file read, a symbolic link followed (a Kubernetes Secret's is).
             mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
         if len(content) > MAX_KEYS_FILE_BYTES:

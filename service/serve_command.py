@@ -24,11 +24,14 @@ from service.config import (
     MULTIPROC_ENV,
     MULTIPROC_VALUE_FILE,
     ConfigValueError,
+    StartStoppedError,
     add_server_arguments,
     env_name,
     given_by,
     hide_keys,
+    meant_variables,
     resolve,
+    unknown_variables,
 )
 from service.start_signals import pending_signals
 from service.value_space import BYTES_PER_PROCESS, reserve
@@ -65,6 +68,20 @@ NO_KEYS = (
 )
 
 
+def misspelt_keys_hint() -> str:
+    """For ``NO_KEYS``: ``; CARDRULES_STATE_KEY is set, which no setting reads: did you
+    mean CARDRULES_STATE_KEYS?`` for each set variable that is a slip from a key
+    setting's, as ``serve``'s start-up warning finds them (``did_you_mean``); else
+    empty. Names only: the variable's value may be a key."""
+    key_variables = {env_name(name) for name in KEY_SETTINGS}
+    slips = (slip.partition(" for ") for slip in meant_variables(unknown_variables()))
+    return "".join(
+        f"; {name} is set, which no setting reads: did you mean {near}?"
+        for near, _, name in slips
+        if near in key_variables
+    )
+
+
 def _add_keyid(subparsers: argparse._SubParsersAction[Any]) -> None:
     keyid = subparsers.add_parser(
         "keyid",
@@ -83,11 +100,21 @@ def _add_keyid(subparsers: argparse._SubParsersAction[Any]) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     pending = pending_signals()  # SIGTERM stops the server cleanly, exit 0, from here at the latest
     try:
-        config = resolve(args)
+        config = resolve(args, stopped=lambda: bool(pending.received))
     except ConfigValueError as error:
         # A key given to another setting (a Secret wired to the wrong variable) is quoted
         # by that setting's refusal: never shown (design section 4).
         return _fail(hide_keys(str(error)))
+    except StartStoppedError as stop:
+        # Stopped during start-up as asked, with 0 as a stop while starting exits
+        # (docs/operations.md, "Termination"); nothing was served, so nothing to drain.
+        if sys.stderr is not None:
+            print(
+                f"cardrules: stopped by {pending.received[0].name} during start-up, before "
+                f"serving: {hide_keys(str(stop))}",
+                file=sys.stderr,
+            )
+        return 0
     if sys.stdout is None:  # started with stdout closed (``>&-``): Python gives it None
         return _fail("stdout is closed: the log lines have nowhere to go")
     made_folder = None
@@ -176,7 +203,7 @@ def run_keyid(args: argparse.Namespace) -> int:
     except ConfigValueError as error:
         return _fail(hide_keys(str(error)))
     if keys is None:  # serve would make an ephemeral key, which no other process shares
-        return _fail(NO_KEYS)
+        return _fail(NO_KEYS + misspelt_keys_hint())
     lines = [KeyRing.key_id(key).hex() for key in keys.keys]
     lines[0] += "  primary"  # the first key seals (docs/api.md, "State tokens")
     return print_output("".join(f"{line}\n" for line in lines))

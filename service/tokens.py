@@ -186,17 +186,29 @@ def weakness(key: bytes) -> str | None:
 _ASSIGNMENT = re.compile(r"\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=[\w+/\-\"']")
 
 
+#: Quotes an env file's value keeps when its reader does not take them off.
+_QUOTES = "\"'"
+
+
 def _decode_key(item: str, position: int) -> bytes:
     """One base64 key of either alphabet; errors name the position only."""
     if not item:
         raise ValueError(
             f"key {position} is empty (a comma at an end of the list, or two in a row)"
         )
+    if len(item) >= 2 and item[0] in _QUOTES and item[-1] == item[0]:
+        # ``docker run --env-file`` and a Kustomize env file keep a value's quotes.
+        raise ValueError(f"key {position} is quoted: give the key without quotes")
     normalized = item.rstrip("=").replace("-", "+").replace("_", "/")
     normalized += "=" * (-len(normalized) % 4)
     try:
         key = base64.b64decode(normalized.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
+        if item[0] in _QUOTES or item[-1] in _QUOTES:
+            # A list quoted whole ("OLD,NEW"): its first key opens the quote.
+            raise ValueError(
+                f"key {position} starts or ends with a quote: give the keys without quotes"
+            ) from None
         # ``from None``: the underlying error could quote the key text.
         raise ValueError(f"key {position} is not valid base64") from None
     if len(key) != KEY_BYTES:

@@ -250,3 +250,56 @@ def test_an_unknown_rule_is_told_the_name_a_slip_away(
     out, err = capsys.readouterr()
     assert (status, out) == (2, "")
     assert err == f"cardrules: error: --rule: {message}\n"
+
+
+#: 4,301 digits: the shortest number ``int()`` refuses with a ValueError of its own.
+LONG = "1" * 4301
+LONG_SHOWN = "11111111111111111111... (4301 digits)"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (("--grpc-port", LONG), {}, f"--grpc-port: must be 0 to 65535, not {LONG_SHOWN}"),
+        (
+            (),
+            {"CARDRULES_WORKERS": f"-{LONG}"},
+            "CARDRULES_WORKERS: must be 1 to 64, not -1111111111111111111... (4301 digits)",
+        ),
+        # 31 digits, leading zeros aside: past every range, so never read whole either.
+        (
+            ("--max-request-bytes", "00" + "9" * 31),
+            {},
+            "--max-request-bytes: must be 1024 to 67108864, not 00999999999999999999... "
+            "(31 digits)",
+        ),
+    ],
+)
+def test_serve_refuses_a_number_of_thousands_of_digits_as_out_of_range_cut_short(
+    args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    """Was the whole-number refusal quoting all 4,301 digits, reached only through
+    ``int()``'s own digit limit (a review)."""
+    done = serve_and_fail(*args, env=env)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"cardrules: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seed", LONG], f"--seed: must be 0 to {LAST_SEED}, not {LONG_SHOWN}{HELP}"),
+        (["--games", LONG], f"--games: must be at least 1, not {LONG_SHOWN}{HELP}"),
+        (
+            ["--first-dealer", LONG],
+            f"--first-dealer: must be a seat from 0 to 1, not {LONG_SHOWN} (K4.2){HELP}",
+        ),
+    ],
+)
+def test_simulate_refuses_a_number_of_thousands_of_digits_cut_short(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    status = main(["simulate", "krypkasino", "--players", "2", "--games", "1", *argv])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err == f"cardrules: error: {message}\n"

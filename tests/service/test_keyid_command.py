@@ -116,3 +116,39 @@ def test_keyid_without_keys_or_with_two_sources_says_so() -> None:
     twice = keyid("--state-keys", TEST_KEY, "--state-keys", NEW_KEY)
     assert twice.returncode == 2 and "--state-keys given twice" in twice.stderr
     assert TEST_KEY not in twice.stderr and NEW_KEY not in twice.stderr
+
+
+def test_a_quoted_key_is_refused_saying_so_in_the_variable_and_a_keys_file(
+    tmp_path: Path,
+) -> None:
+    """As ``docker run --env-file`` and k8s/base/config.env give it: with its quotes."""
+    quoted = keyid(keys=f'"{NEW_KEY}"')
+    assert (quoted.returncode, quoted.stdout, quoted.stderr) == (
+        2,
+        "",
+        "cardrules: error: CARDRULES_STATE_KEYS: key 1 is quoted: give the key without quotes\n",
+    )
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(f"{TEST_KEY}\n'{NEW_KEY}'  # the new one\n")
+    from_file = keyid("--state-keys-file", str(keys_file))
+    assert (from_file.returncode, from_file.stderr) == (
+        2,
+        "cardrules: error: --state-keys-file: key 2 is quoted: give the key without quotes\n",
+    )
+
+
+def test_keyid_without_keys_names_a_misspelt_key_variable() -> None:
+    """As serve's start-up warning does (``did_you_mean``); never the value, a key."""
+    done = keyid(env={"CARDRULES_STATE_KEY": NEW_KEY, "CARDRULES_GRPC_PORTS": "1"})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "cardrules: error: no state keys given: set CARDRULES_STATE_KEYS or "
+        "CARDRULES_STATE_KEYS_FILE, or give --state-keys or --state-keys-file; "
+        "CARDRULES_STATE_KEY is set, which no setting reads: did you mean "
+        "CARDRULES_STATE_KEYS?\n"
+    )
+    in_lower_case = keyid(env={"cardrules_state_keys_file": "/keys"})
+    assert in_lower_case.stderr.endswith(
+        "; cardrules_state_keys_file is set, which no setting reads: did you mean "
+        "CARDRULES_STATE_KEYS_FILE?\n"
+    )

@@ -171,6 +171,17 @@ def test_without_keys_a_sealed_token_is_refused(server) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (2, "", NO_KEYS)
 
 
+def test_without_keys_a_misspelt_key_variable_is_named(server) -> None:
+    """As keyid and serve's start-up warning name it; never its value, a key."""
+    game, _ = played_game(server)
+    done = open_token(game["state"], keys=None, env={"CARDRULES_STATE_KEY": TEST_KEY})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == NO_KEYS.removesuffix("\n") + (
+        "; CARDRULES_STATE_KEY is set, which no setting reads: did you mean CARDRULES_STATE_KEYS?\n"
+    )
+    assert TEST_KEY not in done.stderr
+
+
 def test_what_is_no_base64_token_is_refused_never_quoted() -> None:
     # Padding alone decodes to no bytes at all: once an IndexError's traceback.
     for text in ("not*base64!", "é", "QUJD=QUJD", b"\x01\x80\xff", "=", "==", "====\n"):

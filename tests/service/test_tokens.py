@@ -602,6 +602,28 @@ def test_a_key_given_as_a_variables_setting_is_refused_saying_so():
     assert "NAME=" not in _parse_error(f"{good[:-1]}*")
 
 
+def test_a_quoted_key_is_refused_saying_so():
+    """``docker run --env-file`` and a Kustomize env file (k8s/base/config.env) keep a
+    value's quotes: the key was refused as "not valid base64" (a review)."""
+    good = base64.b64encode(KEY_A).decode()
+    for quote in "\"'":
+        assert _parse_error(f"{quote}{good}{quote}") == (
+            "key 1 is quoted: give the key without quotes"
+        )
+        assert _parse_error(f"{good}\n{quote}{good}{quote}\n") == (
+            "key 2 is quoted: give the key without quotes"
+        )
+        # A list quoted whole: no key of it is quoted alone.
+        assert _parse_error(f"{quote}{good},{good}{quote}") == (
+            "key 1 starts or ends with a quote: give the keys without quotes"
+        )
+    assert _parse_error(f"\"{good}'") == (
+        "key 1 starts or ends with a quote: give the keys without quotes"
+    )
+    assert _parse_error('"') == "key 1 starts or ends with a quote: give the keys without quotes"
+    assert _parse_error("AB*D" * 11) == "key 1 is not valid base64"
+
+
 def test_parse_refuses_an_empty_entry():
     """``,NEW`` is what a rotation script writes when reading the current keys failed."""
     good = base64.b64encode(KEY_A).decode()

@@ -520,7 +520,7 @@ class HttpGateway:
                 f"no route for this path{near}",
                 path=path[:_ECHOED_CHARS],
             )
-            logged = path if near or _ROUTE_LIKE_PATH.fullmatch(path) else _length_of(path)
+            logged = path if _shown_in_log(path, near) else _length_of(path)
             return self._unrouted(request, request_id, refusal, headers, logged)
         allow = ", ".join((*methods, "OPTIONS"))
         if request.method == "OPTIONS":
@@ -743,6 +743,16 @@ def _trace(request: web.Request) -> Trace | None:
     if traceparent is not None and len(headers.getall(TRACEPARENT_HEADER)) > 1:
         traceparent = DUPLICATE
     return trace_from(traceparent)
+
+
+def _shown_in_log(path: str, near: str) -> bool:
+    """Whether the request line may hold ``path`` as it came: a path that looks like a
+    route, or one a slip away from a route (``near``) in printable ASCII. A slip may hold
+    any character, and one that is invisible or moves text (U+2028, U+0085, U+202E) would
+    make a line read as another; the JSON renderer escapes only control characters."""
+    if _ROUTE_LIKE_PATH.fullmatch(path):
+        return True
+    return bool(near) and path.isascii() and path.isprintable()
 
 
 def _length_of(path: str) -> str:

@@ -201,6 +201,21 @@ def test_a_long_unknown_path_is_echoed_as_its_first_120_characters(server):
     assert line["method"] == f"POST [a path of {len(path)} characters]"
 
 
+@pytest.mark.parametrize("slip", ["%E2%80%A8", "%C2%85", "%E2%80%AE", "%E2%80%8B", "%C3%A9"])
+def test_a_path_a_slip_from_a_route_is_logged_as_it_came_only_in_printable_ascii(server, slip):
+    """A privacy review's find: a character a slip away from a route reached the JSON line
+    unescaped, so U+2028 or U+0085 split it for line-based readers, U+0085 hid itself in
+    "POST /v1/krypkasino:play", and U+202E reversed the text after it."""
+    path = f"/v1/krypkasino:pla{slip}y"
+    body, line = post_on_no_route(server, path, f"slip-{slip}")
+    assert refusal(body)[1] == "NOT_FOUND_ROUTE"
+    decoded = urllib.parse.unquote(path)
+    assert line["method"] == f"POST [a path of {len(decoded)} characters]"
+    # The same slip in printable ASCII (no route's character) is logged as it came.
+    _, line = post_on_no_route(server, "/v1/krypkasino:pla!y", f"ascii-slip-{slip}")
+    assert line["method"] == "POST /v1/krypkasino:pla!y"
+
+
 @pytest.mark.parametrize("alphabet", ["base64", "base64url", "split"])
 def test_a_token_sent_in_an_unknown_path_is_not_logged(server, json_game, alphabet):
     """Design section 6: never a token in the log, whatever a client does with it.

@@ -41,7 +41,7 @@ from service.errors import (
     permission_denied,
     unavailable,
 )
-from service.metrics import ServiceMetrics, variant_label
+from service.metrics import SEAT_TOKEN_UNKNOWN_KEY, ServiceMetrics, variant_label
 from service.tokens import (
     NEWER_RELEASE,
     PLAIN_FLAG,
@@ -207,7 +207,7 @@ class KrypkasinoApi:
         with the sweep ranks of the table it leaves the next seat (K14.1)."""
         info.seat = request.seat
         opened = self._open(request.state, info)
-        seat = self._authorise(opened, request.seat, request.seat_token)
+        seat = self._authorise(opened, request.seat, request.seat_token, info)
         state = opened.state
         response = pb.LegalMovesResponse()
         codec.add_legal_moves(response.moves, state, legal_moves(state, seat))
@@ -219,7 +219,7 @@ class KrypkasinoApi:
         """K7.8: the move if legal, else the rule it breaks; the next state, events, view."""
         info.seat = request.seat
         opened = self._open(request.state, info)
-        seat = self._authorise(opened, request.seat, request.seat_token)
+        seat = self._authorise(opened, request.seat, request.seat_token, info)
         if not request.HasField("move"):
             raise invalid_argument("MOVE_MISSING", "a move is required", "move")
         try:
@@ -256,7 +256,7 @@ class KrypkasinoApi:
         opened = self._open(request.state, info)
         seat = None
         if request.HasField("seat"):
-            seat = self._authorise(opened, request.seat, request.seat_token, seat_sent=True)
+            seat = self._authorise(opened, request.seat, request.seat_token, info, seat_sent=True)
         elif request.seat_token:
             raise self._seat_missing(opened, request.seat_token)
         response = pb.GetViewResponse()
@@ -348,9 +348,16 @@ class KrypkasinoApi:
         )
 
     def _authorise(
-        self, opened: OpenedState, seat: int, token: bytes, *, seat_sent: bool = False
+        self,
+        opened: OpenedState,
+        seat: int,
+        token: bytes,
+        info: CallInfo,
+        *,
+        seat_sent: bool = False,
     ) -> int:
-        """Design section 4: anything private to a seat needs that seat's token.
+        """Design section 4: anything private to a seat needs that seat's token. Each
+        refusal of it counts in ``cardrules_seat_tokens_refused_total`` (design section 6).
 
         ``seat_sent``: the request's ``seat`` has presence and was set (GetView's); a
         plain proto3 ``seat`` of 0 may be one the client left out.
@@ -367,6 +374,10 @@ class KrypkasinoApi:
         try:
             self._seat_tokens.verify(opened.game_id, seat, token, players)
         except SeatTokenError as error:
+            if self._metrics is not None:
+                # Counted once the refusal stands, as a refused state token is.
+                reason = SEAT_TOKEN_UNKNOWN_KEY if error.unknown_key else error.reason
+                info.counts.append(partial(self._metrics.seat_token_refused, GAME, reason))
             message = error.message
             if seat == 0 and not seat_sent and "token_seat" in error.metadata:
                 # proto3 JSON and protobuf leave out a seat of 0, so another seat's own

@@ -57,7 +57,7 @@ from engine.krypkasino.play import Reason
 from service.codec import MOVE_KIND_LABELS, move_kind_label
 from service.config import MULTIPROC_ENV, MULTIPROC_VALUE_FILE
 from service.logs import get_logger
-from service.tokens import TokenReason
+from service.tokens import SeatTokenReason, TokenReason
 from service.value_space import VALUE_FILE_BYTES, reserve
 
 _log = get_logger("cardrules.metrics")
@@ -115,6 +115,16 @@ SWEEP_KINDS: tuple[str, ...] = tuple(
 #: (``TokenReason``) and a token that opens but holds no game this release accepts.
 #: ``STATE_MISSING`` is no token at all, so not counted.
 STATE_TOKEN_REFUSALS: tuple[str, ...] = (*get_args(TokenReason), "STATE_INVALID")
+
+#: What ``cardrules_seat_tokens_refused_total`` counts under a key id no key of the
+#: server has: answered ``SEAT_TOKEN_INVALID`` (metadata ``key_id``), and named as a
+#: state token under an unknown key is, so that one selector finds both.
+SEAT_TOKEN_UNKNOWN_KEY = "TOKEN_UNKNOWN_KEY"
+
+#: The ``reason`` values of ``cardrules_seat_tokens_refused_total``: every refusal of a
+#: seat token (design section 5), the ErrorInfo reason (``SeatTokenReason``) but for a
+#: token under a key the server lacks (``SEAT_TOKEN_UNKNOWN_KEY``).
+SEAT_TOKEN_REFUSALS: tuple[str, ...] = (*get_args(SeatTokenReason), SEAT_TOKEN_UNKNOWN_KEY)
 
 
 class GameLabels(NamedTuple):
@@ -276,6 +286,15 @@ class ServiceMetrics:
             ("game", "reason"),
             registry=registry,
         )
+        self.seat_tokens_refused = Counter(
+            "cardrules_seat_tokens_refused_total",
+            "Seat tokens refused, by game and reason: SEAT_TOKEN_MISSING, SEAT_TOKEN_INVALID "
+            "(the ErrorInfo reasons) or TOKEN_UNKNOWN_KEY, a token under a key this server "
+            "does not have (answered SEAT_TOKEN_INVALID with its key_id). Refusals of calls "
+            "answered DEADLINE_EXCEEDED are not counted.",
+            ("game", "reason"),
+            registry=registry,
+        )
         self.log_lines_dropped = Counter(
             "cardrules_log_lines_dropped_total",
             "Log lines stdout refused (a reader that went away, a full disk): each is lost, "
@@ -311,6 +330,8 @@ class ServiceMetrics:
             self.state_tokens_renewed.labels(game)
             for reason in STATE_TOKEN_REFUSALS:
                 self.state_tokens_refused.labels(game, reason)
+            for reason in SEAT_TOKEN_REFUSALS:
+                self.seat_tokens_refused.labels(game, reason)
 
     def _rpc(self, service: str, method: str) -> _RpcSeries:
         # Children are looked up once per method: .labels() costs about a microsecond a call.
@@ -396,6 +417,15 @@ class ServiceMetrics:
             raise ValueError(f"not a state token refusal: {reason!r}")
         self.state_tokens_refused.labels(game, reason).inc()
 
+    def seat_token_refused(self, game: str, reason: str) -> None:
+        """A seat token was refused with ``reason``, one of ``SEAT_TOKEN_REFUSALS``:
+        refusals of ``TOKEN_UNKNOWN_KEY`` mean a key retired while games still had seat
+        tokens under it, replicas with different key lists, or junk tokens
+        (docs/operations.md)."""
+        if reason not in SEAT_TOKEN_REFUSALS:
+            raise ValueError(f"not a seat token refusal: {reason!r}")
+        self.seat_tokens_refused.labels(game, reason).inc()
+
     def move_played(self, game: str, kind: str) -> None:
         """A legal move was played; sweeps also count in ``cardrules_sweeps_total``."""
         for counter in self._move_counters(game, kind):
@@ -452,6 +482,41 @@ def add_sealing_metric(registry: CollectorRegistry, mode: str, primary_key_id: s
     """``cardrules_state_sealing`` in ``registry``: ``mode`` is ``SEALED``, ``EPHEMERAL``
     or ``PLAIN``, ``primary_key_id`` the sealing key's id in hex ("" in plain mode)."""
     registry.register(_SealingCollector(mode, primary_key_id))
+
+
+#: ``cardrules_state_keys``' ``role``: the key that seals state tokens and issues seat
+#: tokens (the first of the list), and each other key, which only opens and verifies them.
+PRIMARY, OPENING = "primary", "opening"
+
+
+class _KeysCollector(Collector):
+    """``cardrules_state_keys``: 1 for each key of the server's list, labelled with its id
+    and role. ``cardrules_state_sealing`` names the primary key alone, so pods on
+    ``NEW,OLD`` and on ``NEW`` looked alike there. Fixed at start, as that one is."""
+
+    def __init__(self, key_ids: Sequence[str]) -> None:
+        self._labels = [
+            [key_id, PRIMARY if i == 0 else OPENING] for i, key_id in enumerate(key_ids)
+        ]
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(
+            "cardrules_state_keys",
+            "1 for each state key this server holds, by its key id (what `cardrules keyid` "
+            "prints) and role: primary (the first key: seals state tokens, issues seat "
+            "tokens) or opening (opens and verifies only). A pod that lacks a key refuses "
+            "the tokens under it TOKEN_UNKNOWN_KEY.",
+            labels=("key_id", "role"),
+        )
+        for labels in self._labels:
+            family.add_metric(labels, 1)
+        yield family
+
+
+def add_keys_metric(registry: CollectorRegistry, key_ids: Sequence[str]) -> None:
+    """``cardrules_state_keys`` in ``registry``: ``key_ids`` are the ids in hex of the
+    server's keys in their order, the primary first."""
+    registry.register(_KeysCollector(key_ids))
 
 
 def add_process_metrics(registry: CollectorRegistry) -> None:

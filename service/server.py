@@ -47,6 +47,7 @@ from service.metrics import (
     PLAIN,
     SEALED,
     ServiceMetrics,
+    add_keys_metric,
     add_process_metrics,
     add_sealing_metric,
     clear_multiprocess_dir,
@@ -82,6 +83,12 @@ def load_keys(config: ServerConfig) -> KeyRing:
     if config.state_keys:
         return KeyRing.parse(config.state_keys)
     return KeyRing.ephemeral()
+
+
+def key_ids(keys: KeyRing) -> list[str]:
+    """The ids in hex of ``keys``, the primary (sealing) key first, as ``cardrules keyid``
+    prints them."""
+    return [KeyRing.key_id(key).hex() for key in keys.keys]
 
 
 def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> KrypkasinoApi:
@@ -269,6 +276,9 @@ async def _run_servers(
             # Whether a NewGame may choose its cards: an auditor reading the request
             # lines' deal_source knows which games could have (docs/operations.md).
             refuse_chosen_deals=config.refuse_chosen_deals,
+            # Every key this pod opens with, the sealing one first: pods on NEW,OLD and
+            # on NEW alone seal alike, and only this tells them apart (ids, no secret).
+            key_ids=key_ids(keys),
             pid=os.getpid(),
         )
     await signals.received.wait()
@@ -412,7 +422,7 @@ def _warn_plain_state(keys: KeyRing) -> None:
     else:
         _log.warning(
             f"{warning}; sealed tokens of these keys are opened and answered in the clear",
-            key_ids=[KeyRing.key_id(key).hex() for key in keys.keys],
+            key_ids=key_ids(keys),
         )
 
 
@@ -502,6 +512,8 @@ def _start_metrics(
     else:
         key_id = KeyRing.key_id(keys.keys[0]).hex()
         add_sealing_metric(registry, EPHEMERAL if keys.is_ephemeral else SEALED, key_id)
+    # Every key, in plain mode too: its keys still open sealed tokens and sign seat tokens.
+    add_keys_metric(registry, key_ids(keys))
     try:
         server = start_metrics_http(config.metrics_port, registry, config.host)
     except OSError as error:  # the port is taken, or the host is no address of this machine

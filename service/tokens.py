@@ -90,6 +90,13 @@ class SeatTokenError(Exception):
         self.message = message
         self.metadata = metadata
 
+    @property
+    def unknown_key(self) -> bool:
+        """A token under a key id no key of the ring has (a key retired too soon, pods
+        with different key lists, or junk bytes): ``SEAT_TOKEN_INVALID`` whose metadata
+        names the ``key_id``, which no other refusal of a seat token carries."""
+        return "key_id" in self.metadata
+
 
 @dataclass(frozen=True, repr=False)
 class KeyRing:

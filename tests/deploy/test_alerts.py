@@ -19,6 +19,7 @@ import itertools
 import re
 from typing import Any
 
+import grpc
 import promql_parser
 import pytest
 from cardrules.client import KrypkasinoClient
@@ -27,6 +28,7 @@ from tests.deploy.manifests import OVERLAYS, ROOT, one, rendered
 from tests.deploy.rendering import Manifest
 from tests.service.metrics_helpers import Samples, metric_samples
 from tests.service.server_process import free_port, running
+from tests.service.test_seat_token_refusals_metric import after_rotation
 
 Series = dict[str, dict[str, set[str]]]
 """Sample name (``_total``, ``_bucket`` ... included) -> label name -> the values seen."""
@@ -415,6 +417,13 @@ BASE_RULES = {rule["alert"]: rule["expr"] for rule in alert_rules(rendered("base
         ("CardrulesAtMaxReplicas", '"cardrules"', '"cardrules-hpa"', "never 'cardrules-hpa'"),
         ("CardrulesStateTokensUnknownKey", "refused_total", "refused", "no such series"),
         ("CardrulesStateTokensUnknownKey", '"TOKEN_UNKNOWN_KEY"', '"UNKNOWN_KEY"', "never"),
+        ("CardrulesStateTokensUnknownKey", "seat_tokens_refused", "seat_token_refused", "series"),
+        (
+            "CardrulesStateTokensUnknownKey",
+            '"TOKEN_UNKNOWN_KEY"}[5m])))',
+            '"SEAT_TOKEN_UNKNOWN_KEY"}[5m])))',
+            "reason is never 'SEAT_TOKEN_UNKNOWN_KEY'",
+        ),
         ("CardrulesDeadlinesExceeded", '"DeadlineExceeded"', '"DEADLINE_EXCEEDED"', "never"),
         ("CardrulesPodRestarts", "restarts_total", "restart_total", "no such series"),
         ("CardrulesPodRestarts", '"cardrules"', '"server"', "container is never 'server'"),
@@ -449,3 +458,63 @@ def test_only_production_pages():
     assert set(severities("overlays/dev").values()) == {"ticket"}
     assert severities("overlays/prod") == severities("base")
     assert "page" in severities("base").values()
+
+
+# -- what the unknown-key alert counts ---------------------------------------------------
+
+
+def selected(selector: promql_parser.VectorSelector, scraped: Samples) -> float:
+    """The sum of the samples of ``scraped`` that ``selector`` picks (its name and its
+    ``=``, ``!=``, ``=~`` and ``!~`` matchers)."""
+    total = 0.0
+    for (name, labels), value in scraped.items():
+        found = dict(labels)
+        if name != selector.name:
+            continue
+        picked = True
+        for matcher in selector.matchers.matchers:
+            if matcher.name in ADDED_AT_SCRAPE:
+                continue
+            seen = found.get(matcher.name, "")
+            op = matcher.op
+            if op is promql_parser.MatchOp.Equal:
+                picked &= seen == matcher.value
+            elif op is promql_parser.MatchOp.NotEqual:
+                picked &= seen != matcher.value
+            elif op is promql_parser.MatchOp.Re:
+                picked &= re.fullmatch(matcher.value, seen) is not None
+            else:
+                picked &= re.fullmatch(matcher.value, seen) is None
+        if picked:
+            total += value
+    return total
+
+
+def test_the_unknown_key_alert_counts_seat_tokens_under_a_retired_key():
+    """An SRE drill: after rotation step 3, a backend that had kept the renewed states but
+    not the renewed seat tokens saw every old game refused PERMISSION_DENIED
+    SEAT_TOKEN_INVALID, and the alert's numerator stayed 0. Its refusal counters, read
+    from a real server's scrape as the rule selects them, now count each such call."""
+    (expr,) = [
+        rule["expr"]
+        for rule in alert_rules(rendered("base"))
+        if rule["alert"] == "CardrulesStateTokensUnknownKey"
+    ]
+    counters = [
+        s for s in selectors(promql_parser.parse(expr)) if (s.name or "").endswith("_refused_total")
+    ]
+    assert {s.name for s in counters} == {
+        "cardrules_state_tokens_refused_total",
+        "cardrules_seat_tokens_refused_total",
+    }
+    state, seat, token = after_rotation()
+    calls = 5
+    with running(("--metrics-port", str(free_port()))) as server:
+        server.wait_for_logs("metrics")
+        with KrypkasinoClient(server.target) as client:
+            for _ in range(calls):
+                with pytest.raises(grpc.RpcError) as refusal:
+                    client.legal_moves(state=state, seat=seat, seat_token=token)
+                assert refusal.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        scraped = metric_samples(server.metrics_url)
+    assert sum(selected(s, scraped) for s in counters) == calls

@@ -68,6 +68,7 @@ EXPECTED_FAMILIES = {
     "cardrules_seat_tokens_renewed_total": ("counter", {"game"}),
     "cardrules_state_tokens_renewed_total": ("counter", {"game"}),
     "cardrules_state_tokens_refused_total": ("counter", {"game", "reason"}),
+    "cardrules_seat_tokens_refused_total": ("counter", {"game", "reason"}),
     "cardrules_log_lines_dropped_total": ("counter", set()),
     "cardrules_http_cors_preflights_refused_total": ("counter", set()),
 }

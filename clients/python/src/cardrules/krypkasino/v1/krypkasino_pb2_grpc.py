@@ -34,8 +34,9 @@ class KrypkasinoServiceStub:
     the Python client's default of 5 s does (its channel retries UNAVAILABLE and
     CANCELLED, up to 4 attempts, within the call's deadline). Retrying CANCELLED
     is safe, as every retry here is (a retried NewGame at worst starts another
-    game): a server stopping can cancel a call it never ran. docs/operations.md, "Other gRPC clients", gives that service
-    config as JSON for clients in other languages.
+    game): a server stopping can cancel a call it never ran. docs/operations.md,
+    "Scaling and load balancing", gives that service config as JSON for clients
+    in other languages.
 
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
@@ -105,8 +106,9 @@ class KrypkasinoServiceServicer:
     the Python client's default of 5 s does (its channel retries UNAVAILABLE and
     CANCELLED, up to 4 attempts, within the call's deadline). Retrying CANCELLED
     is safe, as every retry here is (a retried NewGame at worst starts another
-    game): a server stopping can cancel a call it never ran. docs/operations.md, "Other gRPC clients", gives that service
-    config as JSON for clients in other languages.
+    game): a server stopping can cancel a call it never ran. docs/operations.md,
+    "Scaling and load balancing", gives that service config as JSON for clients
+    in other languages.
 
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold
@@ -224,8 +226,9 @@ class KrypkasinoService:
     the Python client's default of 5 s does (its channel retries UNAVAILABLE and
     CANCELLED, up to 4 attempts, within the call's deadline). Retrying CANCELLED
     is safe, as every retry here is (a retried NewGame at worst starts another
-    game): a server stopping can cancel a call it never ran. docs/operations.md, "Other gRPC clients", gives that service
-    config as JSON for clients in other languages.
+    game): a server stopping can cancel a call it never ran. docs/operations.md,
+    "Scaling and load balancing", gives that service config as JSON for clients
+    in other languages.
 
     Errors: every refusal the service makes is a google.rpc.Status (gRPC: in the
     `grpc-status-details-bin` trailer; HTTP/JSON: the body) whose details hold

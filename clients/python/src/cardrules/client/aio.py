@@ -116,6 +116,7 @@ class AsyncKrypkasinoClient:
         self,
         target: str,
         *,
+        channel: None = ...,  # None, as when omitted: the client makes the channel
         credentials: grpc.ChannelCredentials | None = ...,
         timeout: float | None = ...,
         load_balancing: str | None = ...,
@@ -125,6 +126,7 @@ class AsyncKrypkasinoClient:
     @overload
     def __init__(
         self,
+        target: None = ...,
         *,
         channel: aio.Channel,
         timeout: float | None = ...,
@@ -240,9 +242,15 @@ class AsyncKrypkasinoClient:
     @overload
     async def new_game(
         self,
-        request: pb.NewGameRequest,
+        request: pb.NewGameRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        config: None = ...,
+        players: None = ...,
+        seed: None = ...,
+        decks: None = ...,
+        draw: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -251,6 +259,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def new_game(
         self,
+        request: None = ...,
         /,
         *,
         config: pb.GameConfig | None = ...,
@@ -288,9 +297,13 @@ class AsyncKrypkasinoClient:
     @overload
     async def legal_moves(
         self,
-        request: pb.LegalMovesRequest,
+        request: pb.LegalMovesRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -299,6 +312,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def legal_moves(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -328,9 +342,14 @@ class AsyncKrypkasinoClient:
     @overload
     async def play(
         self,
-        request: pb.PlayRequest,
+        request: pb.PlayRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
+        move: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -339,6 +358,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def play(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -375,9 +395,11 @@ class AsyncKrypkasinoClient:
     @overload
     async def score(
         self,
-        request: pb.ScoreRequest,
+        request: pb.ScoreRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -386,6 +408,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def score(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -411,9 +434,13 @@ class AsyncKrypkasinoClient:
     @overload
     async def get_view(
         self,
-        request: pb.GetViewRequest,
+        request: pb.GetViewRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -422,6 +449,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def get_view(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,

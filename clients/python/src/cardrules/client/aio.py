@@ -41,10 +41,23 @@ _MAKE_IT_IN_THE_LOOP = (
 )
 
 
+_MAKE_THE_CHANNEL_IN_THE_LOOP = (
+    "make the channel in the event loop that calls it, in a coroutine (such as the one "
+    "asyncio.run runs), and give it to a client there: a grpc.aio channel belongs to the "
+    "loop it is made in"
+)
+
+
 def _outside_its_loop(problem: object) -> RuntimeError:
     """The error of a client made or used outside its event loop (README, "Asyncio"):
     ``problem``, grpc's or asyncio's words or the client's own, and what to do."""
     return RuntimeError(f"{problem}: {_MAKE_IT_IN_THE_LOOP}")
+
+
+def _given_channel_outside_its_loop(problem: object) -> RuntimeError:
+    """The error of a client given a channel of another event loop, or of a closed one:
+    making the client elsewhere cannot help, as its loop is the channel's."""
+    return RuntimeError(f"{problem}: {_MAKE_THE_CHANNEL_IN_THE_LOOP}")
 
 
 def _channel_loop(channel: aio.Channel) -> asyncio.AbstractEventLoop | None:
@@ -103,7 +116,8 @@ class AsyncKrypkasinoClient:
 
     One client serves a whole process: call it from many tasks at once.
     Use it as an async context manager, or await :meth:`close`. Create it
-    inside the event loop that will use it: a call from another loop raises
+    inside the event loop that will use it (a given ``channel``, whose loop is
+    the client's wherever the client is made): a call from another loop raises
     ``RuntimeError``. It cannot be pickled: a worker process makes its own.
     """
 
@@ -173,6 +187,13 @@ class AsyncKrypkasinoClient:
         # coroutine warns, or makes yet another loop.
         loop = _channel_loop(channel)
         if loop is None or loop.is_closed():
+            if not self._owns_channel:
+                raise _given_channel_outside_its_loop(
+                    "the channel given to this AsyncKrypkasinoClient belongs to no event loop"
+                    if loop is None
+                    else "the event loop of the channel given to this AsyncKrypkasinoClient "
+                    "is closed"
+                )
             raise _outside_its_loop(
                 "the channel belongs to no event loop"
                 if loop is None
@@ -226,6 +247,10 @@ class AsyncKrypkasinoClient:
         # "got Future ... attached to a different loop" (or "Event loop is closed") and
         # leave pending.
         if asyncio.get_running_loop() is not self._loop:
+            if not self._owns_channel:
+                raise _given_channel_outside_its_loop(
+                    "the channel given to this AsyncKrypkasinoClient belongs to another event loop"
+                )
             raise _outside_its_loop("this AsyncKrypkasinoClient was made in another event loop")
         seconds = self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout)
         sent = call_metadata(metadata)

@@ -231,3 +231,55 @@ print(game.view.move_number)
         check=True,
     )
     assert ran.stdout.split() == ["True", "True", "0"], ran.stdout + ran.stderr
+
+
+# Python 3.12 and 3.13 in Python 3.11: asyncio.get_event_loop() in the main thread with no
+# current loop warns (DeprecationWarning) before it makes and sets one. grpc.aio asks with
+# the warning as an error and, refused, makes a loop it does not set; so does the client.
+PYTHON_3_12_LOOPS = """
+import asyncio
+import sys
+import threading
+import warnings
+
+from cardrules.client import AsyncKrypkasinoClient
+
+
+class Python312Policy(asyncio.DefaultEventLoopPolicy):
+    def get_event_loop(self) -> asyncio.AbstractEventLoop:
+        local = self._local
+        if (
+            local._loop is None
+            and not local._set_called
+            and threading.current_thread() is threading.main_thread()
+        ):
+            warnings.warn("There is no current event loop", DeprecationWarning, stacklevel=2)
+        return super().get_event_loop()
+
+
+if sys.version_info < (3, 12):
+    asyncio.set_event_loop_policy(Python312Policy())
+client = AsyncKrypkasinoClient(sys.argv[1], timeout=10)
+loop = asyncio.get_event_loop()
+game = loop.run_until_complete(client.new_game(players=2, seed=3))
+loop.run_until_complete(client.close())
+print(game.view.move_number, len(game.seat_tokens), loop is client.channel._loop)
+"""
+
+
+def test_a_client_made_outside_a_coroutine_makes_its_loop_current_as_python_3_12_needs(
+    grpc_target: str,
+) -> None:
+    """On Python 3.12 and later grpc.aio binds a channel made outside a coroutine, in a
+    thread with no current loop, to a new loop it does not set: the client makes that loop
+    the thread's current one, so asyncio.get_event_loop() returns it, without a warning,
+    and run_until_complete(client.new_game(...)) runs in it. The test runs 3.12's asyncio
+    on 3.11 too (CI's Python), where without that the script's get_event_loop() warned,
+    an error under -W error."""
+    ran = subprocess.run(
+        [sys.executable, "-W", "error", "-c", PYTHON_3_12_LOOPS, grpc_target],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (ran.returncode, ran.stdout.split()) == (0, ["0", "2", "True"]), ran.stderr

@@ -608,6 +608,15 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("DNS://8.8.8.8:53/", "names no address: give DNS:///HOST:PORT"),
         ("dns:///?x", "names no address"),
         ("ipv4:", "names no address"),  # every call fails: "empty address list"
+        ("ipv4:,", "names no address: give ipv4:ADDRESS:PORT"),  # and so does this one
+        ("ipv6:///,,", "names no address: give ipv6:ADDRESS:PORT"),
+        # Only an ipv4: or ipv6: target is a list: grpc looks this up as one name, with a
+        # port of "50052" after a host of "localhost:50051,localhost", and fails every call.
+        ("localhost:50051,localhost:50052", "has a ',' in its address: only an ipv4: or ipv6:"),
+        ("dns:///127.0.0.1:50051,127.0.0.1:50051", "has a ',' in its address"),
+        ("dns:localhost:50051,[::1]:50051", "has a ',' in its address"),
+        ("localhost:50051,", "has a ',' in its address"),  # a port of "50051,"
+        ("127.0.0.1,127.0.0.2", "has a ',' in its address"),
         # grpc reads the port as "50051/" and fails every call: "Failed to parse port".
         ("localhost:50051/", "ends its address with '/'"),
         ("dns:///localhost:50051/", "ends its address with '/'"),
@@ -622,6 +631,7 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         # grpc fails every call with UNKNOWN: "no port given for ipv4 scheme".
         ("ipv4:127.0.0.1", "has no port for '127.0.0.1': every address of an ipv4: target"),
         ("ipv4:127.0.0.1:50051,127.0.0.2", "has no port for '127.0.0.2'"),
+        ("ipv4:127.0.0.1:50051,/x", "has no port for '/x'"),  # grpc: "invalid ipv4 address"
         ("IPV4:127.0.0.1", "every address of an IPV4: target needs one"),
         ("ipv6:[::1]", "has no port for '\\[::1\\]': every address of an ipv6: target"),
         ("ipv6:::1", "has no port for '::1'"),
@@ -672,6 +682,12 @@ def test_grpc_itself_fails_every_call_to_a_dns_target_with_two_slashes(grpc_targ
         "localhost:50051",
         "dns:///cardrules-headless.cardrules.svc.cluster.local:50051",
         "ipv4:127.0.0.1:1,127.0.0.1:65535",
+        # grpc skips the empty elements of an ipv4: or ipv6: list.
+        "ipv4:127.0.0.1:50051,",
+        "ipv4:127.0.0.1:50051,,127.0.0.1:50052",
+        "ipv4:,127.0.0.1:50051",
+        "ipv6:[::1]:50051,",
+        "ipv6:///,[::1]:50051",
         "[::1]:50051",
         "ipv6:[::1]:50051",
         "unix:///run/cardrules.sock",

@@ -57,6 +57,16 @@ elif case == "made in a loop still open":
 # The words of the error a client made outside any loop raises (test_client.py).
 ADVICE = "create the AsyncKrypkasinoClient inside the event loop that will use it"
 REFUSED = f"RuntimeError: this AsyncKrypkasinoClient was made in another event loop: {ADVICE}"
+# A client given a channel: where the client is made does not matter, the channel's loop does.
+GIVEN_ADVICE = (
+    "make the channel in the event loop that calls it, in a coroutine (such as the one "
+    "asyncio.run runs), and give it to a client there: a grpc.aio channel belongs to the "
+    "loop it is made in"
+)
+GIVEN_REFUSED = (
+    "RuntimeError: the channel given to this AsyncKrypkasinoClient belongs to another event "
+    f"loop: {GIVEN_ADVICE}"
+)
 
 
 def run_case(case: str, target: str) -> subprocess.CompletedProcess[str]:
@@ -156,6 +166,13 @@ client = asyncio.run(given(channel))  # made in a loop that is not the channel's
 show(lambda: first.run_until_complete(call(client)))
 show(lambda: asyncio.run(call(client)))
 show(lambda: first.run_until_complete(call(AsyncKrypkasinoClient(channel=channel))))
+
+
+async def made_here() -> None:
+    await call(await given(channel))  # made in the loop that calls it: the channel is not
+
+
+show(lambda: asyncio.run(made_here()))
 first.run_until_complete(channel.close())
 first.close()
 show(lambda: AsyncKrypkasinoClient(channel=channel))
@@ -166,7 +183,9 @@ def test_a_client_given_a_channel_belongs_to_the_channels_event_loop(grpc_target
     """Wherever the client is made: in another loop, or outside any loop after an earlier
     asyncio.run (where asyncio has no current loop). It was bound to the loop it was made
     in, so the channel's own loop was refused and another loop met grpc's "attached to a
-    different loop"; made outside a loop it was refused at once."""
+    different loop"; made outside a loop it was refused at once. A call from another loop,
+    even the one the client was made in, and a channel whose loop is closed are refused
+    with advice about the channel: making the client elsewhere cannot help."""
     ran = subprocess.run(
         [sys.executable, "-W", "error", "-c", GIVEN_CHANNEL, grpc_target],
         capture_output=True,
@@ -175,11 +194,15 @@ def test_a_client_given_a_channel_belongs_to_the_channels_event_loop(grpc_target
         check=True,
     )
     lines = ran.stdout.splitlines()
-    assert len(lines) == 4, ran.stdout
+    assert len(lines) == 5, ran.stdout
     assert lines[0] == "OK", ran.stdout
-    assert lines[1].startswith(REFUSED), ran.stdout
+    assert lines[1] == GIVEN_REFUSED, ran.stdout
     assert lines[2] == "OK", ran.stdout
-    assert lines[3].startswith(f"RuntimeError: the event loop of the channel is closed: {ADVICE}")
+    assert lines[3] == GIVEN_REFUSED, ran.stdout
+    assert lines[4] == (
+        "RuntimeError: the event loop of the channel given to this AsyncKrypkasinoClient is "
+        f"closed: {GIVEN_ADVICE}"
+    ), ran.stdout
     assert "Traceback" not in ran.stderr, ran.stderr
 
 
@@ -208,3 +231,55 @@ print(game.view.move_number)
         check=True,
     )
     assert ran.stdout.split() == ["True", "True", "0"], ran.stdout + ran.stderr
+
+
+# Python 3.12 and 3.13 in Python 3.11: asyncio.get_event_loop() in the main thread with no
+# current loop warns (DeprecationWarning) before it makes and sets one. grpc.aio asks with
+# the warning as an error and, refused, makes a loop it does not set; so does the client.
+PYTHON_3_12_LOOPS = """
+import asyncio
+import sys
+import threading
+import warnings
+
+from cardrules.client import AsyncKrypkasinoClient
+
+
+class Python312Policy(asyncio.DefaultEventLoopPolicy):
+    def get_event_loop(self) -> asyncio.AbstractEventLoop:
+        local = self._local
+        if (
+            local._loop is None
+            and not local._set_called
+            and threading.current_thread() is threading.main_thread()
+        ):
+            warnings.warn("There is no current event loop", DeprecationWarning, stacklevel=2)
+        return super().get_event_loop()
+
+
+if sys.version_info < (3, 12):
+    asyncio.set_event_loop_policy(Python312Policy())
+client = AsyncKrypkasinoClient(sys.argv[1], timeout=10)
+loop = asyncio.get_event_loop()
+game = loop.run_until_complete(client.new_game(players=2, seed=3))
+loop.run_until_complete(client.close())
+print(game.view.move_number, len(game.seat_tokens), loop is client.channel._loop)
+"""
+
+
+def test_a_client_made_outside_a_coroutine_makes_its_loop_current_as_python_3_12_needs(
+    grpc_target: str,
+) -> None:
+    """On Python 3.12 and later grpc.aio binds a channel made outside a coroutine, in a
+    thread with no current loop, to a new loop it does not set: the client makes that loop
+    the thread's current one, so asyncio.get_event_loop() returns it, without a warning,
+    and run_until_complete(client.new_game(...)) runs in it. The test runs 3.12's asyncio
+    on 3.11 too (CI's Python), where without that the script's get_event_loop() warned,
+    an error under -W error."""
+    ran = subprocess.run(
+        [sys.executable, "-W", "error", "-c", PYTHON_3_12_LOOPS, grpc_target],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (ran.returncode, ran.stdout.split()) == (0, ["0", "2", "True"]), ran.stderr

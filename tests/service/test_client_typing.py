@@ -9,9 +9,11 @@ of each client, with a configuration of its own rather than the repository's.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient
@@ -161,7 +163,11 @@ def test_every_public_attribute_of_a_client_class_is_annotated(client_class: typ
 
 # Calls of each form the clients take, and calls that always raise TypeError (each line
 # ending in "# wrong"): a request message with field keywords, no target nor channel or
-# both, and channel settings beside a given channel.
+# both, and channel settings beside a given channel. A request or target may be None
+# (as when omitted), and so may a field keyword or channel beside it. The lines ending in
+# "# limit" run when the request (the target or the channel) is None and raise when it is
+# not: typed X | None, it may be an X, so no overloads can take them without taking the
+# wrong calls too (README, typing paragraph).
 CALLS = """
 import grpc
 
@@ -169,12 +175,30 @@ from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient, channel_op
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 
-def sync_calls(channel: grpc.Channel, state: bytes, token: bytes) -> None:
+def sync_calls(
+    channel: grpc.Channel,
+    state: bytes,
+    token: bytes,
+    maybe: pb.ScoreRequest | None,
+    target: str | None,
+    maybe_channel: grpc.Channel | None,
+) -> None:
     client = KrypkasinoClient("localhost:50051", timeout=2, load_balancing="round_robin")
     KrypkasinoClient(target="localhost:50051", options=channel_options(), credentials=None)
     KrypkasinoClient("localhost:50051", credentials=grpc.ssl_channel_credentials())
     KrypkasinoClient(channel=channel, timeout=None)
     KrypkasinoClient(channel=channel, options=None)
+    KrypkasinoClient("localhost:50051", channel=None)
+    KrypkasinoClient(None, channel=channel)
+    KrypkasinoClient(target=None, channel=channel, credentials=None)
+    client.new_game(None, players=2, seed=1)
+    client.new_game(None)
+    client.new_game(pb.NewGameRequest(), players=None, seed=None, timeout=1)
+    client.legal_moves(None, state=state, seat=0, seat_token=token)
+    client.play(None, move=pb.Move())
+    client.score(maybe)
+    client.score(maybe, state=None, metadata=[])
+    client.get_view(pb.GetViewRequest(), seat_token=None)
     client.new_game()
     client.new_game(players=2, seed=1, timeout=3, metadata=[("k", "v")], wait_for_ready=True)
     client.new_game(pb.NewGameRequest(), timeout=None, metadata=None, wait_for_ready=False)
@@ -196,14 +220,34 @@ def sync_calls(channel: grpc.Channel, state: bytes, token: bytes) -> None:
     KrypkasinoClient(channel=channel, options=[("grpc.enable_retries", 0)])  # wrong
     KrypkasinoClient(channel=channel, load_balancing="round_robin")  # wrong
     KrypkasinoClient(channel=channel, credentials=grpc.ssl_channel_credentials())  # wrong
+    client.score(maybe, state=state)  # limit
+    KrypkasinoClient(target, channel=maybe_channel)  # limit
 
 
-async def async_calls(channel: grpc.aio.Channel, state: bytes, token: bytes) -> None:
+async def async_calls(
+    channel: grpc.aio.Channel,
+    state: bytes,
+    token: bytes,
+    maybe: pb.PlayRequest | None,
+    target: str | None,
+    maybe_channel: grpc.aio.Channel | None,
+) -> None:
     client = AsyncKrypkasinoClient("localhost:50051", timeout=2, load_balancing="round_robin")
     AsyncKrypkasinoClient(target="localhost:50051", options=channel_options(), credentials=None)
     AsyncKrypkasinoClient("localhost:50051", credentials=grpc.ssl_channel_credentials())
     AsyncKrypkasinoClient(channel=channel, timeout=None)
     AsyncKrypkasinoClient(channel=channel, options=None)
+    AsyncKrypkasinoClient("localhost:50051", channel=None)
+    AsyncKrypkasinoClient(None, channel=channel)
+    AsyncKrypkasinoClient(target=None, channel=channel, load_balancing=None)
+    await client.new_game(None, players=2, seed=1)
+    await client.new_game(None)
+    await client.new_game(pb.NewGameRequest(), draw=None, wait_for_ready=True)
+    await client.legal_moves(None, state=state, seat=0, seat_token=token)
+    await client.play(maybe)
+    await client.play(maybe, state=None, move=None, timeout=1)
+    await client.score(None, state=state)
+    await client.get_view(None, state=state, seat=1, seat_token=token)
     await client.new_game()
     await client.new_game(players=2, seed=1, timeout=3, metadata=[("k", "v")])
     await client.new_game(pb.NewGameRequest(), timeout=None, metadata=None, wait_for_ready=False)
@@ -225,6 +269,8 @@ async def async_calls(channel: grpc.aio.Channel, state: bytes, token: bytes) -> 
     AsyncKrypkasinoClient(channel=channel, options=[("grpc.enable_retries", 0)])  # wrong
     AsyncKrypkasinoClient(channel=channel, load_balancing="round_robin")  # wrong
     AsyncKrypkasinoClient(channel=channel, credentials=grpc.ssl_channel_credentials())  # wrong
+    await client.play(maybe, move=pb.Move())  # limit
+    AsyncKrypkasinoClient(target, channel=maybe_channel)  # limit
 """
 
 
@@ -234,11 +280,66 @@ def test_the_types_refuse_exactly_the_calls_that_always_raise_type_error(tmp_pat
     every such call raises TypeError (test_client.py), and before the overloads mypy passed
     them all. The calls each form takes pass."""
     report, status = strict_mypy(tmp_path, {"calls": CALLS})
-    wrong = [
-        number for number, line in enumerate(CALLS.splitlines(), 1) if line.endswith("# wrong")
-    ]
+    lines = CALLS.splitlines()
+    wrong = [number for number, line in enumerate(lines, 1) if line.endswith("# wrong")]
+    limit = [number for number, line in enumerate(lines, 1) if line.endswith("# limit")]
     errors = [line for line in report.splitlines() if ": error: " in line]
-    assert [int(line.split(":")[1]) for line in errors] == wrong, report
-    assert len(wrong) == 20
-    assert all("[call-overload]" in line for line in errors), report
+    # mypy reports a limit call's two arguments apart, as arg-type errors.
+    reported = sorted({int(line.split(":")[1]) for line in errors})
+    assert reported == sorted(wrong + limit), report
+    assert (len(wrong), len(limit)) == (20, 4)
+    assert all("[call-overload]" in line for line in errors if int(line.split(":")[1]) in wrong), (
+        report
+    )
     assert status == 1
+
+
+# The None forms the overloads take, as a caller writes them: type-checked, then run.
+NONE_FORMS = """
+import grpc
+
+from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+
+def optional(request: pb.ScoreRequest) -> pb.ScoreRequest | None:
+    return request
+
+
+def sync_calls(target: str) -> list[int]:
+    with grpc.insecure_channel(target) as channel:
+        given = KrypkasinoClient(None, channel=channel, timeout=10)
+        game = given.new_game(None, players=2, seed=1)
+    with KrypkasinoClient(target, channel=None, timeout=10) as client:
+        seat = game.view.turn
+        token = game.seat_tokens[seat]
+        moves = client.legal_moves(None, state=game.state, seat=seat, seat_token=token)
+        request = pb.PlayRequest(state=game.state, seat=seat, seat_token=token)
+        request.move.CopyFrom(moves.moves[0].move)
+        played = client.play(request, state=None, seat=None, move=None)
+        view = client.get_view(None, state=played.state)
+        sheet = client.score(optional(pb.ScoreRequest(state=played.state)), state=None)
+        return [game.view.move_number, view.view.move_number, len(sheet.totals)]
+
+
+async def async_calls(target: str) -> list[int]:
+    async with grpc.aio.insecure_channel(target) as channel:
+        given = AsyncKrypkasinoClient(None, channel=channel, timeout=10)
+        game = await given.new_game(None, players=2, seed=1)
+    async with AsyncKrypkasinoClient(target, channel=None, timeout=10) as client:
+        view = await client.get_view(pb.GetViewRequest(state=game.state), seat=None)
+        sheet = await client.score(optional(pb.ScoreRequest(state=game.state)))
+        return [view.view.move_number, len(sheet.totals)]
+"""
+
+
+def test_a_request_or_target_of_none_type_checks_and_runs(tmp_path: Path, grpc_target: str) -> None:
+    """``client.new_game(None, players=2)``, a request typed ``X | None`` with no field (or
+    fields of None), and ``KrypkasinoClient(None, channel=...)`` run, and the overloads
+    refused them: the request was an ``X`` in one and absent in the other."""
+    report, status = strict_mypy(tmp_path, {"none_forms": NONE_FORMS})
+    assert status == 0, report
+    forms: dict[str, Any] = {}
+    exec(compile(NONE_FORMS, "none_forms.py", "exec"), forms)
+    assert forms["sync_calls"](grpc_target) == [0, 1, 2]
+    assert asyncio.run(forms["async_calls"](grpc_target)) == [0, 2]

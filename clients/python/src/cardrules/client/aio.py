@@ -41,10 +41,23 @@ _MAKE_IT_IN_THE_LOOP = (
 )
 
 
+_MAKE_THE_CHANNEL_IN_THE_LOOP = (
+    "make the channel in the event loop that calls it, in a coroutine (such as the one "
+    "asyncio.run runs), and give it to a client there: a grpc.aio channel belongs to the "
+    "loop it is made in"
+)
+
+
 def _outside_its_loop(problem: object) -> RuntimeError:
     """The error of a client made or used outside its event loop (README, "Asyncio"):
     ``problem``, grpc's or asyncio's words or the client's own, and what to do."""
     return RuntimeError(f"{problem}: {_MAKE_IT_IN_THE_LOOP}")
+
+
+def _given_channel_outside_its_loop(problem: object) -> RuntimeError:
+    """The error of a client given a channel of another event loop, or of a closed one:
+    making the client elsewhere cannot help, as its loop is the channel's."""
+    return RuntimeError(f"{problem}: {_MAKE_THE_CHANNEL_IN_THE_LOOP}")
 
 
 def _channel_loop(channel: aio.Channel) -> asyncio.AbstractEventLoop | None:
@@ -103,7 +116,8 @@ class AsyncKrypkasinoClient:
 
     One client serves a whole process: call it from many tasks at once.
     Use it as an async context manager, or await :meth:`close`. Create it
-    inside the event loop that will use it: a call from another loop raises
+    inside the event loop that will use it (a given ``channel``, whose loop is
+    the client's wherever the client is made): a call from another loop raises
     ``RuntimeError``. It cannot be pickled: a worker process makes its own.
     """
 
@@ -116,6 +130,7 @@ class AsyncKrypkasinoClient:
         self,
         target: str,
         *,
+        channel: None = ...,  # None, as when omitted: the client makes the channel
         credentials: grpc.ChannelCredentials | None = ...,
         timeout: float | None = ...,
         load_balancing: str | None = ...,
@@ -125,6 +140,7 @@ class AsyncKrypkasinoClient:
     @overload
     def __init__(
         self,
+        target: None = ...,
         *,
         channel: aio.Channel,
         timeout: float | None = ...,
@@ -171,6 +187,13 @@ class AsyncKrypkasinoClient:
         # coroutine warns, or makes yet another loop.
         loop = _channel_loop(channel)
         if loop is None or loop.is_closed():
+            if not self._owns_channel:
+                raise _given_channel_outside_its_loop(
+                    "the channel given to this AsyncKrypkasinoClient belongs to no event loop"
+                    if loop is None
+                    else "the event loop of the channel given to this AsyncKrypkasinoClient "
+                    "is closed"
+                )
             raise _outside_its_loop(
                 "the channel belongs to no event loop"
                 if loop is None
@@ -224,6 +247,10 @@ class AsyncKrypkasinoClient:
         # "got Future ... attached to a different loop" (or "Event loop is closed") and
         # leave pending.
         if asyncio.get_running_loop() is not self._loop:
+            if not self._owns_channel:
+                raise _given_channel_outside_its_loop(
+                    "the channel given to this AsyncKrypkasinoClient belongs to another event loop"
+                )
             raise _outside_its_loop("this AsyncKrypkasinoClient was made in another event loop")
         seconds = self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout)
         sent = call_metadata(metadata)
@@ -240,9 +267,15 @@ class AsyncKrypkasinoClient:
     @overload
     async def new_game(
         self,
-        request: pb.NewGameRequest,
+        request: pb.NewGameRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        config: None = ...,
+        players: None = ...,
+        seed: None = ...,
+        decks: None = ...,
+        draw: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -251,6 +284,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def new_game(
         self,
+        request: None = ...,
         /,
         *,
         config: pb.GameConfig | None = ...,
@@ -288,9 +322,13 @@ class AsyncKrypkasinoClient:
     @overload
     async def legal_moves(
         self,
-        request: pb.LegalMovesRequest,
+        request: pb.LegalMovesRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -299,6 +337,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def legal_moves(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -328,9 +367,14 @@ class AsyncKrypkasinoClient:
     @overload
     async def play(
         self,
-        request: pb.PlayRequest,
+        request: pb.PlayRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
+        move: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -339,6 +383,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def play(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -375,9 +420,11 @@ class AsyncKrypkasinoClient:
     @overload
     async def score(
         self,
-        request: pb.ScoreRequest,
+        request: pb.ScoreRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -386,6 +433,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def score(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -411,9 +459,13 @@ class AsyncKrypkasinoClient:
     @overload
     async def get_view(
         self,
-        request: pb.GetViewRequest,
+        request: pb.GetViewRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -422,6 +474,7 @@ class AsyncKrypkasinoClient:
     @overload
     async def get_view(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,

@@ -443,8 +443,12 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     has three), and an ``ipv4:`` or ``ipv6:`` address without a port
     (``ipv4:127.0.0.1``); a ``/`` or a path after the address (``localhost:50051/``,
     ``localhost:50051/cardrules``, which only an ``ipv4:`` or ``ipv6:`` list ignores),
-    a host with a ``:`` of its own that is no IPv6 address (``localhost:50051:1``) or
-    an empty host (``:50051``) fails every call with ``UNAVAILABLE``, and it dials 443
+    a ``,`` in a ``dns:`` or plain target (``localhost:50051,localhost:50052`` or
+    ``localhost:50051,``: only an ``ipv4:`` or ``ipv6:`` target is a list, whose empty
+    elements grpc skips), an ``ipv4:`` or ``ipv6:`` list of none but empty elements
+    (``ipv4:,``), a host with a ``:`` of its own that is no IPv6 address
+    (``localhost:50051:1``) or an empty host (``:50051``) fails every call with
+    ``UNAVAILABLE``, and it dials 443
     for an empty port (``localhost:``). All these are refused, so a typo never dials a
     port nobody meant. Every other form is left to grpc:
     ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host without
@@ -486,9 +490,21 @@ def check_target(target: str, *, need_port: bool = False) -> None:
         # A scheme of grpc's own that this module does not know (google-c2p:///NAME):
         # what follows its last "/" is left to grpc, as it always was.
         addresses = addresses.rpartition("/")[2]
-    for address in addresses.split(","):  # ipv4: and ipv6: targets list several
-        address, slash, path = address.partition("/")
-        if slash and lowered not in ("ipv4", "ipv6"):  # an ipv4: or ipv6: list ignores it
+    listed = lowered in ("ipv4", "ipv6")
+    # Of the schemes read here only ipv4: and ipv6: list several addresses, and grpc skips
+    # an empty one (ipv4:127.0.0.1:50051, is one address); a dns: or plain target is one
+    # name. A scheme this module does not know is split as it always was.
+    single = not listed and (lowered == "dns" or _URI_SCHEME.match(target) is None)
+    elements = [addresses] if single else [part for part in addresses.split(",") if part]
+    if not elements and listed:
+        # grpc fails every call with UNAVAILABLE ("empty address list").
+        raise ValueError(
+            f"{target!r} names no address: give {scheme}:ADDRESS:PORT, e.g. "
+            + ("ipv4:127.0.0.1:50051" if lowered == "ipv4" else "ipv6:[::1]:50051")
+        )
+    for element in elements:
+        address, slash, path = element.partition("/")
+        if slash and not listed:  # an ipv4: or ipv6: list ignores it
             # grpc's resolver reads "localhost:50051/" as a port of "50051/" and
             # "localhost:50051/x" as one of "50051/x": every call fails with UNAVAILABLE.
             if not path:
@@ -498,6 +514,15 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             raise ValueError(
                 f"{target!r} has a path after its address ('/{path}'): a gRPC target names "
                 "no path; give HOST:PORT, e.g. localhost:50051"
+            )
+        if "," in address and single:
+            # grpc looks "localhost:50051,localhost:50052" up as one name, with a port of
+            # "50052" after a host of "localhost:50051,localhost", and "localhost:50051," with
+            # a port of "50051,": every call fails with UNAVAILABLE.
+            raise ValueError(
+                f"{target!r} has a ',' in its address: only an ipv4: or ipv6: target lists "
+                "addresses (ipv4:127.0.0.1:50051,127.0.0.2:50051); give one HOST:PORT, e.g. "
+                "localhost:50051"
             )
         if address.startswith("[") and "]" in address:  # [IPv6]:PORT
             bracketed, _, after = address.partition("]")
@@ -524,11 +549,11 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             # grpc dials 443 for "localhost:": a colon with nothing after it is a typo.
             raise ValueError(f"{target!r} has an empty port: give HOST:PORT, e.g. localhost:50051")
         if not colon:
-            if lowered in ("ipv4", "ipv6"):
+            if listed:
                 # grpc fails every call with UNKNOWN ("no port given for ipv4 scheme").
                 example = "ipv4:127.0.0.1:50051" if lowered == "ipv4" else "ipv6:[::1]:50051"
                 raise ValueError(
-                    f"{target!r} has no port for {address!r}: every address of an "
+                    f"{target!r} has no port for {element!r}: every address of an "
                     f"{scheme}: target needs one, e.g. {example}"
                 )
             if need_port:

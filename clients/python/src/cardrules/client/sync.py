@@ -69,6 +69,7 @@ class KrypkasinoClient:
         self,
         target: str,
         *,
+        channel: None = ...,  # None, as when omitted: the client makes the channel
         credentials: grpc.ChannelCredentials | None = ...,
         timeout: float | None = ...,
         load_balancing: str | None = ...,
@@ -78,6 +79,7 @@ class KrypkasinoClient:
     @overload
     def __init__(
         self,
+        target: None = ...,
         *,
         channel: grpc.Channel,
         timeout: float | None = ...,
@@ -162,9 +164,15 @@ class KrypkasinoClient:
     @overload
     def new_game(
         self,
-        request: pb.NewGameRequest,
+        request: pb.NewGameRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        config: None = ...,
+        players: None = ...,
+        seed: None = ...,
+        decks: None = ...,
+        draw: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -173,6 +181,7 @@ class KrypkasinoClient:
     @overload
     def new_game(
         self,
+        request: None = ...,
         /,
         *,
         config: pb.GameConfig | None = ...,
@@ -210,9 +219,13 @@ class KrypkasinoClient:
     @overload
     def legal_moves(
         self,
-        request: pb.LegalMovesRequest,
+        request: pb.LegalMovesRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -221,6 +234,7 @@ class KrypkasinoClient:
     @overload
     def legal_moves(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -250,9 +264,14 @@ class KrypkasinoClient:
     @overload
     def play(
         self,
-        request: pb.PlayRequest,
+        request: pb.PlayRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
+        move: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -261,6 +280,7 @@ class KrypkasinoClient:
     @overload
     def play(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -297,9 +317,11 @@ class KrypkasinoClient:
     @overload
     def score(
         self,
-        request: pb.ScoreRequest,
+        request: pb.ScoreRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -308,6 +330,7 @@ class KrypkasinoClient:
     @overload
     def score(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,
@@ -333,9 +356,13 @@ class KrypkasinoClient:
     @overload
     def get_view(
         self,
-        request: pb.GetViewRequest,
+        request: pb.GetViewRequest | None,
         /,
         *,
+        # None, as when omitted: a request takes no field keywords.
+        state: None = ...,
+        seat: None = ...,
+        seat_token: None = ...,
         timeout: Timeout = ...,
         metadata: Metadata | None = ...,
         wait_for_ready: bool | None = ...,
@@ -344,6 +371,7 @@ class KrypkasinoClient:
     @overload
     def get_view(
         self,
+        request: None = ...,
         /,
         *,
         state: TokenBytes | None = ...,

@@ -416,7 +416,8 @@ def test_a_body_too_large_by_its_length_is_refused_before_100_continue(server):
         connection.sendall(expecting_continue(BODY_LIMIT + 1))
         # Read as it comes: http.client would skip a 100 Continue.
         answer = connection.makefile("rb")
-        assert answer.readline() == b"HTTP/1.1 413 Request Entity Too Large\r\n"
+        # The reason phrase is the interpreter's (Python 3.13: RFC 9110's "Content Too Large").
+        assert answer.readline().startswith(b"HTTP/1.1 413 ")
         headers = http.client.parse_headers(answer)
         body = answer.read(int(headers["Content-Length"]))
     assert refusal(json.loads(body))[1] == "REQUEST_TOO_LARGE"

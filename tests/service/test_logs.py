@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import io
 import itertools
@@ -589,9 +590,15 @@ class _BrokenPipe(io.RawIOBase):
         raise BrokenPipeError(32, "Broken pipe")
 
 
-def broken_pipe_stdout() -> io.TextIOWrapper[io.BufferedWriter]:
-    """A stdout like Python's whose pipe reader went away."""
-    return io.TextIOWrapper(io.BufferedWriter(_BrokenPipe()), encoding="utf-8")
+@pytest.fixture
+def broken_pipe_stdout() -> Iterator[io.TextIOWrapper[io.BufferedWriter[_BrokenPipe]]]:
+    """A stdout like Python's whose pipe reader went away. Closed at the end, its last
+    flush's BrokenPipeError ignored: left to its finalizer, Python 3.13 reports that
+    error as unraisable (a warning under pytest, an error with ``-W error``)."""
+    stdout = io.TextIOWrapper(io.BufferedWriter(_BrokenPipe()), encoding="utf-8")
+    yield stdout
+    with contextlib.suppress(BrokenPipeError):
+        stdout.close()
 
 
 @pytest.fixture
@@ -604,12 +611,12 @@ def dropped_lines(monkeypatch: pytest.MonkeyPatch) -> DroppedLines:
 
 @pytest.mark.parametrize("fmt", ["json", "console"])
 def test_lines_stdout_refuses_are_counted_and_reported_once(
-    monkeypatch, capsys, fmt, dropped_lines
+    monkeypatch, capsys, fmt, dropped_lines, broken_pipe_stdout
 ):
     dropped = dropped_lines
     counted: list[int] = []
     dropped.on_drop = lambda: counted.append(1)
-    monkeypatch.setattr(sys, "stdout", broken_pipe_stdout())
+    monkeypatch.setattr(sys, "stdout", broken_pipe_stdout)
     configure_logging(fmt)
     runner = CallRunner(None)
     outcome = runner.run("svc.S", "Ok", "grpc", "rid-1", lambda r, _i: r, "answer")
@@ -623,10 +630,12 @@ def test_lines_stdout_refuses_are_counted_and_reported_once(
     assert "BrokenPipeError" in note
 
 
-def test_the_first_lost_line_is_reported_at_once(monkeypatch, capsys, dropped_lines):
+def test_the_first_lost_line_is_reported_at_once(
+    monkeypatch, capsys, dropped_lines, broken_pipe_stdout
+):
     """The note on stderr comes with the first line lost, not some later one."""
     dropped = dropped_lines
-    monkeypatch.setattr(sys, "stdout", broken_pipe_stdout())
+    monkeypatch.setattr(sys, "stdout", broken_pipe_stdout)
     configure_logging("json")
     get_logger().error("the one line")
     assert dropped.count == 1

@@ -578,7 +578,7 @@ def _read_keys_file(
             # Not a keys file (a key is 44 characters): /dev/zero, a log, a disk image,
             # whose whole reading would hold the start-up for ever or fill the memory.
             raise ConfigValueError(
-                f"{setting}: {path} is larger than {MAX_KEYS_FILE_BYTES} "
+                f"{setting}: {_shown_path(path)} is larger than {MAX_KEYS_FILE_BYTES} "
                 "bytes: expected base64 AES-256 keys, one per line"
             )
         # A comment runs from # to the end of its line (no base64 has a #): operators

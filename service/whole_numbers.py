@@ -15,27 +15,30 @@ _WHOLE_NUMBER = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
 #: More digits than any value read here takes (a seed, the largest, has 20), so many
 #: fewer than ``int()`` refuses (4,300) that a longer number is never converted.
 MAX_DIGITS = 30
-#: How much of a longer number a refusal quotes.
-SHOWN_DIGITS = 20
 
 
 class NumberTooLongError(ValueError):
     """A whole number of more than ``MAX_DIGITS`` digits (leading zeros aside): out of
-    every range. ``shown`` is the number cut short for a refusal, with its length."""
+    every range. ``shown`` says so for a refusal by its sign and length alone: its
+    digits could be a state key of digits given to the wrong setting (design section 4),
+    and a cut-short one is too short for ``config.hide_keys`` to recognise."""
 
-    def __init__(self, text: str, digits: int) -> None:
-        number = text.strip()
-        self.shown = f"{number[:SHOWN_DIGITS]}... ({digits} digits)"
+    def __init__(self, negative: bool, digits: int) -> None:
+        self.shown = f"{'a negative' if negative else 'a'} number of {digits} digits"
         super().__init__(f"out of range: {self.shown}")
 
 
 def parse_whole_number(text: str) -> int:
     """``text`` as an int, or ``ValueError`` for anything but ASCII digits (see above):
-    ``NumberTooLongError`` for more than ``MAX_DIGITS`` digits, which no range takes,
-    never read whole (``int()`` of 4,301 digits or more raised a ValueError of its own,
-    and a refusal quoted every digit)."""
+    ``NumberTooLongError`` for more than ``MAX_DIGITS`` digits, leading zeros aside,
+    which no range takes, never read whole (``int()`` of 4,301 digits or more raised a
+    ValueError of its own, and a refusal quoted every digit)."""
     if not _WHOLE_NUMBER.fullmatch(text):
         raise ValueError(f"not a whole number: {text!r}")
-    if (digits := len(text.strip().lstrip("-").lstrip("0"))) > MAX_DIGITS:
-        raise NumberTooLongError(text, digits)
-    return int(text)
+    number = text.strip()
+    negative = number.startswith("-")
+    significant = number.removeprefix("-").lstrip("0")
+    if len(significant) > MAX_DIGITS:
+        raise NumberTooLongError(negative, len(significant))
+    value = int(significant or "0")  # zeros before a number make it no longer
+    return -value if negative else value

@@ -429,6 +429,18 @@ def test_a_keys_file_larger_than_any_keys_is_refused_unread(
     )
 
 
+def test_a_large_keys_files_path_with_a_new_line_is_quoted_on_one_line(tmp_path: Path) -> None:
+    """As every other refusal of the keys file names its path (a security review): raw,
+    a path with a new line made the refusal two lines, the second one of its choosing."""
+    path = tmp_path / "big\ncardrules: listening"
+    path.symlink_to("/dev/zero")
+    message = refusal([], {"CARDRULES_STATE_KEYS_FILE": str(path)})
+    assert message == (
+        f"CARDRULES_STATE_KEYS_FILE: {str(path)!r} is larger than {MAX_KEYS_FILE_BYTES} "
+        "bytes: expected base64 AES-256 keys, one per line"
+    )
+
+
 def test_a_named_pipe_nothing_writes_to_reads_as_no_keys_at_once(tmp_path: Path) -> None:
     """Opening it waited for a writer for ever, deaf to SIGTERM and Ctrl-C, which start-up
     only records (a configuration review)."""

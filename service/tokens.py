@@ -193,8 +193,17 @@ def weakness(key: bytes) -> str | None:
 _ASSIGNMENT = re.compile(r"\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=[\w+/\-\"']")
 
 
-#: Quotes an env file's value keeps when its reader does not take them off.
-_QUOTES = "\"'"
+#: Quotes an env file's value keeps when its reader does not take them off, and the
+#: typographic ones a word processor or a chat puts around a pasted value: each opening
+#: quote with its closing one.
+_QUOTE_PAIRS = {
+    '"': '"',
+    "'": "'",
+    "\u201c": "\u201d",
+    "\u2018": "\u2019",
+    "\u201e": "\u201c",
+    "\u00ab": "\u00bb",
+}
 
 
 def _decode_key(item: str, position: int) -> bytes:
@@ -203,7 +212,7 @@ def _decode_key(item: str, position: int) -> bytes:
         raise ValueError(
             f"key {position} is empty (a comma at an end of the list, or two in a row)"
         )
-    if len(item) >= 2 and item[0] in _QUOTES and item[-1] == item[0]:
+    if len(item) >= 2 and _QUOTE_PAIRS.get(item[0]) == item[-1]:
         # ``docker run --env-file`` and a Kustomize env file keep a value's quotes.
         raise ValueError(f"key {position} is quoted: give the key without quotes")
     normalized = item.rstrip("=").replace("-", "+").replace("_", "/")
@@ -211,7 +220,7 @@ def _decode_key(item: str, position: int) -> bytes:
     try:
         key = base64.b64decode(normalized.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
-        if item[0] in _QUOTES or item[-1] in _QUOTES:
+        if item[0] in _QUOTE_PAIRS or item[-1] in _QUOTE_PAIRS.values():
             # A list quoted whole ("OLD,NEW"): its first key opens the quote.
             raise ValueError(
                 f"key {position} starts or ends with a quote: give the keys without quotes"

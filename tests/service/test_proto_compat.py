@@ -13,8 +13,8 @@ Main is what deploys, so a proto change that lands there is released: a
 build of it may have sealed tokens or answered clients with it. So the
 newest image must hold every field, enum value and method of the working
 protos (a test), and a change that adds one adds an image, in the same commit,
-once it passes against the earlier ones. A change to comments alone needs none:
-images leave out comments. Build the proto module alone, as the earlier
+once it passes against the earlier ones. A change to comments, options or imports
+alone needs none (no test asks for one). Build the proto module alone, as the earlier
 images were: an image of the whole workspace also holds the vendored
 google/rpc files, which ``buf breaking`` then calls deleted::
 

@@ -18,8 +18,7 @@ so a plus (card points, a sweep's +5 to the mover) is a penalty and a minus
 (a sweep's -5 to the previous seat, bordstabbe's -5) a reward.
 
 A field marked `(google.api.field_behavior) = REQUIRED` is one a request
-cannot do without (AIP-203): the call is refused, naming it, when it is
-absent or empty.
+cannot do without (AIP-203): the call is refused when it is absent or empty.
 """
 
 from cardrules.cards.v1 import cards_pb2 as _cards_pb2

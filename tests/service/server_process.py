@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -329,9 +330,10 @@ def start_server(
         and "--http-port" not in args
         and "CARDRULES_HTTP_PORT" not in (env or {})
     ):
-        # Workers share one fixed port, which must not be the one ``args`` chose for gRPC.
-        grpc_port = args[args.index("--grpc-port") + 1] if "--grpc-port" in args else None
-        command += ["--http-port", next(p for p in map(str, free_ports(2)) if p != grpc_port)]
+        # Workers share one fixed port, which must be none of those ``args`` chose.
+        chosen = {value for flag, value in itertools.pairwise(args) if flag.endswith("-port")}
+        free = map(str, free_ports(len(chosen) + 1))
+        command += ["--http-port", next(port for port in free if port not in chosen)]
     process = start_session(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
     )

@@ -29,7 +29,7 @@ from service.server import build_api, new_metrics
 from service.tokens import KeyRing, SeatTokenReason
 from tests.service.http_helpers import exchange
 from tests.service.metrics_helpers import Samples, metric_samples, samples
-from tests.service.server_process import TEST_KEY, free_port, running
+from tests.service.server_process import TEST_KEY, free_ports, running
 
 REFUSED = "cardrules_seat_tokens_refused_total"
 OLD_KEY = KeyRing.generate_key_text()
@@ -203,7 +203,8 @@ def test_a_server_with_workers_counts_seat_tokens_under_a_retired_key_over_both_
     token is under OLD. Calls over gRPC and HTTP, on connections of their own so that
     both workers take some, add up in the one scrape."""
     state, seat, token = after_rotation()
-    args = ("--metrics-port", str(free_port()), "--workers", "2", "--grpc-port", str(free_port()))
+    metrics_port, grpc_port = free_ports(2)  # two draws of free_port() may be equal
+    args = ("--metrics-port", str(metrics_port), "--workers", "2", "--grpc-port", str(grpc_port))
     calls = 12
     with running(args) as server:
         server.wait_for_logs("metrics")

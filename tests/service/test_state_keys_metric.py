@@ -9,7 +9,7 @@ import pytest
 
 from service.tokens import KeyRing
 from tests.service.metrics_helpers import Samples, metric_samples
-from tests.service.server_process import TEST_KEY, free_port, running
+from tests.service.server_process import TEST_KEY, free_port, free_ports, running
 
 NEW_KEY = KeyRing.generate_key_text()
 
@@ -44,9 +44,10 @@ def test_the_metrics_and_the_listening_line_name_every_key(processes, flags):
     """Two keys, the new one first: both are exported, the first as primary, and each
     process's listening line lists them in that order. In plain mode too: its keys still
     open sealed tokens and sign seat tokens."""
-    args = ("--metrics-port", str(free_port()), *flags)
+    metrics_port, grpc_port = free_ports(2)  # two draws of free_port() may be equal
+    args = ("--metrics-port", str(metrics_port), *flags)
     if processes > 1:
-        args += ("--workers", str(processes), "--grpc-port", str(free_port()))
+        args += ("--workers", str(processes), "--grpc-port", str(grpc_port))
     new, old = key_id(NEW_KEY), key_id(TEST_KEY)
     with running(args, keys=f"{NEW_KEY},{TEST_KEY}") as server:
         server.wait_for_logs("metrics")

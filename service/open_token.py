@@ -180,7 +180,7 @@ def _checked_state(payload: bytes, *, sealed: bool) -> pb.GameState:
 def _refusal(error: TokenError, token: bytes, keys: KeyRing | None) -> OpenTokenError:
     """``error`` in this command's words: the server's say "this server"."""
     if error.reason == "TOKEN_UNKNOWN_KEY":
-        given = ", ".join(KeyRing.key_id(key).hex() for key in keys.keys) if keys else ""
+        given = ", ".join(keys.hex_ids()) if keys else ""
         return OpenTokenError(
             f"the state token was sealed with key id {error.metadata['key_id']}, which is "
             f"none of the keys given ({given}): cardrules keyid prints a key's id",

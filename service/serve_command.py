@@ -196,7 +196,6 @@ def run_keyid(args: argparse.Namespace) -> int:
     """Print the id of each configured key, the primary first (docs/operations.md, "Key
     rotation", step 3): a backend checks its stored tokens' key ids against them."""
     from service.cli import print_output
-    from service.tokens import KeyRing
 
     try:
         keys = configured_keys(args)
@@ -204,7 +203,7 @@ def run_keyid(args: argparse.Namespace) -> int:
         return _fail(hide_keys(str(error)))
     if keys is None:  # serve would make an ephemeral key, which no other process shares
         return _fail(NO_KEYS + misspelt_keys_hint())
-    lines = [KeyRing.key_id(key).hex() for key in keys.keys]
+    lines = keys.hex_ids()
     lines[0] += "  primary"  # the first key seals (docs/api.md, "State tokens")
     return print_output("".join(f"{line}\n" for line in lines))
 

@@ -85,12 +85,6 @@ def load_keys(config: ServerConfig) -> KeyRing:
     return KeyRing.ephemeral()
 
 
-def key_ids(keys: KeyRing) -> list[str]:
-    """The ids in hex of ``keys``, the primary (sealing) key first, as ``cardrules keyid``
-    prints them."""
-    return [KeyRing.key_id(key).hex() for key in keys.keys]
-
-
 def build_api(config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None) -> KrypkasinoApi:
     """The API that both transports serve, sealing with ``keys`` (plain if configured)."""
     return KrypkasinoApi(
@@ -278,7 +272,7 @@ async def _run_servers(
             refuse_chosen_deals=config.refuse_chosen_deals,
             # Every key this pod opens with, the sealing one first: pods on NEW,OLD and
             # on NEW alone seal alike, and only this tells them apart (ids, no secret).
-            key_ids=key_ids(keys),
+            key_ids=keys.hex_ids(),
             pid=os.getpid(),
         )
     await signals.received.wait()
@@ -422,7 +416,7 @@ def _warn_plain_state(keys: KeyRing) -> None:
     else:
         _log.warning(
             f"{warning}; sealed tokens of these keys are opened and answered in the clear",
-            key_ids=key_ids(keys),
+            key_ids=keys.hex_ids(),
         )
 
 
@@ -513,7 +507,7 @@ def _start_metrics(
         key_id = KeyRing.key_id(keys.keys[0]).hex()
         add_sealing_metric(registry, EPHEMERAL if keys.is_ephemeral else SEALED, key_id)
     # Every key, in plain mode too: its keys still open sealed tokens and sign seat tokens.
-    add_keys_metric(registry, key_ids(keys))
+    add_keys_metric(registry, keys.hex_ids())
     try:
         server = start_metrics_http(config.metrics_port, registry, config.host)
     except OSError as error:  # the port is taken, or the host is no address of this machine

@@ -160,6 +160,11 @@ class KeyRing:
         """The first 4 bytes of SHA-256 of the key: names the key in tokens, reveals nothing."""
         return hashlib.sha256(key).digest()[:KEY_ID_BYTES]
 
+    def hex_ids(self) -> list[str]:
+        """The id in hex of each key, the primary (sealing) key first, as ``cardrules
+        keyid`` prints them."""
+        return [self.key_id(key).hex() for key in self.keys]
+
     def weak_keys(self) -> list[tuple[str, str]]:
         """(key id in hex, why) of each key that is no random key (``weakness``)."""
         return [(self.key_id(key).hex(), why) for key in self.keys if (why := weakness(key))]

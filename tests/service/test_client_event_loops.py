@@ -11,23 +11,9 @@ import sys
 
 import pytest
 
-# Each case prints one line per call: "OK", or the type and words of what the call raised.
-SCRIPT = """
-import asyncio
-import sys
-
-from cardrules.client import AsyncKrypkasinoClient
-
-case, target = sys.argv[1:]
-
-
-async def made(call: bool) -> AsyncKrypkasinoClient:
-    client = AsyncKrypkasinoClient(target, timeout=10)
-    if call:
-        await client.new_game(players=2)
-    return client
-
-
+# What both scripts call a client with, and how each prints a call's outcome: "OK", or the
+# type and words of what the call raised.
+CALL_AND_SHOW = """
 async def call(client: AsyncKrypkasinoClient) -> None:
     await client.new_game(players=2)
 
@@ -38,6 +24,26 @@ def show(run) -> None:
         print("OK")
     except Exception as error:
         print(f"{type(error).__name__}: {error}")
+"""
+
+# Each case prints one line per call.
+SCRIPT = (
+    """
+import asyncio
+import sys
+
+from cardrules.client import AsyncKrypkasinoClient
+
+case, target = sys.argv[1:]
+"""
+    + CALL_AND_SHOW
+    + """
+
+async def made(call: bool) -> AsyncKrypkasinoClient:
+    client = AsyncKrypkasinoClient(target, timeout=10)
+    if call:
+        await client.new_game(players=2)
+    return client
 
 
 if case in ("made in an earlier asyncio.run", "called in an earlier asyncio.run"):
@@ -53,6 +59,7 @@ elif case == "made in a loop still open":
     show(lambda: first.run_until_complete(call(client)))  # its own loop still serves it
     first.close()
 """
+)
 
 # The words of the error a client made outside any loop raises (test_client.py).
 ADVICE = "create the AsyncKrypkasinoClient inside the event loop that will use it"
@@ -129,7 +136,8 @@ print(game.view.move_number, len(game.seat_tokens))
 
 
 # A channel made in one loop, given to clients made in others and outside any loop.
-GIVEN_CHANNEL = """
+GIVEN_CHANNEL = (
+    """
 import asyncio
 import sys
 
@@ -138,19 +146,9 @@ import grpc
 from cardrules.client import AsyncKrypkasinoClient, channel_options
 
 target = sys.argv[1]
-
-
-async def call(client: AsyncKrypkasinoClient) -> None:
-    await client.new_game(players=2)
-
-
-def show(run) -> None:
-    try:
-        run()
-        print("OK")
-    except Exception as error:
-        print(f"{type(error).__name__}: {error}")
-
+"""
+    + CALL_AND_SHOW
+    + """
 
 async def open_channel() -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(target, channel_options())
@@ -177,6 +175,7 @@ first.run_until_complete(channel.close())
 first.close()
 show(lambda: AsyncKrypkasinoClient(channel=channel))
 """
+)
 
 
 def test_a_client_given_a_channel_belongs_to_the_channels_event_loop(grpc_target: str) -> None:

@@ -195,11 +195,16 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(name for name in env if name.upper().startswith(ENV_PREFIX) and name not in known)
 
 
-def meant_variables(unknown: Sequence[str]) -> list[str]:
-    """For each unknown variable a slip from a setting's (``CARDRULES_GRPC_PORTS``,
-    ``cardrules_grpc_port``), ``"CARDRULES_GRPC_PORT for CARDRULES_GRPC_PORTS"``."""
+def variable_slips(unknown: Sequence[str]) -> list[tuple[str, str]]:
+    """``(variable, meant)`` for each unknown variable a slip from a setting's
+    (``CARDRULES_GRPC_PORTS``, ``cardrules_grpc_port``), ``meant`` that setting's."""
     known = [env_name(name) for name, _ in _OPTIONS.values()]
-    return [f"{near} for {name}" for name in unknown if (near := nearest(name, known))]
+    return [(name, near) for name in unknown if (near := nearest(name, known))]
+
+
+def meant_variables(unknown: Sequence[str]) -> list[str]:
+    """``variable_slips`` as ``"CARDRULES_GRPC_PORT for CARDRULES_GRPC_PORTS"``."""
+    return [f"{near} for {name}" for name, near in variable_slips(unknown)]
 
 
 def _default_text(name: str) -> str:

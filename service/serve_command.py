@@ -29,9 +29,9 @@ from service.config import (
     env_name,
     given_by,
     hide_keys,
-    meant_variables,
     resolve,
     unknown_variables,
+    variable_slips,
 )
 from service.start_signals import pending_signals
 from service.value_space import BYTES_PER_PROCESS, reserve
@@ -74,10 +74,9 @@ def misspelt_keys_hint() -> str:
     setting's, as ``serve``'s start-up warning finds them (``did_you_mean``); else
     empty. Names only: the variable's value may be a key."""
     key_variables = {env_name(name) for name in KEY_SETTINGS}
-    slips = (slip.partition(" for ") for slip in meant_variables(unknown_variables()))
     return "".join(
         f"; {name} is set, which no setting reads: did you mean {near}?"
-        for near, _, name in slips
+        for name, near in variable_slips(unknown_variables())
         if near in key_variables
     )
 

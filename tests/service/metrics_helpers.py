@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import urllib.request
 
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
+from service.krypkasino_api import GAME
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 """Sample name (``_total``, ``_bucket`` ... included) and its labels -> value."""
@@ -17,6 +20,24 @@ def samples(text: str) -> Samples:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+def by_reason(found: Samples, name: str) -> dict[str, float]:
+    """The series of ``name``, a Krypkasino counter by ``game`` and ``reason`` (a
+    ``*_tokens_refused_total``): reason -> count."""
+    counts = {}
+    for (sample, labels), count in found.items():
+        if sample == name:
+            by_name = dict(labels)
+            assert by_name.keys() == {"game", "reason"}
+            assert by_name["game"] == GAME
+            counts[by_name["reason"]] = count
+    return counts
+
+
+def counted_by_reason(registry: CollectorRegistry, name: str) -> dict[str, float]:
+    """``by_reason`` of what ``registry`` holds now."""
+    return by_reason(samples(generate_latest(registry).decode()), name)
 
 
 def metric_samples(url: str) -> Samples:

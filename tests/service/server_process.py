@@ -149,6 +149,14 @@ def _ephemeral_ports() -> range:
 _FIXED_PORTS = random.Random()
 
 
+def loaded_at_start(folder: Path, code: str) -> str:
+    """A ``PYTHONPATH`` on which a Python process runs ``code`` as it starts, before its
+    own code (a ``sitecustomize`` in ``folder``): a test-only fault or setting for a
+    server that the test starts."""
+    (folder / "sitecustomize.py").write_text(code)
+    return os.pathsep.join(filter(None, (str(folder), os.environ.get("PYTHONPATH"))))
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` different loopback ports that were free a moment ago (for options that
     need fixed ports). They are drawn outside the kernel's ephemeral range, which the

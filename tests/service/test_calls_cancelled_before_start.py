@@ -12,7 +12,6 @@ doing or the stop's, never a bug.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from tests.service.grpc_helpers import health
-from tests.service.server_process import failure_lines, running
+from tests.service.server_process import failure_lines, loaded_at_start, running
 
 # Test-only fault, loaded by the server's interpreter at start (``sitecustomize`` on
 # PYTHONPATH): the task grpc.aio makes for each Health/Check call does not start for
@@ -62,8 +61,7 @@ GRPC_RECORD = (
 
 
 def test_a_call_cancelled_before_its_handler_started_is_a_debug_line_only(tmp_path: Path):
-    (tmp_path / "sitecustomize.py").write_text(DELAYED_FIRST_STEP)
-    path = os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
+    path = loaded_at_start(tmp_path, DELAYED_FIRST_STEP)
     delayed = tmp_path / "delayed"
     delayed.touch()
     env = {"PYTHONPATH": path, "DELAYED_TASKS": str(delayed)}

@@ -76,14 +76,23 @@ GIVEN_REFUSED = (
 )
 
 
-def run_case(case: str, target: str) -> subprocess.CompletedProcess[str]:
+def run_python(
+    script: str, *argv: str, warnings_are_errors: bool = True, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a Python process of its own with ``argv``, by default under
+    ``-W error``."""
+    flags = ("-W", "error") if warnings_are_errors else ()
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, case, target],
+        [sys.executable, *flags, "-c", script, *argv],
         capture_output=True,
         text=True,
         timeout=60,
-        check=True,
+        check=check,
     )
+
+
+def run_case(case: str, target: str) -> subprocess.CompletedProcess[str]:
+    return run_python(SCRIPT, case, target, warnings_are_errors=False)
 
 
 @pytest.mark.parametrize(
@@ -125,13 +134,7 @@ game = loop.run_until_complete(client.new_game(players=2, seed=3))
 loop.run_until_complete(client.close())
 print(game.view.move_number, len(game.seat_tokens))
 """
-    ran = subprocess.run(
-        [sys.executable, "-W", "error", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    ran = run_python(script)
     assert ran.stdout.split() == ["0", "2"]
 
 
@@ -185,13 +188,7 @@ def test_a_client_given_a_channel_belongs_to_the_channels_event_loop(grpc_target
     different loop"; made outside a loop it was refused at once. A call from another loop,
     even the one the client was made in, and a channel whose loop is closed are refused
     with advice about the channel: making the client elsewhere cannot help."""
-    ran = subprocess.run(
-        [sys.executable, "-W", "error", "-c", GIVEN_CHANNEL, grpc_target],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    ran = run_python(GIVEN_CHANNEL, grpc_target)
     lines = ran.stdout.splitlines()
     assert len(lines) == 5, ran.stdout
     assert lines[0] == "OK", ran.stdout
@@ -222,13 +219,7 @@ game = loop.run_until_complete(client.new_game(players=2, seed=3))
 loop.run_until_complete(client.close())
 print(game.view.move_number)
 """
-    ran = subprocess.run(
-        [sys.executable, "-W", "error", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    ran = run_python(script)
     assert ran.stdout.split() == ["True", "True", "0"], ran.stdout + ran.stderr
 
 
@@ -275,10 +266,5 @@ def test_a_client_made_outside_a_coroutine_makes_its_loop_current_as_python_3_12
     and run_until_complete(client.new_game(...)) runs in it. The test runs 3.12's asyncio
     on 3.11 too (CI's Python), where without that the script's get_event_loop() warned,
     an error under -W error."""
-    ran = subprocess.run(
-        [sys.executable, "-W", "error", "-c", PYTHON_3_12_LOOPS, grpc_target],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    ran = run_python(PYTHON_3_12_LOOPS, grpc_target, check=False)
     assert (ran.returncode, ran.stdout.split()) == (0, ["0", "2", "True"]), ran.stderr

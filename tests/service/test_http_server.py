@@ -15,7 +15,6 @@ import codecs
 import gzip
 import http.client
 import json
-import os
 import re
 import socket
 import time
@@ -44,6 +43,7 @@ from tests.service.server_process import (
     cannot_listen_line,
     free_port,
     free_ports,
+    loaded_at_start,
     port_taken,
     running,
     serve_and_fail,
@@ -1226,10 +1226,7 @@ def test_a_bad_chunk_mid_body_from_a_client_still_there_is_400_request_malformed
     )
     env = {"AIOHTTP_NO_EXTENSIONS": "1"}
     if read_starts_late:
-        (tmp_path / "sitecustomize.py").write_text(BODY_READ_STARTS_LATE)
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, (str(tmp_path), os.environ.get("PYTHONPATH")))
-        )
+        env["PYTHONPATH"] = loaded_at_start(tmp_path, BODY_READ_STARTS_LATE)
     with running(env=env) as server:
         with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
             connection.sendall(head.encode() + b'6\r\n{"stat\r\n')

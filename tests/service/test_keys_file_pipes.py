@@ -20,6 +20,7 @@ from tests.service.server_process import (
     TEST_KEY,
     free_port,
     kill_group,
+    loaded_at_start,
     server_environment,
     start_session,
 )
@@ -116,8 +117,7 @@ def test_serve_refuses_a_keys_pipe_that_never_ends_after_the_bound(
     held_fifo: Path, tmp_path: Path
 ) -> None:
     assert SHORT_BOUND_SECONDS < KEYS_PIPE_SECONDS
-    (tmp_path / "sitecustomize.py").write_text(SHORTER_BOUND)
-    path = os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
+    path = loaded_at_start(tmp_path, SHORTER_BOUND)
     started = time.monotonic()
     process = _start([*_serve_command(), "--metrics-port", "0"], held_fifo, {"PYTHONPATH": path})
     status, stderr = _finished(process, SHORT_BOUND_SECONDS + 20)

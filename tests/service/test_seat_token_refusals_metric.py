@@ -19,36 +19,21 @@ import pytest
 from cardrules.client import KrypkasinoClient, error_info
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf.message import Message
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner, Handler, within_deadline
 from service.config import ServerConfig
-from service.krypkasino_api import GAME, SERVICE_NAME, KrypkasinoApi
+from service.krypkasino_api import GAME, SERVICE_NAME
 from service.metrics import SEAT_TOKEN_REFUSALS, STATE_TOKEN_REFUSALS, ServiceMetrics
 from service.server import build_api, new_metrics
 from service.tokens import KeyRing, SeatTokenReason
 from tests.service.http_helpers import exchange
-from tests.service.metrics_helpers import Samples, metric_samples, samples
+from tests.service.metrics_helpers import by_reason, counted_by_reason, metric_samples
 from tests.service.server_process import TEST_KEY, free_ports, running
+from tests.service.test_state_token_refusals_metric import a_game
 
 REFUSED = "cardrules_seat_tokens_refused_total"
 OLD_KEY = KeyRing.generate_key_text()
-
-
-def refused(found: Samples, name: str = REFUSED) -> dict[str, float]:
-    """The series of ``name`` (a ``*_tokens_refused_total``): reason -> count."""
-    counts = {}
-    for (sample, labels), count in found.items():
-        if sample == name:
-            by_name = dict(labels)
-            assert by_name.keys() == {"game", "reason"}
-            assert by_name["game"] == GAME
-            counts[by_name["reason"]] = count
-    return counts
-
-
-def counted(registry: CollectorRegistry, name: str = REFUSED) -> dict[str, float]:
-    return refused(samples(generate_latest(registry).decode()), name)
 
 
 def run(runner: CallRunner, method: str, handler: Handler, request: Message) -> Any:
@@ -56,20 +41,12 @@ def run(runner: CallRunner, method: str, handler: Handler, request: Message) -> 
     return runner.run(SERVICE_NAME, method, "grpc", "t", handler, request)
 
 
-def a_game(api: KrypkasinoApi, runner: CallRunner) -> pb.NewGameResponse:
-    request = pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1)
-    outcome = run(runner, "NewGame", api.new_game, request)
-    assert outcome.error is None
-    assert isinstance(outcome.response, pb.NewGameResponse)
-    return outcome.response
-
-
 def test_each_reason_is_a_series_at_zero_from_the_start():
     """Pre-created, as the state tokens' refusals are, so that ``rate()`` sees a pod's
     first refusal."""
     registry = CollectorRegistry()
     ServiceMetrics(registry, {})
-    assert counted(registry) == {reason: 0 for reason in SEAT_TOKEN_REFUSALS}
+    assert counted_by_reason(registry, REFUSED) == {reason: 0 for reason in SEAT_TOKEN_REFUSALS}
     assert set(SEAT_TOKEN_REFUSALS) == {*get_args(SeatTokenReason), "TOKEN_UNKNOWN_KEY"}
 
 
@@ -141,7 +118,7 @@ def test_every_refusal_of_a_seat_token_counts_under_its_reason_on_each_method():
                 assert "key_id" not in error.metadata
                 expected[error.reason] += 1
     assert expected == {"SEAT_TOKEN_MISSING": 3, "SEAT_TOKEN_INVALID": 9, "TOKEN_UNKNOWN_KEY": 3}
-    assert counted(registry) == expected
+    assert counted_by_reason(registry, REFUSED) == expected
 
     not_seat_tokens: list[tuple[str, Handler, Message]] = [
         ("LegalMoves", api.legal_moves, pb.LegalMovesRequest(state=game.state, seat=7)),
@@ -160,8 +137,8 @@ def test_every_refusal_of_a_seat_token_counts_under_its_reason_on_each_method():
         assert run(runner, method, call, message).error is not None
     ours = pb.GetViewRequest(state=game.state, seat=seat, seat_token=game.seat_tokens[seat])
     assert run(runner, "GetView", api.get_view, ours).error is None
-    assert counted(registry) == expected
-    assert counted(registry, "cardrules_state_tokens_refused_total") == {
+    assert counted_by_reason(registry, REFUSED) == expected
+    assert counted_by_reason(registry, "cardrules_state_tokens_refused_total") == {
         **dict.fromkeys(STATE_TOKEN_REFUSALS, 0.0),
         "TOKEN_UNKNOWN_KEY": 1.0,
     }
@@ -177,7 +154,7 @@ def test_a_refusal_nobody_received_counts_nothing():
     late: Callable[[Any, Any], Any] = within_deadline(api.legal_moves, iter((1.0, 0)).__next__)
     request = pb.LegalMovesRequest(state=game.state, seat=game.view.turn)
     assert run(runner, "LegalMoves", late, request).error.reason == "DEADLINE_EXCEEDED"
-    assert counted(registry) == dict.fromkeys(SEAT_TOKEN_REFUSALS, 0)
+    assert counted_by_reason(registry, REFUSED) == dict.fromkeys(SEAT_TOKEN_REFUSALS, 0)
 
 
 def after_rotation() -> tuple[bytes, int, bytes]:
@@ -226,7 +203,10 @@ def test_a_server_with_workers_counts_seat_tokens_under_a_retired_key_over_both_
             status, _, _ = exchange(f"{server.http_url}/v1/krypkasino:legalMoves", body)
             assert status == 403
         after = metric_samples(server.metrics_url)
-    assert refused(before) == dict.fromkeys(SEAT_TOKEN_REFUSALS, 0)
-    assert refused(after) == {**refused(before), "TOKEN_UNKNOWN_KEY": 2 * calls}
+    assert by_reason(before, REFUSED) == dict.fromkeys(SEAT_TOKEN_REFUSALS, 0)
+    assert by_reason(after, REFUSED) == {
+        **by_reason(before, REFUSED),
+        "TOKEN_UNKNOWN_KEY": 2 * calls,
+    }
     state_refusals = "cardrules_state_tokens_refused_total"
-    assert refused(after, state_refusals) == dict.fromkeys(STATE_TOKEN_REFUSALS, 0)
+    assert by_reason(after, state_refusals) == dict.fromkeys(STATE_TOKEN_REFUSALS, 0)

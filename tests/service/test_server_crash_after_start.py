@@ -8,12 +8,11 @@ supervisor's SIGTERM reached (a sibling had crashed) died of it, without its lin
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.service.server_process import events, free_ports, serve_and_fail
+from tests.service.server_process import events, free_ports, loaded_at_start, serve_and_fail
 
 # Test-only fault, loaded by the server's interpreter at start (``sitecustomize`` on
 # PYTHONPATH): marking the health service SERVING, the first step after gRPC has
@@ -68,8 +67,7 @@ RUNS = pytest.mark.parametrize(
 def test_an_error_after_grpc_started_is_only_the_crash_line(
     tmp_path: Path, fault: str, args: tuple[str, ...], crash_event: str, crashes: int
 ):
-    (tmp_path / "sitecustomize.py").write_text(fault)
-    path = os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
+    path = loaded_at_start(tmp_path, fault)
     # Fixed ports, which workers share; the metrics served too.
     http_port, metrics_port = map(str, free_ports(2))
     done = serve_and_fail(

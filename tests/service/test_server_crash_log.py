@@ -5,11 +5,10 @@ JSON collector cannot parse and which quotes the exception's arguments unscrubbe
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, cast
 
-from tests.service.server_process import events, serve_and_fail
+from tests.service.server_process import events, loaded_at_start, serve_and_fail
 
 SEAT_TOKEN = "c2VhdCB0b2tlbiB0aGF0IG5vIGxvZyBsaW5lIG1heSBxdW90ZQ"
 
@@ -30,8 +29,7 @@ service.http_cors.CorsPolicy = _fail
 
 
 def test_an_unexpected_error_at_start_is_one_json_line_and_exit_1(tmp_path: Path):
-    (tmp_path / "sitecustomize.py").write_text(FAULT)
-    path = os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
+    path = loaded_at_start(tmp_path, FAULT)
     done = serve_and_fail("--http-port", "0", env={"PYTHONPATH": path})
     assert done.returncode == 1
     assert done.stderr == ""  # no traceback

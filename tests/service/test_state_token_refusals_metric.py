@@ -14,7 +14,7 @@ import pytest
 from cardrules.client import KrypkasinoClient
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf.message import Message
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner, Handler, within_deadline
 from service.config import ServerConfig
@@ -23,27 +23,11 @@ from service.metrics import STATE_TOKEN_REFUSALS, ServiceMetrics
 from service.server import SCHEMA_VERSION, build_api, new_metrics
 from service.tokens import PLAIN_FLAG, KeyRing, StateSealer, TokenReason
 from tests.service.http_helpers import exchange
-from tests.service.metrics_helpers import Samples, metric_samples, samples
+from tests.service.metrics_helpers import by_reason, counted_by_reason, metric_samples
 from tests.service.server_process import TEST_KEY, free_port, running
 
 REFUSED = "cardrules_state_tokens_refused_total"
 OTHER_KEY = KeyRing.generate_key_text()
-
-
-def refused(found: Samples) -> dict[str, float]:
-    """The series of ``cardrules_state_tokens_refused_total``: reason -> count."""
-    counts = {}
-    for (name, labels), count in found.items():
-        if name == REFUSED:
-            by_name = dict(labels)
-            assert by_name.keys() == {"game", "reason"}
-            assert by_name["game"] == GAME
-            counts[by_name["reason"]] = count
-    return counts
-
-
-def counted(registry: CollectorRegistry) -> dict[str, float]:
-    return refused(samples(generate_latest(registry).decode()))
 
 
 def sealer(keys: str, version: int = SCHEMA_VERSION) -> StateSealer:
@@ -69,7 +53,7 @@ def test_each_reason_is_a_series_at_zero_from_the_start():
     first refusal; a reason the sealer may give is never missing."""
     registry = CollectorRegistry()
     ServiceMetrics(registry, {})
-    assert counted(registry) == {reason: 0 for reason in STATE_TOKEN_REFUSALS}
+    assert counted_by_reason(registry, REFUSED) == {reason: 0 for reason in STATE_TOKEN_REFUSALS}
     assert set(STATE_TOKEN_REFUSALS) == {*get_args(TokenReason), "STATE_INVALID"}
 
 
@@ -115,7 +99,7 @@ def test_every_refusal_of_a_state_token_counts_under_its_reason():
     assert expected["TOKEN_FROM_NEWER_RELEASE"] == 2
     # Not a refusal of a token: none was sent.
     assert runner.run(SERVICE_NAME, "Score", "grpc", "t", api.score, pb.ScoreRequest()).error
-    assert counted(registry) == expected
+    assert counted_by_reason(registry, REFUSED) == expected
 
 
 def test_calls_that_open_their_token_and_refusals_nobody_received_count_nothing():
@@ -139,9 +123,9 @@ def test_calls_that_open_their_token_and_refusals_nobody_received_count_nothing(
     late: Callable[[Any, Any], Any] = within_deadline(api.legal_moves, iter((1.0, 0)).__next__)
     unknown = pb.LegalMovesRequest(state=sealer(OTHER_KEY).seal(b""), seat=seat)
     assert run(late, unknown) == "DEADLINE_EXCEEDED"
-    assert counted(registry) == dict.fromkeys(STATE_TOKEN_REFUSALS, 0)
+    assert counted_by_reason(registry, REFUSED) == dict.fromkeys(STATE_TOKEN_REFUSALS, 0)
     assert run(api.legal_moves, unknown) == "TOKEN_UNKNOWN_KEY"
-    assert counted(registry)["TOKEN_UNKNOWN_KEY"] == 1
+    assert counted_by_reason(registry, REFUSED)["TOKEN_UNKNOWN_KEY"] == 1
 
 
 def test_a_server_with_workers_counts_the_refusals_of_both_transports():
@@ -156,7 +140,7 @@ def test_a_server_with_workers_counts_the_refusals_of_both_transports():
     calls = 12
     with running(args) as server:
         server.wait_for_logs("metrics")
-        before = refused(metric_samples(server.metrics_url))
+        before = by_reason(metric_samples(server.metrics_url), REFUSED)
         for _ in range(calls):
             with KrypkasinoClient(server.target) as client, pytest.raises(grpc.RpcError) as error:
                 client.legal_moves(state=game.state, seat=seat, seat_token=game.seat_tokens[seat])
@@ -165,6 +149,6 @@ def test_a_server_with_workers_counts_the_refusals_of_both_transports():
         for _ in range(calls):
             status, _, _ = exchange(f"{server.http_url}/v1/krypkasino:score", body)
             assert status == 400
-        after = refused(metric_samples(server.metrics_url))
+        after = by_reason(metric_samples(server.metrics_url), REFUSED)
     assert before == dict.fromkeys(STATE_TOKEN_REFUSALS, 0)
     assert after == {**before, "TOKEN_UNKNOWN_KEY": 2 * calls}

@@ -558,12 +558,16 @@ class HttpGateway:
         # The deadline counts from here, once the headers are read: as near the caller's
         # send as the gateway sees.
         deadline = _deadline(request.headers.get(GRPC_TIMEOUT_HEADER))
+        spent_on_arrival = callable(deadline) and deadline() == 0
         refused = self._head_refusal(request)
         payload = refused if refused is not None else await self._read_body(request)
-        # Past the deadline already, before the call waits its turn: the body came too
-        # slowly (or never), likelier than an overload then.
+        # Spent while the body came, before the call waits its turn: the body came too
+        # slowly (or never), likelier than an overload then. A deadline spent before the
+        # body began (0S, 1n) was too short whatever the body did.
         past_deadline = (
-            body_past_deadline if callable(deadline) and deadline() == 0 else deadline_exceeded
+            body_past_deadline
+            if not spent_on_arrival and callable(deadline) and deadline() == 0
+            else deadline_exceeded
         )
         # The request message came (for grpc_server_msg_received_total) once its body did.
         received = False

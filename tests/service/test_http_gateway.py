@@ -739,6 +739,24 @@ def test_a_body_that_came_whole_only_after_the_deadline_is_refused_naming_the_bo
     run(krypkasino_gateway(), scenario)
 
 
+@pytest.mark.parametrize("grpc_timeout", ["0S", "0m", "1n"])
+def test_a_deadline_spent_before_the_body_began_is_refused_naming_the_deadline(grpc_timeout):
+    """A deadline already over when the headers came says so, not that the body (sent
+    whole with them) came too slowly."""
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        timeout = f"Grpc-Timeout: {grpc_timeout}\r\n".encode()
+        answer, status = await raw_exchange(
+            url, SCORE_HEAD + timeout + b"Content-Length: 2\r\n\r\n{}"
+        )
+        assert answer.startswith(b"HTTP/1.1 504 ")
+        refused = json.loads(status)
+        assert refused["details"][0]["reason"] == "DEADLINE_EXCEEDED"
+        assert refused["message"] == deadline_exceeded().message
+
+    run(krypkasino_gateway(), scenario)
+
+
 def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout():
     async def scenario(_: aiohttp.ClientSession, url: str) -> None:
         request = b"GET /openapi.json HTTP/1.1\r\nHost: test\r\n\r\n"

@@ -141,7 +141,10 @@ def test_services_route_to_named_container_ports(overlay):
     headless = [s for s in services.values() if s["spec"].get("clusterIP") == "None"]
     cluster_ip = [s for s in services.values() if s["spec"].get("clusterIP") != "None"]
     assert [p["targetPort"] for s in headless for p in s["spec"]["ports"]] == ["grpc"]
+    # gRPC on the ClusterIP too, for a mesh's clients (docs/operations.md, "Behind a
+    # service mesh"): a sidecar balances calls only to a Service's address.
     assert sorted(p["targetPort"] for s in cluster_ip for p in s["spec"]["ports"]) == [
+        "grpc",
         "http",
         "metrics",
     ]

@@ -129,7 +129,11 @@ def run_serve(args: argparse.Namespace) -> int:
             made_folder = prepare_multiprocess_dir(config.workers)
         except OSError as error:
             workers_source = given_by(args, "workers", os.environ) or "--workers"
-            return _fail(_unusable_folder(config.workers, workers_source, folder_variable, error))
+            message = _unusable_folder(config.workers, workers_source, folder_variable, error)
+            # In use clears once its holder stops (the draining orphans of a supervisor
+            # killed outright): 1, as a port in use, which a supervisor may retry; 2 is
+            # for a setting every start would refuse again.
+            return _fail(message, 1 if isinstance(error, FolderInUseError) else 2)
     from service.logs import unbuffer_std_streams
     from service.server import serve
 
@@ -162,10 +166,10 @@ def _unusable_folder(
     )
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, status: int = 2) -> int:
     if sys.stderr is not None:
         print(f"cardrules: error: {message}", file=sys.stderr)
-    return 2
+    return status
 
 
 def run_keygen(args: argparse.Namespace) -> int:
@@ -315,7 +319,8 @@ def _hold_given(folder: str) -> None:
         os.close(descriptor)
         raise FolderInUseError(
             f"another cardrules server uses {folder} for its metrics (it holds {path} "
-            "locked): give each server a folder of its own"
+            "locked), or the workers of one killed outright are still draining: give each "
+            "server a folder of its own"
         ) from None
     except BaseException:
         os.close(descriptor)

@@ -306,7 +306,7 @@ def test_workers_do_not_share_their_ports_with_a_second_server(taken, tmp_path):
     started by mistake on the same ports, it would take half the connections with other
     keys. It must stop with ``cannot listen`` instead, and the first keep serving, its
     metrics too. (Given the first's metrics folder as well, it is refused for that
-    first: test_a_second_server_given_a_metrics_folder_in_use_exits_2_and_deletes_nothing.)"""
+    first: test_a_second_server_given_a_metrics_folder_in_use_exits_1_and_deletes_nothing.)"""
     folder = tmp_path / "metrics"
     with serving_a_game_with_metrics_in(folder) as first:
         values = sorted(folder.glob("*.db"))
@@ -1525,10 +1525,11 @@ def test_a_metrics_folder_holding_other_files_exits_2_and_deletes_nothing(tmp_pa
 
 
 def in_use_line(folder: Path, variable: str = "PROMETHEUS_MULTIPROC_DIR") -> str:
-    """The one line a server given a metrics folder another server uses exits 2 with."""
+    """The one line a server given a metrics folder another server uses exits 1 with."""
     return (
         f"cardrules: error: {variable}: another cardrules server uses {folder} for its "
-        f"metrics (it holds {folder / '.in-use'} locked): give each server a folder of its own\n"
+        f"metrics (it holds {folder / '.in-use'} locked), or the workers of one killed "
+        "outright are still draining: give each server a folder of its own\n"
     )
 
 
@@ -1538,7 +1539,7 @@ def games_started(url: str) -> float:
 
 
 @pytest.mark.parametrize("args", [WORKERS, ("--workers", "1")], ids=["workers", "one"])
-def test_a_second_server_given_a_metrics_folder_in_use_exits_2_and_deletes_nothing(tmp_path, args):
+def test_a_second_server_given_a_metrics_folder_in_use_exits_1_and_deletes_nothing(tmp_path, args):
     """Two servers given the same folder on other ports: the second started without a
     word and emptied the folder, deleting the first's live files of values, whose
     metrics answered 503 from then on, its values lost, until a restart did the same
@@ -1553,22 +1554,24 @@ def test_a_second_server_given_a_metrics_folder_in_use_exits_2_and_deletes_nothi
         second = serve_and_fail(
             *args, "--grpc-port", str(grpc_port), "--http-port", str(http_port), env=env
         )
-        assert (second.returncode, second.stdout) == (2, "")
+        assert (second.returncode, second.stdout) == (1, "")
         assert second.stderr == in_use_line(folder)
         assert values and {p.name: p.stat().st_ino for p in folder.glob("*.db")} == values
         assert games_started(first.metrics_url) == 1
 
 
-def test_a_metrics_folder_whose_lock_another_process_holds_exits_2(tmp_path):
+def test_a_metrics_folder_whose_lock_another_process_holds_exits_1(tmp_path):
     """Whoever holds the lock (an orphaned worker of a killed server still writes
-    there), the folder is not emptied; the deprecated variable's name is the one told."""
+    there), the folder is not emptied; the deprecated variable's name is the one told.
+    Exit status 1, which a supervisor retries: the holder may be gone a moment later
+    (orphaned workers drain and exit), unlike a setting refused with 2."""
     folder = tmp_path / "metrics"
     folder.mkdir()
     (folder / "counter_1.db").write_text("kept")
     with (folder / ".in-use").open("wb") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         done = serve_and_fail(env={"prometheus_multiproc_dir": str(folder)})
-    assert (done.returncode, done.stdout) == (2, "")
+    assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == in_use_line(folder, "prometheus_multiproc_dir")
     assert sorted(path.name for path in folder.iterdir()) == [".in-use", "counter_1.db"]
     assert (folder / "counter_1.db").read_text() == "kept"

@@ -1612,7 +1612,7 @@ def test_an_async_client_made_outside_any_event_loop_says_where_to_make_it() -> 
         check=True,
     )
     assert "no current event loop" in ran.stdout
-    assert "create the AsyncKrypkasinoClient inside the event loop" in ran.stdout
+    assert "'MainThread': create the AsyncKrypkasinoClient inside the event loop" in ran.stdout
 
 
 def test_a_channel_of_the_other_kind_is_refused_at_once() -> None:

@@ -51,13 +51,19 @@ _MAKE_THE_CHANNEL_IN_THE_LOOP = (
 def _outside_its_loop(problem: object) -> RuntimeError:
     """The error of a client made or used outside its event loop (README, "Asyncio"):
     ``problem``, grpc's or asyncio's words or the client's own, and what to do."""
-    return RuntimeError(f"{problem}: {_MAKE_IT_IN_THE_LOOP}")
+    return RuntimeError(f"{_clause(problem)}: {_MAKE_IT_IN_THE_LOOP}")
 
 
 def _given_channel_outside_its_loop(problem: object) -> RuntimeError:
     """The error of a client given a channel of another event loop, or of a closed one:
     making the client elsewhere cannot help, as its loop is the channel's."""
-    return RuntimeError(f"{problem}: {_MAKE_THE_CHANNEL_IN_THE_LOOP}")
+    return RuntimeError(f"{_clause(problem)}: {_MAKE_THE_CHANNEL_IN_THE_LOOP}")
+
+
+def _clause(problem: object) -> str:
+    """``problem`` as the clause before the advice: grpc's and asyncio's words end in a
+    full stop ("There is no current event loop in thread 'MainThread'.")."""
+    return str(problem).rstrip(".")
 
 
 def _channel_loop(channel: aio.Channel) -> asyncio.AbstractEventLoop | None:

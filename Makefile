@@ -41,19 +41,31 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 help: ## List targets
 	@echo "Targets:"
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
-	@echo "Variables: PYTHON=$(PYTHON) RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) PYTEST_ARGS SERVE_ARGS BENCH_ARGS LOCK_ARGS"
+	@echo "Variables: PYTHON=$(PYTHON) (creates .venv; make clean first to change it) RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) PYTEST_ARGS SERVE_ARGS BENCH_ARGS LOCK_ARGS"
 
 venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
 
 # Rebuilt from scratch when the venv is missing or dev.lock changed; when only
-# pyproject.toml changed, the lock is re-applied and the project reinstalled.
+# pyproject.toml changed, the lock is re-applied and the project reinstalled. PYTHON
+# counts only then: a venv is kept whatever PYTHON says (make clean to change it).
+# pip check: a dependency pyproject.toml gained but the lock lacks (make lock) fails
+# here, not at the first import of it.
 $(VENV_STAMP): requirements/dev.lock pyproject.toml
 	@if [ ! -x $(BIN)/python ] || [ -n "$(filter requirements/dev.lock,$?)" ]; then \
+		if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
+			echo "make: cardrules needs Python 3.11 or newer, and $(PYTHON) is" \
+				"$$(command -v $(PYTHON) >/dev/null && $(PYTHON) --version 2>&1 || echo 'not found'):" \
+				"make PYTHON=/path/to/python3.11" >&2; \
+			exit 1; \
+		fi; \
 		echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1))"; \
 		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); \
 	fi
 	$(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e ./clients/python -e .
+	@$(BIN)/python -m pip check >/dev/null || { $(BIN)/python -m pip check >&2; \
+		echo "make: requirements/dev.lock does not hold what pyproject.toml asks for: make lock" >&2; \
+		exit 1; }
 	@touch $@
 
 # buf (proto lint) comes pinned from the npm registry via package-lock.json.

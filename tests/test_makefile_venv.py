@@ -1,0 +1,109 @@
+"""The Makefile's venv rule refuses what would fail later, with one line that says what
+to do: an interpreter older than pyproject.toml's ``requires-python``, and a lock that
+no longer holds what pyproject.toml asks for (README, "The two commands").
+
+The rule runs in a copy of the Makefile with stand-in interpreters (shell scripts), so
+no venv is made and nothing is installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+    return path
+
+
+def _project(tmp_path: Path) -> Path:
+    """The Makefile and the files its venv rule depends on, in a folder of their own."""
+    for name in ("Makefile", "pyproject.toml", "requirements/dev.lock"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def _with_venv(project: Path, python: str) -> Path:
+    """A venv that exists (``python`` its stand-in interpreter), older than pyproject.toml
+    but newer than the lock: the rule re-applies the lock to it and makes no new venv
+    (make's ``$?`` names pyproject.toml alone)."""
+    _script(project / ".venv/bin/python", python)
+    stamp = project / ".venv/.installed"
+    stamp.touch()
+    now = time.time()
+    os.utime(project / "requirements/dev.lock", (now - 20, now - 20))
+    os.utime(stamp, (now - 10, now - 10))
+    return stamp
+
+
+def _make_venv(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", *args, "venv"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_an_interpreter_older_than_3_11_is_refused_naming_its_version(tmp_path: Path) -> None:
+    """pip used to fail instead, with "No matching distribution found for coverage" and
+    some two hundred versions, after making a venv of the old interpreter."""
+    project = _project(tmp_path)
+    # Answers the version check as Python 3.10 does (exit status 1) and --version as it.
+    old = _script(
+        tmp_path / "python3.10", 'case "$1" in --version) echo "Python 3.10.13";; esac\nexit 1\n'
+    )
+    done = _make_venv(project, f"PYTHON={old}")
+    assert done.returncode != 0
+    assert f"cardrules needs Python 3.11 or newer, and {old} is Python 3.10.13" in done.stderr
+    assert not (project / ".venv").exists()
+
+
+def test_a_missing_interpreter_is_refused_as_not_found(tmp_path: Path) -> None:
+    done = _make_venv(_project(tmp_path), f"PYTHON={tmp_path / 'nowhere' / 'python3'}")
+    assert done.returncode != 0
+    assert "is not found: make PYTHON=/path/to/python3.11" in done.stderr
+
+
+def test_a_lock_missing_a_dependency_of_pyproject_is_refused_asking_for_make_lock(
+    tmp_path: Path,
+) -> None:
+    """``pip check`` runs after the installs: a dependency added to pyproject.toml but not
+    to the lock used to pass ``make venv`` and fail at its first import."""
+    project = _project(tmp_path)
+    # pip installs anything; pip check finds a gap.
+    stamp = _with_venv(
+        project,
+        'if [ "$3" = check ]; then echo "cardrules 0.1.0 requires left-pad, which is not'
+        ' installed."; exit 1; fi\nexit 0\n',
+    )
+    before = stamp.stat().st_mtime
+    done = _make_venv(project)
+    assert done.returncode != 0
+    assert "creating .venv" not in done.stdout
+    assert "requires left-pad, which is not installed." in done.stderr
+    assert "requirements/dev.lock does not hold what pyproject.toml asks for: make lock" in (
+        done.stderr
+    )
+    assert stamp.stat().st_mtime == before
+
+
+def test_a_lock_that_holds_everything_renews_the_stamp(tmp_path: Path) -> None:
+    """The control: the same stand-in venv with a pip check that passes."""
+    project = _project(tmp_path)
+    stamp = _with_venv(project, "exit 0\n")
+    before = stamp.stat().st_mtime
+    done = _make_venv(project)
+    assert done.returncode == 0, done.stderr
+    assert "creating .venv" not in done.stdout
+    assert stamp.stat().st_mtime > before

@@ -14,7 +14,8 @@ which prints a summary even of one game).
 ``open-token``'s (``service.open_token``): 0 the token opened and was printed, 1 it
 does not open under the keys given (unknown key, altered, a schema or fields this
 release does not read) or the result could not be printed, 2 bad input (no keys for a
-sealed token, a bad key, stdin not one base64 token, a seat token).
+sealed token, a bad key, stdin not one base64 token or larger than
+``service.open_token.MAX_STDIN_BYTES``, a seat token).
 """
 
 from __future__ import annotations
@@ -388,7 +389,7 @@ def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
         epilog="Exit status: 0 printed; 1 the token does not open with these keys (unknown "
         "key, altered) or holds a state this release does not read, or the result could "
         "not be printed (stdout closed or full); 2 bad input (no keys for a sealed token, "
-        "a bad key, stdin not one base64 token, a seat token).",
+        "a bad key, stdin not one base64 token or larger than 1 MiB, a seat token).",
     )
     # serve's own flags, as keyid has them: help, refusals and a list given twice alike.
     add_server_arguments(opener, only=serve_command.KEY_SETTINGS)
@@ -398,7 +399,12 @@ def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
 def _open_token(args: argparse.Namespace) -> int:
     """``cardrules open-token``: ``service.open_token`` on the token read from stdin."""
     # Imported here: its imports (the server's) would slow every command's start.
-    from service.open_token import OpenTokenError, open_state_token, token_from_text
+    from service.open_token import (
+        MAX_STDIN_BYTES,
+        OpenTokenError,
+        open_state_token,
+        token_from_text,
+    )
 
     try:
         keys = serve_command.configured_keys(args)
@@ -408,7 +414,8 @@ def _open_token(args: argparse.Namespace) -> int:
         return _fail("stdin is closed: give the state token on stdin")
     try:
         # Bytes, not text: what is no ASCII is refused as no base64, not as bad UTF-8.
-        data = sys.stdin.buffer.read()
+        # At most one byte past the bound: ``< /dev/zero`` once read until MemoryError.
+        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     except OSError as error:
         return _fail(f"cannot read stdin: {error.strerror or error}")
     try:

@@ -40,6 +40,10 @@ from service.tokens import (
 #: holds no state this release reads), which is what an audit looks for.
 BAD_INPUT = 2
 DOES_NOT_OPEN = 1
+#: The most stdin may hold: the largest state token, of a finished 240-deal match, is
+#: about 34 KB (46 KB in base64), so more is no token. Read at most one byte more, so
+#: that ``< /dev/zero`` or a wrong file is refused at once, not read into the memory.
+MAX_STDIN_BYTES = 1024 * 1024
 
 _RAW_BYTES_HINT = (
     "give the state token as base64 text (standard or URL-safe), as HTTP/JSON carries it; "
@@ -90,7 +94,14 @@ class OpenedToken:
 def token_from_text(data: bytes) -> bytes:
     """The token that ``data`` (what was read from stdin) spells in base64, standard or
     URL-safe, padding optional, white space around it ignored. Raises ``OpenTokenError``
-    (``BAD_INPUT``) for no text, more than one word, or anything but base64."""
+    (``BAD_INPUT``) for more than ``MAX_STDIN_BYTES`` (the caller reads at most one byte
+    more), no text, more than one word, or anything but base64."""
+    if len(data) > MAX_STDIN_BYTES:
+        raise OpenTokenError(
+            f"stdin is larger than {MAX_STDIN_BYTES} bytes: give one state token (the "
+            "largest is about 46 KB in base64)",
+            BAD_INPUT,
+        )
     text = data.strip()
     if not text:
         raise OpenTokenError(f"no state token on stdin: {_RAW_BYTES_HINT}", BAD_INPUT)

@@ -217,6 +217,17 @@ def test_stdin_past_a_mebibyte_is_refused_unread() -> None:
     assert (base64_text.returncode, base64_text.stdout, base64_text.stderr) == (2, "", TOO_LONG)
 
 
+def test_raw_token_bytes_get_the_raw_bytes_hint_not_the_words_one() -> None:
+    """gRPC gives a token as raw bytes, which nearly always hold a 0x0a or 0x20: they were
+    told "more than one word" and to join base64 wrapped over lines, not to encode them
+    (``base64 -w0``). A plain token's GameState begins with field 1's tag, 0x0a."""
+    _, game = plain_game()
+    assert b"\n" in game.state or b" " in game.state
+    for raw in (game.state, b"\x00\x01 \x02\n\x03", b"QUJD \xff"):
+        done = open_token(raw, keys=None)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", NOT_BASE64)
+
+
 def test_a_closed_stdin_is_said() -> None:
     done = open_token(b"", command=("sh", "-c", '"$@" <&-', "sh", CARDRULES))
     assert (done.returncode, done.stdout, done.stderr) == (

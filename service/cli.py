@@ -164,6 +164,13 @@ def seed_argument(text: str) -> int:
     return value
 
 
+#: A URL's scheme, before ``://``.
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+#: The target schemes of grpc's own that a ``//`` may follow (``dns:///HOST:PORT``,
+#: ``unix:///PATH``): ``--server`` refuses every other ``scheme://`` as a URL.
+_GRPC_URI_SCHEMES = ("dns", "ipv4", "ipv6", "unix", "unix-abstract", "vsock", "xds", "google-c2p")
+
+
 def _server_target(text: str) -> str:
     """A gRPC target such as ``host:port``: what the client takes (``check_target``: not
     blank, no URL, ports in range), and with a port where it names a host.
@@ -172,8 +179,10 @@ def _server_target(text: str) -> str:
     would wrap an out-of-range port silently (99999 becomes 34463), and it would take
     port 443 for a host without one, failing far from the mistake.
     """
-    if text.lower().startswith(("http://", "https://")):
-        # check_target's word on TLS is for the client library: simulate dials plaintext.
+    if (url := _URL_SCHEME.match(text)) and url[1].lower() not in _GRPC_URI_SCHEMES:
+        # check_target's word on TLS (grpc://, grpcs://) is for the client library:
+        # simulate dials plaintext. A scheme it does not know (ws://) went to grpc, which
+        # looked the whole URL up as a host name: exit 1 at the first call.
         raise argparse.ArgumentTypeError(
             f"{text!r} is a URL: give the gRPC host:port, such as localhost:50051 "
             "(the gRPC port, not the HTTP gateway's; simulate connects without TLS)"

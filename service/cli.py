@@ -177,8 +177,16 @@ def _server_target(text: str) -> str:
 
     An empty ``--server "$SERVER"`` must not quietly fall back to in-process play, grpc
     would wrap an out-of-range port silently (99999 becomes 34463), and it would take
-    port 443 for a host without one, failing far from the mistake.
+    port 443 for a host without one, failing far from the mistake. A target holding a
+    state key is refused first, the key never quoted (design section 4).
     """
+    if (hidden := hide_keys(text)) != text:
+        # A state key (a Secret wired to the wrong variable): check_target's refusals
+        # quote parts of the target, such as its path ('/' is a letter of base64), which
+        # hide_keys cannot tell from a key's.
+        raise argparse.ArgumentTypeError(
+            f"{hidden!r} is no gRPC host:port: give one, such as localhost:50051"
+        )
     if (url := _URL_SCHEME.match(text)) and url[1].lower() not in _GRPC_URI_SCHEMES:
         # check_target's word on TLS (grpc://, grpcs://) is for the client library:
         # simulate dials plaintext. A scheme it does not know (ws://) went to grpc, which
@@ -418,7 +426,7 @@ def _open_token(args: argparse.Namespace) -> int:
     try:
         keys = serve_command.configured_keys(args)
     except ConfigValueError as error:
-        return _fail(hide_keys(str(error)))
+        return _fail(str(error))
     if sys.stdin is None:  # started with stdin closed (``<&-``): Python gives it None
         return _fail("stdin is closed: give the state token on stdin")
     try:
@@ -672,10 +680,14 @@ def print_output(text: str) -> int:
 
 def _fail(message: str, status: int = USAGE_ERROR) -> int:
     """One line on stderr, and ``status``. A stderr that cannot be written (closed, a
-    pipe whose reader left, a full disk) loses the line, not the status."""
+    pipe whose reader left, a full disk) loses the line, not the status.
+
+    Each state key in it is hidden (``hide_keys``; design section 4): every refusal of
+    every command comes here, argparse's and simulate's (``--rule KEY``, ``--deck
+    KEY``, a ``--server`` that grpc could not resolve) too, which quote what was given."""
     if sys.stderr is not None:  # started with stderr closed: the status says it all
         stderr = SideChannel(sys.stderr)
-        stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+        stderr.write(f"{PROG}: error: {' '.join(hide_keys(message).split())}\n")
         stderr.flush()
     return status
 
@@ -694,7 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Without a command argparse names only the missing COMMAND: a mistyped flag
             # (--verison) is what went wrong. The known ones (--help, --version) exit first.
             message = f"unrecognized arguments: {' '.join(flags)}"
-        return _fail(f"{hide_keys(message)} (see {error.prog} --help)")
+        return _fail(f"{message} (see {error.prog} --help)")
     except _ParserExitError as done:
         # --help or --version, printed: argparse ignores a write that fails (a full disk)
         # and what it wrote may wait in the buffer still. With stdout closed it printed
@@ -704,8 +716,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.status
     if extras:  # what parse_args would refuse, but naming the command's help
         return _fail(
-            f"unrecognized arguments: {hide_keys(' '.join(extras))} "
-            f"(see {PROG} {args.command} --help)"
+            f"unrecognized arguments: {' '.join(extras)} (see {PROG} {args.command} --help)"
         )
     handler: Callable[[argparse.Namespace], int] = args.handler
     # The process's own command line, which ends the process when done: a command may

@@ -49,6 +49,9 @@ KEY_NOT_SHOWN = "[a state key, not shown]"
 # A word of either base64 alphabet as long as a key's text or longer (43 characters
 # unpadded): what ``hide_keys`` tries as a state key.
 _KEY_LIKE = re.compile(r"[A-Za-z0-9+/_-]{43,}={0,2}")
+# The lengths of one state key's text: 43 characters unpadded, 44 with its "=" (45
+# with a stray second one).
+_KEY_TEXT_LENGTHS = (43, 44, 45)
 # What follows the backslash of an escape ``repr`` writes (``\n``, ``\t``, ``\x0b``,
 # ``\u2028``): in a quoted value it is glued to a key that followed the character.
 _ESCAPE_LETTERS = re.compile(r"[nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}")
@@ -650,13 +653,37 @@ def hide_keys(text: str) -> str:
 
 
 def _hidden_word(word: re.Match[str]) -> str:
-    if _reads_as_keys(word[0]):
+    """The word ``word`` (of ``_KEY_LIKE``), each state key in it hidden: the word whole,
+    or a key that begins it, or follows a ``/`` (``https://KEY``, ``/run/secrets/KEY``:
+    ``/`` is a letter of base64, so a key after one was read as part of a longer word,
+    and shown) or an escape's letters (``\\nKEY``), and ends it or is followed by a ``/``."""
+    text = word[0]
+    if _reads_as_keys(text):
         return KEY_NOT_SHOWN
+    slashes = [at for at, char in enumerate(text) if char == "/"]
+    starts = {0, *(at + 1 for at in slashes)}
     after_backslash = word.start() > 0 and word.string[word.start() - 1] == "\\"
-    letters = _ESCAPE_LETTERS.match(word[0]) if after_backslash else None
-    if letters and _reads_as_keys(word[0][letters.end() :]):
-        return letters[0] + KEY_NOT_SHOWN
-    return word[0]
+    if after_backslash and (letters := _ESCAPE_LETTERS.match(text)):
+        starts.add(letters.end())
+    ends = {*slashes, len(text)}
+    shown: list[str] = []
+    done = 0
+    for start in sorted(starts):
+        if start < done:  # inside a key already hidden
+            continue
+        # Tried only where a key's length allows: a word of many slashes costs no more.
+        end = next(
+            (
+                start + length
+                for length in _KEY_TEXT_LENGTHS
+                if start + length in ends and _reads_as_keys(text[start : start + length])
+            ),
+            None,
+        )
+        if end is not None:
+            shown += [text[done:start], KEY_NOT_SHOWN]
+            done = end
+    return "".join(shown) + text[done:]
 
 
 def _shown_path(path: str) -> str:

@@ -37,7 +37,7 @@ from engine.krypkasino import Config, ConfigError, Teams, TieRule
 from engine.krypkasino.config import MAX_PLAYERS, MIN_PLAYERS
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
-from service.config import ConfigValueError, add_server_arguments, hide_keys
+from service.config import ConfigValueError, add_server_arguments, bytes_shown, hide_keys
 from service.remote_simulate import RemoteError, RemoteTable
 from service.simulate import (
     IN_PROCESS,
@@ -684,10 +684,12 @@ def _fail(message: str, status: int = USAGE_ERROR) -> int:
 
     Each state key in it is hidden (``hide_keys``; design section 4): every refusal of
     every command comes here, argparse's and simulate's (``--rule KEY``, ``--deck
-    KEY``, a ``--server`` that grpc could not resolve) too, which quote what was given."""
+    KEY``, a ``--server`` that grpc could not resolve) too, which quote what was given.
+    A byte given that is no UTF-8 shows as ``\\xff``, not ``\\udcff`` (``bytes_shown``)."""
     if sys.stderr is not None:  # started with stderr closed: the status says it all
         stderr = SideChannel(sys.stderr)
-        stderr.write(f"{PROG}: error: {' '.join(hide_keys(message).split())}\n")
+        shown = bytes_shown(hide_keys(message))
+        stderr.write(f"{PROG}: error: {' '.join(shown.split())}\n")
         stderr.flush()
     return status
 

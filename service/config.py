@@ -49,6 +49,12 @@ KEY_NOT_SHOWN = "[a state key, not shown]"
 # A word of either base64 alphabet as long as a key's text or longer (43 characters
 # unpadded): what ``hide_keys`` tries as a state key.
 _KEY_LIKE = re.compile(r"[A-Za-z0-9+/_-]{43,}={0,2}")
+# A byte that is no UTF-8 as Python reads the command line and the environment
+# (surrogateescape): 0x80 to 0xff as U+DC80 to U+DCFF.
+_SURROGATE = re.compile(r"[\udc80-\udcff]")
+# ``repr``'s escape of one, or an escaped backslash: read from the left, a backslash
+# that ``repr`` escaped is never taken for the start of an escape.
+_SURROGATE_ESCAPE = re.compile(r"\\\\|\\udc[89a-f][0-9a-f]")
 # The lengths of one state key's text: 43 characters unpadded, 44 with its "=" (45
 # with a stray second one).
 _KEY_TEXT_LENGTHS = (43, 44, 45)
@@ -526,7 +532,8 @@ def resolve(
         try:
             values["cors_origins"] = parse_origins(item[1])
         except ValueError as error:
-            raise ConfigValueError(f"{item[0]}: {error}") from None
+            # Its refusal quotes the origin with repr: bytes that are no UTF-8 as \xff.
+            raise ConfigValueError(f"{item[0]}: {bytes_shown(str(error))}") from None
     if (item := given("log_format")) is not None:
         values["log_format"] = _choice(*item, LOG_FORMATS)
     if (item := given("log_level")) is not None:
@@ -698,8 +705,25 @@ def _quoted(text: str) -> str:
     """``text`` quoted as ``repr`` quotes it, each state key in it hidden first (design
     section 4): hidden after quoting, a key after a new line or a tab was glued to the
     ``\\n`` or ``\\t`` that ``repr`` wrote, and was shown (a Secret of several keys
-    wired to another setting)."""
-    return repr(hide_keys(text))
+    wired to another setting). A byte that is no UTF-8 shows as ``\\xff``
+    (``bytes_shown``)."""
+    return bytes_shown(repr(hide_keys(text)))
+
+
+def bytes_shown(message: str) -> str:
+    """``message`` with each byte of the command line or the environment that is no UTF-8
+    written as ``\\xff``, as the shell's ``$'\\xff'`` gives it, whether raw or quoted by
+    ``repr``: Python reads such a byte as a lone surrogate (``surrogateescape``), which
+    ``repr`` wrote, and stderr's ``backslashreplace`` printed, as ``\\udcff``, a
+    character nobody typed."""
+    escaped = _SURROGATE_ESCAPE.sub(_byte_escape, message)
+    return _SURROGATE.sub(lambda found: f"\\x{ord(found[0]) - 0xDC00:02x}", escaped)
+
+
+def _byte_escape(found: re.Match[str]) -> str:
+    """``\\udcff`` as ``\\xff``; an escaped backslash (``\\\\``) as it is."""
+    escape = found[0]
+    return escape if escape == "\\\\" else "\\x" + escape[-2:]
 
 
 def _reads_as_keys(text: str) -> bool:

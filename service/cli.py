@@ -100,7 +100,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(_without_argument_word(message), self.prog)
+        raise _UsageError(_without_value_word(_without_argument_word(message)), self.prog)
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         """A value not among ``choices`` is refused as every other value is (``--seed:
@@ -126,6 +126,21 @@ _ARGUMENT_WORD = re.compile(r"^argument (?=\S+: )|(?<= with )argument (?=\S)")
 def _without_argument_word(message: str) -> str:
     """``argument --seed: must be ...`` -> ``--seed: must be ...``."""
     return _ARGUMENT_WORD.sub("", message)
+
+
+# argparse's refusal of a value given to a flag that takes none (``--json=yes``), which
+# said "ignored explicit argument 'yes'" though nothing was ignored: the command stopped.
+_VALUE_IGNORED = re.compile(r"(\S+): ignored explicit argument (.*)", re.DOTALL)
+
+
+def _without_value_word(message: str) -> str:
+    """``--json: ignored explicit argument 'yes'`` -> ``--json: takes no value, not
+    'yes': give --json alone``; a flag and its ``--no-`` form are named both."""
+    found = _VALUE_IGNORED.fullmatch(message)
+    if found is None:
+        return message
+    flags, value = found[1], found[2]
+    return f"{flags}: takes no value, not {value}: give {' or '.join(flags.split('/'))} alone"
 
 
 def _whole_number(text: str, span: str) -> int:
@@ -449,17 +464,19 @@ def _first_dealer(args: argparse.Namespace) -> int:
     """``--first-dealer`` as a seat number; the engine refuses a seat the table lacks (K4.2).
 
     Raises ``_UsageError`` for text that is no number, told the seats of ``--players``
-    (of the largest table when ``--players`` itself is out of range). Not given: seat 0."""
+    (of the largest table when ``--players`` itself is out of range), and ``ConfigError``
+    for a number too long to read, as the engine refuses any seat the table lacks.
+    Not given: seat 0."""
     if args.first_dealer is None:
         return 0
     players = args.players if MIN_PLAYERS <= args.players <= MAX_PLAYERS else MAX_PLAYERS
     try:
         return parse_whole_number(args.first_dealer)
     except NumberTooLongError as error:
-        # As the engine refuses a seat the table lacks (K4.2), the number cut short.
-        raise _UsageError(
-            f"--first-dealer: must be a seat from 0 to {players - 1}, not {error.shown} (K4.2)",
-            f"{PROG} {args.command}",
+        # As the engine refuses a seat the table lacks (K4.2), the number cut short: one
+        # note, not the engine's rule and then argparse's "(see ... --help)".
+        raise ConfigError(
+            "first_dealer", f"must be a seat from 0 to {players - 1}, not {error.shown}", "K4.2"
         ) from None
     except ValueError:
         raise _UsageError(

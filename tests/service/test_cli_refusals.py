@@ -79,11 +79,13 @@ def test_serve_words_a_number_out_of_range_or_mistyped_as_a_range(
 
 
 def test_serve_names_a_flag_argparse_refuses_without_its_argument_word() -> None:
+    """Nor argparse's "ignored explicit argument 'yes'": nothing was ignored, the command
+    stopped; the flag takes no value."""
     done = serve_and_fail("--plain-state=yes")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "cardrules: error: --plain-state/--no-plain-state: ignored explicit argument 'yes'"
-        " (see cardrules serve --help)\n"
+        "cardrules: error: --plain-state/--no-plain-state: takes no value, not 'yes': give "
+        "--plain-state or --no-plain-state alone (see cardrules serve --help)\n"
     )
 
 
@@ -111,6 +113,8 @@ def test_serve_names_a_flag_argparse_refuses_without_its_argument_word() -> None
             ["--first-dealer", "1", "--draw-for-deal"],
             "--draw-for-deal: not allowed with --first-dealer",
         ),
+        (["--json=yes"], f"--json: takes no value, not 'yes': give --json alone{HELP}"),
+        (["--summary=1"], f"--summary: takes no value, not '1': give --summary alone{HELP}"),
     ],
 )
 def test_simulate_words_a_bad_number_as_a_range_naming_its_flag(
@@ -301,9 +305,15 @@ def test_serve_refuses_a_number_of_thousands_of_digits_as_out_of_range_cut_short
     [
         (["--seed", LONG], f"--seed: must be 0 to {LAST_SEED}, not {LONG_SHOWN}{HELP}"),
         (["--games", LONG], f"--games: must be at least 1, not {LONG_SHOWN}{HELP}"),
+        # One note, as for a seat that is a number the table lacks: the rule, not also
+        # "(see cardrules simulate --help)".
         (
             ["--first-dealer", LONG],
-            f"--first-dealer: must be a seat from 0 to 1, not {LONG_SHOWN} (K4.2){HELP}",
+            f"--first-dealer: must be a seat from 0 to 1, not {LONG_SHOWN} (K4.2)",
+        ),
+        (
+            ["--first-dealer", "1" * 32],
+            "--first-dealer: must be a seat from 0 to 1, not a number of 32 digits (K4.2)",
         ),
     ],
 )

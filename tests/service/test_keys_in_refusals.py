@@ -117,7 +117,7 @@ def test_no_key_of_a_value_a_setting_refuses_is_shown(variable: str, layout: str
         ("--grpc-port", "--grpc-port: must be a whole number from 0 to 65535, not {value}"),
         ("--log-level", "--log-level: must be one of debug, info, warning, error, not {value}"),
         # argparse's own message, which quotes the value with repr too.
-        ("--plain-state", "--plain-state/--no-plain-state: ignored explicit argument {value}"),
+        ("--plain-state", "--plain-state/--no-plain-state: takes no value, not {value}: give "),
     ],
 )
 def test_no_key_of_a_flag_value_refused_is_shown(flag: str, refusal: str) -> None:

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from engine.cards import CardError
 from engine.krypkasino import Config, ConfigError, Teams, TieRule
-from engine.krypkasino.config import MAX_PLAYERS, MIN_PLAYERS
+from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_PLAYERS, MAX_TARGET_SCORE, MIN_PLAYERS
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
 from service.config import ConfigValueError, add_server_arguments, bytes_shown, hide_keys
@@ -315,6 +315,14 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="play seeded matches with a policy and print a transcript or a summary",
         description="Play Krypkasino matches with a play policy (rule IDs refer to the spec). "
         "The same flags, seed included, print the same transcript.",
+        # The statuses of the module docstring (README.md, "The simulator").
+        epilog="Exit status: 0 printed (a reader that went away, as | head, is no error); "
+        "1 an invariant failed (an engine bug), the --server could not be reached or "
+        "refused a call, or the result could not be printed (stdout closed or full); 2 bad "
+        "input (usage, an unknown rule, a malformed card or deck, a configuration the rules "
+        "reject); 130 interrupted (Ctrl-C, SIGINT), 143 terminated (SIGTERM), 129 hung up "
+        "(SIGHUP): a run of --games so stopped, or whose --server was lost, still prints "
+        "the summary of the games it finished.",
     )
     sim.set_defaults(handler=_simulate)
     sim.add_argument("game", choices=["krypkasino"])
@@ -338,10 +346,19 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     sim.add_argument(
         "--deals",
         type=positive_argument,
-        help="match_deals (K13.2; default: one deal per player, or no cap with --target-score)",
+        help=(
+            f"match_deals (K13.2): at most {MAX_MATCH_DEALS}, and without --target-score a "
+            "multiple of --players (default: one deal per player, or no cap with "
+            "--target-score)"
+        ),
     )
     sim.add_argument(
-        "--target-score", type=positive_argument, help="target_score (K13.2; default: none)"
+        "--target-score",
+        type=positive_argument,
+        help=(
+            f"target_score (K13.2): at most {MAX_TARGET_SCORE} without --deals, as a higher "
+            f"one could outlast {MAX_MATCH_DEALS} deals (default: none)"
+        ),
     )
     sim.add_argument(
         "--tie-rule",

@@ -14,7 +14,8 @@ which prints a summary even of one game).
 ``open-token``'s (``service.open_token``): 0 the token opened and was printed, 1 it
 does not open under the keys given (unknown key, altered, a schema or fields this
 release does not read) or the result could not be printed, 2 bad input (no keys for a
-sealed token, a bad key, stdin not one base64 token, a seat token).
+sealed token, a bad key, stdin not one base64 token or larger than
+``service.open_token.MAX_STDIN_BYTES``, a seat token).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from tqdm import tqdm
 
 from engine.cards import CardError
 from engine.krypkasino import Config, ConfigError, Teams, TieRule
-from engine.krypkasino.config import MAX_PLAYERS, MIN_PLAYERS
+from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_PLAYERS, MAX_TARGET_SCORE, MIN_PLAYERS
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
-from service.config import ConfigValueError, add_server_arguments, hide_keys
+from service.config import ConfigValueError, add_server_arguments, bytes_shown, hide_keys
 from service.remote_simulate import RemoteError, RemoteTable
 from service.simulate import (
     IN_PROCESS,
@@ -99,7 +100,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(_without_argument_word(message), self.prog)
+        raise _UsageError(_without_value_word(_without_argument_word(message)), self.prog)
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         """A value not among ``choices`` is refused as every other value is (``--seed:
@@ -125,6 +126,21 @@ _ARGUMENT_WORD = re.compile(r"^argument (?=\S+: )|(?<= with )argument (?=\S)")
 def _without_argument_word(message: str) -> str:
     """``argument --seed: must be ...`` -> ``--seed: must be ...``."""
     return _ARGUMENT_WORD.sub("", message)
+
+
+# argparse's refusal of a value given to a flag that takes none (``--json=yes``), which
+# said "ignored explicit argument 'yes'" though nothing was ignored: the command stopped.
+_VALUE_IGNORED = re.compile(r"(\S+): ignored explicit argument (.*)", re.DOTALL)
+
+
+def _without_value_word(message: str) -> str:
+    """``--json: ignored explicit argument 'yes'`` -> ``--json: takes no value, not
+    'yes': give --json alone``; a flag and its ``--no-`` form are named both."""
+    found = _VALUE_IGNORED.fullmatch(message)
+    if found is None:
+        return message
+    flags, value = found[1], found[2]
+    return f"{flags}: takes no value, not {value}: give {' or '.join(flags.split('/'))} alone"
 
 
 def _whole_number(text: str, span: str) -> int:
@@ -163,16 +179,33 @@ def seed_argument(text: str) -> int:
     return value
 
 
+#: A URL's scheme, before ``://``.
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+#: The target schemes of grpc's own that a ``//`` may follow (``dns:///HOST:PORT``,
+#: ``unix:///PATH``): ``--server`` refuses every other ``scheme://`` as a URL.
+_GRPC_URI_SCHEMES = ("dns", "ipv4", "ipv6", "unix", "unix-abstract", "vsock", "xds", "google-c2p")
+
+
 def _server_target(text: str) -> str:
     """A gRPC target such as ``host:port``: what the client takes (``check_target``: not
     blank, no URL, ports in range), and with a port where it names a host.
 
     An empty ``--server "$SERVER"`` must not quietly fall back to in-process play, grpc
     would wrap an out-of-range port silently (99999 becomes 34463), and it would take
-    port 443 for a host without one, failing far from the mistake.
+    port 443 for a host without one, failing far from the mistake. A target holding a
+    state key is refused first, the key never quoted (design section 4).
     """
-    if text.lower().startswith(("http://", "https://")):
-        # check_target's word on TLS is for the client library: simulate dials plaintext.
+    if (hidden := hide_keys(text)) != text:
+        # A state key (a Secret wired to the wrong variable): check_target's refusals
+        # quote parts of the target, such as its path ('/' is a letter of base64), which
+        # hide_keys cannot tell from a key's.
+        raise argparse.ArgumentTypeError(
+            f"{hidden!r} is no gRPC host:port: give one, such as localhost:50051"
+        )
+    if (url := _URL_SCHEME.match(text)) and url[1].lower() not in _GRPC_URI_SCHEMES:
+        # check_target's word on TLS (grpc://, grpcs://) is for the client library:
+        # simulate dials plaintext. A scheme it does not know (ws://) went to grpc, which
+        # looked the whole URL up as a host name: exit 1 at the first call.
         raise argparse.ArgumentTypeError(
             f"{text!r} is a URL: give the gRPC host:port, such as localhost:50051 "
             "(the gRPC port, not the HTTP gateway's; simulate connects without TLS)"
@@ -282,6 +315,14 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="play seeded matches with a policy and print a transcript or a summary",
         description="Play Krypkasino matches with a play policy (rule IDs refer to the spec). "
         "The same flags, seed included, print the same transcript.",
+        # The statuses of the module docstring (README.md, "The simulator").
+        epilog="Exit status: 0 printed (a reader that went away, as | head, is no error); "
+        "1 an invariant failed (an engine bug), the --server could not be reached or "
+        "refused a call, or the result could not be printed (stdout closed or full); 2 bad "
+        "input (usage, an unknown rule, a malformed card or deck, a configuration the rules "
+        "reject); 130 interrupted (Ctrl-C, SIGINT), 143 terminated (SIGTERM), 129 hung up "
+        "(SIGHUP): a run of --games so stopped, or whose --server was lost, still prints "
+        "the summary of the games it finished.",
     )
     sim.set_defaults(handler=_simulate)
     sim.add_argument("game", choices=["krypkasino"])
@@ -305,10 +346,19 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
     sim.add_argument(
         "--deals",
         type=positive_argument,
-        help="match_deals (K13.2; default: one deal per player, or no cap with --target-score)",
+        help=(
+            f"match_deals (K13.2): at most {MAX_MATCH_DEALS}, and without --target-score a "
+            "multiple of --players (default: one deal per player, or no cap with "
+            "--target-score)"
+        ),
     )
     sim.add_argument(
-        "--target-score", type=positive_argument, help="target_score (K13.2; default: none)"
+        "--target-score",
+        type=positive_argument,
+        help=(
+            f"target_score (K13.2): at most {MAX_TARGET_SCORE} without --deals, as a higher "
+            f"one could outlast {MAX_MATCH_DEALS} deals (default: none)"
+        ),
     )
     sim.add_argument(
         "--tie-rule",
@@ -388,7 +438,7 @@ def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
         epilog="Exit status: 0 printed; 1 the token does not open with these keys (unknown "
         "key, altered) or holds a state this release does not read, or the result could "
         "not be printed (stdout closed or full); 2 bad input (no keys for a sealed token, "
-        "a bad key, stdin not one base64 token, a seat token).",
+        "a bad key, stdin not one base64 token or larger than 1 MiB, a seat token).",
     )
     # serve's own flags, as keyid has them: help, refusals and a list given twice alike.
     add_server_arguments(opener, only=serve_command.KEY_SETTINGS)
@@ -398,17 +448,23 @@ def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
 def _open_token(args: argparse.Namespace) -> int:
     """``cardrules open-token``: ``service.open_token`` on the token read from stdin."""
     # Imported here: its imports (the server's) would slow every command's start.
-    from service.open_token import OpenTokenError, open_state_token, token_from_text
+    from service.open_token import (
+        MAX_STDIN_BYTES,
+        OpenTokenError,
+        open_state_token,
+        token_from_text,
+    )
 
     try:
         keys = serve_command.configured_keys(args)
     except ConfigValueError as error:
-        return _fail(hide_keys(str(error)))
+        return _fail(str(error))
     if sys.stdin is None:  # started with stdin closed (``<&-``): Python gives it None
         return _fail("stdin is closed: give the state token on stdin")
     try:
         # Bytes, not text: what is no ASCII is refused as no base64, not as bad UTF-8.
-        data = sys.stdin.buffer.read()
+        # At most one byte past the bound: ``< /dev/zero`` once read until MemoryError.
+        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     except OSError as error:
         return _fail(f"cannot read stdin: {error.strerror or error}")
     try:
@@ -425,17 +481,19 @@ def _first_dealer(args: argparse.Namespace) -> int:
     """``--first-dealer`` as a seat number; the engine refuses a seat the table lacks (K4.2).
 
     Raises ``_UsageError`` for text that is no number, told the seats of ``--players``
-    (of the largest table when ``--players`` itself is out of range). Not given: seat 0."""
+    (of the largest table when ``--players`` itself is out of range), and ``ConfigError``
+    for a number too long to read, as the engine refuses any seat the table lacks.
+    Not given: seat 0."""
     if args.first_dealer is None:
         return 0
     players = args.players if MIN_PLAYERS <= args.players <= MAX_PLAYERS else MAX_PLAYERS
     try:
         return parse_whole_number(args.first_dealer)
     except NumberTooLongError as error:
-        # As the engine refuses a seat the table lacks (K4.2), the number cut short.
-        raise _UsageError(
-            f"--first-dealer: must be a seat from 0 to {players - 1}, not {error.shown} (K4.2)",
-            f"{PROG} {args.command}",
+        # As the engine refuses a seat the table lacks (K4.2), the number cut short: one
+        # note, not the engine's rule and then argparse's "(see ... --help)".
+        raise ConfigError(
+            "first_dealer", f"must be a seat from 0 to {players - 1}, not {error.shown}", "K4.2"
         ) from None
     except ValueError:
         raise _UsageError(
@@ -656,10 +714,16 @@ def print_output(text: str) -> int:
 
 def _fail(message: str, status: int = USAGE_ERROR) -> int:
     """One line on stderr, and ``status``. A stderr that cannot be written (closed, a
-    pipe whose reader left, a full disk) loses the line, not the status."""
+    pipe whose reader left, a full disk) loses the line, not the status.
+
+    Each state key in it is hidden (``hide_keys``; design section 4): every refusal of
+    every command comes here, argparse's and simulate's (``--rule KEY``, ``--deck
+    KEY``, a ``--server`` that grpc could not resolve) too, which quote what was given.
+    A byte given that is no UTF-8 shows as ``\\xff``, not ``\\udcff`` (``bytes_shown``)."""
     if sys.stderr is not None:  # started with stderr closed: the status says it all
         stderr = SideChannel(sys.stderr)
-        stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+        shown = bytes_shown(hide_keys(message))
+        stderr.write(f"{PROG}: error: {' '.join(shown.split())}\n")
         stderr.flush()
     return status
 
@@ -678,7 +742,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Without a command argparse names only the missing COMMAND: a mistyped flag
             # (--verison) is what went wrong. The known ones (--help, --version) exit first.
             message = f"unrecognized arguments: {' '.join(flags)}"
-        return _fail(f"{hide_keys(message)} (see {error.prog} --help)")
+        return _fail(f"{message} (see {error.prog} --help)")
     except _ParserExitError as done:
         # --help or --version, printed: argparse ignores a write that fails (a full disk)
         # and what it wrote may wait in the buffer still. With stdout closed it printed
@@ -688,8 +752,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.status
     if extras:  # what parse_args would refuse, but naming the command's help
         return _fail(
-            f"unrecognized arguments: {hide_keys(' '.join(extras))} "
-            f"(see {PROG} {args.command} --help)"
+            f"unrecognized arguments: {' '.join(extras)} (see {PROG} {args.command} --help)"
         )
     handler: Callable[[argparse.Namespace], int] = args.handler
     # The process's own command line, which ends the process when done: a command may

@@ -49,6 +49,15 @@ KEY_NOT_SHOWN = "[a state key, not shown]"
 # A word of either base64 alphabet as long as a key's text or longer (43 characters
 # unpadded): what ``hide_keys`` tries as a state key.
 _KEY_LIKE = re.compile(r"[A-Za-z0-9+/_-]{43,}={0,2}")
+# A byte that is no UTF-8 as Python reads the command line and the environment
+# (surrogateescape): 0x80 to 0xff as U+DC80 to U+DCFF.
+_SURROGATE = re.compile(r"[\udc80-\udcff]")
+# ``repr``'s escape of one, or an escaped backslash: read from the left, a backslash
+# that ``repr`` escaped is never taken for the start of an escape.
+_SURROGATE_ESCAPE = re.compile(r"\\\\|\\udc[89a-f][0-9a-f]")
+# The lengths of one state key's text: 43 characters unpadded, 44 with its "=" (45
+# with a stray second one).
+_KEY_TEXT_LENGTHS = (43, 44, 45)
 # What follows the backslash of an escape ``repr`` writes (``\n``, ``\t``, ``\x0b``,
 # ``\u2028``): in a quoted value it is glued to a key that followed the character.
 _ESCAPE_LETTERS = re.compile(r"[nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}")
@@ -523,7 +532,8 @@ def resolve(
         try:
             values["cors_origins"] = parse_origins(item[1])
         except ValueError as error:
-            raise ConfigValueError(f"{item[0]}: {error}") from None
+            # Its refusal quotes the origin with repr: bytes that are no UTF-8 as \xff.
+            raise ConfigValueError(f"{item[0]}: {bytes_shown(str(error))}") from None
     if (item := given("log_format")) is not None:
         values["log_format"] = _choice(*item, LOG_FORMATS)
     if (item := given("log_level")) is not None:
@@ -650,13 +660,37 @@ def hide_keys(text: str) -> str:
 
 
 def _hidden_word(word: re.Match[str]) -> str:
-    if _reads_as_keys(word[0]):
+    """The word ``word`` (of ``_KEY_LIKE``), each state key in it hidden: the word whole,
+    or a key that begins it, or follows a ``/`` (``https://KEY``, ``/run/secrets/KEY``:
+    ``/`` is a letter of base64, so a key after one was read as part of a longer word,
+    and shown) or an escape's letters (``\\nKEY``), and ends it or is followed by a ``/``."""
+    text = word[0]
+    if _reads_as_keys(text):
         return KEY_NOT_SHOWN
+    slashes = [at for at, char in enumerate(text) if char == "/"]
+    starts = {0, *(at + 1 for at in slashes)}
     after_backslash = word.start() > 0 and word.string[word.start() - 1] == "\\"
-    letters = _ESCAPE_LETTERS.match(word[0]) if after_backslash else None
-    if letters and _reads_as_keys(word[0][letters.end() :]):
-        return letters[0] + KEY_NOT_SHOWN
-    return word[0]
+    if after_backslash and (letters := _ESCAPE_LETTERS.match(text)):
+        starts.add(letters.end())
+    ends = {*slashes, len(text)}
+    shown: list[str] = []
+    done = 0
+    for start in sorted(starts):
+        if start < done:  # inside a key already hidden
+            continue
+        # Tried only where a key's length allows: a word of many slashes costs no more.
+        end = next(
+            (
+                start + length
+                for length in _KEY_TEXT_LENGTHS
+                if start + length in ends and _reads_as_keys(text[start : start + length])
+            ),
+            None,
+        )
+        if end is not None:
+            shown += [text[done:start], KEY_NOT_SHOWN]
+            done = end
+    return "".join(shown) + text[done:]
 
 
 def _shown_path(path: str) -> str:
@@ -671,8 +705,25 @@ def _quoted(text: str) -> str:
     """``text`` quoted as ``repr`` quotes it, each state key in it hidden first (design
     section 4): hidden after quoting, a key after a new line or a tab was glued to the
     ``\\n`` or ``\\t`` that ``repr`` wrote, and was shown (a Secret of several keys
-    wired to another setting)."""
-    return repr(hide_keys(text))
+    wired to another setting). A byte that is no UTF-8 shows as ``\\xff``
+    (``bytes_shown``)."""
+    return bytes_shown(repr(hide_keys(text)))
+
+
+def bytes_shown(message: str) -> str:
+    """``message`` with each byte of the command line or the environment that is no UTF-8
+    written as ``\\xff``, as the shell's ``$'\\xff'`` gives it, whether raw or quoted by
+    ``repr``: Python reads such a byte as a lone surrogate (``surrogateescape``), which
+    ``repr`` wrote, and stderr's ``backslashreplace`` printed, as ``\\udcff``, a
+    character nobody typed."""
+    escaped = _SURROGATE_ESCAPE.sub(_byte_escape, message)
+    return _SURROGATE.sub(lambda found: f"\\x{ord(found[0]) - 0xDC00:02x}", escaped)
+
+
+def _byte_escape(found: re.Match[str]) -> str:
+    """``\\udcff`` as ``\\xff``; an escaped backslash (``\\\\``) as it is."""
+    escape = found[0]
+    return escape if escape == "\\\\" else "\\x" + escape[-2:]
 
 
 def _reads_as_keys(text: str) -> bool:

@@ -32,6 +32,8 @@ _PORT = re.compile(r"[0-9]{1,5}")
 # A host as browsers write it in an Origin: a name of letters, digits, "-", "_" and "."
 # (an international one in its xn-- form), or an IPv6 address in brackets.
 _HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
+# A byte that was no UTF-8 in the variable or flag (Python's surrogateescape).
+_UNDECODED = re.compile(r"[\udc80-\udcff]")
 # A method as HTTP writes one (RFC 9110's token): echoed in Access-Control-Allow-Methods.
 _METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Origins are separated as state keys are: by commas, white space, or both.
@@ -135,6 +137,8 @@ def parse_origins(text: str) -> tuple[str, ...]:
             origins.append(normal)
         else:
             hint = "" if origin.isascii() else " (a host beyond ASCII goes in its xn-- form)"
+            if _UNDECODED.search(origin):  # bytes that were no UTF-8: no host at all
+                hint = " (it holds bytes that are no UTF-8)"
             raise ValueError(
                 f"must be an origin like https://example.com[:port], not {origin!r}{hint}"
             )

@@ -40,12 +40,19 @@ from service.tokens import (
 #: holds no state this release reads), which is what an audit looks for.
 BAD_INPUT = 2
 DOES_NOT_OPEN = 1
+#: The most stdin may hold: the largest state token, of a finished 240-deal match, is
+#: about 34 KB (46 KB in base64), so more is no token. Read at most one byte more, so
+#: that ``< /dev/zero`` or a wrong file is refused at once, not read into the memory.
+MAX_STDIN_BYTES = 1024 * 1024
 
 _RAW_BYTES_HINT = (
     "give the state token as base64 text (standard or URL-safe), as HTTP/JSON carries it; "
     "raw token bytes, as gRPC gives them: base64 -w0 < FILE | cardrules open-token"
 )
 _WHITE_SPACE = re.compile(rb"\s")
+# A byte of neither base64 alphabet, nor padding, nor white space: raw token bytes
+# (gRPC's), which nearly always hold a 0x0a or 0x20 too, and so read as several words.
+_NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/_=\s-]")
 
 
 class OpenTokenError(Exception):
@@ -90,10 +97,20 @@ class OpenedToken:
 def token_from_text(data: bytes) -> bytes:
     """The token that ``data`` (what was read from stdin) spells in base64, standard or
     URL-safe, padding optional, white space around it ignored. Raises ``OpenTokenError``
-    (``BAD_INPUT``) for no text, more than one word, or anything but base64."""
+    (``BAD_INPUT``) for more than ``MAX_STDIN_BYTES`` (the caller reads at most one byte
+    more), no text, a byte of no base64 (raw token bytes, told how to encode them) even
+    among several words, more than one word, or anything else but base64."""
+    if len(data) > MAX_STDIN_BYTES:
+        raise OpenTokenError(
+            f"stdin is larger than {MAX_STDIN_BYTES} bytes: give one state token (the "
+            "largest is about 46 KB in base64)",
+            BAD_INPUT,
+        )
     text = data.strip()
     if not text:
         raise OpenTokenError(f"no state token on stdin: {_RAW_BYTES_HINT}", BAD_INPUT)
+    if _NOT_BASE64.search(text):  # before the words: raw bytes have white space too
+        raise OpenTokenError(f"stdin is not base64: {_RAW_BYTES_HINT}", BAD_INPUT)
     if _WHITE_SPACE.search(text):
         raise OpenTokenError(
             "stdin holds more than one word: give one state token, its base64 on one line "

@@ -79,11 +79,13 @@ def test_serve_words_a_number_out_of_range_or_mistyped_as_a_range(
 
 
 def test_serve_names_a_flag_argparse_refuses_without_its_argument_word() -> None:
+    """Nor argparse's "ignored explicit argument 'yes'": nothing was ignored, the command
+    stopped; the flag takes no value."""
     done = serve_and_fail("--plain-state=yes")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "cardrules: error: --plain-state/--no-plain-state: ignored explicit argument 'yes'"
-        " (see cardrules serve --help)\n"
+        "cardrules: error: --plain-state/--no-plain-state: takes no value, not 'yes': give "
+        "--plain-state or --no-plain-state alone (see cardrules serve --help)\n"
     )
 
 
@@ -111,6 +113,8 @@ def test_serve_names_a_flag_argparse_refuses_without_its_argument_word() -> None
             ["--first-dealer", "1", "--draw-for-deal"],
             "--draw-for-deal: not allowed with --first-dealer",
         ),
+        (["--json=yes"], f"--json: takes no value, not 'yes': give --json alone{HELP}"),
+        (["--summary=1"], f"--summary: takes no value, not '1': give --summary alone{HELP}"),
     ],
 )
 def test_simulate_words_a_bad_number_as_a_range_naming_its_flag(
@@ -301,9 +305,15 @@ def test_serve_refuses_a_number_of_thousands_of_digits_as_out_of_range_cut_short
     [
         (["--seed", LONG], f"--seed: must be 0 to {LAST_SEED}, not {LONG_SHOWN}{HELP}"),
         (["--games", LONG], f"--games: must be at least 1, not {LONG_SHOWN}{HELP}"),
+        # One note, as for a seat that is a number the table lacks: the rule, not also
+        # "(see cardrules simulate --help)".
         (
             ["--first-dealer", LONG],
-            f"--first-dealer: must be a seat from 0 to 1, not {LONG_SHOWN} (K4.2){HELP}",
+            f"--first-dealer: must be a seat from 0 to 1, not {LONG_SHOWN} (K4.2)",
+        ),
+        (
+            ["--first-dealer", "1" * 32],
+            "--first-dealer: must be a seat from 0 to 1, not a number of 32 digits (K4.2)",
         ),
     ],
 )
@@ -314,3 +324,72 @@ def test_simulate_refuses_a_number_of_thousands_of_digits_cut_short(
     out, err = capsys.readouterr()
     assert (status, out) == (2, "")
     assert err == f"cardrules: error: {message}\n"
+
+
+#: Bytes that are no UTF-8, as Python reads them from the command line and the
+#: environment (surrogateescape): the shell's ``$'\xff\xfe'``.
+UNDECODED = b"\xff\xfe".decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ("--grpc-port", UNDECODED),
+            {},
+            "--grpc-port: must be a whole number from 0 to 65535, not '\\xff\\xfe'",
+        ),
+        (
+            (),
+            # Not CARDRULES_HOST: serve_and_fail's --host would win over it.
+            {"CARDRULES_LOG_FORMAT": f"a{UNDECODED}"},
+            "CARDRULES_LOG_FORMAT: must be one of auto, json, console, not 'a\\xff\\xfe'",
+        ),
+        # A backslash given stays one, escaped: never read as the start of an escape.
+        (
+            ("--log-level", f"\\udcff{UNDECODED}"),
+            {},
+            "--log-level: must be one of debug, info, warning, error, not '\\\\udcff\\xff\\xfe'",
+        ),
+        # Not "a host beyond ASCII goes in its xn-- form": these bytes are no host at all.
+        (
+            ("--cors-origins", f"https://{UNDECODED}"),
+            {},
+            "--cors-origins: must be an origin like https://example.com[:port], not "
+            "'https://\\xff\\xfe' (it holds bytes that are no UTF-8)",
+        ),
+        (
+            ("--plain-stat", UNDECODED),
+            {},
+            "unrecognized arguments: --plain-stat \\xff\\xfe (see cardrules serve --help)",
+        ),
+    ],
+)
+def test_serve_shows_bytes_that_are_no_utf8_as_the_shell_writes_them(
+    args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    """Were ``'\\udcff\\udcfe'``, the surrogates Python reads them as, which nobody typed."""
+    done = serve_and_fail(*args, env=env)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"cardrules: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--seed", UNDECODED],
+            f"--seed: must be a whole number from 0 to {LAST_SEED}, not '\\xff\\xfe'{HELP}",
+        ),
+        (["--rule", UNDECODED], "--rule: unknown rule '\\xff\\xfe': expected one of "),
+        (["--bogus", UNDECODED], f"unrecognized arguments: --bogus \\xff\\xfe{HELP}"),
+    ],
+)
+def test_simulate_shows_bytes_that_are_no_utf8_as_the_shell_writes_them(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    status = main(["simulate", "krypkasino", "--players", "2", *argv])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.startswith(f"cardrules: error: {message}"), err
+    assert "udc" not in err

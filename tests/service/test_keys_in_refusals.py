@@ -11,12 +11,15 @@ refusal, run here as real processes.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from service.cli import main
 from service.tokens import KeyRing
 from tests.service.server_process import CARDRULES, free_port, server_environment
 
@@ -114,7 +117,7 @@ def test_no_key_of_a_value_a_setting_refuses_is_shown(variable: str, layout: str
         ("--grpc-port", "--grpc-port: must be a whole number from 0 to 65535, not {value}"),
         ("--log-level", "--log-level: must be one of debug, info, warning, error, not {value}"),
         # argparse's own message, which quotes the value with repr too.
-        ("--plain-state", "--plain-state/--no-plain-state: ignored explicit argument {value}"),
+        ("--plain-state", "--plain-state/--no-plain-state: takes no value, not {value}: give "),
     ],
 )
 def test_no_key_of_a_flag_value_refused_is_shown(flag: str, refusal: str) -> None:
@@ -184,3 +187,80 @@ def test_the_health_check_shows_no_key_of_a_cors_origin_refused() -> None:
         "unhealthy: the server refuses its configuration: CARDRULES_CORS_ORIGINS: must be "
         f"an origin like https://example.com[:port], not {NOT_SHOWN!r}\n"
     )
+
+
+def _key_with_a_slash() -> str:
+    """A key whose text has a ``/`` well inside it, as about half of keygen's have: the
+    part after the ``/`` alone reads as no key."""
+    for seed in range(1000):
+        text = base64.b64encode(hashlib.sha256(bytes([seed % 256, seed // 256])).digest())
+        if b"/" in text[8:36]:
+            return text.decode()
+    raise AssertionError("no key with a slash")
+
+
+#: Both kinds: a ``/`` before the key and one inside it.
+SLASHED_KEYS = [KEY_A, _key_with_a_slash()]
+
+
+@pytest.mark.parametrize("key", SLASHED_KEYS)
+@pytest.mark.parametrize(
+    ("variable", "value", "refusal"),
+    [
+        (
+            "CARDRULES_CORS_ORIGINS",
+            "https://{key}",
+            "must be an origin like https://example.com[:port], not 'https://{hidden}'",
+        ),
+        (
+            "CARDRULES_STATE_KEYS_FILE",
+            "/run/secrets/{key}",
+            "cannot read /run/secrets/{hidden}: No such file or directory",
+        ),
+        ("CARDRULES_HOST", "/{key}", "'/{hidden}' is not a host name or address"),
+    ],
+)
+def test_no_key_after_a_slash_is_shown(variable: str, value: str, refusal: str, key: str) -> None:
+    """``/`` is a letter of base64: a key after one was read as part of a longer word,
+    which read as no key, and shown whole (a review)."""
+    refused = run([CARDRULES, "serve"], environment(variable, value.format(key=key)))
+    assert refused.returncode == 2
+    expected = refusal.format(hidden=NOT_SHOWN)
+    assert refused.stderr == f"cardrules: error: {variable}: {expected}\n"
+    assert key[:16] not in refused.stderr and key[-16:] not in refused.stderr
+
+
+@pytest.mark.parametrize("key", SLASHED_KEYS)
+@pytest.mark.parametrize(
+    ("argv", "refusal"),
+    [
+        (
+            ["--rule", "{key}"],
+            "--rule: unknown rule '{hidden}': expected one of ",
+        ),
+        (["--deck", "{key}"], "--deck 1: malformed card '{hidden}': expected rank "),
+        (
+            ["--server", "{key}:1"],
+            "--server: '{hidden}:1' is no gRPC host:port: give one, such as localhost:50051 "
+            "(see cardrules simulate --help)\n",
+        ),
+        (
+            ["--server", "localhost:1/{key}"],
+            "--server: 'localhost:1/{hidden}' is no gRPC host:port: give one, such as "
+            "localhost:50051 (see cardrules simulate --help)\n",
+        ),
+    ],
+)
+def test_simulate_shows_no_key_of_a_value_it_refuses(
+    capsys: pytest.CaptureFixture[str], argv: list[str], refusal: str, key: str
+) -> None:
+    """``--rule`` and ``--deck`` quoted a key whole (their refusals had no ``hide_keys``);
+    ``--server`` quoted a key that followed a ``/`` whole too, and of a key with a ``/``
+    in it, the part after the ``/`` as the target's path; one without was looked up as a
+    host name, and its failure quoted the key."""
+    args = [arg.format(key=key) for arg in argv]
+    status = main(["simulate", "krypkasino", "--players", "2", *args])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.startswith(f"cardrules: error: {refusal.format(hidden=NOT_SHOWN)}"), err
+    assert key[:16] not in err and key[-16:] not in err

@@ -199,6 +199,35 @@ def test_what_is_no_base64_token_is_refused_never_quoted() -> None:
     assert "QUJD" not in two.stderr
 
 
+TOO_LONG = (
+    "cardrules: error: stdin is larger than 1048576 bytes: give one state token (the "
+    "largest is about 46 KB in base64)\n"
+)
+
+
+def test_stdin_past_a_mebibyte_is_refused_unread() -> None:
+    """The largest state token is about 46 KB in base64: stdin was read whole, so
+    ``< /dev/zero`` ended in a MemoryError's traceback (here under a 400 MB limit of
+    memory, which the bounded read stays far within) and a 50 MB file took 150 MB."""
+    done = open_token(
+        b"", command=("sh", "-c", 'ulimit -v 400000; exec "$@" < /dev/zero', "sh", CARDRULES)
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", TOO_LONG)
+    base64_text = open_token(b"A" * (1024 * 1024 + 1))
+    assert (base64_text.returncode, base64_text.stdout, base64_text.stderr) == (2, "", TOO_LONG)
+
+
+def test_raw_token_bytes_get_the_raw_bytes_hint_not_the_words_one() -> None:
+    """gRPC gives a token as raw bytes, which nearly always hold a 0x0a or 0x20: they were
+    told "more than one word" and to join base64 wrapped over lines, not to encode them
+    (``base64 -w0``). A plain token's GameState begins with field 1's tag, 0x0a."""
+    _, game = plain_game()
+    assert b"\n" in game.state or b" " in game.state
+    for raw in (game.state, b"\x00\x01 \x02\n\x03", b"QUJD \xff"):
+        done = open_token(raw, keys=None)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", NOT_BASE64)
+
+
 def test_a_closed_stdin_is_said() -> None:
     done = open_token(b"", command=("sh", "-c", '"$@" <&-', "sh", CARDRULES))
     assert (done.returncode, done.stdout, done.stderr) == (
@@ -333,5 +362,6 @@ def test_help_warns_that_the_output_is_for_audits_only() -> None:
     assert "base64 text (standard or URL-safe" in text
     assert "proto's field names (snake_case)" in text
     assert "or the result could not be printed (stdout closed or full); 2 bad input" in text
+    assert "stdin not one base64 token or larger than 1 MiB" in text
     listed = subprocess.run([CARDRULES, "--help"], capture_output=True, text=True, check=False)
     assert "open-token" in listed.stdout

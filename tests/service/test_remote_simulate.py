@@ -265,6 +265,11 @@ def test_a_failure_whose_text_spans_lines_is_still_one_line(capsys):
         # not the client library's advice on TLS credentials: simulate has none
         ("http://localhost:8080", "is a URL: give the gRPC host:port, such as localhost:50051"),
         ("HTTPS://x:443", "simulate connects without TLS)"),
+        # any URL, not the client library's word on TLS credentials, nor a host name
+        # lookup that failed at the first call (exit 1)
+        ("grpc://localhost:50051", "is a URL: give the gRPC host:port"),
+        ("grpcs://x:443", "simulate connects without TLS)"),
+        ("ws://host:1", "'ws://host:1' is a URL: give the gRPC host:port"),
         # the client's own checks (cardrules.client.channel.check_target)
         ("ipv4:127.0.0.1:50051,127.0.0.1:70000", "not 70000"),
         ("local\nhost:1", "the host in target 'local\\nhost:1' holds white space"),
@@ -287,6 +292,9 @@ def test_a_blank_portless_out_of_range_or_malformed_server_address_is_bad_input(
         "[::1]:50051",
         "localhost:http",  # a named port
         "dns:///localhost:50051",
+        "DNS:///localhost:50051",
+        "unix-abstract:cardrules",
+        "xds:///cardrules",
         "ipv4:127.0.0.1:50051,127.0.0.1:50052",
         "ipv6:[::1]:50051",
         # a socket names no port

@@ -1330,7 +1330,8 @@ KEY_A, KEY_B = KeyRing.generate_key_text(), KeyRing.generate_key_text().rstrip("
         ((f"--state-key={KEY_A}",), "unrecognized arguments: --state-key={key}"),
         (
             (f"--plain-state={KEY_B}",),
-            "--plain-state/--no-plain-state: ignored explicit argument '{key}'",
+            "--plain-state/--no-plain-state: takes no value, not '{key}': give --plain-state "
+            "or --no-plain-state alone",
         ),
     ],
 )

@@ -758,6 +758,29 @@ def test_help_exits_0(capsys):
     assert "--players" in capsys.readouterr().out
 
 
+def test_help_states_the_limits_refusals_enforce_and_the_exit_statuses(capsys):
+    """The bounds on --deals and --target-score (docs/krypkasino-decisions.md, "Match
+    length") showed only in refusals, and the exit statuses only in README.md, as
+    open-token's help gives its own."""
+    assert main(["simulate", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "match_deals (K13.2): at most 240, and without --target-score a multiple" in text
+    assert "target_score (K13.2): at most 480 without --deals" in text
+    assert (
+        "Exit status: 0 printed (a reader that went away, as | head, is no error); 1 an "
+        "invariant failed (an engine bug), the --server could not be reached or refused a "
+        "call, or the result could not be printed (stdout closed or full); 2 bad input"
+    ) in text
+    assert (
+        "130 interrupted (Ctrl-C, SIGINT), 143 terminated (SIGTERM), 129 hung up (SIGHUP)" in text
+    )
+    # The bounds the help gives are the ones refused, one past them.
+    assert main(["simulate", "krypkasino", "--players", "2", "--deals", "241"]) == 2
+    assert "--deals: at most 240 deals, not 241" in capsys.readouterr().err
+    assert main(["simulate", "krypkasino", "--players", "2", "--target-score", "481"]) == 2
+    assert "--target-score: at most 480 without --deals, not 481" in capsys.readouterr().err
+
+
 # --- policies -----------------------------------------------------------------------------------
 
 

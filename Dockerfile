@@ -65,9 +65,21 @@ LABEL org.opencontainers.image.title="cardrules" \
 # useradd warns that 10001 is above SYS_UID_MAX. --no-log-init, as Docker advises for
 # a large UID: useradd may otherwise write a non-system user's lastlog/faillog record
 # at an offset set by the UID, a sparse file the image's layer can store in full.
+# Then the standard library's bytecode, once, hash-based as the venv's: the official
+# base deletes every .pyc under /usr/local, and with PYTHONDONTWRITEBYTECODE and a
+# read-only root nothing can write them, so each start and each HEALTHCHECK (every
+# 15 s) compiled the modules it imports from source (about twice the CPU; see
+# docs/operations.md, "The image"). The interpreter names its own path (/usr/local/lib
+# on the official base, /usr/lib on a Debian one). Left out: the tests, the GUI and
+# 2to3, ensurepip, and site-packages (the base's pip, which the venv does not see).
+# -B: without it these two interpreters write timestamp-based .pyc files for what they
+# import (PYTHONDONTWRITEBYTECODE is set below), and compileall keeps those.
 RUN groupadd --gid 10001 cardrules \
     && useradd --uid 10001 --gid 10001 --no-create-home --no-log-init \
-        --home-dir /nonexistent --shell /usr/sbin/nologin cardrules
+        --home-dir /nonexistent --shell /usr/sbin/nologin cardrules \
+    && python -B -m compileall -q --invalidation-mode unchecked-hash \
+        -x '/(test|tests|idlelib|tkinter|turtledemo|lib2to3|ensurepip|site-packages)/' \
+        "$(python -B -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
 
 COPY --from=builder /opt/venv /opt/venv
 

@@ -10,6 +10,11 @@ pip writes timestamp-based ``.pyc`` files, whose header holds each source's mtim
 two ``--no-cache`` builds of the same inputs differed in 1,154 of them (a release
 review). The builder installs with ``--no-compile`` and compiles the venv at the end
 from the sources' hashes.
+
+The final stage compiles the standard library the same way: the official base deletes
+every ``.pyc`` under ``/usr/local``, and with ``PYTHONDONTWRITEBYTECODE`` and a read-only
+root each start and each ``HEALTHCHECK`` compiled what it imports from source, about
+twice the CPU (a container review; Debian's Python, the local stand-in, ships them).
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
-from tests.deploy.manifests import ROOT, dockerfile_instructions
+from tests.deploy.manifests import ROOT, dockerfile_instructions, final_stage
 
 LOCK = ROOT / "requirements" / "runtime.lock"
 
@@ -186,3 +192,95 @@ def test_the_same_sources_compile_to_the_same_bytes_whatever_their_mtimes(tmp_pa
     assert {int.from_bytes(pyc[4:8], "little") for pyc in hashed.values()} == {0b01}
     timestamp = ["-m", "compileall", "-q", "--invalidation-mode", "timestamp"]
     assert _compiled(tree, 1_700_000_000, timestamp) != _compiled(tree, 1_800_000_000, timestamp)
+
+
+def stdlib_compile_command() -> str:
+    """The final stage's command that compiles the standard library, as the shell reads
+    it (its path is a command substitution, which ``shlex`` cannot split)."""
+    (command,) = [
+        command.strip()
+        for name, arguments in final_stage()
+        if name == "RUN"
+        for command in arguments.split("&&")
+        if "compileall" in command
+    ]
+    return command
+
+
+def test_the_final_stage_compiles_the_standard_library_as_root_and_keeps_the_exit_status():
+    stage = final_stage()
+    (run,) = [i for i, (_, arguments) in enumerate(stage) if "compileall" in arguments]
+    (user,) = [i for i, (name, _) in enumerate(stage) if name == "USER"]
+    assert stage[run][0] == "RUN" and run < user  # the standard library is root's
+    assert "||" not in stage[run][1]  # a file that does not compile fails the build
+
+
+def test_the_standard_library_path_is_the_interpreters_own():
+    """The substitution, run by a real shell, prints this interpreter's stdlib path:
+    ``/usr/local/lib/python3.11`` on the official base, ``/usr/lib/python3.11`` on Debian."""
+    command = stdlib_compile_command()
+    assert command.endswith(')"'), command
+    substitution = command[command.rindex('"$(') + 3 : -2]
+    assert substitution.startswith("python -B ")  # -B: it writes no .pyc of its own
+    ran = subprocess.run(
+        ["sh", "-c", shlex.quote(sys.executable) + substitution.removeprefix("python")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert ran.stdout.strip() == sysconfig.get_path("stdlib")
+
+
+#: The folders of the standard library the image does not compile.
+EXCLUDED_STDLIB_FOLDERS = [
+    "test",
+    "tests",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "lib2to3",
+    "ensurepip",
+    "site-packages",
+]
+
+
+def _stdlib_tree(root: Path) -> Path:
+    """A standard library in small: a module, a package, and a file that does not compile
+    in each folder the image leaves out."""
+    stdlib = root / "lib" / "python3.11"
+    (stdlib / "json").mkdir(parents=True)
+    (stdlib / "json" / "__init__.py").write_text("VALUE = 1\n")
+    (stdlib / "contest.py").write_text("VALUE = 2\n")
+    for left_out in EXCLUDED_STDLIB_FOLDERS:
+        folder = stdlib / left_out / "sub"
+        folder.mkdir(parents=True)
+        (folder / "badsyntax.py").write_text("def broken(:\n")
+    return stdlib
+
+
+def _run_compileall(arguments: list[str], stdlib: Path) -> subprocess.CompletedProcess[str]:
+    """``python ARGUMENTS STDLIB`` with this interpreter."""
+    return subprocess.run(
+        [sys.executable, *arguments, str(stdlib)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_standard_library_is_compiled_from_its_hashes_without_the_left_out_folders(
+    tmp_path,
+):
+    """The Dockerfile's arguments, run on a small standard library: the modules get
+    unchecked hash-based ``.pyc`` files (PEP 552), the left-out folders none, and a file
+    elsewhere that does not compile fails the command."""
+    command = stdlib_compile_command()
+    arguments = shlex.split(command[: command.rindex('"$(')])
+    assert arguments[:2] == ["python", "-B"], arguments
+    stdlib = _stdlib_tree(tmp_path)
+    ran = _run_compileall(arguments[1:], stdlib)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    written = list(stdlib.rglob("*.pyc"))
+    assert {str(pyc.relative_to(stdlib).parent.parent) for pyc in written} == {".", "json"}
+    assert {int.from_bytes(pyc.read_bytes()[4:8], "little") for pyc in written} == {0b01}
+    (stdlib / "json" / "broken.py").write_text("def broken(:\n")
+    ran = _run_compileall(arguments[1:], stdlib)
+    assert ran.returncode != 0 and "broken.py" in ran.stdout, ran.stdout

@@ -2033,11 +2033,17 @@ def test_a_request_field_this_release_does_not_have_is_refused_not_ignored(chann
 def test_a_known_field_sent_as_another_type_is_malformed_naming_it_not_unknown(
     channel, method, raw, path
 ):
-    """Protobuf keeps such a field as unknown; it is corrupt bytes, not a newer client."""
+    """Protobuf keeps such a field as unknown; it is corrupt bytes, not a newer client.
+    The message names the field first and its violation says the why alone, as every
+    refusal of a field's (docs/api.md, "Errors")."""
     refusal = refused(raw_call(channel, method), raw)
     assert (refusal.code, refusal.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "REQUEST_MALFORMED")
-    assert refusal.violations.keys() == {path}, refusal
-    assert f"{path} is encoded as another type" in refusal.message
+    why = (
+        "encoded as another type than the field's, so the request bytes are not a "
+        f"cardrules.krypkasino.v1.{method}Request message"
+    )
+    assert refusal.violations == {path: why}, refusal
+    assert refusal.message == f"{path}: {why}"
 
 
 @pytest.mark.parametrize(

@@ -814,7 +814,7 @@ def test_crawling_while_any_card_captures_is_must_capture_with_the_variant(stub)
     refusal = refused(stub.Play, play_request(game, 1, "3H"))
     assert_illegal(refusal, "MUST_CAPTURE", "K16.8", 1, card="8D", capturing_cards="8D,9C,JD")
     assert refusal.message == (
-        "8D, 9C or JD can capture, so no card may crawl (must_capture_if_able) (K16.8)"
+        "8D, 9C or JD can capture, and under must_capture_if_able no card may crawl (K16.8)"
     )
 
 
@@ -853,7 +853,7 @@ def test_anything_but_the_forced_sweep_is_must_sweep(stub, move):
             "K16.8",
             "capturing_cards",
             "6D,7C,9H,10H",
-            "6D, 7C, 9H or 10H can capture, so no card may crawl (must_capture_if_able) (K16.8)",
+            "6D, 7C, 9H or 10H can capture, and under must_capture_if_able no card may crawl (K16.8)",
         ),
     ],
 )

@@ -126,10 +126,11 @@ def parsing(request_class: type[Message], handler: Handler, limit: int) -> Handl
                 unknown <= _MISENCODED_SEARCH_BYTES
                 and (path := _misencoded_field(request_class.FromString(raw))) is not None
             ):
+                # The field first, its violation the why alone (docs/api.md, "Errors").
                 raise invalid_argument(
                     REQUEST_MALFORMED,
-                    f"the request bytes are not a {name} message: {path} is encoded as "
-                    "another type than the field's",
+                    f"{path}: encoded as another type than the field's, so the request "
+                    f"bytes are not a {name} message",
                     path,
                 )
             raise invalid_argument(

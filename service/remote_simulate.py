@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import grpc
 from cardrules.cards.v1 import cards_pb2
-from cardrules.client import channel_options
+from cardrules.client import Reason, channel_options, error_info
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 
@@ -27,7 +27,20 @@ DEADLINE_SECONDS = 10.0
 
 
 class RemoteError(RuntimeError):
-    """The service refused a call or could not be reached."""
+    """The service refused a call or could not be reached; ``started`` is False when
+    ``NewGame`` itself failed, so that no game was started."""
+
+    def __init__(self, message: str, *, started: bool = True) -> None:
+        super().__init__(message)
+        self.started = started
+
+
+# simulate deals every game by its seed, which such a server refuses whatever it is:
+# the server's own words ("seed: ...") read as if the user had given a seed wrongly.
+_CHOSEN_DEAL_REFUSED = (
+    "the server refuses chosen deals (--refuse-chosen-deals), and simulate deals every "
+    "game by its seed: use a server without that flag, or play in-process (no --server)"
+)
 
 
 class RemoteTable:
@@ -59,12 +72,24 @@ class RemoteTable:
         only once the match is over (K13.2).
         """
         try:
-            return _play(self._stub, request, record, progress)
+            started = _new_game(self._stub, request)
         except grpc.RpcError as error:
-            details = error.details() or ""
-            raise RemoteError(
-                f"{self.target}: {error.code().name}: {details}{_hint(details)}"
-            ) from None
+            raise self._error(error, started=False) from None
+        try:
+            return _play(self._stub, request, started, record, progress)
+        except grpc.RpcError as error:
+            raise self._error(error) from None
+
+    def _error(self, error: grpc.RpcError, *, started: bool = True) -> RemoteError:
+        """The one line that says why a call failed: grpc's words and a hint, or for a
+        ``NewGame`` refused ``CHOSEN_DEAL_REFUSED``, what to do instead."""
+        info = error_info(error)
+        if not started and info is not None and info.reason == Reason.CHOSEN_DEAL_REFUSED:
+            return RemoteError(f"{self.target}: {_CHOSEN_DEAL_REFUSED}", started=False)
+        details = error.details() or ""
+        return RemoteError(
+            f"{self.target}: {error.code().name}: {details}{_hint(details)}", started=started
+        )
 
     def close(self) -> None:
         self._channel.close()
@@ -95,16 +120,11 @@ def _hint(details: str) -> str:
     return ""
 
 
-def _play(
-    stub: krypkasino_pb2_grpc.KrypkasinoServiceStub,
-    request: SimulationRequest,
-    record: bool,
-    progress: Callable[[int], object],
-) -> GameRecord:
-    policy = POLICIES[request.policy]
-    rng = seeded_rng(request.seed, "policy")
-    rules = request.config.rules
-    started = stub.NewGame(
+def _new_game(
+    stub: krypkasino_pb2_grpc.KrypkasinoServiceStub, request: SimulationRequest
+) -> pb.NewGameResponse:
+    """The match of ``request``, dealt by its seed (and decks) as in-process."""
+    return stub.NewGame(
         pb.NewGameRequest(
             config=codec.config_to_proto(request.config),
             seed=request.seed,
@@ -115,6 +135,18 @@ def _play(
         ),
         timeout=DEADLINE_SECONDS,
     )
+
+
+def _play(
+    stub: krypkasino_pb2_grpc.KrypkasinoServiceStub,
+    request: SimulationRequest,
+    started: pb.NewGameResponse,
+    record: bool,
+    progress: Callable[[int], object],
+) -> GameRecord:
+    policy = POLICIES[request.policy]
+    rng = seeded_rng(request.seed, "policy")
+    rules = request.config.rules
     tokens, state, public = started.seat_tokens, started.state, started.view
     turns: list[Turn] = []
     outcomes: Counter[str] = Counter()

@@ -420,6 +420,22 @@ def _warn_plain_state(keys: KeyRing) -> None:
         )
 
 
+def _ephemeral_key_warning(plain_state: bool) -> str:
+    """The start-up warning of a server with no configured keys. A plain-state server
+    seals no state, so its state tokens outlive it; only its seat tokens, made under the
+    key it made up, die with it (a review found "tokens die" told of both)."""
+    if plain_state:
+        return (
+            "no state keys configured: using an ephemeral key for seat tokens; they die "
+            "with this server and other replicas cannot verify them (state tokens are "
+            "plain and open anywhere; set CARDRULES_STATE_KEYS)"
+        )
+    return (
+        "no state keys configured: using an ephemeral key; tokens die with this "
+        "server and other replicas cannot open them (set CARDRULES_STATE_KEYS)"
+    )
+
+
 def serve(config: ServerConfig, pending: PendingSignals) -> int:
     """Start the configured server(s); returns the process exit status.
 
@@ -440,10 +456,7 @@ def _serve(config: ServerConfig, pending: PendingSignals) -> int:
     raise_open_files_limit()
     keys = load_keys(config)  # resolve() has refused bad keys already, naming their source
     if keys.is_ephemeral:
-        _log.warning(
-            "no state keys configured: using an ephemeral key; tokens die with this "
-            "server and other replicas cannot open them (set CARDRULES_STATE_KEYS)"
-        )
+        _log.warning(_ephemeral_key_warning(config.plain_state))
     if config.keys_on_command_line:
         # /proc/PID/cmdline is readable by every user of the machine, unlike environ.
         _log.warning(

@@ -104,7 +104,8 @@ def config_layout(data: bytes) -> Layout:
     except CodecError as error:
         raise StateError(f"{error.field}: {error.description}") from None
     except ConfigError as error:
-        raise StateError(f"{', '.join(config_field_paths(error))}: {error.reason}") from None
+        # " and ", as NewGame and simulate name the fields of a combination refused.
+        raise StateError(f"{' and '.join(config_field_paths(error))}: {error.reason}") from None
     schedule, distributions = config.schedule, config.distributions
     numbers = range(1, distributions + 1)
     return Layout(

@@ -369,6 +369,16 @@ class SeatTokens:
             KeyRing.key_id(key): hmac.new(_seat_key(key), digestmod="sha256") for key in keys.keys
         }
         self._primary_id = KeyRing.key_id(keys.keys[0])
+        # Why a token of a seat token's form is under no key of the ring. A server that
+        # made its key up at start lost the old one on restart: no key retired, and the
+        # token may well be one this service issued (also on a plain-state server, whose
+        # state tokens outlive the restart while its seat tokens do not).
+        self._unknown_key_cause = (
+            "this server made its key up at start (no CARDRULES_STATE_KEYS), so seat tokens "
+            "from before a restart or from another server cannot be verified"
+            if keys.is_ephemeral
+            else "one retired too soon, or no seat token of this service"
+        )
         # A player sends the same seat token with every move of a game, so the
         # MACs of recent (key id, game id, seat) triples are kept, not recomputed:
         # a pure function of its arguments. Only the expected MAC is cached: the token
@@ -397,8 +407,8 @@ class SeatTokens:
             # (an operator's fault) from a wrong token of a known key.
             raise SeatTokenError(
                 "SEAT_TOKEN_INVALID",
-                f"the seat token of seat {seat} is under no key of this server: one retired "
-                "too soon, or no seat token of this service",
+                f"the seat token of seat {seat} is under no key of this server: "
+                f"{self._unknown_key_cause}",
                 key_id=key_id.hex(),
             )
         if not (

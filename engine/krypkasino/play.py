@@ -166,7 +166,9 @@ def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:
         return IllegalMoveError(
             Reason.MUST_CAPTURE,
             "K16.8",
-            f"{_either(capturing)} can capture, so no card may crawl (must_capture_if_able)",
+            # The flag in the text, as K16.7's refusals have it: the rule ID follows in
+            # parentheses, and a second pair beside it read badly.
+            f"{_either(capturing)} can capture, and under must_capture_if_able no card may crawl",
             capturing[0],
             alternatives=capturing,
         )

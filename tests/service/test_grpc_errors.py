@@ -814,7 +814,7 @@ def test_crawling_while_any_card_captures_is_must_capture_with_the_variant(stub)
     refusal = refused(stub.Play, play_request(game, 1, "3H"))
     assert_illegal(refusal, "MUST_CAPTURE", "K16.8", 1, card="8D", capturing_cards="8D,9C,JD")
     assert refusal.message == (
-        "8D, 9C or JD can capture, so no card may crawl (must_capture_if_able) (K16.8)"
+        "8D, 9C or JD can capture, and under must_capture_if_able no card may crawl (K16.8)"
     )
 
 
@@ -853,7 +853,7 @@ def test_anything_but_the_forced_sweep_is_must_sweep(stub, move):
             "K16.8",
             "capturing_cards",
             "6D,7C,9H,10H",
-            "6D, 7C, 9H or 10H can capture, so no card may crawl (must_capture_if_able) (K16.8)",
+            "6D, 7C, 9H or 10H can capture, and under must_capture_if_able no card may crawl (K16.8)",
         ),
     ],
 )
@@ -2033,11 +2033,17 @@ def test_a_request_field_this_release_does_not_have_is_refused_not_ignored(chann
 def test_a_known_field_sent_as_another_type_is_malformed_naming_it_not_unknown(
     channel, method, raw, path
 ):
-    """Protobuf keeps such a field as unknown; it is corrupt bytes, not a newer client."""
+    """Protobuf keeps such a field as unknown; it is corrupt bytes, not a newer client.
+    The message names the field first and its violation says the why alone, as every
+    refusal of a field's (docs/api.md, "Errors")."""
     refusal = refused(raw_call(channel, method), raw)
     assert (refusal.code, refusal.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "REQUEST_MALFORMED")
-    assert refusal.violations.keys() == {path}, refusal
-    assert f"{path} is encoded as another type" in refusal.message
+    why = (
+        "encoded as another type than the field's, so the request bytes are not a "
+        f"cardrules.krypkasino.v1.{method}Request message"
+    )
+    assert refusal.violations == {path: why}, refusal
+    assert refusal.message == f"{path}: {why}"
 
 
 @pytest.mark.parametrize(

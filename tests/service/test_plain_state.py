@@ -157,6 +157,24 @@ def test_the_reviewers_forged_opening_is_state_invalid_through_the_api() -> None
         ) in str(raised.value)
 
 
+def test_a_state_whose_config_combines_refused_rules_names_them_as_new_game_does() -> None:
+    """The fields of a refused combination are joined by "and" in the state's refusal,
+    as in NewGame's (docs/api.md, "Errors"), not by a comma (a review)."""
+    api = build_api(ServerConfig(plain_state=True), KeyRing.ephemeral(), None)
+    game = api.new_game(pb.NewGameRequest(config=pb.GameConfig(players=2), seed=11), CallInfo())
+    msg = pb.GameState.FromString(game.state[1:])
+    msg.config.rules.two_player_five_six = msg.config.rules.four_four = True
+    token = bytes([PLAIN_FLAG | 1]) + msg.SerializeToString()
+    with pytest.raises(ServiceError) as state_refused:
+        api.get_view(pb.GetViewRequest(state=token), CallInfo())
+    with pytest.raises(ServiceError) as new_game_refused:
+        api.new_game(pb.NewGameRequest(config=msg.config), CallInfo())
+    fields = "config.rules.two_player_five_six and config.rules.four_four"
+    assert new_game_refused.value.message.startswith(f"{fields}: ")
+    assert state_refused.value.reason == "STATE_INVALID"
+    assert state_refused.value.message == f"state: {new_game_refused.value.message}"
+
+
 def test_a_pile_of_a_seat_that_has_not_moved_this_deal_is_refused() -> None:
     """Three players, one move into deal 2: the seat after the next has not moved, so no
     table card is in its pile, nor is it the last capturer."""

@@ -31,7 +31,7 @@ from service.server import build_api
 from service.simulate import GameRecord, SimulationRequest, play_game, transcript
 from service.tokens import KeyRing
 from service.transcript import dump_document, render_text
-from tests.service.server_process import CARDRULES, TEST_KEY
+from tests.service.server_process import CARDRULES, TEST_KEY, running
 from tests.service.simulate_process import simulate_command
 
 
@@ -199,8 +199,9 @@ def test_progress_hears_of_every_move_with_the_deals_finished(grpc_target):
 
 
 def test_unreachable_server_is_one_line_and_status_1():
-    with pytest.raises(RemoteError, match="UNAVAILABLE"):
+    with pytest.raises(RemoteError, match="UNAVAILABLE") as raised:
         play_remote_game(SimulationRequest(Config(players=2)), "127.0.0.1:1")
+    assert not raised.value.started  # NewGame, the first call, failed
     done = subprocess.run(
         [CARDRULES, "simulate", "krypkasino", "--players", "2", "--server", "127.0.0.1:1"],
         capture_output=True,
@@ -225,6 +226,50 @@ def test_an_unreachable_server_before_any_game_of_many_prints_no_summary():
     assert progress == ["simulate:   0% 0/3 [00:00<?, ?game/s]"]
     assert line.startswith("cardrules: error: 127.0.0.1:1: UNAVAILABLE: ")
     assert line.endswith("; stopped before the first of 3 games (seed 8) was over: no summary")
+
+
+CHOSEN_DEALS_REFUSED = (
+    "the server refuses chosen deals (--refuse-chosen-deals), and simulate deals every "
+    "game by its seed: use a server without that flag, or play in-process (no --server)"
+)
+
+
+def test_a_server_that_refuses_chosen_deals_is_said_to_and_no_game_started():
+    """simulate sends a seed whether the user gave one or not: the server's own words
+    ("seed: ...") read as a seed given wrongly, and no flag of simulate helps (a review)."""
+    with running(("--refuse-chosen-deals",)) as server:
+        with pytest.raises(RemoteError) as raised:
+            play_remote_game(SimulationRequest(Config(players=2)), server.target)
+        one = subprocess.run(
+            [CARDRULES, "simulate", "krypkasino", "--players", "2", "--server", server.target],
+            capture_output=True,
+            text=True,
+        )
+        many = subprocess.run(
+            simulate_command("--players", "2", "--games", "3", "--server", server.target),
+            capture_output=True,
+            text=True,
+        )
+    assert str(raised.value) == f"{server.target}: {CHOSEN_DEALS_REFUSED}"
+    assert not raised.value.started
+    for done in (one, many):
+        assert (done.returncode, done.stdout) == (1, "")
+        line = done.stderr.splitlines()[-1]
+        assert line.startswith(f"cardrules: error: {server.target}: {CHOSEN_DEALS_REFUSED}; ")
+        assert "INVALID_ARGUMENT" not in line
+
+
+def test_a_call_refused_after_new_game_says_the_game_started():
+    """Only a failed ``NewGame`` leaves no game started."""
+
+    def refuse_play(name: str, context: grpc.ServicerContext) -> None:
+        if name == "Play":
+            context.abort(grpc.StatusCode.INTERNAL, "broken")
+
+    with api_server(refuse_play) as target, pytest.raises(RemoteError) as raised:
+        play_remote_game(REQUESTS[0], target)
+    assert str(raised.value) == f"{target}: INTERNAL: broken"
+    assert raised.value.started
 
 
 def test_the_http_gateways_port_given_for_the_grpc_one_is_said_so(server):

@@ -486,6 +486,31 @@ def test_a_misspelt_variable_is_named_in_a_warning_without_its_value():
     assert value not in json.dumps(server.logs)
 
 
+@pytest.mark.parametrize(
+    ("args", "event"),
+    [
+        (
+            (),
+            "no state keys configured: using an ephemeral key; tokens die with this server "
+            "and other replicas cannot open them (set CARDRULES_STATE_KEYS)",
+        ),
+        (
+            ("--plain-state",),
+            "no state keys configured: using an ephemeral key for seat tokens; they die with "
+            "this server and other replicas cannot verify them (state tokens are plain and "
+            "open anywhere; set CARDRULES_STATE_KEYS)",
+        ),
+    ],
+)
+def test_a_server_without_keys_warns_which_tokens_die_with_it(args, event):
+    """A plain-state server's state tokens outlive it; only its seat tokens are under the
+    key it made up, so its warning does not say every token dies."""
+    with running(args, keys=None) as server:
+        server.wait_for_logs("listening")
+    [warning] = [line for line in server.logs if "ephemeral key" in str(line.get("event"))]
+    assert (warning["level"], warning["event"]) == ("warning", event)
+
+
 @pytest.mark.parametrize("keys", [None, TEST_KEY])
 def test_plain_mode_warns_and_names_the_keys_whose_tokens_it_opens_in_the_clear(keys):
     """docs/api.md: a plain server still opens sealed tokens, so one given real keys shows
@@ -555,6 +580,30 @@ def test_a_server_restarted_without_keys_says_why_it_cannot_open_older_tokens():
         "TOKEN_UNKNOWN_KEY",
     )
     assert "this server made its key up at start (no CARDRULES_STATE_KEYS)" in refusal.message
+
+
+@pytest.mark.parametrize("args", [(), ("--plain-state",)])
+def test_a_seat_token_from_before_a_restart_without_keys_names_the_made_up_key(args):
+    """The seat token's refusal names the cause the state token's does: no key retired,
+    the restart threw the made-up one away. On a plain-state server the state token
+    still opens after the restart; only the seat token cannot be verified."""
+    with running(args, keys=None) as first, krypkasino(first.target) as stub:
+        game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)))
+    with running(args, keys=None) as restarted, krypkasino(restarted.target) as stub:
+        # A sealed state of before is refused first: the restarted server starts its own.
+        config = pb.GameConfig(players=2)
+        state = game.state if args else stub.NewGame(pb.NewGameRequest(config=config)).state
+        request = pb.GetViewRequest(state=state, seat=1, seat_token=game.seat_tokens[1])
+        refusal = refused(stub.GetView, request)
+    assert (refusal.code, refusal.reason) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "SEAT_TOKEN_INVALID",
+    )
+    assert refusal.message == (
+        "the seat token of seat 1 is under no key of this server: this server made its key "
+        "up at start (no CARDRULES_STATE_KEYS), so seat tokens from before a restart or from "
+        "another server cannot be verified"
+    )
 
 
 def test_two_workers_without_keys_share_one_ephemeral_key():

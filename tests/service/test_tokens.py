@@ -425,6 +425,24 @@ def test_a_seat_token_under_a_key_the_server_lacks_names_that_key():
     assert swapped.message == "not a valid seat token for seat 0"
 
 
+def test_a_seat_token_from_before_a_restart_without_keys_names_the_made_up_key():
+    """A server without configured keys made its key up at start: after a restart no key
+    retired, and the token is one this service issued, so the refusal says what the
+    state token's does (a review found the retired-key cause named here)."""
+    before, after = KeyRing.ephemeral(), KeyRing.ephemeral()
+    token = SeatTokens(before).issue("game-1", 1)
+    error = seat_error(SeatTokens(after), "game-1", 1, token)
+    assert (error.reason, error.metadata) == (
+        "SEAT_TOKEN_INVALID",
+        {"key_id": KeyRing.key_id(before.keys[0]).hex()},
+    )
+    assert error.message == (
+        "the seat token of seat 1 is under no key of this server: this server made its key "
+        "up at start (no CARDRULES_STATE_KEYS), so seat tokens from before a restart or from "
+        "another server cannot be verified"
+    )
+
+
 def test_a_seat_token_sent_as_the_state_is_malformed_whatever_its_key():
     """Its first byte is its key id's: one of two keys gives it the plain flag, which
     must not make it read as a plain token of some schema version. (A plain-mode

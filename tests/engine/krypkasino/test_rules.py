@@ -1286,7 +1286,7 @@ def test_k7_8_a_number_that_is_no_card_code_is_refused_as_not_in_hand(code: int)
         (
             "6C",
             Rules(must_capture_if_able=True),
-            "8D can capture, so no card may crawl (must_capture_if_able)",
+            "8D can capture, and under must_capture_if_able no card may crawl",
         ),
     ],
 )
@@ -1348,7 +1348,7 @@ def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message)
             Rules(must_capture_if_able=True),
             Reason.MUST_CAPTURE,
             "8D 9C JD",
-            "8D, 9C or JD can capture, so no card may crawl (must_capture_if_able)",
+            "8D, 9C or JD can capture, and under must_capture_if_able no card may crawl",
         ),
         (
             "8H 9C JH",
@@ -1357,7 +1357,7 @@ def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message)
             Rules(must_capture_if_able=True),
             Reason.MUST_CAPTURE,
             "8D",
-            "8D can capture, so no card may crawl (must_capture_if_able)",
+            "8D can capture, and under must_capture_if_able no card may crawl",
         ),
     ],
 )

@@ -263,12 +263,18 @@ def call_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], .
     # The service takes the first; grpc sends None as an empty value.
     text: object = given[0].decode("latin-1") if isinstance(given[0], bytes) else given[0]
     if not isinstance(text, str) or USABLE_REQUEST_ID.fullmatch(text) is None:
-        raise ValueError(
-            f"metadata key {REQUEST_ID_KEY!r} cannot be used: a request id is 1 to 128 "
-            "printable ASCII characters with spaces only inside; the service would log "
-            "the call under an id of its own"
-        )
+        raise _unusable_request_id()
     return pairs
+
+
+def _unusable_request_id() -> ValueError:
+    """The refusal of an ``x-request-id`` value the service would not take, or that gRPC
+    cannot send (docs/api.md, "Request ids")."""
+    return ValueError(
+        f"metadata key {REQUEST_ID_KEY!r} cannot be used: a request id is 1 to 128 "
+        "printable ASCII characters with spaces only inside; the service would log "
+        "the call under an id of its own"
+    )
 
 
 def checked_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes], ...] | None:
@@ -305,6 +311,9 @@ def checked_metadata(metadata: Metadata | None) -> tuple[tuple[str, str | bytes]
             continue
         text = value.decode("latin-1") if isinstance(value, bytes) else value
         if isinstance(text, str) and _METADATA_TEXT.fullmatch(text) is None:
+            if key == REQUEST_ID_KEY:
+                # Not the advice below: the service reads no x-request-id-bin.
+                raise _unusable_request_id()
             raise ValueError(
                 f"the value of metadata key {key!r} cannot be sent: a text value is printable "
                 "ASCII (space to '~'); send bytes under a key ending in '-bin'"

@@ -7,7 +7,9 @@ combinations with a ``ConfigError`` that names the flag and the reason.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 
 from engine.cards import CARDS_PER_DECK
 
@@ -46,7 +48,17 @@ class ConfigError(ValueError):
         self.reason = f"{reason} ({cited})" + (f": {then}" if then else "")
         self.rule = rule
         self.limit = limit
+        # The parts ``reason`` is made of, for ``__reduce__``.
+        self._parts = (reason, aside, also, then)
         super().__init__(f"{self.flag}: {self.reason}")
+
+    def __reduce__(self) -> tuple[Callable[..., ConfigError], tuple[object, ...]]:
+        """Every constructor argument, so that the error survives pickling (a process
+        pool sends a worker's exception back pickled): ``ValueError``'s own reduce
+        passes ``args``, the one message text, as if it were all of them."""
+        reason, aside, also, then = self._parts
+        remake = partial(type(self), aside=aside, also=also, then=then, limit=self.limit)
+        return remake, (self.flags, reason, self.rule)
 
 
 class Teams(enum.Enum):

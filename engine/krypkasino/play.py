@@ -93,6 +93,22 @@ class IllegalMoveError(Exception):
         self.table_count = table_count
         self.in_hand = in_hand
 
+    def __reduce__(self) -> tuple[type[IllegalMoveError], tuple[object, ...]]:
+        """Every constructor argument, so that the error survives pickling (a process
+        pool sends a worker's exception back pickled): ``Exception``'s own reduce
+        passes ``args``, the one message text, as if it were all of them."""
+        return type(self), (
+            self.reason,
+            self.rule,
+            self.message,
+            self.card,
+            self.captured,
+            self.group_left,
+            self.alternatives,
+            self.table_count,
+            self.in_hand,
+        )
+
 
 def legal_moves(state: State, seat: int) -> list[Move]:
     """K7.7: the seat's legal moves in canonical order; empty unless it is its turn."""

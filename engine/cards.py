@@ -89,7 +89,8 @@ def holds_all(cards: Sequence[Card], part: Sequence[Card]) -> bool:
 
 
 def check_deck(deck: Sequence[Card], copies: int) -> None:
-    """Raise CardError unless ``deck`` holds every card exactly ``copies`` times."""
+    """Raise CardError unless ``deck`` holds every card exactly ``copies`` times (and
+    nothing that is no card code)."""
     counts = _card_counts(deck)
     missing = {c: copies - n for c, n in enumerate(counts) if n < copies}
     extra = {c: n - copies for c, n in enumerate(counts) if n > copies}
@@ -132,11 +133,34 @@ def _tally(copies_by_code: dict[int, int]) -> str:
 
 
 def _card_counts(cards: Sequence[Card]) -> list[int]:
-    """How often each card code appears in ``cards``."""
+    """How often each card code appears in ``cards``; CardError for an item that is no
+    card code (``_check_codes``)."""
+    _check_codes(cards)
     counts = [0] * CARDS_PER_DECK
     for card in cards:
         counts[card] += 1
     return counts
+
+
+def _check_codes(cards: Sequence[Card]) -> None:
+    """Raise CardError unless every item is a card code, an int from 0 to 51 (K1.1).
+
+    A deck or a draw comes from outside (a library caller's list): counted as list
+    indices, -1 passed as KC, and 52 failed with a bare IndexError. Plain ints, the
+    usual case, are checked by ``min`` and ``max``; an item of another type (a bool,
+    which Python counts as an int, or a float) sends the search for the first bad one.
+    """
+    if not cards:
+        return
+    if set(map(type, cards)) == {int} and min(cards) >= 0 and max(cards) < CARDS_PER_DECK:
+        return
+    for card in cards:
+        if not _is_code(card):
+            raise CardError(f"{card!r} is no card code: a card is an int from 0 (AS) to 51 (KC)")
+
+
+def _is_code(card: object) -> bool:
+    return isinstance(card, int) and not isinstance(card, bool) and 0 <= card < CARDS_PER_DECK
 
 
 def seeded_rng(seed: int, *stream: str | int) -> random.Random:

@@ -7,7 +7,9 @@ combinations with a ``ConfigError`` that names the flag and the reason.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 
 from engine.cards import CARDS_PER_DECK
 
@@ -46,7 +48,17 @@ class ConfigError(ValueError):
         self.reason = f"{reason} ({cited})" + (f": {then}" if then else "")
         self.rule = rule
         self.limit = limit
+        # The parts ``reason`` is made of, for ``__reduce__``.
+        self._parts = (reason, aside, also, then)
         super().__init__(f"{self.flag}: {self.reason}")
+
+    def __reduce__(self) -> tuple[Callable[..., ConfigError], tuple[object, ...]]:
+        """Every constructor argument, so that the error survives pickling (a process
+        pool sends a worker's exception back pickled): ``ValueError``'s own reduce
+        passes ``args``, the one message text, as if it were all of them."""
+        reason, aside, also, then = self._parts
+        remake = partial(type(self), aside=aside, also=also, then=then, limit=self.limit)
+        return remake, (self.flags, reason, self.rule)
 
 
 class Teams(enum.Enum):
@@ -241,7 +253,11 @@ class Config:
         return tuple(range(team, self.players, self.team_count))
 
     def validate(self) -> Config:
-        """Reject impossible configurations (K3.2, K5.2, K13.2, K16); returns self."""
+        """Reject impossible configurations (K3.2, K5.2, K13.2, K16); returns self.
+
+        First each setting's type (``_check_types``), then the rules' refusals.
+        """
+        self._check_types()
         n, r = self.players, self.rules
         if not MIN_PLAYERS <= n <= MAX_PLAYERS:
             raise ConfigError(
@@ -329,6 +345,27 @@ class Config:
             )
         return self
 
+    def _check_types(self) -> None:
+        """Refuse a setting of the wrong type, naming it (K16), before it plays another
+        game or fails deep inside: a dataclass does not check its annotations, and a
+        library caller may pass the text of an enum (``teams="pairs"``, which no ``is``
+        comparison matches, so that pairs played as individuals), a bool or a float for
+        a number. The enums are not read from their text here, as the service and the
+        CLI read theirs where the text comes in (``Teams(text)``); the refusal says so.
+        """
+        _require_int("players", self.players, "K3.1")
+        _require_int("first_dealer", self.first_dealer, "K4.2")
+        _require_type("draw_for_deal", self.draw_for_deal, bool, "K4.2")
+        for name in ("match_deals", "target_score"):
+            if (value := getattr(self, name)) is not None:
+                _require_int(name, value, "K13.2")
+        _require_type("teams", self.teams, Teams, "K3.2")
+        _require_type("tie_rule", self.tie_rule, TieRule, "K13.2")
+        _require_type("rules", self.rules, Rules, "K16")
+        _require_type("removal", self.rules.removal, Removal, "K16.5")
+        for name in Rules.flag_names():
+            _require_type(name, getattr(self.rules, name), bool, "K16")
+
     @property
     def deal_limit(self) -> int | None:
         """K13.2: deals before the match ends, not counting a tie-break deal."""
@@ -344,6 +381,26 @@ class Config:
         if limit is not None and self.tie_rule is TieRule.TIEBREAK_DEAL:
             return limit + 1
         return limit
+
+
+def _require_int(name: str, value: object, rule: str) -> None:
+    """A whole number, not a bool (an int to Python), a float or None."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(name, f"must be a whole number (int), not {value!r}", rule)
+
+
+def _require_type(name: str, value: object, kind: type, rule: str) -> None:
+    """A ``kind``: for an enum one of its members, whose text alone is refused (its
+    conversion named), since no ``is`` comparison would match it."""
+    if isinstance(value, kind):
+        return
+    if not issubclass(kind, enum.Enum):
+        raise ConfigError(name, f"must be a {kind.__name__}, not {value!r}", rule)
+    members = ", ".join(f"{kind.__name__}.{member.name}" for member in kind)
+    texts = {member.value for member in kind}
+    known = isinstance(value, str) and value in texts
+    then = f"{kind.__name__}({value!r}) reads the text" if known else ""
+    raise ConfigError(name, f"must be one of {members}, not {value!r}", rule, then=then)
 
 
 def seatings() -> tuple[tuple[int, Teams], ...]:

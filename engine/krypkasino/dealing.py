@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import assert_never
 
 from engine.cards import (
     ACE,
@@ -244,8 +245,11 @@ def split_removal(
         return table, ()
     if removal is Removal.COURTS:
         removed = tuple(card for card in table if is_court(card))
-    else:
+    elif removal is Removal.SPADES:
         removed = tuple(card for card in table if suit_of(card) == SPADES)
+    else:
+        # Config.validate refuses any other value (the text "courts" played spades here).
+        assert_never(removal)
     if not removed:
         return table, ()
     return tuple(card for card in table if card not in removed), removed

@@ -93,6 +93,22 @@ class IllegalMoveError(Exception):
         self.table_count = table_count
         self.in_hand = in_hand
 
+    def __reduce__(self) -> tuple[type[IllegalMoveError], tuple[object, ...]]:
+        """Every constructor argument, so that the error survives pickling (a process
+        pool sends a worker's exception back pickled): ``Exception``'s own reduce
+        passes ``args``, the one message text, as if it were all of them."""
+        return type(self), (
+            self.reason,
+            self.rule,
+            self.message,
+            self.card,
+            self.captured,
+            self.group_left,
+            self.alternatives,
+            self.table_count,
+            self.in_hand,
+        )
+
 
 def legal_moves(state: State, seat: int) -> list[Move]:
     """K7.7: the seat's legal moves in canonical order; empty unless it is its turn."""
@@ -111,16 +127,44 @@ def play(state: State, seat: int, move: Move) -> tuple[State, list[Event]]:
         )
     move = _canonical(move)
     if not is_legal(state.hands[seat], state.table, state.config.rules, move):
+        # Only a refused move is looked at more closely: a legal one holds codes.
+        _check_codes(move)
         raise _why_illegal(state, seat, move)
     return play_unchecked(state, move)
 
 
-def _canonical(move: Move) -> Move:
-    """K7.5: the move with its captures sorted; a move that already is one passes through."""
-    captures = move.captures
-    if type(move) is Move and type(captures) is tuple and len(captures) < 2:
-        return move
-    return Move.of(move.card, captures)
+def _canonical(move: object) -> Move:
+    """K7.5: the move with its captures sorted; a move that already is one passes through.
+
+    TypeError naming ``Move`` for anything else (a plain tuple, captures that do not
+    sort), which a library caller may pass: ``move.captures`` failed with an
+    AttributeError. A ``Move`` of 0 or 1 captures, most moves, passes on the fast path.
+    """
+    if type(move) is Move:
+        captures = move.captures
+        if type(captures) is tuple and len(captures) < 2:
+            return move
+    elif not isinstance(move, Move):
+        raise _not_a_move(move)
+    try:
+        return Move.of(move.card, move.captures)
+    except TypeError:
+        raise _not_a_move(move) from None
+
+
+def _check_codes(move: Move) -> None:
+    """TypeError naming ``Move`` unless its card and captures are ints (not bools), as
+    a refusal names them (``_card_name``): ``Move(None)`` failed with a TypeError of
+    its own there. An int that is no card code (-1, 52) is refused as not in hand."""
+    if not all(type(card) is int for card in (move.card, *move.captures)):
+        raise _not_a_move(move)
+
+
+def _not_a_move(move: object) -> TypeError:
+    return TypeError(
+        "play takes a Move of a card code and a tuple of card codes "
+        f"(Move(card, captures), Move.parse('8D>8H')), not {move!r}"
+    )
 
 
 def _why_illegal(state: State, seat: int, move: Move) -> IllegalMoveError:

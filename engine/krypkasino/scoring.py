@@ -101,7 +101,13 @@ def score_deal(
     recipient: int,
     bordstabbe_seat: int | None,
 ) -> tuple[SeatScore, ...]:
-    """K12.1: every seat's breakdown from its pile and its sweep markers."""
+    """K12.1: every seat's breakdown from its pile and its sweep markers.
+
+    ValueError unless there is a pile and a marker list per seat and ``recipient`` (and
+    ``bordstabbe_seat`` when set) is a seat: a library caller's short list dropped its
+    seats' points, and a seat outside the table gave none or an IndexError.
+    """
+    _check_seats(config.players, piles, markers, recipient, bordstabbe_seat)
     nordic = config.rules.nordic_scoring
     return assemble_scores(
         config,
@@ -110,6 +116,24 @@ def score_deal(
         recipient,
         bordstabbe_seat,
     )
+
+
+def _check_seats(
+    players: int,
+    piles: Sequence[Sequence[Card]],
+    markers: Sequence[Sequence[Card]],
+    recipient: int,
+    bordstabbe_seat: int | None,
+) -> None:
+    """``score_deal``'s arguments fit a table of ``players`` seats (K3.1, K11, K16.10)."""
+    for name, per_seat in (("piles", piles), ("markers", markers)):
+        if len(per_seat) != players:
+            raise ValueError(f"{name}: one per seat, {players}, not {len(per_seat)}")
+    for name, seat in (("recipient", recipient), ("bordstabbe_seat", bordstabbe_seat)):
+        if seat is None and name == "bordstabbe_seat":
+            continue
+        if not isinstance(seat, int) or isinstance(seat, bool) or not 0 <= seat < players:
+            raise ValueError(f"{name}: must be a seat from 0 to {players - 1}, not {seat!r}")
 
 
 def assemble_scores(

@@ -96,8 +96,16 @@ def tiebreak_teams(state: State) -> tuple[int, ...]:
 
 
 def view(state: State, seat: int | None = None) -> View:
-    """The view of ``seat``, or the public view for ``None``."""
+    """The view of ``seat``, or the public view for ``None``.
+
+    ValueError for a seat that is none of the state's (an int from 0 to n - 1, not a
+    bool): a list index, -1 showed seat n - 1's hand and True seat 1's.
+    """
     config, results = state.config, state.results
+    if seat is not None and (type(seat) is not int or not 0 <= seat < config.players):
+        raise ValueError(
+            f"seat must be None or a seat from 0 to {config.players - 1}, not {seat!r}"
+        )
     derived = _derived(config, results)
     # Positional, in field order: keywords cost a third more on every response.
     return View(

@@ -1,0 +1,92 @@
+"""Arguments a library caller passes ``view`` and ``play`` are checked, with an error
+that says what was expected: before, ``view(state, -1)`` showed seat n - 1's hand as
+seat -1's and ``view(state, True)`` seat 1's (list indices), ``view(state, 9)`` raised a
+bare IndexError; ``play`` with a plain tuple failed with an AttributeError and
+``Move(None)`` with a TypeError from inside the refusal's message."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from engine.cards import Card
+from engine.krypkasino import Config, IllegalMoveError, Move, Reason, legal_moves, new_game, view
+from engine.krypkasino import play as play_move
+
+
+@pytest.mark.parametrize("seat", [-1, -4, 4, 9, True, False, 1.0, "0"], ids=repr)
+def test_view_refuses_a_seat_that_is_none_of_the_state_s(seat: Any) -> None:
+    state = new_game(Config(4), seed=1)
+    message = f"seat must be None or a seat from 0 to 3, not {seat!r}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        view(state, seat)
+
+
+def test_view_shows_each_seat_its_own_hand() -> None:
+    state = new_game(Config(4), seed=1)
+    for seat in range(4):
+        assert view(state, seat).hand == state.hands[seat]
+    assert view(state).hand == () and view(state, None).seat is None
+
+
+NOT_A_MOVE = re.escape(
+    "play takes a Move of a card code and a tuple of card codes "
+    "(Move(card, captures), Move.parse('8D>8H')), not "
+)
+
+
+@pytest.mark.parametrize(
+    "move",
+    [
+        "plain-tuple",
+        "plain-tuple-captures",
+        "text",
+        "none",
+        "none-card",
+        "text-card",
+        "bool-card",
+        "none-captured",
+        "unsortable-captures",
+        "captures-no-sequence",
+    ],
+)
+def test_play_refuses_what_is_no_move_with_a_type_error_naming_move(move: str) -> None:
+    state = new_game(Config(2), seed=1)
+    seat = state.turn
+    card = state.hands[seat][0]
+    unheld = next(b for b in (False, True) if int(b) not in state.hands[seat])
+    given: Any = {
+        "plain-tuple": (card, ()),
+        "plain-tuple-captures": (card, (state.table[0],)),
+        "text": str(Move(card)),
+        "none": None,
+        "none-card": Move(None),  # type: ignore[arg-type]
+        "text-card": Move("8D"),  # type: ignore[arg-type]
+        "bool-card": Move(unheld),  # type: ignore[arg-type]
+        "none-captured": Move(card, (None,)),  # type: ignore[arg-type]
+        "unsortable-captures": Move(card, (state.table[0], None)),  # type: ignore[arg-type]
+        "captures-no-sequence": Move(card, 5),  # type: ignore[arg-type]
+    }[move]
+    with pytest.raises(TypeError, match=f"^{NOT_A_MOVE}{re.escape(repr(given))}$"):
+        play_move(state, seat, given)
+
+
+@pytest.mark.parametrize("code", [-1, 52])
+def test_an_int_that_is_no_card_code_is_still_refused_as_not_in_hand(code: int) -> None:
+    """K8.1: the check on a refused move's types leaves numbers to the rules."""
+    state = new_game(Config(2), seed=1)
+    with pytest.raises(IllegalMoveError) as error:
+        play_move(state, state.turn, Move(Card(code)))
+    assert error.value.reason is Reason.CARD_NOT_IN_HAND
+
+
+def test_a_move_of_more_captures_or_a_list_still_plays() -> None:
+    """The slow path of ``_canonical`` (captures to sort) still makes a Move of a Move."""
+    state = new_game(Config(2), seed=1)
+    seat = state.turn
+    for move in legal_moves(state, seat):
+        reordered = Move(move.card, list(reversed(move.captures)))  # type: ignore[arg-type]
+        after, _ = play_move(state, seat, reordered)
+        assert after == play_move(state, seat, move)[0]

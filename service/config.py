@@ -36,6 +36,20 @@ MULTIPROC_VALUE_FILE = re.compile(r"(?:counter|histogram|summary|gauge_[a-z]+)_[
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIN_CONNECTION_AGE_SECONDS = 1
+#: How long the HTTP gateway keeps an idle connection open by default
+#: (``--http-keepalive-seconds``): longer than the 60 s idle timeout of common load
+#: balancers (AWS ALB, ingress-nginx's upstream keepalive), so that they, not the server,
+#: close a pooled connection and no request meets a closing socket. Proxies that keep
+#: theirs longer (Google's load balancers 600 s, Envoy and Istio an hour) need it raised,
+#: or their own lowered: docs/api.md's keep-alive paragraph.
+HTTP_KEEPALIVE_SECONDS = 75.0
+#: The same timer bounds how long a new connection may take to send its whole request
+#: head (aiohttp runs it from the connection's start): under a second a slow client's
+#: first head would not arrive in time, and over two hours a client trickling its
+#: headers could hold a connection that long. Two hours outlast Envoy's one-hour
+#: default idle timeout.
+MIN_HTTP_KEEPALIVE_SECONDS = 1
+MAX_HTTP_KEEPALIVE_SECONDS = 2 * 3600
 MIN_WORKER_TIMEOUT_SECONDS = 2
 #: A keys file holds a few keys of 44 characters; a larger file is refused unread.
 MAX_KEYS_FILE_BYTES = 64 * 1024
@@ -82,6 +96,7 @@ class ServerConfig:
     grace_seconds: float = 10.0
     drain_delay_seconds: float = 1.0
     max_connection_age_seconds: float = 0.0
+    http_keepalive_seconds: float = HTTP_KEEPALIVE_SECONDS
     worker_timeout_seconds: float = 10.0
     cors_origins: tuple[str, ...] = ()
     # ``state_keys`` came from ``--state-keys``: the start-up warning about keys that every
@@ -152,6 +167,13 @@ _OPTIONS: dict[str, tuple[str, str]] = {
         "close each gRPC connection after about this long (GOAWAY, calls in flight "
         "finish), so that clients reconnect, re-resolve DNS and find new pods (0 = never; "
         "else at least 1)",
+    ),
+    "--http-keepalive-seconds": (
+        "http_keepalive_seconds",
+        "close an HTTP connection that has sent no whole request head this long after it "
+        "opened or after its last answer (idle, or trickling its headers); keep it longer "
+        "than the idle timeout of a load balancer or proxy in front (620 behind Google's "
+        "load balancers)",
     ),
     "--worker-timeout-seconds": (
         "worker_timeout_seconds",
@@ -311,21 +333,25 @@ def _int(source: str, text: str, low: int, high: int) -> int:
 _DECIMAL = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*", re.ASCII)
 
 
-def _seconds(source: str, text: str, high: int = 3600, minimum: int = 0) -> float:
-    """Seconds from 0 to ``high``; with a ``minimum``, 0 (never) or from it to ``high``.
+def _seconds(
+    source: str, text: str, high: int = 3600, minimum: int = 0, *, never: bool = True
+) -> float:
+    """Seconds from 0 to ``high``; with a ``minimum``, 0 (never) or from it to ``high``,
+    or from it alone where 0 means nothing (``never=False``).
 
     The refusals word the range as every other setting's does (``must be 0 to 3600
     seconds, not 1e9``), quoting the value as it was given."""
-    never = "0 (never) or " if minimum else ""
+    zero = minimum > 0 and never
+    never_text = "0 (never) or " if zero else ""
     if not _DECIMAL.fullmatch(text):
         raise ConfigValueError(
-            f"{source}: must be {never}a number of seconds from {minimum} to {high}, "
+            f"{source}: must be {never_text}a number of seconds from {minimum} to {high}, "
             f"not {_quoted(text)}"
         )
     value = float(text)
-    if not (0 <= value <= high and (value == 0 or value >= minimum)):
+    if not (0 <= value <= high and (value >= minimum or (zero and value == 0))):
         raise ConfigValueError(
-            f"{source}: must be {never}{minimum} to {high} seconds, not {text.strip()}"
+            f"{source}: must be {never_text}{minimum} to {high} seconds, not {text.strip()}"
         )
     return value
 
@@ -523,6 +549,12 @@ def resolve(
         # third of the calls of four clients failed.
         values["max_connection_age_seconds"] = _seconds(
             *item, high=7 * 24 * 3600, minimum=MIN_CONNECTION_AGE_SECONDS
+        )
+    if (item := given("http_keepalive_seconds")) is not None:
+        # No 0: aiohttp would then never close an idle connection, nor one trickling
+        # its request head.
+        values["http_keepalive_seconds"] = _seconds(
+            *item, high=MAX_HTTP_KEEPALIVE_SECONDS, minimum=MIN_HTTP_KEEPALIVE_SECONDS, never=False
         )
     if (item := given("worker_timeout_seconds")) is not None:
         # Workers beat every half second (service.watchdog): a shorter timeout would

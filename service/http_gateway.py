@@ -75,6 +75,7 @@ from service.calls import (
     request_id_from,
     within_deadline,
 )
+from service.config import HTTP_KEEPALIVE_SECONDS
 from service.content_coding import (
     CODINGS,
     BodyCodingError,
@@ -154,10 +155,12 @@ _ACCEPTED_CODINGS = ", ".join(sorted(CODINGS))
 # client that stalls (or a chunk the parser rejects mid-body) would hold the call forever.
 BODY_SECONDS = 15.0
 BODY_TIMEOUT = "BODY_TIMEOUT"
-# How long a connection may stay idle between two requests (aiohttp's default is an
-# hour). Longer than the idle timeouts of common load balancers (60 s), so that they,
-# not the server, close a kept-alive connection, and no request meets a closing socket.
-KEEPALIVE_SECONDS = 75.0
+# How long a connection may stay idle between two requests, or take to send a request
+# head, unless --http-keepalive-seconds says otherwise (aiohttp's default is an hour):
+# 75 s, longer than the idle timeouts of common load balancers (60 s), so that they, not
+# the server, close a kept-alive connection, and no request meets a closing socket.
+# service.config has the default and its bounds.
+KEEPALIVE_SECONDS = HTTP_KEEPALIVE_SECONDS
 # HTTP calls run per turn of the event loop while calls queue (service.turn_budget; at most
 # twice as many in a turn that finds no queue): about 1 ms of Play work,
 # so that health checks and gRPC calls wait about that per turn, not for every call in

@@ -400,6 +400,7 @@ async def _start_gateway(
             config.http_port,
             reuse_port=config.workers > 1,
             grace_seconds=config.grace_seconds,
+            keepalive_seconds=config.http_keepalive_seconds,
         )
     except OSError as error:
         cannot_listen("http", config.host, config.http_port, str(error))

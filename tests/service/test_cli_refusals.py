@@ -54,6 +54,17 @@ HELP = " (see cardrules simulate --help)"
             "CARDRULES_MAX_CONNECTION_AGE_SECONDS: must be 0 (never) or 1 to 604800 seconds, "
             "not 1e6",
         ),
+        (
+            ("--http-keepalive-seconds", "0"),
+            {},
+            "--http-keepalive-seconds: must be 1 to 7200 seconds, not 0",
+        ),
+        (
+            (),
+            {"CARDRULES_HTTP_KEEPALIVE_SECONDS": "1h"},
+            "CARDRULES_HTTP_KEEPALIVE_SECONDS: must be a number of seconds from 1 to 7200, "
+            "not '1h'",
+        ),
         # The value as read, not as typed: a leading zero is no part of the number.
         (
             (),

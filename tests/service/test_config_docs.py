@@ -222,6 +222,15 @@ def test_a_number_mistyped_is_told_the_range_a_good_one_takes(
             "must be 0 (never) or 2 to 3600 seconds, not 1",
         ),
         ("--grace-seconds", " 1e9", "must be 0 to 3600 seconds, not 1e9"),
+        # 0 is no "never" here: aiohttp would keep every idle connection for ever.
+        ("--http-keepalive-seconds", "0", "must be 1 to 7200 seconds, not 0"),
+        ("--http-keepalive-seconds", "0.5", "must be 1 to 7200 seconds, not 0.5"),
+        ("--http-keepalive-seconds", "7201", "must be 1 to 7200 seconds, not 7201"),
+        (
+            "--http-keepalive-seconds",
+            "forever",
+            "must be a number of seconds from 1 to 7200, not 'forever'",
+        ),
         # float() takes these, which no other setting does (a CLI review's find):
         ("--grace-seconds", "1_0", "must be a number of seconds from 0 to 3600, not '1_0'"),
         (
@@ -234,6 +243,21 @@ def test_a_number_mistyped_is_told_the_range_a_good_one_takes(
 )
 def test_seconds_are_quoted_as_given(flag: str, value: str, message: str) -> None:
     assert refusal([flag, value], {}) == f"{flag}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "seconds"),
+    [
+        ([], {}, 75.0),
+        ([], {"CARDRULES_HTTP_KEEPALIVE_SECONDS": "620"}, 620.0),
+        (["--http-keepalive-seconds", "1.5"], {"CARDRULES_HTTP_KEEPALIVE_SECONDS": "x"}, 1.5),
+    ],
+)
+def test_the_http_keepalive_comes_from_its_flag_or_variable(
+    argv: list[str], environ: dict[str, str], seconds: float
+) -> None:
+    """Its default is the 75 s the gateway kept before it was a setting; the flag wins."""
+    assert resolve(parser().parse_args(argv), environ=environ).http_keepalive_seconds == seconds
 
 
 def test_a_keys_file_path_is_trimmed_as_every_setting_is(tmp_path) -> None:

@@ -1370,6 +1370,38 @@ def test_answers_close_their_connection_from_the_readiness_flip_on():
         assert server.terminate() == 0
 
 
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n"
+
+
+def idle_after_an_answer(server: ServerProcess, within: float) -> float | None:
+    """How long a kept-alive connection stays open idle after an answer before the server
+    closes it, or None if it is still open after ``within`` seconds."""
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+        answer, value = answer_on(connection, HEALTHZ)
+        assert (answer.status, value) == (200, {"status": "SERVING"})
+        assert answer.getheader("Connection") is None  # kept alive
+        answered = time.monotonic()
+        if not closed_by_server(connection, within):
+            return None
+        return time.monotonic() - answered
+
+
+def test_the_keepalive_setting_closes_an_idle_connection_after_that_long():
+    """--http-keepalive-seconds reaches the gateway (docs/api.md): behind a proxy whose
+    idle timeout is longer than the 75 s default (Google's load balancers, Envoy) the
+    operator raises it, and a short one shows it is the setting that closes."""
+    with running(("--http-keepalive-seconds", "1")) as server:
+        idle = idle_after_an_answer(server, within=10)
+    assert idle is not None, "still open 10 s after the answer"
+    assert 0.5 < idle < 5, idle
+
+
+def test_by_default_an_idle_connection_is_kept_longer_than_a_short_keepalive():
+    """The default (75 s) is not the 1 s above: the connection outlives it well."""
+    with running() as server:
+        assert idle_after_an_answer(server, within=3) is None
+
+
 def test_sigterm_lets_an_http_request_in_flight_finish():
     """Design section 6: stop accepting, finish what is in flight (a body still arriving too)."""
     with running() as server:

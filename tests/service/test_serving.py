@@ -1282,6 +1282,8 @@ def test_a_flag_wins_over_its_environment_variable():
         ("CARDRULES_MAX_CONNECTION_AGE_SECONDS", "forever"),
         ("CARDRULES_MAX_CONNECTION_AGE_SECONDS", "-5"),
         ("CARDRULES_MAX_CONNECTION_AGE_SECONDS", "0.001"),
+        ("CARDRULES_HTTP_KEEPALIVE_SECONDS", "0"),
+        ("CARDRULES_HTTP_KEEPALIVE_SECONDS", "7201"),
         ("CARDRULES_LOG_FORMAT", "xml"),
         ("CARDRULES_PLAIN_STATE", "maybe"),
     ],

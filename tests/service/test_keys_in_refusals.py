@@ -204,7 +204,7 @@ def _key_with_a_slash() -> str:
 SLASHED_KEYS = [KEY_A, _key_with_a_slash()]
 
 
-@pytest.mark.parametrize("key", SLASHED_KEYS)
+@pytest.mark.parametrize("key", SLASHED_KEYS, ids=["a_key", "a_key_with_a_slash"])
 @pytest.mark.parametrize(
     ("variable", "value", "refusal"),
     [
@@ -231,7 +231,7 @@ def test_no_key_after_a_slash_is_shown(variable: str, value: str, refusal: str, 
     assert key[:16] not in refused.stderr and key[-16:] not in refused.stderr
 
 
-@pytest.mark.parametrize("key", SLASHED_KEYS)
+@pytest.mark.parametrize("key", SLASHED_KEYS, ids=["a_key", "a_key_with_a_slash"])
 @pytest.mark.parametrize(
     ("argv", "refusal"),
     [

@@ -203,6 +203,6 @@ def test_the_flag_takes_no_value() -> None:
     result = serve_and_fail("--refuse-chosen-deals=yes")
     assert result.returncode == 2
     assert result.stderr.startswith(
-        "cardrules: error: --refuse-chosen-deals/--no-refuse-chosen-deals: ignored explicit "
-        "argument 'yes'"
+        "cardrules: error: --refuse-chosen-deals/--no-refuse-chosen-deals: takes no value, "
+        "not 'yes': give --refuse-chosen-deals or --no-refuse-chosen-deals alone"
     )

@@ -27,7 +27,7 @@ import ipaddress
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from cardrules.client.channel import check_target
 from tqdm import tqdm
@@ -595,11 +595,10 @@ def _simulate_many(
     if stopped is None and (late := stops.late()) is not None:
         # A stop as the whole summary was written: it is reported as one as the last
         # game was counted (the note says all were played).
-        stopped = late.what, late.status
+        stopped = _Stop(late.what, late.status)
     if stopped is None:
         return status
-    why, stop_status = stopped
-    return _fail(_stopped_note(why, summary), stop_status)
+    return _fail(_stopped_note(stopped, summary), stopped.status)
 
 
 def _simulate_one(
@@ -613,7 +612,9 @@ def _simulate_one(
     except SimulationError as error:
         return _fail(str(error), INVARIANT_FAILED)
     except RemoteError as error:
-        return _fail(f"{error}; the game of seed {request.seed} was not finished", REMOTE_FAILED)
+        # NewGame refused or the server unreachable: there was no game to finish.
+        done = "finished" if error.started else "started"
+        return _fail(f"{error}; the game of seed {request.seed} was not {done}", REMOTE_FAILED)
     except Stopped as stop:
         return _fail(f"{stop.what} during the game of seed {request.seed}", stop.status)
     document = transcript(record)
@@ -624,9 +625,18 @@ def _simulate_one(
     return status
 
 
+class _Stop(NamedTuple):
+    """What stopped a run of games early and its exit status; ``started`` is False when
+    the game in play never started (its ``NewGame`` failed)."""
+
+    why: str
+    status: int
+    started: bool = True
+
+
 def _play_games(
     summary: Summary, table: RemoteTable | None, stops: SimulationStops
-) -> tuple[str, int] | None:
+) -> _Stop | None:
     """Play ``summary.asked`` games from the request's seed on, adding each to
     ``summary``, with progress on stderr; what stopped the run early and its exit
     status, or None.
@@ -647,24 +657,26 @@ def _play_games(
                     summary.add(record)
                     progress.update(1)
     except Stopped as stop:
-        return stop.what, stop.status
+        return _Stop(stop.what, stop.status)
     except RemoteError as error:
-        return f"{error}; stopped", REMOTE_FAILED
+        return _Stop(f"{error}; stopped", REMOTE_FAILED, error.started)
     finally:
         progress.close()  # its last line, ended, before the result and any error
     return None
 
 
-def _stopped_note(why: str, summary: Summary) -> str:
+def _stopped_note(stop: _Stop, summary: Summary) -> str:
     """``interrupted after 90 of 3000 games (seeds 0 to 89); ...``: what a stopped run
     played, and the flags that play the rest. They include ``--summary``: the rest may
     be one game, whose ``--games 1`` alone prints a transcript, not a summary whose
     counts add to this one's (README.md, "The simulator")."""
-    done, asked, first = summary.games, summary.asked, summary.request.seed
+    why, done, asked, first = stop.why, summary.games, summary.asked, summary.request.seed
     if done == 0:
+        # A first NewGame that failed (refused, or no server) started no game to be over.
+        over = "over" if stop.started else "started"
         if asked == 1:  # --games 1 --summary
-            return f"{why} before the game of seed {first} was over: no summary"
-        return f"{why} before the first of {asked} games (seed {first}) was over: no summary"
+            return f"{why} before the game of seed {first} was {over}: no summary"
+        return f"{why} before the first of {asked} games (seed {first}) was {over}: no summary"
     seeds = f"seed {first}" if done == 1 else f"seeds {first} to {first + done - 1}"
     note = f"{why} after {done} of {asked} games ({seeds})"
     if done == asked:  # a signal as the last game was counted: the summary is whole

@@ -717,7 +717,12 @@ def _any_detail(known: list[str]) -> Json:
     document must take them, and ignore them). The last branch refuses the known URLs,
     so a malformed ErrorInfo is refused rather than taken as some other detail; no
     ``discriminator``, whose ``mapping`` makes generated clients (openapi-generator's)
-    fail on a type URL it does not map."""
+    fail on a type URL it does not map. A ``oneOf``, not an ``anyOf``: the branches
+    exclude each other (each known type's ``@type`` is a ``const``, the last branch's
+    refuses them all), so both take the same details, but openapi-generator's
+    typescript-fetch merges an ``anyOf`` into one interface requiring every branch's
+    fields, whose parser then throws on every refusal (``fieldViolations`` of an
+    ErrorInfo), while it makes a ``oneOf`` a union."""
     other = {
         "type": "object",
         "description": "A detail of a type this release does not send; clients must ignore "
@@ -731,7 +736,7 @@ def _any_detail(known: list[str]) -> Json:
         },
         "required": ["@type"],
     }
-    return {"anyOf": [*(_ref(name) for name in known), other]}
+    return {"oneOf": [*(_ref(name) for name in known), other]}
 
 
 def _status_schemas() -> Json:

@@ -260,7 +260,8 @@ def test_status_details_are_typed_by_their_type_url():
         "type.googleapis.com/google.rpc.ErrorInfo": "#/components/schemas/ErrorInfo",
         "type.googleapis.com/google.rpc.BadRequest": "#/components/schemas/BadRequest",
     }
-    *known, other = items["anyOf"]
+    assert "anyOf" not in items, "typescript-fetch merges an anyOf's branches into one type"
+    *known, other = items["oneOf"]
     assert known == [{"$ref": ref} for ref in refs.values()]
     assert "discriminator" not in items, "a mapping fails generated clients on other types"
     assert other["required"] == ["@type"]
@@ -310,6 +311,30 @@ def test_a_refusal_with_details_a_later_release_adds_is_a_valid_status(
     ]
     for detail in malformed:
         assert not check.is_valid({"code": 3, "message": "m", "details": [INFO, detail]}), detail
+
+
+def test_each_detail_of_a_real_refusal_is_of_exactly_one_branch(server: ServerProcess):
+    """The details are a ``oneOf`` (generators make it a union, not one type requiring
+    every branch's fields), so a detail valid as two branches would be refused: each
+    detail the server sends, ErrorInfo alone or with a BadRequest, must match one."""
+    document = committed()
+    items = document["components"]["schemas"]["Status"]["properties"]["details"]["items"]
+    components = {"components": document["components"]}
+    check = OAS31Validator({**items, **components})
+    branches = [OAS31Validator({**branch, **components}) for branch in items["oneOf"]]
+    _, _, info_only = exchange(f"{server.http_url}/v1/krypkasino:play", method="GET")
+    _, _, with_bad_request = exchange(f"{server.http_url}/v1/krypkasino:play", b"{")
+    sent = [
+        [d["@type"].rsplit(".", 1)[1] for d in v["details"]] for v in (info_only, with_bad_request)
+    ]
+    assert sent == [["ErrorInfo"], ["ErrorInfo", "BadRequest"]]
+    details = [*info_only["details"], *with_bad_request["details"]]
+    for detail in details:
+        assert not [error.message for error in check.iter_errors(detail)], detail
+    matched = [
+        [i for i, branch in enumerate(branches) if branch.is_valid(detail)] for detail in details
+    ]
+    assert matched == [[0], [0], [1]], "each detail its own branch only: ErrorInfo, BadRequest"
 
 
 def test_descriptions_are_the_proto_comments():

@@ -877,7 +877,7 @@ def test_real_refusals_are_statuses_with_typed_details(server, json_game):
     assert status == 405
     refusals.append(value)
     check_status = component(STATUS)
-    branches = SCHEMAS[STATUS]["properties"]["details"]["items"]["anyOf"]
+    branches = SCHEMAS[STATUS]["properties"]["details"]["items"]["oneOf"]
     mapping = {
         SCHEMAS[NAMES[ref.removeprefix("#/components/schemas/")]]["properties"]["@type"][
             "const"

@@ -20,6 +20,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from service.calls import CallInfo
 from service.krypkasino_api import GAME, SEED_HIGH, SEED_LOW, KrypkasinoApi
+from service.open_token import MAX_STDIN_BYTES
 from service.server import SCHEMA_VERSION
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from tests.service.http_helpers import rpc
@@ -365,3 +366,13 @@ def test_help_warns_that_the_output_is_for_audits_only() -> None:
     assert "stdin not one base64 token or larger than 1 MiB" in text
     listed = subprocess.run([CARDRULES, "--help"], capture_output=True, text=True, check=False)
     assert "open-token" in listed.stdout
+
+
+def test_docs_say_how_much_stdin_is_read() -> None:
+    """docs/api.md's paragraph on open-token names the limit of stdin the command holds to."""
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    paragraph = " ".join(
+        api.split("- **See a token's whole content.**", 1)[1].split("\n- ")[0].split()
+    )
+    mib, rest = divmod(MAX_STDIN_BYTES, 1024 * 1024)
+    assert rest == 0 and f"more than {mib} MiB on stdin" in paragraph

@@ -877,6 +877,15 @@ def test_workers_drain_and_stop_when_their_supervisor_is_killed():
         server.process.wait()
         cut = server.wait_for_logs("supervisor exited", 2)
         stopped = server.wait_for_logs("stopped", 2)
+        # "stopped" comes before a worker's exit, and its coverage data (make coverage)
+        # is written at exit: the group killed below, or pytest-cov combining first,
+        # would lose it and leave a stray .coverage file. A zombie (exited, its parent
+        # killed, not yet reaped by init) is done writing: is_running counts it gone.
+        exiting = [cast(int, line["pid"]) for line in stopped]
+        deadline = time.monotonic() + 10
+        while left := [pid for pid in exiting if is_running(pid)]:
+            assert time.monotonic() < deadline, f"workers {left} still run once stopped"
+            time.sleep(0.05)
     finally:
         server.kill()
     pids = {line["pid"] for line in listening}

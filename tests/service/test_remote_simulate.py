@@ -209,8 +209,8 @@ def test_unreachable_server_is_one_line_and_status_1():
     )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    # The seed, to play it again once the server is back.
-    assert done.stderr.endswith("; the game of seed 0 was not finished\n")
+    # The seed, to play it again once the server is back; not "finished": none started.
+    assert done.stderr.endswith("; the game of seed 0 was not started\n")
 
 
 def test_an_unreachable_server_before_any_game_of_many_prints_no_summary():
@@ -225,7 +225,7 @@ def test_an_unreachable_server_before_any_game_of_many_prints_no_summary():
     *progress, line = done.stderr.splitlines()
     assert progress == ["simulate:   0% 0/3 [00:00<?, ?game/s]"]
     assert line.startswith("cardrules: error: 127.0.0.1:1: UNAVAILABLE: ")
-    assert line.endswith("; stopped before the first of 3 games (seed 8) was over: no summary")
+    assert line.endswith("; stopped before the first of 3 games (seed 8) was started: no summary")
 
 
 CHOSEN_DEALS_REFUSED = (
@@ -252,24 +252,37 @@ def test_a_server_that_refuses_chosen_deals_is_said_to_and_no_game_started():
         )
     assert str(raised.value) == f"{server.target}: {CHOSEN_DEALS_REFUSED}"
     assert not raised.value.started
+    ends = {
+        id(one): "; the game of seed 0 was not started",
+        id(many): "; stopped before the first of 3 games (seed 0) was started: no summary",
+    }
     for done in (one, many):
         assert (done.returncode, done.stdout) == (1, "")
         line = done.stderr.splitlines()[-1]
         assert line.startswith(f"cardrules: error: {server.target}: {CHOSEN_DEALS_REFUSED}; ")
+        assert line.endswith(ends[id(done)]), "not 'finished' or 'over': no game started"
         assert "INVALID_ARGUMENT" not in line
 
 
-def test_a_call_refused_after_new_game_says_the_game_started():
+def test_a_call_refused_after_new_game_says_the_game_started(capsys):
     """Only a failed ``NewGame`` leaves no game started."""
 
     def refuse_play(name: str, context: grpc.ServicerContext) -> None:
         if name == "Play":
             context.abort(grpc.StatusCode.INTERNAL, "broken")
 
-    with api_server(refuse_play) as target, pytest.raises(RemoteError) as raised:
-        play_remote_game(REQUESTS[0], target)
+    simulate = ["simulate", "krypkasino", "--players", "2"]
+    with api_server(refuse_play) as target:
+        with pytest.raises(RemoteError) as raised:
+            play_remote_game(REQUESTS[0], target)
+        one = cli.main([*simulate, "--server", target]), capsys.readouterr().err
+        many = cli.main([*simulate, "--games", "3", "--server", target]), capsys.readouterr().err
     assert str(raised.value) == f"{target}: INTERNAL: broken"
     assert raised.value.started
+    assert one[0] == 1 and one[1].endswith("; the game of seed 0 was not finished\n")
+    assert many[0] == 1 and many[1].endswith(
+        "; stopped before the first of 3 games (seed 0) was over: no summary\n"
+    )
 
 
 def test_the_http_gateways_port_given_for_the_grpc_one_is_said_so(server):

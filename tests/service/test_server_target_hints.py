@@ -55,7 +55,7 @@ def test_an_http1_server_that_answers_without_a_status_line_is_said_to_be_no_grp
     status, err = _refusal(f"127.0.0.1:{http1_server}", capsys)
     assert status == 1
     assert "Failed parsing HTTP/2" in err
-    assert f"{NOT_GRPC}; the game of seed 0 was not finished\n" in err
+    assert f"{NOT_GRPC}; the game of seed 0 was not started\n" in err
 
 
 def test_the_metrics_port_given_for_the_grpc_one_is_said_so(
@@ -66,7 +66,7 @@ def test_the_metrics_port_given_for_the_grpc_one_is_said_so(
         assert server.metrics_port == metrics_port
         status, err = _refusal(f"127.0.0.1:{metrics_port}", capsys)
     assert status == 1
-    assert f"{NOT_GRPC}; the game of seed 0 was not finished\n" in err
+    assert f"{NOT_GRPC}; the game of seed 0 was not started\n" in err
 
 
 @pytest.mark.parametrize(

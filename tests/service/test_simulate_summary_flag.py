@@ -112,7 +112,7 @@ def test_a_one_game_summary_stopped_before_its_game_was_over_prints_none():
     assert (done.returncode, done.stdout) == (1, "")
     line = done.stderr.splitlines()[-1]
     assert line.startswith("cardrules: error: 127.0.0.1:1: UNAVAILABLE: ")
-    assert line.endswith("; stopped before the game of seed 8 was over: no summary")
+    assert line.endswith("; stopped before the game of seed 8 was started: no summary")
 
 
 def test_help_names_summary(capsys):

@@ -55,6 +55,17 @@ HELP = " (see cardrules simulate --help)"
             "not 1e6",
         ),
         (
+            ("--max-connection-idle-seconds", "0.5"),
+            {},
+            "--max-connection-idle-seconds: must be 0 (never) or 1 to 86400 seconds, not 0.5",
+        ),
+        (
+            (),
+            {"CARDRULES_MAX_CONNECTION_IDLE_SECONDS": "5m"},
+            "CARDRULES_MAX_CONNECTION_IDLE_SECONDS: must be 0 (never) or a number of seconds "
+            "from 1 to 86400, not '5m'",
+        ),
+        (
             ("--http-keepalive-seconds", "0"),
             {},
             "--http-keepalive-seconds: must be 1 to 7200 seconds, not 0",

@@ -222,6 +222,22 @@ def test_a_number_mistyped_is_told_the_range_a_good_one_takes(
             "must be 0 (never) or 2 to 3600 seconds, not 1",
         ),
         ("--grace-seconds", " 1e9", "must be 0 to 3600 seconds, not 1e9"),
+        # 0 is "never" here, as grpc's own default; under a second is refused.
+        (
+            "--max-connection-idle-seconds",
+            "0.5",
+            "must be 0 (never) or 1 to 86400 seconds, not 0.5",
+        ),
+        (
+            "--max-connection-idle-seconds",
+            "86401",
+            "must be 0 (never) or 1 to 86400 seconds, not 86401",
+        ),
+        (
+            "--max-connection-idle-seconds",
+            "5m",
+            "must be 0 (never) or a number of seconds from 1 to 86400, not '5m'",
+        ),
         # 0 is no "never" here: aiohttp would keep every idle connection for ever.
         ("--http-keepalive-seconds", "0", "must be 1 to 7200 seconds, not 0"),
         ("--http-keepalive-seconds", "0.5", "must be 1 to 7200 seconds, not 0.5"),
@@ -258,6 +274,27 @@ def test_the_http_keepalive_comes_from_its_flag_or_variable(
 ) -> None:
     """Its default is the 75 s the gateway kept before it was a setting; the flag wins."""
     assert resolve(parser().parse_args(argv), environ=environ).http_keepalive_seconds == seconds
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "seconds"),
+    [
+        ([], {}, 300.0),
+        ([], {"CARDRULES_MAX_CONNECTION_IDLE_SECONDS": "0"}, 0.0),
+        ([], {"CARDRULES_MAX_CONNECTION_IDLE_SECONDS": "86400"}, 86400.0),
+        (
+            ["--max-connection-idle-seconds", "1.5"],
+            {"CARDRULES_MAX_CONNECTION_IDLE_SECONDS": "x"},
+            1.5,
+        ),
+    ],
+)
+def test_the_connection_idle_time_comes_from_its_flag_or_variable(
+    argv: list[str], environ: dict[str, str], seconds: float
+) -> None:
+    """5 minutes by default (grpc's own keeps an idle connection for ever); the flag wins."""
+    config = resolve(parser().parse_args(argv), environ=environ)
+    assert config.max_connection_idle_seconds == seconds
 
 
 def test_a_keys_file_path_is_trimmed_as_every_setting_is(tmp_path) -> None:

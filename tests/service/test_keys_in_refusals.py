@@ -52,6 +52,9 @@ REFUSALS = {
     "CARDRULES_MAX_CONNECTION_AGE_SECONDS": (
         "must be 0 (never) or a number of seconds from 1 to 604800, not {value}"
     ),
+    "CARDRULES_MAX_CONNECTION_IDLE_SECONDS": (
+        "must be 0 (never) or a number of seconds from 1 to 86400, not {value}"
+    ),
     "CARDRULES_HTTP_KEEPALIVE_SECONDS": ("must be a number of seconds from 1 to 7200, not {value}"),
     "CARDRULES_WORKER_TIMEOUT_SECONDS": (
         "must be 0 (never) or a number of seconds from 2 to 3600, not {value}"

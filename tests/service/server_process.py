@@ -364,6 +364,9 @@ def start_server(
                 server.grpc_port = int(str(line["grpc_port"]))
                 server.http_port = int(str(line.get("http_port", 0)))
                 ready.set()
+        # At the end of the log, once every process of the server has gone: left open,
+        # the pipe was an "unclosed file" ResourceWarning under -X dev.
+        process.stdout.close()
 
     server._reader = threading.Thread(target=read, daemon=True)
     server._reader.start()

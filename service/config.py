@@ -726,23 +726,27 @@ def _hidden_word(word: re.Match[str]) -> str:
     if after_backslash and (letters := _ESCAPE_LETTERS.match(text)):
         starts.add(letters.end())
     ends = {*slashes, len(text)}
+    # Tried only where a key's length allows: a word of many slashes costs no more.
+    windows = sorted(
+        (start, start + length)
+        for start in starts
+        for length in _KEY_TEXT_LENGTHS
+        if start + length in ends and _reads_as_keys(text[start : start + length])
+    )
+    # Windows that overlap are hidden as one: in /run/secrets/KEY, a KEY with a / of its
+    # own may have "run/secrets/" and KEY's first part read as a key too, and hiding
+    # that alone showed KEY's last part.
+    spans: list[list[int]] = []
+    for start, end in windows:
+        if spans and start < spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
     shown: list[str] = []
     done = 0
-    for start in sorted(starts):
-        if start < done:  # inside a key already hidden
-            continue
-        # Tried only where a key's length allows: a word of many slashes costs no more.
-        end = next(
-            (
-                start + length
-                for length in _KEY_TEXT_LENGTHS
-                if start + length in ends and _reads_as_keys(text[start : start + length])
-            ),
-            None,
-        )
-        if end is not None:
-            shown += [text[done:start], KEY_NOT_SHOWN]
-            done = end
+    for start, end in spans:
+        shown += [text[done:start], KEY_NOT_SHOWN]
+        done = end
     return "".join(shown) + text[done:]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
+from service.config import hide_keys
 from service.tokens import KeyRing
 from tests.service.server_process import CARDRULES, free_port, server_environment
 
@@ -191,6 +192,20 @@ def test_the_health_check_shows_no_key_of_a_cors_origin_refused() -> None:
         "unhealthy: the server refuses its configuration: CARDRULES_CORS_ORIGINS: must be "
         f"an origin like https://example.com[:port], not {NOT_SHOWN!r}\n"
     )
+
+
+@pytest.mark.parametrize("shape", ["https://{}", "/run/secrets/{}", "/{}", "{}/x", "a/{}/b"])
+def test_no_part_of_a_key_with_a_slash_anywhere_is_shown(shape: str) -> None:
+    """A key with a ``/`` at any place, after a ``/`` or before one: with the ``/`` 31
+    characters in, ``run/secrets/`` and the key's first part read as a key of their own,
+    and hiding that alone showed the key's last 12 characters."""
+    letters = KeyRing.generate_key_text()
+    for at in range(1, 43):
+        key = letters[:at] + "/" + letters[at + 1 :]
+        shown = hide_keys(shape.format(key))
+        assert "[a state key, not shown]" in shown
+        parts = [part for part in key.split("/") if len(part) >= 8]
+        assert not [part for part in parts if part in shown], (key, shown)
 
 
 def _key_with_a_slash() -> str:

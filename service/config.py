@@ -181,9 +181,9 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "--max-connection-idle-seconds": (
         "max_connection_idle_seconds",
-        "close a gRPC connection that has had no call open this long (GOAWAY; its client "
-        "reconnects at its next call), so that idle connections do not pile up (0 = never; "
-        "else at least 1)",
+        "close a gRPC connection that has had no call open this long, or up to twice that "
+        "(grpc checks once a period; GOAWAY: its client reconnects at its next call), so "
+        "that idle connections do not pile up (0 = never; else at least 1)",
     ),
     "--http-keepalive-seconds": (
         "http_keepalive_seconds",

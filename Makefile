@@ -12,10 +12,12 @@ VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUF        := node_modules/.bin/buf
 
-# Size knobs of the long tests: random games played (RANDOM_GAMES) and the factor
-# on every property/fuzz test's examples (FUZZ_SCALE); tests/sizes.py reads them
+# Size knobs of the long tests: random games played (RANDOM_GAMES), the first one's
+# seed (RANDOM_SEED) and the factor on every property/fuzz test's examples
+# (FUZZ_SCALE); tests/sizes.py reads them
 # from the environment, outside the server's CARDRULES_* variables.
 RANDOM_GAMES ?= 300
+RANDOM_SEED  ?= 0
 FUZZ_SCALE   ?= 1
 # Extra arguments for pytest, e.g. make test PYTEST_ARGS='-k deck -x'
 PYTEST_ARGS  ?=
@@ -41,7 +43,7 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 help: ## List targets
 	@echo "Targets:"
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
-	@echo "Variables: PYTHON=$(PYTHON) (creates .venv; make clean first to change it) RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) PYTEST_ARGS SERVE_ARGS BENCH_ARGS LOCK_ARGS"
+	@echo "Variables: PYTHON=$(PYTHON) (creates .venv; make clean first to change it) RANDOM_GAMES=$(RANDOM_GAMES) RANDOM_SEED=$(RANDOM_SEED) FUZZ_SCALE=$(FUZZ_SCALE) PYTEST_ARGS SERVE_ARGS BENCH_ARGS LOCK_ARGS"
 
 venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
 
@@ -80,10 +82,10 @@ test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff for
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto $(PYTEST_ARGS)
+	RANDOM_GAMES=$(RANDOM_GAMES) RANDOM_SEED=$(RANDOM_SEED) FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto $(PYTEST_ARGS)
 
 coverage: $(VENV_STAMP) $(NODE_STAMP) ## pytest with line coverage of engine/ and service/, servers started by tests included
-	RANDOM_GAMES=$(RANDOM_GAMES) FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
+	RANDOM_GAMES=$(RANDOM_GAMES) RANDOM_SEED=$(RANDOM_SEED) FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest -n auto --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
 lint: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff format --check + mypy
 	$(BUF) lint

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import settings
 
 from service.start_signals import FROM_A_TERMINAL
-from tests.sizes import SizeKnobError, per_test_timeout_seconds
+from tests.sizes import SizeKnobError, first_random_seed, per_test_timeout_seconds
 
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
@@ -47,7 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """A bad size knob stops the run with one line naming it, before xdist starts its
     workers: read first by each of them, it crashed them all in a long INTERNALERROR."""
     try:
-        per_test_timeout_seconds()  # reads both knobs
+        per_test_timeout_seconds()  # reads RANDOM_GAMES and FUZZ_SCALE
+        first_random_seed()
     except SizeKnobError as error:
         raise pytest.UsageError(str(error)) from None
 

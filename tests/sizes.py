@@ -3,7 +3,10 @@
 ``RANDOM_GAMES`` (``make test RANDOM_GAMES=N``) is how many random games the
 random-play harnesses play; ``FUZZ_SCALE`` (``make test FUZZ_SCALE=N``)
 multiplies the examples of every property and fuzz test. Both are whole
-numbers >= 1, and neither is one of the server's ``CARDRULES_*`` variables,
+numbers >= 1; ``RANDOM_SEED`` (a whole number >= 0, 0 by default) is the seed of
+the first random game, so that a long run can play games CI never played (the
+games are seeded by their number, which the explore profile does not change). None
+of them is one of the server's ``CARDRULES_*`` variables,
 whose unknown names ``cardrules serve`` warns of. The scale cannot shrink a
 test below its CI number of examples, which some tests need to reach what
 they assert.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 
 RANDOM_GAMES_VARIABLE = "RANDOM_GAMES"
+RANDOM_SEED_VARIABLE = "RANDOM_SEED"
 FUZZ_SCALE_VARIABLE = "FUZZ_SCALE"
 DEFAULT_RANDOM_GAMES = 300
 # The slowest test of the default run takes about a minute on 2 cores.
@@ -29,22 +33,27 @@ class SizeKnobError(ValueError):
     """A size knob's environment variable holds something unusable."""
 
 
-def _whole_number(variable: str, default: int) -> int:
+def _whole_number(variable: str, default: int, least: int = 1) -> int:
     text = os.environ.get(variable, "").strip()
     if not text:
         return default
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise SizeKnobError(f"{variable} must be a whole number >= 1, not {text!r}")
+        value = least - 1
+    if value < least:
+        raise SizeKnobError(f"{variable} must be a whole number >= {least}, not {text!r}")
     return value
 
 
 def random_games() -> int:
     """How many random games the harnesses play."""
     return _whole_number(RANDOM_GAMES_VARIABLE, DEFAULT_RANDOM_GAMES)
+
+
+def first_random_seed() -> int:
+    """The seed of the first random game; the others follow it one by one."""
+    return _whole_number(RANDOM_SEED_VARIABLE, 0, least=0)
 
 
 def fuzz_examples(base: int) -> int:

@@ -12,7 +12,9 @@ from tests.sizes import (
     DEFAULT_RANDOM_GAMES,
     FUZZ_SCALE_VARIABLE,
     RANDOM_GAMES_VARIABLE,
+    RANDOM_SEED_VARIABLE,
     SizeKnobError,
+    first_random_seed,
     fuzz_examples,
     per_test_timeout_seconds,
     random_games,
@@ -45,6 +47,37 @@ def test_bad_values_name_the_variable(
         random_games() if variable == RANDOM_GAMES_VARIABLE else fuzz_examples(10)
 
 
+def test_the_first_random_seed_is_0_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(RANDOM_SEED_VARIABLE, raising=False)
+    assert first_random_seed() == 0
+    monkeypatch.setenv(RANDOM_SEED_VARIABLE, "0")
+    assert first_random_seed() == 0
+    monkeypatch.setenv(RANDOM_SEED_VARIABLE, " 100000 ")
+    assert first_random_seed() == 100_000
+
+
+@pytest.mark.parametrize("text", ["many", "-1", "2.5"])
+def test_a_bad_first_seed_names_the_variable(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv(RANDOM_SEED_VARIABLE, text)
+    with pytest.raises(
+        SizeKnobError, match=f"{RANDOM_SEED_VARIABLE} must be a whole number >= 0, not {text!r}"
+    ):
+        first_random_seed()
+
+
+def test_the_random_games_start_at_the_first_seed() -> None:
+    """A long run plays games CI never played: the harness's seeds follow RANDOM_SEED."""
+    script = (
+        "from tests.engine.krypkasino.test_random_play import GAMES; "
+        "print(GAMES[0][1], GAMES[-1][1], len(GAMES))"
+    )
+    environ = {**os.environ, RANDOM_SEED_VARIABLE: "100000", RANDOM_GAMES_VARIABLE: "4"}
+    ran = subprocess.run(
+        [sys.executable, "-c", script], env=environ, capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.split() == ["100000", "100003", "4"]
+
+
 def test_the_time_limit_grows_with_the_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(RANDOM_GAMES_VARIABLE, raising=False)
     monkeypatch.delenv(FUZZ_SCALE_VARIABLE, raising=False)
@@ -64,7 +97,8 @@ def test_every_test_has_the_time_limit(request: pytest.FixtureRequest) -> None:
 def test_the_knobs_are_not_server_variables() -> None:
     """A shell that exported the knobs for ``make test`` serves without the server's
     warning of unknown ``CARDRULES_*`` variables (docs/operations.md)."""
-    assert unknown_variables({RANDOM_GAMES_VARIABLE: "5000", FUZZ_SCALE_VARIABLE: "20"}) == []
+    knobs = {RANDOM_GAMES_VARIABLE: "5000", FUZZ_SCALE_VARIABLE: "20", RANDOM_SEED_VARIABLE: "7"}
+    assert unknown_variables(knobs) == []
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["alone", "xdist"])

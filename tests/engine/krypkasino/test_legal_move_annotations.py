@@ -48,11 +48,11 @@ from service.config import ServerConfig
 from service.server import build_api
 from service.tokens import KeyRing
 from tests.engine.krypkasino.configs import config_label, random_config
-from tests.sizes import random_games
+from tests.sizes import first_random_seed, random_games
 
 API = build_api(ServerConfig(), KeyRing.parse(KeyRing.generate_key_text()), None)
 # Seeds apart from test_random_play's, so these are other configurations and deals.
-FIRST_SEED = 100_000
+FIRST_SEED = 100_000 + first_random_seed()
 GAMES = [random_config(FIRST_SEED + i) for i in range(max(2, random_games() // 10))]
 # One position in this many is branched into all its moves, besides every sweep position.
 EXPLORE_ONE_IN = 4

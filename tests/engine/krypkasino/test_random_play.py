@@ -54,15 +54,19 @@ from engine.krypkasino.events import Captured, DealEnded, DistributionDealt, Tie
 from engine.krypkasino.invariants import check_opening, check_state, check_transition
 from tests.engine.krypkasino.configs import CONFIGS, config_label, config_of, random_config
 from tests.service.token_round_trip import sealed_round_trip
-from tests.sizes import random_games
+from tests.sizes import first_random_seed, random_games
 
 
-def _game_config(i: int) -> Config:
-    """Game ``i``'s configuration: the fixed lists in turn, every other game a random one."""
-    return CONFIGS[i // 2 % len(CONFIGS)] if i % 2 == 0 else random_config(i)
+def _game_config(i: int, seed: int) -> Config:
+    """Game ``i``'s configuration: the fixed lists in turn, every other game a random one
+    (drawn from its seed)."""
+    return CONFIGS[i // 2 % len(CONFIGS)] if i % 2 == 0 else random_config(seed)
 
 
-GAMES = [(_game_config(i), i) for i in range(random_games())]
+GAMES = [
+    (_game_config(i, seed), seed)
+    for i, seed in enumerate(range(first_random_seed(), first_random_seed() + random_games()))
+]
 
 # The harness's own copy of the sweep rules (``_expected_sweep``) and of the score items
 # (``_card_items``, ``_point_total``): a flag that changes them must be taught here too.

@@ -13,9 +13,10 @@ the canonical order of K1.6 (rank ``A < 2 < ... < K``, then suit
 from __future__ import annotations
 
 import hashlib
+import operator
 import random
 from collections.abc import Iterable, Sequence
-from typing import NewType
+from typing import NewType, SupportsIndex, cast
 
 Card = NewType("Card", int)
 
@@ -148,7 +149,8 @@ def _check_codes(cards: Sequence[Card]) -> None:
     A deck or a draw comes from outside (a library caller's list): counted as list
     indices, -1 passed as KC, and 52 failed with a bare IndexError. Plain ints, the
     usual case, are checked by ``min`` and ``max``; an item of another type (a bool,
-    which Python counts as an int, or a float) sends the search for the first bad one.
+    which Python counts as an int, a float, or numpy's integers, which pass) sends the
+    search for the first bad one.
     """
     if not cards:
         return
@@ -160,7 +162,20 @@ def _check_codes(cards: Sequence[Card]) -> None:
 
 
 def _is_code(card: object) -> bool:
-    return isinstance(card, int) and not isinstance(card, bool) and 0 <= card < CARDS_PER_DECK
+    """An integer from 0 to 51: an int, or any integer type (numpy's, an IntEnum), but
+    not a bool, which Python counts as one."""
+    return (code := whole_number(card)) is not None and 0 <= code < CARDS_PER_DECK
+
+
+def whole_number(value: object) -> int | None:
+    """``value`` as an int if it is an integer of any type (``operator.index`` takes it:
+    an int, numpy's integers, an IntEnum) other than a bool; else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(cast(SupportsIndex, value))
+    except TypeError:
+        return None
 
 
 def seeded_rng(seed: int, *stream: str | int) -> random.Random:

@@ -193,9 +193,12 @@ def _server_target(text: str) -> str:
     An empty ``--server "$SERVER"`` must not quietly fall back to in-process play, grpc
     would wrap an out-of-range port silently (99999 becomes 34463), and it would take
     port 443 for a host without one, failing far from the mistake. A target holding a
-    state key is refused first, the key never quoted (design section 4).
+    state key is refused first, the key never quoted (design section 4), but for a
+    socket's path, whose name may read as one (43 letters of base64): a later refusal
+    hides it, as every message of the CLI's (``_fail``).
     """
-    if (hidden := hide_keys(text)) != text:
+    socket = text.lower().startswith(("unix:", "unix-abstract:"))
+    if not socket and (hidden := hide_keys(text)) != text:
         # A state key (a Secret wired to the wrong variable): check_target's refusals
         # quote parts of the target, such as its path ('/' is a letter of base64), which
         # hide_keys cannot tell from a key's.

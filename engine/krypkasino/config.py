@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import partial
 
-from engine.cards import CARDS_PER_DECK
+from engine.cards import CARDS_PER_DECK, whole_number
 
 
 class ConfigError(ValueError):
@@ -384,8 +384,9 @@ class Config:
 
 
 def _require_int(name: str, value: object, rule: str) -> None:
-    """A whole number, not a bool (an int to Python), a float or None."""
-    if not isinstance(value, int) or isinstance(value, bool):
+    """A whole number (an int, or numpy's), not a bool (an int to Python), a float or
+    None."""
+    if whole_number(value) is None:
         raise ConfigError(name, f"must be a whole number (int), not {value!r}", rule)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from typing import assert_never
 
@@ -74,11 +75,17 @@ def open_game(
     first_dealer = config.first_dealer
     draws: tuple[tuple[int, Card], ...] = ()
     if config.draw_for_deal:
-        sequence = iter(draw) if draw is not None else _draw_sequence(config, seed)
+        sequence = iter(_ints(draw)) if draw is not None else _draw_sequence(config, seed)
         first_dealer, draws = draw_for_deal(config.players, sequence)
         events.append(DealerDrawn(draws, first_dealer))
-    state = _before_first_deal(config, seed, tuple(map(tuple, decks)), first_dealer, draws)
+    state = _before_first_deal(config, seed, tuple(map(_ints, decks)), first_dealer, draws)
     return start_deal(state, events)
+
+
+def _ints(cards: Sequence[Card]) -> tuple[Card, ...]:
+    """Checked card codes as ints: numpy's integers, which a caller may shuffle with,
+    are codes too, but the state holds ints."""
+    return tuple(Card(operator.index(card)) for card in cards)
 
 
 def first_distribution(config: Config, deck: Sequence[Card], dealer: int) -> State:

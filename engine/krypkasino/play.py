@@ -7,8 +7,18 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Sequence
+from typing import cast
 
-from engine.cards import CARDS_PER_DECK, JACK, KING, QUEEN, Card, card_str, holds_all
+from engine.cards import (
+    CARDS_PER_DECK,
+    JACK,
+    KING,
+    QUEEN,
+    Card,
+    card_str,
+    holds_all,
+    whole_number,
+)
 from engine.krypkasino.config import Rules
 from engine.krypkasino.dealing import distribute, start_deal
 from engine.krypkasino.events import Captured, Crawled, DealEnded, Event, MatchEnded, TiebreakDeal
@@ -127,8 +137,6 @@ def play(state: State, seat: int, move: Move) -> tuple[State, list[Event]]:
         )
     move = _canonical(move)
     if not is_legal(state.hands[seat], state.table, state.config.rules, move):
-        # Only a refused move is looked at more closely: a legal one holds codes.
-        _check_codes(move)
         raise _why_illegal(state, seat, move)
     return play_unchecked(state, move)
 
@@ -141,23 +149,24 @@ def _canonical(move: object) -> Move:
     AttributeError. A ``Move`` of 0 or 1 captures, most moves, passes on the fast path.
     """
     if type(move) is Move:
-        captures = move.captures
-        if type(captures) is tuple and len(captures) < 2:
+        card, captures = move.card, move.captures
+        if (
+            type(card) is int
+            and type(captures) is tuple
+            and (not captures or (len(captures) == 1 and type(captures[0]) is int))
+        ):
             return move
     elif not isinstance(move, Move):
         raise _not_a_move(move)
     try:
-        return Move.of(move.card, move.captures)
-    except TypeError:
+        codes = [whole_number(card) for card in (move.card, *move.captures)]
+    except TypeError:  # captures that are no sequence
         raise _not_a_move(move) from None
-
-
-def _check_codes(move: Move) -> None:
-    """TypeError naming ``Move`` unless its card and captures are ints (not bools), as
-    a refusal names them (``_card_name``): ``Move(None)`` failed with a TypeError of
-    its own there. An int that is no card code (-1, 52) is refused as not in hand."""
-    if not all(type(card) is int for card in (move.card, *move.captures)):
+    if None in codes:
         raise _not_a_move(move)
+    # Ints from here (numpy's made ints): True, equal to 1, was played as the card 1
+    # and kept in the state as True. An int that is no card code is not in hand.
+    return Move.of(cast(Card, codes[0]), cast(list[Card], codes[1:]))
 
 
 def _not_a_move(move: object) -> TypeError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from engine.cards import Card
+from engine.cards import Card, whole_number
 from engine.krypkasino.config import CACHED_MATCH_DEALS, Config
 from engine.krypkasino.events import Captured, Crawled
 from engine.krypkasino.moves import sweep_ranks
@@ -95,17 +95,25 @@ def tiebreak_teams(state: State) -> tuple[int, ...]:
     return last_deal_tiebreak(state.config, state.results) if state.over else state.tiebreak
 
 
+def _seat(seat: object, players: int) -> int:
+    """``seat`` as an int if it is one of ``players`` seats (numpy's integers too); else
+    ValueError."""
+    number = whole_number(seat)
+    if number is None or not 0 <= number < players:
+        raise ValueError(f"seat must be None or a seat from 0 to {players - 1}, not {seat!r}")
+    return number
+
+
 def view(state: State, seat: int | None = None) -> View:
     """The view of ``seat``, or the public view for ``None``.
 
-    ValueError for a seat that is none of the state's (an int from 0 to n - 1, not a
-    bool): a list index, -1 showed seat n - 1's hand and True seat 1's.
+    ValueError for a seat that is none of the state's (an integer from 0 to n - 1, of
+    any integer type but bool): a list index, -1 showed seat n - 1's hand and True
+    seat 1's.
     """
     config, results = state.config, state.results
-    if seat is not None and (type(seat) is not int or not 0 <= seat < config.players):
-        raise ValueError(
-            f"seat must be None or a seat from 0 to {config.players - 1}, not {seat!r}"
-        )
+    if seat is not None and not (type(seat) is int and 0 <= seat < config.players):
+        seat = _seat(seat, config.players)
     derived = _derived(config, results)
     # Positional, in field order: keywords cost a third more on every response.
     return View(

@@ -358,6 +358,9 @@ def test_a_blank_portless_out_of_range_or_malformed_server_address_is_bad_input(
         # a socket names no port
         "unix:cardrules.sock",
         "unix:///run/cardrules/grpc:0",
+        # a socket's name that reads as a state key (43 letters of base64) is a name
+        "unix:///run/cardrules/abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+        "unix-abstract:abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
     ],
 )
 def test_every_target_form_with_a_port_or_a_socket_is_taken(address):

@@ -6,12 +6,14 @@ bare IndexError; ``play`` with a plain tuple failed with an AttributeError and
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
-from typing import Any
+from typing import Any, SupportsIndex, cast
 
 import pytest
 
-from engine.cards import Card
+from engine.cards import Card, whole_number
 from engine.krypkasino import Config, IllegalMoveError, Move, Reason, legal_moves, new_game, view
 from engine.krypkasino import play as play_move
 
@@ -90,3 +92,56 @@ def test_a_move_of_more_captures_or_a_list_still_plays() -> None:
         reordered = Move(move.card, list(reversed(move.captures)))  # type: ignore[arg-type]
         after, _ = play_move(state, seat, reordered)
         assert after == play_move(state, seat, move)[0]
+
+
+@functools.total_ordering
+class Integer:
+    """An integer type other than int, as numpy's ``int64`` is: ``operator.index`` takes
+    it, it compares with ints, and it is no int subclass."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == operator.index(cast(SupportsIndex, other))
+
+    def __lt__(self, other: object) -> bool:
+        return self.value < operator.index(cast(SupportsIndex, other))
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"Integer({self.value})"
+
+
+def test_integers_of_other_types_are_taken_as_ints() -> None:
+    """A notebook that shuffles with numpy passes numpy's integers: they were taken
+    before these checks came (a card of one was refused as "no card code"), and still
+    are; the state holds ints."""
+    assert [whole_number(n) for n in (Integer(4), 4, True, 4.0, "4", None)] == [4, 4] + [None] * 4
+    deck = [Integer(code % 52) for code in range(104)]
+    state = new_game(Config(players=2), seed=1, decks=[deck])  # type: ignore[list-item]
+    assert state == new_game(Config(players=2), seed=1, decks=[[Card(c % 52) for c in range(104)]])
+    assert {type(card) for hand in state.hands for card in hand} == {int}
+    seat = state.turn
+    assert view(state, Integer(seat)).hand == state.hands[seat]  # type: ignore[arg-type]
+    move = legal_moves(state, seat)[0]
+    given = Move(Integer(move.card), tuple(map(Integer, move.captures)))  # type: ignore[arg-type]
+    after, events = play_move(state, seat, given)
+    assert (after, events) == play_move(state, seat, move)
+
+
+def test_a_bool_card_held_as_its_int_is_refused() -> None:
+    """``Move(True)`` equals ``Move(1)``: it was played as the card 1, the table then
+    holding ``True``."""
+    state = next(
+        game
+        for seed in range(100)
+        if 1 in (game := new_game(Config(2), seed=seed)).hands[game.turn]
+    )
+    with pytest.raises(TypeError, match=f"^{NOT_A_MOVE}"):
+        play_move(state, state.turn, Move(True))  # type: ignore[arg-type]

@@ -435,7 +435,7 @@ def _ephemeral_key_warning(plain_state: bool) -> str:
         return (
             "no state keys configured: using an ephemeral key for seat tokens; they die "
             "with this server and other replicas cannot verify them (state tokens are "
-            "plain and open anywhere; set CARDRULES_STATE_KEYS)"
+            "plain, which any --plain-state server opens; set CARDRULES_STATE_KEYS)"
         )
     return (
         "no state keys configured: using an ephemeral key; tokens die with this "

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
 
-from engine.cards import ACE, SPADES, Card, full_deck, make_card, rank_of, suit_of
+from engine.cards import ACE, SPADES, Card, full_deck, make_card, rank_of, suit_of, whole_number
 from engine.krypkasino.config import Config, TieRule
 
 STORAN = make_card(9, 2)  # 10D
@@ -132,7 +132,7 @@ def _check_seats(
     for name, seat in (("recipient", recipient), ("bordstabbe_seat", bordstabbe_seat)):
         if seat is None and name == "bordstabbe_seat":
             continue
-        if not isinstance(seat, int) or isinstance(seat, bool) or not 0 <= seat < players:
+        if (number := whole_number(seat)) is None or not 0 <= number < players:
             raise ValueError(f"{name}: must be a seat from 0 to {players - 1}, not {seat!r}")
 
 

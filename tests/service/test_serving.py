@@ -497,8 +497,8 @@ def test_a_misspelt_variable_is_named_in_a_warning_without_its_value():
         (
             ("--plain-state",),
             "no state keys configured: using an ephemeral key for seat tokens; they die with "
-            "this server and other replicas cannot verify them (state tokens are plain and "
-            "open anywhere; set CARDRULES_STATE_KEYS)",
+            "this server and other replicas cannot verify them (state tokens are plain, "
+            "which any --plain-state server opens; set CARDRULES_STATE_KEYS)",
         ),
     ],
 )

@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
-import ipaddress
 import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
 
-from cardrules.client.channel import check_target
+from cardrules.client.channel import check_target, is_ipv6
 from tqdm import tqdm
 
 from engine.cards import CardError
@@ -249,19 +248,11 @@ def _bracketed(address: str, port_word: str) -> str | None:
     """``address`` (``::1:52401`` or ``::1``), an IPv6 address without brackets, with
     them and its port (``port_word`` where it has none); None if it is something else."""
     host, _, port = address.rpartition(":")
-    if port.isdecimal() and _is_ipv6(host):
+    if port.isdecimal() and is_ipv6(host):
         return f"[{host}]:{port}"
-    if _is_ipv6(address):
+    if is_ipv6(address):
         return f"[{address}]:{port_word}"
     return None
-
-
-def _is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _version() -> str:

@@ -404,6 +404,13 @@ def _require_type(name: str, value: object, kind: type, rule: str) -> None:
     raise ConfigError(name, f"must be one of {members}, not {value!r}", rule, then=then)
 
 
+def seat_number(value: object, players: int) -> int | None:
+    """``value`` as a seat of a table of ``players`` (K3.1: 0 to ``players`` - 1), an
+    integer of any type but bool (numpy's too); None if it is none."""
+    number = whole_number(value)
+    return number if number is not None and 0 <= number < players else None
+
+
 def seatings() -> tuple[tuple[int, Teams], ...]:
     """Every player count (K3.1) with every team mode it can play (K3.2), in order."""
     valid: list[tuple[int, Teams]] = []

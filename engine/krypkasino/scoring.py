@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
 
-from engine.cards import ACE, SPADES, Card, full_deck, make_card, rank_of, suit_of, whole_number
-from engine.krypkasino.config import Config, TieRule
+from engine.cards import ACE, SPADES, Card, full_deck, make_card, rank_of, suit_of
+from engine.krypkasino.config import Config, TieRule, seat_number
 
 STORAN = make_card(9, 2)  # 10D
 LILLAN = make_card(1, 0)  # 2S
@@ -132,7 +132,7 @@ def _check_seats(
     for name, seat in (("recipient", recipient), ("bordstabbe_seat", bordstabbe_seat)):
         if seat is None and name == "bordstabbe_seat":
             continue
-        if (number := whole_number(seat)) is None or not 0 <= number < players:
+        if seat_number(seat, players) is None:
             raise ValueError(f"{name}: must be a seat from 0 to {players - 1}, not {seat!r}")
 
 

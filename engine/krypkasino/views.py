@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from engine.cards import Card, whole_number
-from engine.krypkasino.config import CACHED_MATCH_DEALS, Config
+from engine.cards import Card
+from engine.krypkasino.config import CACHED_MATCH_DEALS, Config, seat_number
 from engine.krypkasino.events import Captured, Crawled
 from engine.krypkasino.moves import sweep_ranks
 from engine.krypkasino.scoring import DealResult, last_deal_tiebreak, match_totals
@@ -98,8 +98,7 @@ def tiebreak_teams(state: State) -> tuple[int, ...]:
 def _seat(seat: object, players: int) -> int:
     """``seat`` as an int if it is one of ``players`` seats (numpy's integers too); else
     ValueError."""
-    number = whole_number(seat)
-    if number is None or not 0 <= number < players:
+    if (number := seat_number(seat, players)) is None:
         raise ValueError(f"seat must be None or a seat from 0 to {players - 1}, not {seat!r}")
     return number
 

@@ -23,22 +23,17 @@ from prometheus_client import CollectorRegistry
 
 from service.calls import CallRunner, Handler, within_deadline
 from service.config import ServerConfig
-from service.krypkasino_api import GAME, SERVICE_NAME
+from service.krypkasino_api import GAME
 from service.metrics import SEAT_TOKEN_REFUSALS, STATE_TOKEN_REFUSALS, ServiceMetrics
 from service.server import build_api, new_metrics
 from service.tokens import KeyRing, SeatTokenReason
 from tests.service.http_helpers import exchange
 from tests.service.metrics_helpers import by_reason, counted_by_reason, metric_samples
 from tests.service.server_process import TEST_KEY, free_ports, running
-from tests.service.test_state_token_refusals_metric import a_game
+from tests.service.test_state_token_refusals_metric import a_game, run
 
 REFUSED = "cardrules_seat_tokens_refused_total"
 OLD_KEY = KeyRing.generate_key_text()
-
-
-def run(runner: CallRunner, method: str, handler: Handler, request: Message) -> Any:
-    """The outcome of one call of ``handler`` as the transports run it."""
-    return runner.run(SERVICE_NAME, method, "grpc", "t", handler, request)
 
 
 def test_each_reason_is_a_series_at_zero_from_the_start():

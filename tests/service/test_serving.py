@@ -1253,6 +1253,13 @@ def test_a_connection_without_calls_is_closed_after_the_idle_time(flags, closed)
 # -- configuration -------------------------------------------------------------------------
 
 
+def grpc_options(flags: tuple[str, ...]) -> dict[str, int]:
+    """The grpc core options of a server given ``flags`` and no variables."""
+    parser = argparse.ArgumentParser()
+    add_server_arguments(parser)
+    return dict(grpc_server_options(resolve(parser.parse_args(flags), environ={})))
+
+
 @pytest.mark.parametrize(
     ("flags", "age_ms"),
     [
@@ -1262,9 +1269,7 @@ def test_a_connection_without_calls_is_closed_after_the_idle_time(flags, closed)
     ],
 )
 def test_the_connection_age_becomes_grpcs_option_in_milliseconds(flags, age_ms):
-    parser = argparse.ArgumentParser()
-    add_server_arguments(parser)
-    options = dict(grpc_server_options(resolve(parser.parse_args(flags), environ={})))
+    options = grpc_options(flags)
     assert options.get("grpc.max_connection_age_ms") == age_ms
     # Calls open at the age limit get 30 s: a call whose request never came ends too.
     assert options.get("grpc.max_connection_age_grace_ms") == (age_ms and 30_000)
@@ -1282,9 +1287,7 @@ def test_the_connection_age_becomes_grpcs_option_in_milliseconds(flags, age_ms):
 )
 def test_the_connection_idle_time_becomes_grpcs_option_in_milliseconds(flags, idle_ms):
     """5 minutes by default; 0 leaves the option out, and grpc keeps idle connections."""
-    parser = argparse.ArgumentParser()
-    add_server_arguments(parser)
-    options = dict(grpc_server_options(resolve(parser.parse_args(flags), environ={})))
+    options = grpc_options(flags)
     assert options.get("grpc.max_connection_idle_ms") == idle_ms
 
 

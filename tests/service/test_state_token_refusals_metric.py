@@ -34,15 +34,14 @@ def sealer(keys: str, version: int = SCHEMA_VERSION) -> StateSealer:
     return StateSealer(KeyRing.parse(keys), game=GAME, schema_version=version)
 
 
+def run(runner: CallRunner, method: str, handler: Handler, request: Message) -> Any:
+    """The outcome of one call of ``handler`` as the transports run it."""
+    return runner.run(SERVICE_NAME, method, "grpc", "t", handler, request)
+
+
 def a_game(api: KrypkasinoApi, runner: CallRunner) -> pb.NewGameResponse:
-    outcome = runner.run(
-        SERVICE_NAME,
-        "NewGame",
-        "grpc",
-        "test",
-        api.new_game,
-        pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1),
-    )
+    request = pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1)
+    outcome = run(runner, "NewGame", api.new_game, request)
     assert outcome.error is None
     assert isinstance(outcome.response, pb.NewGameResponse)
     return outcome.response
@@ -92,13 +91,13 @@ def test_every_refusal_of_a_state_token_counts_under_its_reason():
     expected = dict.fromkeys(STATE_TOKEN_REFUSALS, 0.0)
     for sent, token in tokens_refused_for_each_reason(payload).items():
         request = pb.ScoreRequest(state=token)
-        error = runner.run(SERVICE_NAME, "Score", "grpc", "t", api.score, request).error
+        error = run(runner, "Score", api.score, request).error
         assert error is not None
         expected[error.reason] += 1
         assert error.reason == sent or sent == "newer content", (sent, error.reason)
     assert expected["TOKEN_FROM_NEWER_RELEASE"] == 2
     # Not a refusal of a token: none was sent.
-    assert runner.run(SERVICE_NAME, "Score", "grpc", "t", api.score, pb.ScoreRequest()).error
+    assert run(runner, "Score", api.score, pb.ScoreRequest()).error
     assert counted_by_reason(registry, REFUSED) == expected
 
 
@@ -112,19 +111,19 @@ def test_calls_that_open_their_token_and_refusals_nobody_received_count_nothing(
     game = a_game(api, runner)
     seat = game.view.turn
 
-    def run(handler: Handler, request: Message) -> str | None:
-        error = runner.run(SERVICE_NAME, "LegalMoves", "grpc", "t", handler, request).error
+    def reason(handler: Handler, request: Message) -> str | None:
+        error = run(runner, "LegalMoves", handler, request).error
         return None if error is None else error.reason
 
     ours = pb.LegalMovesRequest(state=game.state, seat=seat, seat_token=game.seat_tokens[seat])
-    assert run(api.legal_moves, ours) is None
+    assert reason(api.legal_moves, ours) is None
     wrong_seat = pb.LegalMovesRequest(state=game.state, seat=seat, seat_token=b"x" * 20)
-    assert run(api.legal_moves, wrong_seat) == "SEAT_TOKEN_INVALID"
+    assert reason(api.legal_moves, wrong_seat) == "SEAT_TOKEN_INVALID"
     late: Callable[[Any, Any], Any] = within_deadline(api.legal_moves, iter((1.0, 0)).__next__)
     unknown = pb.LegalMovesRequest(state=sealer(OTHER_KEY).seal(b""), seat=seat)
-    assert run(late, unknown) == "DEADLINE_EXCEEDED"
+    assert reason(late, unknown) == "DEADLINE_EXCEEDED"
     assert counted_by_reason(registry, REFUSED) == dict.fromkeys(STATE_TOKEN_REFUSALS, 0)
-    assert run(api.legal_moves, unknown) == "TOKEN_UNKNOWN_KEY"
+    assert reason(api.legal_moves, unknown) == "TOKEN_UNKNOWN_KEY"
     assert counted_by_reason(registry, REFUSED)["TOKEN_UNKNOWN_KEY"] == 1
 
 

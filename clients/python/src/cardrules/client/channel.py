@@ -428,7 +428,7 @@ _OTHER_SCHEMES = ("unix", "unix-abstract", "vsock", "xds")
 _URI_SCHEME = re.compile("[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def _is_ipv6(address: str) -> bool:
+def is_ipv6(address: str) -> bool:
     """Whether ``address`` is an IPv6 address (without brackets and port)."""
     try:
         ipaddress.IPv6Address(address)
@@ -536,7 +536,7 @@ def check_target(target: str, *, need_port: bool = False) -> None:
         if address.startswith("[") and "]" in address:  # [IPv6]:PORT
             bracketed, _, after = address.partition("]")
             host, colon, port = bracketed + "]", after[:1], after[1:]
-        elif _is_ipv6(address):  # an IPv6 address without a port, such as ::1
+        elif is_ipv6(address):  # an IPv6 address without a port, such as ::1
             host, colon, port = address, "", ""
         else:
             host, colon, port = address.rpartition(":")

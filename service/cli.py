@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
 
-from cardrules.client.channel import check_target, is_ipv6
+from cardrules.client.channel import GRPC_SCHEMES, check_target, is_ipv6
 from tqdm import tqdm
 
 from engine.cards import CardError
@@ -180,9 +180,6 @@ def seed_argument(text: str) -> int:
 
 #: A URL's scheme, before ``://``.
 _URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-#: The target schemes of grpc's own that a ``//`` may follow (``dns:///HOST:PORT``,
-#: ``unix:///PATH``): ``--server`` refuses every other ``scheme://`` as a URL.
-_GRPC_URI_SCHEMES = ("dns", "ipv4", "ipv6", "unix", "unix-abstract", "vsock", "xds", "google-c2p")
 
 
 def _server_target(text: str) -> str:
@@ -204,10 +201,9 @@ def _server_target(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{hidden!r} is no gRPC host:port: give one, such as localhost:50051"
         )
-    if (url := _URL_SCHEME.match(text)) and url[1].lower() not in _GRPC_URI_SCHEMES:
-        # check_target's word on TLS (grpc://, grpcs://) is for the client library:
-        # simulate dials plaintext. A scheme it does not know (ws://) went to grpc, which
-        # looked the whole URL up as a host name: exit 1 at the first call.
+    if (url := _URL_SCHEME.match(text)) and url[1].lower() not in GRPC_SCHEMES:
+        # check_target refuses these too, but its word on TLS (grpc://, grpcs://) is for
+        # the client library: simulate dials plaintext.
         raise argparse.ArgumentTypeError(
             f"{text!r} is a URL: give the gRPC host:port, such as localhost:50051 "
             "(the gRPC port, not the HTTP gateway's; simulate connects without TLS)"

@@ -600,6 +600,10 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         ("dns:///:50051", "no host"),
         ("GRPCS://cardrules.example.com:443", "a URL"),
         ("HTTP://localhost:8080", "a URL"),
+        # grpc has no resolver for these and looks the whole URL up as a host name.
+        ("ws://localhost:50051", "a URL of a scheme grpc does not know \\('ws'\\)"),
+        ("tcp://127.0.0.1:50051", "a URL of a scheme grpc does not know"),
+        ("Unix+abstract://x", "a URL of a scheme grpc does not know"),
         # grpc fails only at the first call, with UNKNOWN.
         ("", "empty"),
         # Two slashes: grpc reads localhost:50051 as the authority (a DNS server's) and
@@ -674,6 +678,19 @@ def test_grpc_itself_fails_every_call_to_a_dns_target_with_two_slashes(grpc_targ
     assert "the target uri is not valid" in str(raised.value.details())
     with KrypkasinoClient(f"dns:///{grpc_target}") as client:
         assert client.new_game(players=2).state
+
+
+def test_grpc_itself_fails_every_call_to_a_target_of_a_scheme_it_does_not_know(
+    grpc_target: str,
+) -> None:
+    """Why the client refuses ``ws://HOST:PORT``: grpc takes it, then fails each call with
+    UNAVAILABLE, having looked the whole URL up as a host name."""
+    with (
+        grpc.insecure_channel(f"ws://{grpc_target}") as channel,
+        pytest.raises(grpc.RpcError) as raised,
+    ):
+        KrypkasinoClient(channel=channel).new_game(players=2, timeout=10)
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
 @pytest.mark.parametrize(

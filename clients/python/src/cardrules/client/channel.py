@@ -425,7 +425,11 @@ _OTHER_SCHEMES = ("unix", "unix-abstract", "vsock", "xds")
 
 
 #: A URI scheme followed by an authority, as in ``google-c2p:///NAME``.
-_URI_SCHEME = re.compile("[A-Za-z][A-Za-z0-9+.-]*://")
+_URI_SCHEME = re.compile("([A-Za-z][A-Za-z0-9+.-]*)://")
+
+#: The target schemes of grpc's own resolvers: it reads any other ``scheme://`` target
+#: (``ws://host:1``) as a host name to look up, and fails every call with UNAVAILABLE.
+GRPC_SCHEMES = (*_ADDRESS_SCHEMES, *_OTHER_SCHEMES, "google-c2p")
 
 
 def is_ipv6(address: str) -> bool:
@@ -445,8 +449,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     that is no number it reads the leading digits in an ``ipv4:`` target
     (``ipv4:127.0.0.1:50051x`` dials 50051) and fails every call to a host name, as it
     does to a host with white space or a control character in it (a pasted line
-    break); it reads an ``http://`` URL (such as the HTTP gateway's address) or a
-    ``grpc://`` one as a host name to look up, and an empty target fails each call with
+    break); it reads an ``http://`` URL (such as the HTTP gateway's address), a
+    ``grpc://`` one or any ``scheme://`` of no resolver of its own (``ws://host:1``) as
+    a host name to look up, and an empty target fails each call with
     ``UNKNOWN``, as does one that names no address after its authority
     (``dns://localhost:50051``, which has two slashes where ``dns:///localhost:50051``
     has three), and an ``ipv4:`` or ``ipv6:`` address without a port
@@ -460,7 +465,8 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     ``UNAVAILABLE``, and it dials 443
     for an empty port (``localhost:``). All these are refused, so a typo never dials a
     port nobody meant. Every other form is left to grpc:
-    ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:`` and ``xds:`` targets, and a host without
+    ``dns:///``, ``ipv4:``, ``ipv6:``, ``unix:``, ``unix-abstract:``, ``vsock:``,
+    ``xds:`` and ``google-c2p:`` targets, and a host without
     a port (an IPv6 address such as ``::1`` too), which dials 443, the port of TLS;
     ``need_port`` refuses that too.
     """
@@ -471,6 +477,12 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             f"{target!r} is a URL: a gRPC target is host:port, such as localhost:50051 "
             "(the gRPC port, not the HTTP gateway's); for TLS pass "
             "credentials=grpc.ssl_channel_credentials()"
+        )
+    if (uri := _URI_SCHEME.match(target)) and uri[1].lower() not in GRPC_SCHEMES:
+        raise ValueError(
+            f"{target!r} is a URL of a scheme grpc does not know ({uri[1]!r}): a gRPC "
+            "target is host:port, such as localhost:50051, or one of grpc's own, such as "
+            "dns:///HOST:PORT or unix:///PATH"
         )
     scheme, _, rest = target.partition(":")
     if scheme.lower() in _OTHER_SCHEMES:

@@ -1138,8 +1138,9 @@ class NewGameRequest(_message.Message):
         refuses 5 players, with or without four_four (flag single_deck, K16.3).
 
         two_player_five_six needs 2 players and neither four_four nor single_deck
-        (K16.1); teams PAIRS needs 4 or 6 players and TRIOS 6 (K3.2); match_deals
-        is at most 240, and target_score at most 480 without match_deals.
+        (K16.1); teams PAIRS needs 4 or 6 players and TRIOS 6 (K3.2); draw_for_deal
+        refuses any first_dealer but 0, as the draw decides (K4.2); match_deals is
+        at most 240, and target_score at most 480 without match_deals.
         """
 
     @_builtins.property

@@ -231,7 +231,7 @@ class KrypkasinoApi:
         except IllegalMoveError as error:
             if self._metrics is not None:
                 info.counts.append(partial(self._metrics.illegal_move, GAME, error.reason.value))
-            raise _illegal_move_refusal(error, opened.state, seat) from None
+            raise illegal_move_refusal(error, opened.state, seat) from None
         if self._metrics is not None:
             info.counts.append(partial(_count_moves, self._metrics, events))
         token, state_id = self._seal(state, opened.game_id)
@@ -429,7 +429,7 @@ def _count_moves(metrics: ServiceMetrics, events: list[Event]) -> None:
             metrics.move_played(GAME, codec.move_kind_label(False, event.sweep))
 
 
-def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> ServiceError:
+def illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> ServiceError:
     """Design section 5: a move the rules forbid is FAILED_PRECONDITION with its rule ID,
     the seat that asked and what a client would otherwise parse the message for.
 
@@ -447,6 +447,9 @@ def _illegal_move_refusal(error: IllegalMoveError, state: State, seat: int) -> S
     ``captured_card`` the table holds, and with ``in_hand`` ``"true"`` that the seat's hand
     holds it (absent otherwise): the table is sealed in the state, so a client with a
     stale view could not count them itself.
+
+    Public for the stateful service test, which builds from the engine's own error the
+    refusal a real server must send for each illegal move it makes up.
     """
     extra: dict[str, str] = {}
     if error.reason is Reason.NOT_YOUR_TURN:
@@ -542,4 +545,11 @@ def _field_error(error: codec.CodecError) -> ServiceError:
     return invalid_argument("FIELD_INVALID", str(error), error.field, field=error.field)
 
 
-__all__ = ["GAME", "METHODS", "SERVICE_DESCRIPTOR", "SERVICE_NAME", "KrypkasinoApi"]
+__all__ = [
+    "GAME",
+    "METHODS",
+    "SERVICE_DESCRIPTOR",
+    "SERVICE_NAME",
+    "KrypkasinoApi",
+    "illegal_move_refusal",
+]

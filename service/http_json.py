@@ -14,7 +14,10 @@ of the wrong JSON type. A refusal is
 the offending field by its proto path (``decks[0].cards[3].rank``), like
 every other field violation: the message is ``path: why``
 (``seed: must be 0 to 18446744073709551615, not -1``), the violation's
-description the why alone.
+description the why alone. A name or value the refusal quotes is cut at 40
+characters, and one that holds a run of base64 as long as a seat token's text
+is not quoted at all, in the why or the path, but told by its length
+(``_withheld``): a seat token sent in the wrong field is not echoed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from google.protobuf.message_factory import GetMessageClass
 from service.descriptors import message_descriptor
 from service.errors import ServiceError, invalid_argument, request_too_large
 from service.spelling import nearest
+from service.tokens import SEAT_TOKEN_BYTES
 
 MessageT = TypeVar("MessageT", bound=Message)
 
@@ -65,6 +69,12 @@ _BASE64_ALPHABET = "[A-Za-z0-9+/_-]"
 BASE64_PATTERN = (
     f"^(?:{_BASE64_ALPHABET}{{4}})*(?:{_BASE64_ALPHABET}{{2}}(?:==)?|{_BASE64_ALPHABET}{{3}}=?)?$"
 )
+# A run of base64 characters (either alphabet) as long as a seat token's text or longer:
+# its 20 bytes are 27 characters unpadded, 28 with their "=". A name or value that holds
+# one is not quoted (``_withheld``): a seat token is its seat's credential for the whole
+# match (design section 4), and a client that swapped two fields logs the refusal.
+_TOKEN_TEXT_CHARS = -(-SEAT_TOKEN_BYTES * 4 // 3)
+_TOKEN_LIKE = re.compile(f"{_BASE64_ALPHABET}{{{_TOKEN_TEXT_CHARS},}}")
 # Base64 characters then padding, of any length (``_base64_problem`` checks the length).
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
@@ -276,7 +286,11 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
     if isinstance(value, _Duplicated):
         field = fields.get(value.duplicate)
         name = _member_path(path, value.duplicate if field is None else field.name)
-        plain = field is not None or _PLAIN_NAME.fullmatch(value.duplicate)
+        plain = (
+            field is not None
+            or _PLAIN_NAME.fullmatch(value.duplicate) is not None
+            or _withheld(value.duplicate) is not None  # the path says it is not shown
+        )
         raise _json_invalid(
             name, "appears twice" if plain else f"the name {_quoted(value.duplicate)} appears twice"
         )
@@ -293,7 +307,9 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
                 or _part_of_an_answer(descriptor, key, path)
             )
             owner = path or "the request"
-            what = "such field" if _PLAIN_NAME.fullmatch(key) else f"field {_quoted(key)}"
+            # A withheld name is not repeated: the path already says it is not shown.
+            plain = _PLAIN_NAME.fullmatch(key) is not None or _withheld(key) is not None
+            what = "such field" if plain else f"field {_quoted(key)}"
             raise _json_invalid(name, f"{owner} has no {what}{hint}")
         name = f"{path}.{field.name}".lstrip(".")
         if field.name in seen:
@@ -306,8 +322,9 @@ def _member_path(path: str, name: str) -> str:
     """The path of the member ``name`` of the message at ``path`` ("" for the request):
     ``config.players``. An empty name is written ``""``, as a map key is quoted
     (``_map_entry_path``): an empty path names the whole request (docs/api.md,
-    "Errors"), and a leading dot stays, so that ``.seed`` does not name ``seed``."""
-    shown = name or '""'
+    "Errors"), and a leading dot stays, so that ``.seed`` does not name ``seed``. A name
+    that reads as a token is not shown (``_withheld``)."""
+    shown = _withheld(name) or name or '""'
     return f"{path}.{shown}" if path else shown
 
 
@@ -341,8 +358,9 @@ def _check_field(value: object, field: FieldDescriptor, path: str, floor: _SizeF
 
 
 def _map_entry_path(path: str, key: str) -> str:
-    """``by_name["k"]``: the path of one entry of a map field."""
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+    """``by_name["k"]``: the path of one entry of a map field; a key that reads as a token
+    is not shown (``_withheld``)."""
+    return f"{path}[{_withheld(key) or json.dumps(key, ensure_ascii=False)}]"
 
 
 def _check_single(value: object, field: FieldDescriptor, path: str, floor: _SizeFloor) -> None:
@@ -430,7 +448,8 @@ def _refuse_inexact(value: object, path: str, bounds: tuple[int, int], kind: str
 def _out_of_range(path: str, bounds: tuple[int, int], text: str, kind: str = "") -> ServiceError:
     """``seed: must be 0 to 18446744073709551615, not -1``, or with a ``kind``
     ``config.teams: must be an enum number of 32 bits (-2147483648 to 2147483647), not
-    2147483648``; a long number cut short."""
+    2147483648``; a long number cut short. ``text`` is a JSON number's text or decimal
+    digits, which no token's text is (not even one in 10**21 seat tokens)."""
     span = f"{bounds[0]} to {bounds[1]}"
     return _json_invalid(
         path, f"must be {f'{kind} ({span})' if kind else span}, not {_cut(text, _QUOTED_CHARS)}"
@@ -476,8 +495,21 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _quoted(text: str) -> str:
-    """``text`` as a JSON string, cut short."""
-    return json.dumps(_cut(text, _QUOTED_CHARS), ensure_ascii=False)
+    """``text`` as a JSON string, cut short; or, if it reads as a token, its length
+    alone (``_withheld``)."""
+    return _withheld(text) or json.dumps(_cut(text, _QUOTED_CHARS), ensure_ascii=False)
+
+
+def _withheld(text: str) -> str | None:
+    """What a refusal says in place of a name or value that holds a run of base64 as long
+    as a seat token's text (``_TOKEN_LIKE``), or None for one it may quote: the token's
+    text, cut or not, would hand its seat to whoever reads the log of a client that sent
+    it in the wrong field or as a name (design section 4: a token is never echoed). The
+    whole text is searched, not the part a refusal would quote: a token after 20 other
+    characters showed 20 of its own."""
+    if _TOKEN_LIKE.search(text) is None:
+        return None
+    return f"[{len(text)} characters, not shown: it reads as a token]"
 
 
 def _json_kind(value: object) -> str:

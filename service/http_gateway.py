@@ -102,6 +102,7 @@ from service.http_json import (
     message_json,
     parse_request,
     status_json,
+    withheld,
 )
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
 from service.listen import listen_hosts
@@ -134,6 +135,15 @@ _HTTP_STATUS_OF_REASON = {
     REQUEST_TOO_LARGE: 413,
 }
 _ECHOED_CHARS = 120
+
+
+def _echoed(text: str) -> str:
+    """What a refusal's metadata says of a path or header the client sent: its first
+    ``_ECHOED_CHARS`` characters, or only its length where it reads as a token (a seat
+    token put in a URL, ``/games/TOKEN``, is never handed back: design section 4)."""
+    return withheld(text) or text[:_ECHOED_CHARS]
+
+
 # A path no route took is logged only when it looks like a route, or is a slip from one
 # (``service.spelling``), so that a token a client put in its path is not logged: up to six
 # segments of lowercase letters, digits and "._-", each no longer than a route's, and a
@@ -222,7 +232,7 @@ def _type_refusal(request: web.Request) -> ServiceError | None:
             grpc.StatusCode.INVALID_ARGUMENT,
             UNSUPPORTED_MEDIA_TYPE,
             f"the body must be {JSON_TYPE} (UTF-8)",
-            content_type=content_type[:_ECHOED_CHARS],
+            content_type=_echoed(content_type),
         )
     return None
 
@@ -432,7 +442,7 @@ class HttpGateway:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 UNSUPPORTED_MEDIA_TYPE,
                 "the body may be sent as it is or with Content-Encoding gzip or deflate",
-                content_encoding=coding[:_ECHOED_CHARS],
+                content_encoding=_echoed(coding),
             )
         if self._too_large_by_length(request):
             return request_too_large("body", self._max_request_bytes * JSON_BODY_FACTOR)
@@ -521,7 +531,7 @@ class HttpGateway:
                 grpc.StatusCode.NOT_FOUND,
                 NOT_FOUND_ROUTE,
                 f"no route for this path{near}",
-                path=path[:_ECHOED_CHARS],
+                path=_echoed(path),
             )
             logged = path if _shown_in_log(path, near) else _length_of(path)
             return self._unrouted(request, request_id, refusal, headers, logged)

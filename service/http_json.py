@@ -17,7 +17,7 @@ every other field violation: the message is ``path: why``
 description the why alone. A name or value the refusal quotes is cut at 40
 characters, and one that holds a run of base64 as long as a seat token's text
 is not quoted at all, in the why or the path, but told by its length
-(``_withheld``): a seat token sent in the wrong field is not echoed.
+(``withheld``): a seat token sent in the wrong field is not echoed.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ BASE64_PATTERN = (
 )
 # A run of base64 characters (either alphabet) as long as a seat token's text or longer:
 # its 20 bytes are 27 characters unpadded, 28 with their "=". A name or value that holds
-# one is not quoted (``_withheld``): a seat token is its seat's credential for the whole
+# one is not quoted (``withheld``): a seat token is its seat's credential for the whole
 # match (design section 4), and a client that swapped two fields logs the refusal.
 _TOKEN_TEXT_CHARS = -(-SEAT_TOKEN_BYTES * 4 // 3)
 _TOKEN_LIKE = re.compile(f"{_BASE64_ALPHABET}{{{_TOKEN_TEXT_CHARS},}}")
@@ -289,7 +289,7 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
         plain = (
             field is not None
             or _PLAIN_NAME.fullmatch(value.duplicate) is not None
-            or _withheld(value.duplicate) is not None  # the path says it is not shown
+            or withheld(value.duplicate) is not None  # the path says it is not shown
         )
         raise _json_invalid(
             name, "appears twice" if plain else f"the name {_quoted(value.duplicate)} appears twice"
@@ -308,7 +308,7 @@ def check_message(value: object, descriptor: Descriptor, path: str, floor: _Size
             )
             owner = path or "the request"
             # A withheld name is not repeated: the path already says it is not shown.
-            plain = _PLAIN_NAME.fullmatch(key) is not None or _withheld(key) is not None
+            plain = _PLAIN_NAME.fullmatch(key) is not None or withheld(key) is not None
             what = "such field" if plain else f"field {_quoted(key)}"
             raise _json_invalid(name, f"{owner} has no {what}{hint}")
         name = f"{path}.{field.name}".lstrip(".")
@@ -323,8 +323,8 @@ def _member_path(path: str, name: str) -> str:
     ``config.players``. An empty name is written ``""``, as a map key is quoted
     (``_map_entry_path``): an empty path names the whole request (docs/api.md,
     "Errors"), and a leading dot stays, so that ``.seed`` does not name ``seed``. A name
-    that reads as a token is not shown (``_withheld``)."""
-    shown = _withheld(name) or name or '""'
+    that reads as a token is not shown (``withheld``)."""
+    shown = withheld(name) or name or '""'
     return f"{path}.{shown}" if path else shown
 
 
@@ -359,8 +359,8 @@ def _check_field(value: object, field: FieldDescriptor, path: str, floor: _SizeF
 
 def _map_entry_path(path: str, key: str) -> str:
     """``by_name["k"]``: the path of one entry of a map field; a key that reads as a token
-    is not shown (``_withheld``)."""
-    return f"{path}[{_withheld(key) or json.dumps(key, ensure_ascii=False)}]"
+    is not shown (``withheld``)."""
+    return f"{path}[{withheld(key) or json.dumps(key, ensure_ascii=False)}]"
 
 
 def _check_single(value: object, field: FieldDescriptor, path: str, floor: _SizeFloor) -> None:
@@ -496,11 +496,11 @@ def _cut(text: str, limit: int) -> str:
 
 def _quoted(text: str) -> str:
     """``text`` as a JSON string, cut short; or, if it reads as a token, its length
-    alone (``_withheld``)."""
-    return _withheld(text) or json.dumps(_cut(text, _QUOTED_CHARS), ensure_ascii=False)
+    alone (``withheld``)."""
+    return withheld(text) or json.dumps(_cut(text, _QUOTED_CHARS), ensure_ascii=False)
 
 
-def _withheld(text: str) -> str | None:
+def withheld(text: str) -> str | None:
     """What a refusal says in place of a name or value that holds a run of base64 as long
     as a seat token's text (``_TOKEN_LIKE``), or None for one it may quote: the token's
     text, cut or not, would hand its seat to whoever reads the log of a client that sent

@@ -171,3 +171,29 @@ def test_a_run_of_base64_shorter_than_a_seat_tokens_text_is_quoted(
             "seat",
             f"must be {INTEGER_WORDS}, not {shown}",
         )
+
+
+@SPELLINGS
+def test_a_seat_token_in_the_url_or_a_header_is_told_by_its_length(
+    server: ServerProcess, json_game: Any, spelling: str
+) -> None:
+    """A REST-minded client puts the token in the path (``/v1/games/TOKEN``), or a header
+    mix-up puts it in ``Grpc-Timeout``: the refusal's metadata gives its length only,
+    where a short path or value is echoed as sent."""
+    token = seat_token(json_game, spelling)
+    path = f"/v1/games/{token}"
+    status, _, answer = exchange(f"{server.http_url}{path}", b"{}")
+    assert (status, refusal(answer)[1:3]) == (404, ("NOT_FOUND_ROUTE", {"path": withheld(path)}))
+    assert not shows_part_of(json.dumps(answer), token)
+    status, _, answer = exchange(f"{server.http_url}/v1/games/7", b"{}")
+    assert (status, refusal(answer)[2]) == (404, {"path": "/v1/games/7"})
+    for value, echoed in [(token, withheld(token)), ("2x", "2x")]:
+        status, _, answer = exchange(
+            f"{server.http_url}/v1/krypkasino:score",
+            json.dumps({"state": json_game["state"]}).encode(),
+            headers={"Content-Type": "application/json", "Grpc-Timeout": value},
+        )
+        assert (status, refusal(answer)[1:3]) == (
+            400,
+            ("TIMEOUT_INVALID", {"grpc_timeout": echoed}),
+        )

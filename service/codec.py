@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf.internal import api_implementation
 from google.protobuf.message import Message
 
 from engine.cards import CARDS_PER_DECK, Card, make_card
@@ -120,16 +121,31 @@ class NewerReleaseError(CodecError):
         super().__init__("state", description)
 
 
+#: upb's sizes are never stale: its fast path below is the Play path's (benchmarked).
+_UPB = api_implementation.Type() == "upb"
+
+
 def unknown_field_bytes(message: Message) -> int:
     """How many bytes of ``message``, nested messages included, hold fields this release
     does not know (a newer release or client wrote them), which protobuf would silently
-    ignore: 0 when none. Discards them, so call it once, on a message just parsed.
+    ignore: 0 when none. Call it once, on a message just parsed: under upb it discards
+    them (a second call answers 0); under another runtime ``message`` is left as parsed.
 
-    Sizes before and after discarding differ exactly when there were any, whatever the
-    encoding; cheaper than walking every nested message."""
-    size = message.ByteSize()
-    message.DiscardUnknownFields()
-    return size - message.ByteSize()
+    Serialized sizes with and without them differ exactly when there were any, whatever
+    the encoding; cheaper than walking every nested message. Both ways count the same
+    bytes, so both runtimes answer alike (docs/operations.md, "On a VM")."""
+    if _UPB:
+        size = message.ByteSize()
+        message.DiscardUnknownFields()
+        return size - message.ByteSize()
+    # The pure-Python runtime caches each message's size, and DiscardUnknownFields
+    # leaves the cache stale: ByteSize would answer the old size (0 found), and a
+    # message holding a discarded one would serialize a wrong length prefix. So the
+    # discarding is done on a fresh copy, and ``message`` keeps what it holds.
+    data = message.SerializeToString()
+    known = type(message).FromString(data)
+    known.DiscardUnknownFields()
+    return len(data) - len(known.SerializeToString())
 
 
 # --- enums -----------------------------------------------------------------

@@ -7,7 +7,9 @@ wire and JSON forms that tokens and HTTP clients depend on (no field
 renumbered, retyped or renamed), they keep the generated code's modules,
 names and field presence, which the shipped Python client is made of. A
 state token the fixtures' token test does not reach (a field their games
-never set) is protected only here.
+never set) is protected only here. ``buf breaking`` ignores options, so the
+HTTP routes (``google.api.http``: verb, path, body) are compared here with
+every image's instead: a released one is never removed or changed.
 
 Main is what deploys, so a proto change that lands there is released: a
 build of it may have sealed tokens or answered clients with it. So the
@@ -40,8 +42,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,6 +118,118 @@ def test_the_newest_released_image_holds_all_of_the_working_protos(tmp_path: Pat
     assert built.returncode == 0, built.stdout + built.stderr
     unreleased = sorted(declared(working) - declared(NEWEST))
     assert not unreleased, f"not in {NEWEST.name}: {unreleased}; {image_advice(NEWEST)}"
+
+
+HTTP: Any = annotations_pb2.http  # the stubs do not type it as an extension
+# One HTTP binding of a method (google.api.http): verb, path, body, response body.
+Binding = tuple[str, str, str, str]
+
+
+def bindings(rule: http_pb2.HttpRule) -> set[Binding]:
+    """A rule's binding and its ``additional_bindings``; ``custom`` verbs by their kind."""
+    found: set[Binding] = set()
+    for each in (rule, *rule.additional_bindings):
+        verb = each.WhichOneof("pattern")
+        if verb is None:
+            continue
+        path = each.custom.path if verb == "custom" else getattr(each, verb)
+        if verb == "custom":
+            verb = f"custom {each.custom.kind}"
+        found.add((verb, path, each.body, each.response_body))
+    return found
+
+
+def http_rules(image: Path) -> dict[str, set[Binding]]:
+    """The ``google.api.http`` bindings of every method of the cardrules files in a Buf
+    image, by the method's full name."""
+    rules: dict[str, set[Binding]] = {}
+    for file in descriptor_pb2.FileDescriptorSet.FromString(image.read_bytes()).file:
+        if not file.package.startswith("cardrules."):
+            continue
+        for service in file.service:
+            for method in service.method:
+                rule: http_pb2.HttpRule = method.options.Extensions[HTTP]
+                rules[f"{file.package}.{service.name}/{method.name}"] = bindings(rule)
+    return rules
+
+
+def build_image(workspace: Path, image: Path) -> Path:
+    built = run_buf(workspace, "build", "proto", "--exclude-source-info", "-o", str(image))
+    assert built.returncode == 0, built.stdout + built.stderr
+    return image
+
+
+def changed_routes(released: Path, working: Path) -> list[str]:
+    """Each HTTP binding of ``released`` that ``working`` no longer has, with what the
+    method has now: a route removed, or its path, verb or body changed. Added ones are
+    fine."""
+    now = http_rules(working)
+    return [
+        f"{method}: {verb.upper()} {path} body={body!r} response_body={response!r} is gone "
+        f"(now {sorted(now.get(method, set()))})"
+        for method, then in sorted(http_rules(released).items())
+        for verb, path, body, response in sorted(then - now.get(method, set()))
+    ]
+
+
+@pytest.fixture(scope="module")
+def working_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_image(ROOT, tmp_path_factory.mktemp("working") / "working.binpb")
+
+
+@pytest.mark.parametrize("released", RELEASED, ids=lambda path: path.stem)
+def test_the_released_http_routes_are_kept(released: Path, working_image: Path) -> None:
+    """``buf breaking`` ignores options, so it passed a route whose path, verb or body
+    changed, which breaks every HTTP client of the released route (a mutation review:
+    only test_http_gateway.py's literal route list caught it). Every released binding of
+    ``google.api.http`` stays as it was; a method or binding may be added."""
+    assert http_rules(released), f"{released.name} holds no HTTP rules: read them wrongly?"
+    assert not changed_routes(released, working_image)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "gone"),
+    [
+        (
+            'post: "/v1/krypkasino:play"',
+            'post: "/v1/krypkasino/play"',
+            "Play: POST /v1/krypkasino:play body='*'",
+        ),
+        (
+            'post: "/v1/krypkasino:play"',
+            'put: "/v1/krypkasino:play"',
+            "Play: POST /v1/krypkasino:play body='*'",
+        ),
+        (
+            'post: "/v1/krypkasino:play"\n      body: "*"',
+            'post: "/v1/krypkasino:play"\n      body: "move"',
+            "Play: POST /v1/krypkasino:play body='*'",
+        ),
+        (
+            'option (google.api.http) = {\n      post: "/v1/krypkasino:score"\n      body: "*"\n    };',
+            "",
+            "Score: POST /v1/krypkasino:score body='*'",
+        ),
+    ],
+    ids=["path", "verb", "body", "removed"],
+)
+def test_a_changed_http_route_is_refused(
+    workspace: Path, tmp_path: Path, old: str, new: str, gone: str
+) -> None:
+    edit(workspace, old, new)
+    assert buf_breaking(workspace).returncode == 0, "buf breaking ignores HTTP options"
+    changed = changed_routes(NEWEST, build_image(workspace, tmp_path / "edited.binpb"))
+    assert len(changed) == 1 and gone in changed[0], changed
+
+
+def test_an_added_http_binding_is_compatible(workspace: Path, tmp_path: Path) -> None:
+    edit(
+        workspace,
+        'post: "/v1/krypkasino:play"\n      body: "*"',
+        'post: "/v1/krypkasino:play"\n      body: "*"\n'
+        '      additional_bindings { post: "/v2/krypkasino:play" body: "*" }',
+    )
+    assert not changed_routes(NEWEST, build_image(workspace, tmp_path / "edited.binpb"))
 
 
 def git_state(path: Path) -> str | None:

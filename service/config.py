@@ -70,9 +70,9 @@ KEYS_PIPE_SECONDS = 10.0
 _STOP_CHECK_SECONDS = 0.05
 #: What ``hide_keys`` puts in a message in place of a state key.
 KEY_NOT_SHOWN = "[a state key, not shown]"
-# A word of either base64 alphabet as long as a key's text or longer (43 characters
-# unpadded): what ``hide_keys`` tries as a state key.
-_KEY_LIKE = re.compile(r"[A-Za-z0-9+/_-]{43,}={0,2}")
+# A word of either base64 alphabet as long as a key cut short to ``_MIN_KEY_PREFIX``
+# letters, or longer: what ``hide_keys`` tries as a state key.
+_KEY_LIKE = re.compile(r"[A-Za-z0-9+/_-]{40,}={0,2}")
 # A byte that is no UTF-8 as Python reads the command line and the environment
 # (surrogateescape): 0x80 to 0xff as U+DC80 to U+DCFF.
 _SURROGATE = re.compile(r"[\udc80-\udcff]")
@@ -82,6 +82,13 @@ _SURROGATE_ESCAPE = re.compile(r"\\\\|\\udc[89a-f][0-9a-f]")
 # The lengths of one state key's text: 43 characters unpadded, 44 with its "=" (45
 # with a stray second one).
 _KEY_TEXT_LENGTHS = (43, 44, 45)
+# The letters of a key's 43 (256 bits) that still make it one when it is cut short: the
+# 16 bits or fewer that the rest holds are guessed at once by anyone who holds a state
+# token it sealed. Shorter runs are shown: too many ordinary words are that long.
+_MIN_KEY_PREFIX = 40
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_DIGITS = frozenset("0123456789")
 # What follows the backslash of an escape ``repr`` writes (``\n``, ``\t``, ``\x0b``,
 # ``\u2028``): in a quoted value it is glued to a key that followed the character.
 _ESCAPE_LETTERS = re.compile(r"[nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}")
@@ -708,7 +715,15 @@ def hide_keys(text: str) -> str:
     messages that quote what was given, such as argparse's (design section 4).
 
     A message that quoted a value with ``repr`` wrote the new line or tab before a key
-    as ``\\n`` or ``\\t``, glued to it: such a word is tried without the escape too."""
+    as ``\\n`` or ``\\t``, glued to it: such a word is tried without the escape too.
+
+    A word's last 40 to 43 letters (before its ``=`` padding) are hidden too when they
+    look drawn at random, holding an upper-case letter, a lower-case one and a digit: a
+    key with letters glued before it (``x$KEY``), or cut short to 40, 41 or 42 of its 43
+    (``${KEY:0:42}``, leaving 16 bits or fewer to guess). Words of one case or without a
+    digit (paths, names, hex digests) are shown. A key with no digit, about one in 1,500,
+    is hidden only where it stands whole, and a key cut to fewer than 40 letters is
+    shown."""
     return _KEY_LIKE.sub(_hidden_word, text)
 
 
@@ -716,7 +731,8 @@ def _hidden_word(word: re.Match[str]) -> str:
     """The word ``word`` (of ``_KEY_LIKE``), each state key in it hidden: the word whole,
     or a key that begins it, or follows a ``/`` (``https://KEY``, ``/run/secrets/KEY``:
     ``/`` is a letter of base64, so a key after one was read as part of a longer word,
-    and shown) or an escape's letters (``\\nKEY``), and ends it or is followed by a ``/``."""
+    and shown) or an escape's letters (``\\nKEY``), and ends it or is followed by a ``/``;
+    and the word's tail when it looks drawn at random (``hide_keys``)."""
     text = word[0]
     if _reads_as_keys(text):
         return KEY_NOT_SHOWN
@@ -727,12 +743,21 @@ def _hidden_word(word: re.Match[str]) -> str:
         starts.add(letters.end())
     ends = {*slashes, len(text)}
     # Tried only where a key's length allows: a word of many slashes costs no more.
-    windows = sorted(
+    windows = [
         (start, start + length)
         for start in starts
         for length in _KEY_TEXT_LENGTHS
         if start + length in ends and _reads_as_keys(text[start : start + length])
-    )
+    ]
+    # The word's tail: a key with letters glued before it, or cut short. The longest
+    # window holds every shorter one, so it alone is tried.
+    body = len(text.rstrip("="))
+    start = max(0, body - _KEY_TEXT_LENGTHS[0])
+    if text[start] == "/" and body - start > _MIN_KEY_PREFIX:
+        start += 1  # /run/secrets/ and a key cut short: the path's "/" stays
+    if body - start >= _MIN_KEY_PREFIX and _looks_drawn(text[start:body]):
+        windows.append((start, len(text)))
+    windows.sort()
     # Windows that overlap are hidden as one: in /run/secrets/KEY, a KEY with a / of its
     # own may have "run/secrets/" and KEY's first part read as a key too, and hiding
     # that alone showed KEY's last part.
@@ -748,6 +773,13 @@ def _hidden_word(word: re.Match[str]) -> str:
         shown += [text[done:start], KEY_NOT_SHOWN]
         done = end
     return "".join(shown) + text[done:]
+
+
+def _looks_drawn(letters: str) -> bool:
+    """Whether ``letters`` mix upper case, lower case and digits, as 999 keys in 1,000
+    do: a word of a key's length that reads as a key only in part must, to be hidden."""
+    kinds = set(letters)
+    return bool(kinds & _UPPER and kinds & _LOWER and kinds & _DIGITS)
 
 
 def _shown_path(path: str) -> str:

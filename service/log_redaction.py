@@ -4,15 +4,21 @@ they appear in an event, and the exceptions whose text could quote one."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
+from enum import Enum
+from types import ModuleType
 from typing import cast
+from uuid import UUID
 
 from google.protobuf.message import Message
 from structlog.typing import EventDict, WrappedLogger
+
+from service.config import hide_keys
 
 #: Keys whose values must never reach a log line (design section 4 secrets, hidden cards).
 REDACTED_KEYS: frozenset[str] = frozenset(
@@ -80,8 +86,10 @@ def _scrub(value: object, depth: int = 0) -> object:
 
     Containers are looked through whatever their type (a deque, a protobuf repeated
     field), and a dataclass is written as the mapping of its fields: their ``repr``
-    would show the bytes inside.
+    would show the bytes inside. Any other object is ``_scrubbed_object``.
     """
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, bytes | bytearray | memoryview):
         return f"{REDACTED} {len(value)} bytes"
     if isinstance(value, Message):
@@ -106,7 +114,55 @@ def _scrub(value: object, depth: int = 0) -> object:
     # repr shows nothing it holds).
     if isinstance(value, Iterable) and not isinstance(value, str | Iterator):
         return [_scrub(v, depth + 1) for v in value]
-    return value
+    return _scrubbed_object(value, depth)
+
+
+# Shown as they are: values (a str or an int of a subclass too), and what orjson writes
+# as a value itself (an enum's value, a UUID's text).
+_VALUES = (str, int, float, Enum, UUID, type(None))
+
+
+def _scrubbed_object(value: object, depth: int) -> object:
+    """An object of no kind ``_scrub`` knows, as it may be shown (design section 4).
+
+    The mapping of its attributes (``__dict__`` and ``__slots__``), as a dataclass is,
+    when one of them is a secret or holds one (``argparse.Namespace(state_keys=KEY)``);
+    else its ``repr``, which the renderer would write, with each state key in it hidden
+    (``config.hide_keys``): a key under no secret name (``Namespace(host=KEY)``, an
+    exception's message) is known by its look alone. An exception is shown by its
+    arguments scrubbed where they hold a secret. An object that says how it is shown
+    (structlog's ``__structlog__``) is left to say so."""
+    if isinstance(value, _VALUES) or hasattr(type(value), "__structlog__"):
+        return value
+    if isinstance(value, BaseException):
+        shown = ", ".join(map(repr, cast(tuple[object, ...], _scrub(value.args, depth + 1))))
+        return hide_keys(f"{type(value).__name__}({shown})" if REDACTED in shown else repr(value))
+    attributes = _attributes(value)
+    if attributes:
+        scrubbed = _scrub(attributes, depth)
+        if REDACTED in repr(scrubbed):
+            return scrubbed
+    return hide_keys(repr(value))
+
+
+def _attributes(value: object) -> dict[str, object]:
+    """An instance's attributes, of its ``__dict__`` and its ``__slots__``; none of a class
+    or a module, whose names are its code's, not data it was given."""
+    if isinstance(value, type | ModuleType):
+        return {}
+    own = getattr(value, "__dict__", None)
+    found: dict[str, object] = dict(own) if isinstance(own, dict) else {}
+    for kind in type(value).__mro__:
+        slots = kind.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in found or name in ("__dict__", "__weakref__"):
+                continue
+            # A slot named __x is stored under the mangled name.
+            private = name.startswith("__") and not name.endswith("__")
+            stored = f"_{kind.__name__.lstrip('_')}{name}" if private else name
+            with contextlib.suppress(AttributeError):
+                found[name] = getattr(value, stored)
+    return found
 
 
 def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
@@ -114,16 +170,22 @@ def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> Event
     # Replacing the value of an existing key while iterating is safe: the size never changes.
     for key, value in event_dict.items():
         if key in _PUBLIC_KEYS:
-            if type(value) not in _PLAIN:
+            if type(value) not in _PLAIN and key != _EXC_INFO:
                 event_dict[key] = _scrub(value)
         elif secret_key(key):
             event_dict[key] = REDACTED
         else:
             if len(_PUBLIC_KEYS) < _MAX_PUBLIC_KEYS:
                 _PUBLIC_KEYS.add(key)
-            if type(value) not in _PLAIN:
+            if type(value) not in _PLAIN and key != _EXC_INFO:
                 event_dict[key] = _scrub(value)
     return event_dict
+
+
+# The console renderer's exception, as ``withhold_secret_arguments`` left it: the
+# renderer needs the exception itself, not its text (``_scrubbed_object``), or it
+# would fall back to ``sys.exc_info()``, the exception as raised.
+_EXC_INFO = "exc_info"
 
 
 class MessageWithheldError(Exception):
@@ -169,7 +231,9 @@ def _without_secrets(
     None where the chain loops back or runs past ``_MAX_CHAIN``: it is cut there, so that
     no exception is shown that was not looked through.
 
-    An exception's text is its arguments: ``KeyError(token)`` would quote the token.
+    An exception's text is its arguments: ``KeyError(token)`` would quote the token. As a
+    backstop its text is passed through ``config.hide_keys`` too: a message made of a key
+    (``ValueError(f"bad key {key}")``) holds it as text, which only its look gives away.
     """
     if id(error) in seen:
         return seen[id(error)]  # None while it is still being looked through: a loop
@@ -189,7 +253,9 @@ def _without_secrets(
         # What ``_scrub`` hides it marks REDACTED: only then is the copy needed.
         shown = ", ".join(map(repr, cast(tuple[object, ...], _scrub(error.args))))
         if REDACTED in shown:
-            substitute = SecretWithheldError(f"{type(error).__name__}({shown})")
+            substitute = SecretWithheldError(f"{type(error).__name__}({hide_keys(shown)})")
+        elif (hidden := _keys_hidden(error)) is not None:
+            substitute = SecretWithheldError(f"{type(error).__name__}: {hidden}")
     if substitute is error and cause is error.__cause__ and context is error.__context__:
         seen[id(error)] = error
         return error
@@ -200,6 +266,17 @@ def _without_secrets(
     substitute.__traceback__ = error.__traceback__
     seen[id(error)] = substitute
     return substitute
+
+
+def _keys_hidden(error: BaseException) -> str | None:
+    """``error``'s text with each state key hidden, or None when it shows none (or cannot
+    be read)."""
+    try:
+        text = str(error)
+    except Exception:  # a __str__ that fails shows nothing here
+        return None
+    hidden = hide_keys(text)
+    return None if hidden == text else hidden
 
 
 def _chained(

@@ -283,3 +283,98 @@ def test_simulate_shows_no_key_of_a_value_it_refuses(
     assert (status, out) == (2, "")
     assert err.startswith(f"cardrules: error: {refusal.format(hidden=NOT_SHOWN)}"), err
     assert key[:16] not in err and key[-16:] not in err
+
+
+def _key_drawn_at_random() -> str:
+    """A key, padded, whose first 40 letters mix upper case, lower case and digits, as
+    999 keys in 1,000 do (``hide_keys`` shows a part of a key without)."""
+    for seed in range(1000):
+        text = base64.b64encode(hashlib.sha256(b"glued %d" % seed).digest()).decode()
+        letters = set(text[:40])
+        if letters & set("0123456789") and not text[:40].isupper() and not text[:40].islower():
+            return text
+    raise AssertionError("no such key")
+
+
+DRAWN_KEY = _key_drawn_at_random()
+DRAWN_URLSAFE = DRAWN_KEY.rstrip("=").replace("+", "-").replace("/", "_")
+
+
+def _no_part_shown(key: str, shown: str) -> bool:
+    """No 12 letters of ``key`` in a row (72 bits) are in ``shown``."""
+    return not [at for at in range(len(key) - 12) if key[at : at + 12] in shown]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "x{key}",
+        "ab{key}",
+        "x{urlsafe}",
+        "/run/secrets/x{key}",
+        "{key42}",
+        "{key41}",
+        "{key40}",
+        "x{key42}",
+        "/run/secrets/{key42}",
+        "https://{key41}",
+    ],
+)
+def test_a_key_with_letters_glued_before_it_or_cut_short_is_hidden(value: str) -> None:
+    """``x$KEY`` and ``${KEY:0:42}`` (a review): only a key that began its word, or followed
+    a ``/`` or an escape, was tried, and only at its full length, so both were shown; the
+    42 letters leave 4 bits of the key's 256 to guess."""
+    text = value.format(
+        key=DRAWN_KEY,
+        urlsafe=DRAWN_URLSAFE,
+        key42=DRAWN_KEY[:42],
+        key41=DRAWN_KEY[:41],
+        key40=DRAWN_KEY[:40],
+    )
+    shown = hide_keys(f"not {text!r}: give a port")
+    assert NOT_SHOWN in shown
+    assert _no_part_shown(DRAWN_KEY, shown), shown
+    assert shown.startswith("not '") and shown.endswith("': give a port")
+
+
+#: Words as long as a key, or longer, that are no key: each must still be shown whole.
+ORDINARY_WORDS = [
+    "/var/lib/cardrules/state-keys-production-eu-west-1",
+    "/etc/cardrules/secrets/state_keys_rotated_2024_05_01",
+    "https://cardrules-gateway-production-eu-west-1.example.com/healthz",
+    "cardrules-7d9f8b6c5d-x2x4z.cardrules-headless.production.svc.cluster.local",
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "sha256:E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855",
+    "0123456789abcdef0123456789abcdef01234567",
+    "123e4567-e89b-12d3-a456-426614174000-123e4567-e89b",
+    "CARDRULES_MAX_CONNECTION_IDLE_SECONDS_AND_SOME_MORE",
+    "AbstractSingletonProxyFactoryBeanConfigurationHolder",
+    "test_no_key_of_a_value_a_setting_refuses_is_shown",
+    "--max-connection-idle-seconds-and-a-few-more-words",
+    "123456789012345678901234567890123456789012",
+]
+
+
+@pytest.mark.parametrize("word", ORDINARY_WORDS)
+def test_words_as_long_as_a_key_that_are_none_are_shown(word: str) -> None:
+    message = f"{word!r} is not a host name or address"
+    assert hide_keys(message) == message
+
+
+def test_a_glued_or_cut_short_key_given_to_the_server_is_not_shown() -> None:
+    """The review's two commands, run: ``--grpc-port "x$K1"`` and
+    ``CARDRULES_HOST="${K1:0:42}"``."""
+    glued = run(
+        [CARDRULES, "serve", "--grpc-port", f"x{DRAWN_KEY}"],
+        environment("CARDRULES_HOST", "127.0.0.1"),
+    )
+    assert glued.returncode == 2
+    assert glued.stderr == (
+        "cardrules: error: --grpc-port: must be a whole number from 0 to 65535, "
+        f"not 'x{NOT_SHOWN}'\n"
+    )
+    cut = run([CARDRULES, "serve"], environment("CARDRULES_HOST", DRAWN_KEY[:42]))
+    assert cut.returncode == 2
+    assert cut.stderr == (
+        f"cardrules: error: CARDRULES_HOST: '{NOT_SHOWN}' is not a host name or address\n"
+    )

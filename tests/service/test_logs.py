@@ -5,15 +5,18 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import enum
 import io
 import itertools
 import json
 import logging
 import os
+import pathlib
 import re
 import sys
 import time
 import types
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +34,7 @@ from prometheus_client import CollectorRegistry
 import service.log_redaction
 import service.logs
 from service.calls import CallInfo, CallRunner
+from service.cli import build_parser
 from service.errors import invalid_argument
 from service.log_redaction import REDACTED_KEYS
 from service.logs import (
@@ -1154,3 +1158,106 @@ def test_tokens_in_any_container_or_camel_case_name_are_hidden(capsys, fmt):
         assert [line["repeated"], line["queue"], line["viewed"]] == [[hidden]] * 3
         assert line["counts"] == {hidden: 1}
         assert (line["seatToken"], line["stateKeys"]) == ("[REDACTED]", "[REDACTED]")
+
+
+# A state key as ``cardrules keygen`` prints it: 43 letters of base64 and "=".
+STATE_KEY = "arnx6499M4j0+dWG9m6Z/VQIDfLERvDlhmiwnAihbdA="
+
+
+def test_a_plain_objects_secret_attributes_are_hidden(capsys):
+    """An object that is no dataclass, container or message was shown by its ``repr``:
+    ``argparse.Namespace(state_keys=KEY)`` and a ``SimpleNamespace`` put the key in the
+    line (a review). Its attributes are now scrubbed as a dataclass's fields are, from
+    its ``__dict__`` or its ``__slots__``."""
+
+    class Slotted:
+        __slots__ = ("__hidden", "seat_token", "unset", "visible")
+
+        def __init__(self) -> None:
+            self.seat_token, self.visible, self.__hidden = SECRET, "yes", SECRET.encode()
+
+    configure_logging("json")
+    args = build_parser().parse_args(["serve", "--state-keys", STATE_KEY, "--grpc-port", "1"])
+    get_logger("t").info(
+        "starting",
+        args=args,
+        namespace=types.SimpleNamespace(state_keys=STATE_KEY, port=1),
+        nested=[types.SimpleNamespace(inner=types.SimpleNamespace(raw=SECRET.encode()))],
+        slotted=Slotted(),
+    )
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    assert STATE_KEY[:16] not in out and SECRET not in out
+    assert isinstance(line["args"], dict)
+    assert (line["args"]["state_keys"], line["args"]["grpc_port"]) == ("[REDACTED]", "1")
+    assert line["namespace"] == {"state_keys": "[REDACTED]", "port": 1}
+    assert line["nested"] == [{"inner": {"raw": f"[REDACTED] {len(SECRET)} bytes"}}]
+    assert line["slotted"] == {
+        "__hidden": f"[REDACTED] {len(SECRET)} bytes",
+        "seat_token": "[REDACTED]",
+        "visible": "yes",
+    }
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_key_in_an_objects_text_or_an_exceptions_message_is_hidden(capsys, fmt):
+    """What holds a key as text under no secret name (``Namespace(host=KEY)``, an
+    exception's message ``bad key KEY``) is shown with the key hidden
+    (``config.hide_keys``), logged as a value and with ``log.exception`` alike."""
+    configure_logging(fmt)
+    log = get_logger("t")
+    log.info(
+        "objects",
+        namespace=types.SimpleNamespace(host=STATE_KEY),
+        error=ValueError(f"bad key {STATE_KEY}"),
+    )
+    try:
+        raise ValueError(f"bad key {STATE_KEY}")
+    except ValueError:
+        log.exception("failed")
+    try:
+        try:
+            raise OSError(2, "No such file or directory", f"/run/secrets/{STATE_KEY}")
+        except OSError as error:
+            raise RuntimeError("cannot start") from error
+    except RuntimeError:
+        log.exception("chained")
+    out = capsys.readouterr().out
+    assert STATE_KEY[:16] not in out and STATE_KEY[-16:] not in out
+    assert out.count("[a state key, not shown]") == 4
+    assert "bad key [a state key, not shown]" in out and "cannot start" in out
+    if fmt == "json":
+        first = json_lines(out)[0]
+        assert first["namespace"] == "namespace(host='[a state key, not shown]')"
+        assert first["error"] == "ValueError('bad key [a state key, not shown]')"
+
+
+def test_objects_without_secrets_are_shown_as_before(capsys):
+    """Only what holds a secret changes: an enum still as its value, a UUID as its text,
+    a path or a date as its ``repr``, an exception as its ``repr``, a namespace too."""
+
+    class Colour(enum.Enum):
+        RED = 1
+
+    configure_logging("json")
+    values: dict[str, Any] = {
+        "colour": Colour.RED,
+        "id": uuid.UUID(int=5),
+        "path": pathlib.Path("/run/secrets/keys"),
+        "day": datetime(2020, 1, 2, tzinfo=UTC),
+        "error": KeyError("seat 7"),
+        "namespace": types.SimpleNamespace(port=1, host="localhost"),
+        "items": [None, 1, "a", 2.5, True],
+    }
+    get_logger("t").info("plain", **values)
+    (line,) = json_lines(capsys.readouterr().out)
+    shown = {key: line[key] for key in values}
+    assert shown == {
+        "colour": 1,
+        "id": "00000000-0000-0000-0000-000000000005",
+        "path": repr(values["path"]),
+        "day": repr(values["day"]),
+        "error": "KeyError('seat 7')",
+        "namespace": "namespace(port=1, host='localhost')",
+        "items": [None, 1, "a", 2.5, True],
+    }

@@ -21,7 +21,8 @@ class NumberTooLongError(ValueError):
     """A whole number of more than ``MAX_DIGITS`` digits (leading zeros aside): out of
     every range. ``shown`` says so for a refusal by its sign and length alone: its
     digits could be a state key of digits given to the wrong setting (design section 4),
-    and a cut-short one is too short for ``config.hide_keys`` to recognise."""
+    and ``config.hide_keys`` does not recognise a cut-short one, which it knows by
+    letters of both cases beside digits."""
 
     def __init__(self, negative: bool, digits: int) -> None:
         self.shown = f"{'a negative' if negative else 'a'} number of {digits} digits"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 from engine.cards import Card
@@ -69,8 +70,14 @@ class _Derived(NamedTuple):
 # ids cannot be reused while it exists.
 # An entry keeps its finished deals alive: only histories of at most
 # ``CACHED_MATCH_DEALS`` are kept.
+# In-process users (a bot, an evaluator) call ``view`` from several threads at once, so
+# the eviction and insertion of a new entry hold ``_DERIVED_LOCK``: unlocked, a thread
+# could change the dict under another's ``iter`` (RuntimeError out of ``view``) and two
+# threads could evict the same entry and insert two, growing it past its limit for good.
+# A hit takes no lock: a lookup cannot see a dict half changed.
 _DERIVED: dict[tuple[int, int], _Derived] = {}
 _DERIVED_LIMIT = 1024
+_DERIVED_LOCK = threading.Lock()
 
 
 def _derived(config: Config, results: tuple[DealResult, ...]) -> _Derived:
@@ -80,9 +87,10 @@ def _derived(config: Config, results: tuple[DealResult, ...]) -> _Derived:
         found = _Derived(config, results, config.distributions, match_totals(config, results))
         if len(results) > CACHED_MATCH_DEALS:
             return found
-        if len(_DERIVED) >= _DERIVED_LIMIT:
-            _DERIVED.pop(next(iter(_DERIVED)), None)  # the oldest entry
-        _DERIVED[key] = found
+        with _DERIVED_LOCK:
+            while len(_DERIVED) >= _DERIVED_LIMIT:
+                del _DERIVED[next(iter(_DERIVED))]  # the oldest entry
+            _DERIVED[key] = found
     return found
 
 

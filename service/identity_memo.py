@@ -9,10 +9,17 @@ the conversion; the decoded tokens of a match share their deal objects
 deal is a cheap and exact key. Without a cache a ``Play`` late in a long
 match converted every finished deal again: over a millisecond at deal 50 of
 a 6-player match (docs/benchmarks.md, "Long matches").
+
+In-process users of the service API may call it from several threads at once,
+so a memo adds an entry, and evicts to make room, under its lock (a hit takes
+none: a lookup cannot see a dict half changed). Unlocked, two threads evicting
+the same oldest entry made one of them raise KeyError, a thread changing the
+dict under another's ``iter`` raised RuntimeError, and the memo outgrew its limit.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -31,16 +38,18 @@ class IdentityMemo(Generic[KeyT, ValueT]):
         self._compute = compute
         self._limit = limit
         self._entries: dict[int, tuple[KeyT, ValueT]] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, key: KeyT) -> ValueT:
         entry = self._entries.get(id(key))
         if entry is not None:
             return entry[1]
         value = self._compute(key)
-        if len(self._entries) >= self._limit:
-            # Dicts keep insertion order, so the first key is the oldest entry's.
-            del self._entries[next(iter(self._entries))]
-        self._entries[id(key)] = (key, value)
+        with self._lock:
+            while len(self._entries) >= self._limit:
+                # Dicts keep insertion order, so the first key is the oldest entry's.
+                del self._entries[next(iter(self._entries))]
+            self._entries[id(key)] = (key, value)
         return value
 
     def __len__(self) -> int:

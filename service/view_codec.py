@@ -8,6 +8,7 @@ and copied in; the rest is filled in place.
 from __future__ import annotations
 
 import functools
+import threading
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
@@ -35,9 +36,15 @@ __all__ = ["fill_view", "view_to_proto"]
 # which a game's decoded tokens share (``service.state_parts`` caches them);
 # an entry holds both, so their ids cannot be reused while it exists. Only
 # public fields go in: never a hand.
+# In-process users of the service API may call it from several threads at once, so
+# a new entry and the eviction it makes room with hold ``_TEMPLATE_LOCK``: unlocked,
+# a thread could change the dict under another's ``iter`` (a RuntimeError) and two
+# threads could evict one entry and insert two, growing it past its limit for good.
+# A hit takes no lock: a lookup cannot see a dict half changed.
 _TemplateKey = tuple[int, int, tuple[tuple[Card, ...], ...], tuple[Card, ...]]
 _TEMPLATES: dict[_TemplateKey, tuple[Config, tuple[DealResult, ...], pb.View]] = {}
 _TEMPLATE_LIMIT = 2048
+_TEMPLATE_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=256)
@@ -58,9 +65,10 @@ def _view_template(view: View) -> pb.View:
         return entry[2]
     template = pb.View()
     _fill_template(template, view)
-    if len(_TEMPLATES) >= _TEMPLATE_LIMIT:
-        _TEMPLATES.pop(next(iter(_TEMPLATES)), None)  # the oldest entry
-    _TEMPLATES[key] = (config, results, template)
+    with _TEMPLATE_LOCK:
+        while len(_TEMPLATES) >= _TEMPLATE_LIMIT:
+            del _TEMPLATES[next(iter(_TEMPLATES))]  # the oldest entry
+        _TEMPLATES[key] = (config, results, template)
     return template
 
 

@@ -16,8 +16,9 @@ every other field violation: the message is ``path: why``
 (``seed: must be 0 to 18446744073709551615, not -1``), the violation's
 description the why alone. A name or value the refusal quotes is cut at 40
 characters, and one that holds a run of base64 as long as a seat token's text
-is not quoted at all, in the why or the path, but told by its length
-(``withheld``): a seat token sent in the wrong field is not echoed.
+that looks drawn at random is not quoted at all, in the why or the path, but
+told by its length (``withheld``): a seat token sent in the wrong field is not
+echoed.
 """
 
 from __future__ import annotations
@@ -71,10 +72,20 @@ BASE64_PATTERN = (
 )
 # A run of base64 characters (either alphabet) as long as a seat token's text or longer:
 # its 20 bytes are 27 characters unpadded, 28 with their "=". A name or value that holds
-# one is not quoted (``withheld``): a seat token is its seat's credential for the whole
-# match (design section 4), and a client that swapped two fields logs the refusal.
+# one that looks drawn at random (``_reads_as_token``) is not quoted (``withheld``): a
+# seat token is its seat's credential for the whole match (design section 4), and a
+# client that swapped two fields logs the refusal.
 _TOKEN_TEXT_CHARS = -(-SEAT_TOKEN_BYTES * 4 // 3)
 _TOKEN_LIKE = re.compile(f"{_BASE64_ALPHABET}{{{_TOKEN_TEXT_CHARS},}}")
+# A row of eight or more of one of "+/_-" ends a run (``_reads_as_token``): a multipart
+# boundary's dashes (curl's 24, then 22 random letters and digits) are no token's, and a
+# token's text holds such a row fewer than once in 10^12.
+_SYMBOL_ROW = re.compile(r"([+/_-])\1{7,}")
+# A letter next to a digit, either first (counted overlapping: "a1b" has two).
+_LETTER_DIGIT = re.compile(r"(?=[A-Za-z][0-9]|[0-9][A-Za-z])")
+_NOT_HEX = re.compile(r"[G-Zg-z]")
+# What a run of one case needs to read as a token (``_reads_as_token``).
+_LETTER_DIGIT_PAIRS = 3
 # Base64 characters then padding, of any length (``_base64_problem`` checks the length).
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
@@ -501,15 +512,35 @@ def _quoted(text: str) -> str:
 
 
 def withheld(text: str) -> str | None:
-    """What a refusal says in place of a name or value that holds a run of base64 as long
-    as a seat token's text (``_TOKEN_LIKE``), or None for one it may quote: the token's
-    text, cut or not, would hand its seat to whoever reads the log of a client that sent
-    it in the wrong field or as a name (design section 4: a token is never echoed). The
-    whole text is searched, not the part a refusal would quote: a token after 20 other
-    characters showed 20 of its own."""
-    if _TOKEN_LIKE.search(text) is None:
+    """What a refusal says in place of a name or value that reads as a token
+    (``_reads_as_token``), or None for one it may quote: the token's text, cut or not,
+    would hand its seat to whoever reads the log of a client that sent it in the wrong
+    field or as a name (design section 4: a token is never echoed). The whole text is
+    searched, not the part a refusal would quote: a token after 20 other characters
+    showed 20 of its own."""
+    if not _reads_as_token(text):
         return None
     return f"[{len(text)} characters, not shown: it reads as a token]"
+
+
+def _reads_as_token(text: str) -> bool:
+    """Whether ``text`` holds a run of ``_TOKEN_LIKE`` (a row of ``_SYMBOL_ROW`` ends one)
+    that looks drawn at random: it holds an upper-case and a lower-case letter, or, in one
+    case, a letter past "f" and at least ``_LETTER_DIGIT_PAIRS`` letters next to a digit.
+
+    What people and tools write is quoted again: a media type
+    (``application/x-www-form-urlencoded``), a path (``/api/cardrules/v1/krypkasino``),
+    a snake_case name (``seed_for_round_1``), a number's digits, a hex digest or UUID. A
+    seat token's 27 characters lack either case about once in 600,000 (2 x (38/64)^27),
+    and then also the letter-digit pairs about once in 200: about one token in 10^8 is
+    shown. A long camelCase name is not."""
+    for run in _TOKEN_LIKE.findall(_SYMBOL_ROW.sub(" ", text)):
+        if run.lower() != run and run.upper() != run:
+            return True
+        pairs = len(_LETTER_DIGIT.findall(run))
+        if pairs >= _LETTER_DIGIT_PAIRS and _NOT_HEX.search(run) is not None:
+            return True
+    return False
 
 
 def _json_kind(value: object) -> str:

@@ -4,8 +4,10 @@
 A client that swaps two fields, or sends a token as a name, logs the refusal it
 gets, and a seat token is its seat's credential for the whole match. So a name or
 value that holds a run of base64 as long as a seat token's text (27 characters
-unpadded, 28 padded) is told by its length, in the message and in the field
-violation's path, where a shorter wrong value or a misspelt name is still quoted.
+unpadded, 28 padded) that looks drawn at random is told by its length, in the
+message and in the field violation's path, where a shorter wrong value, a misspelt
+name, or a long text of one case that people and tools write (a media type, a
+path, a snake_case name) is still quoted.
 Each test sends the token to a real ``cardrules serve`` and reads the JSON it answers.
 """
 
@@ -165,12 +167,96 @@ def test_a_run_of_base64_shorter_than_a_seat_tokens_text_is_quoted(
     server: ServerProcess, json_game: Any
 ) -> None:
     """27 characters are a seat token's 20 bytes unpadded; 26 are 19 bytes, no token."""
-    for text, shown in [("A" * 26, f'"{"A" * 26}"'), ("A" * 27, withheld("A" * 27))]:
+    mixed = "Ab" * 14
+    for text, shown in [(mixed[:26], f'"{mixed[:26]}"'), (mixed[:27], withheld(mixed[:27]))]:
         sent = json.dumps(_legal_moves(json_game, text)).encode()
         assert refused(server, "legalMoves", sent)[:2] == (
             "seat",
             f"must be {INTEGER_WORDS}, not {shown}",
         )
+
+
+def test_a_seat_token_of_one_case_is_told_by_its_letters_next_to_digits(
+    server: ServerProcess, json_game: Any
+) -> None:
+    """About one seat token in 300,000 has letters of one case only: it reads as a token by
+    three letters next to a digit and a letter past "f", where a hex digest is quoted."""
+    for text, shown in [
+        ("kybtqagro7vjml24z+b07zjlwbo", False),
+        ("KYBTQAGRO7VJML24Z-B07ZJLWBO", False),
+        ("da39a3ee5e6b4b0d3255bfef95601890afd80709", True),
+        ("A" * 27, True),
+    ]:
+        sent = json.dumps(_legal_moves(json_game, text)).encode()
+        quoted = json.dumps(_cut(text))
+        assert refused(server, "legalMoves", sent)[:2] == (
+            "seat",
+            f"must be {INTEGER_WORDS}, not {quoted if shown else withheld(text)}",
+        )
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+# What a client writes of its own, as long as a token's text or longer, in one case or
+# with rows of dashes: quoted as sent, so that a refusal still says what was wrong.
+CURL_FORM = "application/x-www-form-urlencoded"  # curl -d's type
+CURL7_MULTIPART = "multipart/form-data; boundary=------------------------1dc293ef8701bd73"
+CURL8_MULTIPART = "multipart/form-data; boundary=------------------------wjHtL7DvKhHA0aPOZI6ZFs"
+
+
+BROWSER_MULTIPART = "multipart/form-data; boundary=----WebKitFormBoundary7MA4YWxkTrZu0gW"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "echoed"),
+    [
+        (CURL_FORM, CURL_FORM),
+        (CURL7_MULTIPART, CURL7_MULTIPART),
+        (CURL8_MULTIPART, CURL8_MULTIPART),
+        (BROWSER_MULTIPART, withheld(BROWSER_MULTIPART)),
+    ],
+)
+def test_a_content_type_of_curls_is_echoed_in_a_415(
+    server: ServerProcess, content_type: str, echoed: str
+) -> None:
+    """``curl -d '{}'`` sends a form type, ``curl -F`` multipart with a boundary of 24
+    dashes and random characters: the most common 415s name the type sent. A browser's
+    boundary, random letters of both cases glued to a name, reads as a token."""
+    status, _, answer = exchange(
+        f"{server.http_url}/v1/krypkasino:newGame",
+        b"{}",
+        headers={"Content-Type": content_type},
+    )
+    assert (status, refusal(answer)[1:3]) == (
+        415,
+        ("UNSUPPORTED_MEDIA_TYPE", {"content_type": echoed}),
+    )
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/krypkasino/legal_moves/extra", "/api/cardrules/v1/krypkasino:newGame"]
+)
+def test_a_long_path_of_one_case_is_echoed_in_a_404(server: ServerProcess, path: str) -> None:
+    status, _, answer = exchange(f"{server.http_url}{path}", b"{}")
+    assert (status, refusal(answer)[1:3]) == (404, ("NOT_FOUND_ROUTE", {"path": path}))
+
+
+def test_a_long_snake_case_name_or_a_number_of_30_digits_is_quoted(
+    server: ServerProcess, json_game: Any
+) -> None:
+    """A misspelt name of many words, or a seed of 30 digits with a leading zero, is no
+    token."""
+    name = "seeed_for_the_tournament_round_1"
+    sent = json.dumps({"config": {"players": 2}, name: 1}).encode()
+    assert refused(server, "newGame", sent)[:2] == (name, "the request has no such field")
+    digits = "0" + "123456789" * 3 + "0"
+    sent = json.dumps({"seed": digits}).encode()
+    assert refused(server, "newGame", sent)[:2] == (
+        "seed",
+        f'must be {INTEGER_WORDS}, not "{digits}"',
+    )
 
 
 @SPELLINGS

@@ -97,6 +97,7 @@ def _add_keyid(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    _hold_closed_std_descriptors()
     pending = pending_signals()  # SIGTERM stops the server cleanly, exit 0, from here at the latest
     try:
         config = resolve(args, stopped=lambda: bool(pending.received))
@@ -143,6 +144,27 @@ def run_serve(args: argparse.Namespace) -> int:
     finally:
         if made_folder is not None:
             shutil.rmtree(made_folder, ignore_errors=True)
+
+
+def _hold_closed_std_descriptors() -> None:
+    """Put ``/dev/null`` on stdin and stderr if the server was started with either
+    closed (``<&-``, ``2>&-``), as daemons do: the next file opened took the free
+    descriptor, so that grpc's core wrote its error lines (one per call with a malformed
+    ``grpc-timeout`` header, which any client can send) into the metrics folder's lock
+    file, without bound, or onto a listening socket. Their lines and Python's are
+    discarded then (docs/operations.md, "Configuration"). A closed stdout is refused
+    later, with its own line; it is left closed, and nothing opened meanwhile stays open.
+    """
+    for descriptor in (0, 2):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null == descriptor:
+                os.set_inheritable(null, True)  # as a standard stream is
+            else:  # a lower one was closed too: 1, to be refused
+                os.dup2(null, descriptor)
+                os.close(null)
 
 
 def _unusable_folder(

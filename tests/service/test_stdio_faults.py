@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import socket
+import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +20,16 @@ from h2.events import ResponseReceived, StreamReset, TrailersReceived
 
 from bench.procfs import descendants
 from tests.service.grpc_helpers import connect
-from tests.service.server_process import free_port, running
+from tests.service.metrics_helpers import metric_samples
+from tests.service.server_process import (
+    CARDRULES,
+    free_port,
+    free_ports,
+    kill_group,
+    running,
+    server_environment,
+    start_session,
+)
 
 WORKERS = ("--workers", "2")
 NEW_GAME = "/cardrules.krypkasino.v1.KrypkasinoService/NewGame"
@@ -83,3 +97,55 @@ def test_a_closed_stderr_and_stdin_are_given_dev_null(args, tmp_path: Path) -> N
         with connect(server.target) as stub:
             game = stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
         assert len(game.seat_tokens) == 2
+
+
+def test_with_workers_stdout_full_from_the_start_is_reported_by_every_process() -> None:
+    """``>/dev/full``: the supervisor lost its ``starting workers`` line before it forked,
+    and each worker inherited its count of lost lines, so only the supervisor said why;
+    docs/operations.md promises one notice per process. The counter counts the
+    workers' lines (their ``listening`` and request lines), not the supervisor's."""
+    grpc_port, http_port, metrics_port = free_ports(3)
+    ports = {"--grpc-port": grpc_port, "--http-port": http_port, "--metrics-port": metrics_port}
+    flags = [text for flag, port in ports.items() for text in (flag, str(port))]
+    with open("/dev/full", "w") as full:
+        process = start_session(
+            [CARDRULES, "serve", "--host", "127.0.0.1", *flags, *WORKERS],
+            env=server_environment(),
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    notes: list[str] = []
+
+    def read() -> None:
+        assert process.stderr is not None
+        notes.extend(process.stderr)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        with connect(f"127.0.0.1:{grpc_port}") as stub:
+            for _ in range(4):  # to both workers, most likely; each lost its listening line
+                game = stub.NewGame(
+                    pb.NewGameRequest(config=pb.GameConfig(players=2)),
+                    timeout=30,
+                    wait_for_ready=True,
+                )
+                assert len(game.seat_tokens) == 2
+        deadline = time.monotonic() + 30
+        while len(notes) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        metrics = metric_samples(f"http://127.0.0.1:{metrics_port}/metrics")
+        # Two listening lines and four request lines at least, none of the supervisor's.
+        assert metrics[("cardrules_log_lines_dropped_total", frozenset())] >= 6
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        reader.join(30)
+    finally:
+        kill_group(process)
+    assert len(notes) == 3, notes
+    assert all(
+        "are lost from now on" in note and "No space left on device" in note for note in notes
+    ), notes
+    named = {found[1] for note in notes if (found := re.search(r"of process (\d+) are", note))}
+    assert len(named) == 3 and str(process.pid) in named, notes

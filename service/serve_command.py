@@ -176,10 +176,17 @@ def _unusable_folder(
     line names the variable that named it, and says so."""
     if isinstance(error, FolderInUseError):
         return f"{variable or MULTIPROC_ENV}: {error}"
-    if workers > 1:
+    if workers > 1 and variable is not None:
+        # Told to set the variable it had set, an operator could only guess what to change.
+        return (
+            f"{workers_source} needs a writable folder for the workers' metrics, and the "
+            f"one {variable} names cannot be used ({error}); set it to a writable folder "
+            "with room for them, or unset it for a temporary one"
+        )
+    if workers > 1:  # the temporary folder could not be made or filled
         return (
             f"{workers_source} needs a writable folder for the workers' metrics ({error}); "
-            f"set {variable or MULTIPROC_ENV} to one"
+            f"set {MULTIPROC_ENV} to one"
         )
     return (
         f"{variable} is set, which keeps the metrics in files in that folder (prometheus "

@@ -230,28 +230,41 @@ class OncePerWindow:
 class DroppedLines:
     """Log lines that stdout refused: its reader went away (a closed pipe), the disk is
     full. A request never fails for its log line: the line is lost and counted
-    (``cardrules_log_lines_dropped_total``, through ``on_drop``), and the first
-    loss of the process is reported on stderr."""
+    (``cardrules_log_lines_dropped_total``, through ``on_drop``, which a worker or a
+    single process sets; a supervisor's few lines are not counted), and the first
+    loss of each process is reported on stderr."""
 
     def __init__(self) -> None:
         self.count = 0
         self.on_drop: Callable[[], None] | None = None
 
+    def forked(self) -> None:
+        """A forked worker starts its own count: a supervisor started with stdout
+        already broken (``>/dev/full``) lost its ``starting workers`` line before the
+        forks, and each worker, which inherited a count of 1, never said why its own
+        lines were lost (docs/operations.md, ``CardrulesLogLinesDropped``)."""
+        self.count = 0
+        self.on_drop = None
+
     def record(self, error: BaseException) -> None:
         self.count += 1
         if self.on_drop is not None:
             self.on_drop()
-        if self.count == 1:
+        stderr = sys.stderr  # None if started closed: print would write to stdout
+        if self.count == 1 and stderr is not None:
             with contextlib.suppress(Exception):  # stderr may be the same broken pipe
-                print(
+                # One write, as ``_NamedPrintLogger.msg`` does: workers that lose their
+                # first lines together (stdout full from the start) interleaved their
+                # notices on the stderr they share, print writing the newline apart.
+                stderr.write(
                     f"cardrules: log lines of process {os.getpid()} are lost from now on, "
-                    f"stdout refused one: {error!r}",
-                    file=sys.stderr,
-                    flush=True,
+                    f"stdout refused one: {error!r}\n"
                 )
+                stderr.flush()
 
 
 DROPPED_LINES = DroppedLines()
+os.register_at_fork(after_in_child=DROPPED_LINES.forked)
 
 
 def _stdout_refused(error: BaseException) -> bool:

@@ -97,6 +97,7 @@ def _add_keyid(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    _hold_closed_std_descriptors()
     pending = pending_signals()  # SIGTERM stops the server cleanly, exit 0, from here at the latest
     try:
         config = resolve(args, stopped=lambda: bool(pending.received))
@@ -145,6 +146,27 @@ def run_serve(args: argparse.Namespace) -> int:
             shutil.rmtree(made_folder, ignore_errors=True)
 
 
+def _hold_closed_std_descriptors() -> None:
+    """Put ``/dev/null`` on stdin and stderr if the server was started with either
+    closed (``<&-``, ``2>&-``), as daemons do: the next file opened took the free
+    descriptor, so that grpc's core wrote its error lines (one per call with a malformed
+    ``grpc-timeout`` header, which any client can send) into the metrics folder's lock
+    file, without bound, or onto a listening socket. Their lines and Python's are
+    discarded then (docs/operations.md, "Configuration"). A closed stdout is refused
+    later, with its own line; it is left closed, and nothing opened meanwhile stays open.
+    """
+    for descriptor in (0, 2):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null == descriptor:
+                os.set_inheritable(null, True)  # as a standard stream is
+            else:  # a lower one was closed too: 1, to be refused
+                os.dup2(null, descriptor)
+                os.close(null)
+
+
 def _unusable_folder(
     workers: int, workers_source: str, variable: str | None, error: OSError
 ) -> str:
@@ -154,10 +176,17 @@ def _unusable_folder(
     line names the variable that named it, and says so."""
     if isinstance(error, FolderInUseError):
         return f"{variable or MULTIPROC_ENV}: {error}"
-    if workers > 1:
+    if workers > 1 and variable is not None:
+        # Told to set the variable it had set, an operator could only guess what to change.
+        return (
+            f"{workers_source} needs a writable folder for the workers' metrics, and the "
+            f"one {variable} names cannot be used ({error}); set it to a writable folder "
+            "with room for them, or unset it for a temporary one"
+        )
+    if workers > 1:  # the temporary folder could not be made or filled
         return (
             f"{workers_source} needs a writable folder for the workers' metrics ({error}); "
-            f"set {variable or MULTIPROC_ENV} to one"
+            f"set {MULTIPROC_ENV} to one"
         )
     return (
         f"{variable} is set, which keeps the metrics in files in that folder (prometheus "

@@ -1446,14 +1446,22 @@ def test_deleted_metrics_values_make_metrics_answer_503_while_calls_go_on(delete
 
 @pytest.mark.parametrize("variable", ["PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"])
 def test_an_unwritable_metrics_folder_exits_2_with_one_line(tmp_path, variable):
-    """The line names the variable that was set, the deprecated lower-case one too."""
+    """The line names the variable that was set, the deprecated lower-case one too, and
+    says what to do with it: it ended "set PROMETHEUS_MULTIPROC_DIR to one", which was
+    set already. (A file where the folder would be: as root, a mode cannot refuse.)"""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with launched(WORKERS, {variable: str(blocker / "metrics")}) as process:
         output, _ = process.communicate(timeout=60)
     assert process.returncode == 2
-    assert output.startswith("cardrules: error: --workers needs a writable folder")
-    assert f"; set {variable} to one" in output and output.count("\n") == 1
+    assert output.startswith(
+        "cardrules: error: --workers needs a writable folder for the workers' metrics, and "
+        f"the one {variable} names cannot be used ("
+    )
+    assert output.endswith(
+        "); set it to a writable folder with room for them, or unset it for a temporary one\n"
+    )
+    assert "Not a directory" in output and output.count("\n") == 1
 
 
 def test_an_unwritable_metrics_folder_names_the_workers_variable_that_asked_for_it(tmp_path):

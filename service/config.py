@@ -86,6 +86,18 @@ _KEY_TEXT_LENGTHS = (43, 44, 45)
 # 16 bits or fewer that the rest holds are guessed at once by anyone who holds a state
 # token it sealed. Shorter runs are shown: too many ordinary words are that long.
 _MIN_KEY_PREFIX = 40
+# The longest word hidden for looking drawn at random: a key with up to 5 letters glued
+# to it (``x$KEY``, ``KEY_old``). A longer word, such as a path, is hidden only where it
+# holds a whole key.
+_MAX_GLUED_KEY = 48
+# What a word of 40 to 48 letters holds to look drawn at random (``hide_keys``): each
+# kind of letter, and fewer pairs of lower-case letters side by side than 9 in 20 of
+# its letters. Words of a language are made of such pairs (``/home/Alice2/cardrules``:
+# 14 in 22 letters); a key's 40 letters hold about 6, 18 or more in one key in 1,400.
+_MIN_UPPER = 6
+_MIN_LOWER = 6
+_MIN_DIGITS = 1
+_LOWER_PAIRS_PER = (9, 20)
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 _DIGITS = frozenset("0123456789")
@@ -714,16 +726,25 @@ def hide_keys(text: str) -> str:
     """``text`` with each word that reads as a state key replaced by ``KEY_NOT_SHOWN``: for
     messages that quote what was given, such as argparse's (design section 4).
 
-    A message that quoted a value with ``repr`` wrote the new line or tab before a key
-    as ``\\n`` or ``\\t``, glued to it: such a word is tried without the escape too.
+    What reads as a key is hidden: a word, or a part of one from its start or a ``/`` to
+    its end or a ``/``, of a key's length (43 letters, with up to 2 ``=``), whatever its
+    letters; so a path loses such a part of its own. A message that quoted a value with
+    ``repr`` wrote the new line or tab before a key as ``\\n`` or ``\\t``, glued to it:
+    such a word is tried without the escape too.
 
-    A word's last 40 to 43 letters (before its ``=`` padding) are hidden too when they
-    look drawn at random, holding an upper-case letter, a lower-case one and a digit: a
-    key with letters glued before it (``x$KEY``), or cut short to 40, 41 or 42 of its 43
-    (``${KEY:0:42}``, leaving 16 bits or fewer to guess). Words of one case or without a
-    digit (paths, names, hex digests) are shown. A key with no digit, about one in 1,500,
-    is hidden only where it stands whole, and a key cut to fewer than 40 letters is
-    shown."""
+    A word of 40 to 48 letters (before its ``=`` padding, after an escape's letters) is
+    hidden whole too when it looks drawn at random: at least 6 upper-case letters, 6
+    lower-case ones and a digit, and fewer pairs of lower-case letters side by side than
+    9 in 20 of its letters. So a key with up to 5 letters glued to it (``x$KEY``,
+    ``KEY_old``), or cut short to 40, 41 or 42 of its 43 (``${KEY:0:42}``, leaving 16 bits
+    or fewer to guess), is hidden; about one such key in 1,000 looks otherwise, and is
+    shown. Words made of words (``/home/Alice2/cardrules/deploy/staging-state-keys``,
+    ``Http2ServerUpgradeCodecFactoryBeanPostProcessor3``) hold more such pairs, and are
+    shown, as are words of one case or without a digit (hex digests) and longer words. A
+    key cut short, or with letters glued to it, inside a longer word (``/run/secrets/xKEY``)
+    is shown, as is one cut to fewer than 40 letters. Of a glued key with a ``/`` of its
+    own 2 to 4 letters from an end (3 keys in 200), up to 4 letters are shown: the rest of
+    the word is a key's length, reads as a key, and is hidden alone."""
     return _KEY_LIKE.sub(_hidden_word, text)
 
 
@@ -732,14 +753,15 @@ def _hidden_word(word: re.Match[str]) -> str:
     or a key that begins it, or follows a ``/`` (``https://KEY``, ``/run/secrets/KEY``:
     ``/`` is a letter of base64, so a key after one was read as part of a longer word,
     and shown) or an escape's letters (``\\nKEY``), and ends it or is followed by a ``/``;
-    and the word's tail when it looks drawn at random (``hide_keys``)."""
+    and the word whole when it looks drawn at random (``hide_keys``)."""
     text = word[0]
     if _reads_as_keys(text):
         return KEY_NOT_SHOWN
     slashes = [at for at, char in enumerate(text) if char == "/"]
     starts = {0, *(at + 1 for at in slashes)}
     after_backslash = word.start() > 0 and word.string[word.start() - 1] == "\\"
-    if after_backslash and (letters := _ESCAPE_LETTERS.match(text)):
+    letters = _ESCAPE_LETTERS.match(text)
+    if after_backslash and letters:
         starts.add(letters.end())
     ends = {*slashes, len(text)}
     # Tried only where a key's length allows: a word of many slashes costs no more.
@@ -749,13 +771,16 @@ def _hidden_word(word: re.Match[str]) -> str:
         for length in _KEY_TEXT_LENGTHS
         if start + length in ends and _reads_as_keys(text[start : start + length])
     ]
-    # The word's tail: a key with letters glued before it, or cut short. The longest
-    # window holds every shorter one, so it alone is tried.
+    # A key with letters glued to it, or cut short, in a word that holds no whole key:
+    # the word whole, past an escape's letters. The letters glued to a key are hidden
+    # with it: where it begins is unknown.
+    start = letters.end() if after_backslash and letters else 0
     body = len(text.rstrip("="))
-    start = max(0, body - _KEY_TEXT_LENGTHS[0])
-    if text[start] == "/" and body - start > _MIN_KEY_PREFIX:
-        start += 1  # /run/secrets/ and a key cut short: the path's "/" stays
-    if body - start >= _MIN_KEY_PREFIX and _looks_drawn(text[start:body]):
+    if (
+        not windows
+        and _MIN_KEY_PREFIX <= body - start <= _MAX_GLUED_KEY
+        and _looks_drawn(text[start:body])
+    ):
         windows.append((start, len(text)))
     windows.sort()
     # Windows that overlap are hidden as one: in /run/secrets/KEY, a KEY with a / of its
@@ -776,10 +801,15 @@ def _hidden_word(word: re.Match[str]) -> str:
 
 
 def _looks_drawn(letters: str) -> bool:
-    """Whether ``letters`` mix upper case, lower case and digits, as 999 keys in 1,000
-    do: a word of a key's length that reads as a key only in part must, to be hidden."""
-    kinds = set(letters)
-    return bool(kinds & _UPPER and kinds & _LOWER and kinds & _DIGITS)
+    """Whether ``letters`` look drawn at random as a key's do (``hide_keys``)."""
+    return (
+        sum(char in _UPPER for char in letters) >= _MIN_UPPER
+        and sum(char in _LOWER for char in letters) >= _MIN_LOWER
+        and sum(char in _DIGITS for char in letters) >= _MIN_DIGITS
+        and sum(a in _LOWER and b in _LOWER for a, b in itertools.pairwise(letters))
+        * _LOWER_PAIRS_PER[1]
+        < len(letters) * _LOWER_PAIRS_PER[0]
+    )
 
 
 def _shown_path(path: str) -> str:

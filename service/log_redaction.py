@@ -96,9 +96,7 @@ def _scrub(value: object, depth: int = 0) -> object:
         return f"{REDACTED} {type(value).__name__}"
     if depth >= _MAX_DEPTH:
         # Too deep to look through, so it may hide a secret: shown as its type only.
-        return (
-            value if type(value) in _PLAIN else f"{REDACTED} {type(value).__name__} nested too deep"
-        )
+        return _NotLookedThrough(f"{REDACTED} {type(value).__name__} nested too deep")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
     if isinstance(value, Mapping):
@@ -117,6 +115,29 @@ def _scrub(value: object, depth: int = 0) -> object:
     return _scrubbed_object(value, depth)
 
 
+class _NotLookedThrough(str):
+    """``_scrub``'s word for a value nested too deep to look through: no secret found, so
+    an object it stands in is shown by its ``repr`` (``_holds_secret``)."""
+
+    __slots__ = ()
+
+
+def _holds_secret(scrubbed: object) -> bool:
+    """Whether ``_scrub`` hid a secret in ``scrubbed``: a ``REDACTED`` of its own, not only
+    the values too deep to look through. A Logger, or a tree's node with a link to its
+    parent, nests deeper than ``_MAX_DEPTH``, and was written as the mapping of its
+    attributes 8 levels deep (a line of 154,142 characters) in place of its ``repr``."""
+    if isinstance(scrubbed, _NotLookedThrough):
+        return False
+    if isinstance(scrubbed, str):
+        return REDACTED in scrubbed
+    if isinstance(scrubbed, dict):
+        return any(_holds_secret(key) or _holds_secret(item) for key, item in scrubbed.items())
+    if isinstance(scrubbed, list | tuple):
+        return any(_holds_secret(item) for item in scrubbed)
+    return False
+
+
 # Shown as they are: values (a str or an int of a subclass too), and what orjson writes
 # as a value itself (an enum's value, a UUID's text).
 _VALUES = (str, int, float, Enum, UUID, type(None))
@@ -127,7 +148,7 @@ def _scrubbed_object(value: object, depth: int) -> object:
 
     The mapping of its attributes (``__dict__`` and ``__slots__``), as a dataclass is,
     when one of them is a secret or holds one (``argparse.Namespace(state_keys=KEY)``);
-    else its ``repr``, which the renderer would write, with each state key in it hidden
+    else (none found, if nested too deep to look through all) its ``repr``, which the renderer would write, with each state key in it hidden
     (``config.hide_keys``): a key under no secret name (``Namespace(host=KEY)``, an
     exception's message) is known by its look alone. An exception is shown by its
     arguments scrubbed where they hold a secret. An object that says how it is shown
@@ -140,7 +161,7 @@ def _scrubbed_object(value: object, depth: int) -> object:
     attributes = _attributes(value)
     if attributes:
         scrubbed = _scrub(attributes, depth)
-        if REDACTED in repr(scrubbed):
+        if _holds_secret(scrubbed):
             return scrubbed
     return hide_keys(repr(value))
 
@@ -170,14 +191,14 @@ def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> Event
     # Replacing the value of an existing key while iterating is safe: the size never changes.
     for key, value in event_dict.items():
         if key in _PUBLIC_KEYS:
-            if type(value) not in _PLAIN and key != _EXC_INFO:
+            if type(value) not in _PLAIN and key not in _UNSCRUBBED:
                 event_dict[key] = _scrub(value)
         elif secret_key(key):
             event_dict[key] = REDACTED
         else:
             if len(_PUBLIC_KEYS) < _MAX_PUBLIC_KEYS:
                 _PUBLIC_KEYS.add(key)
-            if type(value) not in _PLAIN and key != _EXC_INFO:
+            if type(value) not in _PLAIN and key not in _UNSCRUBBED:
                 event_dict[key] = _scrub(value)
     return event_dict
 
@@ -186,6 +207,11 @@ def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> Event
 # renderer needs the exception itself, not its text (``_scrubbed_object``), or it
 # would fall back to ``sys.exc_info()``, the exception as raised.
 _EXC_INFO = "exc_info"
+# A library's log record, which structlog's ProcessorFormatter keeps in the event for
+# its processors, and drops before rendering (``remove_processors_meta``): never
+# written, so looking through it (13 µs of a library line's 25) was wasted.
+_RECORD = "_record"
+_UNSCRUBBED = (_EXC_INFO, _RECORD)
 
 
 class MessageWithheldError(Exception):
@@ -255,7 +281,8 @@ def _without_secrets(
         if REDACTED in shown:
             substitute = SecretWithheldError(f"{type(error).__name__}({hide_keys(shown)})")
         elif (hidden := _keys_hidden(error)) is not None:
-            substitute = SecretWithheldError(f"{type(error).__name__}: {hidden}")
+            # Its message, as every exception's exc_value is, under its own type's name.
+            substitute = _withheld_as(type(error))(hidden)
     if substitute is error and cause is error.__cause__ and context is error.__context__:
         seen[id(error)] = error
         return error
@@ -266,6 +293,14 @@ def _without_secrets(
     substitute.__traceback__ = error.__traceback__
     seen[id(error)] = substitute
     return substitute
+
+
+def _withheld_as(kind: type[BaseException]) -> type[SecretWithheldError]:
+    """A ``SecretWithheldError`` named as ``kind``: the log's ``exc_type`` of an exception
+    that caused another is its class's name, which the copy keeps. Made anew each time:
+    such a message is rare, and a cache would keep the classes."""
+    names = {"__module__": kind.__module__, "__qualname__": kind.__qualname__}
+    return cast(type[SecretWithheldError], type(kind.__name__, (SecretWithheldError,), names))
 
 
 def _keys_hidden(error: BaseException) -> str | None:

@@ -159,6 +159,19 @@ def test_no_key_of_a_keys_file_path_that_cannot_be_read_is_shown() -> None:
     assert_no_key(refused.stderr + refused.stdout)
 
 
+def test_a_keys_file_path_of_mixed_case_and_digits_that_cannot_be_read_is_shown() -> None:
+    """A review's command: the path's last 43 letters were hidden as a key's."""
+    path = "/var/lib/CardRules/Keys2024/production_state_keys"
+    refused = run(
+        [CARDRULES, "serve", "--state-keys-file", path],
+        environment("CARDRULES_HOST", "127.0.0.1"),
+    )
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"cardrules: error: --state-keys-file: cannot read {path}: No such file or directory\n"
+    )
+
+
 HEALTH_CHECK = [sys.executable, "-m", "service.healthcheck"]
 
 
@@ -310,14 +323,14 @@ def _no_part_shown(key: str, shown: str) -> bool:
     [
         "x{key}",
         "ab{key}",
+        "abc{key}",
         "x{urlsafe}",
-        "/run/secrets/x{key}",
         "{key42}",
         "{key41}",
         "{key40}",
         "x{key42}",
-        "/run/secrets/{key42}",
         "https://{key41}",
+        "https://{key40}",
     ],
 )
 def test_a_key_with_letters_glued_before_it_or_cut_short_is_hidden(value: str) -> None:
@@ -337,6 +350,33 @@ def test_a_key_with_letters_glued_before_it_or_cut_short_is_hidden(value: str) -
     assert shown.startswith("not '") and shown.endswith("': give a port")
 
 
+@pytest.mark.parametrize("value", ["{key}_old", "{key}-v2", "{key}2", "a{key}_v2", "{urlsafe}_old"])
+def test_a_key_with_letters_glued_after_it_is_hidden_whole(value: str) -> None:
+    """``KEY_old`` (a review): only the word's last 43 letters were tried, and hidden, so
+    the key's first 4 were shown. The word is hidden whole, glued letters and all."""
+    text = value.format(key=DRAWN_KEY.rstrip("="), urlsafe=DRAWN_URLSAFE)
+    assert hide_keys(f"not {text!r}: give a port") == f"not '{NOT_SHOWN}': give a port"
+
+
+def test_glued_or_cut_short_keys_drawn_at_random_are_hidden_but_about_one_in_a_thousand() -> None:
+    """The shapes ``hide_keys`` hides by their look alone, over 10,000 keys: only those
+    whose letters look otherwise (about one in 1,000) are shown. Of one hidden, at most 4
+    letters in a row are shown: beside a ``/`` of its own, a part of the word that is a
+    key's length reads as one, and is hidden alone."""
+    shapes = ["x{key}", "ab{key}", "{key42}", "{key41}", "{key40}", "{key}_old"]
+    shown = dict.fromkeys(shapes, 0)
+    for seed in range(10_000):
+        key = base64.b64encode(hashlib.sha256(b"drawn %d" % seed).digest()).decode()[:43]
+        for shape in shapes:
+            text = shape.format(key=key, key42=key[:42], key41=key[:41], key40=key[:40])
+            hidden_text = hide_keys(f"not {text!r}")
+            if NOT_SHOWN not in hidden_text:
+                shown[shape] += 1
+            else:
+                assert not [at for at in range(39) if key[at : at + 5] in hidden_text], text
+    assert all(count <= 25 for count in shown.values()), shown
+
+
 #: Words as long as a key, or longer, that are no key: each must still be shown whole.
 ORDINARY_WORDS = [
     "/var/lib/cardrules/state-keys-production-eu-west-1",
@@ -352,6 +392,35 @@ ORDINARY_WORDS = [
     "test_no_key_of_a_value_a_setting_refuses_is_shown",
     "--max-connection-idle-seconds-and-a-few-more-words",
     "123456789012345678901234567890123456789012",
+    # Mixed case with digits (a review: the tail of each was hidden as a key). Those of 40
+    # to 48 letters are tried whole, and are made of words: pairs of lower-case letters.
+    "/var/lib/CardRules/Keys2024/production_state_keys",
+    "/home/Alice2/cardrules/deploy/staging-state-keys",
+    "C:/Users/JohnSmith1/AppData/Local/CardRules/state_keys",
+    "/nix/store/0c4mjm2zr8mlq4m5v5r3rsbqzwqfzx6k-CardRules-env",
+    "/Users/JaneDoe2/Library/CloudStorage/OneDrive-Personal/CardRules",
+    "/opt/CardRules/releases/Release2024_05_01/StateKeys",
+    "/mnt/c/Users/BobJones99/Documents/GitHub/cardrules-deploy",
+    "com/example/cardrules/KrypkasinoServiceGrpc2Test",
+    "/srv/CardRules/Blue2Green/Deployments/Current/StateKeys",
+    "Http2ServerUpgradeCodecFactoryBeanPostProcessor3",
+    "OAuth2ClientCredentialsGrantRequestEntityConverter",
+    "/home/Alice2/src/github/CardRulesOrg/CardRules/deploy/StateKeysV2",
+    "/Users/MarieCurie1867/Projects/KrypkasinoServer/Secrets/ProdKeys",
+    "/etc/CardRules/StateKeys/2024-05-01T12-00-00Z/keys",
+    "x86_64-unknown-linux-gnu/Release/CardRulesServer2",
+    "refs/heads/feature/JIRA-1234-AddStateKeyRotation2",
+    "test_KeyRing_parse_refuses_Base64_keys_of_31_bytes",
+    "CardRules_StateKeys_Production_EU_West_1_Rotated2024",
+    "/Volumes/Work2/CardRules/Deploy/StateKeysProd",
+    "/mnt/Data2/Backups/CardRules/StateKeysOld",
+    "KrypkasinoServiceGrpcTransportFactory2Impl",
+    "/home/Bob2/CardRules/StateKeys/Production",
+    "/Users/JohnSmith1/Documents/CardRulesKeys",
+    "CardRules-Production-EuWest1-StateKeysSecret",
+    "/var/run/secrets/CardRules/Production2024Keys",
+    "ProductionCardRulesStateKeysRotatedOn2024May",
+    "cardrules-Prod2-StatefulSet-PersistentVolume",
 ]
 
 
@@ -363,7 +432,7 @@ def test_words_as_long_as_a_key_that_are_none_are_shown(word: str) -> None:
 
 def test_a_glued_or_cut_short_key_given_to_the_server_is_not_shown() -> None:
     """The review's two commands, run: ``--grpc-port "x$K1"`` and
-    ``CARDRULES_HOST="${K1:0:42}"``."""
+    ``CARDRULES_HOST="${K1:0:42}"``. The letter glued to the key is hidden with it."""
     glued = run(
         [CARDRULES, "serve", "--grpc-port", f"x{DRAWN_KEY}"],
         environment("CARDRULES_HOST", "127.0.0.1"),
@@ -371,7 +440,7 @@ def test_a_glued_or_cut_short_key_given_to_the_server_is_not_shown() -> None:
     assert glued.returncode == 2
     assert glued.stderr == (
         "cardrules: error: --grpc-port: must be a whole number from 0 to 65535, "
-        f"not 'x{NOT_SHOWN}'\n"
+        f"not '{NOT_SHOWN}'\n"
     )
     cut = run([CARDRULES, "serve"], environment("CARDRULES_HOST", DRAWN_KEY[:42]))
     assert cut.returncode == 2

@@ -19,7 +19,7 @@ import types
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -1261,3 +1261,70 @@ def test_objects_without_secrets_are_shown_as_before(capsys):
         "namespace": "namespace(port=1, host='localhost')",
         "items": [None, 1, "a", 2.5, True],
     }
+
+
+class _Node:
+    """A tree's node with a link to its parent: every node reaches every other."""
+
+    def __init__(self, depth: int, parent: _Node | None = None) -> None:
+        self.parent = parent
+        self.children = [_Node(depth - 1, self) for _ in range(4)] if depth else []
+
+
+def test_an_object_nested_too_deep_without_a_secret_is_shown_by_its_repr(capsys):
+    """A Logger, or a tree's node with a link to its parent, nests deeper than the 8
+    levels looked through: the placeholder of what was too deep read as a secret hidden,
+    and the object was written as the mapping of its attributes 8 levels deep (lines of
+    154,142 and 64,226 characters, a review). A secret within the 8 levels still makes
+    the mapping."""
+    configure_logging("json")
+    root = _Node(7)
+    leaf = root.children[0].children[0]
+    get_logger("t").info("objects", tree=root, leaf=leaf, value=logging.getLogger("cardrules"))
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    assert len(out) < 400
+    assert (line["tree"], line["leaf"]) == (repr(root), repr(leaf))
+    assert line["value"] == repr(logging.getLogger("cardrules"))
+    secret_inside = _Node(1)
+    secret_inside.children[0].seat_token = SECRET  # type: ignore[attr-defined]
+    get_logger("t").info("a secret", tree=secret_inside)
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    assert SECRET not in out and line["tree"]["children"][0]["seat_token"] == "[REDACTED]"  # type: ignore[index]
+
+
+def test_an_exceptions_message_with_a_key_hidden_is_its_exc_value(capsys):
+    """``exc_value`` is the message (docs/operations.md), a key in it hidden: the copy
+    that hides it wrote ``FileNotFoundError: [Errno 2] ...``, the type twice. One that
+    caused another keeps its type's name as ``exc_type``."""
+    configure_logging("json")
+    path = f"/run/secrets/{STATE_KEY}"
+    try:
+        try:
+            open(path)  # noqa: SIM115
+        except OSError as error:
+            raise ValueError(f"bad key {STATE_KEY}") from error
+    except ValueError:
+        get_logger("t").exception("failed")
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    raised, cause = cast(list[dict[str, object]], line["exception"])
+    hidden = path.replace(STATE_KEY, "[a state key, not shown]")
+    assert (raised["exc_type"], raised["exc_value"]) == (
+        "ValueError",
+        "bad key [a state key, not shown]",
+    )
+    assert (cause["exc_type"], cause["exc_value"]) == (
+        "FileNotFoundError",
+        f"[Errno 2] No such file or directory: '{hidden}'",
+    )
+    assert STATE_KEY[:16] not in out
+
+
+def test_a_library_records_log_record_is_left_to_structlog_which_drops_it():
+    """structlog keeps a library line's LogRecord in the event for its processors and
+    drops it before rendering: looking through it doubled the cost of a library line."""
+    record = logging.LogRecord("aiohttp.server", logging.INFO, __file__, 1, "hi %s", ("x",), None)
+    event = service.log_redaction.redact(None, "info", {"event": "hi", "_record": record})
+    assert event["_record"] is record

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
 
@@ -153,6 +154,20 @@ def http_rules(image: Path) -> dict[str, set[Binding]]:
     return rules
 
 
+def unrouted(image: Path) -> list[str]:
+    """What the route guard would miss in ``image``: each method of the service without
+    a ``google.api.http`` binding (docs/api.md, "HTTP/JSON": every RPC has one), or that
+    the image has no method of the service at all. Either means the image was read
+    wrongly (say, its options lost), and a guard comparing no routes passes whatever
+    changed."""
+    rules = http_rules(image)
+    service = krypkasino_pb2.DESCRIPTOR.services_by_name["KrypkasinoService"]
+    rpcs = {f"{service.full_name}/{method.name}" for method in service.methods}
+    if not rules.keys() & rpcs:
+        return [f"no method of {service.full_name}; read {sorted(rules)}"]
+    return [f"{method} has no HTTP rule" for method, found in sorted(rules.items()) if not found]
+
+
 def build_image(workspace: Path, image: Path) -> Path:
     built = run_buf(workspace, "build", "proto", "--exclude-source-info", "-o", str(image))
     assert built.returncode == 0, built.stdout + built.stderr
@@ -183,8 +198,33 @@ def test_the_released_http_routes_are_kept(released: Path, working_image: Path) 
     changed, which breaks every HTTP client of the released route (a mutation review:
     only test_http_gateway.py's literal route list caught it). Every released binding of
     ``google.api.http`` stays as it was; a method or binding may be added."""
-    assert http_rules(released), f"{released.name} holds no HTTP rules: read them wrongly?"
+    assert not unrouted(released), f"{released.name} read wrongly: {unrouted(released)}"
     assert not changed_routes(released, working_image)
+
+
+def test_an_image_read_without_its_routes_fails_the_guard(tmp_path: Path) -> None:
+    """The guard of test_the_released_http_routes_are_kept fails on an image whose options
+    are gone (a mutation review: it asked only for a non-empty map, which an image with
+    no rule at all gives), and on one without the service."""
+    images = descriptor_pb2.FileDescriptorSet.FromString(NEWEST.read_bytes())
+    for file in images.file:
+        for service in file.service:
+            for method in service.method:
+                method.ClearField("options")
+    stripped = tmp_path / "stripped.binpb"
+    stripped.write_bytes(images.SerializeToString())
+    assert unrouted(stripped) == [
+        f"cardrules.krypkasino.v1.KrypkasinoService/{name} has no HTTP rule"
+        for name in sorted(["NewGame", "LegalMoves", "Play", "Score", "GetView"])
+    ]
+    for file in images.file:
+        del file.service[:]
+    serviceless = tmp_path / "serviceless.binpb"
+    serviceless.write_bytes(images.SerializeToString())
+    assert unrouted(serviceless) == [
+        "no method of cardrules.krypkasino.v1.KrypkasinoService; read []"
+    ]
+    assert not unrouted(NEWEST)
 
 
 @pytest.mark.parametrize(

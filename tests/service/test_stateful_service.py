@@ -12,7 +12,9 @@ What it checks (design sections 3-5, K7.7, K7.8, K12-K13, K16):
   events, legal moves and score sheets (protobuf equality), on the current token, on
   another token of the same state (another nonce) and on stale tokens, whose plays fork
   the game (design section 4: a stateless server cannot refuse a replay, and a replayed
-  Play gives the same state id).
+  Play gives the same state id). They are asked all through the match, not mostly at
+  move 0: a run-ahead compares GetView and LegalMoves at every state it passes through,
+  across deal ends, and half the new games start played ahead.
 - A move the engine refuses is refused FAILED_PRECONDITION with exactly the refusal
   ``illegal_move_refusal`` makes of the engine's error: reason, rule ID, metadata and
   message (design section 5); one it takes, the server takes.
@@ -82,6 +84,9 @@ LONG = fuzz_examples(1) > 1
 MAX_DEALS_PER_PLAYER = 12 if LONG else 2
 MAX_TARGET = 400 if LONG else 60
 MAX_RUN_AHEAD = 800 if LONG else 200
+# Moves a new game may be played ahead: two deals of one deck (48 moves each: 52 cards,
+# 4 dealt to the table), one of two.
+MAX_AHEAD = 100
 DOCUMENTED = {reason.value for reason in Reason}
 # Seat tokens of the games of earlier examples, mixed into the foreign ones.
 EARLIER_KEPT = 500
@@ -265,6 +270,60 @@ class ServiceMachine(RuleBasedStateMachine):
             event("a match ended")
         return new_id
 
+    def _legal(self, game: Game, token: bytes, state: State, seat: int) -> list[Move]:
+        """K7.7: the seat's legal moves in the engine's order, none off turn; the moves the
+        server listed."""
+        response = self.client.legal_moves(
+            state=token, seat=seat, seat_token=game.seat_tokens[seat]
+        )
+        assert list(response.moves) == codec.legal_moves_to_proto(state, legal_moves(state, seat))
+        # One key seals and opens, so nothing is renewed.
+        assert not response.HasField("state") and not response.seat_token
+        if not state.over and seat == state.turn:
+            assert response.moves
+        return [codec.move_from_proto(listed.move) for listed in response.moves]
+
+    def _view(
+        self, game: Game, state_id: str, token: bytes, state: State, seat: int | None
+    ) -> None:
+        """Design section 3: the public view, or a seat's with its hand."""
+        if seat is None:
+            response = self.client.get_view(state=token)
+        else:
+            response = self.client.get_view(
+                state=token, seat=seat, seat_token=game.seat_tokens[seat]
+            )
+        assert response.view.state_id == state_id
+        assert response.view == expected_view(state, game.game_id, seat)
+        assert not response.HasField("state")
+
+    def _compare(self, game: Game, rnd: random.Random) -> list[Move]:
+        """GetView (of a random seat, or the public one) and LegalMoves (of the seat on
+        turn, at times of another) of the current state, as the engine answers them; the
+        moves listed for the seat on turn (none when the match is over)."""
+        token, state = game.states[game.current]
+        seat = rnd.randrange(state.players + 1)
+        self._view(game, game.current, token, state, seat if seat < state.players else None)
+        if rnd.random() < 0.2:
+            self._legal(game, token, state, rnd.randrange(state.players))
+        return self._legal(game, token, state, state.turn)
+
+    def _run_ahead(self, game: Game, rnd: random.Random, count: int) -> None:
+        """Up to ``count`` moves the server lists, on the current token, until the match
+        ends; the server's answers are compared with the engine's at every state on the way
+        (``_compare``, and Play's), so across whole deals and their ends, not only where
+        the other rules' picks land (a mutation review: the asks fell nearly all on move 0
+        and none where LegalMoves dropped a move on a move number out of seven)."""
+        for _ in range(count):
+            listed = self._compare(game, rnd)
+            token, state = game.states[game.current]
+            if state.over:
+                return
+            new_id = self._play(game, game.current, token, state, state.turn, rnd.choice(listed))
+            assert new_id is not None
+            game.current = new_id
+        self._compare(game, rnd)
+
     def _pick(self, data: st.DataObject, stale_bias: float = 0.3) -> tuple[Game, str, bytes, State]:
         """A game and one of its tokens: a stale one at times, else one of the current
         state's tokens."""
@@ -282,15 +341,26 @@ class ServiceMachine(RuleBasedStateMachine):
 
     # -- rules --------------------------------------------------------------------------
 
-    @initialize(config=configs(), seed=st.integers(0, 2**64 - 1))
-    def first_game(self, config: Config, seed: int) -> None:
-        self.new_game(config, seed, seeded=True)
+    @initialize(config=configs(), seed=st.integers(0, 2**64 - 1), ahead=st.integers(0, 2**32))
+    def first_game(self, config: Config, seed: int, ahead: int) -> None:
+        self.new_game(config, seed, seeded=True, ahead=ahead)
 
-    @rule(config=configs(), seed=st.integers(0, 2**64 - 1), seeded=st.booleans())
-    def new_game(self, config: Config, seed: int, seeded: bool) -> None:
+    @rule(
+        config=configs(),
+        seed=st.integers(0, 2**64 - 1),
+        seeded=st.booleans(),
+        ahead=st.integers(0, 2**32),
+    )
+    def new_game(self, config: Config, seed: int, seeded: bool, ahead: int) -> None:
+        """A new game; half of them played ahead first (``_run_ahead``, ``MAX_AHEAD``), so
+        that the rules which pick a game's current state find it mid-deal or in a later
+        deal, not only at move 0."""
         game = self._new_game(config, seed if seeded else None)
         if game is not None:
             self.games.append(game)
+            rnd = random.Random(ahead)
+            if rnd.random() < 0.5:
+                self._run_ahead(game, rnd, rnd.randint(1, MAX_AHEAD))
 
     @rule(data=st.data())
     def new_game_out_of_bounds(self, data: st.DataObject) -> None:
@@ -315,15 +385,7 @@ class ServiceMachine(RuleBasedStateMachine):
     def ask_legal_moves(self, data: st.DataObject) -> None:
         """K7.7: the seat's legal moves in the engine's order, none off turn."""
         game, _, token, state = self._pick(data)
-        seat = index(data, game.config.players)
-        response = self.client.legal_moves(
-            state=token, seat=seat, seat_token=game.seat_tokens[seat]
-        )
-        assert list(response.moves) == codec.legal_moves_to_proto(state, legal_moves(state, seat))
-        # One key seals and opens, so nothing is renewed.
-        assert not response.HasField("state") and not response.seat_token
-        if not state.over and seat == state.turn:
-            assert response.moves
+        self._legal(game, token, state, index(data, game.config.players))
 
     @precondition(lambda self: self.games)
     @rule(data=st.data())
@@ -335,9 +397,8 @@ class ServiceMachine(RuleBasedStateMachine):
         if state.over:
             return
         seat = state.turn
-        listed = self.client.legal_moves(state=token, seat=seat, seat_token=game.seat_tokens[seat])
-        move = codec.move_from_proto(listed.moves[raw_index % len(listed.moves)].move)
-        new_id = self._play(game, state_id, token, state, seat, move)
+        listed = self._legal(game, token, state, seat)
+        new_id = self._play(game, state_id, token, state, seat, listed[raw_index % len(listed)])
         assert new_id is not None
         if state_id == game.current:
             game.current = new_id
@@ -347,17 +408,10 @@ class ServiceMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.games)
     @rule(data=st.data(), count=st.integers(5, MAX_RUN_AHEAD))
     def run_ahead(self, data: st.DataObject, count: int) -> None:
-        """Many legal moves on the current token, to reach deal and match ends."""
+        """Many listed moves on the current token, to reach deal and match ends, every
+        answer on the way compared (``_run_ahead``)."""
         game = data.draw(st.sampled_from(self.games))
-        rnd = random.Random(data.draw(st.integers(0, 2**32)))
-        for _ in range(count):
-            token, state = game.states[game.current]
-            if state.over:
-                break
-            move = rnd.choice(legal_moves(state, state.turn))
-            new_id = self._play(game, game.current, token, state, state.turn, move)
-            assert new_id is not None
-            game.current = new_id
+        self._run_ahead(game, random.Random(data.draw(st.integers(0, 2**32))), count)
 
     @precondition(lambda self: self.games)
     @rule(data=st.data())
@@ -420,17 +474,8 @@ class ServiceMachine(RuleBasedStateMachine):
     def get_view(self, data: st.DataObject, with_seat: bool) -> None:
         """Design section 3: the public view, or a seat's with its hand."""
         game, state_id, token, state = self._pick(data)
-        seat: int | None = None
-        if with_seat:
-            seat = index(data, game.config.players)
-            response = self.client.get_view(
-                state=token, seat=seat, seat_token=game.seat_tokens[seat]
-            )
-        else:
-            response = self.client.get_view(state=token)
-        assert response.view.state_id == state_id
-        assert response.view == expected_view(state, game.game_id, seat)
-        assert not response.HasField("state")
+        seat = index(data, game.config.players) if with_seat else None
+        self._view(game, state_id, token, state, seat)
 
     @precondition(lambda self: self.games)
     @rule(data=st.data())

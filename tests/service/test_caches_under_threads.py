@@ -4,15 +4,13 @@ results of serial calls, and never more entries than the limit."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from engine.krypkasino import Config, open_game, view
+from engine.krypkasino import view
 from service import view_codec
 from service.identity_memo import IdentityMemo
 from service.view_codec import view_to_proto
-from tests.engine.krypkasino.helpers import finish_deal
+from tests.engine.krypkasino.helpers import distinct_states
 from tests.thread_hammer import hammer
 
 LIMIT = 32
@@ -41,15 +39,8 @@ def test_api_views_from_threads_equal_the_serial_ones_and_the_templates_keep_the
     unlocked, its eviction raised RuntimeError and let it grow past its limit."""
     monkeypatch.setattr(view_codec, "_TEMPLATE_LIMIT", LIMIT)
     monkeypatch.setattr(view_codec, "_TEMPLATES", {})
-    states = []
-    for seed in range(32):
-        state, _ = open_game(Config(2, match_deals=2), seed=seed)
-        states.append(state)
-        while not state.over:
-            state, _ = finish_deal(state)
-            states.append(state)
     # A config object per state: as many template keys as states, three times the limit.
-    views = [view(replace(state, config=replace(state.config))) for state in states]
+    views = [view(state) for state in distinct_states()]
     serial = [view_to_proto(v, "g", "s").SerializeToString(deterministic=True) for v in views]
     assert len(set(serial)) == len(views)
 

@@ -20,6 +20,7 @@ from engine.krypkasino import (
     State,
     legal_moves,
     new_game,
+    open_game,
     play,
     score_deal,
     table_moves,
@@ -226,6 +227,20 @@ def finish_deal(state: State) -> tuple[State, list[Event]]:
         state, new = play(state, state.turn, move)
         events.extend(new)
     return state, events
+
+
+def distinct_states(matches: int = 32) -> list[State]:
+    """Each deal's opening state and the final state of ``matches`` two-deal matches,
+    each state with a config object of its own: three cache keys per match for the
+    caches keyed by the config's identity (the thread tests)."""
+    states = []
+    for seed in range(matches):
+        state, _ = open_game(Config(2, match_deals=2), seed=seed)
+        states.append(state)
+        while not state.over:
+            state, _ = finish_deal(state)
+            states.append(state)
+    return [replace(state, config=replace(state.config)) for state in states]
 
 
 def piles_from_events(events: Iterable[Event], players: int) -> list[list[Card]]:

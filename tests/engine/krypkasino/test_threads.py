@@ -3,31 +3,15 @@ in-process"): views equal the serial ones and the view cache keeps its limit."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from engine.krypkasino import Config, State, open_game, view
+from engine.krypkasino import view
 from engine.krypkasino import views as views_module
 from engine.krypkasino.views import View
-from tests.engine.krypkasino.helpers import finish_deal
+from tests.engine.krypkasino.helpers import distinct_states
 from tests.thread_hammer import hammer
 
 LIMIT = 32
-
-
-def distinct_states() -> list[State]:
-    """Each deal's opening state and the final state of 32 two-deal matches, each
-    state with a config object of its own: 96 cache keys, three times the limit, so
-    nearly every view misses."""
-    states = []
-    for seed in range(32):
-        state, _ = open_game(Config(2, match_deals=2), seed=seed)
-        states.append(state)
-        while not state.over:
-            state, _ = finish_deal(state)
-            states.append(state)
-    return [replace(state, config=replace(state.config)) for state in states]
 
 
 def test_views_from_threads_equal_the_serial_ones_and_the_cache_keeps_its_limit(

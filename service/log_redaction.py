@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
 from types import ModuleType
 from typing import cast
@@ -116,26 +116,29 @@ def _scrub(value: object, depth: int = 0) -> object:
 
 
 class _NotLookedThrough(str):
-    """``_scrub``'s word for a value nested too deep to look through: no secret found, so
-    an object it stands in is shown by its ``repr`` (``_holds_secret``)."""
+    """``_scrub``'s word for a value nested too deep to look through: not a secret found,
+    but what it stands in may hold one (``_scrubbed_object``)."""
 
     __slots__ = ()
 
 
-def _holds_secret(scrubbed: object) -> bool:
-    """Whether ``_scrub`` hid a secret in ``scrubbed``: a ``REDACTED`` of its own, not only
-    the values too deep to look through. A Logger, or a tree's node with a link to its
-    parent, nests deeper than ``_MAX_DEPTH``, and was written as the mapping of its
-    attributes 8 levels deep (a line of 154,142 characters) in place of its ``repr``."""
-    if isinstance(scrubbed, _NotLookedThrough):
-        return False
+def _holds(scrubbed: object, kind: Callable[[str], bool]) -> bool:
+    """Whether ``scrubbed`` (what ``_scrub`` made) holds a text of ``kind``."""
     if isinstance(scrubbed, str):
-        return REDACTED in scrubbed
+        return kind(scrubbed)
     if isinstance(scrubbed, dict):
-        return any(_holds_secret(key) or _holds_secret(item) for key, item in scrubbed.items())
+        return any(_holds(key, kind) or _holds(item, kind) for key, item in scrubbed.items())
     if isinstance(scrubbed, list | tuple):
-        return any(_holds_secret(item) for item in scrubbed)
+        return any(_holds(item, kind) for item in scrubbed)
     return False
+
+
+def _a_secret(text: str) -> bool:
+    return REDACTED in text and not isinstance(text, _NotLookedThrough)
+
+
+def _too_deep(text: str) -> bool:
+    return isinstance(text, _NotLookedThrough)
 
 
 # Shown as they are: values (a str or an int of a subclass too), and what orjson writes
@@ -148,7 +151,8 @@ def _scrubbed_object(value: object, depth: int) -> object:
 
     The mapping of its attributes (``__dict__`` and ``__slots__``), as a dataclass is,
     when one of them is a secret or holds one (``argparse.Namespace(state_keys=KEY)``);
-    else (none found, if nested too deep to look through all) its ``repr``, which the renderer would write, with each state key in it hidden
+    its type alone when none was found but some of it nested too deep to look through;
+    else its ``repr``, which the renderer would write, with each state key in it hidden
     (``config.hide_keys``): a key under no secret name (``Namespace(host=KEY)``, an
     exception's message) is known by its look alone. An exception is shown by its
     arguments scrubbed where they hold a secret. An object that says how it is shown
@@ -161,8 +165,13 @@ def _scrubbed_object(value: object, depth: int) -> object:
     attributes = _attributes(value)
     if attributes:
         scrubbed = _scrub(attributes, depth)
-        if _holds_secret(scrubbed):
+        if _holds(scrubbed, _a_secret):
             return scrubbed
+        if _holds(scrubbed, _too_deep):
+            # Its repr would show what lies deeper than was looked through (a Namespace's
+            # request eight lists down, seat token and all), and its mapping could be
+            # huge (a Logger's, with its manager and parents: 154,142 characters).
+            return _NotLookedThrough(f"{REDACTED} {type(value).__name__} nested too deep")
     return hide_keys(repr(value))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import collections
 import contextlib
 import dataclasses
@@ -1271,21 +1272,31 @@ class _Node:
         self.children = [_Node(depth - 1, self) for _ in range(4)] if depth else []
 
 
-def test_an_object_nested_too_deep_without_a_secret_is_shown_by_its_repr(capsys):
+def test_an_object_nested_too_deep_without_a_secret_found_is_shown_by_its_type(capsys):
     """A Logger, or a tree's node with a link to its parent, nests deeper than the 8
-    levels looked through: the placeholder of what was too deep read as a secret hidden,
-    and the object was written as the mapping of its attributes 8 levels deep (lines of
-    154,142 and 64,226 characters, a review). A secret within the 8 levels still makes
-    the mapping."""
+    levels looked through: written as the mapping of its attributes 8 levels deep, its
+    lines were of 154,142 and 64,226 characters (a review), and by its repr, a Namespace
+    showed a request's seat token nested eight lists down (another). A secret within the
+    8 levels still makes the mapping; an object nesting no deeper is shown by its repr."""
     configure_logging("json")
     root = _Node(7)
     leaf = root.children[0].children[0]
-    get_logger("t").info("objects", tree=root, leaf=leaf, value=logging.getLogger("cardrules"))
+    request = pb.LegalMovesRequest(seat=1, seat_token=SECRET.encode())
+    deep = argparse.Namespace(batch=[[[[[[[[request]]]]]]]])
+    get_logger("t").info(
+        "objects", tree=root, leaf=leaf, value=logging.getLogger("cardrules"), deep=deep
+    )
     out = capsys.readouterr().out
     (line,) = json_lines(out)
-    assert len(out) < 400
-    assert (line["tree"], line["leaf"]) == (repr(root), repr(leaf))
-    assert line["value"] == repr(logging.getLogger("cardrules"))
+    assert len(out) < 400 and SECRET not in out
+    assert (line["tree"], line["leaf"], line["value"], line["deep"]) == (
+        "[REDACTED] _Node nested too deep",
+        "[REDACTED] _Node nested too deep",
+        "[REDACTED] Logger nested too deep",
+        "[REDACTED] Namespace nested too deep",
+    )
+    get_logger("t").info("shallow", value=argparse.Namespace(players=4))
+    assert json_lines(capsys.readouterr().out)[0]["value"] == "Namespace(players=4)"
     secret_inside = _Node(1)
     secret_inside.children[0].seat_token = SECRET  # type: ignore[attr-defined]
     get_logger("t").info("a secret", tree=secret_inside)

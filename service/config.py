@@ -737,7 +737,7 @@ def hide_keys(text: str) -> str:
     lower-case ones and a digit, and fewer pairs of lower-case letters side by side than
     9 in 20 of its letters. So a key with up to 5 letters glued to it (``x$KEY``,
     ``KEY_old``), or cut short to 40, 41 or 42 of its 43 (``${KEY:0:42}``, leaving 16 bits
-    or fewer to guess), is hidden; about one such key in 1,000 looks otherwise, and is
+    or fewer to guess), is hidden; about two such keys in 1,000 look otherwise, and are
     shown. Words made of words (``/home/Alice2/cardrules/deploy/staging-state-keys``,
     ``Http2ServerUpgradeCodecFactoryBeanPostProcessor3``) hold more such pairs, and are
     shown, as are words of one case or without a digit (hex digests) and longer words. A

@@ -149,8 +149,8 @@ def run_serve(args: argparse.Namespace) -> int:
 def _hold_closed_std_descriptors() -> None:
     """Put ``/dev/null`` on stdin and stderr if the server was started with either
     closed (``<&-``, ``2>&-``), as daemons do: the next file opened took the free
-    descriptor, so that grpc's core wrote its error lines (one per call with a malformed
-    ``grpc-timeout`` header, which any client can send) into the metrics folder's lock
+    descriptor, so that grpc's core wrote its error lines (one per connection with a
+    malformed ``grpc-timeout`` header, which any client can send) into the metrics folder's lock
     file, without bound, or onto a listening socket. Their lines and Python's are
     discarded then (docs/operations.md, "Configuration"). A closed stdout is refused
     later, with its own line; it is left closed, and nothing opened meanwhile stays open.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from service.errors import invalid_argument
-from service.http_json import withheld
+from service.http_json import echoed
 
 GRPC_TIMEOUT_HEADER = "Grpc-Timeout"
 TIMEOUT_INVALID = "TIMEOUT_INVALID"
@@ -37,7 +37,7 @@ def timeout_seconds(value: str) -> float:
             f"the {GRPC_TIMEOUT_HEADER} header must be 1 to 8 digits and a unit, H, M, S, "
             "m (milliseconds), u or n, as in gRPC: 500m",
             None,
-            grpc_timeout=withheld(value) or value[:_ECHOED_CHARS],
+            grpc_timeout=echoed(value, _ECHOED_CHARS),
         )
     digits, unit = match.groups()
     return int(digits) * _SECONDS_PER_UNIT[unit]

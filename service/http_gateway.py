@@ -99,10 +99,10 @@ from service.http_cors import CorsPolicy, is_preflight
 from service.http_json import (
     JSON_TYPE,
     JSON_WHITE_SPACE,
+    echoed,
     message_json,
     parse_request,
     status_json,
-    withheld,
 )
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
 from service.listen import listen_hosts
@@ -135,13 +135,6 @@ _HTTP_STATUS_OF_REASON = {
     REQUEST_TOO_LARGE: 413,
 }
 _ECHOED_CHARS = 120
-
-
-def _echoed(text: str) -> str:
-    """What a refusal's metadata says of a path or header the client sent: its first
-    ``_ECHOED_CHARS`` characters, or only its length where it reads as a token (a seat
-    token put in a URL, ``/games/TOKEN``, is never handed back: design section 4)."""
-    return withheld(text) or text[:_ECHOED_CHARS]
 
 
 # A path no route took is logged only when it looks like a route, or is a slip from one
@@ -232,7 +225,7 @@ def _type_refusal(request: web.Request) -> ServiceError | None:
             grpc.StatusCode.INVALID_ARGUMENT,
             UNSUPPORTED_MEDIA_TYPE,
             f"the body must be {JSON_TYPE} (UTF-8)",
-            content_type=_echoed(content_type),
+            content_type=echoed(content_type, _ECHOED_CHARS),
         )
     return None
 
@@ -442,7 +435,7 @@ class HttpGateway:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 UNSUPPORTED_MEDIA_TYPE,
                 "the body may be sent as it is or with Content-Encoding gzip or deflate",
-                content_encoding=_echoed(coding),
+                content_encoding=echoed(coding, _ECHOED_CHARS),
             )
         if self._too_large_by_length(request):
             return request_too_large("body", self._max_request_bytes * JSON_BODY_FACTOR)
@@ -531,7 +524,7 @@ class HttpGateway:
                 grpc.StatusCode.NOT_FOUND,
                 NOT_FOUND_ROUTE,
                 f"no route for this path{near}",
-                path=_echoed(path),
+                path=echoed(path, _ECHOED_CHARS),
             )
             logged = path if _shown_in_log(path, near) else _length_of(path)
             return self._unrouted(request, request_id, refusal, headers, logged)

@@ -523,6 +523,13 @@ def withheld(text: str) -> str | None:
     return f"[{len(text)} characters, not shown: it reads as a token]"
 
 
+def echoed(text: str, chars: int) -> str:
+    """What a refusal's metadata says of a path or header the client sent: its first
+    ``chars`` characters, or only its length where it reads as a token (a seat token
+    put in a URL, ``/games/TOKEN``, is never handed back: design section 4)."""
+    return withheld(text) or text[:chars]
+
+
 def _reads_as_token(text: str) -> bool:
     """Whether ``text`` holds a run of ``_TOKEN_LIKE`` (a row of ``_SYMBOL_ROW`` ends one)
     that looks drawn at random: it holds an upper-case and a lower-case letter, or, in one

@@ -57,6 +57,15 @@ def health(channel: grpc.Channel) -> Any:
 # -- cards ------------------------------------------------------------------------
 
 
+def dealt(view: pb.View) -> pb.View:
+    """The view without what names one particular game (its id, and the state id that hashes it)."""
+    copy = pb.View()
+    copy.CopyFrom(view)
+    copy.ClearField("game_id")
+    copy.ClearField("state_id")
+    return copy
+
+
 def card_proto(card: Card) -> cards_pb2.Card:
     """The API card of an engine card code (rank and suit enums start at 1, K1.1)."""
     return cards_pb2.Card(

@@ -60,6 +60,7 @@ from engine.cards import card_str, full_deck
 from engine.krypkasino import Config, Reason, legal_moves, new_game, play, score
 from service.calls import request_id_from
 from service.tokens import KeyRing
+from tests.service.grpc_helpers import dealt
 from tests.service.server_process import ServerProcess, free_port, running
 from tests.sizes import fuzz_examples
 from tests.source_imports import imported_top_level_modules
@@ -127,15 +128,6 @@ async def async_game(
         view = (await client.get_view(state=state, seat=seat, seat_token=tokens[seat])).view
         assert view.seat == seat
     return steps, await client.score(pb.ScoreRequest(state=state))
-
-
-def dealt(view: pb.View) -> pb.View:
-    """The view without what names one particular game (its id, and the state id that hashes it)."""
-    copy = pb.View()
-    copy.CopyFrom(view)
-    copy.ClearField("game_id")
-    copy.ClearField("state_id")
-    return copy
 
 
 def test_sync_client_plays_a_seeded_game_exactly_as_the_engine(grpc_target: str) -> None:

@@ -23,7 +23,7 @@ import grpc
 import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from tests.service.grpc_helpers import Refusal, Stub, connect, game_state, refused, seal
+from tests.service.grpc_helpers import Refusal, Stub, connect, dealt, game_state, refused, seal
 from tests.service.server_process import (
     TEST_KEY,
     ServerProcess,
@@ -112,17 +112,8 @@ def game(stubs: dict[str, Stub]) -> pb.NewGameResponse:
     it as upb would: both servers seal under the test key."""
     request = pb.NewGameRequest(config=pb.GameConfig(players=2, rules=RULES), seed=1)
     answers = {runtime: stub.NewGame(request) for runtime, stub in stubs.items()}
-    assert same_game(answers["python"].view) == same_game(answers["upb"].view)
+    assert dealt(answers["python"].view) == dealt(answers["upb"].view)
     return answers["python"]
-
-
-def same_game(view: pb.View) -> pb.View:
-    """``view`` without its game's id and state id, which are random."""
-    copy = pb.View()
-    copy.CopyFrom(view)
-    copy.ClearField("game_id")
-    copy.ClearField("state_id")
-    return copy
 
 
 def test_the_pure_python_server_plays_a_game_with_rule_flags(stubs, game):

@@ -56,6 +56,7 @@ import asyncio
 import contextlib
 import functools
 import re
+import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +106,7 @@ from service.http_json import (
     status_json,
 )
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
-from service.listen import listen_hosts
+from service.listen import is_wildcard, listen_hosts
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
 from service.spelling import nearest
@@ -899,7 +900,8 @@ async def start_http(
     keepalive_seconds: float = KEEPALIVE_SECONDS,
 ) -> HttpServer:
     """Listen on ``host:port`` (0 = any free port) in the running event loop; a wildcard
-    host on IPv4 and IPv6 alike, as gRPC serves it (``service.listen``)."""
+    host on IPv4 and IPv6 alike, as gRPC serves it (``service.listen``), a name on every
+    address it resolves to; all of them on one port."""
     runner = web.AppRunner(
         gateway.application(),
         access_log=None,
@@ -909,14 +911,32 @@ async def start_http(
     )
     await runner.setup()
     try:
-        for address in listen_hosts(host):
+        for address in await _listen_addresses(host):
             site = web.TCPSite(runner, address, port, reuse_port=reuse_port or None)
             await site.start()
-            port = _bound_port(runner.addresses)  # port 0: one port for both families
+            port = _bound_port(runner.addresses)  # port 0: one port for every address
     except BaseException:
         await runner.cleanup()
         raise
     return HttpServer(gateway, runner, port, grace_seconds)
+
+
+async def _listen_addresses(host: str) -> list[str]:
+    """The addresses to bind for ``host``, one site each: a wildcard's (``listen_hosts``),
+    or every address a name resolves to, numeric, an IPv6 scope id kept (``fe80::1%eth0``).
+
+    Resolved here, not by each site: a site given a name binds every address it resolves
+    to, each on a port of its own when the port is 0, of which the ``listening`` line
+    could name one alone.
+    """
+    if is_wildcard(host):
+        return list(listen_hosts(host))
+    found = await asyncio.get_running_loop().getaddrinfo(
+        host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+    # dict: a name listed twice in /etc/hosts resolves to one address twice, bound once.
+    return list(dict.fromkeys(socket.getnameinfo(address, numeric)[0] for *_, address in found))
 
 
 def _bound_port(addresses: Iterable[Any]) -> int:

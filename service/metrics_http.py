@@ -135,28 +135,51 @@ class _QuietHandler(WSGIRequestHandler):
         """No access log: Prometheus scrapes every 15 s."""
 
 
+class _Connections:
+    """The connections served at once, at most ``max_connections`` of them across every
+    socket of the metrics port (one per address its host resolves to)."""
+
+    def __init__(self, max_connections: int) -> None:
+        self.max_connections = max_connections
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.thread_refusals = _ThreadRefusals()
+
+    def wait(self, timeout: float) -> None:
+        """Wait, at most ``timeout`` seconds, until no connection is served (every slot
+        is free); for after ``shutdown``, when no new one can take a slot."""
+        deadline = time.monotonic() + timeout
+        taken = 0
+        try:
+            while taken < self.max_connections and self.slots.acquire(
+                timeout=max(0.0, deadline - time.monotonic())
+            ):
+                taken += 1
+        finally:
+            for _ in range(taken):
+                self.slots.release()
+
+
 class _BoundedServer(ThreadingMixIn, WSGIServer):
-    """A thread per connection, at most ``max_connections`` of them, each connection
-    closed ``deadline_seconds`` after it was accepted."""
+    """A thread per connection, at most ``connections.max_connections`` of them, each
+    connection closed ``deadline_seconds`` after it was accepted."""
 
     daemon_threads = True
 
     def __init__(
         self,
-        address: tuple[str, int],
+        address: tuple[Any, ...],
         handler: type[WSGIRequestHandler],
         *,
         family: socket.AddressFamily,
         dual_stack: bool,
         deadline_seconds: float,
-        max_connections: int,
+        connections: _Connections,
     ) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it makes the socket
         self._dual_stack = dual_stack
         self.deadline_seconds = deadline_seconds
-        self._max_connections = max_connections
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self.thread_refusals = _ThreadRefusals()
+        self._slots = connections.slots
+        self.thread_refusals = connections.thread_refusals
         super().__init__(address, handler)
 
     def server_bind(self) -> None:
@@ -190,35 +213,27 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         line with the traceback, where socketserver printed lines of its own to stderr."""
         _log.exception("metrics connection failed")
 
-    def wait_for_connections(self, timeout: float) -> None:
-        """Wait, at most ``timeout`` seconds, until no connection is served (every slot
-        is free); for after ``shutdown``, when no new one can take a slot."""
-        deadline = time.monotonic() + timeout
-        taken = 0
-        try:
-            while taken < self._max_connections and self._slots.acquire(
-                timeout=max(0.0, deadline - time.monotonic())
-            ):
-                taken += 1
-        finally:
-            for _ in range(taken):
-                self._slots.release()
-
 
 class MetricsHTTP:
-    """A running ``/metrics`` HTTP server; call it to shut it down."""
+    """A running ``/metrics`` HTTP server, on one socket or more (one per address its
+    host resolves to); call it to shut it down."""
 
-    def __init__(self, server: _BoundedServer) -> None:
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
-        self._thread.start()
+    def __init__(self, servers: list[_BoundedServer], connections: _Connections) -> None:
+        self._servers = servers
+        self._connections = connections
+        self._threads = [
+            threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+            for server in servers
+        ]
+        for thread in self._threads:
+            thread.start()
         self._lock = threading.Lock()
         self._stopped = False
 
     @property
     def port(self) -> int:
-        """The bound port (useful when started on port 0)."""
-        return int(self._server.server_port)
+        """The bound port, every socket's (useful when started on port 0)."""
+        return int(self._servers[0].server_port)
 
     def __call__(self) -> None:
         """Stop serving and release the port, then let the scrapes under way finish
@@ -227,10 +242,12 @@ class MetricsHTTP:
             if self._stopped:
                 return
             self._stopped = True
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-        self._server.wait_for_connections(STOP_WAIT_SECONDS)
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        for thread in self._threads:
+            thread.join()
+        self._connections.wait(STOP_WAIT_SECONDS)
 
 
 def start_metrics_http(
@@ -241,28 +258,41 @@ def start_metrics_http(
     deadline_seconds: float = DEADLINE_SECONDS,
     max_connections: int = MAX_CONNECTIONS,
 ) -> MetricsHTTP:
-    """Serve ``registry`` on ``http://host:port/metrics`` (default port 9464) in a daemon thread.
+    """Serve ``registry`` on ``http://host:port/metrics`` (default port 9464) in daemon threads.
 
     A wildcard host is served on IPv4 and IPv6 alike, on one dual-stack socket as gRPC
-    serves it, or on IPv4 alone on a machine without IPv6 (``service.listen``).
+    serves it, or on IPv4 alone on a machine without IPv6 (``service.listen``). A name
+    is served on every address it resolves to (``localhost``: often ``::1`` and
+    ``127.0.0.1``), one socket each, all on one port: with port 0, the port the first
+    got. Each address is bound as resolved, an IPv6 scope id with it (``fe80::1%eth0``).
     Start it after any fork: a thread does not survive ``fork``.
     """
     hosts = listen_hosts(host)  # "::" on a machine without IPv6: 0.0.0.0 alone
     dual = len(hosts) > 1
+    addresses: list[tuple[socket.AddressFamily, tuple[Any, ...]]]
     if dual:  # both families on one socket, as gRPC serves a wildcard
-        family, address = socket.AF_INET6, IPV6_WILDCARD
+        addresses = [(socket.AF_INET6, (IPV6_WILDCARD, port))]
     else:
-        family, _, _, _, found = socket.getaddrinfo(
-            hosts[0], port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        address = str(found[0])
-    server = _BoundedServer(
-        (address, port),
-        _QuietHandler,
-        family=family,
-        dual_stack=dual,
-        deadline_seconds=deadline_seconds,
-        max_connections=max_connections,
-    )
-    server.set_app(_failing_loudly(make_wsgi_app(registry)))
-    return MetricsHTTP(server)
+        found = socket.getaddrinfo(hosts[0], port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        # A name listed twice in /etc/hosts resolves to one address twice: bound once.
+        addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in found))
+    connections = _Connections(max_connections)
+    servers: list[_BoundedServer] = []
+    try:
+        for family, address in addresses:
+            server = _BoundedServer(
+                (address[0], port, *address[2:]),  # the flow info and scope id of IPv6
+                _QuietHandler,
+                family=family,
+                dual_stack=dual,
+                deadline_seconds=deadline_seconds,
+                connections=connections,
+            )
+            server.set_app(_failing_loudly(make_wsgi_app(registry)))
+            servers.append(server)
+            port = server.server_port  # port 0: the rest on the port the first got
+    except BaseException:
+        for server in servers:
+            server.server_close()
+        raise
+    return MetricsHTTP(servers, connections)

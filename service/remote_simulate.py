@@ -86,7 +86,7 @@ class RemoteTable:
         info = error_info(error)
         if not started and info is not None and info.reason == Reason.CHOSEN_DEAL_REFUSED:
             return RemoteError(f"{self.target}: {_CHOSEN_DEAL_REFUSED}", started=False)
-        details = error.details() or ""
+        details = printable(error.details() or "")
         return RemoteError(
             f"{self.target}: {error.code().name}: {details}{_hint(details)}", started=started
         )
@@ -106,6 +106,17 @@ _NOT_GRPC_HINT = (
     " (a server that is no gRPC server answered: --server takes the gRPC port, "
     "not the metrics port or another server's)"
 )
+
+
+def printable(text: str) -> str:
+    """``text`` on one line of printable characters, for a terminal: a tab or line break
+    as a space, any other control or invisible character escaped as ``repr`` writes it
+    (``\\x00``). grpc's details are not always words: with IPv6 switched off they
+    held a NUL and other control bytes after "Address family not supported by
+    protocol", which a terminal acts on (``\\x1b`` begins its commands)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else " " if c in "\t\n\r" else repr(c)[1:-1] for c in text)
 
 
 def _hint(details: str) -> str:

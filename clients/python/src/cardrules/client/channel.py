@@ -422,6 +422,8 @@ _URL_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")
 
 #: Target schemes that name no host:port: a socket path may end in ``:70000`` of its own.
 _OTHER_SCHEMES = ("unix", "unix-abstract", "vsock", "xds")
+#: Of those, the schemes of a Unix socket, whose target takes no authority.
+_SOCKET_SCHEMES = ("unix", "unix-abstract")
 
 
 #: A URI scheme followed by an authority, as in ``google-c2p:///NAME``.
@@ -454,7 +456,8 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     a host name to look up, and an empty target fails each call with
     ``UNKNOWN``, as does one that names no address after its authority
     (``dns://localhost:50051``, which has two slashes where ``dns:///localhost:50051``
-    has three), and an ``ipv4:`` or ``ipv6:`` address without a port
+    has three) or a Unix socket's that names an authority at all (``unix://tmp/x.sock``,
+    ``unix-abstract://name``), and an ``ipv4:`` or ``ipv6:`` address without a port
     (``ipv4:127.0.0.1``); a ``/`` or a path after the address (``localhost:50051/``,
     ``localhost:50051/cardrules``, which only an ``ipv4:`` or ``ipv6:`` list ignores),
     a ``,`` in a ``dns:`` or plain target (``localhost:50051,localhost:50052`` or
@@ -485,6 +488,22 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             "dns:///HOST:PORT or unix:///PATH"
         )
     scheme, _, rest = target.partition(":")
+    if scheme.lower() in _SOCKET_SCHEMES and rest.startswith("//"):
+        # grpc takes no authority in a socket's target (unix://tmp/x.sock names one,
+        # tmp): every call fails with UNKNOWN ("the target uri is not valid").
+        after = rest[2:]
+        if authority := re.split("[/?#]", after, maxsplit=1)[0]:
+            if scheme.lower() == "unix":
+                form = (
+                    f"{scheme}:/ABSOLUTE/PATH or {scheme}:///ABSOLUTE/PATH (three slashes), "
+                    f"e.g. {scheme}:///{after}"
+                )
+            else:
+                form = f"{scheme}:NAME, e.g. {scheme}:{after}"
+            raise ValueError(
+                f"{target!r} names an authority ({authority!r}), which a {scheme}: target "
+                f"takes none of: give {form}"
+            )
     if scheme.lower() in _OTHER_SCHEMES:
         return
     if scheme.lower() in _ADDRESS_SCHEMES:

@@ -315,6 +315,9 @@ class HttpGateway:
         # and the body waits to bring forward to it.
         self._bodies_end_at: float | None = None
         self._body_waits: set[asyncio.Timeout] = set()
+        #: Whether the drain's time ran out with requests in flight (their bodies refused
+        #: ``SERVER_STOPPING``): what the ``stopped`` line's ``grace_expired`` says.
+        self.drain_expired = False
         self._ready = True
         self._turns = TurnBudget(CALLS_PER_TURN)
         for service in services:
@@ -470,9 +473,15 @@ class HttpGateway:
         drops whatever its client still sends.
         """
         loop = asyncio.get_running_loop()
-        self._end_bodies_at(loop.time() + timeout)
+        end = loop.time() + timeout
+        busy = not self._idle.is_set()
+        self._end_bodies_at(end)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
+        # Not the TimeoutError alone: the bodies cut at the end end their requests at that
+        # very moment, and the wait may then return rather than time out (and with a
+        # timeout of 0, wait_for raises it however idle the gateway is).
+        self.drain_expired = busy and (not self._idle.is_set() or loop.time() >= end)
         self._end_bodies_at(loop.time())
 
     def _end_bodies_at(self, end: float) -> None:

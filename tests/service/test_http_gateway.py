@@ -1055,6 +1055,7 @@ def test_bodies_still_arriving_when_the_grace_ends_are_refused_and_logged_before
                 kept.write(PARTIAL_SCORE)
                 await kept.drain()
                 await asyncio.wait_for(stopping, 10)
+                assert gateway.drain_expired  # the stopped line's grace_expired
                 answers = [await next_answer(early_reader), await next_answer(kept_reader)]
             finally:
                 early.close()
@@ -1082,6 +1083,7 @@ def test_a_body_started_after_a_drain_that_found_nothing_in_flight_is_refused_at
             writer.write(HEALTHZ)
             await next_answer(reader)
             await asyncio.wait_for(gateway.drain(60), 5)
+            assert not gateway.drain_expired
             writer.write(PARTIAL_SCORE)
             head, status = await next_answer(reader)
         finally:
@@ -1099,6 +1101,7 @@ def test_the_drain_leaves_alone_a_body_wait_whose_time_has_come():
     async def main() -> None:
         gateway = krypkasino_gateway()
         await asyncio.wait_for(gateway.drain(0), 5)  # nothing in flight: at once
+        assert not gateway.drain_expired  # though wait_for(..., 0) raises TimeoutError
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.01) as wait:  # its time lies beyond the drain's end
                 await asyncio.sleep(5)

@@ -12,7 +12,13 @@ import http.client
 import json
 import signal
 import socket
+import threading
+from collections.abc import Iterator
 
+import grpc
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from tests.service.grpc_helpers import Stub, connect
 from tests.service.server_process import running
 from tests.service.test_http_server import wait_until_read
 
@@ -51,3 +57,53 @@ def test_a_body_the_stop_cut_is_a_503_server_stopping_that_clients_retry():
     ]
     [line] = server.log_events("request")
     assert (line["code"], line["reason"]) == ("Unavailable", "SERVER_STOPPING")
+    [warning] = server.log_events(GRACE_RAN_OUT)
+    assert warning["transports"] == ["http"]
+    assert [line["grace_expired"] for line in server.log_events("stopped")] == [True]
+
+
+PLAY = "/cardrules.krypkasino.v1.KrypkasinoService/Play"
+GRACE_RAN_OUT = "grace period ran out: calls still in flight were cut"
+
+
+def test_a_grpc_call_that_outlasts_the_grace_period_is_said_to_have_been_cut():
+    """A call to Play whose request never comes (a client stream that sends nothing) held
+    the stop for the whole grace period, and the log said nothing of it: ``stopped`` came
+    that much later, as after a clean stop."""
+    args = ("--drain-delay-seconds", "0.5", "--grace-seconds", "1")
+    sends = threading.Event()
+
+    def nothing() -> Iterator[pb.PlayRequest]:
+        sends.wait(30)
+        yield from ()
+
+    with running(args) as server, grpc.insecure_channel(server.target) as channel:
+        # A call first, so that the connection is up when the stream starts.
+        Stub(channel).NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=10)
+        play = channel.stream_unary(
+            PLAY,
+            request_serializer=pb.PlayRequest.SerializeToString,
+            response_deserializer=pb.PlayResponse.FromString,
+        )
+        call = play.future(nothing())
+        server.process.send_signal(signal.SIGTERM)  # the stream starts within the delay
+        assert server.process.wait(30) == 0
+        assert call.exception(10) is not None  # cut by the stop
+        sends.set()
+    [warning] = server.log_events(GRACE_RAN_OUT)
+    assert (warning["level"], warning["grace_seconds"], warning["transports"]) == (
+        "warning",
+        1.0,
+        ["grpc"],
+    )
+    [stopped] = server.log_events("stopped")
+    assert stopped["grace_expired"] is True
+
+
+def test_a_clean_stop_says_no_call_was_cut():
+    args = ("--drain-delay-seconds", "0.2", "--grace-seconds", "1")
+    with running(args) as server, connect(server.target) as stub:
+        stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=10)
+    assert not server.log_events(GRACE_RAN_OUT)
+    [stopped] = server.log_events("stopped")
+    assert stopped["grace_expired"] is False

@@ -374,11 +374,16 @@ async def _shut_down(
     for name in DRAINED_ON_SHUTDOWN:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     http.gateway.not_ready()
-    await signals.sleep(delay)
+    served = await _seconds_taken(signals.sleep(delay))
+    # StopSignals.drain_delay is 0 once a SIGINT has come: one that came during the
+    # delay cut it short, which the stopping line says (it came unexplained seconds early).
+    cut_by = "SIGINT" if delay > 0 and signals.drain_delay(delay) == 0 else None
     _log.info(
         "stopping",
         new_calls="refused",
         grace_seconds=config.grace_seconds,
+        drain_delay_served_seconds=round(served, 3),
+        drain_cut_by=cut_by,
         pid=os.getpid(),
     )
     grace = config.grace_seconds

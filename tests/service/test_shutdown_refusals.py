@@ -13,6 +13,7 @@ import json
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -100,10 +101,29 @@ def test_a_grpc_call_that_outlasts_the_grace_period_is_said_to_have_been_cut():
     assert stopped["grace_expired"] is True
 
 
-def test_a_clean_stop_says_no_call_was_cut():
+def test_a_clean_stop_says_no_call_was_cut_and_the_whole_drain_delay_served():
     args = ("--drain-delay-seconds", "0.2", "--grace-seconds", "1")
     with running(args) as server, connect(server.target) as stub:
         stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=10)
     assert not server.log_events(GRACE_RAN_OUT)
     [stopped] = server.log_events("stopped")
     assert stopped["grace_expired"] is False
+    [stopping] = server.log_events("stopping")
+    assert stopping["drain_cut_by"] is None
+    assert 0.2 <= float(str(stopping["drain_delay_served_seconds"])) < 3
+
+
+def test_a_sigint_that_cuts_the_drain_delay_short_is_named_on_the_stopping_line():
+    """``draining`` said ``drain_delay_seconds`` 3, and ``stopping`` came 0.4 s later
+    with nothing to say why."""
+    with running(("--drain-delay-seconds", "3", "--grace-seconds", "1")) as server:
+        server.process.send_signal(signal.SIGTERM)
+        server.wait_for_logs("draining")
+        time.sleep(0.4)
+        server.process.send_signal(signal.SIGINT)
+        assert server.process.wait(30) == 0
+    [draining] = server.log_events("draining")
+    assert (draining["signal"], draining["drain_delay_seconds"]) == ("SIGTERM", 3.0)
+    [stopping] = server.log_events("stopping")
+    assert stopping["drain_cut_by"] == "SIGINT"
+    assert 0.3 <= float(str(stopping["drain_delay_served_seconds"])) < 2.5

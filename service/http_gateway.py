@@ -27,9 +27,10 @@ reason                          HTTP  code                    when
                                                               path), a body that is not
                                                               decompressible, or whose chunk framing
                                                               breaks
-``BODY_TIMEOUT``                400   ``INVALID_ARGUMENT``    a body that did not arrive within 15 s,
-                                                              or by the end of a stopping server's
-                                                              drain
+``BODY_TIMEOUT``                400   ``INVALID_ARGUMENT``    a body that did not arrive within 15 s
+``SERVER_STOPPING``             503   ``UNAVAILABLE``         a body still arriving at the end of a
+                                                              stopping server's drain: sent again,
+                                                              it reaches another replica
 ``TIMEOUT_INVALID``             400   ``INVALID_ARGUMENT``    a ``Grpc-Timeout`` header that is not 1
                                                               to 8 digits and a unit
                                                               (``service.grpc_timeout``)
@@ -39,7 +40,7 @@ reason                          HTTP  code                    when
 ==============================  ====  ======================  ========================================
 
 ``HTTP_VERSION_NOT_SUPPORTED`` and a request's framing are judged first, on every path, and
-close the connection; on a route they, and the last seven, pass through the ``CallRunner``
+close the connection; on a route they, and the last eight, pass through the ``CallRunner``
 too. A request that waits for ``100 Continue`` gets it only when the gateway will read its
 body (``_reads_body``); else its final answer comes at once and, when a body was to follow,
 closes the connection, which would take that unsent body for the next request. A call
@@ -159,6 +160,10 @@ _ACCEPTED_CODINGS = ", ".join(sorted(CODINGS))
 # client that stalls (or a chunk the parser rejects mid-body) would hold the call forever.
 BODY_SECONDS = 15.0
 BODY_TIMEOUT = "BODY_TIMEOUT"
+# A body cut by the drain's end is no fault of its client's, and another replica can take
+# it: UNAVAILABLE, a 503 with Retry-After, which retry helpers retry (urllib3's Retry with
+# docs/api.md's status_forcelist), as a gRPC client retries a call its stopping server cut.
+SERVER_STOPPING = "SERVER_STOPPING"
 # How long a connection may stay idle between two requests, or take to send a request
 # head, unless --http-keepalive-seconds says otherwise (aiohttp's default is an hour):
 # 75 s, longer than the idle timeouts of common load balancers (60 s), so that they, not
@@ -173,7 +178,7 @@ KEEPALIVE_SECONDS = HTTP_KEEPALIVE_SECONDS
 # 1 cost throughput when both transports were loaded.
 CALLS_PER_TURN = 2
 # Refusals after which the connection's byte stream cannot be trusted or was never read.
-_CLOSING = frozenset({REQUEST_MALFORMED, BODY_TIMEOUT, HTTP_VERSION_NOT_SUPPORTED})
+_CLOSING = frozenset({REQUEST_MALFORMED, BODY_TIMEOUT, SERVER_STOPPING, HTTP_VERSION_NOT_SUPPORTED})
 # Of the body's refusals, also one too large: the rest of the body (chunked, or compressed
 # past the limit) is left unread, so the connection cannot carry another request. RFC 9110,
 # 10.1.1: an answer sent before the whole body says whether the connection stays.
@@ -311,6 +316,9 @@ class HttpGateway:
         # and the body waits to bring forward to it.
         self._bodies_end_at: float | None = None
         self._body_waits: set[asyncio.Timeout] = set()
+        #: Whether the drain's time ran out with requests in flight (their bodies refused
+        #: ``SERVER_STOPPING``): what the ``stopped`` line's ``grace_expired`` says.
+        self.drain_expired = False
         self._ready = True
         self._turns = TurnBudget(CALLS_PER_TURN)
         for service in services:
@@ -459,16 +467,22 @@ class HttpGateway:
     async def drain(self, timeout: float) -> None:
         """Wait until no request is in flight (a body still arriving included), at most ``timeout``.
 
-        A body still arriving when the drain ends is refused then (``BODY_TIMEOUT``), so
+        A body still arriving when the drain ends is refused then (``SERVER_STOPPING``), so
         that its call is answered, logged and counted before the connections close: at
         the end of ``timeout``, or as soon as nothing was in flight, since a request can
         start on a kept-alive connection just then, and aiohttp's shutdown, which follows,
         drops whatever its client still sends.
         """
         loop = asyncio.get_running_loop()
-        self._end_bodies_at(loop.time() + timeout)
+        end = loop.time() + timeout
+        busy = not self._idle.is_set()
+        self._end_bodies_at(end)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
+        # Not the TimeoutError alone: the bodies cut at the end end their requests at that
+        # very moment, and the wait may then return rather than time out (and with a
+        # timeout of 0, wait_for raises it however idle the gateway is).
+        self.drain_expired = busy and (not self._idle.is_set() or loop.time() >= end)
         self._end_bodies_at(loop.time())
 
     def _end_bodies_at(self, end: float) -> None:
@@ -662,11 +676,11 @@ class HttpGateway:
             )
         except TimeoutError:
             if wait.when() == self._bodies_end_at:
-                return invalid_argument(
-                    BODY_TIMEOUT,
+                return _refusal(
+                    grpc.StatusCode.UNAVAILABLE,
+                    SERVER_STOPPING,
                     "the server is stopping, and the body did not arrive in time: send the "
                     "request again",
-                    "",
                 )
             return invalid_argument(
                 BODY_TIMEOUT, f"the body did not arrive within {self._body_seconds:g} s", ""

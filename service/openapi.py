@@ -249,7 +249,7 @@ class ErrorResponse:
 # error responses of each operation, and the reasons each lists, are these
 # (tests/service/test_http_openapi_reasons.py provokes them of a real server). Any route
 # meets the gateway's own (http_gateway, http_json) and the call's: a body or framing
-# refused, a deadline passed, a bug. The rest are the RPCs' own (krypkasino_api.py):
+# refused, a body cut by the server's stop, a deadline passed, a bug. The rest are the RPCs' own (krypkasino_api.py):
 # a state token's (``_open``, tokens.py), a seat's (``_authorise``, ``_seat_missing``),
 # a move's (``play``, the engine's reasons) and NewGame's request. FIELD_UNKNOWN is
 # gRPC's alone (over HTTP an unknown field is JSON_INVALID), CLIENT_GONE is answered to
@@ -260,6 +260,7 @@ _ANY_ROUTE = frozenset(
         "REQUEST_MALFORMED",
         "JSON_INVALID",
         "BODY_TIMEOUT",
+        "SERVER_STOPPING",
         "TIMEOUT_INVALID",
         "METHOD_NOT_ALLOWED",
         "REQUEST_TOO_LARGE",
@@ -338,7 +339,9 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
         "503",
         "Unavailable",
         "UNAVAILABLE: a state token that only a newer release of the service reads "
-        "(TOKEN_FROM_NEWER_RELEASE, during a rolling upgrade); retry, another replica may.",
+        "(TOKEN_FROM_NEWER_RELEASE, during a rolling upgrade), or a body still arriving when "
+        "the server stopped (SERVER_STOPPING); retry after Retry-After, another replica may "
+        "serve it.",
     ),
     ErrorResponse(
         "504",

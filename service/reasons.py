@@ -95,6 +95,7 @@ REFUSAL_REASONS: tuple[RefusalReason, ...] = (
     RefusalReason("UNSUPPORTED_MEDIA_TYPE", _INVALID, ("content_type", "content_encoding")),
     RefusalReason("JSON_INVALID", _INVALID),
     RefusalReason("BODY_TIMEOUT", _INVALID),
+    RefusalReason("SERVER_STOPPING", grpc.StatusCode.UNAVAILABLE),
     RefusalReason("TIMEOUT_INVALID", _INVALID, ("grpc_timeout",)),
     RefusalReason("CLIENT_GONE", grpc.StatusCode.CANCELLED),
 )

@@ -19,7 +19,7 @@ import functools
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,9 +282,11 @@ async def _run_servers(
             pid=os.getpid(),
         )
     await signals.received.wait()
-    await _shut_down(config, server, http, (health_servicer, reflection_servicer), signals)
+    expired = await _shut_down(
+        config, server, http, (health_servicer, reflection_servicer), signals
+    )
     signals.finished()
-    _log.info("stopped", pid=os.getpid())
+    _log.info("stopped", grace_expired=expired, pid=os.getpid())
     return 0
 
 
@@ -346,8 +348,9 @@ async def _shut_down(
     http: HttpServer,
     streams: tuple[DrainingHealth, DrainingReflection],
     signals: StopSignals,
-) -> None:
-    """Drain in three steps (design section 6, docs/operations.md "Termination").
+) -> bool:
+    """Drain in three steps (design section 6, docs/operations.md "Termination"); returns
+    whether the grace period ran out with calls in flight, which were cut.
 
     1. ``""``, ``readiness`` and the service name turn NOT_SERVING, and HTTP
        ``/readyz`` 503 (``liveness`` and ``/healthz`` stay SERVING): probes and
@@ -371,19 +374,53 @@ async def _shut_down(
     for name in DRAINED_ON_SHUTDOWN:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     http.gateway.not_ready()
-    await signals.sleep(delay)
+    served = await _seconds_taken(signals.sleep(delay))
+    # StopSignals.drain_delay is 0 once a SIGINT has come: one that came during the
+    # delay cut it short, which the stopping line says (it came unexplained seconds early).
+    cut_by = "SIGINT" if delay > 0 and signals.drain_delay(delay) == 0 else None
     _log.info(
         "stopping",
         new_calls="refused",
         grace_seconds=config.grace_seconds,
+        drain_delay_served_seconds=round(served, 3),
+        drain_cut_by=cut_by,
         pid=os.getpid(),
     )
-    stopped = asyncio.gather(server.stop(config.grace_seconds), http.stop())
+    grace = config.grace_seconds
+    stopped = asyncio.gather(_seconds_taken(server.stop(grace)), http.stop())
     # Only once the stop has begun: a client re-opens an ended Watch, and that
     # new stream must meet a server that no longer accepts calls.
     health_servicer.end_watches()
     reflection_servicer.end_streams()
-    await stopped
+    grpc_seconds, _ = await stopped
+    # grpc says nothing of the calls it cancelled as the grace ran out, and a call that
+    # never ends (a stream whose client sends nothing) held the stop for all of it
+    # unseen: only the time the stop took tells. A grace of 0 cuts calls by design, and
+    # grpc then takes its wait as timed out whether or not a call was in flight.
+    cut = [
+        transport
+        for transport, expired in (
+            ("grpc", grace > 0 and grpc_seconds >= grace),
+            ("http", http.gateway.drain_expired),
+        )
+        if expired
+    ]
+    if cut:
+        _log.warning(
+            "grace period ran out: calls still in flight were cut",
+            grace_seconds=grace,
+            transports=cut,
+            pid=os.getpid(),
+        )
+    return bool(cut)
+
+
+async def _seconds_taken(step: Awaitable[None]) -> float:
+    """How long ``step`` took to finish, in seconds of the event loop's clock."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await step
+    return loop.time() - began
 
 
 async def _start_gateway(

@@ -45,8 +45,8 @@ from service.errors import (
 )
 from service.http_cors import CorsPolicy, parse_origins
 from service.http_gateway import (
-    BODY_TIMEOUT,
     JSON_BODY_FACTOR,
+    SERVER_STOPPING,
     HttpGateway,
     RouteConflictError,
     http_status,
@@ -1033,7 +1033,9 @@ def test_bodies_still_arriving_when_the_grace_ends_are_refused_and_logged_before
     """The drain waits the grace period for requests in flight. A body still arriving then
     was cut a second later with no answer, and nothing logged or counted the call; now it
     is refused at the grace's end through the ``CallRunner``, whatever the body timeout,
-    and so is one that a kept-alive connection started during the drain."""
+    and so is one that a kept-alive connection started during the drain: 503
+    ``SERVER_STOPPING`` with ``Retry-After``, which retry helpers resend to another
+    replica (a 400 ``BODY_TIMEOUT`` before, which none retries)."""
 
     async def main() -> tuple[list[tuple[bytes, Any]], list[MutableMapping[str, Any]]]:
         with structlog.testing.capture_logs() as logs:
@@ -1053,6 +1055,7 @@ def test_bodies_still_arriving_when_the_grace_ends_are_refused_and_logged_before
                 kept.write(PARTIAL_SCORE)
                 await kept.drain()
                 await asyncio.wait_for(stopping, 10)
+                assert gateway.drain_expired  # the stopped line's grace_expired
                 answers = [await next_answer(early_reader), await next_answer(kept_reader)]
             finally:
                 early.close()
@@ -1061,10 +1064,11 @@ def test_bodies_still_arriving_when_the_grace_ends_are_refused_and_logged_before
 
     answers, logs = asyncio.run(main())
     for head, status in answers:
-        assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head
-        assert (status["details"][0]["reason"], status["message"]) == (BODY_TIMEOUT, STOPPING)
+        assert head.startswith(b"HTTP/1.1 503 ") and b"Connection: close" in head
+        assert b"Retry-After: 1\r\n" in head
+        assert (status["details"][0]["reason"], status["message"]) == (SERVER_STOPPING, STOPPING)
     lines = [(entry["code"], entry.get("reason")) for entry in logs if entry["event"] == "request"]
-    assert lines == [("InvalidArgument", BODY_TIMEOUT)] * 2
+    assert lines == [("Unavailable", SERVER_STOPPING)] * 2
 
 
 def test_a_body_started_after_a_drain_that_found_nothing_in_flight_is_refused_at_once():
@@ -1079,12 +1083,13 @@ def test_a_body_started_after_a_drain_that_found_nothing_in_flight_is_refused_at
             writer.write(HEALTHZ)
             await next_answer(reader)
             await asyncio.wait_for(gateway.drain(60), 5)
+            assert not gateway.drain_expired
             writer.write(PARTIAL_SCORE)
             head, status = await next_answer(reader)
         finally:
             writer.close()
-        assert head.startswith(b"HTTP/1.1 400 ")
-        assert (status["details"][0]["reason"], status["message"]) == (BODY_TIMEOUT, STOPPING)
+        assert head.startswith(b"HTTP/1.1 503 ")
+        assert (status["details"][0]["reason"], status["message"]) == (SERVER_STOPPING, STOPPING)
 
     run(gateway, scenario)
 
@@ -1096,6 +1101,7 @@ def test_the_drain_leaves_alone_a_body_wait_whose_time_has_come():
     async def main() -> None:
         gateway = krypkasino_gateway()
         await asyncio.wait_for(gateway.drain(0), 5)  # nothing in flight: at once
+        assert not gateway.drain_expired  # though wait_for(..., 0) raises TimeoutError
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.01) as wait:  # its time lies beyond the drain's end
                 await asyncio.sleep(5)

@@ -7,7 +7,8 @@ on ``0.0.0.0`` alone when it cannot. asyncio and the standard library bind
 ``0.0.0.0`` to IPv4 alone (and asyncio ``::`` to IPv6 alone): on an IPv6 cluster a
 pod went Ready on its gRPC probes with HTTP and ``/metrics`` out of reach. These
 helpers make the other two ports serve a wildcard as gRPC does. Any other host is
-served as it resolves, unchanged.
+served on every address it resolves to, all on one port (``start_http``,
+``start_metrics_http``).
 """
 
 from __future__ import annotations

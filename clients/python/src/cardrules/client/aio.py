@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar, overload
@@ -46,6 +48,53 @@ _MAKE_THE_CHANNEL_IN_THE_LOOP = (
     "asyncio.run runs), and give it to a client there: a grpc.aio channel belongs to the "
     "loop it is made in"
 )
+
+
+# Every AsyncKrypkasinoClient of this process, held weakly so that dropping a client still
+# frees it (and its channel). grpc.aio keeps a polling thread while an aio channel lives and
+# skips its fork handlers then ("Other threads are currently calling into gRPC, skipping
+# fork() handlers"): in a child forked while a client existed, a new client's calls hang past
+# their deadline or abort the process (Check failed, or a segfault), as reviews saw.
+_LIVE_CLIENTS: weakref.WeakSet[AsyncKrypkasinoClient] = weakref.WeakSet()
+# This process's id, kept by the fork hook below: in a child it is still the parent's id
+# when the hook runs.
+_pid = os.getpid()
+# The process that forked this one (or one of its forebears) while it had an
+# AsyncKrypkasinoClient; None if no such fork led here.
+_forked_from: int | None = None
+
+
+def _after_fork_in_child() -> None:
+    """Note, in a child of ``os.fork()``, whether the parent had an AsyncKrypkasinoClient;
+    the child's set starts empty (the parent's clients are not the child's to use)."""
+    global _pid, _forked_from
+    parent, _pid = _pid, os.getpid()
+    if _LIVE_CLIENTS:
+        _forked_from = parent
+    _LIVE_CLIENTS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _refuse_after_a_fork() -> None:
+    """Raise ``RuntimeError`` if this process came by ``os.fork()`` from one that had an
+    AsyncKrypkasinoClient (README, "One client for the whole process"), before grpc.aio
+    is asked for anything: its calls there would hang or abort the process."""
+    if _forked_from is None:
+        return
+    forked = (
+        f"this process was forked from process {_forked_from}"
+        if _forked_from == os.getppid()
+        else f"this process descends by fork from process {_forked_from}, forked"
+    )
+    raise RuntimeError(
+        f"{forked} while an AsyncKrypkasinoClient existed there, and grpc.aio cannot run "
+        "after such a fork (its calls hang past their deadline or abort the process): start "
+        "worker processes with the forkserver or spawn start method, or make every "
+        "AsyncKrypkasinoClient only after the fork, or close and drop every "
+        "AsyncKrypkasinoClient before forking"
+    )
 
 
 def _outside_its_loop(problem: object) -> RuntimeError:
@@ -124,7 +173,9 @@ class AsyncKrypkasinoClient:
     Use it as an async context manager, or await :meth:`close`. Create it
     inside the event loop that will use it (a given ``channel``, whose loop is
     the client's wherever the client is made): a call from another loop raises
-    ``RuntimeError``. It cannot be pickled: a worker process makes its own.
+    ``RuntimeError``. It cannot be pickled: a worker process makes its own. In a
+    process forked while an ``AsyncKrypkasinoClient`` existed in its parent, making or
+    calling one raises ``RuntimeError``: grpc.aio cannot run there.
     """
 
     #: The default deadline of every call, in seconds (``None``: no deadline); checked
@@ -166,6 +217,7 @@ class AsyncKrypkasinoClient:
         load_balancing: str | None = None,
         options: Sequence[tuple[str, Any]] | None = None,
     ) -> None:
+        _refuse_after_a_fork()
         check_channel_arguments(
             target,
             channel,
@@ -211,6 +263,7 @@ class AsyncKrypkasinoClient:
         self._stub: krypkasino_pb2_grpc.KrypkasinoServiceAsyncStub = (
             krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
         )
+        _LIVE_CLIENTS.add(self)
 
     def __reduce__(self) -> NoReturn:
         """Refused, with what to do instead (README, "One client for the whole process")."""
@@ -249,6 +302,7 @@ class AsyncKrypkasinoClient:
         metadata: Metadata | None,
         wait_for_ready: bool | None,
     ) -> _Response:
+        _refuse_after_a_fork()  # a client inherited from the parent, as well as a new one
         # Before grpc makes the call's task, which another loop would refuse only with
         # "got Future ... attached to a different loop" (or "Event loop is closed") and
         # leave pending.

@@ -9,7 +9,8 @@ token size, workers.
   the request log line), so beside it Play differs only by its handler's work:
   the token, protobuf and seat-token work, and the rules work.
   A third call, the Play floor, takes Play's whole path but the rules work
-  (token, protobuf and seat-token work, the real answer precomputed): what
+  (token, protobuf and seat-token work, the move parsed and counted, the
+  request line's fields, the real answer precomputed): what
   any engine, in any language, could reach at most.
 - Server CPU per call comes from ``/proc/<pid>/stat`` around each round, and
   what the main (asyncio) thread did from ``/proc/<pid>/schedstat``: the share

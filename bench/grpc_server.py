@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,12 @@ from prometheus_client import CollectorRegistry
 
 from bench.grpc_load import read_requests
 from bench.server import BENCH_KEY
-from service.calls import CallInfo, CallRunner
+from service import codec
+from service.calls import CallInfo, CallRunner, Handler
 from service.config import ServerConfig
 from service.grpc_service import KrypkasinoServicer, parsing, serve_call
 from service.logs import configure_logging
+from service.metrics import ServiceMetrics
 from service.server import build_api, build_sealer, grpc_server_options, new_metrics
 from service.state_codec import state_id
 from service.tokens import KeyRing, SeatTokens
@@ -59,38 +62,59 @@ def echo_handlers(
     }
 
 
-def play_floor_handler(
-    config: ServerConfig, keys: KeyRing, runner: CallRunner, requests: list[bytes]
-) -> grpc.RpcMethodHandler[bytes, Message]:
-    """``PlayFloor``: a ``Play`` whose rules cost nothing, the most any engine could reach.
+def play_floor(
+    config: ServerConfig, keys: KeyRing, metrics: ServiceMetrics | None, requests: list[bytes]
+) -> Handler:
+    """``PlayFloor``'s handler of the request bytes: a ``Play`` whose rules cost nothing, the
+    most any engine could reach (docs/benchmarks.md, "gRPC").
 
     It takes ``Play``'s whole path but the rules work: the request parsed and
     checked, the state token opened, its ``GameState`` parsed, the seat token
-    checked, the same state serialized again, sealed and hashed for its state
-    id, and the ``PlayResponse`` the real engine made for the request
-    (computed before serving) serialized as the answer. What ``Play`` costs
-    beyond it is the Python rules work: decoding into the engine's state,
-    judging and playing the move, encoding, events and the view.
+    checked, the move parsed, the same state serialized again, sealed and hashed
+    for its state id, the seat token's renewal looked for, and the
+    ``PlayResponse`` the real engine made for the request (computed before
+    serving) serialized as the answer. Its request line carries what ``Play``'s
+    does (seat, move number, state id), and it queues the move's count that
+    ``Play`` queued for the request. What ``Play`` costs beyond it is the Python
+    rules work: decoding into the engine's state, judging and playing the move,
+    encoding, events and the view.
     """
-    answers: dict[bytes, pb.PlayResponse] = {}
-    api = build_api(config, keys, None)
+    api = build_api(config, keys, metrics)
+    answers: dict[bytes, tuple[pb.PlayResponse, list[Callable[[], None]]]] = {}
     for raw in requests:
         request = pb.PlayRequest.FromString(raw)
-        answers[request.state] = api.play(request, CallInfo())
+        played = CallInfo()
+        # ``played.counts``: the move's count (none without metrics), run as ``Play``'s is,
+        # once the floor's answer stands. No renewal's: the requests' seat tokens are
+        # under the first key of ``keys``, which issued them (``bench.grpc.play_stream``).
+        answers[request.state] = (api.play(request, played), played.counts)
     sealer = build_sealer(keys, plain=config.plain_state)
     seat_tokens = SeatTokens(keys)
 
     def floor(request: pb.PlayRequest, info: CallInfo) -> pb.PlayResponse:
+        info.seat = request.seat
         payload = sealer.open(request.state)
         state = pb.GameState.FromString(payload)
         info.game_id = state.game_id
-        seat_tokens.verify(state.game_id, request.seat, request.seat_token)
+        info.move_number = state.move_number
+        seat_tokens.verify(state.game_id, request.seat, request.seat_token, state.config.players)
+        codec.move_from_proto(request.move)
+        answer, counts = answers[request.state]
+        info.counts.extend(counts)
         payload = state.SerializeToString(deterministic=True)
         sealer.seal(payload)
-        state_id(payload)
-        return answers[request.state]
+        info.state_id = state_id(payload)
+        # The service's own step: with one key it renews nothing, as in ``Play``.
+        api._renew(answer, info, state.game_id, request.seat, request.seat_token)
+        return answer
 
-    handle = parsing(pb.PlayRequest, floor, config.max_request_bytes)
+    return parsing(pb.PlayRequest, floor, config.max_request_bytes)
+
+
+def play_floor_handler(
+    runner: CallRunner, handle: Handler
+) -> grpc.RpcMethodHandler[bytes, Message]:
+    """``PlayFloor`` (``play_floor``) served as every RPC is (``serve_call``)."""
 
     async def served(request: bytes, context: grpc.aio.ServicerContext[bytes, Message]) -> Message:
         return await serve_call(runner, ECHO_SERVICE, "PlayFloor", handle, request, context)
@@ -113,7 +137,7 @@ async def serve(port_file: Path, echo_bytes: int, requests: list[bytes]) -> None
     )
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         **echo_handlers(b"\x01" * echo_bytes, runner),
-        "PlayFloor": play_floor_handler(config, keys, runner, requests),
+        "PlayFloor": play_floor_handler(runner, play_floor(config, keys, metrics, requests)),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(ECHO_SERVICE, handlers),))
     port = server.add_insecure_port("127.0.0.1:0")

@@ -7,13 +7,23 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import grpc
 import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from prometheus_client import CollectorRegistry
 
 from bench import grpc as grpc_bench
 from bench.grpc_load import write_requests
+from bench.grpc_server import PLAY_FLOOR_METHOD, play_floor
+from bench.server import BENCH_KEY
+from service.calls import CallInfo
+from service.config import ServerConfig
+from service.grpc_service import parsing
+from service.server import build_api, new_metrics
+from service.tokens import KeyRing
 from tests.process_groups import assert_sigterm_stops_the_whole_run
 
 
@@ -97,3 +107,68 @@ def test_sigterm_stops_the_servers_the_benchmark_started() -> None:
     assert_sigterm_stops_the_whole_run(
         ["grpc", "--quick"], lambda line: line.startswith("round 1/")
     )
+
+
+def test_the_play_floor_is_logged_as_play_is(tmp_path: Path) -> None:
+    """The floor takes Play's whole path but the rules work (docs/benchmarks.md, "gRPC"):
+    its request line left out the seat, move number and state id that Play's carries, on
+    the real benchmark server over loopback."""
+    requests, _, _ = grpc_bench.play_stream(1)
+    middle = requests[len(requests) // 2]
+    path = write_requests(requests)
+    port_file = tmp_path / "port"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.grpc_server", str(port_file), "100", str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not port_file.exists() or not port_file.read_text():
+            assert server.poll() is None, "the benchmark server did not start"
+            time.sleep(0.05)
+        with grpc.insecure_channel(f"127.0.0.1:{port_file.read_text()}") as channel:
+            for method in (grpc_bench.PLAY_METHOD, PLAY_FLOOR_METHOD):
+                call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
+                call(middle, timeout=30)
+    finally:
+        server.terminate()
+        out, _ = server.communicate(timeout=30)
+        path.unlink()
+    lines = [json.loads(line) for line in out.splitlines()]
+    play, floor = (line for line in lines if line.get("event") == "request")
+    assert (play["method"], floor["method"]) == (grpc_bench.PLAY_METHOD[1:], PLAY_FLOOR_METHOD[1:])
+    assert floor.keys() == play.keys(), (play, floor)
+    for key in ("code", "game_id", "seat", "move_number", "transport"):
+        assert floor[key] == play[key], key
+
+
+def test_the_play_floor_queues_the_move_count_play_does() -> None:
+    """The floor counts the move Play counts for the same request (``cardrules_moves_total``),
+    as ``CallRunner`` counts a call whose answer stands."""
+    requests, _, _ = grpc_bench.play_stream(1)
+    config = ServerConfig()
+    keys = KeyRing.parse(BENCH_KEY)
+    registry = CollectorRegistry()
+    metrics = new_metrics(registry)
+    play = parsing(pb.PlayRequest, build_api(config, keys, metrics).play, 1 << 16)
+    floor = play_floor(config, keys, metrics, requests)
+
+    def moves() -> float:
+        return sum(
+            sample.value
+            for family in registry.collect()
+            if family.name == "cardrules_moves"
+            for sample in family.samples
+            if sample.name == "cardrules_moves_total"
+        )
+
+    for raw in requests:
+        counted = []
+        for handle in (play, floor):
+            before = moves()
+            info = CallInfo()
+            handle(raw, info)
+            for count in info.counts:
+                count()
+            counted.append(moves() - before)
+        assert counted[1] == counted[0] >= 1, counted

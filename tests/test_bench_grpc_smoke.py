@@ -60,7 +60,13 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
     for ratio in ("ratio", "ratio_instrumented", "ceiling", "floor"):
         rounds = sides[ratio + "_rounds"]
         assert rounds and 0 < min(rounds) <= sides[ratio] <= max(rounds), (ratio, sides)
-    assert 0 < report["token_bytes_mid_deal"]["median"] <= report["token_bytes_mid_deal"]["max"]
+    first, every = report["token_bytes_mid_deal"], report["token_bytes_mid_every_deal"]
+    assert 0 < first["median"] <= first["max"] < every["max"]
+    assert every["by_deal"][0] == {"deal": 1, **first}
+    assert any(
+        t["metric"].endswith("every deal (goal)") and t["value"] == every["max"]
+        for t in report["targets"]
+    )
     for workers in ("workers_1", "workers_2"):
         assert report["workers"][workers]["failures"] == 0
         assert report["workers"][workers]["throughput_rps"] > 0
@@ -172,3 +178,18 @@ def test_the_play_floor_queues_the_move_count_play_does() -> None:
                 count()
             counted.append(moves() - before)
         assert counted[1] == counted[0] >= 1, counted
+
+
+def test_the_token_size_covers_every_deal_of_the_match() -> None:
+    """The goal is on a 4-player state "in the middle of a deal": the benchmark measured
+    the first deal's only, the smallest, as every finished deal travels in the token."""
+    requests, _, token_sizes = grpc_bench.play_stream(1)
+    # The default 4-player match deals once per player.
+    assert sorted(token_sizes) == [1, 2, 3, 4]
+    figures = grpc_bench.token_figures(token_sizes)
+    assert [deal["deal"] for deal in figures["by_deal"]] == [1, 2, 3, 4]
+    first = figures["by_deal"][0]
+    assert figures["max"] == max(deal["max"] for deal in figures["by_deal"]) > first["max"]
+    # The load replayed is still the first deal's Plays alone.
+    states = [pb.PlayRequest.FromString(raw).state for raw in requests]
+    assert max(len(state) for state in states) < min(token_sizes[2])

@@ -3,7 +3,7 @@ token size, workers.
 
 - ``Play`` and an echo call that moves a payload of the same size run in the
   same server process (``bench.grpc_server``), alternating in rounds so both
-  see the same machine; the ratio of their throughputs is the share of the
+  see the same machine, the calls' order reversed every other round; the ratio of their throughputs is the share of the
   transport's capacity that the rules leave (target 0.6, goal 0.8). A second
   echo takes ``serve_call``, the path of every real RPC (request id, metrics,
   the request log line), so beside it Play differs only by its handler's work:
@@ -137,10 +137,28 @@ def _load(
     return result
 
 
+#: The calls of ``side_by_side``, by name in the report, in the order of its first round.
+CALLS = (
+    ("play", PLAY_METHOD),
+    ("echo", ECHO_METHOD),
+    ("echo_instrumented", INSTRUMENTED_ECHO_METHOD),
+    ("play_floor", PLAY_FLOOR_METHOD),
+)
+
+
+def round_order(round_number: int) -> tuple[tuple[str, str], ...]:
+    """The calls of round ``round_number`` (from 0): ``CALLS`` in even rounds, reversed in
+    odd ones, as ``bench http`` alternates its transports, so that no call always runs
+    first after the previous round's last or always last; ``Play`` and the echo stay
+    next to each other in every round, their ratio taken side by side."""
+    return CALLS if round_number % 2 == 0 else CALLS[::-1]
+
+
 def side_by_side(
     path: Path, echo_bytes: int, rounds: int, seconds: float, concurrency: int
 ) -> Json:
-    """Play and echo in alternating rounds on one server process."""
+    """Play, the echoes and the floor in rounds on one server process, the order of the calls
+    reversed every other round (``round_order``)."""
     with tempfile.TemporaryDirectory() as folder:
         port_file = Path(folder) / "port"
         server = subprocess.Popen(
@@ -161,15 +179,9 @@ def side_by_side(
                 time.sleep(0.05)
             address = f"127.0.0.1:{port_file.read_text()}"
             _load(address, PLAY_METHOD, path, concurrency, 0.5, 1)  # warm-up
-            calls = (
-                ("play", PLAY_METHOD),
-                ("echo", ECHO_METHOD),
-                ("echo_instrumented", INSTRUMENTED_ECHO_METHOD),
-                ("play_floor", PLAY_FLOOR_METHOD),
-            )
-            runs: dict[str, list[Json]] = {name: [] for name, _ in calls}
+            runs: dict[str, list[Json]] = {name: [] for name, _ in CALLS}
             for round_number in range(rounds):
-                for name, method in calls:
+                for name, method in round_order(round_number):
                     cpu = cpu_seconds(server.pid)
                     schedule = _main_thread_schedule(server.pid)
                     result = _load(address, method, path, concurrency, seconds, 1)

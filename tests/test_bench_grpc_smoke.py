@@ -193,3 +193,17 @@ def test_the_token_size_covers_every_deal_of_the_match() -> None:
     # The load replayed is still the first deal's Plays alone.
     states = [pb.PlayRequest.FromString(raw).state for raw in requests]
     assert max(len(state) for state in states) < min(token_sizes[2])
+
+
+def test_the_rounds_alternate_the_order_of_the_calls() -> None:
+    """Every round ran Play, echo, instrumented echo and floor in that order, so Play always
+    followed the previous round's floor and the floor always ran last; ``bench http``
+    alternates its order."""
+    even, odd = grpc_bench.round_order(0), grpc_bench.round_order(1)
+    assert even != odd
+    for number in range(4):
+        names = [name for name, _ in grpc_bench.round_order(number)]
+        assert sorted(names) == sorted(name for name, _ in grpc_bench.CALLS)
+        assert abs(names.index("play") - names.index("echo")) == 1, names
+    assert even[0] == odd[-1] and even[-1] == odd[0]
+    assert grpc_bench.round_order(2) == even and grpc_bench.round_order(3) == odd

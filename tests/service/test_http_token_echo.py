@@ -180,10 +180,16 @@ def test_a_seat_token_of_one_case_is_told_by_its_letters_next_to_digits(
     server: ServerProcess, json_game: Any
 ) -> None:
     """About one seat token in 300,000 has letters of one case only: it reads as a token by
-    three letters next to a digit and a letter past "f", where a hex digest is quoted."""
+    three letters next to a digit and a letter past "f", where a hex digest is quoted.
+    Each bound is pinned: three pairs, not four (``d1``, ``1e``, ``e2``); a digit first
+    counts as a letter first does (``1a``, ``z2``, ``2a``); ``g`` is past "f"."""
     for text, shown in [
         ("kybtqagro7vjml24z+b07zjlwbo", False),
         ("KYBTQAGRO7VJML24Z-B07ZJLWBO", False),
+        ("ghijklmnopqrstuvwxyzabcd1e2", False),
+        ("1abcdefghijklmnopqrstuvwxyz2a", False),
+        ("abcdefgabcdefgabcdefga1b2c3", False),
+        ("ABCDEFGABCDEFGABCDEFGA1B2C3", False),
         ("da39a3ee5e6b4b0d3255bfef95601890afd80709", True),
         ("A" * 27, True),
     ]:
@@ -192,6 +198,22 @@ def test_a_seat_token_of_one_case_is_told_by_its_letters_next_to_digits(
         assert refused(server, "legalMoves", sent)[:2] == (
             "seat",
             f"must be {INTEGER_WORDS}, not {quoted if shown else withheld(text)}",
+        )
+
+
+def test_a_row_of_eight_symbols_ends_a_run_and_one_of_seven_does_not(
+    server: ServerProcess, json_game: Any
+) -> None:
+    """Eight or more of one symbol in a row (a multipart boundary's dashes) end a run of
+    base64; seven are still part of it, which reads as a token here."""
+    for text, shown in [
+        ("AbCdEfGhIjKlMn-------OpQrStUvWxYz", False),
+        ("AbCdEfGhIjKlMn--------OpQrStUvWxYz", True),
+    ]:
+        sent = json.dumps(_legal_moves(json_game, text)).encode()
+        assert refused(server, "legalMoves", sent)[:2] == (
+            "seat",
+            f"must be {INTEGER_WORDS}, not {json.dumps(text) if shown else withheld(text)}",
         )
 
 
@@ -267,10 +289,15 @@ def test_a_seat_token_in_the_url_or_a_header_is_told_by_its_length(
     mix-up puts it in ``Grpc-Timeout``: the refusal's metadata gives its length only,
     where a short path or value is echoed as sent."""
     token = seat_token(json_game, spelling)
-    path = f"/v1/games/{token}"
-    status, _, answer = exchange(f"{server.http_url}{path}", b"{}")
-    assert (status, refusal(answer)[1:3]) == (404, ("NOT_FOUND_ROUTE", {"path": withheld(path)}))
-    assert not shows_part_of(json.dumps(answer), token)
+    # The whole path is searched, not only the part that would be echoed: the token may
+    # begin past its 64th character and still end inside the 120 echoed.
+    for path in [f"/v1/games/{token}", "/v1/" + "a" * 70 + "/" + token]:
+        status, _, answer = exchange(f"{server.http_url}{path}", b"{}")
+        assert (status, refusal(answer)[1:3]) == (
+            404,
+            ("NOT_FOUND_ROUTE", {"path": withheld(path)}),
+        )
+        assert not shows_part_of(json.dumps(answer), token)
     status, _, answer = exchange(f"{server.http_url}/v1/games/7", b"{}")
     assert (status, refusal(answer)[2]) == (404, {"path": "/v1/games/7"})
     for value, echoed in [(token, withheld(token)), ("2x", "2x")]:

@@ -358,6 +358,64 @@ def test_a_key_with_letters_glued_after_it_is_hidden_whole(value: str) -> None:
     assert hide_keys(f"not {text!r}: give a port") == f"not '{NOT_SHOWN}': give a port"
 
 
+@pytest.mark.parametrize(
+    "value", ["{unpadded}_prod", "prod_{key}", "{urlsafe}_prod", "prod_{urlsafe}"]
+)
+def test_a_key_with_five_letters_glued_to_it_is_hidden_whole(value: str) -> None:
+    """The most ``hide_keys`` promises (``KEY_prod``, ``prod_KEY``): 5 letters glued, 48
+    letters in all. A padded key's ``=`` is not counted: ``prod_KEY=`` is 49 characters."""
+    text = value.format(key=DRAWN_KEY, unpadded=DRAWN_KEY.rstrip("="), urlsafe=DRAWN_URLSAFE)
+    assert hide_keys(f"not {text!r}: give a port") == f"not '{NOT_SHOWN}': give a port"
+
+
+@pytest.mark.parametrize(
+    "shape", ["https://{}/healthz", "{}/suffix/more/path", "/run/secrets/{}/v2"]
+)
+@pytest.mark.parametrize("spelling", ["standard", "url-safe"])
+def test_an_unpadded_key_followed_by_a_slash_is_hidden(shape: str, spelling: str) -> None:
+    """Without its ``=``, a key runs on into the ``/`` after it and the rest of the path:
+    the part that ends at that ``/`` is tried as a key, and hidden alone."""
+    key = DRAWN_KEY.rstrip("=") if spelling == "standard" else DRAWN_URLSAFE
+    assert hide_keys(shape.format(key)) == shape.format(NOT_SHOWN)
+
+
+@pytest.mark.parametrize(
+    ("character", "escape", "glued"),
+    [("\n", "\\n", "_prod"), ("\x0b", "\\x0b", "_old")],
+    ids=["new-line", "vertical-tab"],
+)
+def test_a_key_with_letters_glued_after_an_escape_repr_wrote_is_hidden(
+    character: str, escape: str, glued: str
+) -> None:
+    """``repr`` writes a new line or a vertical tab before a key as ``\\n`` or ``\\x0b``,
+    glued to it: the escape's letters are not counted among the word's 48."""
+    quoted = repr(character + DRAWN_KEY.rstrip("=") + glued)
+    assert hide_keys(quoted) == f"'{escape}{NOT_SHOWN}'"
+
+
+# 49 letters drawn at random (urlsafe base64 of sha512(b"drawn word 3")).
+_DRAWN_49 = "aTkf2jgGg9yjq49owZoXK9I36a91MU7o9yvxn3i3qvGvBkRtT"
+
+
+@pytest.mark.parametrize(
+    ("text", "hidden"),
+    [
+        (repr("\n" + DRAWN_KEY[:40]), True),
+        (repr("\n" + DRAWN_KEY[:39]), False),
+        (_DRAWN_49[:48], True),
+        (_DRAWN_49, False),
+        (f"/run/secrets/{DRAWN_KEY}=", True),
+    ],
+    ids=["40-letters-of-a-key", "39-letters", "48-drawn", "49-drawn", "a-key-with-a-second-="],
+)
+def test_where_hiding_by_look_begins_and_ends(text: str, hidden: bool) -> None:
+    """The bounds ``hide_keys`` documents: 40 letters of a key are hidden and 39 shown
+    (after an escape too); a word of 48 letters that look drawn is hidden and one of 49
+    shown; a key with a stray second ``=`` (45 characters) is a key."""
+    assert (NOT_SHOWN in hide_keys(text)) is hidden
+    assert (hide_keys(text) == text) is not hidden
+
+
 def test_glued_or_cut_short_keys_drawn_at_random_are_hidden_but_about_two_in_a_thousand() -> None:
     """The shapes ``hide_keys`` hides by their look alone, over 10,000 keys: only those
     whose letters look otherwise (about two in 1,000) are shown. Of one hidden, at most 4

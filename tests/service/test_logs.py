@@ -14,6 +14,7 @@ import logging
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import time
 import types
@@ -921,6 +922,8 @@ def test_every_secret_name_is_redacted_whatever_its_case(capsys):
         "Seat_Hands",
         "Client_Secret",
         "Refresh_TOKENS",
+        # camelCase, a word break after a digit too: ``seat2Token`` is seat 2's token.
+        "seat2Token",
     ]
     get_logger().info("named", **dict.fromkeys(names, SECRET))
     out = capsys.readouterr().out
@@ -1235,7 +1238,8 @@ def test_a_key_in_an_objects_text_or_an_exceptions_message_is_hidden(capsys, fmt
 
 def test_objects_without_secrets_are_shown_as_before(capsys):
     """Only what holds a secret changes: an enum still as its value, a UUID as its text,
-    a path or a date as its ``repr``, an exception as its ``repr``, a namespace too."""
+    a path or a date as its ``repr``, an exception as its ``repr``, a namespace, a module
+    and a class too."""
 
     class Colour(enum.Enum):
         RED = 1
@@ -1249,6 +1253,8 @@ def test_objects_without_secrets_are_shown_as_before(capsys):
         "error": KeyError("seat 7"),
         "namespace": types.SimpleNamespace(port=1, host="localhost"),
         "items": [None, 1, "a", 2.5, True],
+        "module": json,  # its names are its code's: not looked through, as a class's
+        "kind": KeyError,
     }
     get_logger("t").info("plain", **values)
     (line,) = json_lines(capsys.readouterr().out)
@@ -1261,6 +1267,8 @@ def test_objects_without_secrets_are_shown_as_before(capsys):
         "error": "KeyError('seat 7')",
         "namespace": "namespace(port=1, host='localhost')",
         "items": [None, 1, "a", 2.5, True],
+        "module": repr(json),
+        "kind": repr(KeyError),
     }
 
 
@@ -1333,9 +1341,158 @@ def test_an_exceptions_message_with_a_key_hidden_is_its_exc_value(capsys):
     assert STATE_KEY[:16] not in out
 
 
+@pytest.fixture
+def fresh_public_keys() -> Iterator[None]:
+    """``redact`` remembers, process-wide, each key it found not secret, and takes a
+    remembered key by another path: a test of a key's first line starts with none
+    remembered, whatever ran before it, and puts back what was."""
+    public_keys = service.log_redaction._PUBLIC_KEYS
+    saved = set(public_keys)
+    public_keys.clear()
+    try:
+        yield
+    finally:
+        public_keys.clear()
+        public_keys.update(saved)
+
+
+@pytest.mark.usefixtures("fresh_public_keys")
 def test_a_library_records_log_record_is_left_to_structlog_which_drops_it():
     """structlog keeps a library line's LogRecord in the event for its processors and
     drops it before rendering: looking through it doubled the cost of a library line."""
     record = logging.LogRecord("aiohttp.server", logging.INFO, __file__, 1, "hi %s", ("x",), None)
     event = service.log_redaction.redact(None, "info", {"event": "hi", "_record": record})
     assert event["_record"] is record
+
+
+# The bytes of a seat token as a bug's exception might hold them (``KeyError(token)``).
+TOKEN_BYTES = b"SEATTOKENBYTES-secret-0123"
+TOKEN_HIDDEN = f"KeyError('[REDACTED] {len(TOKEN_BYTES)} bytes')"
+
+
+def _caught(error: BaseException) -> BaseException:
+    """``error`` raised and caught: with a traceback, and no longer being handled."""
+    try:
+        raise error
+    except BaseException as caught:
+        return caught
+
+
+def test_an_exception_logged_as_a_field_or_after_its_handler_shows_no_bytes(capsys):
+    """An exception passed as an ordinary field is shown by its arguments scrubbed; one
+    passed as ``exc_info`` after its ``except`` block ended (so ``sys.exc_info()`` is
+    empty) is scrubbed as one being handled is."""
+    configure_logging("json")
+    log = get_logger("t")
+    log.warning("failed", error=KeyError(TOKEN_BYTES))
+    error = _caught(KeyError(TOKEN_BYTES))
+    log.error("boom", exc_info=error)
+    out = capsys.readouterr().out
+    field, passed = json_lines(out)
+    assert field["error"] == TOKEN_HIDDEN
+    (shown,) = cast(list[dict[str, object]], passed["exception"])
+    assert (shown["exc_type"], shown["exc_value"]) == ("KeyError", TOKEN_HIDDEN)
+    assert "SEATTOKEN" not in out
+
+
+def test_a_cause_raised_outside_a_handler_is_scrubbed_and_the_callers_chain_kept(capsys):
+    """``raise ValueError(...) from stored``, ``stored`` a ``KeyError(token)`` caught
+    earlier: the wrapper holds no secret and has no context, only its cause does. The
+    cause is shown scrubbed; the caller's exception still has its own cause after."""
+    configure_logging("json")
+    stored = _caught(KeyError(TOKEN_BYTES))
+    try:
+        raise ValueError("wrapper") from stored
+    except ValueError as raised:
+        wrapper = raised
+    get_logger("t").error("wrapped", exc_info=wrapper)
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    outer, cause = cast(list[dict[str, object]], line["exception"])
+    assert (outer["exc_type"], cause["is_cause"], cause["exc_value"]) == (
+        "ValueError",
+        True,
+        TOKEN_HIDDEN,
+    )
+    assert "SEATTOKEN" not in out
+    # Logging copies what it hides: the caller's exceptions are as they were.
+    assert wrapper.__cause__ is stored and wrapper.__suppress_context__
+    assert stored.args == (TOKEN_BYTES,)
+
+
+def test_the_exception_a_secret_one_was_raised_while_handling_is_still_shown(capsys):
+    """A ``KeyError(token)`` raised while handling an ``OSError``: the copy that hides the
+    token keeps the OSError as its context, and the line shows both (setting a copy's
+    ``__cause__`` would hide its context, as ``raise ... from`` does)."""
+    configure_logging("json")
+    try:
+        try:
+            raise OSError("the first failure")
+        except OSError:
+            raise KeyError(TOKEN_BYTES)  # noqa: B904 (the context is the point)
+    except KeyError:
+        get_logger("t").exception("failed")
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    entries = cast(list[dict[str, object]], line["exception"])
+    shown = [(entry["exc_type"], entry["exc_value"]) for entry in entries]
+    assert shown == [("KeyError", TOKEN_HIDDEN), ("OSError", "the first failure")]
+    assert "SEATTOKEN" not in out
+
+
+def test_a_called_process_errors_command_with_a_key_is_logged_with_the_key_hidden(capsys):
+    """A tool run with the key on its command line fails: the exception's text quotes the
+    command. Its copy with the key hidden keeps its type's name, and is made without
+    calling ``CalledProcessError``'s own constructor, which takes other arguments."""
+    configure_logging("json")
+    try:
+        raise subprocess.CalledProcessError(1, ["tool", "--key", STATE_KEY])
+    except subprocess.CalledProcessError:
+        get_logger("t").exception("tool failed")
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    (shown,) = cast(list[dict[str, object]], line["exception"])
+    assert (shown["exc_type"], shown["exc_value"]) == (
+        "CalledProcessError",
+        "Command '['tool', '--key', '[a state key, not shown]']' returned non-zero exit status 1.",
+    )
+    assert STATE_KEY[:16] not in out
+
+
+class _Seat:
+    """A class whose name starts with ``_``, holding its token in a private slot: Python
+    stores ``__token`` as ``_Seat__token``, the class's name without its ``_``."""
+
+    __slots__ = ("__token",)
+
+    def __init__(self, token: str) -> None:
+        self.__token = token
+
+    def __repr__(self) -> str:
+        return f"_Seat({self.__token!r})"
+
+
+def test_a_private_slot_of_a_class_named_with_an_underscore_is_hidden(capsys):
+    configure_logging("json")
+    get_logger("t").info("seated", seat=_Seat(SECRET))
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    assert line["seat"] == {"__token": "[REDACTED]"}
+    assert SECRET not in out
+
+
+@pytest.mark.usefixtures("fresh_public_keys")
+def test_the_first_exception_a_process_logs_to_the_console_is_rendered(capsys):
+    """``exc_info`` is left for the console renderer, which needs the exception itself,
+    however many lines came before: the first line ever to carry one took another path
+    than the next (``redact`` remembers each key it saw)."""
+    configure_logging("console")
+    for _ in range(2):
+        try:
+            raise KeyError(TOKEN_BYTES)
+        except KeyError:
+            get_logger("t").exception("failed")
+        out = capsys.readouterr().out
+        assert "Traceback (most recent call last):" in out
+        assert out.rstrip().endswith(f"SecretWithheldError: {TOKEN_HIDDEN}"), out
+        assert "SEATTOKEN" not in out

@@ -16,6 +16,9 @@ answers the pure-Python one must give, and both are checked against the document
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -199,3 +202,39 @@ def test_open_token_refuses_a_newer_releases_state_on_pure_python(tmp_path, game
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith("cardrules: error: TOKEN_FROM_NEWER_RELEASE: ")
     assert set(recorded_runtimes(tmp_path).values()) == {"python"}
+
+
+# Prints how many unknown bytes ``unknown_field_bytes`` finds in the NewGameRequest on stdin.
+COUNTS_UNKNOWN_BYTES = """
+import sys
+
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from service.codec import unknown_field_bytes
+
+print(unknown_field_bytes(pb.NewGameRequest.FromString(sys.stdin.buffer.read())))
+"""
+
+
+def test_unknown_field_bytes_counts_alike_on_both_runtimes(tmp_path):
+    """The count is of bytes, positive on either runtime (docs/operations.md, "On a VM"):
+    a NewGameRequest with field 127 = 1 (tag 2 bytes, value 1) holds 3. The server only
+    asks whether there are any, but compares the count with the size it searches for a
+    field sent as another type: a negative count would be searched at any size."""
+    raw = pb.NewGameRequest(config=pb.GameConfig(players=2), seed=1).SerializeToString()
+    counts = {}
+    for runtime in RUNTIMES:
+        folder = tmp_path / runtime
+        folder.mkdir()
+        done = subprocess.run(
+            [sys.executable, "-c", COUNTS_UNKNOWN_BYTES],
+            env={**os.environ, **runtime_env(folder, runtime)},
+            cwd=Path(__file__).resolve().parents[2],
+            input=raw + b"\xf8\x07\x01",
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        assert set(recorded_runtimes(folder).values()) == {runtime}
+        counts[runtime] = int(done.stdout)
+    assert counts == {"python": 3, "upb": 3}

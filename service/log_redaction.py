@@ -288,7 +288,9 @@ def _without_secrets(
         # What ``_scrub`` hides it marks REDACTED: only then is the copy needed.
         shown = ", ".join(map(repr, cast(tuple[object, ...], _scrub(error.args))))
         if REDACTED in shown:
-            substitute = SecretWithheldError(f"{type(error).__name__}({hide_keys(shown)})")
+            # Named as its own type: as the cause of another, the log's exc_type is the
+            # copy's class name, which a search by type looks for.
+            substitute = _withheld_as(type(error))(f"{type(error).__name__}({hide_keys(shown)})")
         elif (hidden := _keys_hidden(error)) is not None:
             # Its message, as every exception's exc_value is, under its own type's name.
             substitute = _withheld_as(type(error))(hidden)

@@ -1494,5 +1494,54 @@ def test_the_first_exception_a_process_logs_to_the_console_is_rendered(capsys):
             get_logger("t").exception("failed")
         out = capsys.readouterr().out
         assert "Traceback (most recent call last):" in out
-        assert out.rstrip().endswith(f"SecretWithheldError: {TOKEN_HIDDEN}"), out
+        assert out.rstrip().endswith(f"\nKeyError: {TOKEN_HIDDEN}"), out
         assert "SEATTOKEN" not in out
+
+
+def _raised_from(stored: BaseException, link: str) -> BaseException:
+    """``ValueError("wrapper")`` raised with ``stored`` as its cause (``raise ... from``)
+    or its context (raised while ``stored`` was being handled), and caught."""
+    try:
+        if link == "cause":
+            raise ValueError("wrapper") from stored
+        try:
+            raise stored
+        except BaseException:
+            raise ValueError("wrapper")  # noqa: B904 (the context is the point)
+    except ValueError as raised:
+        return raised
+
+
+@pytest.mark.parametrize("link", ["cause", "context"])
+def test_an_exception_that_caused_another_keeps_its_type_with_its_bytes_hidden_json(capsys, link):
+    """The copy that hides ``KeyError(token)``'s bytes is named ``KeyError``, as a copy
+    that hides a key is: as the cause or context of another its class's name is the
+    line's ``exc_type``, which was ``SecretWithheldError``, missed by a search by type."""
+    configure_logging("json")
+    stored = _caught(KeyError(TOKEN_BYTES))
+    wrapper = _raised_from(stored, link)
+    get_logger("t").error("wrapped", exc_info=wrapper)
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    outer, cause = cast(list[dict[str, object]], line["exception"])
+    assert (outer["exc_type"], cause["exc_type"], cause["exc_value"], cause["is_cause"]) == (
+        "ValueError",
+        "KeyError",
+        TOKEN_HIDDEN,
+        link == "cause",
+    )
+    assert "SEATTOKEN" not in out and "SecretWithheldError" not in out
+
+
+@pytest.mark.parametrize("link", ["cause", "context"])
+def test_an_exception_that_caused_another_keeps_its_type_with_its_bytes_hidden_console(
+    capsys, link
+):
+    """The console writes each exception of the chain under its class's name: the copy
+    that hides the bytes is written as a ``KeyError``, not a ``SecretWithheldError``."""
+    configure_logging("console")
+    stored = _caught(KeyError(TOKEN_BYTES))
+    get_logger("t").error("wrapped", exc_info=_raised_from(stored, link))
+    out = capsys.readouterr().out
+    assert f"\nKeyError: {TOKEN_HIDDEN}\n" in out, out
+    assert "SEATTOKEN" not in out and "SecretWithheldError: KeyError" not in out

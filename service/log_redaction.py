@@ -297,8 +297,10 @@ def _without_secrets(
     if substitute is error and cause is error.__cause__ and context is error.__context__:
         seen[id(error)] = error
         return error
-    if substitute is error:  # only what it came from held a secret
-        substitute = SecretWithheldError(f"{type(error).__name__}: {error}")
+    if substitute is error:
+        # Only what it came from held a secret: its own message, under its own type's
+        # name, as a copy that hides a key is (exc_value is the message, not the type too).
+        substitute = _withheld_as(type(error))(str(error))
     substitute.__cause__, substitute.__context__ = cause, context
     substitute.__suppress_context__ = error.__suppress_context__
     substitute.__traceback__ = error.__traceback__

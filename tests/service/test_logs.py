@@ -1545,3 +1545,36 @@ def test_an_exception_that_caused_another_keeps_its_type_with_its_bytes_hidden_c
     out = capsys.readouterr().out
     assert f"\nKeyError: {TOKEN_HIDDEN}\n" in out, out
     assert "SEATTOKEN" not in out and "SecretWithheldError: KeyError" not in out
+
+
+@pytest.mark.parametrize("link", ["cause", "context"])
+def test_an_exception_only_its_cause_held_a_secret_of_is_logged_with_its_message_json(capsys, link):
+    """The wrapper's copy, made to hold the scrubbed cause, has the wrapper's message as
+    ``exc_value`` (docs/operations.md), as a copy that hides a key has: it was
+    ``ValueError: wrapper``, the type twice. The caller's exceptions are left as they were."""
+    configure_logging("json")
+    stored = _caught(KeyError(TOKEN_BYTES))
+    wrapper = _raised_from(stored, link)
+    get_logger("t").error("wrapped", exc_info=wrapper)
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    entries = cast(list[dict[str, object]], line["exception"])
+    shown = [(entry["exc_type"], entry["exc_value"]) for entry in entries]
+    assert shown == [("ValueError", "wrapper"), ("KeyError", TOKEN_HIDDEN)]
+    assert "SEATTOKEN" not in out
+    assert (wrapper.__cause__ if link == "cause" else wrapper.__context__) is stored
+    assert str(wrapper) == "wrapper" and stored.args == (TOKEN_BYTES,)
+
+
+@pytest.mark.parametrize("link", ["cause", "context"])
+def test_an_exception_only_its_cause_held_a_secret_of_is_logged_with_its_message_console(
+    capsys, link
+):
+    """On the console the wrapper ends the traceback as Python writes it, ``ValueError:
+    wrapper``, not ``SecretWithheldError: ValueError: wrapper``."""
+    configure_logging("console")
+    stored = _caught(KeyError(TOKEN_BYTES))
+    get_logger("t").error("wrapped", exc_info=_raised_from(stored, link))
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("\nValueError: wrapper"), out
+    assert "SEATTOKEN" not in out and "SecretWithheldError" not in out

@@ -300,7 +300,8 @@ def _without_secrets(
     if substitute is error:
         # Only what it came from held a secret: its own message, under its own type's
         # name, as a copy that hides a key is (exc_value is the message, not the type too).
-        substitute = _withheld_as(type(error))(str(error))
+        text = _text(error)
+        substitute = _withheld_as(type(error))(_UNREADABLE if text is None else text)
     substitute.__cause__, substitute.__context__ = cause, context
     substitute.__suppress_context__ = error.__suppress_context__
     substitute.__traceback__ = error.__traceback__
@@ -319,12 +320,24 @@ def _withheld_as(kind: type[BaseException]) -> type[SecretWithheldError]:
 def _keys_hidden(error: BaseException) -> str | None:
     """``error``'s text with each state key hidden, or None when it shows none (or cannot
     be read)."""
-    try:
-        text = str(error)
-    except Exception:  # a __str__ that fails shows nothing here
+    text = _text(error)
+    if text is None:
         return None
     hidden = hide_keys(text)
     return None if hidden == text else hidden
+
+
+# What Python's traceback writes for an exception whose ``__str__`` fails.
+_UNREADABLE = "<exception str() failed>"
+
+
+def _text(error: BaseException) -> str | None:
+    """``error``'s text, or None when its ``__str__`` fails: a bug's exception may be
+    broken too, and the line that logs it must still be written, not raise instead."""
+    try:
+        return str(error)
+    except Exception:
+        return None
 
 
 def _chained(

@@ -1498,16 +1498,20 @@ def test_the_first_exception_a_process_logs_to_the_console_is_rendered(capsys):
         assert "SEATTOKEN" not in out
 
 
-def _raised_from(stored: BaseException, link: str) -> BaseException:
-    """``ValueError("wrapper")`` raised with ``stored`` as its cause (``raise ... from``)
-    or its context (raised while ``stored`` was being handled), and caught."""
+def _raised_from(
+    stored: BaseException, link: str, wrapper: ValueError | None = None
+) -> BaseException:
+    """``wrapper`` (``ValueError("wrapper")``) raised with ``stored`` as its cause
+    (``raise ... from``) or its context (raised while ``stored`` was being handled), and
+    caught."""
+    wrapper = ValueError("wrapper") if wrapper is None else wrapper
     try:
         if link == "cause":
-            raise ValueError("wrapper") from stored
+            raise wrapper from stored
         try:
             raise stored
         except BaseException:
-            raise ValueError("wrapper")  # noqa: B904 (the context is the point)
+            raise wrapper  # noqa: B904 (the context is the point)
     except ValueError as raised:
         return raised
 
@@ -1563,6 +1567,10 @@ def test_an_exception_only_its_cause_held_a_secret_of_is_logged_with_its_message
     assert shown == [("ValueError", "wrapper"), ("KeyError", TOKEN_HIDDEN)]
     assert "SEATTOKEN" not in out
     assert (wrapper.__cause__ if link == "cause" else wrapper.__context__) is stored
+    # One with no message is logged with none, as Python writes it.
+    get_logger("t").error("wrapped", exc_info=_raised_from(stored, link, ValueError()))
+    (line,) = json_lines(capsys.readouterr().out)
+    assert cast(list[dict[str, object]], line["exception"])[0]["exc_value"] == ""
     assert str(wrapper) == "wrapper" and stored.args == (TOKEN_BYTES,)
 
 
@@ -1578,3 +1586,36 @@ def test_an_exception_only_its_cause_held_a_secret_of_is_logged_with_its_message
     out = capsys.readouterr().out
     assert out.rstrip().endswith("\nValueError: wrapper"), out
     assert "SEATTOKEN" not in out and "SecretWithheldError" not in out
+
+
+class _UnprintableError(ValueError):
+    """A bug's exception whose text cannot be made."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_an_exception_with_no_text_caused_by_a_secret_one_is_still_logged(capsys, fmt):
+    """Its copy, made to hold the scrubbed cause, takes its text: a ``__str__`` that
+    failed there made the logging call raise, and no line was written."""
+    configure_logging(fmt)
+    try:
+        try:
+            raise KeyError(TOKEN_BYTES)
+        except KeyError:
+            raise _UnprintableError("x")  # noqa: B904 (the context is the point)
+    except ValueError:
+        get_logger("t").exception("failed")
+    out = capsys.readouterr().out
+    if fmt == "json":
+        (line,) = json_lines(out)
+        entries = cast(list[dict[str, object]], line["exception"])
+        shown = [(entry["exc_type"], entry["exc_value"]) for entry in entries]
+        assert shown == [
+            ("_UnprintableError", "<exception str() failed>"),
+            ("KeyError", TOKEN_HIDDEN),
+        ]
+    else:
+        assert out.rstrip().endswith("_UnprintableError: <exception str() failed>"), out
+    assert "SEATTOKEN" not in out

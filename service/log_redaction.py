@@ -282,7 +282,13 @@ def _without_secrets(
         members = [
             _chained(member, seen, depth) or _not_shown(member) for member in error.exceptions
         ]
-        if any(new is not old for new, old in zip(members, error.exceptions, strict=True)):
+        # A copy as a group, also when only what it came from held a secret: a copy of
+        # another kind would be logged without its members.
+        if (
+            cause is not error.__cause__
+            or context is not error.__context__
+            or any(new is not old for new, old in zip(members, error.exceptions, strict=True))
+        ):
             substitute = error.derive(members)
     else:
         # What ``_scrub`` hides it marks REDACTED: only then is the copy needed.

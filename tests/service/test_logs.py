@@ -1619,3 +1619,33 @@ def test_an_exception_with_no_text_caused_by_a_secret_one_is_still_logged(capsys
     else:
         assert out.rstrip().endswith("_UnprintableError: <exception str() failed>"), out
     assert "SEATTOKEN" not in out
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_group_only_whose_context_held_a_secret_is_logged_with_its_members(capsys, fmt):
+    """An ExceptionGroup raised while a ``KeyError(token)`` was handled: its copy, made to
+    hold the scrubbed context, is a group too. It was not, and its members were lost."""
+    configure_logging(fmt)
+    try:
+        try:
+            raise KeyError(TOKEN_BYTES)
+        except KeyError:
+            raise ExceptionGroup("calls failed", [ValueError("member")])  # noqa: B904 (the context)
+    except ExceptionGroup:
+        get_logger("t").exception("failed")
+    out = capsys.readouterr().out
+    if fmt == "json":
+        (line,) = json_lines(out)
+        group, context = cast(list[dict[str, Any]], line["exception"])
+        assert (group["exc_type"], group["exc_value"], group["is_group"]) == (
+            "ExceptionGroup",
+            "calls failed (1 sub-exception)",
+            True,
+        )
+        ((member,),) = group["exceptions"]  # each member's chain, a list
+        assert (member["exc_type"], member["exc_value"]) == ("ValueError", "member")
+        assert (context["exc_type"], context["exc_value"]) == ("KeyError", TOKEN_HIDDEN)
+    else:
+        assert "| ExceptionGroup: calls failed (1 sub-exception)" in out, out
+        assert "| ValueError: member" in out, out
+    assert "SEATTOKEN" not in out

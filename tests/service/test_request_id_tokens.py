@@ -1,0 +1,163 @@
+"""A token sent as the request id is neither logged nor echoed (design sections 4 and 6;
+docs/api.md, "Request ids"; docs/operations.md, "Personal data in logs").
+
+A backend that puts a seat token in ``X-Request-Id`` (gRPC metadata ``x-request-id``)
+would otherwise find it as the ``request_id`` of the request line, beside the
+``game_id`` and ``seat`` it opens, and back in the answer. The server makes up an id
+instead, as for an unusable one, over both transports; the ids tools make (32 hex
+digits, a UUID, a W3C traceparent) and short ones are kept as sent.
+Each test calls a real ``cardrules serve``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from service.calls import request_id_from
+from tests.service.grpc_helpers import Stub
+from tests.service.http_helpers import exchange
+from tests.service.server_process import ServerProcess
+
+# The shortest window of a token's text the log must not show: no word of a log line
+# matches 12 random base64 characters.
+_WINDOW = 12
+_MOST_ID_CHARS = 128
+_LEGAL_MOVES = "cardrules.krypkasino.v1.KrypkasinoService/LegalMoves"
+
+Sent = Callable[[Any], str]
+
+
+def _url_safe(token: str) -> str:
+    return base64.urlsafe_b64encode(base64.b64decode(token)).decode().rstrip("=")
+
+
+# What a backend may put in the id, from the NewGame answer (its JSON: base64 text).
+TOKEN_IDS: dict[str, Sent] = {
+    "seat_token": lambda game: game["seatTokens"][0],
+    "seat_token_url_safe": lambda game: _url_safe(game["seatTokens"][0]),
+    "seat_token_in_an_id": lambda game: f"match-7/{game['seatTokens'][0]}/try-1",
+    # A whole state token is longer than any usable id (and always replaced): its start,
+    # as a proxy that cuts the id at 128 characters would send it.
+    "state_token_start": lambda game: game["state"][:_MOST_ID_CHARS],
+}
+KEPT_IDS = {
+    "python_client_hex": "0123456789abcdef0123456789abcdef",
+    "uuid": "3f2504e0-4f89-41d3-9a0c-0305e82c3301",
+    "uppercase_hex": "0123456789ABCDEF0123456789ABCDEF",
+    "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    "aws_trace_id": "Root=1-5759e988-bd862e3fe1be46a994272793",
+    "short_mixed": "Req-42aZ",
+    "snake_case": "checkout_service_request_for_round_1",
+    # Words joined to hex digits: one case, letters past "f", but in no one word.
+    "words_and_hex": "trace-grpc-0123456789abcdef0123456789abcdef",
+    "word_and_uuid": "svc_3f2504e0-4f89-41d3-9a0c-0305e82c3301",
+}
+# A seat token's text of one letter case (about one in 300,000): random in a word.
+ONE_CASE_TOKENS = ["kybtqagro7vjml24z+b07zjlwbo", "KYBTQAGRO7VJML24Z-B07ZJLWBO"]
+
+
+def _windows(token: str) -> set[str]:
+    """Every ``_WINDOW`` characters in a row of ``token``'s text, in either alphabet."""
+    text = token.rstrip("=")
+    spellings = {text, text.replace("+", "-").replace("/", "_")}
+    spellings |= {spelling.replace("-", "+").replace("_", "/") for spelling in spellings}
+    return {
+        spelling[at : at + _WINDOW]
+        for spelling in spellings
+        for at in range(len(spelling) - _WINDOW + 1)
+    }
+
+
+def _logged_anywhere(server: ServerProcess, token: str) -> list[dict[str, object]]:
+    windows = _windows(token)
+    return [
+        line for line in list(server.logs) if any(window in json.dumps(line) for window in windows)
+    ]
+
+
+def _lines_of(server: ServerProcess, request_id: str) -> list[dict[str, object]]:
+    return [line for line in server.log_events("request") if line["request_id"] == request_id]
+
+
+def _http_legal_moves(server: ServerProcess, game: Any, request_id: str) -> str:
+    """A LegalMoves over HTTP sent with ``request_id``: the id it answered with."""
+    body = {"state": game["state"], "seat": 0, "seatToken": game["seatTokens"][0]}
+    status, headers, value = exchange(
+        f"{server.http_url}/v1/krypkasino:legalMoves",
+        json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+    )
+    assert status == 200, value
+    (answered,) = [value for name, value in headers.items() if name.lower() == "x-request-id"]
+    return answered
+
+
+def _grpc_legal_moves(stub: Stub, game: Any, request_id: str) -> str:
+    """A LegalMoves over gRPC sent with ``request_id``: the id its trailers carry."""
+    request = pb.LegalMovesRequest(
+        state=base64.b64decode(game["state"]),
+        seat=0,
+        seat_token=base64.b64decode(game["seatTokens"][0]),
+    )
+    _, call = stub.LegalMoves.with_call(
+        request, metadata=(("x-request-id", request_id),), timeout=10
+    )
+    assert call.code() is grpc.StatusCode.OK
+    (answered,) = [value for key, value in call.trailing_metadata() if key == "x-request-id"]
+    assert isinstance(answered, str)
+    return answered
+
+
+@pytest.fixture(params=["http", "grpc"])
+def legal_moves(
+    request: pytest.FixtureRequest, server: ServerProcess, stub: Stub
+) -> Callable[[Any, str], str]:
+    if request.param == "http":
+        return lambda game, request_id: _http_legal_moves(server, game, request_id)
+    return lambda game, request_id: _grpc_legal_moves(stub, game, request_id)
+
+
+@pytest.mark.parametrize("sent", TOKEN_IDS.values(), ids=TOKEN_IDS.keys())
+def test_a_token_sent_as_the_request_id_is_replaced_and_never_logged(
+    server: ServerProcess, json_game: Any, legal_moves: Callable[[Any, str], str], sent: Sent
+) -> None:
+    token_id = sent(json_game)
+    assert len(token_id) <= _MOST_ID_CHARS  # a usable id but for the token in it
+    answered = legal_moves(json_game, token_id)
+    assert answered != token_id
+    (line,) = server.request_lines(answered)
+    # The call is served and logged as any other, under the id the server made.
+    assert (line["code"], line["seat"]) == ("OK", 0) and line["game_id"]
+    assert _logged_anywhere(server, token_id) == []
+    assert _logged_anywhere(server, json_game["seatTokens"][0]) == []
+
+
+@pytest.mark.parametrize("kept", KEPT_IDS.values(), ids=KEPT_IDS.keys())
+def test_ordinary_request_ids_are_kept(
+    server: ServerProcess, json_game: Any, legal_moves: Callable[[Any, str], str], kept: str
+) -> None:
+    before = len(_lines_of(server, kept))
+    assert legal_moves(json_game, kept) == kept
+    deadline = time.monotonic() + 10
+    while len(lines := _lines_of(server, kept)) == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [(line["method"], line["code"]) for line in lines[before:]] == [(_LEGAL_MOVES, "OK")]
+
+
+@pytest.mark.parametrize("kept", KEPT_IDS.values(), ids=KEPT_IDS.keys())
+def test_request_id_from_keeps_ordinary_ids(kept: str) -> None:
+    assert request_id_from(kept) == kept
+
+
+@pytest.mark.parametrize("token", ONE_CASE_TOKENS)
+def test_request_id_from_replaces_a_seat_token_of_one_case(token: str) -> None:
+    assert request_id_from(token) != token
+    assert request_id_from(f"req-{token}") != f"req-{token}"

@@ -9,6 +9,11 @@ endif
 VENV       := .venv
 BIN        := $(VENV)/bin
 VENV_STAMP := $(VENV)/.installed
+# The directory .venv was made in: its scripts' #! lines and the editable installs'
+# .pth files name it, so a copied checkout's .venv runs the other tree's code and a
+# moved one's runs nothing. A .venv that names another directory (or none: made
+# before this record) is made again here.
+VENV_DIR   := $(VENV)/.directory
 NODE_STAMP := node_modules/.installed
 BUF        := node_modules/.bin/buf
 
@@ -38,7 +43,7 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 
 .DEFAULT_GOAL := help
 .DELETE_ON_ERROR:
-.PHONY: help venv test coverage lint fmt serve bench lock generate clean
+.PHONY: help venv test coverage lint fmt serve bench lock generate clean FORCE
 
 help: ## List targets
 	@echo "Targets:"
@@ -47,21 +52,31 @@ help: ## List targets
 
 venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
 
-# Rebuilt from scratch when the venv is missing or dev.lock changed; when only
-# pyproject.toml changed, the lock is re-applied and the project reinstalled. PYTHON
-# counts only then: a venv is kept whatever PYTHON says (make clean to change it).
+# Rebuilt from scratch when the venv is missing, dev.lock changed or the venv was made
+# in another directory; when only pyproject.toml changed, the lock is re-applied and
+# the project reinstalled. PYTHON counts only in a rebuild: a venv is kept whatever
+# PYTHON says (make clean to change it).
 # pip check: a dependency pyproject.toml gained but the lock lacks (make lock) fails
 # here, not at the first import of it.
+ifneq ($(shell cat $(VENV_DIR) 2>/dev/null),$(CURDIR))
+$(VENV_STAMP): FORCE
+endif
 $(VENV_STAMP): requirements/dev.lock pyproject.toml
-	@if [ ! -x $(BIN)/python ] || [ -n "$(filter requirements/dev.lock,$?)" ]; then \
+	@made_in="$$(cat $(VENV_DIR) 2>/dev/null)"; \
+	if [ ! -x $(BIN)/python ] || [ -n "$(filter requirements/dev.lock,$?)" ] \
+		|| [ "$$made_in" != "$(CURDIR)" ]; then \
 		if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
 			echo "make: cardrules needs Python 3.11 or newer, and $(PYTHON) is" \
 				"$$(command -v $(PYTHON) >/dev/null && $(PYTHON) --version 2>&1 || echo 'not found'):" \
 				"make PYTHON=/path/to/python3.11" >&2; \
 			exit 1; \
 		fi; \
+		if [ -x $(BIN)/python ] && [ "$$made_in" != "$(CURDIR)" ]; then \
+			echo "this $(VENV) was made for $${made_in:-a directory it does not record}; making it again here"; \
+		fi; \
 		echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1))"; \
-		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); \
+		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
+			&& printf '%s\n' "$(CURDIR)" >$(VENV_DIR); \
 	fi
 	$(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e ./clients/python -e .
@@ -127,3 +142,5 @@ clean: ## Remove .venv and tool caches
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage .coverage.* \
 		htmlcov dist build clients/python/dist clients/python/build
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+FORCE:

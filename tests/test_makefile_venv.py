@@ -1,6 +1,7 @@
 """The Makefile's venv rule refuses what would fail later, with one line that says what
 to do: an interpreter older than pyproject.toml's ``requires-python``, and a lock that
-no longer holds what pyproject.toml asks for (README, "The two commands").
+no longer holds what pyproject.toml asks for (README, "The two commands"). A venv made
+in another directory (a copied or moved checkout) is made again.
 
 The rule runs in a copy of the Makefile with stand-in interpreters (shell scripts), so
 no venv is made and nothing is installed."""
@@ -12,6 +13,8 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,11 +34,25 @@ def _project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _base_python(folder: Path) -> Path:
+    """A stand-in Python 3.11 whose ``-m venv DIR`` makes a venv whose python (and so its
+    pip) succeeds at everything."""
+    return _script(
+        folder / "python3.11",
+        'case "$1" in\n'
+        '  --version) echo "Python 3.11.7";;\n'
+        '  -m) mkdir -p "$3/bin" && printf \'#!/bin/sh\\nexit 0\\n\' >"$3/bin/python"'
+        ' && chmod +x "$3/bin/python";;\n'
+        "esac\nexit 0\n",
+    )
+
+
 def _with_venv(project: Path, python: str) -> Path:
-    """A venv that exists (``python`` its stand-in interpreter), older than pyproject.toml
+    """A venv made here (``python`` its stand-in interpreter), older than pyproject.toml
     but newer than the lock: the rule re-applies the lock to it and makes no new venv
     (make's ``$?`` names pyproject.toml alone)."""
     _script(project / ".venv/bin/python", python)
+    (project / ".venv/.directory").write_text(f"{project}\n")
     stamp = project / ".venv/.installed"
     stamp.touch()
     now = time.time()
@@ -53,6 +70,18 @@ def _make_venv(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def _up_to_date(project: Path) -> bool:
+    """Whether ``make venv`` would do nothing (``make -q``'s exit status 0)."""
+    asked = subprocess.run(
+        ["make", "-q", ".venv/.installed"],
+        cwd=project,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return asked.returncode == 0
 
 
 def test_an_interpreter_older_than_3_11_is_refused_naming_its_version(tmp_path: Path) -> None:
@@ -107,3 +136,44 @@ def test_a_lock_that_holds_everything_renews_the_stamp(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "creating .venv" not in done.stdout
     assert stamp.stat().st_mtime > before
+
+
+@pytest.mark.parametrize("how", ["copied", "moved"])
+def test_a_venv_made_in_another_directory_is_made_again(tmp_path: Path, how: str) -> None:
+    """A copied checkout's .venv ran the first tree's code (its scripts' ``#!`` lines and
+    the editable installs' .pth files name that tree) and ``make venv`` said nothing to
+    do; a moved one's ``make serve`` failed with ``.venv/bin/cardrules: No such file``."""
+    python = _base_python(tmp_path)
+    first = _project(tmp_path / "first")
+    made = _make_venv(first, f"PYTHON={python}")
+    assert made.returncode == 0, made.stderr
+    assert "creating .venv" in made.stdout
+    assert _up_to_date(first)
+
+    second = tmp_path / "second"
+    if how == "copied":
+        subprocess.run(["cp", "-a", str(first), str(second)], check=True)
+    else:
+        first.rename(second)
+    again = _make_venv(second, f"PYTHON={python}")
+    assert again.returncode == 0, again.stderr
+    assert f"this .venv was made for {first}; making it again here\n" in again.stdout
+    assert "creating .venv" in again.stdout
+    assert (second / ".venv/.directory").read_text() == f"{second}\n"
+    assert _up_to_date(second)
+    if how == "copied":
+        assert _up_to_date(first)
+
+
+def test_a_venv_that_does_not_record_its_directory_is_made_again(tmp_path: Path) -> None:
+    """A venv made before the Makefile recorded where: it may be a copy."""
+    python = _base_python(tmp_path)
+    project = _project(tmp_path / "project")
+    _with_venv(project, "exit 0\n")
+    (project / ".venv/.directory").unlink()
+    done = _make_venv(project, f"PYTHON={python}")
+    assert done.returncode == 0, done.stderr
+    assert "this .venv was made for a directory it does not record; making it again here\n" in (
+        done.stdout
+    )
+    assert (project / ".venv/.directory").read_text() == f"{project}\n"

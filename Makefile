@@ -57,10 +57,18 @@ venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
 # the project reinstalled. PYTHON counts only in a rebuild: a venv is kept whatever
 # PYTHON says (make clean to change it).
 # pip check: a dependency pyproject.toml gained but the lock lacks (make lock) fails
-# here, not at the first import of it.
+# here, not at the first import of it. Before it (and before the installs into a venv
+# kept), the venv's python must start: under LC_ALL=C or POSIX, Python 3.11 reads the
+# editable installs' .pth files as ASCII and cannot start in a checkout whose path is
+# not, which pip check's failure would have blamed on the lock.
 ifneq ($(shell cat $(VENV_DIR) 2>/dev/null),$(CURDIR))
 $(VENV_STAMP): FORCE
 endif
+VENV_STARTS = $(BIN)/python -c pass || { \
+	echo "make: $(VENV)'s python cannot start (see above)" >&2; \
+	case "$$LC_ALL" in C|POSIX) echo "make: under LC_ALL=$$LC_ALL, Python reads .pth files" \
+		"as ASCII: if this checkout's path is not ASCII, run LC_ALL=C.UTF-8 make $(MAKECMDGOALS)" >&2;; \
+	esac; exit 1; }
 $(VENV_STAMP): requirements/dev.lock pyproject.toml
 	@made_in="$$(cat $(VENV_DIR) 2>/dev/null)"; \
 	if [ ! -x $(BIN)/python ] || [ -n "$(filter requirements/dev.lock,$?)" ] \
@@ -78,8 +86,10 @@ $(VENV_STAMP): requirements/dev.lock pyproject.toml
 		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
 			&& printf '%s\n' "$(CURDIR)" >$(VENV_DIR); \
 	fi
+	@$(VENV_STARTS)
 	$(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e ./clients/python -e .
+	@$(VENV_STARTS)
 	@$(BIN)/python -m pip check >/dev/null || { $(BIN)/python -m pip check >&2; \
 		echo "make: requirements/dev.lock does not hold what pyproject.toml asks for: make lock" >&2; \
 		exit 1; }

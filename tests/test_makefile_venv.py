@@ -61,10 +61,13 @@ def _with_venv(project: Path, python: str) -> Path:
     return stamp
 
 
-def _make_venv(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _make_venv(
+    project: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["make", "--no-print-directory", *args, "venv"],
         cwd=project,
+        env=None if env is None else {**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,
@@ -177,3 +180,33 @@ def test_a_venv_that_does_not_record_its_directory_is_made_again(tmp_path: Path)
         done.stdout
     )
     assert (project / ".venv/.directory").read_text() == f"{project}\n"
+
+
+def test_a_venv_whose_python_cannot_start_is_not_blamed_on_the_lock(tmp_path: Path) -> None:
+    """Under LC_ALL=C, Python 3.11 reads .pth files as ASCII: once the editable installs
+    wrote theirs naming a non-ASCII checkout, the venv's python stopped at start, and
+    pip check's failure asked for ``make lock``, which did not help."""
+    project = _project(tmp_path)
+    # Starts until the editable installs, then fails as Python does there.
+    stamp = _with_venv(
+        project,
+        f'if [ -e {tmp_path}/pth ]; then echo "Fatal Python error: init_import_site:'
+        ' Failed to import the site module" >&2; exit 1; fi\n'
+        f'case "$*" in *"-e ."*) touch {tmp_path}/pth;; esac\nexit 0\n',
+    )
+    before = stamp.stat().st_mtime
+    done = _make_venv(project, env={"LC_ALL": "C"})
+    assert done.returncode != 0
+    assert "Fatal Python error: init_import_site" in done.stderr
+    assert "make: .venv's python cannot start (see above)\n" in done.stderr
+    assert "if this checkout's path is not ASCII, run LC_ALL=C.UTF-8 make venv\n" in done.stderr
+    assert "make lock" not in done.stderr
+    assert stamp.stat().st_mtime == before
+
+    # A second run stops before the installs, saying the same.
+    again = _make_venv(project, env={"LC_ALL": "C.UTF-8"})
+    assert again.returncode != 0
+    assert again.stderr.startswith("Fatal Python error: init_import_site")
+    assert "make: .venv's python cannot start (see above)\n" in again.stderr
+    assert "LC_ALL=C.UTF-8" not in again.stderr
+    assert "pip install" not in again.stdout

@@ -16,6 +16,13 @@ VENV_STAMP := $(VENV)/.installed
 VENV_DIR   := $(VENV)/.directory
 NODE_STAMP := node_modules/.installed
 BUF        := node_modules/.bin/buf
+# npm and buf keep their caches (and buf looks for its config) in .venv, not in HOME,
+# which in containers is often unwritable (HOME=/ as non-root) or no directory
+# (HOME=/dev/null): npm ci failed to mkdir $HOME/.npm, buf lint $HOME/.cache. Exported,
+# so the buf that tests run finds them too; .venv is made before npm ci runs.
+NPM_CACHE  := $(CURDIR)/$(VENV)/npm-cache
+export BUF_CACHE_DIR ?= $(CURDIR)/$(VENV)/buf-cache
+export BUF_CONFIG_DIR ?= $(CURDIR)/$(VENV)/buf-config
 
 # Size knobs of the long tests: random games played (RANDOM_GAMES), the first one's
 # seed (RANDOM_SEED) and the factor on every property/fuzz test's examples
@@ -96,9 +103,9 @@ $(VENV_STAMP): requirements/dev.lock pyproject.toml
 	@touch $@
 
 # buf (proto lint) comes pinned from the npm registry via package-lock.json.
-$(NODE_STAMP): package.json package-lock.json
+$(NODE_STAMP): package.json package-lock.json | $(VENV_STAMP)
 	@command -v npm >/dev/null 2>&1 || { echo "make: npm (Node.js) is needed for buf lint" >&2; exit 1; }
-	npm ci --no-audit --no-fund --loglevel=error
+	npm_config_cache=$(NPM_CACHE) npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff format --check + mypy + pytest -n auto

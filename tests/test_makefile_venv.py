@@ -210,3 +210,71 @@ def test_a_venv_whose_python_cannot_start_is_not_blamed_on_the_lock(tmp_path: Pa
     assert "make: .venv's python cannot start (see above)\n" in again.stderr
     assert "LC_ALL=C.UTF-8" not in again.stderr
     assert "pip install" not in again.stdout
+
+
+def _without_home_settings() -> dict[str, str]:
+    """The environment with no variable that moves buf's or npm's files out of HOME."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("BUF_", "XDG_", "npm_config_", "NPM_CONFIG_"))
+    }
+
+
+def test_buf_runs_through_make_where_home_is_no_directory(tmp_path: Path) -> None:
+    """With HOME=/dev/null (or an unwritable HOME), ``buf lint`` failed: it makes its
+    cache in $HOME/.cache and reads its config from $HOME/.config. The Makefile exports
+    BUF_CACHE_DIR and BUF_CONFIG_DIR to every recipe, the tests' pytest included."""
+    buf = ROOT / "node_modules" / ".bin" / "buf"
+    assert buf.exists(), f"{buf} is missing: run `npm ci` (make test does)"
+    project = _project(tmp_path)
+    shutil.copy(ROOT / "buf.yaml", project)
+    shutil.copytree(ROOT / "proto", project / "proto")
+    shutil.copytree(ROOT / "third_party", project / "third_party")
+    done = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "--eval",
+            "buf-lint: ; $(BUF) lint",
+            f"BUF={buf}",
+            "buf-lint",
+        ],
+        cwd=project,
+        env={**_without_home_settings(), "HOME": "/dev/null"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (project / ".venv/buf-cache").is_dir()
+
+
+def test_npm_ci_keeps_its_cache_in_the_venv(tmp_path: Path) -> None:
+    """``npm ci`` failed with ``ENOENT mkdir $HOME/.npm`` where HOME was unwritable. A
+    stand-in npm (the real one would fetch buf) makes its cache where npm would: in
+    npm_config_cache, else $HOME/.npm."""
+    project = _project(tmp_path / "project")
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(ROOT / name, project)
+    _with_venv(project, "exit 0\n")
+    _script(
+        tmp_path / "bin/npm",
+        'mkdir -p "${npm_config_cache:-$HOME/.npm}/_logs" || exit 1\nmkdir -p node_modules\n',
+    )
+    done = subprocess.run(
+        ["make", "--no-print-directory", "node_modules/.installed"],
+        cwd=project,
+        env={
+            **_without_home_settings(),
+            "HOME": "/dev/null",
+            "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (project / ".venv/npm-cache/_logs").is_dir()

@@ -40,11 +40,16 @@ BENCH_ARGS   ?=
 # Extra arguments for pip-compile, e.g. make lock LOCK_ARGS=--upgrade
 LOCK_ARGS    ?=
 
+# The environment of every pip run: PIP_USER=0, as a PIP_USER=1 or a pip.conf's
+# `user = true` made pip refuse to install into the venv ("Can not perform a '--user'
+# install"). Not --isolated, which would drop an index mirror set in PIP_INDEX_URL.
+PIP_ENV := PIP_USER=0
+
 # cardrules-client, which pyproject.toml names, is on no index: pip-compile finds it
 # as a wheel built from ./clients/python and, as the one "unsafe" package (which also
 # pins pip and setuptools as any other), leaves it out of the locks, with a comment.
 CLIENT_WHEEL := $(VENV)/client-wheel
-PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
+PIP_COMPILE := $(PIP_ENV) CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 	--generate-hashes --unsafe-package cardrules-client --find-links $(CLIENT_WHEEL) \
 	--strip-extras --no-emit-index-url --no-emit-find-links --all-build-deps $(LOCK_ARGS)
 
@@ -94,10 +99,10 @@ $(VENV_STAMP): requirements/dev.lock pyproject.toml
 			&& printf '%s\n' "$(CURDIR)" >$(VENV_DIR); \
 	fi
 	@$(VENV_STARTS)
-	$(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e ./clients/python -e .
+	$(PIP_ENV) $(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
+	$(PIP_ENV) $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e ./clients/python -e .
 	@$(VENV_STARTS)
-	@$(BIN)/python -m pip check >/dev/null || { $(BIN)/python -m pip check >&2; \
+	@$(PIP_ENV) $(BIN)/python -m pip check >/dev/null || { $(PIP_ENV) $(BIN)/python -m pip check >&2; \
 		echo "make: requirements/dev.lock does not hold what pyproject.toml asks for: make lock" >&2; \
 		exit 1; }
 	@touch $@
@@ -140,7 +145,7 @@ bench: $(VENV_STAMP) ## Run the benchmarks: python -m bench with BENCH_ARGS (eng
 lock: $(VENV_STAMP) ## Regenerate requirements/runtime.lock and requirements/dev.lock
 	@rm -rf $(VENV)/locks-before $(CLIENT_WHEEL) && mkdir $(VENV)/locks-before
 	@cp -p requirements/runtime.lock requirements/dev.lock $(VENV)/locks-before/
-	$(BIN)/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(CLIENT_WHEEL) ./clients/python
+	$(PIP_ENV) $(BIN)/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(CLIENT_WHEEL) ./clients/python
 	$(PIP_COMPILE) --output-file requirements/runtime.lock pyproject.toml
 	$(PIP_COMPILE) --extra dev --constraint requirements/runtime.lock \
 		--output-file requirements/dev.lock pyproject.toml

@@ -278,3 +278,31 @@ def test_npm_ci_keeps_its_cache_in_the_venv(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (project / ".venv/npm-cache/_logs").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("name", "hostile", "given"),
+    [
+        # pip refused: "Can not perform a '--user' install. User site-packages are not
+        # visible in this virtualenv." pip.conf's `user = true` did the same; PIP_USER
+        # overrides any config file.
+        ("PIP_USER", "1", "0"),
+    ],
+    ids=["PIP_USER"],
+)
+def test_every_pip_run_of_the_venv_rule_is_shielded_from_the_callers_setting(
+    tmp_path: Path, name: str, hostile: str, given: str
+) -> None:
+    project = _project(tmp_path / "project")
+    log = tmp_path / "pip.log"
+    _with_venv(
+        project,
+        f'if [ "$1 $2" = "-m pip" ]; then echo "$3 ${{{name}-unset}}" >>{log}; fi\nexit 0\n',
+    )
+    done = _make_venv(project, env={name: hostile})
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [
+        f"install {given}",
+        f"install {given}",
+        f"check {given}",
+    ]

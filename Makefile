@@ -43,7 +43,9 @@ LOCK_ARGS    ?=
 # The environment of every pip run: PIP_USER=0, as a PIP_USER=1 or a pip.conf's
 # `user = true` made pip refuse to install into the venv ("Can not perform a '--user'
 # install"). Not --isolated, which would drop an index mirror set in PIP_INDEX_URL.
-PIP_ENV := PIP_USER=0
+# PYTHONWARNINGS empty: =error made the new venv's pip (23.2.1, which Python 3.11
+# bundles) stop at its own "pkg_resources is deprecated" DeprecationWarning.
+PIP_ENV := PIP_USER=0 PYTHONWARNINGS=
 
 # cardrules-client, which pyproject.toml names, is on no index: pip-compile finds it
 # as a wheel built from ./clients/python and, as the one "unsafe" package (which also

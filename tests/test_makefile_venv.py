@@ -287,8 +287,11 @@ def test_npm_ci_keeps_its_cache_in_the_venv(tmp_path: Path) -> None:
         # visible in this virtualenv." pip.conf's `user = true` did the same; PIP_USER
         # overrides any config file.
         ("PIP_USER", "1", "0"),
+        # The venv's pip (23.2.1) stopped at "DeprecationWarning: pkg_resources is
+        # deprecated as an API".
+        ("PYTHONWARNINGS", "error", ""),
     ],
-    ids=["PIP_USER"],
+    ids=["PIP_USER", "PYTHONWARNINGS"],
 )
 def test_every_pip_run_of_the_venv_rule_is_shielded_from_the_callers_setting(
     tmp_path: Path, name: str, hostile: str, given: str

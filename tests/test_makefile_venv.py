@@ -309,3 +309,59 @@ def test_every_pip_run_of_the_venv_rule_is_shielded_from_the_callers_setting(
         f"install {given}",
         f"check {given}",
     ]
+
+
+def test_a_second_make_stops_while_another_makes_the_venv(tmp_path: Path) -> None:
+    """Two ``make venv`` started together in a fresh clone both failed: one removed the
+    venv whose pip the other's ensurepip was installing. The second now stops at once,
+    saying which make holds the venv; the first finishes."""
+    project = _project(tmp_path / "project")
+    started = tmp_path / "started"
+    # A stand-in interpreter whose first venv takes until the test lets it go.
+    python = _script(
+        tmp_path / "python3.11",
+        'case "$1" in\n'
+        '  --version) echo "Python 3.11.7";;\n'
+        f"  -m) if [ ! -e {started} ]; then touch {started}\n"
+        f"        while [ ! -e {tmp_path}/go ]; do sleep 0.05; done; fi\n"
+        '      mkdir -p "$3/bin" && printf \'#!/bin/sh\\nexit 0\\n\' >"$3/bin/python"'
+        ' && chmod +x "$3/bin/python";;\n'
+        "esac\nexit 0\n",
+    )
+    first = subprocess.Popen(
+        ["make", "--no-print-directory", f"PYTHON={python}", "venv"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the first make never made its venv"
+            time.sleep(0.05)
+        second = _make_venv(project, f"PYTHON={python}")
+    finally:
+        (tmp_path / "go").touch()
+        _, err = first.communicate(timeout=60)
+    assert second.returncode != 0
+    assert (
+        f"make: another make (process {first.pid}) is making .venv; wait for it"
+        " (if none is: rm .venv.making)\n"
+    ) in second.stderr
+    assert "creating .venv" not in second.stdout
+    assert first.returncode == 0, err
+    assert not (project / ".venv.making").is_symlink()
+    assert _up_to_date(project)
+
+
+def test_a_hold_left_by_a_make_that_ended_is_taken_over(tmp_path: Path) -> None:
+    """A make stopped (Ctrl-C) or failed while making the venv leaves its hold behind."""
+    project = _project(tmp_path / "project")
+    ended = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    (project / ".venv.making").symlink_to(ended.stdout.strip())
+    done = _make_venv(project, f"PYTHON={_base_python(tmp_path)}")
+    assert done.returncode == 0, done.stderr
+    assert "creating .venv" in done.stdout
+    assert not (project / ".venv.making").is_symlink()

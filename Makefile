@@ -9,8 +9,25 @@ endif
 VENV       := .venv
 BIN        := $(VENV)/bin
 VENV_STAMP := $(VENV)/.installed
+# The directory .venv was made in: its scripts' #! lines and the editable installs'
+# .pth files name it, so a copied checkout's .venv runs the other tree's code and a
+# moved one's runs nothing. A .venv that names another directory (or none: made
+# before this record) is made again here.
+VENV_DIR   := $(VENV)/.directory
+# Held while .venv is made: a symbolic link to the make's process id (made at once or
+# not at all). Two makes at once both failed, one removing the venv the other's
+# ensurepip was filling; now a make that finds it held by a running make stops, and
+# one left by a make that ended (failed, or stopped) is taken over.
+VENV_LOCK  := $(VENV).making
 NODE_STAMP := node_modules/.installed
 BUF        := node_modules/.bin/buf
+# npm and buf keep their caches (and buf looks for its config) in .venv, not in HOME,
+# which in containers is often unwritable (HOME=/ as non-root) or no directory
+# (HOME=/dev/null): npm ci failed to mkdir $HOME/.npm, buf lint $HOME/.cache. Exported,
+# so the buf that tests run finds them too; .venv is made before npm ci runs.
+NPM_CACHE  := $(CURDIR)/$(VENV)/npm-cache
+export BUF_CACHE_DIR ?= $(CURDIR)/$(VENV)/buf-cache
+export BUF_CONFIG_DIR ?= $(CURDIR)/$(VENV)/buf-config
 
 # Size knobs of the long tests: random games played (RANDOM_GAMES), the first one's
 # seed (RANDOM_SEED) and the factor on every property/fuzz test's examples
@@ -28,17 +45,24 @@ BENCH_ARGS   ?=
 # Extra arguments for pip-compile, e.g. make lock LOCK_ARGS=--upgrade
 LOCK_ARGS    ?=
 
+# The environment of every pip run: PIP_USER=0, as a PIP_USER=1 or a pip.conf's
+# `user = true` made pip refuse to install into the venv ("Can not perform a '--user'
+# install"). Not --isolated, which would drop an index mirror set in PIP_INDEX_URL.
+# PYTHONWARNINGS empty: =error made the new venv's pip (23.2.1, which Python 3.11
+# bundles) stop at its own "pkg_resources is deprecated" DeprecationWarning.
+PIP_ENV := PIP_USER=0 PYTHONWARNINGS=
+
 # cardrules-client, which pyproject.toml names, is on no index: pip-compile finds it
 # as a wheel built from ./clients/python and, as the one "unsafe" package (which also
 # pins pip and setuptools as any other), leaves it out of the locks, with a comment.
 CLIENT_WHEEL := $(VENV)/client-wheel
-PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
+PIP_COMPILE := $(PIP_ENV) CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
 	--generate-hashes --unsafe-package cardrules-client --find-links $(CLIENT_WHEEL) \
 	--strip-extras --no-emit-index-url --no-emit-find-links --all-build-deps $(LOCK_ARGS)
 
 .DEFAULT_GOAL := help
 .DELETE_ON_ERROR:
-.PHONY: help venv test coverage lint fmt serve bench lock generate clean
+.PHONY: help venv test coverage lint fmt serve bench lock generate clean FORCE
 
 help: ## List targets
 	@echo "Targets:"
@@ -47,33 +71,63 @@ help: ## List targets
 
 venv: $(VENV_STAMP) ## Create/refresh .venv from requirements/dev.lock
 
-# Rebuilt from scratch when the venv is missing or dev.lock changed; when only
-# pyproject.toml changed, the lock is re-applied and the project reinstalled. PYTHON
-# counts only then: a venv is kept whatever PYTHON says (make clean to change it).
+# Rebuilt from scratch when the venv is missing, dev.lock changed or the venv was made
+# in another directory; when only pyproject.toml changed, the lock is re-applied and
+# the project reinstalled. PYTHON counts only in a rebuild: a venv is kept whatever
+# PYTHON says (make clean to change it).
 # pip check: a dependency pyproject.toml gained but the lock lacks (make lock) fails
-# here, not at the first import of it.
+# here, not at the first import of it. Before it (and before the installs into a venv
+# kept), the venv's python must start: under LC_ALL=C or POSIX, Python 3.11 reads the
+# editable installs' .pth files as ASCII and cannot start in a checkout whose path is
+# not, which pip check's failure would have blamed on the lock.
+ifneq ($(shell cat $(VENV_DIR) 2>/dev/null),$(CURDIR))
+$(VENV_STAMP): FORCE
+endif
+VENV_STARTS = $(BIN)/python -c pass || { \
+	echo "make: $(VENV)'s python cannot start (see above)" >&2; \
+	case "$$LC_ALL" in C|POSIX) echo "make: under LC_ALL=$$LC_ALL, Python reads .pth files" \
+		"as ASCII: if this checkout's path is not ASCII, run LC_ALL=C.UTF-8 make $(MAKECMDGOALS)" >&2;; \
+	esac; exit 1; }
 $(VENV_STAMP): requirements/dev.lock pyproject.toml
-	@if [ ! -x $(BIN)/python ] || [ -n "$(filter requirements/dev.lock,$?)" ]; then \
+	@if ! ln -s $$PPID $(VENV_LOCK) 2>/dev/null; then \
+		holder="$$(readlink $(VENV_LOCK))"; \
+		if kill -0 "$$holder" 2>/dev/null \
+			|| ! { rm -f $(VENV_LOCK) && ln -s $$PPID $(VENV_LOCK); } 2>/dev/null; then \
+			echo "make: another make (process $$holder) is making $(VENV); wait for it" \
+				"(if none is: rm $(VENV_LOCK))" >&2; \
+			exit 1; \
+		fi; \
+	fi
+	@made_in="$$(cat $(VENV_DIR) 2>/dev/null)"; \
+	if [ ! -x $(BIN)/python ] || [ -n "$(filter requirements/dev.lock,$?)" ] \
+		|| [ "$$made_in" != "$(CURDIR)" ]; then \
 		if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
 			echo "make: cardrules needs Python 3.11 or newer, and $(PYTHON) is" \
 				"$$(command -v $(PYTHON) >/dev/null && $(PYTHON) --version 2>&1 || echo 'not found'):" \
 				"make PYTHON=/path/to/python3.11" >&2; \
 			exit 1; \
 		fi; \
+		if [ -x $(BIN)/python ] && [ "$$made_in" != "$(CURDIR)" ]; then \
+			echo "this $(VENV) was made for $${made_in:-a directory it does not record}; making it again here"; \
+		fi; \
 		echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1))"; \
-		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); \
+		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
+			&& printf '%s\n' "$(CURDIR)" >$(VENV_DIR); \
 	fi
-	$(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e ./clients/python -e .
-	@$(BIN)/python -m pip check >/dev/null || { $(BIN)/python -m pip check >&2; \
+	@$(VENV_STARTS)
+	$(PIP_ENV) $(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements/dev.lock
+	$(PIP_ENV) $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e ./clients/python -e .
+	@$(VENV_STARTS)
+	@$(PIP_ENV) $(BIN)/python -m pip check >/dev/null || { $(PIP_ENV) $(BIN)/python -m pip check >&2; \
 		echo "make: requirements/dev.lock does not hold what pyproject.toml asks for: make lock" >&2; \
 		exit 1; }
 	@touch $@
+	@rm -f $(VENV_LOCK)
 
 # buf (proto lint) comes pinned from the npm registry via package-lock.json.
-$(NODE_STAMP): package.json package-lock.json
+$(NODE_STAMP): package.json package-lock.json | $(VENV_STAMP)
 	@command -v npm >/dev/null 2>&1 || { echo "make: npm (Node.js) is needed for buf lint" >&2; exit 1; }
-	npm ci --no-audit --no-fund --loglevel=error
+	npm_config_cache=$(NPM_CACHE) npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 test: $(VENV_STAMP) $(NODE_STAMP) ## buf lint + hadolint + ruff check + ruff format --check + mypy + pytest -n auto
@@ -108,7 +162,7 @@ bench: $(VENV_STAMP) ## Run the benchmarks: python -m bench with BENCH_ARGS (eng
 lock: $(VENV_STAMP) ## Regenerate requirements/runtime.lock and requirements/dev.lock
 	@rm -rf $(VENV)/locks-before $(CLIENT_WHEEL) && mkdir $(VENV)/locks-before
 	@cp -p requirements/runtime.lock requirements/dev.lock $(VENV)/locks-before/
-	$(BIN)/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(CLIENT_WHEEL) ./clients/python
+	$(PIP_ENV) $(BIN)/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(CLIENT_WHEEL) ./clients/python
 	$(PIP_COMPILE) --output-file requirements/runtime.lock pyproject.toml
 	$(PIP_COMPILE) --extra dev --constraint requirements/runtime.lock \
 		--output-file requirements/dev.lock pyproject.toml
@@ -124,6 +178,8 @@ generate: $(VENV_STAMP) ## Regenerate from proto/: the Python code in clients/py
 	$(BIN)/python scripts/generate_openapi.py
 
 clean: ## Remove .venv and tool caches
-	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage .coverage.* \
+	rm -rf $(VENV) $(VENV_LOCK) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage .coverage.* \
 		htmlcov dist build clients/python/dist clients/python/build
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+FORCE:

@@ -1,6 +1,7 @@
 """The Makefile's venv rule refuses what would fail later, with one line that says what
 to do: an interpreter older than pyproject.toml's ``requires-python``, and a lock that
-no longer holds what pyproject.toml asks for (README, "The two commands").
+no longer holds what pyproject.toml asks for (README, "The two commands"). A venv made
+in another directory (a copied or moved checkout) is made again.
 
 The rule runs in a copy of the Makefile with stand-in interpreters (shell scripts), so
 no venv is made and nothing is installed."""
@@ -12,6 +13,8 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,11 +34,25 @@ def _project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _base_python(folder: Path) -> Path:
+    """A stand-in Python 3.11 whose ``-m venv DIR`` makes a venv whose python (and so its
+    pip) succeeds at everything."""
+    return _script(
+        folder / "python3.11",
+        'case "$1" in\n'
+        '  --version) echo "Python 3.11.7";;\n'
+        '  -m) mkdir -p "$3/bin" && printf \'#!/bin/sh\\nexit 0\\n\' >"$3/bin/python"'
+        ' && chmod +x "$3/bin/python";;\n'
+        "esac\nexit 0\n",
+    )
+
+
 def _with_venv(project: Path, python: str) -> Path:
-    """A venv that exists (``python`` its stand-in interpreter), older than pyproject.toml
+    """A venv made here (``python`` its stand-in interpreter), older than pyproject.toml
     but newer than the lock: the rule re-applies the lock to it and makes no new venv
     (make's ``$?`` names pyproject.toml alone)."""
     _script(project / ".venv/bin/python", python)
+    (project / ".venv/.directory").write_text(f"{project}\n")
     stamp = project / ".venv/.installed"
     stamp.touch()
     now = time.time()
@@ -44,15 +61,30 @@ def _with_venv(project: Path, python: str) -> Path:
     return stamp
 
 
-def _make_venv(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _make_venv(
+    project: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["make", "--no-print-directory", *args, "venv"],
         cwd=project,
+        env=None if env is None else {**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def _up_to_date(project: Path) -> bool:
+    """Whether ``make venv`` would do nothing (``make -q``'s exit status 0)."""
+    asked = subprocess.run(
+        ["make", "-q", ".venv/.installed"],
+        cwd=project,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return asked.returncode == 0
 
 
 def test_an_interpreter_older_than_3_11_is_refused_naming_its_version(tmp_path: Path) -> None:
@@ -107,3 +139,229 @@ def test_a_lock_that_holds_everything_renews_the_stamp(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "creating .venv" not in done.stdout
     assert stamp.stat().st_mtime > before
+
+
+@pytest.mark.parametrize("how", ["copied", "moved"])
+def test_a_venv_made_in_another_directory_is_made_again(tmp_path: Path, how: str) -> None:
+    """A copied checkout's .venv ran the first tree's code (its scripts' ``#!`` lines and
+    the editable installs' .pth files name that tree) and ``make venv`` said nothing to
+    do; a moved one's ``make serve`` failed with ``.venv/bin/cardrules: No such file``."""
+    python = _base_python(tmp_path)
+    first = _project(tmp_path / "first")
+    made = _make_venv(first, f"PYTHON={python}")
+    assert made.returncode == 0, made.stderr
+    assert "creating .venv" in made.stdout
+    assert _up_to_date(first)
+
+    second = tmp_path / "second"
+    if how == "copied":
+        subprocess.run(["cp", "-a", str(first), str(second)], check=True)
+    else:
+        first.rename(second)
+    again = _make_venv(second, f"PYTHON={python}")
+    assert again.returncode == 0, again.stderr
+    assert f"this .venv was made for {first}; making it again here\n" in again.stdout
+    assert "creating .venv" in again.stdout
+    assert (second / ".venv/.directory").read_text() == f"{second}\n"
+    assert _up_to_date(second)
+    if how == "copied":
+        assert _up_to_date(first)
+
+
+def test_a_venv_that_does_not_record_its_directory_is_made_again(tmp_path: Path) -> None:
+    """A venv made before the Makefile recorded where: it may be a copy."""
+    python = _base_python(tmp_path)
+    project = _project(tmp_path / "project")
+    _with_venv(project, "exit 0\n")
+    (project / ".venv/.directory").unlink()
+    done = _make_venv(project, f"PYTHON={python}")
+    assert done.returncode == 0, done.stderr
+    assert "this .venv was made for a directory it does not record; making it again here\n" in (
+        done.stdout
+    )
+    assert (project / ".venv/.directory").read_text() == f"{project}\n"
+
+
+def test_a_venv_whose_python_cannot_start_is_not_blamed_on_the_lock(tmp_path: Path) -> None:
+    """Under LC_ALL=C, Python 3.11 reads .pth files as ASCII: once the editable installs
+    wrote theirs naming a non-ASCII checkout, the venv's python stopped at start, and
+    pip check's failure asked for ``make lock``, which did not help."""
+    project = _project(tmp_path)
+    # Starts until the editable installs, then fails as Python does there.
+    stamp = _with_venv(
+        project,
+        f'if [ -e {tmp_path}/pth ]; then echo "Fatal Python error: init_import_site:'
+        ' Failed to import the site module" >&2; exit 1; fi\n'
+        f'case "$*" in *"-e ."*) touch {tmp_path}/pth;; esac\nexit 0\n',
+    )
+    before = stamp.stat().st_mtime
+    done = _make_venv(project, env={"LC_ALL": "C"})
+    assert done.returncode != 0
+    assert "Fatal Python error: init_import_site" in done.stderr
+    assert "make: .venv's python cannot start (see above)\n" in done.stderr
+    assert "if this checkout's path is not ASCII, run LC_ALL=C.UTF-8 make venv\n" in done.stderr
+    assert "make lock" not in done.stderr
+    assert stamp.stat().st_mtime == before
+
+    # A second run stops before the installs, saying the same.
+    again = _make_venv(project, env={"LC_ALL": "C.UTF-8"})
+    assert again.returncode != 0
+    assert again.stderr.startswith("Fatal Python error: init_import_site")
+    assert "make: .venv's python cannot start (see above)\n" in again.stderr
+    assert "LC_ALL=C.UTF-8" not in again.stderr
+    assert "pip install" not in again.stdout
+
+
+def _without_home_settings() -> dict[str, str]:
+    """The environment with no variable that moves buf's or npm's files out of HOME."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("BUF_", "XDG_", "npm_config_", "NPM_CONFIG_"))
+    }
+
+
+def test_buf_runs_through_make_where_home_is_no_directory(tmp_path: Path) -> None:
+    """With HOME=/dev/null (or an unwritable HOME), ``buf lint`` failed: it makes its
+    cache in $HOME/.cache and reads its config from $HOME/.config. The Makefile exports
+    BUF_CACHE_DIR and BUF_CONFIG_DIR to every recipe, the tests' pytest included."""
+    buf = ROOT / "node_modules" / ".bin" / "buf"
+    assert buf.exists(), f"{buf} is missing: run `npm ci` (make test does)"
+    project = _project(tmp_path)
+    shutil.copy(ROOT / "buf.yaml", project)
+    shutil.copytree(ROOT / "proto", project / "proto")
+    shutil.copytree(ROOT / "third_party", project / "third_party")
+    done = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "--eval",
+            "buf-lint: ; $(BUF) lint",
+            f"BUF={buf}",
+            "buf-lint",
+        ],
+        cwd=project,
+        env={**_without_home_settings(), "HOME": "/dev/null"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (project / ".venv/buf-cache").is_dir()
+
+
+def test_npm_ci_keeps_its_cache_in_the_venv(tmp_path: Path) -> None:
+    """``npm ci`` failed with ``ENOENT mkdir $HOME/.npm`` where HOME was unwritable. A
+    stand-in npm (the real one would fetch buf) makes its cache where npm would: in
+    npm_config_cache, else $HOME/.npm."""
+    project = _project(tmp_path / "project")
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(ROOT / name, project)
+    _with_venv(project, "exit 0\n")
+    _script(
+        tmp_path / "bin/npm",
+        'mkdir -p "${npm_config_cache:-$HOME/.npm}/_logs" || exit 1\nmkdir -p node_modules\n',
+    )
+    done = subprocess.run(
+        ["make", "--no-print-directory", "node_modules/.installed"],
+        cwd=project,
+        env={
+            **_without_home_settings(),
+            "HOME": "/dev/null",
+            "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (project / ".venv/npm-cache/_logs").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("name", "hostile", "given"),
+    [
+        # pip refused: "Can not perform a '--user' install. User site-packages are not
+        # visible in this virtualenv." pip.conf's `user = true` did the same; PIP_USER
+        # overrides any config file.
+        ("PIP_USER", "1", "0"),
+        # The venv's pip (23.2.1) stopped at "DeprecationWarning: pkg_resources is
+        # deprecated as an API".
+        ("PYTHONWARNINGS", "error", ""),
+    ],
+    ids=["PIP_USER", "PYTHONWARNINGS"],
+)
+def test_every_pip_run_of_the_venv_rule_is_shielded_from_the_callers_setting(
+    tmp_path: Path, name: str, hostile: str, given: str
+) -> None:
+    project = _project(tmp_path / "project")
+    log = tmp_path / "pip.log"
+    _with_venv(
+        project,
+        f'if [ "$1 $2" = "-m pip" ]; then echo "$3 ${{{name}-unset}}" >>{log}; fi\nexit 0\n',
+    )
+    done = _make_venv(project, env={name: hostile})
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [
+        f"install {given}",
+        f"install {given}",
+        f"check {given}",
+    ]
+
+
+def test_a_second_make_stops_while_another_makes_the_venv(tmp_path: Path) -> None:
+    """Two ``make venv`` started together in a fresh clone both failed: one removed the
+    venv whose pip the other's ensurepip was installing. The second now stops at once,
+    saying which make holds the venv; the first finishes."""
+    project = _project(tmp_path / "project")
+    started = tmp_path / "started"
+    # A stand-in interpreter whose first venv takes until the test lets it go.
+    python = _script(
+        tmp_path / "python3.11",
+        'case "$1" in\n'
+        '  --version) echo "Python 3.11.7";;\n'
+        f"  -m) if [ ! -e {started} ]; then touch {started}\n"
+        f"        while [ ! -e {tmp_path}/go ]; do sleep 0.05; done; fi\n"
+        '      mkdir -p "$3/bin" && printf \'#!/bin/sh\\nexit 0\\n\' >"$3/bin/python"'
+        ' && chmod +x "$3/bin/python";;\n'
+        "esac\nexit 0\n",
+    )
+    first = subprocess.Popen(
+        ["make", "--no-print-directory", f"PYTHON={python}", "venv"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the first make never made its venv"
+            time.sleep(0.05)
+        second = _make_venv(project, f"PYTHON={python}")
+    finally:
+        (tmp_path / "go").touch()
+        _, err = first.communicate(timeout=60)
+    assert second.returncode != 0
+    assert (
+        f"make: another make (process {first.pid}) is making .venv; wait for it"
+        " (if none is: rm .venv.making)\n"
+    ) in second.stderr
+    assert "creating .venv" not in second.stdout
+    assert first.returncode == 0, err
+    assert not (project / ".venv.making").is_symlink()
+    assert _up_to_date(project)
+
+
+def test_a_hold_left_by_a_make_that_ended_is_taken_over(tmp_path: Path) -> None:
+    """A make stopped (Ctrl-C) or failed while making the venv leaves its hold behind."""
+    project = _project(tmp_path / "project")
+    ended = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    (project / ".venv.making").symlink_to(ended.stdout.strip())
+    done = _make_venv(project, f"PYTHON={_base_python(tmp_path)}")
+    assert done.returncode == 0, done.stderr
+    assert "creating .venv" in done.stdout
+    assert not (project / ".venv.making").is_symlink()

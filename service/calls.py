@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +26,6 @@ from google.protobuf.message import Message
 from service.errors import ServiceError, deadline_exceeded, drop_tracebacks, internal_error
 from service.logs import bound_logger, request_log_fields, trace_log_fields
 from service.metrics import ServiceMetrics, code_label
-from service.token_like import request_id_reads_as_token
 from service.trace_context import Trace
 
 RequestT = TypeVar("RequestT")
@@ -43,10 +41,6 @@ _NOT_STANDING = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.IN
 # hex, no secret, which ErrorInfo shows only the caller. Never the rest: other
 # refusals' metadata names cards, and a log line never carries a hand (design section 6).
 _LOGGED_METADATA = "key_id"
-# The ids tools make, usable and never read as a token (one letter case, none past "f"):
-# the Python client's and ingress-nginx's 32 hex digits, a UUID, a W3C traceparent. One
-# match answers for them on every call, where ``request_id_reads_as_token`` searches.
-_ORDINARY_REQUEST_ID = re.compile(r"[0-9a-f-]{1,128}")
 
 
 @dataclass(slots=True)
@@ -147,20 +141,22 @@ def new_request_id() -> str:
     return _REQUEST_IDS.new()
 
 
-def request_id_from(value: str | None) -> str:
+def request_id_from(value: str | None, seat_token_starts: tuple[str, ...] = ()) -> str:
     """The caller's request id if it is usable, else a new one.
 
-    Usable: 1 to 128 printable ASCII characters, spaces only inside, that do not read
-    as a token (``service.token_like``). gRPC metadata holds nothing else: an "é"
-    echoed in the trailers of a refusal turned the refusal into INTERNAL. And a token
-    is never logged (design sections 4 and 6): a backend that sent a seat token as the
-    id would have it on the request line, beside the game and seat it opens, and back
-    in the answer. Such an id is replaced as silently as an unusable one: the answer's
-    id is the one to search the log for.
+    Usable: 1 to 128 printable ASCII characters, spaces only inside. gRPC
+    metadata holds nothing else: an "é" echoed in the trailers of a refusal
+    turned the refusal into INTERNAL. Nor may it hold the text of a seat token of
+    this server's keys (``KeyRing.seat_token_starts``), a seat's credential for the
+    whole match, which is never logged (design sections 4 and 6): a backend that sent
+    one as the id had it on the request line, beside the game and seat it opens. Its
+    key id's first 5 characters tell it: an id of 128 random base64 characters has them
+    about once in 4 million per key.
     """
-    if value and (
-        _ORDINARY_REQUEST_ID.fullmatch(value)
-        or (USABLE_REQUEST_ID.fullmatch(value) and not request_id_reads_as_token(value))
+    if (
+        value
+        and USABLE_REQUEST_ID.fullmatch(value)
+        and not any(start in value for start in seat_token_starts)
     ):
         return value
     return new_request_id()
@@ -169,9 +165,16 @@ def request_id_from(value: str | None) -> str:
 class CallRunner:
     """Runs handlers with metrics and request logging."""
 
-    def __init__(self, metrics: ServiceMetrics | None) -> None:
+    def __init__(
+        self, metrics: ServiceMetrics | None, seat_token_starts: tuple[str, ...] = ()
+    ) -> None:
         self._metrics = metrics
         self._log = bound_logger("cardrules.requests")
+        self._seat_token_starts = seat_token_starts
+
+    def request_id(self, supplied: str | None) -> str:
+        """The call's request id: ``supplied`` if usable (``request_id_from``), else new."""
+        return request_id_from(supplied, self._seat_token_starts)
 
     def run(
         self,

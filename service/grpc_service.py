@@ -33,7 +33,6 @@ from service.calls import (
     CallInfo,
     CallRunner,
     Handler,
-    request_id_from,
     within_deadline,
 )
 from service.codec import unknown_field_bytes
@@ -196,7 +195,7 @@ async def serve_call(
     deadline gets nothing); the request id goes back in the trailers of every answer.
     Every RPC takes this path."""
     supplied, attempt, trace = call_headers(context.invocation_metadata())
-    request_id = request_id_from(supplied)
+    request_id = runner.request_id(supplied)
     outcome = runner.run(
         service,
         method,

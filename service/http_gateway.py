@@ -74,7 +74,6 @@ from service.calls import (
     CallInfo,
     CallRunner,
     Handler,
-    request_id_from,
     within_deadline,
 )
 from service.config import HTTP_KEEPALIVE_SECONDS
@@ -501,7 +500,7 @@ class HttpGateway:
             wait.reschedule(end)
 
     async def _respond(self, request: web.Request) -> web.StreamResponse:
-        request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+        request_id = self._runner.request_id(request.headers.get(REQUEST_ID_HEADER))
         origin = request.headers.get("Origin")
         # Answers carry tokens, which are credentials: nothing may keep them.
         headers = {

@@ -39,8 +39,7 @@ from google.protobuf.message_factory import GetMessageClass
 from service.descriptors import message_descriptor
 from service.errors import ServiceError, invalid_argument, request_too_large
 from service.spelling import nearest
-from service.token_like import BASE64_ALPHABET as _BASE64_ALPHABET
-from service.token_like import reads_as_token as _reads_as_token
+from service.tokens import SEAT_TOKEN_BYTES
 
 MessageT = TypeVar("MessageT", bound=Message)
 
@@ -67,9 +66,26 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # json_format's decoder takes them), with or without padding: groups of 4 characters,
 # then 2 or 3 more with their padding or without it (1 more is no byte). Also the OpenAPI
 # document's pattern for bytes (service/openapi.py), so that what it allows is taken.
+_BASE64_ALPHABET = "[A-Za-z0-9+/_-]"
 BASE64_PATTERN = (
     f"^(?:{_BASE64_ALPHABET}{{4}})*(?:{_BASE64_ALPHABET}{{2}}(?:==)?|{_BASE64_ALPHABET}{{3}}=?)?$"
 )
+# A run of base64 characters (either alphabet) as long as a seat token's text or longer:
+# its 20 bytes are 27 characters unpadded, 28 with their "=". A name or value that holds
+# one that looks drawn at random (``_reads_as_token``) is not quoted (``withheld``): a
+# seat token is its seat's credential for the whole match (design section 4), and a
+# client that swapped two fields logs the refusal.
+_TOKEN_TEXT_CHARS = -(-SEAT_TOKEN_BYTES * 4 // 3)
+_TOKEN_LIKE = re.compile(f"{_BASE64_ALPHABET}{{{_TOKEN_TEXT_CHARS},}}")
+# A row of eight or more of one of "+/_-" ends a run (``_reads_as_token``): a multipart
+# boundary's dashes (curl's 24, then 22 random letters and digits) are no token's, and a
+# token's text holds such a row fewer than once in 10^12.
+_SYMBOL_ROW = re.compile(r"([+/_-])\1{7,}")
+# A letter next to a digit, either first (counted overlapping: "a1b" has two).
+_LETTER_DIGIT = re.compile(r"(?=[A-Za-z][0-9]|[0-9][A-Za-z])")
+_NOT_HEX = re.compile(r"[G-Zg-z]")
+# What a run of one case needs to read as a token (``_reads_as_token``).
+_LETTER_DIGIT_PAIRS = 3
 # Base64 characters then padding, of any length (``_base64_problem`` checks the length).
 _BASE64 = re.compile(r"([A-Za-z0-9+/_-]*)(={0,2})")
 _BASE64_CHAR = re.compile(r"[^A-Za-z0-9+/_=-]")
@@ -512,6 +528,26 @@ def echoed(text: str, chars: int) -> str:
     ``chars`` characters, or only its length where it reads as a token (a seat token
     put in a URL, ``/games/TOKEN``, is never handed back: design section 4)."""
     return withheld(text) or text[:chars]
+
+
+def _reads_as_token(text: str) -> bool:
+    """Whether ``text`` holds a run of ``_TOKEN_LIKE`` (a row of ``_SYMBOL_ROW`` ends one)
+    that looks drawn at random: it holds an upper-case and a lower-case letter, or, in one
+    case, a letter past "f" and at least ``_LETTER_DIGIT_PAIRS`` letters next to a digit.
+
+    What people and tools write is quoted again: a media type
+    (``application/x-www-form-urlencoded``), a path (``/api/cardrules/v1/krypkasino``),
+    a snake_case name (``seed_for_round_1``), a number's digits, a hex digest or UUID. A
+    seat token's 27 characters lack either case about once in 600,000 (2 x (38/64)^27),
+    and then also the letter-digit pairs about once in 200: about one token in 10^8 is
+    shown. A long camelCase name is not."""
+    for run in _TOKEN_LIKE.findall(_SYMBOL_ROW.sub(" ", text)):
+        if run.lower() != run and run.upper() != run:
+            return True
+        pairs = len(_LETTER_DIGIT.findall(run))
+        if pairs >= _LETTER_DIGIT_PAIRS and _NOT_HEX.search(run) is not None:
+            return True
+    return False
 
 
 def _json_kind(value: object) -> str:

@@ -52,6 +52,7 @@ SEAT_TOKEN_BYTES = KEY_ID_BYTES + SEAT_MAC_BYTES
 SEAT_KEY_INFO = b"cardrules seat token v1"
 SEAT_MAC_CACHE_SIZE = 4096  # (key id, game id, seat) triples: about 1 MB
 _MAX_SEAT = 2**32 - 1
+_URL_SAFE = str.maketrans("+/", "-_")
 
 TokenReason = Literal[
     "TOKEN_MALFORMED",
@@ -164,6 +165,15 @@ class KeyRing:
         """The id in hex of each key, the primary (sealing) key first, as ``cardrules
         keyid`` prints them."""
         return [self.key_id(key).hex() for key in self.keys]
+
+    def seat_token_starts(self) -> tuple[str, ...]:
+        """How the text of a seat token under each key begins, in standard and URL-safe
+        base64: the first 5 characters, which hold 30 bits of the key id alone
+        (``service.calls.request_id_from`` looks for them)."""
+        starts = (base64.b64encode(self.key_id(key)).decode()[:5] for key in self.keys)
+        return tuple(
+            dict.fromkeys(text for start in starts for text in (start, start.translate(_URL_SAFE)))
+        )
 
     def weak_keys(self) -> list[tuple[str, str]]:
         """(key id in hex, why) of each key that is no random key (``weakness``)."""

@@ -302,6 +302,16 @@ class AsyncKrypkasinoClient:
         metadata: Metadata | None,
         wait_for_ready: bool | None,
     ) -> _Response:
+        """Call ``method`` with the call's deadline and metadata (with a request id).
+
+        A refusal leaves here with a traceback whose frames (this one's and grpc's) hold
+        the request, tokens and all, in their locals, which error reporters capture by
+        default (Sentry, structlog's ``dict_tracebacks``, rich's ``show_locals``). So each
+        public method, on ``grpc.RpcError``, deletes its own locals made of the request
+        (arguments, message, metadata) and re-raises the error with its traceback cut to
+        its own frame, and no chained error shown (``from None``; grpc chains none
+        today): the error itself (code, details, trailers, request id) is kept.
+        """
         _refuse_after_a_fork()  # a client inherited from the parent, as well as a new one
         # Before grpc makes the call's task, which another loop would refuse only with
         # "got Future ... attached to a different loop" (or "Event loop is closed") and
@@ -377,7 +387,14 @@ class AsyncKrypkasinoClient:
         game, with a new game id (and the same cards when a ``seed`` is given).
         """
         message = messages.new_game(request, config, players, seed, decks, draw)
-        return await self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)
+        try:
+            return await self._invoke(
+                self._stub.NewGame, message, timeout, metadata, wait_for_ready
+            )
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, config, players, seed, decks, draw, message, metadata
+            raise error.with_traceback(None) from None
 
     @overload
     async def legal_moves(
@@ -422,7 +439,14 @@ class AsyncKrypkasinoClient:
     ) -> pb.LegalMovesResponse:
         """The seat's legal moves in canonical order (``LegalMoves``, K7.7). Pure, safe to retry."""
         message = messages.legal_moves(request, state, seat, seat_token)
-        return await self._invoke(self._stub.LegalMoves, message, timeout, metadata, wait_for_ready)
+        try:
+            return await self._invoke(
+                self._stub.LegalMoves, message, timeout, metadata, wait_for_ready
+            )
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, state, seat, seat_token, message, metadata
+            raise error.with_traceback(None) from None
 
     @overload
     async def play(
@@ -475,7 +499,12 @@ class AsyncKrypkasinoClient:
         each seal takes a fresh nonce) and never plays the move twice.
         """
         message = messages.play(request, state, seat, seat_token, move)
-        return await self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
+        try:
+            return await self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, state, seat, seat_token, move, message, metadata
+            raise error.with_traceback(None) from None
 
     @overload
     async def score(
@@ -514,7 +543,12 @@ class AsyncKrypkasinoClient:
     ) -> pb.ScoreResponse:
         """The itemised score sheets, totals and winners (``Score``). Pure, safe to retry."""
         message = messages.score(request, state)
-        return await self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
+        try:
+            return await self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, state, message, metadata
+            raise error.with_traceback(None) from None
 
     @overload
     async def get_view(
@@ -559,4 +593,11 @@ class AsyncKrypkasinoClient:
     ) -> pb.GetViewResponse:
         """A seat's view, or the public view without ``seat`` (``GetView``). Pure, safe to retry."""
         message = messages.get_view(request, state, seat, seat_token)
-        return await self._invoke(self._stub.GetView, message, timeout, metadata, wait_for_ready)
+        try:
+            return await self._invoke(
+                self._stub.GetView, message, timeout, metadata, wait_for_ready
+            )
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, state, seat, seat_token, message, metadata
+            raise error.with_traceback(None) from None

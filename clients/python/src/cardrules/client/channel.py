@@ -29,6 +29,8 @@ sending it calls as soon as it hears so (docs/operations.md, "Termination").
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import enum
 import ipaddress
@@ -434,6 +436,45 @@ _URI_SCHEME = re.compile("([A-Za-z][A-Za-z0-9+.-]*)://")
 GRPC_SCHEMES = (*_ADDRESS_SCHEMES, *_OTHER_SCHEMES, "google-c2p")
 
 
+#: A state key as the server reads one (service/tokens.py, ``KeyRing.parse``): base64 of
+#: 32 bytes, standard or urlsafe. Only its padded form, 43 letters and an ``=``, is looked
+#: for: what ``cardrules keygen`` and ``openssl rand -base64 32`` print. No host name
+#: holds an ``=``, while one may well be 43 letters long. A key stands alone or after a
+#: ``/`` (``/`` is a letter of base64: ``dns:///KEY``, ``HOST:PORT/KEY``), and is no part
+#: of a longer word of base64.
+_STATE_KEY = re.compile(r"(?<![A-Za-z0-9+_=-])[A-Za-z0-9+/_-]{43}=(?![A-Za-z0-9+_=-])")
+#: What a target's messages show in place of a state key (as ``cardrules simulate`` does).
+KEY_NOT_SHOWN = "[a state key, not shown]"
+#: A user and password before an ``@`` (``https://bob:PASS@host``, ``bob:PASS@host:443``):
+#: all of a part between ``/`` up to its last ``@`` (an unescaped password may hold one),
+#: but for one of grpc's schemes that starts the target (``dns:bob:PASS@host``).
+_USERINFO = re.compile(
+    "(^(?:{}):)?[^/]*@".format("|".join(map(re.escape, GRPC_SCHEMES))), re.IGNORECASE
+)
+
+
+def _is_state_key(word: str) -> bool:
+    """Whether ``word`` (of ``_STATE_KEY``) decodes to 32 bytes, as a state key does."""
+    try:
+        key = base64.b64decode(word.replace("-", "+").replace("_", "/"), validate=True)
+    except binascii.Error:
+        return False
+    return len(key) == 32
+
+
+def _hidden(text: str) -> str:
+    """``text`` (a target, or a part of one) as its refusals show it: each state key in it
+    as ``KEY_NOT_SHOWN``, and a user and password before an ``@`` as ``***@``
+    (``https://***@rules.example.com``)."""
+    text = _STATE_KEY.sub(lambda word: KEY_NOT_SHOWN if _is_state_key(word[0]) else word[0], text)
+    return _USERINFO.sub(lambda userinfo: f"{userinfo[1] or ''}***@", text)
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a refusal quotes it: ``repr`` of ``_hidden(text)``."""
+    return repr(_hidden(text))
+
+
 def is_ipv6(address: str) -> bool:
     """Whether ``address`` is an IPv6 address (without brackets and port)."""
     try:
@@ -472,18 +513,32 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     ``xds:`` and ``google-c2p:`` targets, and a host without
     a port (an IPv6 address such as ``::1`` too), which dials 443, the port of TLS;
     ``need_port`` refuses that too.
+
+    A target that holds a state key (``_STATE_KEY``: a secret wired to the wrong
+    variable) is refused first, and a host with a URL's user and password
+    (``bob:PASS@host:443``) is refused. No message quotes a state key or a user and
+    password: they show as ``[a state key, not shown]`` and ``***@`` (``_hidden``).
     """
     if not target.strip():
         raise ValueError("the target is empty: give host:port, such as localhost:50051")
+    # A state key (a secret wired to the wrong variable): the refusals below would quote
+    # parts of it, and grpc's errors the whole target (design section 4). grpc decodes %XX,
+    # and so do the refusals below as they quote a part.
+    for text in (target, urllib.parse.unquote(target)):
+        if any(_is_state_key(word[0]) for word in _STATE_KEY.finditer(text)):
+            raise ValueError(
+                f"{_quoted(text)} is no gRPC target: it holds a state key; give HOST:PORT, "
+                "such as localhost:50051"
+            )
     if target.lower().startswith(_URL_SCHEMES):
         raise ValueError(
-            f"{target!r} is a URL: a gRPC target is host:port, such as localhost:50051 "
+            f"{_quoted(target)} is a URL: a gRPC target is host:port, such as localhost:50051 "
             "(the gRPC port, not the HTTP gateway's); for TLS pass "
             "credentials=grpc.ssl_channel_credentials()"
         )
     if (uri := _URI_SCHEME.match(target)) and uri[1].lower() not in GRPC_SCHEMES:
         raise ValueError(
-            f"{target!r} is a URL of a scheme grpc does not know ({uri[1]!r}): a gRPC "
+            f"{_quoted(target)} is a URL of a scheme grpc does not know ({uri[1]!r}): a gRPC "
             "target is host:port, such as localhost:50051, or one of grpc's own, such as "
             "dns:///HOST:PORT or unix:///PATH"
         )
@@ -496,13 +551,13 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             if scheme.lower() == "unix":
                 form = (
                     f"{scheme}:/ABSOLUTE/PATH or {scheme}:///ABSOLUTE/PATH (three slashes), "
-                    f"e.g. {scheme}:///{after}"
+                    f"e.g. {scheme}:///{_hidden(after)}"
                 )
             else:
-                form = f"{scheme}:NAME, e.g. {scheme}:{after}"
+                form = f"{scheme}:NAME, e.g. {scheme}:{_hidden(after)}"
             raise ValueError(
-                f"{target!r} names an authority ({authority!r}), which a {scheme}: target "
-                f"takes none of: give {form}"
+                f"{_quoted(target)} names an authority ({_quoted(authority)}), which a "
+                f"{scheme}: target takes none of: give {form}"
             )
     if scheme.lower() in _OTHER_SCHEMES:
         return
@@ -515,8 +570,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             names = names[2:].partition("/")[2]
         if not names.strip("/"):
             raise ValueError(
-                f"{target!r} names no address: give {scheme}:///HOST:PORT, with three slashes "
-                f"(after {scheme}:// comes an authority, such as a DNS server, then /HOST:PORT)"
+                f"{_quoted(target)} names no address: give {scheme}:///HOST:PORT, with three "
+                f"slashes (after {scheme}:// comes an authority, such as a DNS server, then "
+                "/HOST:PORT)"
             )
     # grpc reads a target as a URI: it drops a query and a fragment, and decodes %XX.
     addresses = urllib.parse.unquote(re.split("[?#]", target, maxsplit=1)[0])
@@ -539,7 +595,7 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     if not elements and listed:
         # grpc fails every call with UNAVAILABLE ("empty address list").
         raise ValueError(
-            f"{target!r} names no address: give {scheme}:ADDRESS:PORT, e.g. "
+            f"{_quoted(target)} names no address: give {scheme}:ADDRESS:PORT, e.g. "
             + ("ipv4:127.0.0.1:50051" if lowered == "ipv4" else "ipv6:[::1]:50051")
         )
     for element in elements:
@@ -549,20 +605,21 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             # "localhost:50051/x" as one of "50051/x": every call fails with UNAVAILABLE.
             if not path:
                 raise ValueError(
-                    f"{target!r} ends its address with '/': give HOST:PORT, e.g. localhost:50051"
+                    f"{_quoted(target)} ends its address with '/': give HOST:PORT, e.g. "
+                    "localhost:50051"
                 )
             raise ValueError(
-                f"{target!r} has a path after its address ('/{path}'): a gRPC target names "
-                "no path; give HOST:PORT, e.g. localhost:50051"
+                f"{_quoted(target)} has a path after its address ('/{_hidden(path)}'): a gRPC "
+                "target names no path; give HOST:PORT, e.g. localhost:50051"
             )
         if "," in address and single:
             # grpc looks "localhost:50051,localhost:50052" up as one name, with a port of
             # "50052" after a host of "localhost:50051,localhost", and "localhost:50051," with
             # a port of "50051,": every call fails with UNAVAILABLE.
             raise ValueError(
-                f"{target!r} has a ',' in its address: only an ipv4: or ipv6: target lists "
-                "addresses (ipv4:127.0.0.1:50051,127.0.0.2:50051); give one HOST:PORT, e.g. "
-                "localhost:50051"
+                f"{_quoted(target)} has a ',' in its address: only an ipv4: or ipv6: target "
+                "lists addresses (ipv4:127.0.0.1:50051,127.0.0.2:50051); give one HOST:PORT, "
+                "e.g. localhost:50051"
             )
         if address.startswith("[") and "]" in address:  # [IPv6]:PORT
             bracketed, _, after = address.partition("]")
@@ -571,33 +628,45 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             host, colon, port = address, "", ""
         else:
             host, colon, port = address.rpartition(":")
+            if ":" in host and "@" in host:
+                # A URL's user and password (bob:PASS@host:443), which grpc looks up as part
+                # of the host's name: every call fails with UNAVAILABLE.
+                raise ValueError(
+                    f"{_quoted(target)} names a user and password (before its '@'), which a "
+                    "gRPC target takes none of: give HOST:PORT, e.g. localhost:50051, and "
+                    "the credentials with credentials= or the call's metadata"
+                )
             if ":" in host:
                 # grpc would read localhost:50051:1 as an IPv6 address, and fail every call.
                 raise ValueError(
-                    f"{target!r} has a ':' too many: give HOST:PORT, e.g. localhost:50051, "
-                    "with an IPv6 address in brackets, e.g. [::1]:50051"
+                    f"{_quoted(target)} has a ':' too many: give HOST:PORT, e.g. "
+                    "localhost:50051, with an IPv6 address in brackets, e.g. [::1]:50051"
                 )
         if colon and not host.strip():
             # grpc fails every call to ":50051" (its resolver finds no host).
-            raise ValueError(f"{target!r} has no host: give HOST:PORT, e.g. localhost:50051")
+            raise ValueError(f"{_quoted(target)} has no host: give HOST:PORT, e.g. localhost:50051")
         if any(char.isspace() or not char.isprintable() for char in (host if colon else address)):
             raise ValueError(
-                f"the host in target {target!r} holds white space or a control character: "
-                "give HOST:PORT, e.g. localhost:50051"
+                f"the host in target {_quoted(target)} holds white space or a control "
+                "character: give HOST:PORT, e.g. localhost:50051"
             )
         if colon and not port:
             # grpc dials 443 for "localhost:": a colon with nothing after it is a typo.
-            raise ValueError(f"{target!r} has an empty port: give HOST:PORT, e.g. localhost:50051")
+            raise ValueError(
+                f"{_quoted(target)} has an empty port: give HOST:PORT, e.g. localhost:50051"
+            )
         if not colon:
             if listed:
                 # grpc fails every call with UNKNOWN ("no port given for ipv4 scheme").
                 example = "ipv4:127.0.0.1:50051" if lowered == "ipv4" else "ipv6:[::1]:50051"
                 raise ValueError(
-                    f"{target!r} has no port for {element!r}: every address of an "
-                    f"{scheme}: target needs one, e.g. {example}"
+                    f"{_quoted(target)} has no port for {_quoted(element)}: every address of "
+                    f"an {scheme}: target needs one, e.g. {example}"
                 )
             if need_port:
-                raise ValueError(f"{target!r} has no port: give HOST:PORT, e.g. localhost:50051")
+                raise ValueError(
+                    f"{_quoted(target)} has no port: give HOST:PORT, e.g. localhost:50051"
+                )
             continue
         # Digits counted first: Python reads no more than 4,300 of them.
         if (number := _NUMBER.match(port)) is not None and not (
@@ -606,5 +675,6 @@ def check_target(target: str, *, need_port: bool = False) -> None:
             and 1 <= int(number[0]) <= 65535
         ):
             raise ValueError(
-                f"port must be a number from 1 to 65535, not {port}, in target {target!r}"
+                f"port must be a number from 1 to 65535, not {_hidden(port)}, in target "
+                f"{_quoted(target)}"
             )

@@ -151,6 +151,16 @@ class KrypkasinoClient:
         metadata: Metadata | None,
         wait_for_ready: bool | None,
     ) -> _Response:
+        """Call ``method`` with the call's deadline and metadata (with a request id).
+
+        A refusal leaves here with a traceback whose frames (this one's and grpc's) hold
+        the request, tokens and all, in their locals, which error reporters capture by
+        default (Sentry, structlog's ``dict_tracebacks``, rich's ``show_locals``). So each
+        public method, on ``grpc.RpcError``, deletes its own locals made of the request
+        (arguments, message, metadata) and re-raises the error with its traceback cut to
+        its own frame, and no chained error shown (``from None``; grpc chains none
+        today): the error itself (code, details, trailers, request id) is kept.
+        """
         seconds = self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout)
         sent = call_metadata(metadata)
         try:
@@ -214,7 +224,12 @@ class KrypkasinoClient:
         game, with a new game id (and the same cards when a ``seed`` is given).
         """
         message = messages.new_game(request, config, players, seed, decks, draw)
-        return self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)
+        try:
+            return self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, config, players, seed, decks, draw, message, metadata
+            raise error.with_traceback(None) from None
 
     @overload
     def legal_moves(
@@ -259,7 +274,12 @@ class KrypkasinoClient:
     ) -> pb.LegalMovesResponse:
         """The seat's legal moves in canonical order (``LegalMoves``, K7.7). Pure, safe to retry."""
         message = messages.legal_moves(request, state, seat, seat_token)
-        return self._invoke(self._stub.LegalMoves, message, timeout, metadata, wait_for_ready)
+        try:
+            return self._invoke(self._stub.LegalMoves, message, timeout, metadata, wait_for_ready)
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, state, seat, seat_token, message, metadata
+            raise error.with_traceback(None) from None
 
     @overload
     def play(
@@ -312,7 +332,12 @@ class KrypkasinoClient:
         each seal takes a fresh nonce) and never plays the move twice.
         """
         message = messages.play(request, state, seat, seat_token, move)
-        return self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
+        try:
+            return self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, state, seat, seat_token, move, message, metadata
+            raise error.with_traceback(None) from None
 
     @overload
     def score(
@@ -351,7 +376,12 @@ class KrypkasinoClient:
     ) -> pb.ScoreResponse:
         """The itemised score sheets, totals and winners (``Score``). Pure, safe to retry."""
         message = messages.score(request, state)
-        return self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
+        try:
+            return self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, state, message, metadata
+            raise error.with_traceback(None) from None
 
     @overload
     def get_view(
@@ -396,4 +426,9 @@ class KrypkasinoClient:
     ) -> pb.GetViewResponse:
         """A seat's view, or the public view without ``seat`` (``GetView``). Pure, safe to retry."""
         message = messages.get_view(request, state, seat, seat_token)
-        return self._invoke(self._stub.GetView, message, timeout, metadata, wait_for_ready)
+        try:
+            return self._invoke(self._stub.GetView, message, timeout, metadata, wait_for_ready)
+        except grpc.RpcError as error:
+            # Nothing of the request in what an error reporter captures (_invoke).
+            del request, state, seat, seat_token, message, metadata
+            raise error.with_traceback(None) from None

@@ -1,0 +1,169 @@
+"""A refused call of the Python client leaves no token in the locals of the client's frames.
+
+Error reporters capture every frame's locals by default (Sentry, structlog's
+``dict_tracebacks``, rich and better_exceptions with locals): a routine refusal
+(``NOT_YOUR_TURN``, ``SEAT_TOKEN_INVALID``) must not carry the state token or the
+seat token along in the frames of ``cardrules.client`` (its public methods and
+``_invoke``) or of grpc (``_channel.__call__`` holds the request). The test reads the
+traceback as those reporters do, with a real server on loopback, for both clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import cardrules.client
+import grpc
+import pytest
+from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient
+from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf import text_encoding
+
+#: The folders whose frames must hold no token: the client's and grpc's.
+_GUARDED = (Path(cardrules.client.__file__).parent, Path(grpc.__file__).parent)
+_QUOTES = frozenset(b"'\"\\")
+#: Call metadata a backend may send along (a credential of its own proxy, say).
+_API_KEY = "S3CRETAPIKEY"
+_METADATA = (("authorization", f"Bearer {_API_KEY}"),)
+
+
+def _secret_forms(token: bytes) -> set[str]:
+    """Every 6-byte piece of ``token`` as ``repr(bytes)`` and protobuf's text repr
+    (``CEscape``) write it. Pieces with a quote or a backslash are left out: how
+    those are escaped depends on the rest of the string, and the others are plenty."""
+    forms = set()
+    for start in range(len(token) - 5):
+        piece = token[start : start + 6]
+        if _QUOTES.isdisjoint(piece):
+            forms.add(repr(piece)[2:-1])
+            forms.add(text_encoding.CEscape(piece, as_utf8=False))
+    return forms
+
+
+def _frames(error: BaseException) -> Iterator[traceback.FrameSummary]:
+    """Every frame of ``error``'s traceback and of the errors chained to it, with its
+    locals as reporters capture them."""
+    seen: set[int] = set()
+    pending = [traceback.TracebackException.from_exception(error, capture_locals=True)]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield from current.stack
+        pending += [chained for chained in (current.__cause__, current.__context__) if chained]
+
+
+def _leaks(error: BaseException, tokens: tuple[bytes, ...]) -> list[str]:
+    """``function:local`` of every local, in a client or grpc frame, that shows a piece of
+    a token or the call's API key."""
+    forms = set().union(*map(_secret_forms, tokens))
+    assert len(forms) > 100, "too few pieces to look for"
+    forms.add(_API_KEY)
+    found = []
+    guarded = 0
+    for frame in _frames(error):
+        if not any(Path(frame.filename).is_relative_to(folder) for folder in _GUARDED):
+            continue
+        guarded += 1
+        for name, shown in (frame.locals or {}).items():
+            if any(form in shown for form in forms):
+                found.append(f"{frame.name}:{name}")
+    # The client's method that was called is still in the traceback (so the test looks).
+    assert guarded, "no frame of the client in the traceback"
+    return found
+
+
+# The refused calls, by name: each takes the client and a new game and is refused by
+# the server (SEAT_TOKEN_INVALID, NOT_YOUR_TURN, or a cut state token).
+_Game = pb.NewGameResponse
+
+
+def _waiting(client: KrypkasinoClient, game: _Game) -> tuple[int, bytes, pb.Move]:
+    """The seat not to move, its token and a card of its hand: a move out of turn."""
+    seat = 1 - game.view.turn
+    token = game.seat_tokens[seat]
+    hand = client.get_view(state=game.state, seat=seat, seat_token=token).view.hand
+    return seat, token, pb.Move(card=hand[0])
+
+
+def _sync_calls() -> dict[str, Callable[[KrypkasinoClient, _Game], object]]:
+    return {
+        "legal_moves": lambda client, game: client.legal_moves(
+            state=game.state, seat=0, seat_token=game.seat_tokens[1], metadata=_METADATA
+        ),
+        "legal_moves-request": lambda client, game: client.legal_moves(
+            pb.LegalMovesRequest(state=game.state, seat=0, seat_token=game.seat_tokens[1])
+        ),
+        "play": lambda client, game: client.play(
+            state=game.state,
+            seat=(moved := _waiting(client, game))[0],
+            seat_token=moved[1],
+            move=moved[2],
+        ),
+        "get_view": lambda client, game: client.get_view(
+            state=game.state, seat=1, seat_token=game.seat_tokens[0]
+        ),
+        "score": lambda client, game: client.score(state=game.state[:-1]),
+    }
+
+
+def _async_calls(
+    sync: KrypkasinoClient,
+) -> dict[str, Callable[[AsyncKrypkasinoClient, _Game], Awaitable[object]]]:
+    return {
+        "legal_moves": lambda client, game: client.legal_moves(
+            state=game.state, seat=0, seat_token=game.seat_tokens[1], metadata=_METADATA
+        ),
+        "legal_moves-request": lambda client, game: client.legal_moves(
+            pb.LegalMovesRequest(state=game.state, seat=0, seat_token=game.seat_tokens[1])
+        ),
+        "play": lambda client, game: client.play(
+            state=game.state,
+            seat=(moved := _waiting(sync, game))[0],
+            seat_token=moved[1],
+            move=moved[2],
+        ),
+        "get_view": lambda client, game: client.get_view(
+            state=game.state, seat=1, seat_token=game.seat_tokens[0]
+        ),
+        "score": lambda client, game: client.score(state=game.state[:-1]),
+    }
+
+
+_CALLS = sorted(_sync_calls())
+
+
+@pytest.mark.parametrize("call", _CALLS)
+def test_a_refused_sync_call_leaves_no_token_in_client_or_grpc_frames(
+    grpc_target: str, call: str
+) -> None:
+    with KrypkasinoClient(grpc_target) as client:
+        game = client.new_game(players=2, seed=1)
+        with pytest.raises(grpc.RpcError) as raised:
+            _sync_calls()[call](client, game)
+    assert raised.value.code() != grpc.StatusCode.UNAVAILABLE, raised.value
+    leaks = _leaks(raised.value, (game.state, *game.seat_tokens))
+    assert not leaks, leaks
+
+
+@pytest.mark.parametrize("call", _CALLS)
+def test_a_refused_async_call_leaves_no_token_in_client_or_grpc_frames(
+    grpc_target: str, call: str
+) -> None:
+    with KrypkasinoClient(grpc_target) as sync:
+        game = sync.new_game(players=2, seed=1)
+
+        async def run() -> grpc.RpcError:
+            async with AsyncKrypkasinoClient(grpc_target) as client:
+                with pytest.raises(grpc.RpcError) as raised:
+                    await _async_calls(sync)[call](client, game)
+                return raised.value
+
+        error = asyncio.run(run())
+    assert error.code() != grpc.StatusCode.UNAVAILABLE, error
+    leaks = _leaks(error, (game.state, *game.seat_tokens))
+    assert not leaks, leaks

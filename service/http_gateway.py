@@ -468,19 +468,25 @@ class HttpGateway:
 
         A body still arriving when the drain ends is refused then (``SERVER_STOPPING``), so
         that its call is answered, logged and counted before the connections close: at
-        the end of ``timeout``, or as soon as nothing was in flight, since a request can
-        start on a kept-alive connection just then, and aiohttp's shutdown, which follows,
-        drops whatever its client still sends.
+        the end of ``timeout``, or as soon as the drain finds nothing in flight, since a
+        request can start on a kept-alive connection just then, and aiohttp's shutdown,
+        which follows, drops whatever its client still sends.
+
+        A request that starts while the drain waits (on a kept-alive connection) is waited
+        for too, within what is left of ``timeout``: the last request's end wakes the
+        drain, but one can start before the drain runs, and ending then would cut it at
+        once with most of the grace left.
         """
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         busy = not self._idle.is_set()
         self._end_bodies_at(end)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
-        # Not the TimeoutError alone: the bodies cut at the end end their requests at that
-        # very moment, and the wait may then return rather than time out (and with a
-        # timeout of 0, wait_for raises it however idle the gateway is).
+        while not self._idle.is_set() and (left := end - loop.time()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), left)
+        # Not "in flight" alone: the bodies cut at the end end their requests at that very
+        # moment, and the wait may then return idle rather than time out. ``busy`` for a
+        # timeout of 0, whose end has passed however idle the gateway is.
         self.drain_expired = busy and (not self._idle.is_set() or loop.time() >= end)
         self._end_bodies_at(loop.time())
 

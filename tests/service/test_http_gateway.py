@@ -1071,6 +1071,46 @@ def test_bodies_still_arriving_when_the_grace_ends_are_refused_and_logged_before
     assert lines == [("Unavailable", SERVER_STOPPING)] * 2
 
 
+def test_a_request_started_as_the_last_one_ends_gets_the_rest_of_the_grace():
+    """The drain waited once for the gateway to fall idle: when the last request in flight
+    ended and a kept-alive connection started another before the drain ran again, the
+    drain ended at once with most of its grace left, cut the new body (503
+    ``SERVER_STOPPING``) and said the grace had run out. It now waits on, until nothing
+    is in flight or the grace is over."""
+    gateway = krypkasino_gateway(body_seconds=120)
+    new_game = SCORE_HEAD.replace(b":score", b":newGame")
+    body = json.dumps({"config": {"players": 2}}).encode()
+
+    async def scenario(_: aiohttp.ClientSession, url: str) -> None:
+        last_reader, last = await open_raw(url)
+        kept_reader, kept = await open_raw(url)
+        try:
+            kept.write(HEALTHZ)
+            await next_answer(kept_reader)
+            last.write(PARTIAL_SCORE)
+            await last.drain()
+            await asyncio.sleep(0.2)  # in flight, its body still coming
+            draining = asyncio.create_task(gateway.drain(60))
+            await asyncio.sleep(0.1)
+            # In one go, with no await between: the server reads both in the same loop
+            # turn, so the new request starts before the drain runs again.
+            last.write(b"A" * 87 + b'"}')
+            kept.write(new_game + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:5])
+            assert (await next_answer(last_reader))[0].startswith(b"HTTP/1.1 400 ")
+            await asyncio.sleep(0.3)
+            assert not draining.done()  # the new body is still coming, within the grace
+            kept.write(body[5:])
+            head, _ = await next_answer(kept_reader)
+            await asyncio.wait_for(draining, 5)
+        finally:
+            last.close()
+            kept.close()
+        assert head.startswith(b"HTTP/1.1 200 ")
+        assert not gateway.drain_expired
+
+    run(gateway, scenario)
+
+
 def test_a_body_started_after_a_drain_that_found_nothing_in_flight_is_refused_at_once():
     """A drain with nothing in flight ends at once, and aiohttp's shutdown follows, which
     drops what clients still send: a request that a kept-alive connection starts just

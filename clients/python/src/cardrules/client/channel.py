@@ -38,6 +38,7 @@ import json
 import math
 import numbers
 import re
+import traceback
 import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
@@ -366,6 +367,20 @@ MAX_TIMEOUT = 1e9
 
 #: Target schemes that name addresses with ports (``dns:``, ``ipv4:``, ``ipv6:``).
 _ADDRESS_SCHEMES = ("dns", "ipv4", "ipv6")
+
+
+def clear_call_frames(error: BaseException) -> None:
+    """Clear the locals of the finished frames in ``error``'s traceback (the client's
+    ``_invoke`` and grpc's, which hold the request, tokens and all), keeping the frames
+    themselves: file, line and function stay in the traceback.
+
+    Called by each public method of the clients on any exception, before it re-raises
+    it (``KrypkasinoClient._invoke``). The method's own frame, still running, is left to
+    it (``traceback.clear_frames`` skips it). Only ``error``'s own traceback is cleared:
+    an exception it was raised while handling may be the caller's, with the caller's
+    frames.
+    """
+    traceback.clear_frames(error.__traceback__)
 
 
 def checked_timeout(timeout: object) -> float | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import cardrules.client
 import grpc
 import pytest
-from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient
+from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient, error_info, request_id
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import text_encoding
 
@@ -268,3 +268,43 @@ def test_an_async_call_from_another_loop_leaves_no_token_in_client_frames(
         asyncio.run(call())
     leaks = _leaks(raised.value, (game.state, *game.seat_tokens), "score", "_invoke")
     assert not leaks, leaks
+
+
+def test_a_sync_call_in_an_except_block_keeps_the_callers_error_chained(
+    grpc_target: str,
+) -> None:
+    """A call made while the caller handles an error of its own still shows it ("During
+    handling of the above exception..."): the client re-raises, it does not chain
+    ``from None``."""
+    with KrypkasinoClient(grpc_target) as client:
+        mine = KeyError("mine")
+        with pytest.raises(grpc.RpcError) as raised:
+            try:
+                raise mine
+            except KeyError:
+                client.play(state=b"garbage", seat=0, seat_token=b"garbage", move=pb.Move())
+    error = raised.value
+    assert error.__context__ is mine and not error.__suppress_context__
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert request_id(error) and error_info(error) is not None
+
+
+def test_an_async_call_in_an_except_block_keeps_the_callers_error_chained(
+    grpc_target: str,
+) -> None:
+    async def run() -> tuple[KeyError, grpc.RpcError]:
+        async with AsyncKrypkasinoClient(grpc_target) as client:
+            mine = KeyError("mine")
+            with pytest.raises(grpc.RpcError) as raised:
+                try:
+                    raise mine
+                except KeyError:
+                    await client.play(
+                        state=b"garbage", seat=0, seat_token=b"garbage", move=pb.Move()
+                    )
+            return mine, raised.value
+
+    mine, error = asyncio.run(run())
+    assert error.__context__ is mine and not error.__suppress_context__
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert request_id(error) and error_info(error) is not None

@@ -1,16 +1,21 @@
-"""A refused call of the Python client leaves no token in the locals of the client's frames.
+"""A call of the Python client that raises leaves no token in the locals of the client's
+frames, and keeps its traceback and the caller's exception chain.
 
 Error reporters capture every frame's locals by default (Sentry, structlog's
 ``dict_tracebacks``, rich and better_exceptions with locals): a routine refusal
-(``NOT_YOUR_TURN``, ``SEAT_TOKEN_INVALID``) must not carry the state token or the
-seat token along in the frames of ``cardrules.client`` (its public methods and
-``_invoke``) or of grpc (``_channel.__call__`` holds the request). The test reads the
-traceback as those reporters do, with a real server on loopback, for both clients.
+(``NOT_YOUR_TURN``, ``SEAT_TOKEN_INVALID``), a call cut by ``asyncio.wait_for`` or
+``asyncio.timeout``, or a bad ``timeout`` must not carry the state token or the seat
+token along in the frames of ``cardrules.client`` (its public methods and ``_invoke``)
+or of grpc (``_channel.__call__`` holds the request). The frames themselves stay listed,
+so a bug in the client can still be traced. The tests read the traceback as those
+reporters do, with a real server on loopback (or a silent socket), for both clients.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -18,7 +23,7 @@ from pathlib import Path
 import cardrules.client
 import grpc
 import pytest
-from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient
+from cardrules.client import AsyncKrypkasinoClient, KrypkasinoClient, error_info, request_id
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import text_encoding
 
@@ -28,6 +33,8 @@ _QUOTES = frozenset(b"'\"\\")
 #: Call metadata a backend may send along (a credential of its own proxy, say).
 _API_KEY = "S3CRETAPIKEY"
 _METADATA = (("authorization", f"Bearer {_API_KEY}"),)
+#: The loopback ports a silent socket may take (this test's range).
+_SILENT_PORTS = range(44000, 44050)
 
 
 def _secret_forms(token: bytes) -> set[str]:
@@ -57,9 +64,10 @@ def _frames(error: BaseException) -> Iterator[traceback.FrameSummary]:
         pending += [chained for chained in (current.__cause__, current.__context__) if chained]
 
 
-def _leaks(error: BaseException, tokens: tuple[bytes, ...]) -> list[str]:
+def _leaks(error: BaseException, tokens: tuple[bytes, ...], *called: str) -> list[str]:
     """``function:local`` of every local, in a client or grpc frame, that shows a piece of
-    a token or the call's API key."""
+    a token or the call's API key; checked first that the frames of the client's functions
+    ``called`` are still in the traceback (kept for debugging, only their locals cleared)."""
     forms = set().union(*map(_secret_forms, tokens))
     assert len(forms) > 100, "too few pieces to look for"
     forms.add(_API_KEY)
@@ -74,6 +82,8 @@ def _leaks(error: BaseException, tokens: tuple[bytes, ...]) -> list[str]:
                 found.append(f"{frame.name}:{name}")
     # The client's method that was called is still in the traceback (so the test looks).
     assert guarded, "no frame of the client in the traceback"
+    listed = {frame.name for frame in _frames(error)}
+    assert listed >= set(called), f"{called} not all in the traceback: {sorted(listed)}"
     return found
 
 
@@ -146,7 +156,7 @@ def test_a_refused_sync_call_leaves_no_token_in_client_or_grpc_frames(
         with pytest.raises(grpc.RpcError) as raised:
             _sync_calls()[call](client, game)
     assert raised.value.code() != grpc.StatusCode.UNAVAILABLE, raised.value
-    leaks = _leaks(raised.value, (game.state, *game.seat_tokens))
+    leaks = _leaks(raised.value, (game.state, *game.seat_tokens), "_invoke")
     assert not leaks, leaks
 
 
@@ -165,5 +175,136 @@ def test_a_refused_async_call_leaves_no_token_in_client_or_grpc_frames(
 
         error = asyncio.run(run())
     assert error.code() != grpc.StatusCode.UNAVAILABLE, error
-    leaks = _leaks(error, (game.state, *game.seat_tokens))
+    leaks = _leaks(error, (game.state, *game.seat_tokens), "_invoke")
     assert not leaks, leaks
+
+
+@contextlib.contextmanager
+def _silent_server() -> Iterator[str]:
+    """A TCP socket on loopback that accepts connections and never answers: a call to it
+    waits (grpc's handshake never ends) until its deadline or until it is cancelled."""
+    with socket.socket() as listener:
+        for port in _SILENT_PORTS:
+            try:
+                listener.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            break
+        else:
+            pytest.fail(f"no free port in {_SILENT_PORTS}")
+        listener.listen(8)
+        yield f"127.0.0.1:{port}"
+
+
+async def _cut_by_wait_for(call: Awaitable[object]) -> None:
+    await asyncio.wait_for(call, 0.5)
+
+
+async def _cut_by_timeout(call: Awaitable[object]) -> None:
+    async with asyncio.timeout(0.5):
+        await call
+
+
+@pytest.mark.parametrize("cut", [_cut_by_wait_for, _cut_by_timeout], ids=["wait_for", "timeout"])
+def test_an_async_call_cut_by_a_timeout_leaves_no_token_in_client_or_grpc_frames(
+    grpc_target: str, cut: Callable[[Awaitable[object]], Awaitable[None]]
+) -> None:
+    """asyncio cancels the call (``CancelledError`` through ``play`` and ``_invoke``) and
+    raises ``TimeoutError`` from it: no ``RpcError`` ever reaches the client's methods."""
+    with KrypkasinoClient(grpc_target) as sync:
+        game = sync.new_game(players=2, seed=1)
+        seat, token, move = _waiting(sync, game)
+
+    async def run(target: str) -> TimeoutError:
+        async with AsyncKrypkasinoClient(target) as client:
+            with pytest.raises(TimeoutError) as raised:
+                await cut(
+                    client.play(
+                        state=game.state,
+                        seat=seat,
+                        seat_token=token,
+                        move=move,
+                        metadata=_METADATA,
+                        wait_for_ready=True,
+                    )
+                )
+            return raised.value
+
+    with _silent_server() as target:
+        error = asyncio.run(run(target))
+    assert isinstance(error.__context__, asyncio.CancelledError), repr(error.__context__)
+    leaks = _leaks(error, (game.state, *game.seat_tokens), "play", "_invoke")
+    assert not leaks, leaks
+
+
+def test_a_sync_call_with_a_bad_timeout_leaves_no_token_in_client_frames(
+    grpc_target: str,
+) -> None:
+    """``_invoke`` refuses the deadline (``ValueError``) with the request in its locals."""
+    with KrypkasinoClient(grpc_target) as client:
+        game = client.new_game(players=2, seed=1)
+        with pytest.raises(ValueError, match="timeout must be over 0") as raised:
+            client.play(state=game.state, seat=0, seat_token=game.seat_tokens[0], timeout=0)
+    leaks = _leaks(raised.value, (game.state, *game.seat_tokens), "play", "_invoke")
+    assert not leaks, leaks
+
+
+def test_an_async_call_from_another_loop_leaves_no_token_in_client_frames(
+    grpc_target: str,
+) -> None:
+    """``_invoke`` refuses a call from another event loop (``RuntimeError``)."""
+    with KrypkasinoClient(grpc_target) as sync:
+        game = sync.new_game(players=2, seed=1)
+
+    async def make() -> AsyncKrypkasinoClient:
+        return AsyncKrypkasinoClient(grpc_target)
+
+    client = asyncio.run(make())
+
+    async def call() -> object:
+        return await client.score(state=game.state, metadata=_METADATA)
+
+    with pytest.raises(RuntimeError, match="another event loop") as raised:
+        asyncio.run(call())
+    leaks = _leaks(raised.value, (game.state, *game.seat_tokens), "score", "_invoke")
+    assert not leaks, leaks
+
+
+def test_a_sync_call_in_an_except_block_keeps_the_callers_error_chained(
+    grpc_target: str,
+) -> None:
+    """A call made while the caller handles an error of its own still shows it ("During
+    handling of the above exception..."): the client re-raises, it does not chain
+    ``from None``."""
+    with KrypkasinoClient(grpc_target) as client:
+        mine = KeyError("mine")
+        with pytest.raises(grpc.RpcError) as raised:
+            try:
+                raise mine
+            except KeyError:
+                client.play(state=b"garbage", seat=0, seat_token=b"garbage", move=pb.Move())
+    error = raised.value
+    assert error.__context__ is mine and not error.__suppress_context__
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert request_id(error) and error_info(error) is not None
+
+
+def test_an_async_call_in_an_except_block_keeps_the_callers_error_chained(
+    grpc_target: str,
+) -> None:
+    async def run() -> tuple[KeyError, grpc.RpcError]:
+        async with AsyncKrypkasinoClient(grpc_target) as client:
+            mine = KeyError("mine")
+            with pytest.raises(grpc.RpcError) as raised:
+                try:
+                    raise mine
+                except KeyError:
+                    await client.play(
+                        state=b"garbage", seat=0, seat_token=b"garbage", move=pb.Move()
+                    )
+            return mine, raised.value
+
+    mine, error = asyncio.run(run())
+    assert error.__context__ is mine and not error.__suppress_context__
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert request_id(error) and error_info(error) is not None

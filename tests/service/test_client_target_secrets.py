@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import urllib.parse
 
 import pytest
@@ -39,9 +40,20 @@ KEY_TARGETS = [
     "host:50051,{key}",
     "https://u:{key}@rules.example.com",
     "u:{key}@rules.example.com:443",
-    "unix:///run/{key}",
+    # a Unix socket's authority (which grpc takes none of), not its path
+    "unix://u:{key}@localhost/run/cardrules.sock",
     " {key}\n",
 ]
+#: Unix socket targets whose path or name holds a key's form: a file name of the user's
+#: choosing, such as a hash (below), so taken.
+SOCKET_PATHS = [
+    "unix:///run/{key}",
+    "unix:/run/x/{key}.sock",
+    "unix:{key}.sock",
+    "unix-abstract:{key}",
+]
+#: A socket named by the urlsafe base64 of a SHA-256, as a tool may name one.
+HASHED = base64.urlsafe_b64encode(hashlib.sha256(b"t").digest()).decode()
 USERINFO_TARGETS = [
     f"bob:{PASSWORD}@host:443",
     f"https://bob:{PASSWORD}@rules.example.com",
@@ -71,6 +83,7 @@ ACCEPTED = [
     "unix:///run/cardrules/abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
     # a key's length, but two '=': 31 bytes
     "unix:///run/" + base64.b64encode(bytes(31)).decode(),
+    f"unix:///run/x/{HASHED}.sock",
 ]
 
 
@@ -121,3 +134,18 @@ def test_a_refused_target_shows_no_user_or_password(target: str) -> None:
 def test_an_ordinary_target_is_still_taken(target: str) -> None:
     check_target(target)
     KrypkasinoClient(target).close()
+
+
+@pytest.mark.parametrize("key", [*KEYS, URLSAFE_KEY], ids=["k0", "k1", "k2", "k3", "urlsafe"])
+@pytest.mark.parametrize("form", SOCKET_PATHS)
+def test_a_unix_socket_path_shaped_like_a_key_is_taken(form: str, key: str) -> None:
+    target = form.format(key=key)
+    check_target(target)
+    KrypkasinoClient(target).close()
+
+
+def test_a_key_in_a_unix_targets_authority_is_refused_with_a_unix_form() -> None:
+    message = refusal(f"unix://{KEYS[0]}/run/cardrules.sock")
+    assert KEYS[0][:12] not in message
+    assert "holds a state key" in message and "unix:///ABSOLUTE/PATH" in message
+    assert "HOST:PORT" not in message

@@ -26,6 +26,7 @@ from cardrules.client.channel import (
     channel_options,
     check_channel_arguments,
     checked_timeout,
+    clear_call_frames,
     not_picklable,
 )
 from cardrules.client.errors import note_sent_request_id
@@ -302,15 +303,11 @@ class AsyncKrypkasinoClient:
         metadata: Metadata | None,
         wait_for_ready: bool | None,
     ) -> _Response:
-        """Call ``method`` with the call's deadline and metadata (with a request id).
+        """Call ``method`` with the call's deadline and metadata (with a request id), in
+        the client's event loop and not after a fork.
 
-        A refusal leaves here with a traceback whose frames (this one's and grpc's) hold
-        the request, tokens and all, in their locals, which error reporters capture by
-        default (Sentry, structlog's ``dict_tracebacks``, rich's ``show_locals``). So each
-        public method, on ``grpc.RpcError``, deletes its own locals made of the request
-        (arguments, message, metadata) and re-raises the error with its traceback cut to
-        its own frame, and no chained error shown (``from None``; grpc chains none
-        today): the error itself (code, details, trailers, request id) is kept.
+        How each public method keeps the request out of an exception's frames: as in
+        :meth:`cardrules.client.sync.KrypkasinoClient._invoke`.
         """
         _refuse_after_a_fork()  # a client inherited from the parent, as well as a new one
         # Before grpc makes the call's task, which another loop would refuse only with
@@ -391,10 +388,11 @@ class AsyncKrypkasinoClient:
             return await self._invoke(
                 self._stub.NewGame, message, timeout, metadata, wait_for_ready
             )
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, config, players, seed, decks, draw, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise
 
     @overload
     async def legal_moves(
@@ -443,10 +441,11 @@ class AsyncKrypkasinoClient:
             return await self._invoke(
                 self._stub.LegalMoves, message, timeout, metadata, wait_for_ready
             )
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, state, seat, seat_token, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise
 
     @overload
     async def play(
@@ -501,10 +500,11 @@ class AsyncKrypkasinoClient:
         message = messages.play(request, state, seat, seat_token, move)
         try:
             return await self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, state, seat, seat_token, move, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise
 
     @overload
     async def score(
@@ -545,10 +545,11 @@ class AsyncKrypkasinoClient:
         message = messages.score(request, state)
         try:
             return await self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, state, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise
 
     @overload
     async def get_view(
@@ -597,7 +598,8 @@ class AsyncKrypkasinoClient:
             return await self._invoke(
                 self._stub.GetView, message, timeout, metadata, wait_for_ready
             )
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, state, seat, seat_token, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise

@@ -38,6 +38,7 @@ import json
 import math
 import numbers
 import re
+import traceback
 import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
@@ -368,6 +369,20 @@ MAX_TIMEOUT = 1e9
 _ADDRESS_SCHEMES = ("dns", "ipv4", "ipv6")
 
 
+def clear_call_frames(error: BaseException) -> None:
+    """Clear the locals of the finished frames in ``error``'s traceback (the client's
+    ``_invoke`` and grpc's, which hold the request, tokens and all), keeping the frames
+    themselves: file, line and function stay in the traceback.
+
+    Called by each public method of the clients on any exception, before it re-raises
+    it (``KrypkasinoClient._invoke``). The method's own frame, still running, is left to
+    it (``traceback.clear_frames`` skips it). Only ``error``'s own traceback is cleared:
+    an exception it was raised while handling may be the caller's, with the caller's
+    frames.
+    """
+    traceback.clear_frames(error.__traceback__)
+
+
 def checked_timeout(timeout: object) -> float | None:
     """A deadline in seconds as a float, refused unless over 0 and at most ``MAX_TIMEOUT``
     (or ``None``: no deadline).
@@ -515,7 +530,9 @@ def check_target(target: str, *, need_port: bool = False) -> None:
     ``need_port`` refuses that too.
 
     A target that holds a state key (``_STATE_KEY``: a secret wired to the wrong
-    variable) is refused first, and a host with a URL's user and password
+    variable) is refused first (but in the path of a ``unix:`` target or the name of a
+    ``unix-abstract:`` one: a file name is the user's choice, a hash in base64 say), and a
+    host with a URL's user and password
     (``bob:PASS@host:443``) is refused. No message quotes a state key or a user and
     password: they show as ``[a state key, not shown]`` and ``***@`` (``_hidden``).
     """
@@ -523,13 +540,20 @@ def check_target(target: str, *, need_port: bool = False) -> None:
         raise ValueError("the target is empty: give host:port, such as localhost:50051")
     # A state key (a secret wired to the wrong variable): the refusals below would quote
     # parts of it, and grpc's errors the whole target (design section 4). grpc decodes %XX,
-    # and so do the refusals below as they quote a part.
-    for text in (target, urllib.parse.unquote(target)):
-        if any(_is_state_key(word[0]) for word in _STATE_KEY.finditer(text)):
-            raise ValueError(
-                f"{_quoted(text)} is no gRPC target: it holds a state key; give HOST:PORT, "
-                "such as localhost:50051"
-            )
+    # and so do the refusals below as they quote a part. Not in a Unix socket's path or
+    # name, a file name of the user's choosing (a hash in base64 looks like a key): only a
+    # socket target with an authority (unix://HOST/..., refused below anyway) is looked at.
+    first, _, after = target.partition(":")
+    first = first.lower()
+    if first not in _SOCKET_SCHEMES or (after.startswith("//") and after[2:3] != "/"):
+        form = {"unix": "unix:///ABSOLUTE/PATH", "unix-abstract": "unix-abstract:NAME"}.get(
+            first, "HOST:PORT, such as localhost:50051"
+        )
+        for text in (target, urllib.parse.unquote(target)):
+            if any(_is_state_key(word[0]) for word in _STATE_KEY.finditer(text)):
+                raise ValueError(
+                    f"{_quoted(text)} is no gRPC target: it holds a state key; give {form}"
+                )
     if target.lower().startswith(_URL_SCHEMES):
         raise ValueError(
             f"{_quoted(target)} is a URL: a gRPC target is host:port, such as localhost:50051 "

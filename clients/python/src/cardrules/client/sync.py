@@ -21,6 +21,7 @@ from cardrules.client.channel import (
     channel_options,
     check_channel_arguments,
     checked_timeout,
+    clear_call_frames,
     not_picklable,
 )
 from cardrules.client.errors import note_sent_request_id
@@ -153,13 +154,17 @@ class KrypkasinoClient:
     ) -> _Response:
         """Call ``method`` with the call's deadline and metadata (with a request id).
 
-        A refusal leaves here with a traceback whose frames (this one's and grpc's) hold
-        the request, tokens and all, in their locals, which error reporters capture by
-        default (Sentry, structlog's ``dict_tracebacks``, rich's ``show_locals``). So each
-        public method, on ``grpc.RpcError``, deletes its own locals made of the request
-        (arguments, message, metadata) and re-raises the error with its traceback cut to
-        its own frame, and no chained error shown (``from None``; grpc chains none
-        today): the error itself (code, details, trailers, request id) is kept.
+        Any exception leaves here (a refusal, a cancellation, ``KeyboardInterrupt``, a
+        bad ``timeout``) with a traceback whose frames (this one's and grpc's) hold the
+        request, tokens and all, in their locals, which error reporters capture by default
+        (Sentry, structlog's ``dict_tracebacks``, rich's ``show_locals``). So each public
+        method, on any exception, deletes its own locals made of the request (arguments,
+        message, metadata), clears the locals of the frames below it
+        (``channel.clear_call_frames``) and re-raises the same exception with a bare
+        ``raise``: the traceback's frames (file, line, function), the exception's chain
+        (a call made in the caller's ``except`` block shows the caller's error) and the
+        error itself (code, details, trailers, request id) are kept, and a cancellation
+        stays one.
         """
         seconds = self.timeout if isinstance(timeout, UseDefault) else checked_timeout(timeout)
         sent = call_metadata(metadata)
@@ -226,10 +231,11 @@ class KrypkasinoClient:
         message = messages.new_game(request, config, players, seed, decks, draw)
         try:
             return self._invoke(self._stub.NewGame, message, timeout, metadata, wait_for_ready)
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, config, players, seed, decks, draw, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise
 
     @overload
     def legal_moves(
@@ -276,10 +282,11 @@ class KrypkasinoClient:
         message = messages.legal_moves(request, state, seat, seat_token)
         try:
             return self._invoke(self._stub.LegalMoves, message, timeout, metadata, wait_for_ready)
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, state, seat, seat_token, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise
 
     @overload
     def play(
@@ -334,10 +341,11 @@ class KrypkasinoClient:
         message = messages.play(request, state, seat, seat_token, move)
         try:
             return self._invoke(self._stub.Play, message, timeout, metadata, wait_for_ready)
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, state, seat, seat_token, move, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise
 
     @overload
     def score(
@@ -378,10 +386,11 @@ class KrypkasinoClient:
         message = messages.score(request, state)
         try:
             return self._invoke(self._stub.Score, message, timeout, metadata, wait_for_ready)
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, state, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise
 
     @overload
     def get_view(
@@ -428,7 +437,8 @@ class KrypkasinoClient:
         message = messages.get_view(request, state, seat, seat_token)
         try:
             return self._invoke(self._stub.GetView, message, timeout, metadata, wait_for_ready)
-        except grpc.RpcError as error:
+        except BaseException as error:
             # Nothing of the request in what an error reporter captures (_invoke).
             del request, state, seat, seat_token, message, metadata
-            raise error.with_traceback(None) from None
+            clear_call_frames(error)
+            raise

@@ -14,11 +14,6 @@ VENV_STAMP := $(VENV)/.installed
 # moved one's runs nothing. A .venv that names another directory (or none: made
 # before this record) is made again here.
 VENV_DIR   := $(VENV)/.directory
-# Held while .venv is made: a symbolic link to the make's process id (made at once or
-# not at all). Two makes at once both failed, one removing the venv the other's
-# ensurepip was filling; now a make that finds it held by a running make stops, and
-# one left by a make that ended (failed, or stopped) is taken over.
-VENV_LOCK  := $(VENV).making
 NODE_STAMP := node_modules/.installed
 BUF        := node_modules/.bin/buf
 # npm and buf keep their caches (and buf looks for its config) in .venv, not in HOME,
@@ -89,15 +84,6 @@ VENV_STARTS = $(BIN)/python -c pass || { \
 		"as ASCII: if this checkout's path is not ASCII, run LC_ALL=C.UTF-8 make $(MAKECMDGOALS)" >&2;; \
 	esac; exit 1; }
 $(VENV_STAMP): requirements/dev.lock pyproject.toml
-	@if ! ln -s $$PPID $(VENV_LOCK) 2>/dev/null; then \
-		holder="$$(readlink $(VENV_LOCK))"; \
-		if kill -0 "$$holder" 2>/dev/null \
-			|| ! { rm -f $(VENV_LOCK) && ln -s $$PPID $(VENV_LOCK); } 2>/dev/null; then \
-			echo "make: another make (process $$holder) is making $(VENV); wait for it" \
-				"(if none is: rm $(VENV_LOCK))" >&2; \
-			exit 1; \
-		fi; \
-	fi
 	@made_in="$$(cat $(VENV_DIR) 2>/dev/null)"; \
 	if [ ! -x $(BIN)/python ] || [ -n "$(filter requirements/dev.lock,$?)" ] \
 		|| [ "$$made_in" != "$(CURDIR)" ]; then \
@@ -122,7 +108,6 @@ $(VENV_STAMP): requirements/dev.lock pyproject.toml
 		echo "make: requirements/dev.lock does not hold what pyproject.toml asks for: make lock" >&2; \
 		exit 1; }
 	@touch $@
-	@rm -f $(VENV_LOCK)
 
 # buf (proto lint) comes pinned from the npm registry via package-lock.json.
 $(NODE_STAMP): package.json package-lock.json | $(VENV_STAMP)
@@ -178,7 +163,7 @@ generate: $(VENV_STAMP) ## Regenerate from proto/: the Python code in clients/py
 	$(BIN)/python scripts/generate_openapi.py
 
 clean: ## Remove .venv and tool caches
-	rm -rf $(VENV) $(VENV_LOCK) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage .coverage.* \
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage .coverage.* \
 		htmlcov dist build clients/python/dist clients/python/build
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ _NOT_STANDING = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.IN
 # hex, no secret, which ErrorInfo shows only the caller. Never the rest: other
 # refusals' metadata names cards, and a log line never carries a hand (design section 6).
 _LOGGED_METADATA = "key_id"
+_LOWER_HEX = re.compile("[0-9a-f]+")
 
 
 @dataclass(slots=True)
@@ -141,22 +143,26 @@ def new_request_id() -> str:
     return _REQUEST_IDS.new()
 
 
-def request_id_from(value: str | None, seat_token_starts: tuple[str, ...] = ()) -> str:
+def request_id_from(value: str | None, seat_tokens: re.Pattern[str] | None = None) -> str:
     """The caller's request id if it is usable, else a new one.
 
     Usable: 1 to 128 printable ASCII characters, spaces only inside. gRPC
     metadata holds nothing else: an "é" echoed in the trailers of a refusal
     turned the refusal into INTERNAL. Nor may it hold the text of a seat token of
-    this server's keys (``KeyRing.seat_token_starts``), a seat's credential for the
+    this server's keys (``KeyRing.seat_token_pattern``), a seat's credential for the
     whole match, which is never logged (design sections 4 and 6): a backend that sent
     one as the id had it on the request line, beside the game and seat it opens. Its
-    key id's first 5 characters tell it: an id of 128 random base64 characters has them
-    about once in 4 million per key.
+    key id's first 5 characters tell it; 27 lowercase hex digits are not taken for one
+    (a token's are, about once in 2**44), or the 32 hex digits of most tools' ids would
+    be under a key id whose start is hex (a key in 1,000).
     """
     if (
         value
         and USABLE_REQUEST_ID.fullmatch(value)
-        and not any(start in value for start in seat_token_starts)
+        and not (
+            seat_tokens is not None
+            and any(not _LOWER_HEX.fullmatch(text) for text in seat_tokens.findall(value))
+        )
     ):
         return value
     return new_request_id()
@@ -166,15 +172,15 @@ class CallRunner:
     """Runs handlers with metrics and request logging."""
 
     def __init__(
-        self, metrics: ServiceMetrics | None, seat_token_starts: tuple[str, ...] = ()
+        self, metrics: ServiceMetrics | None, seat_tokens: re.Pattern[str] | None = None
     ) -> None:
         self._metrics = metrics
         self._log = bound_logger("cardrules.requests")
-        self._seat_token_starts = seat_token_starts
+        self._seat_tokens = seat_tokens
 
     def request_id(self, supplied: str | None) -> str:
         """The call's request id: ``supplied`` if usable (``request_id_from``), else new."""
-        return request_id_from(supplied, self._seat_token_starts)
+        return request_id_from(supplied, self._seat_tokens)
 
     def run(
         self,

@@ -236,7 +236,7 @@ async def _run_servers(
             _follow_supervisor(signals, supervisor)
         server = grpc.aio.server(options=grpc_server_options(config))
         api = build_api(config, keys, metrics)
-        runner = CallRunner(metrics, keys.seat_token_starts())
+        runner = CallRunner(metrics, keys.seat_token_pattern())
         server.add_generic_rpc_handlers(
             (KrypkasinoServicer(api, runner, config.max_request_bytes).rpc_handler(),)
         )

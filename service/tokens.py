@@ -166,14 +166,16 @@ class KeyRing:
         keyid`` prints them."""
         return [self.key_id(key).hex() for key in self.keys]
 
-    def seat_token_starts(self) -> tuple[str, ...]:
-        """How the text of a seat token under each key begins, in standard and URL-safe
-        base64: the first 5 characters, which hold 30 bits of the key id alone
-        (``service.calls.request_id_from`` looks for them)."""
+    def seat_token_pattern(self) -> re.Pattern[str]:
+        """The text of a seat token under any key, in standard or URL-safe base64: its
+        first 5 characters hold 30 bits of the key id alone, the other 22 are the rest
+        of its 20 bytes (``service.calls.request_id_from`` looks for it)."""
         starts = (base64.b64encode(self.key_id(key)).decode()[:5] for key in self.keys)
-        return tuple(
-            dict.fromkeys(text for start in starts for text in (start, start.translate(_URL_SAFE)))
+        texts = dict.fromkeys(
+            text for start in starts for text in (start, start.translate(_URL_SAFE))
         )
+        rest = -(-SEAT_TOKEN_BYTES * 4 // 3) - 5
+        return re.compile(f"(?:{'|'.join(map(re.escape, texts))})[A-Za-z0-9+/_-]{{{rest}}}")
 
     def weak_keys(self) -> list[tuple[str, str]]:
         """(key id in hex, why) of each key that is no random key (``weakness``)."""

@@ -19,6 +19,7 @@ import socket
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import cardrules.client
 import grpc
@@ -100,7 +101,9 @@ def _waiting(client: KrypkasinoClient, game: _Game) -> tuple[int, bytes, pb.Move
     return seat, token, pb.Move(card=hand[0])
 
 
-def _sync_calls() -> dict[str, Callable[[KrypkasinoClient, _Game], object]]:
+def _calls(sync: KrypkasinoClient | None = None) -> dict[str, Callable[[Any, _Game], Any]]:
+    """Each refused call, made with the client given (sync or asyncio, the same
+    methods); ``sync``, or else that client, looks up the hand a move out of turn plays."""
     return {
         "legal_moves": lambda client, game: client.legal_moves(
             state=game.state, seat=0, seat_token=game.seat_tokens[1], metadata=_METADATA
@@ -110,7 +113,7 @@ def _sync_calls() -> dict[str, Callable[[KrypkasinoClient, _Game], object]]:
         ),
         "play": lambda client, game: client.play(
             state=game.state,
-            seat=(moved := _waiting(client, game))[0],
+            seat=(moved := _waiting(sync or client, game))[0],
             seat_token=moved[1],
             move=moved[2],
         ),
@@ -121,30 +124,7 @@ def _sync_calls() -> dict[str, Callable[[KrypkasinoClient, _Game], object]]:
     }
 
 
-def _async_calls(
-    sync: KrypkasinoClient,
-) -> dict[str, Callable[[AsyncKrypkasinoClient, _Game], Awaitable[object]]]:
-    return {
-        "legal_moves": lambda client, game: client.legal_moves(
-            state=game.state, seat=0, seat_token=game.seat_tokens[1], metadata=_METADATA
-        ),
-        "legal_moves-request": lambda client, game: client.legal_moves(
-            pb.LegalMovesRequest(state=game.state, seat=0, seat_token=game.seat_tokens[1])
-        ),
-        "play": lambda client, game: client.play(
-            state=game.state,
-            seat=(moved := _waiting(sync, game))[0],
-            seat_token=moved[1],
-            move=moved[2],
-        ),
-        "get_view": lambda client, game: client.get_view(
-            state=game.state, seat=1, seat_token=game.seat_tokens[0]
-        ),
-        "score": lambda client, game: client.score(state=game.state[:-1]),
-    }
-
-
-_CALLS = sorted(_sync_calls())
+_CALLS = sorted(_calls())
 
 
 @pytest.mark.parametrize("call", _CALLS)
@@ -154,7 +134,7 @@ def test_a_refused_sync_call_leaves_no_token_in_client_or_grpc_frames(
     with KrypkasinoClient(grpc_target) as client:
         game = client.new_game(players=2, seed=1)
         with pytest.raises(grpc.RpcError) as raised:
-            _sync_calls()[call](client, game)
+            _calls()[call](client, game)
     assert raised.value.code() != grpc.StatusCode.UNAVAILABLE, raised.value
     leaks = _leaks(raised.value, (game.state, *game.seat_tokens), "_invoke")
     assert not leaks, leaks
@@ -170,7 +150,7 @@ def test_a_refused_async_call_leaves_no_token_in_client_or_grpc_frames(
         async def run() -> grpc.RpcError:
             async with AsyncKrypkasinoClient(grpc_target) as client:
                 with pytest.raises(grpc.RpcError) as raised:
-                    await _async_calls(sync)[call](client, game)
+                    await _calls(sync)[call](client, game)
                 return raised.value
 
         error = asyncio.run(run())

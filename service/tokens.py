@@ -169,13 +169,16 @@ class KeyRing:
     def seat_token_pattern(self) -> re.Pattern[str]:
         """The text of a seat token under any key, in standard or URL-safe base64: its
         first 5 characters hold 30 bits of the key id alone, the other 22 are the rest
-        of its 20 bytes (``service.calls.request_id_from`` looks for it)."""
+        of its 20 bytes (``service.calls.request_id_from`` looks for it). A lookahead,
+        so that ``findall`` gives the text at every place, overlapping: a run of hex
+        digits that begins with a key id's start (``request_id_from`` passes those) may
+        hold a token's first letters."""
         starts = (base64.b64encode(self.key_id(key)).decode()[:5] for key in self.keys)
         texts = dict.fromkeys(
             text for start in starts for text in (start, start.translate(_URL_SAFE))
         )
         rest = -(-SEAT_TOKEN_BYTES * 4 // 3) - 5
-        return re.compile(f"(?:{'|'.join(map(re.escape, texts))})[A-Za-z0-9+/_-]{{{rest}}}")
+        return re.compile(f"(?=((?:{'|'.join(map(re.escape, texts))})[A-Za-z0-9+/_-]{{{rest}}}))")
 
     def weak_keys(self) -> list[tuple[str, str]]:
         """(key id in hex, why) of each key that is no random key (``weakness``)."""

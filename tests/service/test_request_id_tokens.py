@@ -223,3 +223,20 @@ def test_hex_ids_are_kept_under_a_key_whose_seat_tokens_begin_with_hex_digits() 
     assert request_id_from(hex_id, pattern) == hex_id
     token = base64.b64encode(SeatTokens(ring).issue("game-1", 0)).decode()
     assert token.startswith(start) and request_id_from(f"req-{token}", pattern) != f"req-{token}"
+
+
+def test_a_seat_token_after_hex_that_begins_with_a_key_id_start_is_told() -> None:
+    """A run of hex digits that begins with a hex key id's start is passed, and ran on
+    into the token's first letters: findall, which does not overlap, never looked at
+    the token after it (a review), also under the ring's other key."""
+    hex_key = _key_of_a_hex_start()
+    start = base64.b64encode(KeyRing.key_id(hex_key)).decode()[:5]
+    for ring, issuer in (
+        (KeyRing((hex_key,)), hex_key),
+        (KeyRing((bytes(range(32)), hex_key)), bytes(range(32))),
+    ):
+        pattern = ring.seat_token_pattern()
+        token = SeatTokens(KeyRing((issuer,))).issue("game-1", 0)
+        for text in (base64.b64encode(token).decode(), _url_safe(base64.b64encode(token).decode())):
+            for sent in (f"{start}{'0' * 17}{text}", f"ab{start}{'0' * 21}{text}cd"):
+                assert request_id_from(sent, pattern) != sent, sent

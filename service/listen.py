@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Iterable
+from typing import Any
 
 IPV4_WILDCARD = "0.0.0.0"
 IPV6_WILDCARD = "::"
@@ -53,3 +55,11 @@ def listen_hosts(host: str) -> tuple[str, ...]:
     if not is_wildcard(host):
         return (host,)
     return (IPV4_WILDCARD, IPV6_WILDCARD) if ipv6_available() else (IPV4_WILDCARD,)
+
+
+def distinct_addresses(
+    found: Iterable[tuple[Any, ...]],
+) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
+    """The (family, socket address) of each answer of ``getaddrinfo`` once, in its order:
+    a name listed twice in /etc/hosts resolves to one address twice, bound once."""
+    return list(dict.fromkeys((family, address) for family, _, _, _, address in found))

@@ -160,8 +160,7 @@ def _scrubbed_object(value: object, depth: int) -> object:
     if isinstance(value, _VALUES) or hasattr(type(value), "__structlog__"):
         return value
     if isinstance(value, BaseException):
-        shown = ", ".join(map(repr, cast(tuple[object, ...], _scrub(value.args, depth + 1))))
-        return hide_keys(f"{type(value).__name__}({shown})" if REDACTED in shown else repr(value))
+        return _arguments_scrubbed(value, depth + 1) or hide_keys(repr(value))
     attributes = _attributes(value)
     if attributes:
         scrubbed = _scrub(attributes, depth)
@@ -291,12 +290,10 @@ def _without_secrets(
         ):
             substitute = error.derive(members)
     else:
-        # What ``_scrub`` hides it marks REDACTED: only then is the copy needed.
-        shown = ", ".join(map(repr, cast(tuple[object, ...], _scrub(error.args))))
-        if REDACTED in shown:
+        if (scrubbed := _arguments_scrubbed(error)) is not None:
             # Named as its own type: as the cause of another, the log's exc_type is the
             # copy's class name, which a search by type looks for.
-            substitute = _withheld_as(type(error))(f"{type(error).__name__}({hide_keys(shown)})")
+            substitute = _withheld_as(type(error))(scrubbed)
         elif (hidden := _keys_hidden(error)) is not None:
             # Its message, as every exception's exc_value is, under its own type's name.
             substitute = _withheld_as(type(error))(hidden)
@@ -313,6 +310,14 @@ def _without_secrets(
     substitute.__traceback__ = error.__traceback__
     seen[id(error)] = substitute
     return substitute
+
+
+def _arguments_scrubbed(error: BaseException, depth: int = 0) -> str | None:
+    """``Type(arguments)`` of ``error``, its arguments scrubbed and each state key hidden,
+    or None when no argument held a secret: what ``_scrub`` hides it marks REDACTED, and
+    only then is the exception not shown as it is."""
+    shown = ", ".join(map(repr, cast(tuple[object, ...], _scrub(error.args, depth))))
+    return f"{type(error).__name__}({hide_keys(shown)})" if REDACTED in shown else None
 
 
 def _withheld_as(kind: type[BaseException]) -> type[SecretWithheldError]:

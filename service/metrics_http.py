@@ -39,7 +39,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from service.listen import IPV6_WILDCARD, listen_hosts
+from service.listen import IPV6_WILDCARD, distinct_addresses, listen_hosts
 from service.logs import OncePerWindow, get_logger
 
 if TYPE_CHECKING:
@@ -273,9 +273,9 @@ def start_metrics_http(
     if dual:  # both families on one socket, as gRPC serves a wildcard
         addresses = [(socket.AF_INET6, (IPV6_WILDCARD, port))]
     else:
-        found = socket.getaddrinfo(hosts[0], port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        # A name listed twice in /etc/hosts resolves to one address twice: bound once.
-        addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in found))
+        addresses = distinct_addresses(
+            socket.getaddrinfo(hosts[0], port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        )
     connections = _Connections(max_connections)
     servers: list[_BoundedServer] = []
     try:

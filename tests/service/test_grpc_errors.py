@@ -1318,9 +1318,9 @@ def test_a_malformed_card_in_the_draw_names_its_field(stub):
 
 
 def assert_too_large(stub: Stub, limit: int) -> None:
-    """Over the limit, not at it: the service's REQUEST_TOO_LARGE. Beyond four times the
+    """Over the limit, not at it: the service's REQUEST_TOO_LARGE. Beyond 5/4 of the
     limit gRPC refuses the message itself, before the service sees it, so without an
-    ErrorInfo."""
+    ErrorInfo (compressed messages: test_grpc_compressed_limit)."""
     at_limit = state_of_request_size(limit)
     assert public_view(stub, at_limit).reason == "TOKEN_UNKNOWN_KEY"
     refusal = public_view(stub, at_limit + b"\x00")
@@ -1330,15 +1330,16 @@ def assert_too_large(stub: Stub, limit: int) -> None:
     )
     assert refusal.metadata == {"limit": str(limit)}
     assert refusal.message == f"the request is larger than {limit} bytes"
-    # Up to four times the limit, the service's own refusal, with its ErrorInfo
-    # (docs/api.md: only a message over four times the limit is refused by gRPC).
-    four_times = public_view(stub, state_of_request_size(4 * limit))
-    assert (four_times.code, four_times.reason) == (
+    # Up to 5/4 of the limit, the service's own refusal, with its ErrorInfo
+    # (docs/api.md: only a message over 5/4 of the limit is refused by gRPC).
+    bound = limit * 5 // 4
+    at_bound = public_view(stub, state_of_request_size(bound))
+    assert (at_bound.code, at_bound.reason) == (
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "REQUEST_TOO_LARGE",
     )
     with pytest.raises(grpc.RpcError) as caught:
-        stub.GetView(pb.GetViewRequest(state=bytes(4 * limit)))
+        stub.GetView(pb.GetViewRequest(state=state_of_request_size(bound + 1)))
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error_info(caught.value) is None  # as the client's README says
 

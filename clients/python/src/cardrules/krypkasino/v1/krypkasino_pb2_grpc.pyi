@@ -76,8 +76,8 @@ class KrypkasinoServiceStub:
     for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
     path, say). docs/api.md, "Errors", lists every reason with its code and
     metadata. Refusals made before the service sees the call (grpc's own, for a
-    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
-    carry no details. Every answer and every refusal with an ErrorInfo carries
+    message over 5/4 of the size limit, say) and a gRPC DEADLINE_EXCEEDED carry
+    no details. Every answer and every refusal with an ErrorInfo carries
     the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
     header): the request's own `x-request-id` metadata when usable, else a new
     one. The google.rpc protos are in third_party/googleapis/google/rpc.
@@ -146,8 +146,8 @@ class KrypkasinoServiceAsyncStub(KrypkasinoServiceStub):
     for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
     path, say). docs/api.md, "Errors", lists every reason with its code and
     metadata. Refusals made before the service sees the call (grpc's own, for a
-    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
-    carry no details. Every answer and every refusal with an ErrorInfo carries
+    message over 5/4 of the size limit, say) and a gRPC DEADLINE_EXCEEDED carry
+    no details. Every answer and every refusal with an ErrorInfo carries
     the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
     header): the request's own `x-request-id` metadata when usable, else a new
     one. The google.rpc protos are in third_party/googleapis/google/rpc.
@@ -212,8 +212,8 @@ class KrypkasinoServiceServicer(metaclass=_abc_1.ABCMeta):
     for a bug; over HTTP/JSON also the gateway's own (NOT_FOUND for an unknown
     path, say). docs/api.md, "Errors", lists every reason with its code and
     metadata. Refusals made before the service sees the call (grpc's own, for a
-    message over four times the size limit, say) and a gRPC DEADLINE_EXCEEDED
-    carry no details. Every answer and every refusal with an ErrorInfo carries
+    message over 5/4 of the size limit, say) and a gRPC DEADLINE_EXCEEDED carry
+    no details. Every answer and every refusal with an ErrorInfo carries
     the call's request id in the `x-request-id` trailer (HTTP: the X-Request-Id
     header): the request's own `x-request-id` metadata when usable, else a new
     one. The google.rpc protos are in third_party/googleapis/google/rpc.

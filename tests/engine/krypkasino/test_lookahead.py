@@ -10,7 +10,9 @@ the deal's last card, nothing, for the table goes to the recipient (K11.2).
 
 from __future__ import annotations
 
-from engine.krypkasino import Config, Move, legal_moves, play, sweep_ranks
+import pytest
+
+from engine.krypkasino import Config, Move, Rules, legal_moves, play, sweep_ranks
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.lookahead import next_table, sweep_ranks_after, table_after
 from engine.krypkasino.state import State
@@ -65,3 +67,23 @@ def test_k11_2_the_deals_last_card_leaves_no_table_to_play_to() -> None:
     assert after.deal == state.deal + 1  # the deal ended; a new one is dealt
     assert next_table(state, CRAWL) == ()
     assert sweep_ranks_after(state, [CRAWL]) == [()]
+
+
+@pytest.mark.parametrize(
+    ("table", "hand", "move"),
+    [("5H 5C", "10D 4C", "10D>5H+5C"), ("JH", "JD 4C", "JD>JH")],
+    ids=["plain_sweep", "court_double_sweep"],
+)
+def test_k14_1_k16_7_a_sweep_leaves_no_sweep_ranks_with_rank_only_courts(
+    table: str, hand: str, move: str
+) -> None:
+    """K14.1: an empty table has no sweep ranks, also under K16.7
+    ``court_cards_rank_only``, whose courts match by rank (they would "sweep" an empty
+    table by rank if the empty case were not its own)."""
+    rules = Rules(court_cards_rank_only=True)
+    state = position(table, {1: hand}, rules=rules)
+    sweep = Move.parse(move)
+    assert sweep in legal_moves(state, 1)
+    after, _ = play(state, 1, sweep)
+    assert after.table == ()
+    assert sweep_ranks_after(state, [sweep]) == [sweep_ranks(after.table, rules)] == [()]

@@ -81,9 +81,18 @@ def target(config: ServerConfig) -> str:
     return host_port(host, config.grpc_port)
 
 
+#: grpc sends a channel through the proxy of ``grpc_proxy``, ``https_proxy`` or
+#: ``http_proxy`` (loopback too, unless ``no_proxy`` lists it), and Docker's proxy
+#: settings put ``http_proxy`` into every container: the check of a serving server
+#: failed at an unreachable proxy. It asks the server's own address, never through one.
+_NO_PROXY = (("grpc.enable_http_proxy", 0),)
+
+
 def ask(address: str) -> str:
-    """The status name the health service at ``address`` gives for readiness."""
-    with grpc.insecure_channel(address) as channel:
+    """The status name the health service at ``address`` gives for readiness, asked
+    directly whatever proxy the environment names (docs/operations.md, "Behind an
+    egress proxy")."""
+    with grpc.insecure_channel(address, options=_NO_PROXY) as channel:
         # Typed Any: grpcio-health-checking's type stubs lack the stub's methods.
         stub: Any = health_pb2_grpc.HealthStub(channel)
         reply = stub.Check(

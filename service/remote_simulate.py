@@ -9,8 +9,11 @@ from outside, so remote records say ``invariant_checks=None`` (``null`` in JSON)
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import grpc
 from cardrules.cards.v1 import cards_pb2
@@ -87,9 +90,8 @@ class RemoteTable:
         if not started and info is not None and info.reason == Reason.CHOSEN_DEAL_REFUSED:
             return RemoteError(f"{self.target}: {_CHOSEN_DEAL_REFUSED}", started=False)
         details = printable(error.details() or "")
-        return RemoteError(
-            f"{self.target}: {error.code().name}: {details}{_hint(details)}", started=started
-        )
+        hint = _hint(details) + _proxy_hint(error.code(), self.target, os.environ)
+        return RemoteError(f"{self.target}: {error.code().name}: {details}{hint}", started=started)
 
     def close(self) -> None:
         self._channel.close()
@@ -129,6 +131,70 @@ def _hint(details: str) -> str:
     if "Failed parsing HTTP/2" in details:
         return _NOT_GRPC_HINT
     return ""
+
+
+#: The variables grpc (1.85) takes its proxy from, in its order: the first one set is
+#: used, an empty one meaning none. Lower case only: HTTP_PROXY is not read.
+_PROXY_VARIABLES = ("grpc_proxy", "https_proxy", "http_proxy")
+#: Targets grpc never sends through a proxy: sockets that are no network addresses.
+_LOCAL_SCHEMES = ("unix:", "unix-abstract:", "vsock:")
+#: A target's scheme (and ``dns:``'s authority), before its address.
+_SCHEME = re.compile(r"\A(?:dns|ipv4|ipv6):(?://[^/]*/)?", re.IGNORECASE)
+
+
+def _proxy_hint(code: grpc.StatusCode, target: str, environ: Mapping[str, str]) -> str:
+    """For a call that could not reach the server, a word on the proxy grpc went through,
+    if one: with ``http_proxy`` exported (by a shell, a CI runner or Docker), grpc sends
+    even a loopback target to that proxy unless ``no_proxy`` lists its host, and says
+    only that it failed to connect (docs/operations.md, "Behind an egress proxy"). The
+    variable is named, never its value, which may hold the proxy's password."""
+    if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return ""
+    variable = proxy_variable(target, environ)
+    if variable is None:
+        return ""
+    return f" (grpc went through the proxy in {variable}: list the host in no_proxy, or unset {variable})"
+
+
+def proxy_variable(target: str, environ: Mapping[str, str]) -> str | None:
+    """The variable of ``environ`` whose proxy grpc takes for ``target``, as far as can be
+    told from outside grpc; None when it takes none, or ``no_grpc_proxy`` (or, unset,
+    ``no_proxy``) covers the target's host."""
+    variable = next((name for name in _PROXY_VARIABLES if name in environ), None)
+    if variable is None or not environ[variable].lower().startswith("http://"):
+        return None  # none, empty, or a scheme grpc refuses (and goes direct)
+    if target.lower().startswith(_LOCAL_SCHEMES):
+        return None
+    exempt = environ.get("no_grpc_proxy", environ.get("no_proxy", ""))
+    host = _host(target)
+    if any(_covers(entry.strip(), host) for entry in exempt.split(",")):
+        return None
+    return variable
+
+
+def _host(target: str) -> str:
+    """The host of a ``host:port`` target (``dns:`` and ``ipv4:``/``ipv6:`` ones too),
+    without brackets and in lower case, as grpc matches it against ``no_proxy``."""
+    address = _SCHEME.sub("", target, count=1)
+    if address.startswith("["):
+        return address[1:].partition("]")[0].lower()
+    return address.rpartition(":")[0].lower()
+
+
+def _covers(entry: str, host: str) -> bool:
+    """Whether ``no_proxy``'s ``entry`` exempts ``host``, as grpc reads it: an address
+    range (``10.0.0.0/8``, for an address only), else the host itself or a domain it
+    is in, with or without a leading dot (``cluster.local``, ``.cluster.local``). A
+    ``*`` covers nothing to grpc."""
+    if not entry:
+        return False
+    if "/" in entry:
+        try:
+            return ipaddress.ip_address(host) in ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            return False
+    domain = entry.lower().removeprefix(".")
+    return host == domain or host.endswith(f".{domain}")
 
 
 def _new_game(

@@ -1,0 +1,112 @@
+"""``simulate --server`` says when grpc went through a proxy (service/remote_simulate.py;
+docs/operations.md, "Behind an egress proxy").
+
+grpc sends a channel, loopback too, through the proxy of ``grpc_proxy``,
+``https_proxy`` or ``http_proxy`` unless ``no_proxy`` lists its host; with that
+proxy unreachable a serving server was "UNAVAILABLE: failed to connect to all
+addresses", nothing naming the proxy. Real ``cardrules simulate`` processes, the
+shared real server, and a proxy port where nothing listens.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from service.remote_simulate import proxy_variable
+from tests.service.server_process import ServerProcess, free_port, server_environment
+from tests.service.simulate_process import simulate_command
+
+#: A proxy password, which the hint must not print.
+SECRET = "s3cret-proxy-password"
+CLUSTER_NO_PROXY = ".svc,.cluster.local,10.0.0.0/8"
+
+
+def _simulate(target: str, proxy: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        simulate_command("--players", "2", "--server", target),
+        env=server_environment(proxy),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _closed_proxy() -> str:
+    return f"http://user:{SECRET}@127.0.0.1:{free_port()}"  # nothing listens there
+
+
+@pytest.mark.parametrize("variable", ["http_proxy", "https_proxy", "grpc_proxy"])
+def test_a_server_unreached_through_a_proxy_names_the_proxy_variable(
+    server: ServerProcess, variable: str
+) -> None:
+    done = _simulate(server.target, {variable: _closed_proxy(), "no_proxy": CLUSTER_NO_PROXY})
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"cardrules: error: {server.target}: UNAVAILABLE: "), done.stderr
+    assert done.stderr.endswith(
+        f" (grpc went through the proxy in {variable}: list the host in no_proxy, "
+        f"or unset {variable}); the game of seed 0 was not started\n"
+    ), done.stderr
+    assert SECRET not in done.stderr
+
+
+def test_with_the_host_in_no_proxy_the_game_is_played_directly(server: ServerProcess) -> None:
+    """The hint's advice works: grpc goes direct, past the same unreachable proxy."""
+    no_proxy = f"{CLUSTER_NO_PROXY},127.0.0.1"
+    done = _simulate(server.target, {"http_proxy": _closed_proxy(), "no_proxy": no_proxy})
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout
+
+
+def test_no_word_on_a_proxy_that_grpc_did_not_take() -> None:
+    """A server that is down, with its host in no_proxy: grpc went direct, so the hint
+    would mislead."""
+    target = f"127.0.0.1:{free_port()}"  # nothing listens there either
+    done = _simulate(target, {"http_proxy": _closed_proxy(), "no_proxy": "localhost,127.0.0.1"})
+    assert (done.returncode, done.stdout) == (1, "")
+    assert f"{target}: UNAVAILABLE: " in done.stderr
+    assert "proxy" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "environ", "taken"),
+    [
+        # grpc's order, and an empty variable stops it looking further (no proxy).
+        ("h:1", {"http_proxy": "http://p:3", "grpc_proxy": "http://p:3"}, "grpc_proxy"),
+        ("h:1", {"http_proxy": "http://p:3", "https_proxy": ""}, None),
+        ("h:1", {"HTTP_PROXY": "http://p:3"}, None),  # upper case is not read
+        ("h:1", {"http_proxy": "p:3"}, None),  # no http:// scheme: grpc ignores it
+        ("h:1", {"http_proxy": "HTTP://p:3"}, "http_proxy"),
+        ("unix:/run/cardrules.sock", {"http_proxy": "http://p:3"}, None),
+        # no_proxy: the host, or a domain with or without its dot; not a wider suffix.
+        (
+            "api.ns.svc.cluster.local:1",
+            {"http_proxy": "http://p:3", "no_proxy": ".svc"},
+            "http_proxy",
+        ),
+        (
+            "api.ns.svc.cluster.local:1",
+            {"http_proxy": "http://p:3", "no_proxy": "x, cluster.local"},
+            None,
+        ),
+        (
+            "dns:///API.ns.svc.cluster.local:1",
+            {"http_proxy": "http://p:3", "no_proxy": ".svc.cluster.local"},
+            None,
+        ),
+        ("api.ns.svc.cluster.local:1", {"http_proxy": "http://p:3", "no_proxy": "*"}, "http_proxy"),
+        ("localhost:1", {"http_proxy": "http://p:3", "no_proxy": "127.0.0.0/8"}, "http_proxy"),
+        ("ipv4:127.0.0.1:1", {"http_proxy": "http://p:3", "no_proxy": "127.0.0.0/8"}, None),
+        ("[::1]:1", {"http_proxy": "http://p:3", "no_proxy": "::1"}, None),
+        ("xdns:1", {"http_proxy": "http://p:3", "no_proxy": "xdns"}, None),  # a host, no scheme
+        # no_grpc_proxy, when set, is read instead of no_proxy.
+        ("h:1", {"http_proxy": "http://p:3", "no_proxy": "h", "no_grpc_proxy": ""}, "http_proxy"),
+        ("h:1", {"http_proxy": "http://p:3", "no_grpc_proxy": "h"}, None),
+    ],
+)
+def test_the_proxy_variable_is_the_one_grpc_reads(
+    target: str, environ: dict[str, str], taken: str | None
+) -> None:
+    """Each case as grpc 1.85 was seen to take it, a real channel on loopback."""
+    assert proxy_variable(target, environ) == taken

@@ -21,6 +21,7 @@ sealed token, a bad key, stdin not one base64 token or larger than
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import importlib.metadata
 import re
@@ -36,7 +37,13 @@ from engine.krypkasino import Config, ConfigError, Teams, TieRule
 from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_PLAYERS, MAX_TARGET_SCORE, MIN_PLAYERS
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
-from service.config import ConfigValueError, add_server_arguments, bytes_shown, hide_keys
+from service.config import (
+    ConfigValueError,
+    add_server_arguments,
+    bytes_shown,
+    hide_keys,
+    quoted,
+)
 from service.remote_simulate import RemoteError, RemoteTable
 from service.simulate import (
     IN_PROCESS,
@@ -134,11 +141,13 @@ _VALUE_IGNORED = re.compile(r"(\S+): ignored explicit argument (.*)", re.DOTALL)
 
 def _without_value_word(message: str) -> str:
     """``--json: ignored explicit argument 'yes'`` -> ``--json: takes no value, not
-    'yes': give --json alone``; a flag and its ``--no-`` form are named both."""
+    'yes': give --json alone``; a flag and its ``--no-`` form are named both. The value,
+    which argparse quoted with ``repr``, is quoted as every setting's is (``quoted``: a
+    long one cut short)."""
     found = _VALUE_IGNORED.fullmatch(message)
     if found is None:
         return message
-    flags, value = found[1], found[2]
+    flags, value = found[1], quoted(ast.literal_eval(found[2]))
     return f"{flags}: takes no value, not {value}: give {' or '.join(flags.split('/'))} alone"
 
 

@@ -101,6 +101,19 @@ _LOWER_PAIRS_PER = (9, 20)
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 _DIGITS = frozenset("0123456789")
+#: The most characters of a value a refusal quotes (``_shown``): as many as the HTTP
+#: gateway echoes of a path (``service.http_gateway``). A setting given 100,000
+#: characters was quoted whole, a refusal of 100 KB on one line that a log shipper cuts
+#: or drops; a longer value is cut, and its length said.
+ECHOED_CHARS = 120
+#: What ends a value cut short, inside its quotes (as ``service.http_json``'s "...").
+CUT_MARK = "\u2026"
+# The longest host name DNS carries (RFC 1035: 255 bytes on the wire, 253 written out,
+# its final dot aside): a longer one can name nothing, and was echoed whole in the
+# "cannot listen" error.
+_MAX_HOST_NAME = 253
+# What separates the origins of ``--cors-origins`` (``service.http_cors.parse_origins``).
+_ORIGIN_SEPARATORS = re.compile(r"[\s,]+")
 # What follows the backslash of an escape ``repr`` writes (``\n``, ``\t``, ``\x0b``,
 # ``\u2028``): in a quoted value it is glued to a key that followed the character.
 _ESCAPE_LETTERS = re.compile(r"[nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}")
@@ -358,7 +371,7 @@ def _int(source: str, text: str, low: int, high: int) -> int:
         raise ConfigValueError(f"{source}: must be {low} to {high}, not {error.shown}") from None
     except ValueError:
         raise ConfigValueError(
-            f"{source}: must be a whole number from {low} to {high}, not {_quoted(text)}"
+            f"{source}: must be a whole number from {low} to {high}, not {quoted(text)}"
         ) from None
     if not low <= value <= high:
         raise ConfigValueError(f"{source}: must be {low} to {high}, not {value}")
@@ -382,12 +395,13 @@ def _seconds(
     if not _DECIMAL.fullmatch(text):
         raise ConfigValueError(
             f"{source}: must be {never_text}a number of seconds from {minimum} to {high}, "
-            f"not {_quoted(text)}"
+            f"not {quoted(text)}"
         )
     value = float(text)
     if not (0 <= value <= high and (value >= minimum or (zero and value == 0))):
         raise ConfigValueError(
-            f"{source}: must be {never_text}{minimum} to {high} seconds, not {text.strip()}"
+            f"{source}: must be {never_text}{minimum} to {high} seconds, "
+            f"not {_shown(text.strip(), str)}"
         )
     return value
 
@@ -402,19 +416,24 @@ def _host(source: str, text: str) -> str:
         )
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
+    if len(host.rstrip(".")) > _MAX_HOST_NAME:
+        raise ConfigValueError(
+            f"{source}: {quoted(text)} is not a host name or address (a name is at most "
+            f"{_MAX_HOST_NAME} characters)"
+        )
     if not host or any(c.isspace() or c in "[]/" for c in host):
-        raise ConfigValueError(f"{source}: {_quoted(text)} is not a host name or address")
+        raise ConfigValueError(f"{source}: {quoted(text)} is not a host name or address")
     if ":" in host:
         try:
             mapped = ipaddress.IPv6Address(host).ipv4_mapped
         except ValueError:
             raise ConfigValueError(
-                f"{source}: {_quoted(text)} is not a host name or address (the ports have "
+                f"{source}: {quoted(text)} is not a host name or address (the ports have "
                 "flags of their own: --grpc-port, --http-port, --metrics-port)"
             ) from None
         if mapped is not None:  # grpc listened on it, aiohttp could not (EINVAL)
             raise ConfigValueError(
-                f"{source}: {_quoted(text)} is an IPv4 address in IPv6 form: give {mapped}"
+                f"{source}: {quoted(text)} is an IPv4 address in IPv6 form: give {mapped}"
             )
         return host
     # A name, or an IPv4 address: labels of 1 to 63 characters (IDNA), of letters,
@@ -423,17 +442,17 @@ def _host(source: str, text: str) -> str:
         name = host.encode("idna").decode("ascii")
     except UnicodeError:
         name = ""
-    if not _HOST_NAME.fullmatch(name):
-        raise ConfigValueError(f"{source}: {_quoted(text)} is not a host name or address")
+    if not _HOST_NAME.fullmatch(name) or len(name.rstrip(".")) > _MAX_HOST_NAME:
+        raise ConfigValueError(f"{source}: {quoted(text)} is not a host name or address")
     four = _four_numbers(name)
     if four is not None and four != name:
         # 127.1, 0x7f.1: Python's resolver takes them, grpc's does not ("Failed to bind").
         raise ConfigValueError(
-            f"{source}: {_quoted(text)} is an IPv4 address in short form: give its four "
+            f"{source}: {quoted(text)} is an IPv4 address in short form: give its four "
             f"numbers, {four}"
         )
     if four is None and _DOTTED_DIGITS.fullmatch(name):
-        raise ConfigValueError(f"{source}: {_quoted(text)} is not a host name or address")
+        raise ConfigValueError(f"{source}: {quoted(text)} is not a host name or address")
     return host
 
 
@@ -506,9 +525,7 @@ def host_port(host: str, port: int) -> str:
 def _choice(source: str, text: str, choices: tuple[str, ...]) -> str:
     """One of ``choices`` (all lower case), in any case: ``INFO`` is ``info``."""
     if (choice := text.strip().lower()) not in choices:
-        raise ConfigValueError(
-            f"{source}: must be one of {', '.join(choices)}, not {_quoted(text)}"
-        )
+        raise ConfigValueError(f"{source}: must be one of {', '.join(choices)}, not {quoted(text)}")
     return choice
 
 
@@ -520,7 +537,7 @@ def _bool(source: str, text: str) -> bool:
         return False
     raise ConfigValueError(
         f"{source}: must be true or false (true, false, 1, 0, yes, no, on or off), "
-        f"not {_quoted(text)}"
+        f"not {quoted(text)}"
     )
 
 
@@ -601,11 +618,7 @@ def resolve(
         # kill a worker that only waited for a core.
         values["worker_timeout_seconds"] = _seconds(*item, minimum=MIN_WORKER_TIMEOUT_SECONDS)
     if (item := raw("cors_origins")) is not None:
-        try:
-            values["cors_origins"] = parse_origins(item[1])
-        except ValueError as error:
-            # Its refusal quotes the origin with repr: bytes that are no UTF-8 as \xff.
-            raise ConfigValueError(f"{item[0]}: {bytes_shown(str(error))}") from None
+        values["cors_origins"] = _origins(*item)
     if (item := given("log_format")) is not None:
         values["log_format"] = _choice(*item, LOG_FORMATS)
     if (item := given("log_level")) is not None:
@@ -636,6 +649,25 @@ def resolve(
     config = ServerConfig(**values)
     _check_ports(config, origin)
     return config
+
+
+def _origins(source: str, text: str) -> tuple[str, ...]:
+    """The origins of ``--cors-origins`` or its variable (``parse_origins``). Its refusal
+    quotes the origin refused whole with ``repr``: here it is quoted as every setting's
+    value is (``quoted``: keys hidden, bytes that are no UTF-8 as ``\\xff``, a long
+    one cut short)."""
+    try:
+        return parse_origins(text)
+    except ValueError as error:
+        refusal = str(error)
+    for part in _ORIGIN_SEPARATORS.split(text):
+        try:
+            parse_origins(part)
+        except ValueError:
+            origin = part.rstrip("/")  # as parse_origins quotes it
+            refusal = refusal.replace(repr(origin), quoted(origin), 1)
+            break
+    raise ConfigValueError(f"{source}: {bytes_shown(refusal)}")
 
 
 def _read_keys_file(
@@ -817,16 +849,41 @@ def _shown_path(path: str) -> str:
     holds a character that is not printable, so that the refusal stays one line (a
     Secret of keys and comments wired to the keys file's setting); each state key in
     it hidden (such a Secret does not read as keys whole, but each of its keys does)."""
-    return hide_keys(path) if path.isprintable() else _quoted(path)
+    return _shown(path, str) if path.isprintable() else quoted(path)
 
 
-def _quoted(text: str) -> str:
+def quoted(text: str) -> str:
     """``text`` quoted as ``repr`` quotes it, each state key in it hidden first (design
     section 4): hidden after quoting, a key after a new line or a tab was glued to the
     ``\\n`` or ``\\t`` that ``repr`` wrote, and was shown (a Secret of several keys
     wired to another setting). A byte that is no UTF-8 shows as ``\\xff``
-    (``bytes_shown``)."""
-    return bytes_shown(repr(hide_keys(text)))
+    (``bytes_shown``); a long value is cut short (``_shown``)."""
+    return _shown(text, repr)
+
+
+def _shown(text: str, quote: Callable[[str], str]) -> str:
+    """``text`` as a refusal shows it, written by ``quote`` (``repr``, or ``str`` for a
+    path shown as it is): each state key hidden, then, if what is left is longer than
+    ``ECHOED_CHARS``, cut to its first characters, ``CUT_MARK`` and the length of
+    ``text`` (``'xxx\u2026' (100000 characters)``). Hidden before the cut: a cut never
+    shows part of a key that ``hide_keys`` hides whole."""
+    hidden = hide_keys(text)
+    if len(hidden) <= ECHOED_CHARS:
+        return bytes_shown(quote(hidden))
+    kept = hidden[: _kept(hidden, quote)] + CUT_MARK
+    return f"{bytes_shown(quote(kept))} ({len(text)} characters)"
+
+
+def _kept(hidden: str, quote: Callable[[str], str]) -> int:
+    """How many of ``hidden``'s first characters a cut shows: as many as ``quote``
+    writes in ``ECHOED_CHARS`` characters or fewer (``\\x01`` takes 4), and never part
+    of a ``KEY_NOT_SHOWN`` (cut, it would read as a value given)."""
+    bare = len(quote(""))
+    kept = ECHOED_CHARS
+    while kept and len(bytes_shown(quote(hidden[:kept]))) - bare > ECHOED_CHARS:
+        kept -= 1
+    marker = hidden.find(KEY_NOT_SHOWN, max(0, kept - len(KEY_NOT_SHOWN) + 1))
+    return marker if 0 <= marker < kept else kept
 
 
 def bytes_shown(message: str) -> str:

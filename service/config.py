@@ -112,8 +112,6 @@ CUT_MARK = "\u2026"
 # its final dot aside): a longer one can name nothing, and was echoed whole in the
 # "cannot listen" error.
 _MAX_HOST_NAME = 253
-# What separates the origins of ``--cors-origins`` (``service.http_cors.parse_origins``).
-_ORIGIN_SEPARATORS = re.compile(r"[\s,]+")
 # What follows the backslash of an escape ``repr`` writes (``\n``, ``\t``, ``\x0b``,
 # ``\u2028``): in a quoted value it is glued to a key that followed the character.
 _ESCAPE_LETTERS = re.compile(r"[nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}")
@@ -652,22 +650,13 @@ def resolve(
 
 
 def _origins(source: str, text: str) -> tuple[str, ...]:
-    """The origins of ``--cors-origins`` or its variable (``parse_origins``). Its refusal
-    quotes the origin refused whole with ``repr``: here it is quoted as every setting's
-    value is (``quoted``: keys hidden, bytes that are no UTF-8 as ``\\xff``, a long
-    one cut short)."""
+    """The origins of ``--cors-origins`` or its variable (``parse_origins``), the one
+    refused quoted as every setting's value is (``quoted``: keys hidden, a long one cut
+    short) and bytes that are no UTF-8 shown as ``\\xff``."""
     try:
-        return parse_origins(text)
+        return parse_origins(text, quote=quoted)
     except ValueError as error:
-        refusal = str(error)
-    for part in _ORIGIN_SEPARATORS.split(text):
-        try:
-            parse_origins(part)
-        except ValueError:
-            origin = part.rstrip("/")  # as parse_origins quotes it
-            refusal = refusal.replace(repr(origin), quoted(origin), 1)
-            break
-    raise ConfigValueError(f"{source}: {bytes_shown(refusal)}")
+        raise ConfigValueError(f"{source}: {bytes_shown(str(error))}") from None
 
 
 def _read_keys_file(

@@ -11,7 +11,7 @@ are involved: the game travels in the request body, never in cookies.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 # Content-Encoding is no CORS-safelisted header: a page sending a gzip body needs it allowed;
 # nor are W3C trace context's and baggage, which OpenTelemetry's browser instrumentation
@@ -123,9 +123,10 @@ def is_preflight(request_headers: Mapping[str, str]) -> bool:
     return "Origin" in request_headers and "Access-Control-Request-Method" in request_headers
 
 
-def parse_origins(text: str) -> tuple[str, ...]:
+def parse_origins(text: str, quote: Callable[[str], str] = repr) -> tuple[str, ...]:
     """``"https://a.example, https://b.example"`` (or separated by white space, as state
-    keys may be) -> the origins, as browsers send them; raises ``ValueError``."""
+    keys may be) -> the origins, as browsers send them; raises ``ValueError``, quoting
+    the origin refused with ``quote``."""
     origins: list[str] = []
     for part in _SEPARATORS.split(text):
         origin = part.rstrip("/")
@@ -140,6 +141,6 @@ def parse_origins(text: str) -> tuple[str, ...]:
             if _UNDECODED.search(origin):  # bytes that were no UTF-8: no host at all
                 hint = " (it holds bytes that are no UTF-8)"
             raise ValueError(
-                f"must be an origin like https://example.com[:port], not {origin!r}{hint}"
+                f"must be an origin like https://example.com[:port], not {quote(origin)}{hint}"
             )
     return tuple(origins)

@@ -106,18 +106,6 @@ def new_metrics(registry: CollectorRegistry) -> ServiceMetrics:
     return ServiceMetrics(registry, {SERVICE_NAME: METHODS})
 
 
-# grpc's own bound on a received message, as a fraction of --max-request-bytes: 5/4.
-# Up to it the servicer refuses a request over the limit itself (REQUEST_TOO_LARGE, with
-# its ErrorInfo); over it grpc refuses it, without. grpc checks the message once
-# decompressed, but only after inflating it whole: a gzip message of about 300 bytes
-# inflates to the bound, so each call on a connection can make the server hold the bound
-# for a moment. At 4 times the limit (256 KiB), 450 such calls on one connection, 135 KB
-# on the wire, took a server from 72 to 208-229 MiB, two connections to 345 MiB, past a
-# 256 MiB pod. At 5/4 (80 KiB) they took it to 122-129 MiB: a connection of compressed
-# calls holds about what one of half-sent uncompressed calls does (an 80 KB flow-control
-# window each), the 40 MB of docs/operations.md, "Sizing". Integers: exact for any limit.
-TRANSPORT_LIMIT_NUMERATOR = 5
-TRANSPORT_LIMIT_DENOMINATOR = 4
 # Calls open at once on one connection. grpc core sets no limit, and a call whose
 # request never comes holds about 20 KB until its client gives up, one that sends part
 # of its request and stalls about 80 KB (a flow-control window of it): one connection
@@ -147,8 +135,17 @@ MIN_PING_INTERVAL_MS = 5_000
 
 def transport_limit(max_request_bytes: int) -> int:
     """grpc's own bound on a received message, decompressed: 5/4 of ``max_request_bytes``
-    (80 KiB for the default 64 KiB), rounded down (docs/api.md, "Errors")."""
-    return max_request_bytes * TRANSPORT_LIMIT_NUMERATOR // TRANSPORT_LIMIT_DENOMINATOR
+    (80 KiB for the default 64 KiB), rounded down (docs/api.md, "Errors").
+
+    Up to it the servicer refuses a request over the limit itself (REQUEST_TOO_LARGE,
+    with its ErrorInfo); over it grpc refuses it, without. grpc checks a compressed
+    message's size only once it has inflated it whole, so about 120 bytes of gzip make
+    the server hold the bound for a moment. At four times the limit (256 KiB), 450 such
+    calls on one connection took a server from 72 to 208-229 MiB, two connections to
+    345 MiB, past a 256 MiB pod; at 5/4, 122-129 MiB: a connection of compressed calls
+    holds about what one of half-sent uncompressed calls does (an 80 KB flow-control
+    window each), the 40 MB of docs/operations.md, "Sizing"."""
+    return max_request_bytes * 5 // 4
 
 
 def grpc_server_options(

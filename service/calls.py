@@ -42,7 +42,10 @@ _NOT_STANDING = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.IN
 # hex, no secret, which ErrorInfo shows only the caller. Never the rest: other
 # refusals' metadata names cards, and a log line never carries a hand (design section 6).
 _LOGGED_METADATA = "key_id"
-_LOWER_HEX = re.compile("[0-9a-f]+")
+# Lowercase hex digits and dashes: a tool's 32 hex digits, or a UUID's text (Envoy's
+# ids), which under a key id whose start is hex (a key in 1,000) held that start and 22
+# more characters of the URL-safe alphabet about once in 250,000 (a review).
+_HEX_OR_UUID = re.compile("[0-9a-f-]+")
 
 
 @dataclass(slots=True)
@@ -152,16 +155,16 @@ def request_id_from(value: str | None, seat_tokens: re.Pattern[str] | None = Non
     this server's keys (``KeyRing.seat_token_pattern``), a seat's credential for the
     whole match, which is never logged (design sections 4 and 6): a backend that sent
     one as the id had it on the request line, beside the game and seat it opens. Its
-    key id's first 5 characters tell it; 27 lowercase hex digits are not taken for one
-    (a token's are, about once in 2**44), or the 32 hex digits of most tools' ids would
-    be under a key id whose start is hex (a key in 1,000).
+    key id's first 5 characters tell it; 27 lowercase hex digits and dashes are not taken
+    for one (a token's are, about once in 2**42), or the 32 hex digits and the UUIDs of
+    most tools' ids would be under a key id whose start is hex (a key in 1,000).
     """
     if (
         value
         and USABLE_REQUEST_ID.fullmatch(value)
         and not (
             seat_tokens is not None
-            and any(not _LOWER_HEX.fullmatch(text) for text in seat_tokens.findall(value))
+            and any(not _HEX_OR_UUID.fullmatch(text) for text in seat_tokens.findall(value))
         )
     ):
         return value

@@ -42,10 +42,11 @@ _NOT_STANDING = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.IN
 # hex, no secret, which ErrorInfo shows only the caller. Never the rest: other
 # refusals' metadata names cards, and a log line never carries a hand (design section 6).
 _LOGGED_METADATA = "key_id"
-# Lowercase hex digits and dashes: a tool's 32 hex digits, or a UUID's text (Envoy's
-# ids), which under a key id whose start is hex (a key in 1,000) held that start and 22
-# more characters of the URL-safe alphabet about once in 250,000 (a review).
-_HEX_OR_UUID = re.compile("[0-9a-f-]+")
+# Hex digits and dashes of one case: a tool's 32 hex digits, or a UUID's text (Envoy's
+# ids; macOS uuidgen's are upper case), which under a key id whose start is hex (a key in
+# 1,000 for each case) held that start and 22 more characters of the URL-safe alphabet
+# about once in 250,000 (a review).
+_HEX_OR_UUID = re.compile("[0-9a-f-]+|[0-9A-F-]+")
 
 
 @dataclass(slots=True)
@@ -155,8 +156,8 @@ def request_id_from(value: str | None, seat_tokens: re.Pattern[str] | None = Non
     this server's keys (``KeyRing.seat_token_pattern``), a seat's credential for the
     whole match, which is never logged (design sections 4 and 6): a backend that sent
     one as the id had it on the request line, beside the game and seat it opens. Its
-    key id's first 5 characters tell it; 27 lowercase hex digits and dashes are not taken
-    for one (a token's are, about once in 2**42), or the 32 hex digits and the UUIDs of
+    key id's first 5 characters tell it; 27 hex digits and dashes of one case are not
+    taken for one (a token's are, about once in 2**42), or the 32 hex digits and the UUIDs of
     most tools' ids would be under a key id whose start is hex (a key in 1,000).
     """
     if (

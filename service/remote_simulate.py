@@ -136,8 +136,9 @@ def _hint(details: str) -> str:
 #: The variables grpc (1.85) takes its proxy from, in its order: the first one set is
 #: used, an empty one meaning none. Lower case only: HTTP_PROXY is not read.
 _PROXY_VARIABLES = ("grpc_proxy", "https_proxy", "http_proxy")
-#: Targets grpc never sends through a proxy: sockets that are no network addresses.
-_LOCAL_SCHEMES = ("unix:", "unix-abstract:", "vsock:")
+#: Targets grpc never sends through a proxy: Unix sockets by path (grpc 1.85 sends
+#: ``unix-abstract:`` and ``vsock:`` targets to the proxy too, as host names).
+_LOCAL_SCHEMES = ("unix:",)
 #: A target's scheme (and ``dns:``'s authority), before its address.
 _SCHEME = re.compile(r"\A(?:dns|ipv4|ipv6):(?://[^/]*/)?", re.IGNORECASE)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,7 @@ def test_tests_reach_their_loopback_servers_with_a_proxy_exported() -> None:
         capture_output=True,
         text=True,
         timeout=180,
+        cwd=Path(__file__).resolve().parents[1],  # the test ids are the root's
     )
     assert done.returncode == pytest.ExitCode.OK, done.stdout + done.stderr
     assert "2 passed" in done.stdout

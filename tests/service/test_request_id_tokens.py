@@ -202,13 +202,13 @@ def test_no_random_id_of_a_tool_is_taken_for_a_seat_token() -> None:
     assert replaced == []
 
 
-def _key_of_a_hex_start() -> bytes:
-    """A key whose seat tokens' text begins with 5 lowercase hex digits (about one key
-    in 1,000), drawn from a seed."""
+def _key_of_a_hex_start(digits: str = "[0-9a-f]") -> bytes:
+    """A key whose seat tokens' text begins with 5 hex ``digits`` (lowercase, or upper:
+    about one key in 1,000 each), drawn from a seed."""
     draw = random.Random("hex start")
     while True:
         key = draw.randbytes(32)
-        if re.fullmatch("[0-9a-f]{5}", base64.b64encode(KeyRing.key_id(key)).decode()[:5]):
+        if re.fullmatch(f"{digits}{{5}}", base64.b64encode(KeyRing.key_id(key)).decode()[:5]):
             return key
 
 
@@ -225,22 +225,27 @@ def test_hex_ids_are_kept_under_a_key_whose_seat_tokens_begin_with_hex_digits() 
     assert token.startswith(start) and request_id_from(f"req-{token}", pattern) != f"req-{token}"
 
 
-def test_uuids_are_kept_under_a_key_whose_seat_tokens_begin_with_hex_digits() -> None:
+@pytest.mark.parametrize(("digits", "case"), [("[0-9a-f]", str.lower), ("[0-9A-F]", str.upper)])
+def test_uuids_are_kept_under_a_key_whose_seat_tokens_begin_with_hex_digits(
+    digits: str, case: Callable[[str], str]
+) -> None:
     """A UUID's dashes are in the URL-safe alphabet: one that began with such a key's 5
     characters (Envoy's ids, about once in 250,000) was taken for a seat token (a
-    review). 20,000 seeded UUIDs, each with the start in its first or last run of hex
-    digits (the two of 5 or more)."""
-    key = _key_of_a_hex_start()
+    review), and so, in upper case (macOS uuidgen's, SQL Server's), were UUIDs and 32
+    hex digits. 20,000 seeded UUIDs, each with the start in its first or last run of hex
+    digits (the two of 5 or more), and as many hex ids."""
+    key = _key_of_a_hex_start(digits)
     start = base64.b64encode(KeyRing.key_id(key)).decode()[:5]
     pattern = KeyRing((key,)).seat_token_pattern()
     draw = random.Random("uuids")
     replaced = []
     for index in range(20_000):
-        text = str(uuid.UUID(int=draw.getrandbits(128), version=4))
+        text = case(str(uuid.UUID(int=draw.getrandbits(128), version=4)))
         at = (0, 3, 24, 28, 31)[index % 5]
-        sent = f"{text[:at]}{start}{text[at + 5 :]}"
-        if request_id_from(sent, pattern) != sent:
-            replaced.append(sent)
+        hex_id = case(f"{draw.getrandbits(128):032x}")
+        for sent in (f"{text[:at]}{start}{text[at + 5 :]}", f"{start}{hex_id[5:]}"):
+            if request_id_from(sent, pattern) != sent:
+                replaced.append(sent)
     assert replaced == []
 
 

@@ -79,6 +79,9 @@ def test_no_word_on_a_proxy_that_grpc_did_not_take() -> None:
         ("h:1", {"http_proxy": "p:3"}, None),  # no http:// scheme: grpc ignores it
         ("h:1", {"http_proxy": "HTTP://p:3"}, "http_proxy"),
         ("unix:/run/cardrules.sock", {"http_proxy": "http://p:3"}, None),
+        # Only unix: paths go direct: grpc sends these to the proxy as host names.
+        ("unix-abstract:cardrules", {"http_proxy": "http://p:3"}, "http_proxy"),
+        ("vsock:3:50051", {"http_proxy": "http://p:3"}, "http_proxy"),
         # no_proxy: the host, or a domain with or without its dot; not a wider suffix.
         (
             "api.ns.svc.cluster.local:1",

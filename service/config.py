@@ -414,10 +414,15 @@ def _host(source: str, text: str) -> str:
         )
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if len(host.rstrip(".")) > _MAX_HOST_NAME:
+    try:  # a name's labels of 1 to 63 characters are checked once encoded (IDNA)
+        name = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        name = ""
+    if len((name or host).rstrip(".")) > _MAX_HOST_NAME:
+        encoded = f", {len(name.rstrip('.'))} in its xn-- form" if name and name != host else ""
         raise ConfigValueError(
             f"{source}: {quoted(text)} is not a host name or address (a name is at most "
-            f"{_MAX_HOST_NAME} characters)"
+            f"{_MAX_HOST_NAME} characters{encoded})"
         )
     if not host or any(c.isspace() or c in "[]/" for c in host):
         raise ConfigValueError(f"{source}: {quoted(text)} is not a host name or address")
@@ -436,11 +441,7 @@ def _host(source: str, text: str) -> str:
         return host
     # A name, or an IPv4 address: labels of 1 to 63 characters (IDNA), of letters,
     # digits and hyphens once encoded; all digits only as an IPv4 address.
-    try:
-        name = host.encode("idna").decode("ascii")
-    except UnicodeError:
-        name = ""
-    if not _HOST_NAME.fullmatch(name) or len(name.rstrip(".")) > _MAX_HOST_NAME:
+    if not _HOST_NAME.fullmatch(name):
         raise ConfigValueError(f"{source}: {quoted(text)} is not a host name or address")
     four = _four_numbers(name)
     if four is not None and four != name:

@@ -216,3 +216,16 @@ def test_a_host_name_of_253_characters_is_taken_and_one_of_254_refused() -> None
         f"--host: {cut(name + 'a')} is not a host name or address (a name is at most 253 "
         "characters)"
     )
+
+
+def test_a_name_beyond_ascii_is_measured_in_its_xn_form() -> None:
+    """What DNS carries is the xn-- form: 6 labels of 14 CJK characters are 89
+    characters, 281 once encoded, over 253 (a review: refused without saying why)."""
+    name = ".".join(["".join(chr(0x4E00 + i * 397) for i in range(14))] * 6)
+    encoded = name.encode("idna").decode("ascii")
+    assert len(name) <= 253 < len(encoded)
+    message = serve(["--host", name])
+    assert message == (
+        f"--host: {name!r} is not a host name or address (a name is at most 253 "
+        f"characters, {len(encoded)} in its xn-- form)"
+    )

@@ -154,7 +154,7 @@ def test_async_client_plays_the_same_seeded_game(grpc_target: str) -> None:
 
 
 def test_one_client_serves_many_threads_and_many_tasks_at_once(grpc_target: str) -> None:
-    """The README's "One client for the whole process": games played at the same time
+    """clients/python/README.md, "One client for the whole process": games played at the same time
     through one shared client, on threads and on tasks, are the engine's games."""
     seeds = range(6)
     expected = [engine_game(seed) for seed in seeds]
@@ -825,7 +825,7 @@ def test_a_short_deadline_ends_a_call_to_a_server_that_never_answers() -> None:
 
 
 def test_closing_the_client_cancels_its_calls_in_flight() -> None:
-    """The README's "One client for the whole process": ``close`` does not wait for them."""
+    """clients/python/README.md, "One client for the whole process": ``close`` does not wait for them."""
     with silent_server() as target, futures.ThreadPoolExecutor(max_workers=1) as pool:
         client = KrypkasinoClient(target)
         call = pool.submit(client.score, state=b"x", timeout=20)
@@ -1329,7 +1329,7 @@ def test_the_client_sends_exactly_the_request_ids_the_service_keeps(candidate: s
 
 
 def test_request_id_of_a_call_that_never_reached_the_service_is_the_one_it_was_sent_with() -> None:
-    """README, "Errors": no server sent it back, and none logged it; a call past its
+    """clients/python/README.md, "Errors": no server sent it back, and none logged it; a call past its
     deadline at a server: test_client_request_id_past_deadline.py."""
     with refused_address() as target, KrypkasinoClient(target, timeout=0.2) as client:
         with pytest.raises(grpc.RpcError) as made:

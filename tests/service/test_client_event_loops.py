@@ -1,7 +1,7 @@
 """An ``AsyncKrypkasinoClient`` called from an event loop other than the one it was made in
 refuses the call with the same advice as one made outside any loop, before grpc makes the
-call's task on the wrong loop (clients/python/src/cardrules/client/aio.py; README,
-"Asyncio"). Each case runs in a process of its own, whose stderr shows what asyncio
+call's task on the wrong loop (clients/python/src/cardrules/client/aio.py;
+clients/python/README.md, "Asyncio"). Each case runs in a process of its own, whose stderr shows what asyncio
 reports of a task left pending."""
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 or call one, with what to do, rather than hang past the call's deadline or abort (grpc.aio
 keeps a polling thread while an aio channel lives and then skips its fork handlers); once
 the parent's clients are closed and dropped, a forked child makes and calls its own
-(clients/python/src/cardrules/client/aio.py; README, "One client for the whole process").
+(clients/python/src/cardrules/client/aio.py; clients/python/README.md, "One client for the
+whole process").
 Each case forks in a Python process of its own, away from this one's grpc state; the child
 has an alarm as a safety net, and every wait a timeout."""
 

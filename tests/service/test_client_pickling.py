@@ -1,7 +1,7 @@
 """Neither client can be pickled, which passing one to a process pool does: the error says
 to make the client in the worker, not grpc's "no default __reduce__ due to non-trivial
-__cinit__" (clients/python/src/cardrules/client/channel.py, ``not_picklable``; README,
-"One client for the whole process")."""
+__cinit__" (clients/python/src/cardrules/client/channel.py, ``not_picklable``;
+clients/python/README.md, "One client for the whole process")."""
 
 from __future__ import annotations
 

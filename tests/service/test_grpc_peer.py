@@ -1,5 +1,5 @@
 """The request line's ``peer`` spells an IPv6 client alike for gRPC and HTTP,
-``ipv6:[::1]:40312`` (docs/operations.md, "Request log fields"). A real server on
+``ipv6:[::1]:40312`` (docs/operations.md, "Log lines"). A real server on
 ``::1``, as ``test_process_lifecycle`` runs one.
 """
 

@@ -39,6 +39,7 @@ from engine.krypkasino.policies import POLICIES
 from service import serve_command
 from service.config import (
     ConfigValueError,
+    _shown,
     add_server_arguments,
     bytes_shown,
     hide_keys,
@@ -112,10 +113,12 @@ class _Parser(argparse.ArgumentParser):
         """A value not among ``choices`` is refused as every other value is (``--seed:
         must be ...``, the service's ``seat: must be 0 to 1, not 5``): what it must be,
         then what it was, where argparse says ``invalid choice: 'quad' (choose from
-        'individual', ...)``. Choices are command names and words, none needing quotes."""
+        'individual', ...)``. Choices are command names and words, none needing quotes;
+        the value is quoted as every setting's is (``quoted``: a long one cut short)."""
         if action.choices is not None and value not in action.choices:
             choices = ", ".join(map(str, action.choices))
-            raise argparse.ArgumentError(action, f"must be one of {choices}, not {value!r}")
+            shown = quoted(value) if isinstance(value, str) else repr(value)
+            raise argparse.ArgumentError(action, f"must be one of {choices}, not {shown}")
         super()._check_value(action, value)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
@@ -154,7 +157,8 @@ def _without_value_word(message: str) -> str:
 def _whole_number(text: str, span: str) -> int:
     """``text`` as an integer, or refused in the words of every number option:
     ``must be a whole number from 0 to 65535, not 'abc'``; ``span`` is the range.
-    ASCII digits only, as the server's settings read them (``service.whole_numbers``)."""
+    ASCII digits only, as the server's settings read them (``service.whole_numbers``);
+    the text quoted as a setting's is (``quoted``: 100,000 characters are cut short)."""
     try:
         return parse_whole_number(text)
     except NumberTooLongError as error:
@@ -162,7 +166,9 @@ def _whole_number(text: str, span: str) -> int:
         within = span.removeprefix("from ").removeprefix("of ")
         raise argparse.ArgumentTypeError(f"must be {within}, not {error.shown}") from None
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number {span}, not {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number {span}, not {quoted(text)}"
+        ) from None
 
 
 def players_argument(text: str) -> int:
@@ -203,18 +209,18 @@ def _server_target(text: str) -> str:
     hides it, as every message of the CLI's (``_fail``).
     """
     socket = text.lower().startswith(("unix:", "unix-abstract:"))
-    if not socket and (hidden := hide_keys(text)) != text:
+    if not socket and hide_keys(text) != text:
         # A state key (a Secret wired to the wrong variable): check_target's refusals
         # quote parts of the target, such as its path ('/' is a letter of base64), which
         # hide_keys cannot tell from a key's.
         raise argparse.ArgumentTypeError(
-            f"{hidden!r} is no gRPC host:port: give one, such as localhost:50051"
+            f"{quoted(text)} is no gRPC host:port: give one, such as localhost:50051"
         )
     if (url := _URL_SCHEME.match(text)) and url[1].lower() not in GRPC_SCHEMES:
         # check_target refuses these too, but its word on TLS (grpc://, grpcs://) is for
         # the client library: simulate dials plaintext.
         raise argparse.ArgumentTypeError(
-            f"{text!r} is a URL: give the gRPC host:port, such as localhost:50051 "
+            f"{quoted(text)} is a URL: give the gRPC host:port, such as localhost:50051 "
             "(the gRPC port, not the HTTP gateway's; simulate connects without TLS)"
         )
     try:
@@ -497,7 +503,7 @@ def _first_dealer(args: argparse.Namespace) -> int:
     except ValueError:
         raise _UsageError(
             f"--first-dealer: must be a whole number from 0 to {players - 1}, "
-            f"not {args.first_dealer!r}",
+            f"not {quoted(args.first_dealer)}",
             f"{PROG} {args.command}",
         ) from None
 
@@ -739,6 +745,14 @@ def _fail(message: str, status: int = USAGE_ERROR) -> int:
     return status
 
 
+def _arguments_shown(arguments: Sequence[str]) -> str:
+    """Arguments the command did not take, as given but each cut as a setting's value is
+    (``service.config``: its first 120 characters, ``…`` and its length): ``--bogus`` of
+    100,000 characters was echoed whole, a refusal of 100 KB on one line that a log
+    shipper cuts or drops. Unquoted: ``--bogus x`` is shown as typed."""
+    return " ".join(_shown(argument, str) for argument in arguments)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``cardrules`` command; returns the exit status."""
     parser = build_parser()
@@ -752,7 +766,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if error.prog == PROG and message.endswith("required: COMMAND") and flags:
             # Without a command argparse names only the missing COMMAND: a mistyped flag
             # (--verison) is what went wrong. The known ones (--help, --version) exit first.
-            message = f"unrecognized arguments: {' '.join(flags)}"
+            message = f"unrecognized arguments: {_arguments_shown(flags)}"
         return _fail(f"{message} (see {error.prog} --help)")
     except _ParserExitError as done:
         # --help or --version, printed: argparse ignores a write that fails (a full disk)
@@ -763,7 +777,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.status
     if extras:  # what parse_args would refuse, but naming the command's help
         return _fail(
-            f"unrecognized arguments: {' '.join(extras)} (see {PROG} {args.command} --help)"
+            f"unrecognized arguments: {_arguments_shown(extras)} (see {PROG} {args.command} --help)"
         )
     handler: Callable[[argparse.Namespace], int] = args.handler
     # The process's own command line, which ends the process when done: a command may

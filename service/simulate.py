@@ -39,6 +39,7 @@ from engine.krypkasino.policies import POLICIES, Situation
 from engine.krypkasino.scoring import DealResult, match_totals
 from engine.krypkasino.views import tiebreak_teams
 from service.codec import MAX_DECKS, move_kind_label
+from service.config import quoted
 from service.spelling import nearest
 from service.transcript import Json, codes, config_json, deal_json, event_json, move_json
 
@@ -74,7 +75,7 @@ def parse_rules(flags: Sequence[str]) -> Rules:
             except ValueError:
                 choices = ", ".join(r.value for r in Removal)
                 raise InputError(
-                    f"--rule: removal must be one of {choices}, not {value!r} (K16.5)"
+                    f"--rule: removal must be one of {choices}, not {quoted(value)} (K16.5)"
                 ) from None
             # Either value is a rule the caller asked for: keeping the last would drop one.
             if removal is not None and removal is not given:
@@ -90,21 +91,22 @@ def parse_rules(flags: Sequence[str]) -> Rules:
 
 def _rule_refusal(flag: str, names: Sequence[str]) -> str:
     """Why ``--rule flag`` names no rule (K16), with the name a slip away from it, as
-    the service's refusals hint (``service.spelling``), and the rules there are."""
+    the service's refusals hint (``service.spelling``), and the rules there are. What
+    was given is quoted as a setting's value is (``quoted``: a long one cut short)."""
     name, sep, value = flag.partition("=")
     rules = f"{', '.join(names)} or removal=courts|spades|none (K16)"
     if name in names:  # bordstabbe=yes: a K16 flag is on when named, and takes no value
-        return f"{name} takes no value: give --rule {name}, not {flag!r}"
+        return f"{name} takes no value: give --rule {name}, not {quoted(flag)}"
     if name == "removal":
-        return f"removal takes a value: give --rule removal=courts|spades|none, not {flag!r}"
+        return f"removal takes a value: give --rule removal=courts|spades|none, not {quoted(flag)}"
     near = nearest(name, (*names, "removal"))
     if near is None:
-        return f"unknown rule {name!r}: expected one of {rules}"
+        return f"unknown rule {quoted(name)}: expected one of {rules}"
     if near == "removal":
         # The value typed, when it is one: removl=xyz would be told removal=xyz, refused next.
         given = sep and value in {r.value for r in Removal}
         near = f"removal={value if given else 'courts|spades|none'}"
-    return f"unknown rule {name!r}; did you mean {near}? Expected one of {rules}"
+    return f"unknown rule {quoted(name)}; did you mean {near}? Expected one of {rules}"
 
 
 def parse_decks(texts: Sequence[str], config: Config) -> tuple[tuple[Card, ...], ...]:

@@ -39,11 +39,11 @@ from engine.krypkasino.policies import POLICIES
 from service import serve_command
 from service.config import (
     ConfigValueError,
-    _shown,
     add_server_arguments,
     bytes_shown,
     hide_keys,
     quoted,
+    unquoted,
 )
 from service.remote_simulate import RemoteError, RemoteTable
 from service.simulate import (
@@ -750,7 +750,7 @@ def _arguments_shown(arguments: Sequence[str]) -> str:
     (``service.config``: its first 120 characters, ``…`` and its length): ``--bogus`` of
     100,000 characters was echoed whole, a refusal of 100 KB on one line that a log
     shipper cuts or drops. Unquoted: ``--bogus x`` is shown as typed."""
-    return " ".join(_shown(argument, str) for argument in arguments)
+    return " ".join(map(unquoted, arguments))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

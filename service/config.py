@@ -399,7 +399,7 @@ def _seconds(
     if not (0 <= value <= high and (value >= minimum or (zero and value == 0))):
         raise ConfigValueError(
             f"{source}: must be {never_text}{minimum} to {high} seconds, "
-            f"not {_shown(text.strip(), str)}"
+            f"not {unquoted(text.strip())}"
         )
     return value
 
@@ -839,7 +839,7 @@ def _shown_path(path: str) -> str:
     holds a character that is not printable, so that the refusal stays one line (a
     Secret of keys and comments wired to the keys file's setting); each state key in
     it hidden (such a Secret does not read as keys whole, but each of its keys does)."""
-    return _shown(path, str) if path.isprintable() else quoted(path)
+    return unquoted(path) if path.isprintable() else quoted(path)
 
 
 def quoted(text: str) -> str:
@@ -849,6 +849,12 @@ def quoted(text: str) -> str:
     wired to another setting). A byte that is no UTF-8 shows as ``\\xff``
     (``bytes_shown``); a long value is cut short (``_shown``)."""
     return _shown(text, repr)
+
+
+def unquoted(text: str) -> str:
+    """``text`` shown as it is, keys hidden and a long one cut short (``_shown``): a
+    path, a number, an argument as typed."""
+    return _shown(text, str)
 
 
 def _shown(text: str, quote: Callable[[str], str]) -> str:

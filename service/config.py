@@ -8,6 +8,7 @@ default. The defaults run a one-machine server: gRPC on 50051, HTTP/JSON on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import itertools
 import os
@@ -414,10 +415,10 @@ def _host(source: str, text: str) -> str:
         )
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    try:  # a name's labels of 1 to 63 characters are checked once encoded (IDNA)
-        name = host.encode("idna").decode("ascii")
-    except UnicodeError:
-        name = ""
+    name = ""
+    if len(host.rstrip(".")) <= _MAX_HOST_NAME:  # the encoder's time grows with length
+        with contextlib.suppress(UnicodeError):  # labels of 1 to 63 characters, encoded
+            name = host.encode("idna").decode("ascii")
     if len((name or host).rstrip(".")) > _MAX_HOST_NAME:
         encoded = f", {len(name.rstrip('.'))} in its xn-- form" if name and name != host else ""
         raise ConfigValueError(

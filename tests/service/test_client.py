@@ -470,7 +470,7 @@ def test_every_seat_and_the_public_view_show_the_last_move_as_its_play_reported_
     grpc_target: str,
 ) -> None:
     """A client whose seat did not move learns what the seat before did from its own
-    view (docs/api.md, "lastMove"), across distributions and deals, to the match's end."""
+    view (docs/api.md, "Views and events": lastMove), across distributions and deals, to the match's end."""
     with KrypkasinoClient(grpc_target) as client:
         game = client.new_game(players=3, seed=5)
         state, tokens, view = game.state, game.seat_tokens, game.view

@@ -175,7 +175,14 @@ def proxy_variable(target: str, environ: Mapping[str, str]) -> str | None:
 
 def _host(target: str) -> str:
     """The host of a ``host:port`` target (``dns:`` and ``ipv4:``/``ipv6:`` ones too),
-    without brackets and in lower case, as grpc matches it against ``no_proxy``."""
+    without brackets and in lower case, as grpc matches it against ``no_proxy``; of a
+    ``unix-abstract:`` target its name, of a ``vsock:`` one the whole target (grpc 1.85
+    sends them to the proxy under those names)."""
+    lowered = target.lower()
+    if lowered.startswith("unix-abstract:"):
+        return lowered.removeprefix("unix-abstract:")
+    if lowered.startswith("vsock:"):
+        return lowered
     address = _SCHEME.sub("", target, count=1)
     if address.startswith("["):
         return address[1:].partition("]")[0].lower()

@@ -82,6 +82,10 @@ def test_no_word_on_a_proxy_that_grpc_did_not_take() -> None:
         # Only unix: paths go direct: grpc sends these to the proxy as host names.
         ("unix-abstract:cardrules", {"http_proxy": "http://p:3"}, "http_proxy"),
         ("vsock:3:50051", {"http_proxy": "http://p:3"}, "http_proxy"),
+        # ... and matches no_proxy against their names: the name, or the whole vsock target.
+        ("unix-abstract:cardrules", {"http_proxy": "http://p:3", "no_proxy": "cardrules"}, None),
+        ("unix-abstract:api.bar", {"http_proxy": "http://p:3", "no_proxy": "bar"}, None),
+        ("vsock:3:50051", {"http_proxy": "http://p:3", "no_proxy": "vsock:3:50051"}, None),
         # no_proxy: the host, or a domain with or without its dot; not a wider suffix.
         (
             "api.ns.svc.cluster.local:1",

@@ -14,6 +14,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
+from urllib.parse import unquote
 
 import grpc
 from cardrules.cards.v1 import cards_pb2
@@ -176,14 +177,18 @@ def proxy_variable(target: str, environ: Mapping[str, str]) -> str | None:
 def _host(target: str) -> str:
     """The host of a ``host:port`` target (``dns:`` and ``ipv4:``/``ipv6:`` ones too),
     without brackets and in lower case, as grpc matches it against ``no_proxy``; of a
-    ``unix-abstract:`` target its name, of a ``vsock:`` one the whole target (grpc 1.85
+    ``unix-abstract:`` target its name, read so too, of a ``vsock:`` one the whole target (grpc 1.85
     sends them to the proxy under those names)."""
     lowered = target.lower()
-    if lowered.startswith("unix-abstract:"):
-        return lowered.removeprefix("unix-abstract:")
     if lowered.startswith("vsock:"):
         return lowered
-    address = _SCHEME.sub("", target, count=1)
+    if lowered.startswith("unix-abstract:"):
+        # grpc takes its path, percent-decoded and without a leading "/", as host:port.
+        address = unquote(target[len("unix-abstract:") :]).removeprefix("/")
+        if ":" not in address.strip("[]"):
+            return address.lower()
+    else:
+        address = _SCHEME.sub("", target, count=1)
     if address.startswith("["):
         return address[1:].partition("]")[0].lower()
     return address.rpartition(":")[0].lower()

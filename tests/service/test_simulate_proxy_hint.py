@@ -85,6 +85,12 @@ def test_no_word_on_a_proxy_that_grpc_did_not_take() -> None:
         # ... and matches no_proxy against their names: the name, or the whole vsock target.
         ("unix-abstract:cardrules", {"http_proxy": "http://p:3", "no_proxy": "cardrules"}, None),
         ("unix-abstract:api.bar", {"http_proxy": "http://p:3", "no_proxy": "bar"}, None),
+        # grpc reads its name as host:port, percent-decoded, a leading / dropped.
+        ("unix-abstract:x:5", {"http_proxy": "http://p:3", "no_proxy": "x"}, None),
+        ("unix-abstract:x:5", {"http_proxy": "http://p:3", "no_proxy": "x:5"}, "http_proxy"),
+        ("unix-abstract:/cardrules", {"http_proxy": "http://p:3", "no_proxy": "cardrules"}, None),
+        ("unix-abstract:[::1]:5", {"http_proxy": "http://p:3", "no_proxy": "::1"}, None),
+        ("unix-abstract:a%62c", {"http_proxy": "http://p:3", "no_proxy": "abc"}, None),
         ("vsock:3:50051", {"http_proxy": "http://p:3", "no_proxy": "vsock:3:50051"}, None),
         # no_proxy: the host, or a domain with or without its dot; not a wider suffix.
         (

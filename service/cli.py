@@ -38,6 +38,7 @@ from engine.krypkasino.config import MAX_MATCH_DEALS, MAX_PLAYERS, MAX_TARGET_SC
 from engine.krypkasino.policies import POLICIES
 from service import serve_command
 from service.config import (
+    ECHOED_CHARS,
     ConfigValueError,
     add_server_arguments,
     bytes_shown,
@@ -252,7 +253,9 @@ def _bracket_hint(text: str) -> str | None:
     if any(hint and hint.endswith("]:PORT") for hint in hinted):
         example = ",".join(_bracketed(part, "50051") or part for part in parts)
         meant = f"{meant}, e.g. {scheme}{example}"
-    return f"{text!r} has no port: an IPv6 address takes brackets before its port: give {meant}"
+    advice = f"{quoted(text)} has no port: an IPv6 address takes brackets before its port"
+    # A long list is not written out again, bracketed, once or twice (54 KB for 8 KB).
+    return advice if len(text) > ECHOED_CHARS else f"{advice}: give {meant}"
 
 
 def _bracketed(address: str, port_word: str) -> str | None:
@@ -749,8 +752,14 @@ def _arguments_shown(arguments: Sequence[str]) -> str:
     """Arguments the command did not take, as given but each cut as a setting's value is
     (``service.config``: its first 120 characters, ``…`` and its length): ``--bogus`` of
     100,000 characters was echoed whole, a refusal of 100 KB on one line that a log
-    shipper cuts or drops. Unquoted: ``--bogus x`` is shown as typed."""
-    return " ".join(map(unquoted, arguments))
+    shipper cuts or drops. Unquoted: ``--bogus x`` is shown as typed; quoted when it holds
+    a control character (an escape sequence reached the terminal)."""
+    return " ".join(unquoted(arg) if _printable(arg) else quoted(arg) for arg in arguments)
+
+
+def _printable(argument: str) -> bool:
+    """Printable, or bytes that are no UTF-8 (shown as ``\\xff``, ``bytes_shown``)."""
+    return all(char.isprintable() or "\udc80" <= char <= "\udcff" for char in argument)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,8 +6,8 @@ Comments, docstrings, proto comments and docs send the reader to a section by it
 citations silently (a review found a test citing a heading that never existed, a "below"
 that was above, and client README sections cited as the root README's). A cited title
 must be a heading of the file (any level, outside code fences, with or without a
-trailing parenthesis), a bold lead-in (``- **Drain**:``), or, when longer than 12
-characters, a quotation of its text; ``below``/``above`` must hold.
+trailing parenthesis) or a bold lead-in (``- **Drain**:``), whole or its start;
+``below``/``above`` must hold. ``"Title" in FILE`` counts too, and k8s .env files are read.
 """
 
 from __future__ import annotations

@@ -192,3 +192,25 @@ def test_one_character_more_is_cut_and_its_length_said(
     assert refusal(capsys, [*SIMULATE, "--teams", value]) == (
         f"--teams: must be one of individual, pairs, trios, not {cut(value)}{HELP}"
     )
+
+
+def test_an_unrecognized_argument_with_a_control_character_is_quoted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Shown as typed, an escape sequence in an argument reached the terminal (a review:
+    ``--x\\x1b]0;pwned\\x07`` set its title); quoted, it shows as escapes."""
+    argument = "--x\x1b]0;pwned\x07"
+    message = refusal(capsys, [*SIMULATE, argument])
+    assert message == f"unrecognized arguments: {argument!r}{HELP}"
+    assert "\x1b" not in message and "\x07" not in message
+
+
+def test_a_long_list_of_ipv6_addresses_without_ports_is_not_written_out_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The hint that an IPv6 address takes brackets wrote a list out once or twice more,
+    bracketed: 8 KB of --server gave 54 KB of refusal (a review)."""
+    target = "ipv6:" + ",".join(["::1"] * 2000)
+    message = refusal(capsys, [*SIMULATE, "--server", target])
+    assert len(message) < MOST_CHARS, message[:1000]
+    assert f"{cut(target)} has no port: an IPv6 address takes brackets" in message

@@ -176,9 +176,9 @@ def proxy_variable(target: str, environ: Mapping[str, str]) -> str | None:
 
 def _host(target: str) -> str:
     """The host of a ``host:port`` target (``dns:`` and ``ipv4:``/``ipv6:`` ones too),
-    without brackets and in lower case, as grpc matches it against ``no_proxy``; of a
-    ``unix-abstract:`` target its name, read so too, of a ``vsock:`` one the whole target (grpc 1.85
-    sends them to the proxy under those names)."""
+    without brackets and in lower case, as grpc matches it against ``no_proxy``. grpc
+    1.85 sends a ``unix-abstract:`` target to the proxy under its name, read as
+    ``host:port``, and a ``vsock:`` one under the whole target."""
     lowered = target.lower()
     if lowered.startswith("vsock:"):
         return lowered

@@ -16,6 +16,7 @@ import re
 import select
 import socket
 import stat
+import stringprep
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -427,6 +428,13 @@ def _host(source: str, text: str) -> str:
         )
     if not host or any(c.isspace() or c in "[]/" for c in host):
         raise ConfigValueError(f"{source}: {quoted(text)} is not a host name or address")
+    if dropped := next((c for c in host if stringprep.in_table_b1(c)), None):
+        # IDNA maps it to nothing: localhost\u00ad passed as localhost, and grpc then failed
+        # to resolve it, blaming the port's setting.
+        raise ConfigValueError(
+            f"{source}: {quoted(text)} is not a host name or address (it holds U+{ord(dropped):04X}, "
+            "which a name drops)"
+        )
     if ":" in host:
         try:
             mapped = ipaddress.IPv6Address(host).ipv4_mapped

@@ -242,3 +242,16 @@ def test_a_name_is_measured_as_given_before_it_is_encoded() -> None:
     assert str(refused.value).endswith(
         "is not a host name or address (a name is at most 253 characters)"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "dropped"),
+    [("localhost\u00ad", "U+00AD"), ("local\u200bhost", "U+200B"), ("localhost\ufe0f", "U+FE0F")],
+)
+def test_a_name_with_a_character_idna_drops_is_refused(name: str, dropped: str) -> None:
+    """IDNA maps a soft hyphen, a zero-width space or a variation selector to nothing
+    (RFC 3454, table B.1): such a name passed as ``localhost``, and grpc then failed to
+    resolve it, blaming the port's setting (a review)."""
+    with pytest.raises(ConfigValueError) as refused:
+        _resolved("--host", name)
+    assert str(refused.value).endswith(f"(it holds {dropped}, which a name drops)")

@@ -103,8 +103,8 @@ _LOWER_PAIRS_PER = (9, 20)
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 _DIGITS = frozenset("0123456789")
-#: The most characters of a value a refusal quotes (``_shown``): as many as the HTTP
-#: gateway echoes of a path (``service.http_gateway``). A setting given 100,000
+#: The most characters of a value a refusal quotes (``_shown``), and of a path, method or
+#: header the HTTP gateway echoes (``service.http_gateway``). A setting given 100,000
 #: characters was quoted whole, a refusal of 100 KB on one line that a log shipper cuts
 #: or drops; a longer value is cut, and its length said.
 ECHOED_CHARS = 120

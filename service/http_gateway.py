@@ -76,7 +76,7 @@ from service.calls import (
     Handler,
     within_deadline,
 )
-from service.config import HTTP_KEEPALIVE_SECONDS
+from service.config import ECHOED_CHARS, HTTP_KEEPALIVE_SECONDS
 from service.content_coding import (
     CODINGS,
     BodyCodingError,
@@ -135,7 +135,6 @@ _HTTP_STATUS_OF_REASON = {
     UNSUPPORTED_MEDIA_TYPE: 415,
     REQUEST_TOO_LARGE: 413,
 }
-_ECHOED_CHARS = 120
 
 
 # A path no route took is logged only when it looks like a route, or is a slip from one
@@ -230,7 +229,7 @@ def _type_refusal(request: web.Request) -> ServiceError | None:
             grpc.StatusCode.INVALID_ARGUMENT,
             UNSUPPORTED_MEDIA_TYPE,
             f"the body must be {JSON_TYPE} (UTF-8)",
-            content_type=echoed(content_type, _ECHOED_CHARS),
+            content_type=echoed(content_type, ECHOED_CHARS),
         )
     return None
 
@@ -341,7 +340,7 @@ class HttpGateway:
         gateway serves (a ``/`` for the ``:``, capitals, a trailing ``/``), else ``""``.
         A long path is no slip and skipped: difflib indexes it whole (about 1 ms for 8,000
         characters)."""
-        if len(path) > _ECHOED_CHARS:
+        if len(path) > ECHOED_CHARS:
             return ""
         near = nearest(path, (*self._table, *_FIXED_PATHS))
         return f"; did you mean {near}?" if near else ""
@@ -443,7 +442,7 @@ class HttpGateway:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 UNSUPPORTED_MEDIA_TYPE,
                 "the body may be sent as it is or with Content-Encoding gzip or deflate",
-                content_encoding=echoed(coding, _ECHOED_CHARS),
+                content_encoding=echoed(coding, ECHOED_CHARS),
             )
         if self._too_large_by_length(request):
             return request_too_large("body", self._max_request_bytes * JSON_BODY_FACTOR)
@@ -544,7 +543,7 @@ class HttpGateway:
                 grpc.StatusCode.NOT_FOUND,
                 NOT_FOUND_ROUTE,
                 f"no route for this path{near}",
-                path=echoed(path, _ECHOED_CHARS),
+                path=echoed(path, ECHOED_CHARS),
             )
             logged = path if _shown_in_log(path, near) else _length_of(path)
             return self._unrouted(request, request_id, refusal, headers, logged)
@@ -563,7 +562,7 @@ class HttpGateway:
                 grpc.StatusCode.UNIMPLEMENTED,
                 METHOD_NOT_ALLOWED,
                 f"{request.method} is not allowed here; use {' or '.join(methods)}",
-                method=request.method[:_ECHOED_CHARS],
+                method=request.method[:ECHOED_CHARS],
             )
             headers = {**headers, "Allow": allow}
             return self._unrouted(request, request_id, refusal, headers, path)

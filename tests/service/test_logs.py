@@ -1516,18 +1516,26 @@ def _raised_from(
         return raised
 
 
-@pytest.mark.parametrize("link", ["cause", "context"])
-def test_an_exception_that_caused_another_keeps_its_type_with_its_bytes_hidden_json(capsys, link):
-    """The copy that hides ``KeyError(token)``'s bytes is named ``KeyError``, as a copy
-    that hides a key is: as the cause or context of another its class's name is the
-    line's ``exc_type``, which was ``SecretWithheldError``, missed by a search by type."""
+def _logged_wrapper(
+    capsys: pytest.CaptureFixture[str], link: str
+) -> tuple[str, list[dict[str, object]], BaseException, BaseException]:
+    """A JSON line logging a wrapper of ``KeyError(token)`` linked by ``link``: what was
+    written, the line's exception entries, the stored error and the wrapper."""
     configure_logging("json")
     stored = _caught(KeyError(TOKEN_BYTES))
     wrapper = _raised_from(stored, link)
     get_logger("t").error("wrapped", exc_info=wrapper)
     out = capsys.readouterr().out
     (line,) = json_lines(out)
-    outer, cause = cast(list[dict[str, object]], line["exception"])
+    return out, cast(list[dict[str, object]], line["exception"]), stored, wrapper
+
+
+@pytest.mark.parametrize("link", ["cause", "context"])
+def test_an_exception_that_caused_another_keeps_its_type_with_its_bytes_hidden_json(capsys, link):
+    """The copy that hides ``KeyError(token)``'s bytes is named ``KeyError``, as a copy
+    that hides a key is: as the cause or context of another its class's name is the
+    line's ``exc_type``, which was ``SecretWithheldError``, missed by a search by type."""
+    out, (outer, cause), _, _ = _logged_wrapper(capsys, link)
     assert (outer["exc_type"], cause["exc_type"], cause["exc_value"], cause["is_cause"]) == (
         "ValueError",
         "KeyError",
@@ -1556,13 +1564,7 @@ def test_an_exception_only_its_cause_held_a_secret_of_is_logged_with_its_message
     """The wrapper's copy, made to hold the scrubbed cause, has the wrapper's message as
     ``exc_value`` (docs/operations.md), as a copy that hides a key has: it was
     ``ValueError: wrapper``, the type twice. The caller's exceptions are left as they were."""
-    configure_logging("json")
-    stored = _caught(KeyError(TOKEN_BYTES))
-    wrapper = _raised_from(stored, link)
-    get_logger("t").error("wrapped", exc_info=wrapper)
-    out = capsys.readouterr().out
-    (line,) = json_lines(out)
-    entries = cast(list[dict[str, object]], line["exception"])
+    out, entries, stored, wrapper = _logged_wrapper(capsys, link)
     shown = [(entry["exc_type"], entry["exc_value"]) for entry in entries]
     assert shown == [("ValueError", "wrapper"), ("KeyError", TOKEN_HIDDEN)]
     assert "SEATTOKEN" not in out

@@ -364,8 +364,10 @@ def _add_simulate(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--target-score",
         type=positive_argument,
         help=(
-            f"target_score (K13.2): at most {MAX_TARGET_SCORE} without --deals, as a higher "
-            f"one could outlast {MAX_MATCH_DEALS} deals (default: none)"
+            "target_score (K13.2): the match ends after the deal in which a player's total, "
+            "or with --teams a team's, reaches it; at most "
+            f"{MAX_TARGET_SCORE} without --deals, as a higher one could outlast "
+            f"{MAX_MATCH_DEALS} deals (default: none)"
         ),
     )
     sim.add_argument(

@@ -310,7 +310,8 @@ def render_summary(summary: Json) -> str:
         lines.append(f"mean score per team: {team_means}")
     wins = "  ".join(f"{t}: {w}" for t, w in enumerate(summary["team_wins"]))
     lines += [
-        f"wins ({'team' if config['teams'] != 'individual' else 'seat'}, ties shared): {wins}",
+        f"wins ({'team' if config['teams'] != 'individual' else 'seat'}; "
+        f"a shared win counts for each winner): {wins}",
         f"tie-break deals: {summary['tiebreak_deals']}   "
         f"bordstabbe deals: {summary['bordstabbe_deals']}",
         f"sweeps per deal: {summary['sweeps_per_deal']:.3f}   "

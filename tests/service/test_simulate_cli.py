@@ -504,7 +504,7 @@ def test_games_summary_per_team_and_its_text_agree_with_the_single_games(capsys)
         "mean score per seat: " + means("mean_seat_score", ["0", "1", "2", "3"]),
         "mean score per team: "
         + means("mean_team_score", ["team 0 (seats 0+2)", "team 1 (seats 1+3)"]),
-        f"wins (team, ties shared): 0: {wins[0]}  1: {wins[1]}",
+        f"wins (team; a shared win counts for each winner): 0: {wins[0]}  1: {wins[1]}",
         "tie-break deals: 0   bordstabbe deals: 0",
         f"sweeps per deal: {summary['sweeps_per_deal']:.3f}   "
         f"double sweeps per deal: {summary['double_sweeps_per_deal']:.3f}",
@@ -765,7 +765,10 @@ def test_help_states_the_limits_refusals_enforce_and_the_exit_statuses(capsys):
     assert main(["simulate", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "match_deals (K13.2): at most 240, and without --target-score a multiple" in text
-    assert "target_score (K13.2): at most 480 without --deals" in text
+    assert (
+        "target_score (K13.2): the match ends after the deal in which a player's total, or "
+        "with --teams a team's, reaches it; at most 480 without --deals" in text
+    )
     assert (
         "Exit status: 0 printed (a reader that went away, as | head, is no error); 1 an "
         "invariant failed (an engine bug), the --server could not be reached or refused a "

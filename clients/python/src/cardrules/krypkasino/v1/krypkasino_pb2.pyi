@@ -249,7 +249,9 @@ class GameConfig(_message.Message):
     match_deals: _builtins.int
     """Number of deals; default: one per player, or no cap with target_score."""
     target_score: _builtins.int
-    """The match ends after the deal in which some total reaches this score."""
+    """The match ends after the deal in which some total reaches this score: a
+    player's, or with teams a team's (the partners' totals added, K13.2).
+    """
     tie_rule: Global___TieRule.ValueType
     """Tie rule."""
     @_builtins.property

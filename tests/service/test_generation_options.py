@@ -1,6 +1,9 @@
-"""The ``buf.gen.yaml`` of docs/api.md ("gRPC clients in other languages") gives the
-cardrules files the language options it names and leaves the vendored googleapis files
-their own.
+"""The Buf templates of docs/api.md ("gRPC clients in other languages"): ``buf.gen.yaml``
+gives the cardrules files the language options it names, leaves the vendored googleapis
+files their own and leaves their code to the languages' googleapis libraries;
+``buf.gen.cpp.yaml`` generates the googleapis files the C++ code includes, C++ having no
+such library; each message generator comes with its gRPC plugin, since none of them
+makes service stubs (the docs said third_party on the import path was enough).
 
 A review found that managed mode with ``java_package_prefix`` and
 ``csharp_namespace_prefix`` also rewrites third_party/googleapis's files in this
@@ -35,6 +38,22 @@ BUF = ROOT / "node_modules" / ".bin" / "buf"
 SECTION = "\n## gRPC clients in other languages\n"
 CARDRULES = ("cardrules/cards/v1/cards.proto", "cardrules/krypkasino/v1/krypkasino.proto")
 GOOGLE_RPC_STATUS = "google/rpc/status.proto"
+MAIN, CPP = "buf.gen.yaml", "buf.gen.cpp.yaml"
+# The google/rpc files of a refusal's details (docs/api.md, "Errors").
+DETAILS = ("google/rpc/status.proto", "google/rpc/error_details.proto")
+# Each message generator of a template, and the gRPC plugin that makes its stubs.
+STUBS = {
+    "java": "protoc-gen-grpc-java",
+    "csharp": "grpc_csharp_plugin",
+    "cpp": "grpc_cpp_plugin",
+    "protoc-gen-go": "protoc-gen-go-grpc",
+}
+# Each language's googleapis library (Go's in two modules), which the docs name.
+LIBRARIES = (
+    "proto-google-common-protos",
+    "Google.Api.CommonProtos",
+    "google.golang.org/genproto/googleapis/api",
+)
 
 # A protoc plugin that writes, for each file of the request, the options a real plugin
 # would generate it with; and which files it is asked to generate.
@@ -56,6 +75,7 @@ files = {
         "csharp_namespace": file.options.csharp_namespace,
         "objc_class_prefix": file.options.objc_class_prefix,
         "go_package": file.options.go_package,
+        "dependency": list(file.dependency),
     }
     for file in request.proto_file
 }
@@ -69,27 +89,31 @@ def section() -> str:
     return API.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
 
 
-def documented_template() -> dict[str, Any]:
-    (template,) = [
-        block for block in fenced_blocks(section(), "yaml") if block.startswith("version: v2")
-    ]
-    parsed = yaml.safe_load(template)
-    assert isinstance(parsed, dict)
-    return parsed
+def documented_templates() -> dict[str, dict[str, Any]]:
+    """The section's Buf templates, by the file name of their first line's comment."""
+    templates: dict[str, dict[str, Any]] = {}
+    for block in fenced_blocks(section(), "yaml"):
+        name, body = block.split("\n", 1)
+        assert name.startswith("# buf.gen") and body.startswith("version: v2\n"), block
+        parsed = yaml.safe_load(body)
+        assert isinstance(parsed, dict)
+        templates[name.removeprefix("# ")] = parsed
+    return templates
 
 
-def documented_commands() -> list[list[str]]:
-    """The section's ``buf generate`` commands, each with its template's path."""
+def documented_commands() -> dict[str, list[str]]:
+    """The section's ``buf generate`` commands, by the template each names."""
     commands = [
         shlex.split(line, comments=True)
         for block in fenced_blocks(section(), "sh")
         for line in block.splitlines()
         if line.startswith("node_modules/.bin/buf generate")
     ]
-    assert commands, "docs/api.md shows no buf generate command"
     for command in commands:
-        assert command[-2:] == ["--template", "buf.gen.yaml"], command
-    return commands
+        assert command[-2] == "--template", command
+    named = {command[-1]: command for command in commands}
+    assert sorted(named) == sorted(documented_templates()), named
+    return named
 
 
 def overrides(template: dict[str, Any]) -> dict[str, Any]:
@@ -162,13 +186,14 @@ def pascal(package: str) -> str:
 
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    return documented_template()
+    """The template for Java, C# and Go."""
+    return documented_templates()[MAIN]
 
 
 def test_the_cardrules_files_get_the_documented_options(
     template: dict[str, Any], tmp_path: Path
 ) -> None:
-    (command,) = documented_commands()
+    command = documented_commands()[MAIN]
     options = overrides(template)
     listing = generated(template, command, tmp_path)
     assert sorted(listing.generate) == sorted(CARDRULES)
@@ -198,7 +223,7 @@ def whole_workspace(command: list[str]) -> list[str]:
 def test_the_googleapis_files_keep_their_own_options(
     template: dict[str, Any], tmp_path: Path, source: str
 ) -> None:
-    (command,) = documented_commands()
+    command = documented_commands()[MAIN]
     if source == "whole workspace":
         command = whole_workspace(command)
     listing = generated(template, command, tmp_path)
@@ -228,7 +253,7 @@ def test_without_the_disable_the_prefixes_reach_google_rpc(
     unguarded = {**template, "managed": {**template["managed"]}}
     unguarded["managed"].pop("disable", None)
     options = overrides(template)
-    (command,) = documented_commands()
+    command = documented_commands()[MAIN]
     status = generated(unguarded, whole_workspace(command), tmp_path).files[GOOGLE_RPC_STATUS]
     assert status["java_package"] == f"{options['java_package_prefix']}.google.rpc"
     assert status["csharp_namespace"] == f"{options['csharp_namespace_prefix']}.Google.Rpc"
@@ -239,8 +264,67 @@ def test_without_the_disable_the_prefixes_reach_google_rpc(
 def test_a_disable_by_module_path_is_refused(template: dict[str, Any], tmp_path: Path) -> None:
     by_module = {**template, "managed": {**template["managed"]}}
     by_module["managed"]["disable"] = [{"module": "third_party/googleapis"}]
-    (command,) = documented_commands()
+    command = documented_commands()[MAIN]
     done = generate(by_module, command, tmp_path)
     assert done.returncode != 0
     assert "registry/owner/name" in done.stderr
     assert "registry/owner/name" in section()
+
+
+def imported(files: dict[str, dict[str, Any]], names: tuple[str, ...]) -> set[str]:
+    """The files ``names`` import, directly or not."""
+    found: set[str] = set()
+    todo = [dependency for name in names for dependency in files[name]["dependency"]]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(files[name]["dependency"])
+    return found
+
+
+def test_the_cpp_template_generates_every_googleapis_file_the_cardrules_code_needs(
+    tmp_path: Path,
+) -> None:
+    """C++ has no googleapis library: generated C++ includes ``google/api/*.pb.h`` for
+    each file the cardrules files import, so those are generated with them, and so are
+    the details a refusal holds. protobuf's own (``google/protobuf/descriptor.proto``)
+    come with the protobuf library."""
+    listing = generated(documented_templates()[CPP], documented_commands()[CPP], tmp_path)
+    needed = {
+        name
+        for name in imported(listing.files, CARDRULES)
+        if not name.startswith("google/protobuf/")
+    }
+    assert "google/api/field_behavior.proto" in needed, needed
+    missing = (needed | {*DETAILS, *CARDRULES}) - set(listing.generate)
+    assert not missing, missing
+
+
+def test_the_template_for_libraries_leaves_the_googleapis_files_to_them(tmp_path: Path) -> None:
+    """Generated beside a googleapis library, google/api's classes would be there twice."""
+    listing = generated(documented_templates()[MAIN], documented_commands()[MAIN], tmp_path)
+    assert not [name for name in listing.generate if name.startswith("google/")]
+    assert imported(listing.files, CARDRULES) >= {"google/api/field_behavior.proto"}
+
+
+def plugin_name(plugin: dict[str, Any]) -> str:
+    return str(plugin.get("protoc_builtin") or plugin["local"])
+
+
+@pytest.mark.parametrize("name", [MAIN, CPP])
+def test_each_message_generator_comes_with_its_grpc_plugin(name: str) -> None:
+    """protoc's built-in generators and protoc-gen-go make messages, no service stubs."""
+    plugins = documented_templates()[name]["plugins"]
+    outputs = {plugin_name(plugin): plugin["out"] for plugin in plugins}
+    messages = [plugin for plugin in outputs if plugin in STUBS]
+    assert messages, outputs
+    for plugin in messages:
+        assert outputs.get(STUBS[plugin]) == outputs[plugin], (plugin, outputs)
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/api.md"])
+def test_the_docs_name_the_googleapis_libraries_and_the_grpc_plugins(path: str) -> None:
+    text = " ".join((ROOT / path).read_text(encoding="utf-8").split())
+    missing = [name for name in (*LIBRARIES, *STUBS.values()) if name not in text]
+    assert not missing, missing

@@ -47,8 +47,12 @@ class KrypkasinoServiceStub:
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). A later release may add details of other types
-    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    field: the whole request). A later release may add details of other types,
+    only ones of google/rpc/error_details.proto (google.rpc.RetryInfo, say), which
+    every googleapis library holds: clients must ignore details they do not know.
+    A proto3 JSON parser of a refusal fails on a detail whose type it does not
+    know, so an HTTP/JSON client registers that file's types (docs/api.md,
+    "Errors").
     The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress
@@ -119,8 +123,12 @@ class KrypkasinoServiceServicer:
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). A later release may add details of other types
-    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    field: the whole request). A later release may add details of other types,
+    only ones of google/rpc/error_details.proto (google.rpc.RetryInfo, say), which
+    every googleapis library holds: clients must ignore details they do not know.
+    A proto3 JSON parser of a refusal fails on a detail whose type it does not
+    know, so an HTTP/JSON client registers that file's types (docs/api.md,
+    "Errors").
     The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress
@@ -239,8 +247,12 @@ class KrypkasinoService:
     rule ID a refused move or configuration cites), `seat`, `card` or `flag`. A
     refusal of malformed input also holds a google.rpc.BadRequest whose field
     violations name each bad field by its proto path (`move.card.rank`; no
-    field: the whole request). A later release may add details of other types
-    (google.rpc.RetryInfo, say): clients must ignore details they do not know.
+    field: the whole request). A later release may add details of other types,
+    only ones of google/rpc/error_details.proto (google.rpc.RetryInfo, say), which
+    every googleapis library holds: clients must ignore details they do not know.
+    A proto3 JSON parser of a refusal fails on a detail whose type it does not
+    know, so an HTTP/JSON client registers that file's types (docs/api.md,
+    "Errors").
     The codes: INVALID_ARGUMENT for a malformed
     request, token or configuration; PERMISSION_DENIED for a missing or wrong
     seat token; FAILED_PRECONDITION for a move the rules or the game's progress

@@ -75,7 +75,10 @@ def _after_fork_in_child() -> None:
     _LIVE_CLIENTS.clear()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+# Python has no os.register_at_fork (nor os.fork) on Windows, where grpcio and this client
+# run too: no process comes of another by fork there, so there is nothing to note.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _refuse_after_a_fork() -> None:

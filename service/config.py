@@ -168,7 +168,7 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--workers": (
         "workers",
         "worker processes sharing the ports (more than one per core gains nothing); 2 or "
-        "more need fixed gRPC and HTTP ports",
+        "more need fixed gRPC and HTTP ports, and Linux",
     ),
     "--state-keys": (
         "state_keys",

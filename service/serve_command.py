@@ -115,6 +115,8 @@ def run_serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 0
+    if config.workers > 1 and not sys.platform.startswith("linux"):
+        return _fail(_workers_need_linux(given_by(args, "workers", os.environ), config.workers))
     if sys.stdout is None:  # started with stdout closed (``>&-``): Python gives it None
         return _fail("stdout is closed: the log lines have nowhere to go")
     made_folder = None
@@ -144,6 +146,19 @@ def run_serve(args: argparse.Namespace) -> int:
     finally:
         if made_folder is not None:
             shutil.rmtree(made_folder, ignore_errors=True)
+
+
+def _workers_need_linux(source: str | None, workers: int) -> str:
+    """Why ``--workers`` 2 or more (or its variable, ``source``) is refused outside Linux,
+    before anything is made (docs/operations.md, "Workers"): SO_REUSEPORT spreads the
+    connections over the workers' sockets on Linux alone (macOS gives every one to the
+    socket bound last), and the supervisor waits for its workers with
+    ``signal.sigtimedwait``, which macOS lacks."""
+    return (
+        f"{source or '--workers'} {workers} needs Linux, and this is {sys.platform}: "
+        "elsewhere the kernel gives every connection to one of the workers; run a single "
+        "process (no --workers)"
+    )
 
 
 def _hold_closed_std_descriptors() -> None:

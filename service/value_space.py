@@ -3,8 +3,9 @@
 prometheus_client, with ``PROMETHEUS_MULTIPROC_DIR``, makes each file sparse and
 writes it through a memory map: on a full filesystem the kernel kills the process
 with SIGBUS at the first write it cannot back. Space reserved first
-(``posix_fallocate``) turns that into an error. Kept apart from ``service.metrics``
-so that the start-up check can use it before prometheus_client is imported.
+(``posix_fallocate``, or where Python has none, as on macOS, zeros written past the end
+of the file) turns that into an error. Kept apart from ``service.metrics`` so that the
+start-up check can use it before prometheus_client is imported.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ VALUE_FILE_BYTES = 1 << 16
 BYTES_PER_PROCESS = 2 * VALUE_FILE_BYTES
 # What posix_fallocate fails with on a filesystem that cannot reserve space.
 _CANNOT_RESERVE = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
+# The zeros ``_write_zeros`` writes at a time.
+_ZEROS = bytes(VALUE_FILE_BYTES)
 
 
 class ValueFileFullError(OSError):
@@ -30,10 +33,12 @@ def reserve(descriptor: int, size: int, filename: str) -> None:
     raise ``ValueFileFullError``.
 
     A filesystem that cannot reserve (musl, unlike glibc, does not write the blocks
-    itself) gets the file grown sparse, as prometheus_client grows it.
+    itself) gets the file grown sparse, as prometheus_client grows it. Where Python has
+    no ``os.posix_fallocate`` (macOS) the zeros are written here (``_write_zeros``).
     """
+    allocate = getattr(os, "posix_fallocate", _write_zeros)
     try:
-        os.posix_fallocate(descriptor, 0, size)
+        allocate(descriptor, 0, size)
     except OSError as error:
         if error.errno in _CANNOT_RESERVE:
             if os.fstat(descriptor).st_size < size:
@@ -42,3 +47,20 @@ def reserve(descriptor: int, size: int, filename: str) -> None:
         raise ValueFileFullError(
             error.errno, f"no room for {size} bytes of metric values: {error.strerror}", filename
         ) from None
+
+
+def _write_zeros(descriptor: int, offset: int, length: int) -> None:
+    """Reserve ``length`` bytes from ``offset`` as glibc's ``posix_fallocate`` does on a
+    filesystem without fallocate, for a Python without it (macOS): write zeros where the
+    file has none yet, past its end, so that the filesystem allocates those blocks now or
+    fails (``ENOSPC``), and the file grows to ``offset + length``. What the file holds is
+    left as it is. A failed write takes the file back to its size, freeing what it took."""
+    end = offset + length
+    start = position = max(offset, os.fstat(descriptor).st_size)
+    zeros = memoryview(_ZEROS)
+    try:
+        while position < end:
+            position += os.pwrite(descriptor, zeros[: end - position], position)
+    except OSError:
+        os.ftruncate(descriptor, start)
+        raise

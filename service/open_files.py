@@ -4,7 +4,6 @@ loop's report of accept errors once they run out (docs/operations.md, "Sizing").
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import resource
 import socket
 import struct
@@ -18,15 +17,35 @@ from service.logs import OncePerWindow, get_logger
 _log = get_logger("cardrules.server")
 
 
+#: macOS's ``OPEN_MAX``: the highest soft limit on open files it takes, whose hard limit
+#: is infinite (``RLIM_INFINITY``), which it refuses as a soft one.
+FINITE_OPEN_FILES = 10240
+
+
 def raise_open_files_limit() -> None:
     """Raise the soft limit on open files to the hard one, as Go's runtime does: every
     connection holds a descriptor, and the common soft default of 1,024 stopped the
-    server accepting at about a thousand idle clients (docs/operations.md, "Sizing")."""
+    server accepting at about a thousand idle clients (docs/operations.md, "Sizing").
+    Where the hard one cannot be set (macOS: infinite, with a soft 256), the soft limit
+    goes to ``FINITE_OPEN_FILES`` if that is higher (``soft_limits_to_try``)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        # An infinite hard limit (macOS) is not a valid soft one: keep the soft then.
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    for limit in soft_limits_to_try(soft, hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+        except (ValueError, OSError):
+            continue
+        return
+
+
+def soft_limits_to_try(soft: int, hard: int, infinity: int = resource.RLIM_INFINITY) -> list[int]:
+    """The soft limits on open files to try, the first that ``setrlimit`` takes winning,
+    given the present ``soft`` and ``hard`` ones (``infinity`` is ``RLIM_INFINITY``): the
+    hard one, then ``FINITE_OPEN_FILES`` (at most the hard one) if that is above the
+    soft. None if the soft limit already is the hard one."""
+    if soft == hard:
+        return []
+    finite = FINITE_OPEN_FILES if hard == infinity else min(hard, FINITE_OPEN_FILES)
+    return [hard] + ([finite] if finite > soft and finite != hard else [])
 
 
 class AcceptErrorsOncePerWindow:

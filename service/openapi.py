@@ -757,8 +757,10 @@ def _status_schemas() -> Json:
             "`details` hold exactly one google.rpc.ErrorInfo (domain `cardrules`, a stable "
             "`reason`, dynamic values in `metadata`) and, for malformed input, a "
             "google.rpc.BadRequest whose `fieldViolations` name the fields. A later release "
-            "may add details of other types (google.rpc.RetryInfo, say): clients must "
-            "ignore details they do not know.",
+            "may add details of other types, only of google/rpc/error_details.proto "
+            "(google.rpc.RetryInfo, say): clients must ignore details they do not know, "
+            "and a proto3 JSON parser must know every type of that file, as it fails on "
+            "a detail whose @type it cannot resolve.",
             "properties": {
                 "code": {**_INT32, "description": "The google.rpc.Code, e.g. 3 INVALID_ARGUMENT."},
                 "message": {"type": "string", "description": "For developers, in English."},
@@ -766,7 +768,8 @@ def _status_schemas() -> Json:
                     "type": "array",
                     "items": _any_detail(details),
                     "description": "The ErrorInfo first, then the BadRequest if any; any "
-                    "other detail, of a type a later release adds, is to be ignored.",
+                    "other detail, of a type of google/rpc/error_details.proto a later "
+                    "release adds, is to be ignored.",
                 },
             },
             "required": ["code", "message", "details"],

@@ -29,23 +29,28 @@ def raise_open_files_limit() -> None:
     Where the hard one cannot be set (macOS: infinite, with a soft 256), the soft limit
     goes to ``FINITE_OPEN_FILES`` if that is higher (``soft_limits_to_try``)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    for limit in soft_limits_to_try(soft, hard):
+    set_first_soft_limit(soft_limits_to_try(soft, hard), hard)
+
+
+def soft_limits_to_try(soft: int, hard: int) -> list[int]:
+    """The soft limits on open files to try, given the present ``soft`` and ``hard``
+    ones: the hard one, then ``FINITE_OPEN_FILES`` if that lies between them. None if the
+    soft limit already is the hard one."""
+    if soft == hard:
+        return []
+    return [hard] + ([FINITE_OPEN_FILES] if soft < FINITE_OPEN_FILES < hard else [])
+
+
+def set_first_soft_limit(limits: list[int], hard: int) -> int | None:
+    """Set the soft limit on open files to the first of ``limits`` that ``setrlimit``
+    takes, and return it; None, the limit unchanged, if it takes none."""
+    for limit in limits:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
         except (ValueError, OSError):
             continue
-        return
-
-
-def soft_limits_to_try(soft: int, hard: int, infinity: int = resource.RLIM_INFINITY) -> list[int]:
-    """The soft limits on open files to try, the first that ``setrlimit`` takes winning,
-    given the present ``soft`` and ``hard`` ones (``infinity`` is ``RLIM_INFINITY``): the
-    hard one, then ``FINITE_OPEN_FILES`` (at most the hard one) if that is above the
-    soft. None if the soft limit already is the hard one."""
-    if soft == hard:
-        return []
-    finite = FINITE_OPEN_FILES if hard == infinity else min(hard, FINITE_OPEN_FILES)
-    return [hard] + ([finite] if finite > soft and finite != hard else [])
+        return limit
+    return None
 
 
 class AcceptErrorsOncePerWindow:

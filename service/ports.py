@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import socket
-import sys
 from typing import Any
 
 from service.config import ServerConfig, env_name, host_port
@@ -96,10 +95,9 @@ def claim(port: int, claims: list[socket.socket]) -> str | None:
     of one (``localhost``). The socket is close-on-exec (Python's default), and
     each worker closes its copy as it is forked (``service.supervisor._fork_workers``): a worker
     outliving its supervisor must not hold the port's claim while it drains.
-    No abstract namespace outside Linux: there ``taken`` is the only check.
+    Workers, and so this, are Linux's alone (``serve_command.run_serve`` refuses them
+    elsewhere), as is the abstract namespace.
     """
-    if not sys.platform.startswith("linux"):
-        return None
     claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         claim.bind("\0" + CLAIM_NAME.format(port=port))

@@ -638,6 +638,10 @@ def test_a_quoted_key_is_refused_saying_so():
         assert _parse_error(f"{quote}{good},{good}{quote}") == (
             "key 1 starts or ends with a quote: give the keys without quotes"
         )
+        # A key that only ends with one, after a good key: the list's closing quote.
+        assert _parse_error(f"{good},{good}{quote}") == (
+            "key 2 starts or ends with a quote: give the keys without quotes"
+        )
     for opening, closing in ("\u201c\u201d", "\u2018\u2019", "\u201e\u201c", "\u00ab\u00bb"):
         # Typographic quotes, as a word processor or a chat puts them around a paste.
         assert _parse_error(f"{opening}{good}{closing}") == (
@@ -645,6 +649,9 @@ def test_a_quoted_key_is_refused_saying_so():
         )
         assert _parse_error(f"{opening}{good},{good}{closing}") == (
             "key 1 starts or ends with a quote: give the keys without quotes"
+        )
+        assert _parse_error(f"{good} {good}{closing}") == (
+            "key 2 starts or ends with a quote: give the keys without quotes"
         )
     assert _parse_error(f"\"{good}'") == (
         "key 1 starts or ends with a quote: give the keys without quotes"

@@ -634,6 +634,8 @@ def test_a_quoted_key_is_refused_saying_so():
         assert _parse_error(f"{good}\n{quote}{good}{quote}\n") == (
             "key 2 is quoted: give the key without quotes"
         )
+        # CARDRULES_STATE_KEYS="" in a docker --env-file: the value is the two quotes.
+        assert _parse_error(quote * 2) == "key 1 is quoted: give the key without quotes"
         # A list quoted whole: no key of it is quoted alone.
         assert _parse_error(f"{quote}{good},{good}{quote}") == (
             "key 1 starts or ends with a quote: give the keys without quotes"

@@ -986,6 +986,12 @@ def test_a_move_after_the_match_is_game_over(stub, finished_game, seat):
             "K4.2",
             "config.first_dealer config.draw_for_deal",
         ),
+        (  # seat 1 too: any seat but the default 0 is a dealer given
+            pb.GameConfig(players=3, first_dealer=1, draw_for_deal=True),
+            "first_dealer,draw_for_deal",
+            "K4.2",
+            "config.first_dealer config.draw_for_deal",
+        ),
     ],
 )
 def test_an_invalid_config_is_config_invalid_naming_the_flag(stub, config, flag, rule, field):

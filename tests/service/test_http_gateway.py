@@ -320,6 +320,11 @@ def test_proto3_json_accepts_camel_case_proto_names_enum_numbers_and_int64_numbe
             b'{"decks": [{"cards": []}, {"cards": [{"rank": "RANK_ACE"}, {"rank": "X"}]}]}',
             "decks[1].cards[1].rank",
         ),
+        (  # a valid list before the refused field: the field is named, not the list
+            b'{"decks": [{"cards": [{"rank": "RANK_ACE", "suit": "SUIT_SPADES"}]}],'
+            b' "draw": {"cards": [null]}}',
+            "draw.cards[0]",
+        ),
         (b'{"seed": "-1"}', "seed"),
         (b'{"seed": "seven"}', "seed"),
         (b'{"config": {"players": 2.5}}', "config.players"),

@@ -1093,6 +1093,21 @@ def test_the_largest_value_of_each_integer_field_is_taken() -> None:
     assert (parsed.seed, parsed.config.first_dealer) == (2**64 - 1, 2**31 - 1)
 
 
+def test_a_seed_of_twenty_digits_as_a_bare_json_number_is_taken_exactly(server) -> None:
+    """2**64 - 1 has 20 digits, as many as any 64-bit integer: a bare JSON number of 20
+    digits is that integer, not out of range and not a float rounded to 53 bits. The game
+    is the one its seed in a string starts; one past 2**64 - 1 is refused."""
+
+    def deal(seed: int | str) -> dict[str, Any]:
+        answer = rpc(server, "newGame", {"config": {"players": 2}, "seed": seed})
+        return {k: v for k, v in answer["view"].items() if k not in ("gameId", "stateId")}
+
+    for seed in (2**64 - 1, 10**19):
+        assert len(json.dumps(seed)) == 20
+        assert deal(seed) == deal(str(seed)), seed
+    assert refused_field(server, "newGame", {"config": {"players": 2}, "seed": 2**64}) == "seed"
+
+
 @pytest.mark.parametrize("number", ["1e20", "-1e20"])
 def test_an_enum_given_a_number_past_64_bits_is_told_the_width_of_an_enum_number(
     number: str,

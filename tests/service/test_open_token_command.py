@@ -249,6 +249,20 @@ def test_a_token_under_a_key_not_given_names_both_key_ids(server) -> None:
     )
 
 
+def test_a_token_under_none_of_a_ring_of_keys_names_every_key_given_in_order(server) -> None:
+    """Not only the first (the one that seals on a server): each could be the one
+    thought to open the token."""
+    game, _ = played_game(server)
+    other = KeyRing.generate_key_text()
+    done = open_token(game["state"], keys=f"{NEW_KEY},{other}")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"cardrules: error: TOKEN_UNKNOWN_KEY: the state token was sealed with key id "
+        f"{key_id(TEST_KEY)}, which is none of the keys given ({key_id(NEW_KEY)}, "
+        f"{key_id(other)}): cardrules keyid prints a key's id\n"
+    )
+
+
 def test_an_altered_token_is_refused(server) -> None:
     game, _ = played_game(server)
     token = bytearray(base64.b64decode(game["state"]))

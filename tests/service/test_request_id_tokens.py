@@ -184,6 +184,21 @@ def test_request_id_from_replaces_a_seat_token_of_any_key_of_the_ring(text: str)
         assert request_id_from(sent) == sent  # a runner without keys (the bench's) keeps it
 
 
+def test_a_seat_token_is_told_by_all_5_characters_of_its_key_ids_start() -> None:
+    """27 characters of a seat token's alphabet that begin with the first 4 of a key id's
+    5 and differ in the 5th are kept (4 characters, 24 bits, would take 64 times as many
+    random ids for tokens as the 30 bits of 5); with all 5 the same text is replaced,
+    under either key of the ring."""
+    pattern = RING.seat_token_pattern()
+    rest = "xYz" * 7 + "Q"  # 22 characters: 27 in all, a seat token's length unpadded
+    for key in RING.keys:
+        start = base64.b64encode(KeyRing.key_id(key)).decode()[:5]
+        fifth = "A" if start[4] != "A" else "B"
+        near = f"{start[:4]}{fifth}{rest}"
+        assert request_id_from(near, pattern) == near
+        assert request_id_from(f"{start}{rest}", pattern) != f"{start}{rest}"
+
+
 def test_no_random_id_of_a_tool_is_taken_for_a_seat_token() -> None:
     """32 hex digits, UUIDs and 27 random base64 characters, 20,000 of each (seeded, so
     the same every run): all kept."""

@@ -634,9 +634,15 @@ def test_a_quoted_key_is_refused_saying_so():
         assert _parse_error(f"{good}\n{quote}{good}{quote}\n") == (
             "key 2 is quoted: give the key without quotes"
         )
+        # CARDRULES_STATE_KEYS="" in a docker --env-file: the value is the two quotes.
+        assert _parse_error(quote * 2) == "key 1 is quoted: give the key without quotes"
         # A list quoted whole: no key of it is quoted alone.
         assert _parse_error(f"{quote}{good},{good}{quote}") == (
             "key 1 starts or ends with a quote: give the keys without quotes"
+        )
+        # A key that only ends with one, after a good key: the list's closing quote.
+        assert _parse_error(f"{good},{good}{quote}") == (
+            "key 2 starts or ends with a quote: give the keys without quotes"
         )
     for opening, closing in ("\u201c\u201d", "\u2018\u2019", "\u201e\u201c", "\u00ab\u00bb"):
         # Typographic quotes, as a word processor or a chat puts them around a paste.
@@ -645,6 +651,9 @@ def test_a_quoted_key_is_refused_saying_so():
         )
         assert _parse_error(f"{opening}{good},{good}{closing}") == (
             "key 1 starts or ends with a quote: give the keys without quotes"
+        )
+        assert _parse_error(f"{good} {good}{closing}") == (
+            "key 2 starts or ends with a quote: give the keys without quotes"
         )
     assert _parse_error(f"\"{good}'") == (
         "key 1 starts or ends with a quote: give the keys without quotes"

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime
 import decimal
 import fractions
+import ipaddress
 import json
 import math
 import re
@@ -51,6 +53,10 @@ from cardrules.client import (
 )
 from cardrules.client.channel import call_metadata
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from hypothesis import given, settings
@@ -190,6 +196,108 @@ def test_a_given_channel_is_used_and_left_open(grpc_target: str) -> None:
     assert dealt(first.view) == dealt(again.view)
     assert list(first.view.hand_sizes) == [5, 5, 5]  # K5.1, 3 players
     assert len(first.seat_tokens) == 3
+
+
+def test_leaving_the_with_block_closes_the_clients_own_channel(grpc_target: str) -> None:
+    """A client used as a context manager (the README's ``with`` blocks) closes the channel
+    it opened at the block's end: a call after it raises grpc's error of a closed channel,
+    ``ValueError`` (``grpc.aio.UsageError`` from the asyncio client), as after ``close()``."""
+    with KrypkasinoClient(grpc_target) as client:
+        assert client.new_game(players=2).state
+    with pytest.raises(ValueError, match="Cannot invoke RPC on closed channel!"):
+        client.new_game(players=2)
+
+    async def check() -> None:
+        async with AsyncKrypkasinoClient(grpc_target) as client:
+            assert (await client.new_game(players=2)).state
+        with pytest.raises(grpc.aio.UsageError, match="Channel is closed"):
+            await client.new_game(players=2)
+
+    asyncio.run(check())
+
+
+# -- TLS ---------------------------------------------------------------------------
+
+
+def self_signed_certificate() -> tuple[bytes, bytes]:
+    """``(certificate, private key)`` in PEM of a certificate for 127.0.0.1, good for an
+    hour, that is its own certificate authority: the root a client is given to trust it."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return certificate.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+#: A failed connection fails the call at once, not after the retries' 2 to 3 s.
+NO_RETRIES = [("grpc.enable_retries", 0)]
+
+
+def tls_call(target: str, asynchronous: bool, **settings: Any) -> str:
+    """What a ``Score`` call of a client made with ``settings`` gets from ``target``:
+    ``"answered"``, or the failed call's code and details."""
+
+    async def call_async() -> str:
+        async with AsyncKrypkasinoClient(target, **settings) as client:
+            try:
+                await client.score(state=b"s", timeout=10)
+            except grpc.RpcError as error:
+                return f"{error.code().name}: {error.details()}"
+            return "answered"
+
+    if asynchronous:
+        return asyncio.run(call_async())
+    with KrypkasinoClient(target, **settings) as client:
+        try:
+            client.score(state=b"s", timeout=10)
+        except grpc.RpcError as error:
+            return f"{error.code().name}: {error.details()}"
+        return "answered"
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "asyncio"])
+def test_a_client_given_credentials_speaks_tls(grpc_target: str, asynchronous: bool) -> None:
+    """clients/python/README.md, "Deadlines, retries, load balancing": with ``credentials=``
+    the client's channel speaks TLS. A TLS server whose certificate it trusts answers it,
+    and the plain-text test server fails its handshake; without credentials, the other
+    way round."""
+    certificate, key = self_signed_certificate()
+    trusting = grpc.ssl_channel_credentials(root_certificates=certificate)
+    server_credentials = grpc.ssl_server_credentials([(key, certificate)])
+    with scripted_server(ScriptedServicer(), credentials=server_credentials) as tls_target:
+        over_tls = tls_call(tls_target, asynchronous, credentials=trusting, options=NO_RETRIES)
+        in_plain_text = tls_call(tls_target, asynchronous, options=NO_RETRIES)
+    to_plain_text = tls_call(
+        grpc_target,
+        asynchronous,
+        credentials=grpc.ssl_channel_credentials(),
+        options=NO_RETRIES,
+    )
+    assert over_tls == "answered"
+    assert in_plain_text.startswith("UNAVAILABLE: "), in_plain_text
+    assert to_plain_text.startswith("UNAVAILABLE: "), to_plain_text
+    assert "handshake failed" in to_plain_text, to_plain_text  # the client began with TLS
+    # The service read the call: its refusal of the token, not the transport's failure.
+    served = tls_call(grpc_target, asynchronous, options=NO_RETRIES)
+    assert served.startswith("INVALID_ARGUMENT: state token"), served
 
 
 # -- the README ------------------------------------------------------------------
@@ -658,6 +766,28 @@ def test_a_target_grpc_would_dial_elsewhere_or_not_at_all_is_refused_at_once(
         asyncio.run(make())
 
 
+@pytest.mark.parametrize(
+    "url", ["grpcs://rules.example.com:443", "https://rules.example.com", "GRPCS://x:443"]
+)
+def test_a_url_of_a_tls_server_is_told_to_pass_credentials(url: str) -> None:
+    """A ``grpcs://`` or ``https://`` URL is a TLS server's: the refusal says how to reach
+    one (clients/python/README.md, "Deadlines, retries, load balancing"), not only that
+    grpc does not know the scheme."""
+    advice = (
+        f"'{url}' is a URL: a gRPC target is host:port, such as localhost:50051 (the gRPC "
+        "port, not the HTTP gateway's); for TLS pass credentials=grpc.ssl_channel_credentials()"
+    )
+    with pytest.raises(ValueError) as blocking:
+        KrypkasinoClient(url)
+
+    async def make() -> None:
+        AsyncKrypkasinoClient(url)
+
+    with pytest.raises(ValueError) as asynchronous:
+        asyncio.run(make())
+    assert str(blocking.value) == str(asynchronous.value) == advice
+
+
 def test_grpc_itself_fails_every_call_to_a_dns_target_with_two_slashes(grpc_target: str) -> None:
     """Why the client refuses ``dns://HOST:PORT``: grpc takes it, then fails each call with
     UNKNOWN, a code that says nothing of the typo; with three slashes the call is served."""
@@ -878,10 +1008,14 @@ class ScriptedServicer:
 
 @contextlib.contextmanager
 def scripted_server(
-    servicer: ScriptedServicer, health_checks: health.HealthServicer | None = None, port: int = 0
+    servicer: ScriptedServicer,
+    health_checks: health.HealthServicer | None = None,
+    port: int = 0,
+    credentials: grpc.ServerCredentials | None = None,
 ) -> Iterator[str]:
     """A real in-process gRPC server of the Krypkasino service that serves ``Score`` only,
-    and the health service if ``health_checks`` is given, on ``port`` (0: a free one)."""
+    and the health service if ``health_checks`` is given, on ``port`` (0: a free one);
+    over TLS with ``credentials``, else in plain text."""
     handler = grpc.unary_unary_rpc_method_handler(
         servicer.score,
         request_deserializer=pb.ScoreRequest.FromString,
@@ -896,7 +1030,12 @@ def scripted_server(
     )
     if health_checks is not None:
         health_pb2_grpc.add_HealthServicer_to_server(health_checks, server)
-    port = server.add_insecure_port(f"127.0.0.1:{port}")
+    address = f"127.0.0.1:{port}"
+    port = (
+        server.add_insecure_port(address)
+        if credentials is None
+        else server.add_secure_port(address, credentials)
+    )
     server.start()
     try:
         yield f"127.0.0.1:{port}"

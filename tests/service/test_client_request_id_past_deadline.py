@@ -38,7 +38,10 @@ class HoldingServicer:
         self.lock = threading.Lock()
 
     def score(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        received = dict(context.invocation_metadata())
+        # The first value of each key, as the service takes a repeated x-request-id.
+        received: dict[str, str | bytes] = {}
+        for key, value in context.invocation_metadata():
+            received.setdefault(key, value)
         attempt = (received.get("x-request-id"), received.get("grpc-previous-rpc-attempts"))
         with self.lock:
             self.attempts.append((_text(attempt[0]), _text(attempt[1])))
@@ -116,3 +119,17 @@ def test_a_call_past_its_deadline_has_the_request_id_the_server_received(
     assert sorted(servicer.attempts, key=str) == sorted(
         [(sent, attempt) for sent in (given, "ticket 7") for attempt in [None, *retries]], key=str
     )
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "asyncio"])
+def test_a_call_past_its_deadline_with_two_request_ids_has_the_first(asynchronous: bool) -> None:
+    """Metadata may repeat ``x-request-id``; the service takes the first (docs/api.md,
+    "Request ids"), and so does ``request_id`` of a call that got no trailer back."""
+    servicer = HoldingServicer(refuse_first=False)
+    metadata = [("x-request-id", "first-id"), ("x-request-id", "second-id")]
+    with holding_server(servicer) as target:
+        error = timed_out(target, metadata, 1.0, asynchronous=asynchronous)
+    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert not error.trailing_metadata()
+    assert request_id(error) == "first-id"
+    assert servicer.attempts == [("first-id", None)]

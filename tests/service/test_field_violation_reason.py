@@ -15,6 +15,7 @@ from typing import Any, cast
 import google.rpc.error_details_pb2 as error_details_pb2
 import grpc
 import pytest
+from cardrules.client import KrypkasinoClient, error_info, field_violations
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from grpc_status import rpc_status
 
@@ -83,3 +84,19 @@ def test_every_grpc_field_violation_names_the_refusals_reason(
     bad.Unpack(bad_request)
     reasons = [v.reason for v in bad_request.field_violations]
     assert reasons and set(reasons) == {reason}, bad_request
+
+
+def test_the_client_gives_every_field_violation_of_a_refusal(grpc_target: str) -> None:
+    """A refusal that names two fields carries two violations, and the Python client's
+    ``field_violations`` gives both, in the service's order (clients/python/README.md,
+    "Errors"): draw_for_deal with a first dealer (K4.2) is the fault of either field."""
+    config = pb.GameConfig(players=2, draw_for_deal=True, first_dealer=1)
+    with KrypkasinoClient(grpc_target) as client, pytest.raises(grpc.RpcError) as raised:
+        client.new_game(config=config)
+    info = error_info(raised.value)
+    assert info is not None and info.reason == "CONFIG_INVALID"
+    why = "with draw_for_deal the draw decides the first dealer (K4.2): leave first_dealer 0"
+    assert field_violations(raised.value) == [
+        ("config.first_dealer", why),
+        ("config.draw_for_deal", why),
+    ]

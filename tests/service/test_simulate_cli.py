@@ -676,6 +676,19 @@ def test_every_seed_newgame_takes_is_taken_up_to_the_last(capsys):
     assert (status, err.count("error")) == (0, 0), err
 
 
+def test_as_many_decks_as_newgame_takes_are_played_and_one_more_is_refused(capsys):
+    """NewGame takes at most 64 explicit decks (docs/api.md, ``TOO_MANY_DECKS``), and so
+    does simulate in-process: 64 --deck are played, 65 refused naming the limit. 66 deals
+    leave a deal for each deck, so only the limit can refuse them."""
+    flags = ["--players", "2", "--deals", "66", "--summary"]
+    summary = run_json(capsys, *flags, *["--deck", KX30_DECK] * 64)
+    assert len(summary["config"]["decks"]) == 64
+    assert (summary["games"], summary["deals"]) == (1, 66)
+    status, out, err = run(capsys, *flags, *["--deck", KX30_DECK] * 65)
+    assert (status, out) == (2, "")
+    assert err == "cardrules: error: --deck: 65 given but at most 64 are accepted\n"
+
+
 def test_a_bad_deck_is_named_by_its_place_on_the_command_line(capsys):
     status, out, err = run(capsys, "--players", "4", "--deck", KX30_DECK, "--deck", _SHORT_DECK)
     assert (status, out) == (2, "")

@@ -10,10 +10,14 @@ shared real server, and a proxy port where nothing listens.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
+from service import cli, remote_simulate
 from service.remote_simulate import proxy_variable
 from tests.service.server_process import ServerProcess, free_port, server_environment
 from tests.service.simulate_process import simulate_command
@@ -51,6 +55,37 @@ def test_a_server_unreached_through_a_proxy_names_the_proxy_variable(
     assert SECRET not in done.stderr
 
 
+@contextlib.contextmanager
+def _hung_proxy() -> Iterator[str]:
+    """A proxy on loopback that takes connections (the listening socket's backlog) and
+    never answers a byte, CONNECT included."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield f"http://user:{SECRET}@127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_a_proxy_that_never_answers_ends_the_run_at_the_deadline_with_the_hint(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """grpc waits for the proxy's answer to its CONNECT until the call's deadline: the run
+    ends DEADLINE_EXCEEDED, not UNAVAILABLE, and the hint still names the variable. In
+    this process, with the deadline (remote_simulate.DEADLINE_SECONDS, 10 s) cut to
+    0.5 s: ``cardrules simulate`` itself waits the 10 s."""
+    monkeypatch.setattr(remote_simulate, "DEADLINE_SECONDS", 0.5)
+    with _hung_proxy() as proxy:
+        monkeypatch.setenv("http_proxy", proxy)
+        monkeypatch.setenv("no_proxy", CLUSTER_NO_PROXY)
+        status = cli.main(["simulate", "krypkasino", "--players", "2", "--server", server.target])
+    out, err = capsys.readouterr()
+    assert (status, out) == (1, "")
+    assert err == (
+        f"cardrules: error: {server.target}: DEADLINE_EXCEEDED: Deadline Exceeded (grpc went "
+        "through the proxy in http_proxy: list the host in no_proxy, or unset http_proxy); "
+        "the game of seed 0 was not started\n"
+    )
+
+
 def test_with_the_host_in_no_proxy_the_game_is_played_directly(server: ServerProcess) -> None:
     """The hint's advice works: grpc goes direct, past the same unreachable proxy."""
     no_proxy = f"{CLUSTER_NO_PROXY},127.0.0.1"
@@ -74,6 +109,13 @@ def test_no_word_on_a_proxy_that_grpc_did_not_take() -> None:
     [
         # grpc's order, and an empty variable stops it looking further (no proxy).
         ("h:1", {"http_proxy": "http://p:3", "grpc_proxy": "http://p:3"}, "grpc_proxy"),
+        ("h:1", {"https_proxy": "http://s:3", "grpc_proxy": "http://g:3"}, "grpc_proxy"),
+        ("h:1", {"http_proxy": "http://p:3", "https_proxy": "http://s:3"}, "https_proxy"),
+        (
+            "h:1",
+            {"http_proxy": "http://p:3", "https_proxy": "http://s:3", "grpc_proxy": "http://g:3"},
+            "grpc_proxy",
+        ),
         ("h:1", {"http_proxy": "http://p:3", "https_proxy": ""}, None),
         ("h:1", {"HTTP_PROXY": "http://p:3"}, None),  # upper case is not read
         ("h:1", {"http_proxy": "p:3"}, None),  # no http:// scheme: grpc ignores it
@@ -112,6 +154,8 @@ def test_no_word_on_a_proxy_that_grpc_did_not_take() -> None:
         ("localhost:1", {"http_proxy": "http://p:3", "no_proxy": "127.0.0.0/8"}, "http_proxy"),
         ("ipv4:127.0.0.1:1", {"http_proxy": "http://p:3", "no_proxy": "127.0.0.0/8"}, None),
         ("[::1]:1", {"http_proxy": "http://p:3", "no_proxy": "::1"}, None),
+        # grpc matches an IPv6 host in lower case, however the target writes it.
+        ("[FE80::1]:50051", {"http_proxy": "http://p:3", "no_proxy": "fe80::1"}, None),
         ("xdns:1", {"http_proxy": "http://p:3", "no_proxy": "xdns"}, None),  # a host, no scheme
         # no_grpc_proxy, when set, is read instead of no_proxy.
         ("h:1", {"http_proxy": "http://p:3", "no_proxy": "h", "no_grpc_proxy": ""}, "http_proxy"),

@@ -338,10 +338,10 @@ ERROR_RESPONSES: tuple[ErrorResponse, ...] = (
     ErrorResponse(
         "503",
         "Unavailable",
-        "UNAVAILABLE: a state token that only a newer release of the service reads "
-        "(TOKEN_FROM_NEWER_RELEASE, during a rolling upgrade), or a body still arriving when "
-        "the server stopped (SERVER_STOPPING); retry after Retry-After, another replica may "
-        "serve it.",
+        "UNAVAILABLE: the call was not run, and another replica may serve it (a state "
+        "token that only a newer release reads, during a rolling upgrade, or a body still "
+        "arriving when the server stopped: the reasons below say which this call can meet); "
+        "retry after Retry-After.",
     ),
     ErrorResponse(
         "504",
@@ -956,6 +956,9 @@ def _request_id_header(description: str) -> Json:
     return {"description": description, "schema": {"type": "string"}}
 
 
+_OPENAPI_BAD_REQUEST = "OpenApiBadRequest"
+
+
 def _error_components() -> list[tuple[ErrorResponse, str, tuple[str, ...]]]:
     """Each error response of ``components/responses`` with its key and reasons: one
     shared by the RPCs (``response_name``), or one per RPC that has the status."""
@@ -1012,7 +1015,9 @@ def _document(notes: Mapping[str, str]) -> Json:
                         JSON_TYPE: {"schema": {"type": "object", "additionalProperties": True}}
                     },
                 },
+                "400": _ref(_OPENAPI_BAD_REQUEST, "responses"),
                 "405": _ref("MethodNotAllowed", "responses"),
+                "505": _ref("HttpVersionNotSupported", "responses"),
             },
         }
     }
@@ -1023,6 +1028,11 @@ def _document(notes: Mapping[str, str]) -> Json:
         if error.status == "405":
             headers["Allow"] = {
                 "description": "The methods this path allows.",
+                "schema": {"type": "string"},
+            }
+        if error.status == "415":
+            headers["Accept-Encoding"] = {
+                "description": "The content codings the server takes (RFC 9110, 12.5.3).",
                 "schema": {"type": "string"},
             }
         if error.status == "503":
@@ -1036,6 +1046,15 @@ def _document(notes: Mapping[str, str]) -> Json:
             "headers": headers,
             "content": {JSON_TYPE: {"schema": _ref(STATUS)}},
         }
+    # The gateway judges every request's framing before its path's answer, this
+    # document's GET too (docs/api.md, "Errors": REQUEST_MALFORMED on any path).
+    responses[_OPENAPI_BAD_REQUEST] = {
+        "description": "INVALID_ARGUMENT: a request whose framing the server refuses "
+        "(a Transfer-Encoding other than chunked alone, say). Reasons (ErrorInfo "
+        "`reason`): `REQUEST_MALFORMED`; later releases may add others.",
+        "headers": dict(error_headers),
+        "content": {JSON_TYPE: {"schema": _ref(STATUS)}},
+    }
     schemas = {**builder.schemas, **_status_schemas()}
     return {
         "openapi": OPENAPI_VERSION,

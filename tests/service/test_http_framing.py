@@ -14,6 +14,7 @@ import http.client
 import json
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from tests.service.http_helpers import refusal
 from tests.service.server_process import ServerProcess
 
 _BODY = b'{"config": {"players": 2}}'
+COMMITTED_DOCUMENT = Path(__file__).resolve().parents[2] / "service" / "cardrules.openapi.json"
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,36 @@ def test_another_http_version_is_answered_505_as_http_1_1_and_closed(
     (line,) = server.request_lines(request_id)
     assert (line["method"], line["code"]) == (logged, "Unimplemented")
     assert line["reason"] == "HTTP_VERSION_NOT_SUPPORTED"
+
+
+@pytest.mark.parametrize(
+    ("request_line", "extra", "status", "reason"),
+    [
+        ("GET /openapi.json HTTP/2.0", "", 505, "HTTP_VERSION_NOT_SUPPORTED"),
+        (
+            "GET /openapi.json HTTP/1.1",
+            "Transfer-Encoding: gzip, chunked\r\n",
+            400,
+            "REQUEST_MALFORMED",
+        ),
+    ],
+    ids=["version", "framing"],
+)
+def test_the_documents_own_get_lists_the_refusals_every_path_can_meet(
+    server, request_line, extra, status, reason
+):
+    """The gateway judges the version and framing of every request before its path's
+    answer, the document's GET too, which listed 200 and 405 alone (a review)."""
+    sent = head(request_line, f"document-{status}", extra)
+    if extra:
+        sent += b"0\r\n\r\n"  # an empty chunked body
+    (answer,) = answers_until_closed(server, sent)
+    assert int(answer.status_line.split()[1]) == status
+    assert refusal(answer.body)[1] == reason
+    document = json.loads(COMMITTED_DOCUMENT.read_text(encoding="utf-8"))
+    listed = document["paths"]["/openapi.json"]["get"]["responses"][str(status)]
+    name = listed["$ref"].rsplit("/", 1)[1]
+    assert f"`{reason}`" in document["components"]["responses"][name]["description"]
 
 
 def test_http_1_0_is_still_served(server):

@@ -43,7 +43,7 @@ from service.errors import (
     invalid_argument,
     permission_denied,
 )
-from service.http_cors import CorsPolicy, parse_origins
+from service.http_cors import EXPOSED_HEADERS, CorsPolicy, parse_origins
 from service.http_gateway import (
     JSON_BODY_FACTOR,
     SERVER_STOPPING,
@@ -600,6 +600,23 @@ def test_a_page_reads_the_accept_encoding_of_a_415():
             assert {"Accept-Encoding", "Allow", "X-Request-Id", "Retry-After"} <= set(exposed)
 
     run(krypkasino_gateway(cors=(ORIGIN,)), scenario)
+
+
+def test_each_header_exposed_to_pages_is_declared_by_the_document():
+    """The headers the gateway exposes to pages are those a client reads; the OpenAPI
+    document declared ``Accept-Encoding`` on no response, though every 415 carries it."""
+    document = json.loads(
+        (Path(__file__).resolve().parents[2] / "service" / "cardrules.openapi.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    declared = {
+        name: key
+        for key, response in document["components"]["responses"].items()
+        for name in response.get("headers", {})
+    }
+    assert set(EXPOSED_HEADERS.split(", ")) <= set(declared), declared
+    assert declared["Accept-Encoding"] == "UnsupportedMediaType"
 
 
 def test_a_preflight_with_w3c_trace_context_is_allowed():

@@ -1032,7 +1032,8 @@ def _document(notes: Mapping[str, str]) -> Json:
             }
         if error.status == "415":
             headers["Accept-Encoding"] = {
-                "description": "The content codings the server takes (RFC 9110, 12.5.3).",
+                "description": "The content codings the server takes (RFC 9110, 12.5.3), "
+                "on a refusal of the request's Content-Encoding.",
                 "schema": {"type": "string"},
             }
         if error.status == "503":

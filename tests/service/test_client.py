@@ -68,6 +68,7 @@ from service.calls import request_id_from
 from service.tokens import KeyRing
 from tests.service.grpc_helpers import dealt
 from tests.service.server_process import ServerProcess, free_port, running
+from tests.service.silent_listener import silent_server
 from tests.sizes import fuzz_examples
 from tests.source_imports import imported_top_level_modules
 
@@ -934,15 +935,6 @@ def test_every_async_call_carries_the_client_deadline_unless_overridden(
     assert recorder.timeouts == [5.0, 0.75, None, 9.0, None]
 
 
-@contextlib.contextmanager
-def silent_server() -> Iterator[str]:
-    """A loopback address that accepts TCP connections and never answers a byte."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(16)
-        yield f"127.0.0.1:{listener.getsockname()[1]}"
-
-
 def test_a_short_deadline_ends_a_call_to_a_server_that_never_answers() -> None:
     with (
         silent_server() as target,
@@ -1260,7 +1252,7 @@ def test_caller_options_override_the_client_defaults() -> None:
     servicer = ScriptedServicer([UNAVAILABLE])
     with (
         scripted_server(servicer) as target,
-        KrypkasinoClient(target, options=[("grpc.enable_retries", 0)]) as client,
+        KrypkasinoClient(target, options=NO_RETRIES) as client,
         pytest.raises(grpc.RpcError) as raised,
     ):
         client.score(state=b"s")

@@ -14,16 +14,15 @@ import http.client
 import json
 import socket
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from service.openapi import COMMITTED
 from tests.service.http_helpers import refusal
 from tests.service.server_process import ServerProcess
 
 _BODY = b'{"config": {"players": 2}}'
-COMMITTED_DOCUMENT = Path(__file__).resolve().parents[2] / "service" / "cardrules.openapi.json"
 
 
 @dataclass(frozen=True)
@@ -179,7 +178,7 @@ def test_the_documents_own_get_lists_the_refusals_every_path_can_meet(
     (answer,) = answers_until_closed(server, sent)
     assert int(answer.status_line.split()[1]) == status
     assert refusal(answer.body)[1] == reason
-    document = json.loads(COMMITTED_DOCUMENT.read_text(encoding="utf-8"))
+    document = json.loads(COMMITTED.read_text(encoding="utf-8"))
     listed = document["paths"]["/openapi.json"]["get"]["responses"][str(status)]
     name = listed["$ref"].rsplit("/", 1)[1]
     assert f"`{reason}`" in document["components"]["responses"][name]["description"]

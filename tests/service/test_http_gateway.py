@@ -54,6 +54,7 @@ from service.http_gateway import (
 )
 from service.http_json import parse_request
 from service.http_routes import UnsupportedRouteError, routes
+from service.openapi import COMMITTED
 from service.server import build_api
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import game_state, key_id, seal
@@ -604,12 +605,9 @@ def test_a_page_reads_the_accept_encoding_of_a_415():
 
 def test_each_header_exposed_to_pages_is_declared_by_the_document():
     """The headers the gateway exposes to pages are those a client reads; the OpenAPI
-    document declared ``Accept-Encoding`` on no response, though every 415 carries it."""
-    document = json.loads(
-        (Path(__file__).resolve().parents[2] / "service" / "cardrules.openapi.json").read_text(
-            encoding="utf-8"
-        )
-    )
+    document declared ``Accept-Encoding`` on no response, though a 415 of a
+    ``Content-Encoding`` carries it."""
+    document = json.loads(COMMITTED.read_text(encoding="utf-8"))
     declared = {
         name: key
         for key, response in document["components"]["responses"].items()

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from service.simulate_progress import games_progress
 from tests.service.server_process import (
     ServerProcess,
     kill_group,
@@ -134,3 +135,24 @@ def test_the_console_log_is_in_colour_on_a_terminal_otherwise(env: dict[str, str
     written = _serve_on_a_terminal(env)
     assert "listening" in written
     assert "\x1b[" in written
+
+
+def test_the_bar_keeps_its_time_through_a_wall_clock_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tqdm timed the bar with ``time.time``: the wall clock stepped back an hour (NTP,
+    a VM resumed) froze the bar and ended it ``[-59:59<00:00, ...]`` (a review). The
+    step is tqdm's own clock function stepping, as the wall clock would, mid-run."""
+    import tqdm.std  # the module whose clock the step replaces
+
+    wall, step = tqdm.std.time, [0.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: wall() + step[0])
+    with a_terminal(80) as (controller, terminal), open(terminal, "w", closefd=False) as tty:
+        monkeypatch.setattr(sys, "stderr", tty)
+        bar = games_progress(2)
+        step[0] = -3600.0
+        bar.update(2)
+        reader = TerminalReader(controller)
+        bar.close()
+        tty.flush()
+        drawn = reader.wait_for(lambda text: "2/2" in text)
+    last = _ESCAPE.sub("", re.split(r"[\r\n]", drawn.strip())[-1])
+    assert re.search(r"2/2 \[00:0\d<00:00, ", last), last

@@ -67,7 +67,7 @@ def meta() -> Json:
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # RFC 3339, UTC
         "loadavg_start": loadavg(),
         **engine_revision(),
     }

@@ -7,14 +7,17 @@ timing (design section 7).
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from bench.__main__ import COMMANDS, build_parser
-from bench.common import clear_caches, render_targets, target
+from bench.common import clear_caches, meta, render_targets, target
 from bench.deals import one_deal
 from engine.krypkasino import captures, moves
 
@@ -189,3 +192,19 @@ def test_cleared_caches_leave_no_engine_memo_filled():
     clear_caches()
     memos = [captures.value_options, captures.sweeps, moves._sweep_ranks]
     assert [memo.cache_info().currsize for memo in memos] == [0, 0, 0]
+
+
+def test_the_start_time_is_rfc_3339_in_utc_whatever_the_time_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It was local time with a ``+0530`` offset, which RFC 3339 writes ``+05:30`` (a
+    review); the logs' times are UTC with a ``Z``."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        started = meta()["started"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", started), started
+    assert abs(datetime.fromisoformat(started).timestamp() - time.time()) < 60

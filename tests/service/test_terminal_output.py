@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -141,10 +142,9 @@ def test_the_bar_keeps_its_time_through_a_wall_clock_step(monkeypatch: pytest.Mo
     """tqdm timed the bar with ``time.time``: the wall clock stepped back an hour (NTP,
     a VM resumed) froze the bar and ended it ``[-59:59<00:00, ...]`` (a review). The
     step is tqdm's own clock function stepping, as the wall clock would, mid-run."""
-    import tqdm.std  # the module whose clock the step replaces
-
-    wall, step = tqdm.std.time, [0.0]
-    monkeypatch.setattr(tqdm.std, "time", lambda: wall() + step[0])
+    step = [0.0]
+    # tqdm.std's clock is time.time, taken by name (``from time import time``).
+    monkeypatch.setattr("tqdm.std.time", lambda: time.time() + step[0])
     with a_terminal(80) as (controller, terminal), open(terminal, "w", closefd=False) as tty:
         monkeypatch.setattr(sys, "stderr", tty)
         bar = games_progress(2)

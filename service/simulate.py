@@ -39,7 +39,7 @@ from engine.krypkasino.policies import POLICIES, Situation
 from engine.krypkasino.scoring import DealResult, match_totals
 from engine.krypkasino.views import tiebreak_teams
 from service.codec import MAX_DECKS, move_kind_label
-from service.config import quoted
+from service.config import ECHOED_CHARS, quoted
 from service.spelling import nearest
 from service.transcript import Json, codes, config_json, deal_json, event_json, move_json
 
@@ -117,7 +117,7 @@ def parse_decks(texts: Sequence[str], config: Config) -> tuple[tuple[Card, ...],
             deck = tuple(parse_cards(text))
             check_deck(deck, config.copies)
         except ValueError as error:
-            raise InputError(f"--deck {number}: {error}") from None
+            raise InputError(f"--deck {number}: {_long_words_cut(str(error), text)}") from None
         decks.append(deck)
     if len(decks) > MAX_DECKS:
         raise InputError(f"--deck: {len(decks)} given but at most {MAX_DECKS} are accepted")
@@ -125,6 +125,17 @@ def parse_decks(texts: Sequence[str], config: Config) -> tuple[tuple[Card, ...],
     if limit is not None and len(decks) > limit:
         raise InputError(f"--deck: {len(decks)} given but the match has at most {limit} deals")
     return tuple(decks)
+
+
+def _long_words_cut(message: str, text: str) -> str:
+    """``message`` with each long word of ``text`` it quotes whole (the engine's malformed
+    card, ``repr``) shown as every refusal shows a value (``config.quoted``: keys hidden,
+    then cut): a word of 100,000 characters made a refusal of that size. Cut here, not in
+    the engine, which would cut a key before the CLI hides it whole."""
+    for word in set(text.replace(",", " ").split()):
+        if len(word) > ECHOED_CHARS:
+            message = message.replace(repr(word), quoted(word))
+    return message
 
 
 @dataclass(frozen=True, slots=True)

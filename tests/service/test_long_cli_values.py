@@ -2,9 +2,9 @@
 120 and says how long it was (``service.config.quoted``), as ``serve``'s settings do
 (test_long_setting_values). Each was echoed whole (a review): an unknown flag and its
 argument ("unrecognized arguments", every command), a choice (``--teams``, the command
-itself), a number (``--seed``, ``--first-dealer``), a ``--rule`` and a ``--server`` URL,
-a refusal of 100 KB on one line that a log shipper cuts or drops. A short value reads
-as before (test_cli_refusals). Each runs the real command through ``main``, as
+itself), a number (``--seed``, ``--first-dealer``), a ``--rule``, a ``--deck``'s card and
+a ``--server`` URL, a refusal of 100 KB on one line that a log shipper cuts or drops. A
+short value reads as before (test_cli_refusals). Each runs the real command through ``main``, as
 test_cli_refusals does; ``serve`` refuses its unknown flag before it starts serving."""
 
 from __future__ import annotations
@@ -130,6 +130,11 @@ def test_a_long_unrecognized_argument_is_cut_with_its_length(
         (
             [*SIMULATE, "--first-dealer", VALUE],
             f"--first-dealer: must be a whole number from 0 to 1, not {cut(VALUE)}{HELP}",
+        ),
+        (
+            [*SIMULATE, "--deck", f"AS {VALUE} KD"],
+            f"--deck 1: malformed card {cut(VALUE)}: expected rank A,2-10,J,Q,K and suit "
+            "S,H,D,C, e.g. 10D or AS",
         ),
         (
             [*SIMULATE, "--rule", f"removal={VALUE}"],

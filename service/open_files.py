@@ -34,8 +34,8 @@ def raise_open_files_limit() -> None:
 
 def soft_limits_to_try(soft: int, hard: int) -> list[int]:
     """The soft limits on open files to try, given the present ``soft`` and ``hard``
-    ones: the hard one, then ``FINITE_OPEN_FILES`` if that lies between them. None if the
-    soft limit already is the hard one."""
+    ones: the hard one, then ``FINITE_OPEN_FILES`` if that lies between them; none if
+    the soft limit already is the hard one."""
     if soft == hard:
         return []
     return [hard] + ([FINITE_OPEN_FILES] if soft < FINITE_OPEN_FILES < hard else [])

@@ -38,12 +38,14 @@ class MonotonicBar(tqdm):  # type: ignore[type-arg]  # tqdm's stubs: Generic ove
     """tqdm's bar timed on the monotonic clock. tqdm times itself with ``time.time``: a
     wall-clock step back froze the bar for as long as the step (``[-59:51<00:00,
     -0.33game/s]`` at the end), one forward showed an hour gone (a review). Its monitor
-    thread, which compares its own wall-clock reading with the bar's, stays off."""
+    thread, which compares its own wall-clock reading with the bar's, stays off; it was
+    what redrew a bar whose games slowed after a fast stretch, so every game is a chance
+    to redraw (``miniters=1``), ``mininterval`` still keeping redraws apart."""
 
     monitor_interval = 0
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(miniters=1, **kwargs)
         self._time = time.monotonic
         self.start_t = self.last_print_t = time.monotonic()
 

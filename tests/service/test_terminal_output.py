@@ -141,18 +141,41 @@ def test_the_console_log_is_in_colour_on_a_terminal_otherwise(env: dict[str, str
 def test_the_bar_keeps_its_time_through_a_wall_clock_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """tqdm timed the bar with ``time.time``: the wall clock stepped back an hour (NTP,
     a VM resumed) froze the bar and ended it ``[-59:59<00:00, ...]`` (a review). The
-    step is tqdm's own clock function stepping, as the wall clock would, mid-run."""
+    step is tqdm's own clock function stepping, as the wall clock would, mid-run; the
+    bar must still redraw during the run, not only at its end."""
     step = [0.0]
     # tqdm.std's clock is time.time, taken by name (``from time import time``).
     monkeypatch.setattr("tqdm.std.time", lambda: time.time() + step[0])
     with a_terminal(80) as (controller, terminal), open(terminal, "w", closefd=False) as tty:
         monkeypatch.setattr(sys, "stderr", tty)
-        bar = games_progress(2)
-        step[0] = -3600.0
-        bar.update(2)
         reader = TerminalReader(controller)
+        bar = games_progress(3)
+        step[0] = -3600.0
+        time.sleep(0.15)  # past the bar's mininterval
+        bar.update(1)
+        tty.flush()
+        reader.wait_for(lambda text: "1/3" in text, timeout=5)
+        bar.update(2)
         bar.close()
         tty.flush()
-        drawn = reader.wait_for(lambda text: "2/2" in text)
+        drawn = reader.wait_for(lambda text: "3/3" in text)
     last = _ESCAPE.sub("", re.split(r"[\r\n]", drawn.strip())[-1])
-    assert re.search(r"2/2 \[00:0\d<00:00, ", last), last
+    assert re.search(r"3/3 \[00:0\d<00:00, ", last), last
+
+
+def test_a_slow_game_after_fast_ones_is_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tqdm's bar waits for as many games as it saw in its last redraw interval before it
+    looks at the clock again; its monitor thread, off for the monotonic bar, redrew a bar
+    whose games slowed after a fast stretch, 10 to 20 s late (a review)."""
+    with a_terminal(80) as (controller, terminal), open(terminal, "w", closefd=False) as tty:
+        monkeypatch.setattr(sys, "stderr", tty)
+        reader = TerminalReader(controller)
+        bar = games_progress(1000)
+        for _ in range(300):  # fast games, then a slow one
+            time.sleep(0.001)
+            bar.update(1)
+        time.sleep(0.15)
+        bar.update(1)
+        tty.flush()
+        reader.wait_for(lambda text: "301/1000" in text, timeout=5)
+        bar.close()

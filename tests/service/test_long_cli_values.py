@@ -136,6 +136,11 @@ def test_a_long_unrecognized_argument_is_cut_with_its_length(
             f"--deck 1: malformed card {cut(VALUE)}: expected rank A,2-10,J,Q,K and suit "
             "S,H,D,C, e.g. 10D or AS",
         ),
+        (  # cards separated by commas, and a word just over what is quoted whole
+            [*SIMULATE, "--deck", f"AS,{VALUE[: ECHOED_CHARS + 1]},KD"],
+            f"--deck 1: malformed card {cut(VALUE[: ECHOED_CHARS + 1])}: expected rank "
+            "A,2-10,J,Q,K and suit S,H,D,C, e.g. 10D or AS",
+        ),
         (
             [*SIMULATE, "--rule", f"removal={VALUE}"],
             f"--rule: removal must be one of courts, spades, none, not {cut(VALUE)} (K16.5)",

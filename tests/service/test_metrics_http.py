@@ -259,6 +259,7 @@ def test_a_failing_collection_answers_503_with_the_reason_and_logs_it(registry, 
             urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10)
         with refused.value:
             assert refused.value.code == 503
+            assert refused.value.headers["Content-Type"] == "text/plain; charset=utf-8"
             assert refused.value.read() == b"the values cannot be read\n"
     assert logs == [
         {"event": "metrics unavailable", "error": "the values cannot be read", "log_level": "error"}

@@ -814,7 +814,11 @@ def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0
         with grpc.insecure_channel(server.target, options=OWN_CONNECTION) as observer:
             readiness = HealthWatch(observer, "readiness")
             liveness = HealthWatch(observer, "liveness")
-            assert readiness.wait_for(SERVING) and liveness.wait_for(SERVING)
+            # The whole server's name, which grpc_health_probe without -service and
+            # clients' health checking with serviceName "" ask for (docs/operations.md,
+            # "Termination").
+            whole = HealthWatch(observer, "")
+            assert all(watch.wait_for(SERVING) for watch in (readiness, liveness, whole))
             late_calls: list[str] = []
 
             def call_while_draining() -> None:
@@ -831,7 +835,7 @@ def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0
             run = sigterm_under_load(
                 server,
                 health_checked=True,
-                watches=(readiness, liveness),
+                watches=(readiness, liveness, whole),
                 after_signal=call_while_draining,
             )
     finally:
@@ -840,6 +844,7 @@ def test_sigterm_under_load_fails_no_call_of_health_checking_clients_and_exits_0
     # The Watch streams saw readiness drop, liveness stay up, and were ended by the
     # server (OK) when it stopped, not cut off at the end of the grace period.
     assert (readiness.statuses, readiness.ended) == ([SERVING, NOT_SERVING], grpc.StatusCode.OK)
+    assert (whole.statuses, whole.ended) == ([SERVING, NOT_SERVING], grpc.StatusCode.OK)
     assert (liveness.statuses, liveness.ended) == ([SERVING], grpc.StatusCode.OK)
 
     # First, so that a line written past the logger (a traceback, gRPC core's) is shown.

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 
 import grpc
+import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from tests.service.grpc_helpers import Stub, connect
@@ -101,8 +102,11 @@ def test_a_grpc_call_that_outlasts_the_grace_period_is_said_to_have_been_cut():
     assert stopped["grace_expired"] is True
 
 
-def test_a_clean_stop_says_no_call_was_cut_and_the_whole_drain_delay_served():
-    args = ("--drain-delay-seconds", "0.2", "--grace-seconds", "1")
+@pytest.mark.parametrize("grace", ["1", "0"])
+def test_a_clean_stop_says_no_call_was_cut_and_the_whole_drain_delay_served(grace: str):
+    """A grace of 0 cuts calls in flight by design (docs/operations.md, "Termination"):
+    with none in flight its stop is clean too, not a grace period run out."""
+    args = ("--drain-delay-seconds", "0.2", "--grace-seconds", grace)
     with running(args) as server, connect(server.target) as stub:
         stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=10)
     assert not server.log_events(GRACE_RAN_OUT)

@@ -298,6 +298,12 @@ LONG_SHOWN = "a number of 4301 digits"
             {},
             "--max-request-bytes: must be 1024 to 67108864, not a number of 31 digits",
         ),
+        # 30 digits, the most that is shown whole.
+        (
+            ("--grpc-port", "1" * 30),
+            {},
+            f"--grpc-port: must be 0 to 65535, not {'1' * 30}",
+        ),
         # A state key may be 43 digits: given to a number's setting, none of it is shown.
         (
             ("--grpc-port", "1234567890123456789012345678901234567890123"),

@@ -720,6 +720,10 @@ def test_a_bordstabbe_of_seat_0_survives_the_token() -> None:
         for trusted in (False, True):
             decoded, _ = state_from_proto(pb.GameState.FromString(data), trusted=trusted)
             assert decoded == state
+        # And the views a client reads say who was penalised, seat 0 too.
+        shown = view_to_proto(view(state, 0), GAME_ID, "x")
+        assert shown.HasField("bordstabbe_seat") == (state.bordstabbe_seat is not None)
+        assert shown.bordstabbe_seat == (state.bordstabbe_seat or 0)
     # The last move of deal 1 from a sealed token's state: the deal is scored with it.
     before = in_deal_1[-1]
     decoded, _ = state_from_proto(pb.GameState.FromString(serialize(before)), trusted=True)

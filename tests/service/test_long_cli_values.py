@@ -224,3 +224,9 @@ def test_a_long_list_of_ipv6_addresses_without_ports_is_not_written_out_again(
     message = refusal(capsys, [*SIMULATE, "--server", target])
     assert len(message) < MOST_CHARS, message[:1000]
     assert f"{cut(target)} has no port: an IPv6 address takes brackets" in message
+
+
+def test_the_documented_length_is_the_one_quoted() -> None:
+    """The tests above cut with the constant itself; the docs say 120 (docs/api.md,
+    "Errors", of the HTTP gateway's echoes, which take the same constant)."""
+    assert ECHOED_CHARS == 120

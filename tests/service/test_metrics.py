@@ -338,6 +338,8 @@ def test_unknown_code_label_is_refused(metrics):
 def test_variants_past_the_bound_count_as_other_and_named_ones_keep_counting(registry, metrics):
     """Anyone may call NewGame: the variant label must not let a client make a series
     for every combination of flags. ``default``, pre-created, is one of the named."""
+    # docs/operations.md names both for dashboards and alerts: "other", 32 variants.
+    assert (OTHER_VARIANT, MAX_NAMED_VARIANTS) == ("other", 32)
     flags = [f"flag{index}" for index in range(MAX_NAMED_VARIANTS + 5)]
     for name in flags:
         metrics.game_started("krypkasino", 2, "individual", variant_label((name,)))

@@ -470,6 +470,48 @@ def test_a_wrong_method_is_named_in_its_refusal(server):
 
 @pytest.mark.parametrize(
     "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1", None],
+)
+def test_a_body_that_is_not_json_is_415(server, content_type):
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    request = urllib.request.Request(
+        f"{server.http_url}/v1/krypkasino:score", data=b'{"state": "AA=="}', headers=headers
+    )
+    if content_type is None:
+        request.remove_header("Content-type")  # urllib adds a form type to every body
+        request.unredirected_hdrs.pop("Content-type", None)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 415
+    assert refusal(json.loads(refused.value.read()))[:2] == (3, "UNSUPPORTED_MEDIA_TYPE")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        (None, b""),  # urllib's own: application/x-www-form-urlencoded
+        ("text/plain", b""),
+        ("application/json; charset=latin-1", b""),
+        ("text/plain", b" \r\n"),
+    ],
+)
+def test_an_empty_body_is_the_empty_request_whatever_its_content_type(server, content_type, body):
+    """docs/api.md: an empty body needs no Content-Type, so it needs no right one either;
+    the call is made on the empty request, here refused for its missing state."""
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    request = urllib.request.Request(
+        f"{server.http_url}/v1/krypkasino:score", data=body, headers=headers
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    sent = request.get_header("Content-type")  # urllib adds its form type to every body
+    assert sent == (content_type or "application/x-www-form-urlencoded")
+    assert refused.value.code == 400
+    assert refusal(json.loads(refused.value.read()))[:2] == (3, "STATE_MISSING")
+
+
+@pytest.mark.parametrize(
+    "content_type",
     [
         *(
             f"application/json; charset={name}"

@@ -34,16 +34,31 @@ COLUMNS = 40
 _ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
+class Pty:
+    """A pty of ``columns`` by 24 (a fresh pty has no size). Its terminal side is closed
+    once however often it is asked (a second ``os.close`` of the number could close
+    whatever another thread opened since); the controller is the caller's to close
+    after it (``TerminalReader.close``), as its reader reads until then."""
+
+    def __init__(self, columns: int) -> None:
+        self.controller, self.terminal = pty.openpty()
+        fcntl.ioctl(self.terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        self._terminal_open = True
+
+    def close_terminal(self) -> None:
+        if self._terminal_open:
+            self._terminal_open = False
+            os.close(self.terminal)
+
+
 @contextlib.contextmanager
-def a_terminal(columns: int = COLUMNS) -> Iterator[tuple[int, int]]:
-    """A pty of ``columns`` by 24 (a fresh pty has no size): its (controller, terminal)."""
-    controller, terminal = pty.openpty()
-    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+def a_terminal(columns: int = COLUMNS) -> Iterator[Pty]:
+    """A :class:`Pty` whose terminal side is closed on leaving."""
+    terminal = Pty(columns)
     try:
-        yield controller, terminal
+        yield terminal
     finally:
-        with contextlib.suppress(OSError):
-            os.close(terminal)
+        terminal.close_terminal()
 
 
 def _widest_redraw(text: str) -> int:
@@ -53,15 +68,15 @@ def _widest_redraw(text: str) -> int:
 
 def _simulate_on_a_terminal(*argv: str) -> str:
     """``simulate krypkasino ARGV`` with stderr on a 40-column terminal: what it drew."""
-    with a_terminal() as (controller, terminal):
+    with a_terminal() as terminal:
         simulation = start_session(
             [sys.executable, "-m", "service", "simulate", "krypkasino", *argv],
             stdout=subprocess.DEVNULL,
-            stderr=terminal,
+            stderr=terminal.terminal,
             text=True,
         )
-        os.close(terminal)
-        reader = TerminalReader(controller)
+        terminal.close_terminal()
+        reader = TerminalReader(terminal.controller)
         try:
             assert simulation.wait(120) == 0
         finally:
@@ -98,16 +113,16 @@ def _serve_on_a_terminal(env: dict[str, str]) -> str:
     for name in ("NO_COLOR", "TERM"):
         if name not in env:
             environ.pop(name, None)
-    with a_terminal(120) as (controller, terminal):
+    with a_terminal(120) as terminal:
         serving = start_session(
             [sys.executable, "-m", "service", "serve"],
-            stdout=terminal,
+            stdout=terminal.terminal,
             stderr=subprocess.STDOUT,
             env=environ,
             text=True,
         )
-        os.close(terminal)
-        reader = TerminalReader(controller)
+        terminal.close_terminal()
+        reader = TerminalReader(terminal.controller)
         try:
             reader.wait_for(lambda text: "listening" in text)
             serving.send_signal(signal.SIGTERM)
@@ -146,9 +161,9 @@ def test_the_bar_keeps_its_time_through_a_wall_clock_step(monkeypatch: pytest.Mo
     step = [0.0]
     # tqdm.std's clock is time.time, taken by name (``from time import time``).
     monkeypatch.setattr("tqdm.std.time", lambda: time.time() + step[0])
-    with a_terminal(80) as (controller, terminal), open(terminal, "w", closefd=False) as tty:
+    with a_terminal(80) as terminal, open(terminal.terminal, "w", closefd=False) as tty:
         monkeypatch.setattr(sys, "stderr", tty)
-        reader = TerminalReader(controller)
+        reader = TerminalReader(terminal.controller)
         bar = games_progress(3)
         step[0] = -3600.0
         time.sleep(0.15)  # past the bar's mininterval
@@ -159,6 +174,7 @@ def test_the_bar_keeps_its_time_through_a_wall_clock_step(monkeypatch: pytest.Mo
         bar.close()
         tty.flush()
         drawn = reader.wait_for(lambda text: "3/3" in text)
+    reader.close()
     last = _ESCAPE.sub("", re.split(r"[\r\n]", drawn.strip())[-1])
     assert re.search(r"3/3 \[00:0\d<00:00, ", last), last
 
@@ -167,9 +183,9 @@ def test_a_slow_game_after_fast_ones_is_drawn(monkeypatch: pytest.MonkeyPatch) -
     """tqdm's bar waits for as many games as it saw in its last redraw interval before it
     looks at the clock again; its monitor thread, off for the monotonic bar, redrew a bar
     whose games slowed after a fast stretch, 10 to 20 s late (a review)."""
-    with a_terminal(80) as (controller, terminal), open(terminal, "w", closefd=False) as tty:
+    with a_terminal(80) as terminal, open(terminal.terminal, "w", closefd=False) as tty:
         monkeypatch.setattr(sys, "stderr", tty)
-        reader = TerminalReader(controller)
+        reader = TerminalReader(terminal.controller)
         bar = games_progress(1000)
         for _ in range(300):  # fast games, then a slow one
             time.sleep(0.001)
@@ -179,3 +195,4 @@ def test_a_slow_game_after_fast_ones_is_drawn(monkeypatch: pytest.MonkeyPatch) -
         tty.flush()
         reader.wait_for(lambda text: "301/1000" in text, timeout=5)
         bar.close()
+    reader.close()

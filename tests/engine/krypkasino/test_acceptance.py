@@ -935,7 +935,10 @@ def test_kx28_tiebreak_deal_by_play():
     assert (state.deal, state.dealer) == (4, 1)
     state, events = finish_deal(state)
     assert state.over
-    totals = only(events, MatchEnded).totals
+    ended = only(events, MatchEnded)
+    # The event names the tied teams too, as the view does (a mutation review).
+    assert ended.tiebreak == (0, 1)
+    totals = ended.totals
     assert totals[:2] == tuple(30 + s.total for s in state.results[3].scores[:2])
     best = min(totals[:2])
     assert state.winners == tuple(s for s in (0, 1) if totals[s] == best)
@@ -947,8 +950,9 @@ def test_kx28_tiebreak_deal_by_play():
 def test_kx28_the_final_view_names_no_tiebreak_after_an_ordinary_last_deal():
     config = Config(players=3, first_dealer=1, match_deals=3)
     rigged, last = tied_before_the_last_card(config)
-    state, _ = play(rigged, rigged.turn, last)
+    state, events = play(rigged, rigged.turn, last)
     assert state.over and state.winners == (0, 1)
+    assert only(events, MatchEnded).tiebreak == ()
     assert view(state).tiebreak == ()
 
 

@@ -1002,11 +1002,24 @@ def test_k4_2_a_draw_is_taken_from_one_deck_and_only_with_draw_for_deal():
 @pytest.mark.parametrize("players", PLAYERS)
 def test_k4_3_dealer_rotation(players):
     first = players // 2
-    state = new_game(Config(players=players, first_dealer=first), seed=43)
-    while not state.over:
-        state, _ = finish_deal(state)
+    config = Config(players=players, first_dealer=first)
+    state, events = open_game(config, seed=43)
+    dealt = []
+    while True:
+        dealt += [e for e in events if isinstance(e, DistributionDealt)]
+        if state.over:
+            break
+        state, events = finish_deal(state)
     assert len(state.results) == players  # K13.2: match_deals defaults to n
-    assert [r.dealer for r in state.results] == [(first + k) % players for k in range(players)]
+    dealers = [(first + k) % players for k in range(players)]
+    assert [r.dealer for r in state.results] == dealers
+    # Every distribution's event names its deal and that deal's dealer (only the
+    # goldens caught a wrong dealer in the event, a mutation review found).
+    assert [(e.deal, e.distribution, e.dealer) for e in dealt] == [
+        (deal, distribution, dealers[deal - 1])
+        for deal in range(1, players + 1)
+        for distribution in range(1, config.distributions + 1)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -175,20 +175,37 @@ def test_the_hosts_listened_on_follow_grpc(monkeypatch):
 def test_with_ipv6_switched_off_a_wildcard_host_is_served_on_ipv4_alone():
     """docs/operations.md, "Configuration": a machine that cannot bind IPv6 loopback, here
     one where ``disable_ipv6`` is set, serves a wildcard on IPv4 alone, as gRPC does. Such
-    a kernel still makes IPv6 sockets and binds ``::``: only ``::1`` is gone. Run in a
-    network namespace of its own (unprivileged, a user namespace maps the caller to root)."""
+    a kernel still makes IPv6 sockets and binds ``::``: only ``::1`` is gone."""
+    done = _run_with_ipv6_switched_off(
+        "from service.listen import listen_hosts; print(listen_hosts('0.0.0.0'))"
+    )
+    assert done.stdout == "('0.0.0.0',)\n", done.stderr
+
+
+def test_with_ipv6_switched_off_localhost_is_free_for_grpc():
+    """gRPC serves ``localhost`` on IPv4 alone where ``::1`` cannot be bound, so the port
+    check (``service.ports.taken``) must not refuse the start there over ``::1``; without
+    the check's errno exception ``--host localhost`` could not start on such a machine
+    (a mutation review)."""
+    done = _run_with_ipv6_switched_off(
+        "from service.ports import taken; print(taken('localhost', 0, True))"
+    )
+    assert done.stdout == "None\n", done.stderr
+
+
+def _run_with_ipv6_switched_off(code: str) -> subprocess.CompletedProcess[str]:
+    """Python ``code`` run in a network namespace of its own with ``disable_ipv6``
+    set (unprivileged, a user namespace maps the caller to root)."""
     switch_off = "for f in all lo; do echo 1 > /proc/sys/net/ipv6/conf/$f/disable_ipv6; done"
     script = f'[ ! -d /proc/sys/net/ipv6 ] || {{ {switch_off}; }} && exec "$@"'
     user = () if os.geteuid() == 0 else ("--map-root-user",)
-    code = "from service.listen import listen_hosts; print(listen_hosts('0.0.0.0'))"
-    done = subprocess.run(
+    return subprocess.run(
         ["unshare", "--net", *user, "sh", "-c", script, "sh", sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    assert done.stdout == "('0.0.0.0',)\n", done.stderr
 
 
 def test_a_specific_host_is_served_on_that_address_alone():

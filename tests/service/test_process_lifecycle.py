@@ -1985,3 +1985,15 @@ def test_a_temporary_metrics_folder_left_without_its_lock_is_removed_once_old(tm
         f"{TEMPORARY_PREFIX}file",
         f"{TEMPORARY_PREFIX}new",
     ]
+
+
+def test_two_servers_with_workers_on_different_ports_and_metrics_off_both_serve():
+    """Only the ports workers share are claimed: metrics off (port 0) is no port, and two
+    unrelated servers with workers on one machine must not refuse each other over it (a
+    mutation review: claiming the metrics port too went unnoticed)."""
+    workers = ("--workers", "2", "--metrics-port", "0")
+    first = (*workers, "--grpc-port", str(free_port()))
+    second = (*workers, "--grpc-port", str(free_port()))
+    with running(first) as one, running(second) as other:
+        one.wait_for_logs("listening", 2)
+        other.wait_for_logs("listening", 2)

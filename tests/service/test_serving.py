@@ -1604,3 +1604,27 @@ def test_a_connection_far_below_the_stream_limit_never_has_a_call_refused(grpc_t
         return [code for failures in answers for code in failures]
 
     assert asyncio.run(run()) == []
+
+
+def test_every_drained_name_is_not_serving_from_the_start_of_the_drain_delay():
+    """At SIGTERM ``""``, ``readiness`` and the service's own name turn NOT_SERVING as the
+    drain delay begins, not after it (clients that health-check any of them must move
+    away while the server still answers), and ``liveness`` stays SERVING. A mutation
+    review found neither the moment nor the service's name pinned."""
+    with running(("--drain-delay-seconds", "600")) as server:
+        server.process.terminate()
+        server.wait_for_logs("draining")
+        with grpc.insecure_channel(server.target) as channel:
+            check = health(channel).Check
+            statuses = {
+                name: check(health_pb2.HealthCheckRequest(service=name), timeout=10).status
+                for name in ("", "readiness", SERVICE, "liveness")
+            }
+        assert statuses == {
+            "": NOT_SERVING,
+            "readiness": NOT_SERVING,
+            SERVICE: NOT_SERVING,
+            "liveness": SERVING,
+        }
+        server.process.send_signal(signal.SIGINT)  # cuts the delay short
+        assert server.process.wait(60) == 0

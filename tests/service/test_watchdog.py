@@ -1,16 +1,19 @@
 """``service.watchdog``: the heartbeats workers stamp and the supervisor reads
-(docs/operations.md "Workers"); the killing itself is tested on real processes in
-test_process_lifecycle."""
+(docs/operations.md "Workers"), and that a hung worker is killed once; the killing of
+real workers is tested in test_process_lifecycle."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import os
+import subprocess
+import time
 
 import pytest
+import structlog.testing
 
-from service.watchdog import BEAT_SECONDS, Heartbeats, keep_beating, overdue
+from service.watchdog import BEAT_SECONDS, Heartbeats, keep_beating, overdue, start_watchdog
 
 
 class Clock:
@@ -104,3 +107,20 @@ def test_a_running_loop_keeps_beating() -> None:
     assert 2 <= len(stamps) <= 3, stamps
     gaps = [later - earlier for earlier, later in itertools.pairwise(stamps)]
     assert all(gap >= BEAT_SECONDS - 0.01 for gap in gaps), gaps
+
+
+def test_a_worker_whose_kill_has_not_yet_taken_effect_is_killed_and_logged_once() -> None:
+    """A worker in uninterruptible sleep dies only as it leaves it, so it stays among the
+    workers after its SIGKILL: it must not be killed and logged again every round (a
+    mutation review). A zombie stands for it: ``os.kill`` succeeds on it, and nobody
+    reaps it until the end."""
+    zombie = subprocess.Popen(["true"])
+    time.sleep(0.3)
+    end = start_watchdog({zombie.pid: 1}, Heartbeats(1), timeout=1.2)
+    try:
+        with structlog.testing.capture_logs() as logged:
+            time.sleep(4.5)  # overdue after about 1.5 s, then three more rounds
+    finally:
+        end()
+        zombie.wait()
+    assert [line["event"] for line in logged] == ["worker hung"]

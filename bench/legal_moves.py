@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import time
 from array import array
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 from bench.common import (
@@ -108,10 +109,25 @@ def run(games: int) -> Json:
         entry["positions"] = positions
         entry["moves_per_position"] = round(moves_seen["cached"] / positions, 2)
         by_players[str(players)] = entry
+    summary, targets = overall_figures(overall, by_players, worst_ns)
+    return {
+        "games_per_player_count": games,
+        "by_players": by_players,
+        "overall": summary,
+        "targets": targets,
+    }
+
+
+def overall_figures(
+    samples: Mapping[str, Sequence[int]], by_players: Json, worst_ns: dict[str, int]
+) -> tuple[Json, list[Json]]:
+    """Each mode's figures over every player count (its nanosecond samples together, the
+    largest re-timed maximum of ``by_players``), and the targets' checks on them, judged
+    unrounded (``worst_ns``: each mode's re-timed maximum in nanoseconds)."""
     summary: Json = {}
     exact: Json = {}
     for mode in MODES:
-        ordered = sorted(overall[mode])
+        ordered = sorted(samples[mode])
         summary[mode] = summarize_ns(ordered)
         summary[mode]["max_retimed_us"] = max(
             e[mode]["max_retimed_us"] for e in by_players.values()
@@ -120,12 +136,7 @@ def run(games: int) -> Json:
             "p99_us": percentile(ordered, 0.99) / NS_PER_US,
             "max_retimed_us": worst_ns[mode] / NS_PER_US,
         }
-    return {
-        "games_per_player_count": games,
-        "by_players": by_players,
-        "overall": summary,
-        "targets": checks(summary, exact),
-    }
+    return summary, checks(summary, exact)
 
 
 def checks(summary: Json, exact: Json) -> list[Json]:

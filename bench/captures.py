@@ -76,8 +76,9 @@ def label(card: Card) -> str:
     return f"{RANK_NAMES[card >> 2]} ({hand_value(card)})"
 
 
-def fixed_size(tables: int, rng: random.Random) -> Json:
-    """Every played value against ``tables`` random tables of ``TABLE_SIZE`` cards."""
+def fixed_size(tables: int, rng: random.Random) -> tuple[Json, int]:
+    """Every played value against ``tables`` random tables of ``TABLE_SIZE`` cards: the
+    figures, and the worst call's re-timed nanoseconds (its µs rounded among them)."""
     samples: dict[Card, list[int]] = {card: [] for card in PLAYED}
     slowest: dict[Card, Slowest[Call]] = {card: Slowest(CANDIDATES_PER_VALUE) for card in PLAYED}
     progress = Progress(f"captures {TABLE_SIZE}-card tables", tables)
@@ -113,7 +114,7 @@ def fixed_size(tables: int, rng: random.Random) -> Json:
             "table": cards_str(sorted(cards)),
             "moves": len(table_moves([card], cards, RULES)),
         },
-    }
+    }, worst[0]
 
 
 def growth(tables: int, rng: random.Random) -> list[Json]:
@@ -161,12 +162,19 @@ def growth(tables: int, rng: random.Random) -> list[Json]:
 def run(tables: int, growth_tables: int, seed: int) -> Json:
     note(f"captures: {tables} tables of {TABLE_SIZE}, growth {growth_tables} tables per size")
     # Separate streams, so the growth tables do not depend on --tables.
-    result = fixed_size(tables, random.Random(f"captures:{seed}"))
+    result, worst_ns = fixed_size(tables, random.Random(f"captures:{seed}"))
     result["growth_tables_per_size"] = growth_tables
     result["growth"] = growth(growth_tables, random.Random(f"growth:{seed}"))
-    worst = result["overall"]["max_retimed_us"]
-    result["targets"] = [target("table_moves worst re-timed", worst, WORST_TARGET_US, "µs")]
+    result["targets"] = [check(result["overall"]["max_retimed_us"], worst_ns)]
     return result
+
+
+def check(worst_us: float, worst_ns: int) -> Json:
+    """The worst-case target, judged on the re-timed nanoseconds, not on their µs rounded
+    to 0.01 (``worst_us``, as reported)."""
+    return target(
+        "table_moves worst re-timed", worst_us, WORST_TARGET_US, "µs", exact=worst_ns / NS_PER_US
+    )
 
 
 def render(result: Json) -> str:

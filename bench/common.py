@@ -201,9 +201,15 @@ def target(
     *,
     at_least: bool = False,
     goal: bool = False,
+    exact: float | None = None,
 ) -> Json:
-    """One check: ``value <= limit`` (``>=`` with ``at_least``); a ``goal`` is only aspired to."""
-    met = value >= limit if at_least else value <= limit
+    """One check: ``value <= limit`` (``>=`` with ``at_least``); a ``goal`` is only aspired to.
+
+    ``value`` is the figure as reported, rounded; ``exact``, when given, is the unrounded
+    figure the check judges: a Play/echo ratio of 0.5996 reads 0.6 to three places, and
+    judged on that it met the 0.6 target."""
+    judged = value if exact is None else exact
+    met = judged >= limit if at_least else judged <= limit
     return {
         "metric": metric,
         "kind": "goal" if goal else "target",
@@ -229,7 +235,7 @@ def render_targets(targets: Iterable[Json]) -> str:
     rows = [
         [
             t["metric"],
-            fmt_beside(t["value"], t["limit"]),
+            _measured(t),
             f"{t['op']} {fmt(t['limit'])} {t['unit']}",
             t["kind"],
             verdict(t),
@@ -237,6 +243,15 @@ def render_targets(targets: Iterable[Json]) -> str:
         for t in targets
     ]
     return table(["check", "measured", "limit", "kind", ""], rows)
+
+
+def _measured(check: Json) -> str:
+    """The check's figure; one rounded onto its limit but judged unrounded on the wrong side
+    of it says so ("under 0.60 >= 0.60 MISSED")."""
+    text = fmt_beside(check["value"], check["limit"])
+    if check["value"] == check["limit"] and not check["met"]:
+        return ("under " if check["op"] == ">=" else "over ") + text
+    return text
 
 
 def fmt(value: float) -> str:

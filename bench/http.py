@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -123,7 +123,12 @@ async def _load(calls: list[Call], requests: int) -> Json:
 
     started = time.perf_counter()
     await asyncio.gather(*(client(call) for call in calls))
-    seconds = time.perf_counter() - started
+    return round_figures(latencies, failures, time.perf_counter() - started)
+
+
+def round_figures(latencies: Sequence[int], failures: int, seconds: float) -> Json:
+    """A round's figures from each call's nanoseconds, the failed calls among them, and the
+    round's seconds."""
     ordered = sorted(latencies)
     return {
         "requests": len(ordered),
@@ -133,6 +138,16 @@ async def _load(calls: list[Call], requests: int) -> Json:
         "p50_us": round(percentile(ordered, 0.50) / NS_PER_US, 1),
         "p99_us": round(percentile(ordered, 0.99) / NS_PER_US, 1),
     }
+
+
+def load_order(rounds: int) -> list[tuple[int, str]]:
+    """Every load of the measured rounds in turn, with its round (from 0): the transports'
+    order reversed every other round."""
+    order = []
+    for number in range(rounds):
+        for transport in TRANSPORTS if number % 2 == 0 else TRANSPORTS[::-1]:
+            order.append((number, transport))
+    return order
 
 
 async def _measure(
@@ -178,11 +193,9 @@ async def _measure(
         for transport in TRANSPORTS:  # warm-up: connections, caches, the JIT-less interpreter
             await _load(calls[transport], max(50, size.requests // 10))
         rounds: dict[str, list[Json]] = {transport: [] for transport in TRANSPORTS}
-        for number in range(size.rounds):
-            order = TRANSPORTS if number % 2 == 0 else TRANSPORTS[::-1]
-            for transport in order:
-                rounds[transport].append(await _load(calls[transport], size.requests))
-                note(f"round {number + 1} {transport}: {rounds[transport][-1]}")
+        for number, transport in load_order(size.rounds):
+            rounds[transport].append(await _load(calls[transport], size.requests))
+            note(f"round {number + 1} {transport}: {rounds[transport][-1]}")
         return rounds
     finally:
         for session in sessions:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
@@ -183,19 +183,32 @@ def scenario(name: str, http: bool, grpc_too: bool, sizes: dict[str, int]) -> Js
                 result = results.get(timeout=sizes["seconds"] + 60)
                 served[result["transport"]] = result["served"]
                 failed[result["transport"]] = result["failed"]
-    ordered = sorted(latencies)
-    figures: Json = {
+    figures = scenario_figures(name, served, failed, latencies, failures, sizes["seconds"])
+    note(f"{name}: {figures}")
+    return figures
+
+
+def scenario_figures(
+    name: str,
+    served: dict[str, int],
+    failed: dict[str, int],
+    probe_seconds: Sequence[float],
+    probe_failures: int,
+    seconds: float,
+) -> Json:
+    """A scenario's row: each transport's calls served and failed over the load's
+    ``seconds``, each probe's seconds and the probes failed."""
+    ordered = sorted(probe_seconds)
+    return {
         "scenario": name,
-        "http_per_s": round(served["http"] / sizes["seconds"]),
-        "grpc_per_s": round(served["grpc"] / sizes["seconds"]),
+        "http_per_s": round(served["http"] / seconds),
+        "grpc_per_s": round(served["grpc"] / seconds),
         "calls_failed": failed["http"] + failed["grpc"],
         "probes": len(ordered),
         "probe_p50_ms": round(median(ordered) * 1000, 1),
         "probe_max_ms": round(ordered[-1] * 1000, 1),
-        "probe_failures": failures,
+        "probe_failures": probe_failures,
     }
-    note(f"{name}: {figures}")
-    return figures
 
 
 @contextlib.contextmanager

@@ -24,9 +24,15 @@ class Footprint:
 
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time of ``pid`` (``/proc/<pid>/stat``), in seconds."""
+    return cpu_ticks((PROC / str(pid) / "stat").read_text()) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(stat: str) -> int:
+    """User and system CPU time in a ``/proc/<pid>/stat`` line (utime and stime, fields 14
+    and 15; not the children's, 16 and 17), in clock ticks."""
     # The command name, in parentheses, may hold spaces: the fields follow its last ")".
-    fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 # What reading a process's files raises once it is gone: no file, or, reaped between the

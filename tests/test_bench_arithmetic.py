@@ -1,0 +1,551 @@
+"""The benchmarks' arithmetic on fixed inputs: no server, no timing. Each figure the team
+decides on, computed from given measurements by the pure functions the benchmarks call,
+against hand-computed values; and what each benchmark prints against what it writes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import captures, deals, legal_moves, overload, procfs, soak
+from bench import grpc as grpc_bench
+from bench import http as http_bench
+from bench.common import (
+    Json,
+    percentile,
+    render_targets,
+    summarize_ns,
+    target,
+    verdict,
+)
+from bench.grpc import Load, Round, Schedule
+from bench.soak_traffic import Tally
+
+# -- common -----------------------------------------------------------------------------
+
+
+def test_percentile_is_the_nearest_rank() -> None:
+    ten = list(range(1, 11))
+    assert [percentile(ten, q) for q in (0.0, 0.1, 0.5, 0.55, 0.99, 1.0)] == [1, 1, 5, 6, 10, 10]
+    hundred_one = list(range(1, 102))
+    assert percentile(hundred_one, 0.5) == 51 and percentile(hundred_one, 0.99) == 100
+    with pytest.raises(ValueError):
+        percentile([], 0.5)
+
+
+def test_summarize_ns_in_microseconds() -> None:
+    samples = [k * 1000 for k in range(200, 0, -1)] + [1_000_000]  # 201 samples, unsorted
+    assert summarize_ns(samples) == {
+        "n": 201,
+        "p50_us": 101.0,  # rank ceil(100.5) = 101
+        "p99_us": 199.0,  # rank ceil(198.99) = 199
+        "max_us": 1000.0,
+        "mean_us": round((sum(range(1, 201)) * 1000 + 1_000_000) / 201 / 1000, 2),
+    }
+
+
+def test_a_limit_met_exactly_is_met_either_way() -> None:
+    checks = [
+        target("at least", 0.6, 0.6, "", at_least=True),
+        target("at most", 600, 600, "bytes"),
+        target("just under", 0.5999, 0.6, "", at_least=True),
+        target("just over", 600.5, 600, "bytes", goal=True),
+    ]
+    assert [c["met"] for c in checks] == [True, True, False, False]
+    assert [c["op"] for c in checks] == [">=", "<=", ">=", "<="]
+    assert [verdict(c) for c in checks] == ["ok", "ok", "MISSED", "above"]
+    rows = render_targets(checks).splitlines()[2:]
+    assert [row.split()[-1] for row in rows] == ["ok", "ok", "MISSED", "above"]
+
+
+# -- the checks judge the unrounded figures ------------------------------------------------
+
+
+def _load(calls: int, seconds: float = 10.0) -> Round:
+    return Round(calls, seconds, {}, [1000], 0.0, Schedule(0, 0, 0))
+
+
+def test_a_play_echo_ratio_rounded_onto_the_target_misses_it() -> None:
+    """5,996 Play calls beside 10,000 echoes in 10 s: 0.5996, which reads 0.6 to three places
+    and was judged "ok" on that."""
+    runs = {name: [_load(10_000)] for name, _ in grpc_bench.CALLS}
+    runs["play"] = [_load(5996)]
+    sides = grpc_bench.side_by_side_figures(runs)
+    assert sides["ratio"] == 0.6 and sides["ratio_rounds"] == [0.6]  # as reported
+    report = {"side_by_side": sides, "token_bytes_mid_every_deal": {"max": 9}}
+    checked, goal, token = grpc_bench.checks(report, grpc_bench.play_echo_ratio(runs))
+    assert (checked["value"], checked["limit"], checked["met"]) == (0.6, 0.6, False)
+    assert [verdict(c) for c in (checked, goal, token)] == ["MISSED", "below", "ok"]
+    row = render_targets([checked]).splitlines()[2]
+    assert row.split()[-6:] == ["under", "0.60", ">=", "0.60", "target", "MISSED"], row
+    # Just over the limit, rounded onto it: met, and printed as before.
+    (met, *_) = grpc_bench.checks(report, 0.6004)
+    assert met["met"] and render_targets([met]).splitlines()[2].split()[-5:] == [
+        "0.60",
+        ">=",
+        "0.60",
+        "target",
+        "ok",
+    ]
+
+
+def test_a_deal_rate_rounded_onto_the_target_misses_it() -> None:
+    """10 deals in 40.0064 ms: 249.96 deals/s, which reads 250.0 to one place, the target."""
+    timing = deals.Timing(10 / 249.96, 0.03, 1000)
+    result = deals.figures({path: [timing] for path in deals.PATHS}, 10)
+    assert result["unchecked"]["deals_per_s"] == 250.0  # as reported
+    assert [(c["value"], c["met"]) for c in result["targets"]] == [(250.0, False)] * 3
+    assert [verdict(c) for c in result["targets"]] == ["MISSED", "below", "below"]
+    shown = {"deals_per_s": 250.0}
+    checks = deals.checks(
+        {"unchecked": shown, "validated": shown}, {"unchecked": 250.04, "validated": 1.0}
+    )
+    assert [c["met"] for c in checks] == [True, False, False]
+
+
+def test_a_p99_rounded_onto_the_target_misses_it() -> None:
+    """A p99 of 200,004 ns reads 200.0 µs to 0.01 µs, the target's 200; a re-timed maximum
+    of 5,000,004 ns, 5,000.0 µs."""
+    samples = {
+        "cached": [1000] * 98 + [200_004, 300_000],  # the 99th of 100
+        "uncached": [199_999] * 100,
+    }
+    by_players = {
+        "2": {"cached": {"max_retimed_us": 4999.99}, "uncached": {"max_retimed_us": 5000.0}},
+        "3": {"cached": {"max_retimed_us": 300.0}, "uncached": {"max_retimed_us": 400.0}},
+    }
+    worst_ns = {"cached": 4_999_990, "uncached": 5_000_004}
+    summary, checks = legal_moves.overall_figures(samples, by_players, worst_ns)
+    assert summary["cached"] == {**summarize_ns(samples["cached"]), "max_retimed_us": 4999.99}
+    assert summary["uncached"]["max_retimed_us"] == 5000.0
+    assert [c["value"] for c in checks] == [200.0, 4999.99, 200.0, 5000.0]
+    assert [verdict(c) for c in checks] == ["MISSED", "ok", "ok", "MISSED"]
+    assert render_targets(checks).splitlines()[2].split()[-7:-4] == ["over", "200", "<="]
+
+
+def test_a_worst_capture_rounded_onto_the_target_misses_it() -> None:
+    assert not captures.check(10_000.0, 10_000_004)["met"]
+    assert captures.check(10_000.0, 10_000_000)["met"]
+
+
+# -- grpc: side_by_side's figures from given rounds ---------------------------------------
+
+# Per call, per round: calls, seconds, server CPU s, main thread (run ns, wait ns, slices).
+SCRIPT = {
+    "play": [
+        (1000, 2.0, 0.4, (1_000_000_000, 200_000_000, 2000)),
+        (1200, 2.0, 0.6, (1_200_000_000, 400_000_000, 3600)),
+        (3000, 2.0, 0.6, (1_200_000_000, 400_000_000, 3600)),
+    ],
+    "echo": [
+        (2000, 2.0, 0.2, (800_000_000, 100_000_000, 2000)),
+        (2000, 2.5, 0.3, (1_000_000_000, 500_000_000, 4000)),
+        (2000, 2.0, 0.3, (1_000_000_000, 500_000_000, 4000)),
+    ],
+    "echo_instrumented": [
+        (1500, 2.0, 0.3, (900_000_000, 0, 1500)),
+        (1500, 2.0, 0.3, (900_000_000, 0, 1500)),
+        (1500, 2.0, 0.3, (900_000_000, 0, 1500)),
+    ],
+    "play_floor": [
+        (1800, 2.0, 0.36, (1_000_000_000, 0, 1800)),
+        (1600, 2.0, 0.32, (1_000_000_000, 0, 1600)),
+        (1600, 2.0, 0.32, (1_000_000_000, 0, 1600)),
+    ],
+}
+
+
+def scripted(rounds: int) -> dict[str, list[Round]]:
+    """``rounds`` rounds of SCRIPT; Play's latencies 1..100 µs a round, the echo's failures
+    one more each round, the floor's one a round."""
+    runs: dict[str, list[Round]] = {}
+    for name, _ in grpc_bench.CALLS:
+        runs[name] = []
+        for number, (calls, seconds, cpu, schedule) in enumerate(SCRIPT[name][:rounds]):
+            ns = [k * 1000 for k in range(1, 101)] if name == "play" else [1000]
+            failures = {
+                "echo": {"UNAVAILABLE": number + 1},
+                "play_floor": {"DEADLINE_EXCEEDED": 1},
+            }.get(name, {})
+            runs[name].append(Round(calls, seconds, failures, ns, cpu, Schedule(*schedule)))
+    return runs
+
+
+def test_side_by_side_figures_of_two_rounds() -> None:
+    report = grpc_bench.side_by_side_figures(scripted(2))
+    play, echo = report["play"], report["echo"]
+    # Medians of the rounds' rates: (500, 600) and (1000, 800) calls/s.
+    assert (play["throughput_rps"], echo["throughput_rps"]) == (550.0, 900.0)
+    assert report["echo_instrumented"]["throughput_rps"] == 750.0
+    assert report["play_floor"]["throughput_rps"] == 850.0
+    # Server CPU per call: 0.4 s / 1000 and 0.6 s / 1200 calls, in µs; its median.
+    assert play["server_cpu_us_per_call"] == 450.0
+    assert echo["server_cpu_us_per_call"] == 125.0  # 100 and 150
+    # Main thread: run 1.0 and 1.2 s, wait 0.2 and 0.4 s of 2 s rounds; 2 and 3 slices a call.
+    assert play["main_thread_running_pct"] == 55.0
+    assert play["main_thread_waiting_for_a_core_pct"] == 15.0
+    assert play["main_thread_scheduled_per_call"] == 2.5
+    assert echo["main_thread_running_pct"] == 40.0  # 40 % and 40 %
+    assert echo["main_thread_waiting_for_a_core_pct"] == 12.5  # 5 % and 20 %
+    assert echo["main_thread_scheduled_per_call"] == 1.5  # 1 and 2
+    assert play["latency"] == {
+        "n": 200,
+        "p50_us": 50.0,
+        "p99_us": 99.0,
+        "max_us": 100.0,
+        "mean_us": 50.5,
+    }
+    assert (play["failures"], echo["failures"], report["play_floor"]["failures"]) == (0, 3, 2)
+    # Ratios: the median of the rounds' ratios (not the ratio of the totals, 0.619).
+    assert report["ratio_rounds"] == [0.5, 0.75] and report["ratio"] == 0.625
+    assert report["ratio_instrumented_rounds"] == [0.667, 0.8]
+    assert report["ratio_instrumented"] == 0.733
+    assert report["ceiling_rounds"] == [0.75, 0.938] and report["ceiling"] == 0.844
+    assert report["floor_rounds"] == [0.9, 1.0] and report["floor"] == 0.95
+    assert grpc_bench.play_echo_ratio(scripted(2)) == 0.625
+
+
+def test_an_odd_count_of_rounds_takes_the_middle_one() -> None:
+    """Three rounds: the median round, not the mean (866.7 Play/s) nor the last."""
+    report = grpc_bench.side_by_side_figures(scripted(3))
+    assert report["play"]["throughput_rps"] == 600.0  # of 500, 600 and 1500
+    assert report["echo"]["throughput_rps"] == 1000.0  # of 1000, 800 and 1000
+    assert report["play"]["server_cpu_us_per_call"] == 400.0  # of 400, 500 and 200
+    assert report["ratio_rounds"] == [0.5, 0.75, 1.5] and report["ratio"] == 0.75
+
+
+def test_rounds_alternate_the_order_of_the_calls() -> None:
+    names = [name for name, _ in grpc_bench.CALLS]
+    assert [name for name, _ in grpc_bench.round_order(0)] == names
+    assert [name for name, _ in grpc_bench.round_order(1)] == names[::-1]
+    assert grpc_bench.load_order(3) == [
+        (number, name, method)
+        for number, calls in enumerate((grpc_bench.CALLS, grpc_bench.CALLS[::-1], grpc_bench.CALLS))
+        for name, method in calls
+    ]
+
+
+def test_workers_figures_take_the_median_load() -> None:
+    loads = [
+        Load(1000, 1.0, {}, [1000]),
+        Load(3000, 1.0, {"UNAVAILABLE": 2}, [3000]),
+        Load(3000, 2.0, {"CANCELLED": 1}, [2000]),
+    ]
+    assert grpc_bench.worker_figures(loads) == {
+        "throughput_rps": 1500.0,  # of 1000, 3000 and 1500; their mean is 1833.3
+        "latency": summarize_ns([1000, 2000, 3000]),
+        "failures": 3,
+    }
+
+
+def test_the_token_is_measured_in_the_middle_of_each_deal() -> None:
+    """Distribution (n + 1) // 2 of n: larger than the deal's first, smaller than its last."""
+    _, _, sizes = grpc_bench.play_stream(1)
+    figures = grpc_bench.token_figures(sizes)
+    # A 4-player deal of two decks: six distributions; the third's tokens, 4 deals.
+    assert [len(sizes[deal]) for deal in sorted(sizes)] == [16, 16, 16, 16], sizes
+    assert figures["by_deal"][0]["max"] < figures["by_deal"][1]["max"]
+
+
+def _grpc_report() -> Json:
+    token_sizes = {1: [200, 210, 220], 2: [300, 330], 3: [400, 410, 420, 430]}
+    report = grpc_bench.stream_figures([b"a" * 7], [90, 110], token_sizes)
+    report["concurrency"] = 4
+    report["seconds_per_round"] = 2.0
+    runs = scripted(2)
+    report["side_by_side"] = grpc_bench.side_by_side_figures(runs)
+    report["workers"] = {
+        "workers_1": grpc_bench.worker_figures([Load(1801, 2.0, {}, [1000, 3000])]),
+        "workers_2": grpc_bench.worker_figures([Load(3201, 2.0, {"CANCELLED": 1}, [2000, 4000])]),
+    }
+    report["targets"] = grpc_bench.checks(report, grpc_bench.play_echo_ratio(runs))
+    return report
+
+
+def test_the_stream_and_the_checks_of_a_grpc_run() -> None:
+    report = _grpc_report()
+    assert list(report) == [
+        "requests",
+        "echo_bytes",
+        "request_bytes_median",
+        "token_bytes_mid_deal",
+        "token_bytes_mid_every_deal",
+        "concurrency",
+        "seconds_per_round",
+        "side_by_side",
+        "workers",
+        "targets",
+    ]
+    assert report["requests"] == 1
+    assert report["echo_bytes"] == 100 and report["request_bytes_median"] == 7
+    assert report["token_bytes_mid_deal"] == {"median": 210, "max": 220}
+    assert report["token_bytes_mid_every_deal"] == {
+        "median": 330,  # of 9 sizes
+        "max": 430,
+        "by_deal": [
+            {"deal": 1, "median": 210, "max": 220},
+            {"deal": 2, "median": 315, "max": 330},
+            {"deal": 3, "median": 415, "max": 430},
+        ],
+    }
+    assert [
+        (t["metric"], t["value"], t["limit"], t["op"], t["kind"]) for t in report["targets"]
+    ] == [
+        ("Play/echo throughput ratio", 0.625, 0.6, ">=", "target"),
+        ("Play/echo throughput ratio (goal)", 0.625, 0.8, ">=", "goal"),
+        ("4-player mid-deal token, every deal (goal)", 430, 600, "<=", "goal"),
+    ]
+    assert grpc_bench.failed_calls(report) == 3 + 2 + 1
+
+
+def test_the_printed_grpc_tables_show_the_json_figures() -> None:
+    """What ``bench grpc`` prints is what it writes: each call's row, the ratios, the tokens,
+    the workers."""
+    report = _grpc_report()
+    sides = report["side_by_side"]
+    lines = grpc_bench.render(report).splitlines()
+    columns = (
+        "throughput_rps",
+        "p50_us",
+        "p99_us",
+        "server_cpu_us_per_call",
+        "main_thread_running_pct",
+        "main_thread_waiting_for_a_core_pct",
+        "main_thread_scheduled_per_call",
+        "failures",
+    )
+    for name, _ in grpc_bench.CALLS:
+        (row,) = [line.split() for line in lines if line.split()[:1] == [name]]
+        side = sides[name]
+        expected = [side["latency"][key] if key.endswith("_us") else side[key] for key in columns]
+        assert row[1:] == [str(value) for value in expected], name
+    ratio_line = next(line for line in lines if line.startswith("throughput ratio"))
+    assert ratio_line == (
+        "throughput ratio Play/echo: 0.625 (rounds [0.5, 0.75]); Play/instrumented echo: 0.733; "
+        "instrumented echo/echo, the ceiling if nothing but the RPC path cost: 0.844; "
+        "Play floor/echo, if the rules cost nothing: 0.95 (rounds [0.9, 1.0])"
+    )
+    assert (
+        "every deal: median 330 B, max 430 B (by deal, median/max: 1: 210/220 B, 2: 315/330 B, "
+        "3: 415/430 B); first deal alone: median 210 B, max 220 B" in "\n".join(lines)
+    )
+    for name, w in report["workers"].items():
+        (row,) = [line.split() for line in lines if line.split()[:1] == [name]]
+        assert row[1:] == [
+            str(w["throughput_rps"]),
+            str(w["latency"]["p50_us"]),
+            str(w["latency"]["p99_us"]),
+            str(w["failures"]),
+        ]
+
+
+# -- /proc ------------------------------------------------------------------------------
+
+
+def test_schedstat_is_run_wait_slices() -> None:
+    assert grpc_bench.parse_schedstat("1200 340 56\n") == Schedule(1200, 340, 56)
+
+
+def test_main_thread_schedule_of_a_real_process() -> None:
+    """``/proc/PID/schedstat``: time on a core, time waiting for one, timeslices; checked
+    against ``/proc/PID/sched`` of a stopped child that ran about 0.2 s."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.2: pass\nos.kill(os.getpid(), signal.SIGSTOP)",
+        ]
+    )
+    try:
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            pass
+        run_ns, wait_ns, slices = grpc_bench._main_thread_schedule(child.pid)
+        sched = dict(
+            (line.split(":")[0].strip(), line.split(":")[1].strip())
+            for line in Path(f"/proc/{child.pid}/sched").read_text().splitlines()
+            if ":" in line
+        )
+        assert abs(run_ns / 1e6 - float(sched["se.sum_exec_runtime"])) < 1.0
+        assert abs(slices - int(sched["nr_switches"])) <= 2, (slices, sched["nr_switches"])
+        assert run_ns >= 0.15e9 and wait_ns >= 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_cpu_ticks_are_user_plus_system_of_the_process_only() -> None:
+    """Fields 14 and 15 of ``/proc/PID/stat`` (utime, stime), not its children's (16, 17),
+    after a command name that holds ") "."""
+    fields = ["S", "1", "77", "77", "0", "-1", "4194560", "10", "0", "0", "0"]
+    fields += ["300", "100", "50000", "70000", "20", "0", "1", "0", "5"]
+    assert procfs.cpu_ticks("77 (odd) name) " + " ".join(fields) + "\n") == 400
+
+
+def test_cpu_seconds_of_this_process() -> None:
+    before = os.times()
+    measured = procfs.cpu_seconds(os.getpid())
+    after = os.times()
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    assert before.user + before.system - tick <= measured <= after.user + after.system + tick
+
+
+# -- http -------------------------------------------------------------------------------
+
+
+def test_an_http_round_counts_only_answered_calls() -> None:
+    latencies = [k * 1000 for k in range(100, 0, -1)]
+    assert http_bench.round_figures(latencies, 10, 2.0) == {
+        "requests": 100,
+        "failures": 10,
+        "rps": 45.0,  # 90 answered in 2 s
+        "p50_us": 50.0,
+        "p99_us": 99.0,
+    }
+
+
+def test_http_summary_takes_the_median_round() -> None:
+    def figures(rps: float, p50: float, p99: float, failures: int = 0) -> dict[str, float]:
+        return {"rps": rps, "p50_us": p50, "p99_us": p99, "failures": failures}
+
+    rounds = {
+        "grpc": [figures(1000, 100, 900), figures(3000, 300, 300), figures(2000, 200, 500, 1)],
+        "http": [figures(500, 50, 60), figures(700, 70, 80), figures(900, 90, 40)],
+    }
+    summary = http_bench.summarize(rounds)
+    assert summary["grpc"] == {"rps": 2000, "p50_us": 200, "p99_us": 500, "failures": 1}
+    assert summary["http"] == {"rps": 700, "p50_us": 70, "p99_us": 60, "failures": 0}
+    assert summary["http_to_grpc_rps"] == 0.35
+    even = {t: rounds[t][:2] for t in rounds}
+    assert http_bench.summarize(even)["grpc"]["rps"] == 2000  # the mean of the middle two
+    size = http_bench.Sizes(clients=8, requests=100, rounds=3, games=1, moves=1)
+    lines = http_bench.render(size, 40, summary).splitlines()
+    for transport in http_bench.TRANSPORTS:
+        (row,) = [line.split() for line in lines if line.split()[:1] == [transport]]
+        shown = summary[transport]
+        assert row[1:] == [str(shown[k]) for k in ("rps", "p50_us", "p99_us", "failures")]
+    assert lines[-1] == "HTTP/gRPC throughput: 0.35"
+
+
+def test_http_rounds_alternate_the_transports() -> None:
+    assert http_bench.load_order(3) == [
+        (0, "grpc"),
+        (0, "http"),
+        (1, "http"),
+        (1, "grpc"),
+        (2, "grpc"),
+        (2, "http"),
+    ]
+
+
+# -- soak -------------------------------------------------------------------------------
+
+
+def _samples() -> list[dict[str, object]]:
+    out = []
+    for seconds in range(0, 101, 10):
+        out.append(
+            {
+                "seconds": float(seconds),
+                "calls": 30 * seconds,
+                "cpu_seconds": 2.0 + 0.5 * seconds,
+                "processes": [{}],
+                "rss_kib": 10_000 + 36 * seconds if seconds >= 50 else 1000 + 216 * seconds,
+                "hwm_kib": 20_000,
+                "fds": 10 + (seconds >= 80),
+                "threads": 5,
+            }
+        )
+    return out
+
+
+def test_soak_summary_from_fixed_samples() -> None:
+    tally = Tally()
+    tally.calls.update({"grpc": 2500, "http": 520})
+    tally.games.update({"grpc": 7, "http": 3})
+    samples = _samples()
+    summary = soak.summarize(samples, tally, soak.warmup_seconds(100.0))
+    assert soak.warmup_seconds(100.0) == 50.0 and soak.warmup_seconds(1000.0) == 100.0
+    assert summary["warmup_seconds"] == 50.0 and summary["end_seconds"] == 100.0
+    rss = summary["footprint"]["rss_kib"]
+    assert rss == {
+        "start": 1000,
+        "warmup_end": 11_800,
+        "end": 13_600,
+        "max": 13_600,
+        "per_hour": 129_600.0,  # 36 KiB a second after the warm-up
+        "per_hour_last_quarter": 129_600.0,
+    }
+    assert summary["footprint"]["hwm_kib"]["per_hour"] == 0.0
+    # fds: one more from 80 s on; over 80..100 s (the last quarter from 75 s): flat.
+    assert summary["footprint"]["fds"]["per_hour_last_quarter"] == 0.0
+    assert summary["server_cpu_cores"] == 0.5
+    assert summary["calls_per_second"] == 30.0 and summary["calls"] == 3020
+    assert summary["games"] == 10
+
+
+# -- deals ------------------------------------------------------------------------------
+
+
+def test_deal_rates_are_medians_of_the_repetitions() -> None:
+    # Three repetitions of 10 deals: wall s, CPU s, moves.
+    timings = {
+        "unchecked": [(0.02, 0.025, 1000), (0.04, 0.05, 1010), (0.025, 0.04, 1020)],
+        "validated": [(0.05, 0.04, 1000), (0.08, 0.1, 1010), (0.04, 0.025, 1020)],
+        "unchecked_warm": [(0.01, 0.02, 990), (0.02, 0.02, 1020), (0.04, 0.02, 1000)],
+    }
+    result = deals.figures(
+        {path: [deals.Timing(*t) for t in rows] for path, rows in timings.items()}, 10
+    )
+    assert (result["players"], result["repetitions"], result["deals_per_rep"]) == (2, 3, 10)
+    fast = result["unchecked"]
+    # 500, 250 and 400 deals/s; 400, 200 and 250 per CPU s; 20, 39.6 and 24.51 µs a move.
+    assert (fast["deals_per_s"], fast["min_deals_per_s"], fast["max_deals_per_s"]) == (
+        400.0,
+        250.0,
+        500.0,
+    )
+    assert fast["deals_per_cpu_s"] == 250.0 and fast["us_per_move"] == 24.51
+    assert fast["moves_per_deal"] == 100.0
+    assert fast["runs"][1] == {
+        "seconds": 0.04,
+        "cpu_seconds": 0.05,
+        "moves": 1010,
+        "deals_per_s": 250.0,
+        "deals_per_cpu_s": 200.0,
+        "us_per_move": 39.6,
+    }
+    assert result["validated"]["deals_per_s"] == 200.0
+    assert result["unchecked_warm"]["deals_per_s"] == 500.0
+    assert [(t["metric"], t["value"], t["limit"], t["kind"]) for t in result["targets"]] == [
+        ("deals/s unchecked", 400.0, 250.0, "target"),
+        ("deals/s unchecked", 400.0, 500.0, "goal"),
+        ("deals/s validated", 200.0, 250.0, "goal"),
+    ]
+    assert [verdict(t) for t in result["targets"]] == ["ok", "below", "below"]
+
+
+# -- overload ---------------------------------------------------------------------------
+
+
+def test_overload_rates_and_probe_figures() -> None:
+    served, failed = {"http": 1234, "grpc": 5678}, {"http": 3, "grpc": 4}
+    row = overload.scenario_figures(
+        "HTTP and gRPC", served, failed, [0.010, 0.030, 0.020, 0.500], 1, 10
+    )
+    assert row == {
+        "scenario": "HTTP and gRPC",
+        "http_per_s": 123,  # over the load's 10 s
+        "grpc_per_s": 568,
+        "calls_failed": 7,
+        "probes": 4,
+        "probe_p50_ms": 25.0,
+        "probe_max_ms": 500.0,
+        "probe_failures": 1,
+    }
+    lines = overload.render({"http": 5, "grpc": 5, "seconds": 10}, [row]).splitlines()
+    assert lines[-1].split()[3:] == [str(v) for v in list(row.values())[1:]]

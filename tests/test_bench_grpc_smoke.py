@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -35,7 +36,8 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
         # taken, must not reach the servers the benchmark starts.
         env = {**os.environ, "CARDRULES_HTTP_PORT": str(taken.getsockname()[1])}
         done = subprocess.run(
-            [sys.executable, "-m", "bench", "grpc", "--quick", "--json", str(out)],
+            # Two rounds, so that the run shows it alternates its calls' order.
+            [sys.executable, "-m", "bench", "grpc", "--quick", "--rounds", "2", "--json", str(out)],
             capture_output=True,
             text=True,
             timeout=300,
@@ -59,7 +61,11 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
     sides = report["side_by_side"]
     for ratio in ("ratio", "ratio_instrumented", "ceiling", "floor"):
         rounds = sides[ratio + "_rounds"]
-        assert rounds and 0 < min(rounds) <= sides[ratio] <= max(rounds), (ratio, sides)
+        assert len(rounds) == 2 and 0 < min(rounds) <= sides[ratio] <= max(rounds), (ratio, sides)
+    loaded = re.findall(r"^round (\d)/2 (\w+): \d+ calls$", done.stderr, re.MULTILINE)
+    assert loaded == [(str(number + 1), name) for number, name, _ in grpc_bench.load_order(2)], (
+        done.stderr
+    )
     first, every = report["token_bytes_mid_deal"], report["token_bytes_mid_every_deal"]
     assert 0 < first["median"] <= first["max"] < every["max"]
     assert every["by_deal"][0] == {"deal": 1, **first}

@@ -16,6 +16,7 @@ lists the rules in order, with their severity and ``for``.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 from typing import Any
 
@@ -376,6 +377,31 @@ def test_every_alert_the_docs_name_is_shipped():
     for path in (ROOT / "README.md", API, OPERATIONS):
         named = set(re.findall(r"\bCardrules[A-Z][A-Za-z]+\b", path.read_text()))
         assert named <= shipped, (path.name, named - shipped)
+
+
+#: PromQL's comparison operators on two numbers.
+_COMPARISONS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_no_ready_pods_alert_fires_at_zero_available_and_only_then(overlay):
+    """The checks above see what the outage alert reads, not when it fires: a mutation
+    review found ``< 0`` for ``< 1``, which never fires, let through."""
+    rule = {r["alert"]: r for r in alert_rules(rendered(overlay))}["CardrulesNoReadyPods"]
+    expr = promql_parser.parse(rule["expr"])
+    assert isinstance(expr, promql_parser.BinaryExpr)
+    assert isinstance(expr.rhs, promql_parser.NumberLiteral)
+    fires = _COMPARISONS[str(expr.op).strip()]
+    threshold = float(str(expr.rhs))
+    assert fires(0, threshold), f"silent with no pod available: {expr}"
+    assert not fires(1, threshold), f"fires with a pod available: {expr}"
 
 
 # -- the checks can fail -----------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import shlex
 import signal
@@ -47,6 +48,7 @@ from tests.deploy.manifests import (
     rendered,
 )
 from tests.service.grpc_helpers import health
+from tests.service.metrics_helpers import metric_samples
 from tests.service.server_process import (
     CARDRULES,
     TEST_KEY,
@@ -57,6 +59,9 @@ from tests.service.server_process import (
 
 SECRETS = {"CARDRULES_STATE_KEYS": TEST_KEY}
 DESIGN_HTTP_PORT = 8080  # design section 6: HTTP/JSON on 8080
+#: The kubelet's sleep before SIGTERM, while the endpoint removal reaches every
+#: kube-proxy and client resolver (docs/operations.md, "What the Deployment does").
+MIN_PRE_STOP_SECONDS = 5
 
 
 PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
@@ -161,9 +166,13 @@ def test_services_route_to_named_container_ports(overlay):
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_the_network_policy_opens_exactly_the_container_ports(overlay):
+def test_the_network_policy_opens_exactly_the_container_ports_and_no_egress(overlay):
+    """The server calls nothing. A mutation review found Egress left out of
+    ``policyTypes`` let through: egress is then unrestricted whatever the rules say."""
     objects = rendered(overlay)
     policy = one(objects, "NetworkPolicy")
+    assert "Egress" in policy["spec"]["policyTypes"]
+    assert policy["spec"].get("egress", []) == []
     labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
     opened = sorted(p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"])
@@ -225,11 +234,14 @@ def test_the_startup_probe_makes_pods_ready_sooner_and_shields_a_slow_start(over
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_a_server_with_the_manifests_environment_answers_the_probes(overlay):
+def test_a_server_with_the_manifests_environment_answers_the_probes_and_the_scrape(overlay):
+    """The scrape as the ServiceMonitor asks it: a mutation review found its scheme
+    (https) and path let through."""
     objects = rendered(overlay)
     environ = manifest_env(objects, SECRETS)
-    # Flags (loopback, ephemeral ports) win over the manifests' ports; all else is theirs.
-    server = start_server(args=loopback_args(), env=environ)
+    # Flags (loopback, free ports) win over the manifests' ports; all else is theirs.
+    metrics = ["--metrics-port", str(free_port())]  # 0 would turn metrics off
+    server = start_server(args=[*loopback_args(), *metrics], env=environ)
     try:
         assert server.log_events("listening"), server.logs
         with grpc.insecure_channel(server.target) as channel:
@@ -241,6 +253,12 @@ def test_a_server_with_the_manifests_environment_answers_the_probes(overlay):
             with pytest.raises(grpc.RpcError) as unknown:
                 stub.Check(health_pb2.HealthCheckRequest(service="no-such-probe"), timeout=10)
             assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+        (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+        (logged,) = server.wait_for_logs("metrics")
+        assert endpoint["path"] == logged["path"]  # served on any path: the log names its own
+        scheme = endpoint.get("scheme", "http")
+        scraped = metric_samples(f"{scheme}://127.0.0.1:{server.metrics_port}{endpoint['path']}")
+        assert any(name == "grpc_server_handled_total" for name, _ in scraped)
         assert not [line for line in server.logs if line.get("level") in ("warning", "error")]
     finally:
         code = server.terminate()
@@ -248,8 +266,11 @@ def test_a_server_with_the_manifests_environment_answers_the_probes(overlay):
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_the_grace_period_outlasts_the_pre_stop_pause_and_the_drain(overlay):
+def test_the_pre_stop_pause_waits_out_endpoint_removal_within_the_grace_period(overlay):
+    """A mutation review found a pause of 0 let through: SIGTERM would then come while
+    kube-proxies and clients still send to the pod."""
     objects = rendered(overlay)
+    assert pre_stop_seconds(objects) >= MIN_PRE_STOP_SECONDS
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     config = effective_config(manifest_env(objects, SECRETS))
     assert config.grace_seconds > 0
@@ -275,15 +296,20 @@ def test_requests_within_limits(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_pod_runs_unprivileged(overlay):
+    """The container's securityContext wins over the pod's: a mutation review found
+    ``runAsUser: 0``, ``runAsNonRoot: false`` or ``privileged: true`` there let through,
+    so it must hold exactly these settings."""
     pod = one(rendered(overlay), "Deployment")["spec"]["template"]["spec"]
     spec = container(rendered(overlay))
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert pod["automountServiceAccountToken"] is False
-    context = spec["securityContext"]
-    assert context["allowPrivilegeEscalation"] is False
-    assert context["readOnlyRootFilesystem"] is True
-    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
     user = dict(final_stage())["USER"]
     assert user == f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}"
 
@@ -306,6 +332,20 @@ def test_hpa_and_pdb_point_at_the_deployment():
         pdb = one(objects, "PodDisruptionBudget")
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_node_drain_evicts_one_pod_at_a_time(overlay):
+    """A mutation review found ``maxUnavailable: 100%`` let through: a drain could evict
+    every pod at once. At the HPA's minimum the budget keeps a pod serving (but for
+    dev's single pod) and still lets one go, or a drain would wait for good."""
+    objects = rendered(overlay)
+    budget = one(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"]
+    minimum = one(objects, "HorizontalPodAutoscaler")["spec"]["minReplicas"]
+    if isinstance(budget, str):  # a percentage, which Kubernetes rounds up
+        assert budget.endswith("%"), budget
+        budget = math.ceil(minimum * int(budget[:-1]) / 100)
+    assert 1 <= budget < max(minimum, 2)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -370,17 +410,31 @@ def healthcheck_command() -> list[str]:
     return [sys.executable, *command[1:]]
 
 
-def test_the_image_is_labelled_with_the_projects_name_and_version():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    labels = dict(
+def final_stage_items(kind: str) -> dict[str, str]:
+    """The ``key=value`` items of the final stage's ``LABEL`` or ``ENV`` instructions."""
+    return dict(
         item.split("=", 1)
         for instruction, arguments in final_stage()
-        if instruction == "LABEL"
+        if instruction == kind
         for item in shlex.split(arguments)
     )
+
+
+def test_the_image_is_labelled_with_the_projects_name_and_version():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    labels = final_stage_items("LABEL")
     assert labels["org.opencontainers.image.title"] == project["name"]
     assert labels["org.opencontainers.image.version"] == project["version"]
     assert labels["org.opencontainers.image.description"]
+
+
+def test_the_image_logs_json_without_the_config_map():
+    """Under ``docker run`` only the image's ENV tells the server to write the JSON lines
+    log collectors read: a mutation review found ``CARDRULES_LOG_FORMAT=text`` there
+    let through."""
+    image = {k: v for k, v in final_stage_items("ENV").items() if k.startswith(CONFIG_PREFIX)}
+    assert image.keys() <= accepted_env_names(), image.keys() - accepted_env_names()
+    assert effective_config(image).log_format == "json"
 
 
 def test_every_place_that_names_the_release_names_the_projects_version():

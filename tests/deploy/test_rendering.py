@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.manifests import K8S, OVERLAYS, container, one, rendered
-from tests.deploy.rendering import KUBECTL, KustomizeError, Manifest, kustomize
+from tests.deploy.rendering import (
+    KUBECTL,
+    KustomizeError,
+    Manifest,
+    kustomize,
+    load_documents,
+    parse_documents,
+)
 
 CONFIG_MAP = "cardrules-config"
 #: kustomize's suffix: a dash and ten hex digits of the hash, 0 1 3 a e spelt g h k m t.
@@ -76,6 +83,40 @@ def test_the_overlays_set_namespace_image_size_and_log_level():
     # Not debug in dev: the service writes no debug lines; debug adds only grpc's line
     # per call ("Loaded running loop") and aiohttp's records of refused requests.
     assert levels == ["info", "info", "info"]
+
+
+def patches() -> list[tuple[str, Manifest]]:
+    """``(folder, patch)`` of every patch of the overlays and components."""
+    found = []
+    for path in sorted(K8S.glob("*/*/kustomization.yaml")):
+        (kustomization,) = load_documents(path)
+        folder = path.parent.relative_to(K8S).as_posix()
+        found += [(folder, patch) for patch in kustomization.get("patches", [])]
+    return found
+
+
+PATCHES = patches()
+
+
+@pytest.mark.parametrize(
+    ("folder", "patch"), PATCHES, ids=[f"{folder}:{n}" for n, (folder, _) in enumerate(PATCHES)]
+)
+def test_every_patch_targets_an_object_the_base_renders(folder, patch):
+    """kustomize applies a patch that matches nothing as no patch, without an error: a
+    mutation review found the dev overlay's resources patch aimed at another name let
+    through."""
+    if "target" in patch:
+        target = patch["target"]
+    else:  # a strategic merge patch names its object itself
+        (body,) = parse_documents(patch["patch"], folder)
+        target = {"kind": body["kind"], "name": body["metadata"]["name"]}
+    matched = [
+        item
+        for item in rendered("base")
+        if item["kind"] == target["kind"]
+        and item["metadata"]["name"] == target.get("name", item["metadata"]["name"])
+    ]
+    assert matched, f"{folder}: {target} matches no object of the base"
 
 
 # -- the generated ConfigMap ----------------------------------------------------------------

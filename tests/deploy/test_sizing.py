@@ -98,6 +98,18 @@ def test_new_pods_get_calls_from_existing_clients_within_a_minute(overlay):
     assert DNS_MIN_RESOLUTION_SECONDS <= age <= LONGEST_AGE_SECONDS
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_hpa_keeps_a_pod_it_added_until_existing_clients_reach_it(overlay):
+    """A pod the HPA adds idles until existing clients' connections age out (+10%
+    jitter) and pulls the CPU average down meanwhile: a mutation review found a
+    scale-down window of 0, which removes it again, let through. Twice that wait
+    leaves room for the CPU metric's lag."""
+    objects = rendered(overlay)
+    age = config_of(objects).max_connection_age_seconds
+    scale_down = one(objects, "HorizontalPodAutoscaler")["spec"]["behavior"]["scaleDown"]
+    assert scale_down["stabilizationWindowSeconds"] >= 2 * age * 1.1
+
+
 def test_the_server_default_still_never_ages_connections():
     """Outside a cluster of replicas there is no new pod to find (the guide says why)."""
     assert ServerConfig().max_connection_age_seconds == 0

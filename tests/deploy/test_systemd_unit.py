@@ -10,8 +10,11 @@ SIGHUP stops it, so there is no ``ExecReload=``.
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import subprocess
+from pathlib import Path
 
 import promql_parser
 import pytest
@@ -188,6 +191,35 @@ def test_the_health_check_reads_the_servers_variables_and_restarts_only_a_runnin
     assert _command_uses(one(UNITS[CHECK_UNIT], "Service", "ExecStart"), venv)
     assert check["EnvironmentFile"] == server["EnvironmentFile"]
     assert f"try-restart {SERVER_UNIT}" in one(UNITS[CHECK_UNIT], "Service", "ExecStopPost")
+
+
+#: A stand-in for the venv's python: records its call, fails the first $FAILURES calls.
+_FAILING_CHECK = """#!/bin/sh
+echo "$*" >> "$CALLS"
+[ "$(wc -l < "$CALLS")" -gt "$FAILURES" ]
+"""
+
+
+def test_the_health_check_restarts_the_server_after_two_failed_checks_not_one(tmp_path: Path):
+    """As its Description says: one failed check (a busy moment) must not restart a
+    serving server; a mutation review found the second check removed let through. The
+    ExecStart runs under sh with a stand-in for the check and no pause between checks."""
+    argv = shlex.split(one(UNITS[CHECK_UNIT], "Service", "ExecStart"))
+    assert argv[:2] == ["/bin/sh", "-c"], argv
+    pauses = [int(s) for s in re.findall(r"\bsleep (\d+)", argv[2])]
+    assert pauses and min(pauses) > 0, argv[2]  # time for a busy moment to pass
+    stand_in = tmp_path / "python"
+    stand_in.write_text(_FAILING_CHECK)
+    stand_in.chmod(0o755)
+    script = re.sub(r"\bsleep \d+", "sleep 0", argv[2])
+    script = re.sub(r"\S+/bin/python\b", str(stand_in), script)
+    calls = tmp_path / "calls"
+    for failures, passes in ((0, True), (1, True), (2, False)):
+        calls.write_text("")
+        env = dict(os.environ, CALLS=str(calls), FAILURES=str(failures))
+        done = subprocess.run(["/bin/sh", "-c", script], env=env, check=False, timeout=30)
+        assert (done.returncode == 0) is passes, (failures, calls.read_text())
+        assert len(calls.read_text().splitlines()) == min(failures + 1, 2)
 
 
 def test_the_timer_fires_first_and_then_on_time():

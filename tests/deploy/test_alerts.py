@@ -398,6 +398,7 @@ def test_the_no_ready_pods_alert_fires_at_zero_available_and_only_then(overlay):
     expr = promql_parser.parse(rule["expr"])
     assert isinstance(expr, promql_parser.BinaryExpr)
     assert isinstance(expr.rhs, promql_parser.NumberLiteral)
+    assert not (expr.modifier and expr.modifier.return_bool), f"bool: fires always: {expr}"
     fires = _COMPARISONS[str(expr.op).strip()]
     threshold = float(str(expr.rhs))
     assert fires(0, threshold), f"silent with no pod available: {expr}"

@@ -337,15 +337,18 @@ def test_hpa_and_pdb_point_at_the_deployment():
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_a_node_drain_evicts_one_pod_at_a_time(overlay):
     """A mutation review found ``maxUnavailable: 100%`` let through: a drain could evict
-    every pod at once. At the HPA's minimum the budget keeps a pod serving (but for
-    dev's single pod) and still lets one go, or a drain would wait for good."""
+    every pod at once. At every replica count the HPA may set, a drain evicts one pod
+    at a time (``50%`` let two of prod's three go): never none, or it would wait for
+    good."""
     objects = rendered(overlay)
     budget = one(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"]
-    minimum = one(objects, "HorizontalPodAutoscaler")["spec"]["minReplicas"]
-    if isinstance(budget, str):  # a percentage, which Kubernetes rounds up
-        assert budget.endswith("%"), budget
-        budget = math.ceil(minimum * int(budget[:-1]) / 100)
-    assert 1 <= budget < max(minimum, 2)
+    hpa = one(objects, "HorizontalPodAutoscaler")["spec"]
+    for replicas in range(hpa["minReplicas"], hpa["maxReplicas"] + 1):
+        evicted = budget
+        if isinstance(budget, str):  # a percentage, which Kubernetes rounds up
+            assert budget.endswith("%"), budget
+            evicted = math.ceil(replicas * int(budget[:-1]) / 100)
+        assert evicted == 1, (replicas, budget)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

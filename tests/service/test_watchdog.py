@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import signal
 import subprocess
 import time
 
@@ -109,18 +110,29 @@ def test_a_running_loop_keeps_beating() -> None:
     assert all(gap >= BEAT_SECONDS - 0.01 for gap in gaps), gaps
 
 
-def test_a_worker_whose_kill_has_not_yet_taken_effect_is_killed_and_logged_once() -> None:
+def test_a_worker_whose_kill_has_not_yet_taken_effect_is_killed_and_logged_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A worker in uninterruptible sleep dies only as it leaves it, so it stays among the
     workers after its SIGKILL: it must not be killed and logged again every round (a
     mutation review). A zombie stands for it: ``os.kill`` succeeds on it, and nobody
     reaps it until the end."""
+    kills: list[tuple[int, int]] = []
+    real_kill = os.kill
+
+    def kill(pid: int, sig: int) -> None:
+        kills.append((pid, sig))
+        real_kill(pid, sig)
+
+    monkeypatch.setattr("service.watchdog.os.kill", kill)
     zombie = subprocess.Popen(["true"])
     time.sleep(0.3)
     end = start_watchdog({zombie.pid: 1}, Heartbeats(1), timeout=1.2)
     try:
         with structlog.testing.capture_logs() as logged:
-            time.sleep(4.5)  # overdue after about 1.5 s, then three more rounds
+            time.sleep(4.5)  # overdue after about 1.5 s, then six more rounds
     finally:
         end()
         zombie.wait()
     assert [line["event"] for line in logged] == ["worker hung"]
+    assert kills == [(zombie.pid, signal.SIGKILL)]

@@ -8,7 +8,10 @@ on ``0.0.0.0`` alone when it cannot. asyncio and the standard library bind
 pod went Ready on its gRPC probes with HTTP and ``/metrics`` out of reach. These
 helpers make the other two ports serve a wildcard as gRPC does. Any other host is
 served on every address it resolves to, all on one port (``start_http``,
-``start_metrics_http``).
+``start_metrics_http``), but for its IPv6 addresses on a machine that cannot bind
+IPv6 loopback while an IPv4 one is left: ``localhost`` resolves to ``::1`` too in
+most /etc/hosts, also where ``disable_ipv6`` is set, and gRPC serves it on IPv4
+alone there.
 """
 
 from __future__ import annotations
@@ -57,9 +60,15 @@ def listen_hosts(host: str) -> tuple[str, ...]:
     return (IPV4_WILDCARD, IPV6_WILDCARD) if ipv6_available() else (IPV4_WILDCARD,)
 
 
-def distinct_addresses(
+def addresses_to_bind(
     found: Iterable[tuple[Any, ...]],
 ) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
-    """The (family, socket address) of each answer of ``getaddrinfo`` once, in its order:
-    a name listed twice in /etc/hosts resolves to one address twice, bound once."""
-    return list(dict.fromkeys((family, address) for family, _, _, _, address in found))
+    """The (family, socket address) of each answer of ``getaddrinfo`` once, in its order
+    (a name listed twice in /etc/hosts resolves to one address twice, bound once),
+    without the IPv6 ones where IPv6 cannot be bound and an IPv4 one is left (the
+    module's docstring); with none left, they stay, to fail with the system's reason."""
+    distinct = list(dict.fromkeys((family, address) for family, _, _, _, address in found))
+    ipv4 = [answer for answer in distinct if answer[0] != socket.AF_INET6]
+    if ipv4 and len(ipv4) < len(distinct) and not ipv6_available():
+        return ipv4
+    return distinct

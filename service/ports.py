@@ -9,7 +9,7 @@ import socket
 from typing import Any
 
 from service.config import ServerConfig, env_name, host_port
-from service.listen import is_wildcard, listen_hosts
+from service.listen import addresses_to_bind, is_wildcard, listen_hosts
 from service.logs import get_logger
 
 _log = get_logger("cardrules.server")
@@ -142,7 +142,7 @@ def taken(host: str, port: int, is_grpc: bool) -> str | None:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as error:
         return str(error)
-    for family, _, _, _, address in addresses:
+    for family, address in addresses_to_bind(addresses):
         if (refused := bind_error(family, address)) is not None:
             return str(refused)  # taken, or no socket at all (no IPv6, no descriptors left)
     also = _GRPC_IPV6_ALSO.get(host.lower()) if is_grpc else None

@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,10 +28,12 @@ from tests.service.grpc_helpers import health
 from tests.service.server_process import (
     ServerProcess,
     cannot_listen_line,
+    events,
     free_ports,
     port_taken,
     running,
     serve_and_fail,
+    server_environment,
 )
 
 HAS_IPV6 = ipv6_available()
@@ -182,30 +185,59 @@ def test_with_ipv6_switched_off_a_wildcard_host_is_served_on_ipv4_alone():
     assert done.stdout == "('0.0.0.0',)\n", done.stderr
 
 
-def test_with_ipv6_switched_off_localhost_is_free_for_grpc():
-    """gRPC serves ``localhost`` on IPv4 alone where ``::1`` cannot be bound, so the port
-    check (``service.ports.taken``) must not refuse the start there over ``::1``; without
-    the check's errno exception ``--host localhost`` could not start on such a machine
-    (a mutation review)."""
-    done = _run_with_ipv6_switched_off(
-        "from service.ports import taken; print(taken('localhost', 0, True))"
-    )
-    assert done.stdout == "None\n", done.stderr
+# Runs in the namespace: ``serve --host localhost`` on all three ports (the namespace's
+# own, so fixed ones), its log until it listens or exits, then SIGTERM.
+_SERVE_LOCALHOST = """
+import subprocess, sys
+command = [sys.executable, "-m", "service", "serve", "--host", "localhost"]
+ports = ["--grpc-port", "50051", "--http-port", "8080", "--metrics-port", "9464"]
+serving = subprocess.Popen(command + ports, stdout=subprocess.PIPE, text=True)
+for line in serving.stdout:
+    print(line, end="")
+    if '"listening"' in line:
+        serving.terminate()
+print(serving.wait(60))
+"""
 
 
-def _run_with_ipv6_switched_off(code: str) -> subprocess.CompletedProcess[str]:
-    """Python ``code`` run in a network namespace of its own with ``disable_ipv6``
-    set (unprivileged, a user namespace maps the caller to root)."""
+def test_with_ipv6_switched_off_localhost_is_served_on_ipv4():
+    """On a machine that cannot bind ``::1`` whose /etc/hosts names it ``localhost`` too
+    (Debian's and Docker's do), ``--host localhost`` is served on 127.0.0.1, as gRPC
+    serves it: the port check and the HTTP and metrics ports refused to start over
+    ``::1`` (a review; the check's exception for gRPC's own ``::1`` alone was not enough)."""
+    done = _run_with_ipv6_switched_off(_SERVE_LOCALHOST, server_environment())
+    *lines, status = done.stdout.splitlines()
+    logged = events("\n".join(lines))
+    listening = next((line for line in logged if line["event"] == "listening"), None)
+    assert listening is not None, done.stdout
+    assert (listening["grpc"], listening["http"]) == ("localhost:50051", "localhost:8080")
+    assert [line["address"] for line in logged if line["event"] == "metrics"] == ["localhost:9464"]
+    assert status == "0", done.stdout
+
+
+def _run_with_ipv6_switched_off(
+    code: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Python ``code`` run in a network namespace of its own with ``disable_ipv6`` set
+    (unprivileged, a user namespace maps the caller to root) and the /etc/hosts of most
+    systems, which names ``::1`` ``localhost`` too (a mount namespace's own)."""
+    hosts = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
     switch_off = "for f in all lo; do echo 1 > /proc/sys/net/ipv6/conf/$f/disable_ipv6; done"
-    script = f'[ ! -d /proc/sys/net/ipv6 ] || {{ {switch_off}; }} && exec "$@"'
-    user = () if os.geteuid() == 0 else ("--map-root-user",)
-    return subprocess.run(
-        ["unshare", "--net", *user, "sh", "-c", script, "sh", sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+    script = (
+        f'printf \'{hosts}\' > "$HOSTS" && mount --bind "$HOSTS" /etc/hosts'
+        f' && {{ [ ! -d /proc/sys/net/ipv6 ] || {{ {switch_off}; }}; }} && exec "$@"'
     )
+    user = () if os.geteuid() == 0 else ("--map-root-user",)
+    namespace = ("unshare", "--net", "--mount", *user, "sh", "-c", script, "sh")
+    with tempfile.TemporaryDirectory() as folder:
+        return subprocess.run(
+            [*namespace, sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            env={**(env or os.environ), "HOSTS": os.path.join(folder, "hosts")},
+        )
 
 
 def test_a_specific_host_is_served_on_that_address_alone():

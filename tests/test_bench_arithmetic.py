@@ -117,12 +117,8 @@ def test_a_p99_rounded_onto_the_target_misses_it() -> None:
         "cached": [1000] * 49 + [300_000] + [200_004] + [1000] * 49,
         "uncached": [199_999] * 100,
     }
-    by_players = {
-        "2": {"cached": {"max_retimed_us": 300.0}, "uncached": {"max_retimed_us": 5000.0}},
-        "3": {"cached": {"max_retimed_us": 4999.99}, "uncached": {"max_retimed_us": 400.0}},
-    }
     worst_ns = {"cached": 4_999_990, "uncached": 5_000_004}
-    summary, checks = legal_moves.overall_figures(samples, by_players, worst_ns)
+    summary, checks = legal_moves.overall_figures(samples, worst_ns)
     assert summary["cached"] == {
         "n": 100,
         "p50_us": 1.0,
@@ -265,13 +261,12 @@ def test_workers_figures_take_the_median_load() -> None:
     }
 
 
-def test_the_token_is_measured_in_the_middle_of_each_deal() -> None:
-    """Distribution (n + 1) // 2 of n: larger than the deal's first, smaller than its last."""
-    _, _, sizes = grpc_bench.play_stream(1)
-    figures = grpc_bench.token_figures(sizes)
-    # A 4-player deal of two decks: six distributions; the third's tokens, 4 deals.
-    assert [len(sizes[deal]) for deal in sorted(sizes)] == [16, 16, 16, 16], sizes
-    assert figures["by_deal"][0]["max"] < figures["by_deal"][1]["max"]
+def test_the_token_is_measured_in_the_middle_distribution_of_a_deal() -> None:
+    """The third distribution of six, not the first nor the last; of an odd count, its
+    middle one."""
+    assert [grpc_bench.mid_deal(d, 6) for d in range(1, 7)] == [False, False, True] + [False] * 3
+    assert [grpc_bench.mid_deal(d, 5) for d in range(1, 6)] == [False, False, True, False, False]
+    assert grpc_bench.mid_deal(1, 1)
 
 
 def _grpc_report() -> Json:

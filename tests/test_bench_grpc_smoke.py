@@ -195,10 +195,14 @@ def test_the_play_floor_queues_the_move_count_play_does() -> None:
 
 def test_the_token_size_covers_every_deal_of_the_match() -> None:
     """The goal is on a 4-player state "in the middle of a deal": the benchmark measured
-    the first deal's only, the smallest, as every finished deal travels in the token."""
+    the first deal's only, the smallest, as every finished deal travels in the token.
+    A real match: its tokens are taken in the third distribution of each deal's six
+    (``mid_deal``), one a play."""
     requests, _, token_sizes = grpc_bench.play_stream(1)
-    # The default 4-player match deals once per player.
+    # The default 4-player match deals once per player; the third distribution of each
+    # deal gives each player 4 cards: 16 plays.
     assert sorted(token_sizes) == [1, 2, 3, 4]
+    assert [len(token_sizes[deal]) for deal in (1, 2, 3, 4)] == [16] * 4
     figures = grpc_bench.token_figures(token_sizes)
     assert [deal["deal"] for deal in figures["by_deal"]] == [1, 2, 3, 4]
     first = figures["by_deal"][0]

@@ -17,6 +17,7 @@ from bench import grpc as grpc_bench
 from bench import http as http_bench
 from bench.common import (
     Json,
+    fmt,
     percentile,
     render_targets,
     summarize_ns,
@@ -482,6 +483,8 @@ def _samples() -> list[dict[str, object]]:
                 "hwm_kib": 20_000,
                 "fds": 10 + (seconds >= 80),
                 "threads": 5,
+                "games": seconds // 10,
+                "failures": 0,
             }
         )
     return out
@@ -515,16 +518,20 @@ def test_soak_summary_from_fixed_samples() -> None:
 # -- deals ------------------------------------------------------------------------------
 
 
-def test_deal_rates_are_medians_of_the_repetitions() -> None:
+def _deal_result() -> Json:
     # Three repetitions of 10 deals: wall s, CPU s, moves.
     timings = {
         "unchecked": [(0.02, 0.025, 1000), (0.04, 0.05, 1010), (0.025, 0.04, 1020)],
         "validated": [(0.05, 0.04, 1000), (0.08, 0.1, 1010), (0.04, 0.025, 1020)],
         "unchecked_warm": [(0.01, 0.02, 990), (0.02, 0.02, 1020), (0.04, 0.02, 1000)],
     }
-    result = deals.figures(
+    return deals.figures(
         {path: [deals.Timing(*t) for t in rows] for path, rows in timings.items()}, 10
     )
+
+
+def test_deal_rates_are_medians_of_the_repetitions() -> None:
+    result = _deal_result()
     assert (result["players"], result["repetitions"], result["deals_per_rep"]) == (2, 3, 10)
     fast = result["unchecked"]
     # 500, 250 and 400 deals/s; 400, 200 and 250 per CPU s; 20, 39.6 and 24.51 µs a move.
@@ -573,3 +580,152 @@ def test_overload_rates_and_probe_figures() -> None:
     }
     lines = overload.render({"http": 5, "grpc": 5, "seconds": 10}, [row]).splitlines()
     assert lines[-1].split()[3:] == [str(v) for v in list(row.values())[1:]]
+
+
+def _row(lines: list[str], label: str) -> list[str]:
+    """The cells of the one table row of ``lines`` that starts with ``label``, after it."""
+    (row,) = [line[len(label) :].split() for line in lines if line.startswith(label + " ")]
+    return row
+
+
+def test_the_printed_deal_table_shows_the_json_figures() -> None:
+    result = _deal_result()
+    lines = deals.render(result).splitlines()
+    assert lines[0] == ("whole random 2-player deals, median of 3 repetitions x 10 deals, one core")
+    # deals/s, min, max, per CPU s, µs/move, moves/deal
+    assert _row(lines, "unchecked") == ["400", "250", "500", "250", "24.5", "100"]
+    assert _row(lines, "validated") == ["200", "125", "250", "250", "50.0", "100"]
+    assert _row(lines, "unchecked_warm") == ["500", "250", "1,000", "500", "19.6", "99.0"]
+    for path in deals.PATHS:
+        shown = result[path]
+        keys = ["deals_per_s", "min_deals_per_s", "max_deals_per_s", "deals_per_cpu_s"]
+        keys += ["us_per_move", "moves_per_deal"]
+        assert _row(lines, path) == [fmt(shown[key]) for key in keys], path
+
+
+def test_the_printed_legal_moves_table_shows_the_json_figures() -> None:
+    """Each player count's row and the overall one: positions, moves a position, then p50,
+    p99, raw and re-timed maxima of the cached pass, then of the uncached one."""
+    # 101 samples a count: 1..100 µs and 500 µs, 2..200 µs and 700 µs; p50 the 51st, p99
+    # the 100th. Uncached: 3 times as long.
+    two = [k * 1000 for k in range(1, 101)] + [500_000]
+    three = [k * 2000 for k in range(1, 101)] + [700_000]
+    by_players: Json = {}
+    for players, cached, retimed in (("2", two, 123_400), ("3", three, 234_400)):
+        by_players[players] = {
+            "cached": {**summarize_ns(cached), "max_retimed_us": retimed / 1000},
+            "uncached": {
+                **summarize_ns(3 * ns for ns in cached),
+                "max_retimed_us": 3 * retimed / 1000,
+            },
+            "positions": 101,
+            "moves_per_position": 7.5,
+        }
+    samples = {"cached": two + three, "uncached": [3 * ns for ns in two + three]}
+    overall, _ = legal_moves.overall_figures(samples, {"cached": 234_400, "uncached": 703_200})
+    result = {"games_per_player_count": 2, "by_players": by_players, "overall": overall}
+    lines = legal_moves.render(result).splitlines()
+    # positions, moves/position; cached p50, p99, max, re-timed; uncached the same
+    two_row = ["101", "7.50", "51.0", "100", "500", "123", "153", "300", "1,500", "370"]
+    three_row = ["101", "7.50", "102", "200", "700", "234", "306", "600", "2,100", "703"]
+    assert (_row(lines, "2"), _row(lines, "3")) == (two_row, three_row)
+    # 202 samples together: p50 the 101st sorted (68 µs, of each count's; 102 are 68 µs or
+    # less), p99 the 200th (200 µs, below 500 and 700); re-timed: the largest of worst_ns.
+    assert _row(lines, "all") == ["202", "68.0", "200", "700", "234", "204", "600", "2,100", "703"]
+
+
+def test_the_printed_capture_tables_show_the_json_figures() -> None:
+    def stats(p50: float, p99: float, top: float, retimed: float) -> Json:
+        return {
+            "n": 3,
+            "p50_us": p50,
+            "p99_us": p99,
+            "max_us": top,
+            "mean_us": 1.0,
+            "max_retimed_us": retimed,
+        }
+
+    def grown(size: int, p50: float, retimed: float, ratios: tuple[float, float] | None) -> Json:
+        return {
+            "size": size,
+            "calls": 1300,
+            "p50_us": p50,
+            "p99_us": 2 * p50,
+            "max_us": 5 * p50,
+            "max_retimed_us": retimed,
+            "median_moves": 4.5,
+            "max_moves": 12,
+            "p50_ratio": ratios and ratios[0],
+            "max_retimed_ratio": ratios and ratios[1],
+        }
+
+    result = {
+        "tables": 1500,
+        "table_size": 20,
+        "overall": stats(3.25, 41.5, 950.0, 120.0),
+        "by_played": {"2 (2)": stats(1.5, 2.25, 3.75, 2.5), "A (14)": stats(4.25, 41.5, 950, 120)},
+        "worst": {"us": 120.0, "played": "A (14)", "table": "A♠ A♥ 2♣", "moves": 7},
+        "growth_tables_per_size": 5,
+        "growth": [grown(8, 2.0, 4.25, None), grown(10, 3.0, 7.0, (1.5, 1.75))],
+    }
+    lines = captures.render(result).splitlines()
+    assert lines[0].startswith("table_moves([card], table) on 1,500 random 20-card tables")
+    # p50, p99, raw maximum, re-timed maximum
+    assert _row(lines, "2 (2)") == ["1.50", "2.25", "3.75", "2.50"]
+    assert _row(lines, "A (14)") == ["4.25", "41.5", "950", "120"]
+    assert _row(lines, "all") == ["3.25", "41.5", "950", "120"]
+    assert "worst: A (14) against A♠ A♥ 2♣ -> 7 moves, 120 µs re-timed" in lines
+    assert "growth with table size, 5 tables x 13 values per size" in "\n".join(lines)
+    # cards, calls, p50 and its ratio, p99, max, re-timed and its ratio, moves p50, max
+    assert _row(lines, "8") == ["1,300", "2.00", "4.00", "10.0", "4.25", "4.50", "12"]
+    assert _row(lines, "10") == [
+        "1,300",
+        "3.00",
+        "x1.50",
+        "6.00",
+        "15.0",
+        "7.00",
+        "x1.75",
+        "4.50",
+        "12",
+    ]
+
+
+def test_the_printed_soak_tables_show_the_json_figures() -> None:
+    tally = Tally()
+    tally.calls.update({"grpc": 2500, "http": 520})
+    tally.games.update({"grpc": 7, "http": 3})
+    tally.refusals.update({"bad token": 4})
+    samples = _samples()
+    report = {
+        "params": {
+            "workers": 2,
+            "grpc_clients": 3,
+            "http_clients": 1,
+            "seconds": 100.0,
+            "sample_seconds": 10.0,
+        },
+        "samples": samples,
+        "tally": tally.as_json(),
+        "summary": soak.summarize(samples, tally, soak.warmup_seconds(100.0)),
+        "server_stopped": None,
+    }
+    lines = soak.render(report).splitlines()
+    assert lines[0].startswith("Soak: cardrules serve --workers 2, 3 gRPC and 1 HTTP/JSON")
+    # Every sample of the short run: time, RSS and HWM in MiB, fds, threads, CPU % and
+    # calls a second since the previous row, games, failures.
+    assert _row(lines, "0:00") == ["1.0", "19.5", "10", "5", "-", "-", "0", "0"]
+    assert _row(lines, "1:00") == ["11.9", "19.5", "10", "5", "50", "30", "6", "0"]
+    assert _row(lines, "1:40") == ["13.3", "19.5", "11", "5", "50", "30", "10", "0"]
+    for seconds in range(0, 101, 10):
+        assert _row(lines, f"{seconds // 60}:{seconds % 60:02d}")[-2] == str(seconds // 10)
+    # The footprint: start, warm-up end, end, max, per hour after the warm-up and over the
+    # last quarter.
+    assert _row(lines, "RSS MiB") == ["1.0", "11.5", "13.3", "13.3", "126.6", "126.6"]
+    assert _row(lines, "HWM MiB") == ["19.5"] * 4 + ["0.0", "0.0"]
+    # fds: 10, 10, 10, 11, 11, 11 over 50..100 s, a slope of 45/1750 a second; flat from 75 s.
+    assert _row(lines, "fds") == ["10", "10", "11", "11", "92.6", "0.00"]
+    assert lines[-1] == (
+        "3,020 calls (30/s; grpc 2,500, http 520), 10 whole matches (grpc 7, http 3), "
+        "4 expected refusals, 0 failures; server CPU 0.5 cores"
+    )

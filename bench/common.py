@@ -136,6 +136,17 @@ def clear_caches() -> None:
     moves._sweep_ranks.cache_clear()
 
 
+def alternate(items: Sequence[T], rounds: int) -> list[tuple[int, T]]:
+    """Every item of ``rounds`` rounds in turn, with its round (from 0): ``items`` in even
+    rounds, reversed in odd ones, so that no item always runs first after the previous
+    round's last, or always last."""
+    return [
+        (number, item)
+        for number in range(rounds)
+        for item in (items if number % 2 == 0 else items[::-1])
+    ]
+
+
 def percentile(ordered: Sequence[int], q: float) -> int:
     """Nearest-rank percentile (``q`` in 0..1) of samples sorted ascending."""
     if not ordered:

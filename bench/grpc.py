@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
-from bench.common import Json, note, summarize_ns, table, target
+from bench.common import Json, alternate, note, summarize_ns, table, target
 from bench.grpc_load import write_requests
 from bench.grpc_server import ECHO_METHOD, INSTRUMENTED_ECHO_METHOD, PLAY_FLOOR_METHOD
 from bench.procfs import cpu_seconds
@@ -85,9 +85,16 @@ def play_stream(
                 requests.append(request.SerializeToString())
                 response_sizes.append(response.ByteSize())
             state, view = response.state, response.view
-            if not view.game_over and view.distribution == (view.distributions + 1) // 2:
+            if not view.game_over and mid_deal(view.distribution, view.distributions):
                 token_sizes.setdefault(view.deal_number, []).append(len(state))
     return requests, response_sizes, token_sizes
+
+
+def mid_deal(distribution: int, distributions: int) -> bool:
+    """Whether distribution ``distribution`` (from 1) of a deal's ``distributions`` is the
+    deal's middle one, where the token is measured: the third of six, the third of five
+    (the later of two middles, the middle of an odd count)."""
+    return distribution == (distributions + 1) // 2
 
 
 def token_figures(token_sizes: dict[int, list[int]]) -> Json:
@@ -190,19 +197,13 @@ RATIOS = (
 )
 
 
-def round_order(round_number: int) -> tuple[tuple[str, str], ...]:
-    """The calls of round ``round_number`` (from 0): ``CALLS`` in even rounds, reversed in
-    odd ones, as ``bench http`` alternates its transports, so that no call always runs
-    first after the previous round's last or always last; ``Play`` and the echo stay
-    next to each other in every round, their ratio taken side by side."""
-    return CALLS if round_number % 2 == 0 else CALLS[::-1]
-
-
 def load_order(rounds: int) -> list[tuple[int, str, str]]:
-    """Every load of ``side_by_side`` in turn: its round (from 0), call name and method."""
-    return [
-        (number, name, method) for number in range(rounds) for name, method in round_order(number)
-    ]
+    """Every load of ``side_by_side`` in turn: its round (from 0), call name and method.
+    ``CALLS`` in even rounds, reversed in odd ones, as ``bench http`` alternates its
+    transports, so that no call always runs first after the previous round's last or always
+    last; ``Play`` and the echo stay next to each other in every round, their ratio taken
+    side by side."""
+    return [(number, name, method) for number, (name, method) in alternate(CALLS, rounds)]
 
 
 def side_by_side(
@@ -291,9 +292,15 @@ def ratio_rounds(tops: Sequence[Load], bottoms: Sequence[Load]) -> list[float]:
     return [rate(t) / rate(b) for t, b in zip(tops, bottoms, strict=True)]
 
 
+def median_ratio(runs: dict[str, list[Round]], top: str, bottom: str) -> float:
+    """The median of the rounds' throughput ratios of call ``top`` over ``bottom``,
+    unrounded."""
+    return median(ratio_rounds(runs[top], runs[bottom]))
+
+
 def play_echo_ratio(runs: dict[str, list[Round]]) -> float:
-    """The Play/echo ratio the target judges: the median of the rounds', unrounded."""
-    return median(ratio_rounds(runs["play"], runs["echo"]))
+    """The Play/echo ratio the target judges, unrounded; the report's ``ratio`` rounded."""
+    return median_ratio(runs, "play", "echo")
 
 
 def side_by_side_figures(runs: dict[str, list[Round]]) -> Json:
@@ -301,9 +308,8 @@ def side_by_side_figures(runs: dict[str, list[Round]]) -> Json:
     median of the rounds' ratios (each round's calls side by side), with the rounds'."""
     report: Json = {name: call_figures(rounds) for name, rounds in runs.items()}
     for name, top, bottom in RATIOS:
-        ratios = ratio_rounds(runs[top], runs[bottom])
-        report[name] = round(median(ratios), 3)
-        report[name + "_rounds"] = [round(r, 3) for r in ratios]
+        report[name] = round(median_ratio(runs, top, bottom), 3)
+        report[name + "_rounds"] = [round(r, 3) for r in ratio_rounds(runs[top], runs[bottom])]
     return report
 
 

@@ -33,6 +33,7 @@ from bench.common import (
     Json,
     Size,
     add_sizes,
+    alternate,
     chosen_sizes,
     finish,
     meta,
@@ -143,11 +144,7 @@ def round_figures(latencies: Sequence[int], failures: int, seconds: float) -> Js
 def load_order(rounds: int) -> list[tuple[int, str]]:
     """Every load of the measured rounds in turn, with its round (from 0): the transports'
     order reversed every other round."""
-    order = []
-    for number in range(rounds):
-        for transport in TRANSPORTS if number % 2 == 0 else TRANSPORTS[::-1]:
-            order.append((number, transport))
-    return order
+    return alternate(TRANSPORTS, rounds)
 
 
 async def _measure(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from bench import grpc as grpc_bench
 from bench import http as http_bench
 from bench.common import (
     Json,
+    fmt,
     percentile,
     render_targets,
     summarize_ns,
@@ -44,7 +46,7 @@ def test_summarize_ns_in_microseconds() -> None:
         "p50_us": 101.0,  # rank ceil(100.5) = 101
         "p99_us": 199.0,  # rank ceil(198.99) = 199
         "max_us": 1000.0,
-        "mean_us": round((sum(range(1, 201)) * 1000 + 1_000_000) / 201 / 1000, 2),
+        "mean_us": 104.98,  # (20,100,000 + 1,000,000) ns / 201
     }
 
 
@@ -109,22 +111,36 @@ def test_a_deal_rate_rounded_onto_the_target_misses_it() -> None:
 
 def test_a_p99_rounded_onto_the_target_misses_it() -> None:
     """A p99 of 200,004 ns reads 200.0 µs to 0.01 µs, the target's 200; a re-timed maximum
-    of 5,000,004 ns, 5,000.0 µs."""
+    of 5,000,004 ns, 5,000.0 µs. The samples come unsorted, two player counts' one after
+    the other, as ``run`` joins them: the 99th of 100 sorted is 200,004 ns, the 99th as
+    given 1,000."""
     samples = {
-        "cached": [1000] * 98 + [200_004, 300_000],  # the 99th of 100
+        "cached": [1000] * 49 + [300_000] + [200_004] + [1000] * 49,
         "uncached": [199_999] * 100,
     }
-    by_players = {
-        "2": {"cached": {"max_retimed_us": 4999.99}, "uncached": {"max_retimed_us": 5000.0}},
-        "3": {"cached": {"max_retimed_us": 300.0}, "uncached": {"max_retimed_us": 400.0}},
-    }
     worst_ns = {"cached": 4_999_990, "uncached": 5_000_004}
-    summary, checks = legal_moves.overall_figures(samples, by_players, worst_ns)
-    assert summary["cached"] == {**summarize_ns(samples["cached"]), "max_retimed_us": 4999.99}
+    summary, checks = legal_moves.overall_figures(samples, worst_ns)
+    assert summary["cached"] == {
+        "n": 100,
+        "p50_us": 1.0,
+        "p99_us": 200.0,
+        "max_us": 300.0,
+        "mean_us": 5.98,  # (98,000 + 200,004 + 300,000) ns / 100
+        "max_retimed_us": 4999.99,
+    }
     assert summary["uncached"]["max_retimed_us"] == 5000.0
     assert [c["value"] for c in checks] == [200.0, 4999.99, 200.0, 5000.0]
     assert [verdict(c) for c in checks] == ["MISSED", "ok", "ok", "MISSED"]
     assert render_targets(checks).splitlines()[2].split()[-7:-4] == ["over", "200", "<="]
+
+
+def test_the_deal_target_judges_the_median_unrounded_rate() -> None:
+    """245, 250.04 and 250.05 deals/s: their median, 250.04, meets the 250 target; their
+    mean, 248.36, and their minimum would miss it."""
+    timings = [deals.Timing(10 / rate, 0.03, 1000) for rate in (250.04, 245.0, 250.05)]
+    result = deals.figures({path: list(timings) for path in deals.PATHS}, 10)
+    assert result["unchecked"]["deals_per_s"] == 250.0  # as reported
+    assert [c["met"] for c in result["targets"]] == [True, False, True]
 
 
 def test_a_worst_capture_rounded_onto_the_target_misses_it() -> None:
@@ -216,16 +232,20 @@ def test_an_odd_count_of_rounds_takes_the_middle_one() -> None:
     assert report["echo"]["throughput_rps"] == 1000.0  # of 1000, 800 and 1000
     assert report["play"]["server_cpu_us_per_call"] == 400.0  # of 400, 500 and 200
     assert report["ratio_rounds"] == [0.5, 0.75, 1.5] and report["ratio"] == 0.75
+    assert grpc_bench.play_echo_ratio(scripted(3)) == 0.75  # their mean is 0.917
 
 
 def test_rounds_alternate_the_order_of_the_calls() -> None:
-    names = [name for name, _ in grpc_bench.CALLS]
-    assert [name for name, _ in grpc_bench.round_order(0)] == names
-    assert [name for name, _ in grpc_bench.round_order(1)] == names[::-1]
+    """Every round ran Play, echo, instrumented echo and floor in that order, so Play always
+    followed the previous round's floor and the floor always ran last; ``bench http``
+    alternates its order. Play and the echo stay side by side in every round."""
+    methods = dict(grpc_bench.CALLS)
+    forth = ["play", "echo", "echo_instrumented", "play_floor"]
+    back = ["play_floor", "echo_instrumented", "echo", "play"]
     assert grpc_bench.load_order(3) == [
-        (number, name, method)
-        for number, calls in enumerate((grpc_bench.CALLS, grpc_bench.CALLS[::-1], grpc_bench.CALLS))
-        for name, method in calls
+        (number, name, methods[name])
+        for number, names in enumerate((forth, back, forth))
+        for name in names
     ]
 
 
@@ -242,18 +262,19 @@ def test_workers_figures_take_the_median_load() -> None:
     }
 
 
-def test_the_token_is_measured_in_the_middle_of_each_deal() -> None:
-    """Distribution (n + 1) // 2 of n: larger than the deal's first, smaller than its last."""
-    _, _, sizes = grpc_bench.play_stream(1)
-    figures = grpc_bench.token_figures(sizes)
-    # A 4-player deal of two decks: six distributions; the third's tokens, 4 deals.
-    assert [len(sizes[deal]) for deal in sorted(sizes)] == [16, 16, 16, 16], sizes
-    assert figures["by_deal"][0]["max"] < figures["by_deal"][1]["max"]
+def test_the_token_is_measured_in_the_middle_distribution_of_a_deal() -> None:
+    """The third distribution of six, not the first nor the last; of an odd count, its
+    middle one."""
+    assert [grpc_bench.mid_deal(d, 6) for d in range(1, 7)] == [False, False, True] + [False] * 3
+    assert [grpc_bench.mid_deal(d, 5) for d in range(1, 6)] == [False, False, True, False, False]
+    assert grpc_bench.mid_deal(1, 1)
 
 
 def _grpc_report() -> Json:
-    token_sizes = {1: [200, 210, 220], 2: [300, 330], 3: [400, 410, 420, 430]}
-    report = grpc_bench.stream_figures([b"a" * 7], [90, 110], token_sizes)
+    # Skewed sizes, so that no median is their mean or their maximum; deals unsorted.
+    token_sizes = {3: [400, 410, 420, 600], 1: [200, 210, 290], 2: [300, 330, 900]}
+    requests = [b"a" * 3, b"a" * 50, b"a" * 7]
+    report = grpc_bench.stream_figures(requests, [90, 400, 100], token_sizes)
     report["concurrency"] = 4
     report["seconds_per_round"] = 2.0
     runs = scripted(2)
@@ -280,16 +301,17 @@ def test_the_stream_and_the_checks_of_a_grpc_run() -> None:
         "workers",
         "targets",
     ]
-    assert report["requests"] == 1
-    assert report["echo_bytes"] == 100 and report["request_bytes_median"] == 7
-    assert report["token_bytes_mid_deal"] == {"median": 210, "max": 220}
+    assert report["requests"] == 3
+    assert report["echo_bytes"] == 100  # of 90, 400 and 100; their mean is 196
+    assert report["request_bytes_median"] == 7  # of 3, 50 and 7; their mean is 20
+    assert report["token_bytes_mid_deal"] == {"median": 210, "max": 290}  # mean 233
     assert report["token_bytes_mid_every_deal"] == {
-        "median": 330,  # of 9 sizes
-        "max": 430,
+        "median": 365,  # of 10 sizes, between 330 and 400; their mean is 446
+        "max": 900,
         "by_deal": [
-            {"deal": 1, "median": 210, "max": 220},
-            {"deal": 2, "median": 315, "max": 330},
-            {"deal": 3, "median": 415, "max": 430},
+            {"deal": 1, "median": 210, "max": 290},
+            {"deal": 2, "median": 330, "max": 900},  # mean 510
+            {"deal": 3, "median": 415, "max": 600},  # mean 457.5
         ],
     }
     assert [
@@ -297,7 +319,7 @@ def test_the_stream_and_the_checks_of_a_grpc_run() -> None:
     ] == [
         ("Play/echo throughput ratio", 0.625, 0.6, ">=", "target"),
         ("Play/echo throughput ratio (goal)", 0.625, 0.8, ">=", "goal"),
-        ("4-player mid-deal token, every deal (goal)", 430, 600, "<=", "goal"),
+        ("4-player mid-deal token, every deal (goal)", 900, 600, "<=", "goal"),
     ]
     assert grpc_bench.failed_calls(report) == 3 + 2 + 1
 
@@ -330,8 +352,8 @@ def test_the_printed_grpc_tables_show_the_json_figures() -> None:
         "Play floor/echo, if the rules cost nothing: 0.95 (rounds [0.9, 1.0])"
     )
     assert (
-        "every deal: median 330 B, max 430 B (by deal, median/max: 1: 210/220 B, 2: 315/330 B, "
-        "3: 415/430 B); first deal alone: median 210 B, max 220 B" in "\n".join(lines)
+        "every deal: median 365 B, max 900 B (by deal, median/max: 1: 210/290 B, 2: 330/900 B, "
+        "3: 415/600 B); first deal alone: median 210 B, max 290 B" in "\n".join(lines)
     )
     for name, w in report["workers"].items():
         (row,) = [line.split() for line in lines if line.split()[:1] == [name]]
@@ -362,8 +384,11 @@ def test_main_thread_schedule_of_a_real_process() -> None:
         ]
     )
     try:
+        deadline = time.monotonic() + 10
         while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
-            pass
+            assert child.poll() is None, f"the child exited ({child.returncode}) before stopping"
+            assert time.monotonic() < deadline, "the child did not stop within 10 s"
+            time.sleep(0.001)
         run_ns, wait_ns, slices = grpc_bench._main_thread_schedule(child.pid)
         sched = dict(
             (line.split(":")[0].strip(), line.split(":")[1].strip())
@@ -458,6 +483,8 @@ def _samples() -> list[dict[str, object]]:
                 "hwm_kib": 20_000,
                 "fds": 10 + (seconds >= 80),
                 "threads": 5,
+                "games": seconds // 10,
+                "failures": 0,
             }
         )
     return out
@@ -491,16 +518,20 @@ def test_soak_summary_from_fixed_samples() -> None:
 # -- deals ------------------------------------------------------------------------------
 
 
-def test_deal_rates_are_medians_of_the_repetitions() -> None:
+def _deal_result() -> Json:
     # Three repetitions of 10 deals: wall s, CPU s, moves.
     timings = {
         "unchecked": [(0.02, 0.025, 1000), (0.04, 0.05, 1010), (0.025, 0.04, 1020)],
         "validated": [(0.05, 0.04, 1000), (0.08, 0.1, 1010), (0.04, 0.025, 1020)],
         "unchecked_warm": [(0.01, 0.02, 990), (0.02, 0.02, 1020), (0.04, 0.02, 1000)],
     }
-    result = deals.figures(
+    return deals.figures(
         {path: [deals.Timing(*t) for t in rows] for path, rows in timings.items()}, 10
     )
+
+
+def test_deal_rates_are_medians_of_the_repetitions() -> None:
+    result = _deal_result()
     assert (result["players"], result["repetitions"], result["deals_per_rep"]) == (2, 3, 10)
     fast = result["unchecked"]
     # 500, 250 and 400 deals/s; 400, 200 and 250 per CPU s; 20, 39.6 and 24.51 µs a move.
@@ -549,3 +580,152 @@ def test_overload_rates_and_probe_figures() -> None:
     }
     lines = overload.render({"http": 5, "grpc": 5, "seconds": 10}, [row]).splitlines()
     assert lines[-1].split()[3:] == [str(v) for v in list(row.values())[1:]]
+
+
+def _row(lines: list[str], label: str) -> list[str]:
+    """The cells of the one table row of ``lines`` that starts with ``label``, after it."""
+    (row,) = [line[len(label) :].split() for line in lines if line.startswith(label + " ")]
+    return row
+
+
+def test_the_printed_deal_table_shows_the_json_figures() -> None:
+    result = _deal_result()
+    lines = deals.render(result).splitlines()
+    assert lines[0] == ("whole random 2-player deals, median of 3 repetitions x 10 deals, one core")
+    # deals/s, min, max, per CPU s, µs/move, moves/deal
+    assert _row(lines, "unchecked") == ["400", "250", "500", "250", "24.5", "100"]
+    assert _row(lines, "validated") == ["200", "125", "250", "250", "50.0", "100"]
+    assert _row(lines, "unchecked_warm") == ["500", "250", "1,000", "500", "19.6", "99.0"]
+    for path in deals.PATHS:
+        shown = result[path]
+        keys = ["deals_per_s", "min_deals_per_s", "max_deals_per_s", "deals_per_cpu_s"]
+        keys += ["us_per_move", "moves_per_deal"]
+        assert _row(lines, path) == [fmt(shown[key]) for key in keys], path
+
+
+def test_the_printed_legal_moves_table_shows_the_json_figures() -> None:
+    """Each player count's row and the overall one: positions, moves a position, then p50,
+    p99, raw and re-timed maxima of the cached pass, then of the uncached one."""
+    # 101 samples a count: 1..100 µs and 500 µs, 2..200 µs and 700 µs; p50 the 51st, p99
+    # the 100th. Uncached: 3 times as long.
+    two = [k * 1000 for k in range(1, 101)] + [500_000]
+    three = [k * 2000 for k in range(1, 101)] + [700_000]
+    by_players: Json = {}
+    for players, cached, retimed in (("2", two, 123_400), ("3", three, 234_400)):
+        by_players[players] = {
+            "cached": {**summarize_ns(cached), "max_retimed_us": retimed / 1000},
+            "uncached": {
+                **summarize_ns(3 * ns for ns in cached),
+                "max_retimed_us": 3 * retimed / 1000,
+            },
+            "positions": 101,
+            "moves_per_position": 7.5,
+        }
+    samples = {"cached": two + three, "uncached": [3 * ns for ns in two + three]}
+    overall, _ = legal_moves.overall_figures(samples, {"cached": 234_400, "uncached": 703_200})
+    result = {"games_per_player_count": 2, "by_players": by_players, "overall": overall}
+    lines = legal_moves.render(result).splitlines()
+    # positions, moves/position; cached p50, p99, max, re-timed; uncached the same
+    two_row = ["101", "7.50", "51.0", "100", "500", "123", "153", "300", "1,500", "370"]
+    three_row = ["101", "7.50", "102", "200", "700", "234", "306", "600", "2,100", "703"]
+    assert (_row(lines, "2"), _row(lines, "3")) == (two_row, three_row)
+    # 202 samples together: p50 the 101st sorted (68 µs, of each count's; 102 are 68 µs or
+    # less), p99 the 200th (200 µs, below 500 and 700); re-timed: the largest of worst_ns.
+    assert _row(lines, "all") == ["202", "68.0", "200", "700", "234", "204", "600", "2,100", "703"]
+
+
+def test_the_printed_capture_tables_show_the_json_figures() -> None:
+    def stats(p50: float, p99: float, top: float, retimed: float) -> Json:
+        return {
+            "n": 3,
+            "p50_us": p50,
+            "p99_us": p99,
+            "max_us": top,
+            "mean_us": 1.0,
+            "max_retimed_us": retimed,
+        }
+
+    def grown(size: int, p50: float, retimed: float, ratios: tuple[float, float] | None) -> Json:
+        return {
+            "size": size,
+            "calls": 1300,
+            "p50_us": p50,
+            "p99_us": 2 * p50,
+            "max_us": 5 * p50,
+            "max_retimed_us": retimed,
+            "median_moves": 4.5,
+            "max_moves": 12,
+            "p50_ratio": ratios and ratios[0],
+            "max_retimed_ratio": ratios and ratios[1],
+        }
+
+    result = {
+        "tables": 1500,
+        "table_size": 20,
+        "overall": stats(3.25, 41.5, 950.0, 120.0),
+        "by_played": {"2 (2)": stats(1.5, 2.25, 3.75, 2.5), "A (14)": stats(4.25, 41.5, 950, 120)},
+        "worst": {"us": 120.0, "played": "A (14)", "table": "A♠ A♥ 2♣", "moves": 7},
+        "growth_tables_per_size": 5,
+        "growth": [grown(8, 2.0, 4.25, None), grown(10, 3.0, 7.0, (1.5, 1.75))],
+    }
+    lines = captures.render(result).splitlines()
+    assert lines[0].startswith("table_moves([card], table) on 1,500 random 20-card tables")
+    # p50, p99, raw maximum, re-timed maximum
+    assert _row(lines, "2 (2)") == ["1.50", "2.25", "3.75", "2.50"]
+    assert _row(lines, "A (14)") == ["4.25", "41.5", "950", "120"]
+    assert _row(lines, "all") == ["3.25", "41.5", "950", "120"]
+    assert "worst: A (14) against A♠ A♥ 2♣ -> 7 moves, 120 µs re-timed" in lines
+    assert "growth with table size, 5 tables x 13 values per size" in "\n".join(lines)
+    # cards, calls, p50 and its ratio, p99, max, re-timed and its ratio, moves p50, max
+    assert _row(lines, "8") == ["1,300", "2.00", "4.00", "10.0", "4.25", "4.50", "12"]
+    assert _row(lines, "10") == [
+        "1,300",
+        "3.00",
+        "x1.50",
+        "6.00",
+        "15.0",
+        "7.00",
+        "x1.75",
+        "4.50",
+        "12",
+    ]
+
+
+def test_the_printed_soak_tables_show_the_json_figures() -> None:
+    tally = Tally()
+    tally.calls.update({"grpc": 2500, "http": 520})
+    tally.games.update({"grpc": 7, "http": 3})
+    tally.refusals.update({"bad token": 4})
+    samples = _samples()
+    report = {
+        "params": {
+            "workers": 2,
+            "grpc_clients": 3,
+            "http_clients": 1,
+            "seconds": 100.0,
+            "sample_seconds": 10.0,
+        },
+        "samples": samples,
+        "tally": tally.as_json(),
+        "summary": soak.summarize(samples, tally, soak.warmup_seconds(100.0)),
+        "server_stopped": None,
+    }
+    lines = soak.render(report).splitlines()
+    assert lines[0].startswith("Soak: cardrules serve --workers 2, 3 gRPC and 1 HTTP/JSON")
+    # Every sample of the short run: time, RSS and HWM in MiB, fds, threads, CPU % and
+    # calls a second since the previous row, games, failures.
+    assert _row(lines, "0:00") == ["1.0", "19.5", "10", "5", "-", "-", "0", "0"]
+    assert _row(lines, "1:00") == ["11.9", "19.5", "10", "5", "50", "30", "6", "0"]
+    assert _row(lines, "1:40") == ["13.3", "19.5", "11", "5", "50", "30", "10", "0"]
+    for seconds in range(0, 101, 10):
+        assert _row(lines, f"{seconds // 60}:{seconds % 60:02d}")[-2] == str(seconds // 10)
+    # The footprint: start, warm-up end, end, max, per hour after the warm-up and over the
+    # last quarter.
+    assert _row(lines, "RSS MiB") == ["1.0", "11.5", "13.3", "13.3", "126.6", "126.6"]
+    assert _row(lines, "HWM MiB") == ["19.5"] * 4 + ["0.0", "0.0"]
+    # fds: 10, 10, 10, 11, 11, 11 over 50..100 s, a slope of 45/1750 a second; flat from 75 s.
+    assert _row(lines, "fds") == ["10", "10", "11", "11", "92.6", "0.00"]
+    assert lines[-1] == (
+        "3,020 calls (30/s; grpc 2,500, http 520), 10 whole matches (grpc 7, http 3), "
+        "4 expected refusals, 0 failures; server CPU 0.5 cores"
+    )

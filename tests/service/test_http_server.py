@@ -132,7 +132,7 @@ def test_an_unknown_path_is_404_not_found_route(server):
         ("/v1/krypkasino/new_game", "/v1/krypkasino:newGame"),
         ("/V1/KRYPKASINO:GETVIEW", "/v1/krypkasino:getView"),
         ("/health", "/healthz"),
-        ("/v1/krypkasino:shuffle", None),
+        ("/v1/krypkasino:shuffle", None),  # 0.81 against /v1/krypkasino:score, under 0.85
         ("/v1/" + "krypkasino:score" * 8, None),
     ],
 )

@@ -372,9 +372,13 @@ def test_text_transcript_shows_every_event_score_table_and_the_result(capsys, ar
 
 
 def test_a_shared_lowest_total_makes_every_holder_a_winner(capsys):
-    result = run_json(capsys, "--players", "2", "--deals", "2", "--seed", "85")["result"]
+    """K13.3: ties shared; and a summary counts the shared win for each winner, as its
+    text says (a mutation review found counting the first winner alone passed)."""
+    argv = ("--players", "2", "--deals", "2", "--seed", "85")
+    result = run_json(capsys, *argv)["result"]
     assert result["seat_totals"] == [42, 42]
-    assert result["winners"] == [0, 1]  # K13.3: ties shared
+    assert result["winners"] == [0, 1]
+    assert run_json(capsys, *argv, "--summary")["team_wins"] == [1, 1]
 
 
 TIEBREAK_6 = "--players 6 --target-score 1 --tie-rule tiebreak_deal --seed 211"
@@ -555,6 +559,8 @@ def test_the_summary_counts_what_a_variant_study_needs(capsys):
         sum(seat in doc["result"]["winners"] for doc in singles) for seat in range(4)
     ]
     assert summary["sweeps_per_deal"] == round(summary["sweeps"] / summary["deals"], 4)
+    # Each rate to 4 places (a mutation review found crawl_rate's 2 passed).
+    assert summary["crawl_rate"] == round(summary["crawls"] / summary["turns"], 4)
     assert summary["capture_rate"] == round(summary["captures"] / summary["turns"], 4)
     assert (summary["complete"], summary["games_asked"], summary["played"]) == (
         True,

@@ -1,6 +1,7 @@
 """``cardrules simulate --games``: a run stopped by a signal keeps the games it finished,
 and its progress on stderr is a side channel that never costs the result (README.md,
-"The simulator"). Real ``python -m service`` processes."""
+"The simulator"). Real ``python -m service`` processes; ``SimulationStops`` and the
+progress lines also in this process, with real signals and a clock of the test's."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import pytest
 
 from service import cli
 from service.simulate_progress import LOG_INTERVAL_SECONDS, LineProgress, SideChannel
+from service.simulate_stops import SimulationStops, Stopped
 from tests.service.simulate_process import simulate_command
 
 
@@ -175,8 +177,21 @@ class _BrokenTerminal(io.StringIO):
         raise BrokenPipeError(32, "Broken pipe")
 
 
-def test_a_terminal_that_cannot_be_written_loses_the_bar_not_the_result(monkeypatch, capsys):
-    monkeypatch.setattr(sys, "stderr", _BrokenTerminal())
+def _closed_file() -> io.StringIO:
+    closed = io.StringIO()
+    closed.close()
+    return closed
+
+
+@pytest.mark.parametrize(
+    "stderr", [_BrokenTerminal, _closed_file], ids=["a terminal gone", "a closed file"]
+)
+def test_a_stderr_that_cannot_be_written_loses_the_progress_not_the_result(
+    monkeypatch, capsys, stderr
+):
+    """A closed file's write raises ValueError, not OSError (a mutation review found
+    that leaving ValueError out of the progress line's write passed)."""
+    monkeypatch.setattr(sys, "stderr", stderr())
     assert cli.main([*SUMMARY, "--json"]) == 0
     _summary_of(capsys.readouterr().out)
 
@@ -229,16 +244,64 @@ def test_into_a_log_a_line_comes_every_interval_and_never_twice():
 
 
 def test_a_game_longer_than_the_interval_gets_one_line_not_one_per_interval_missed():
+    """The line after a late one comes at the next whole interval from the start, not an
+    interval after the late line (a mutation review found the latter passed)."""
     out = io.StringIO()
     clock = _Clock()
-    progress = LineProgress(3, SideChannel(out), clock)
+    progress = LineProgress(4, SideChannel(out), clock)
     clock.now += LOG_INTERVAL_SECONDS * 3.5
     progress.update(1)
     clock.now += LOG_INTERVAL_SECONDS / 3  # still within the interval begun at 90 s
     progress.update(1)
+    clock.now += LOG_INTERVAL_SECONDS / 3  # 125 s: within the one begun at 120 s
+    progress.update(1)
+    clock.now += 1
+    progress.update(1)
     progress.close()
     assert [line.split(" [")[0] for line in out.getvalue().splitlines()] == [
-        "simulate:   0% 0/3",
-        "simulate:  33% 1/3",
-        "simulate:  67% 2/3",
+        "simulate:   0% 0/4",
+        "simulate:  25% 1/4",
+        "simulate:  75% 3/4",
+        "simulate: 100% 4/4",
     ]
+
+
+# --- SimulationStops in this process ---------------------------------------------------
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stops_in_this_process() -> Iterator[SimulationStops]:
+    """``SimulationStops`` in this process, the stop signals at their defaults before it
+    (as a command's are; a test run may ignore some) and restored after. Signals come
+    by ``signal.raise_signal``, whose handler has run when it returns."""
+    previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in _STOP_SIGNALS}
+    try:
+        with SimulationStops() as stops:
+            yield stops
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def test_a_signal_before_playing_stops_it_as_it_begins():
+    """One kept since the handlers were set is raised on entering ``playing()`` (a
+    mutation review found not raising it passed)."""
+    with stops_in_this_process() as stops:
+        signal.raise_signal(signal.SIGTERM)
+        with pytest.raises(Stopped) as stopped, stops.playing():
+            pass
+    assert stopped.value.status == 143
+
+
+def test_a_signal_while_held_is_raised_after_the_block():
+    """A mutation review found a signal kept in ``held()`` and never raised passed."""
+    with (
+        stops_in_this_process() as stops,
+        stops.playing(),
+        pytest.raises(Stopped) as stopped,
+        stops.held(),  # raises it as it ends
+    ):
+        signal.raise_signal(signal.SIGTERM)
+    assert stopped.value.status == 143

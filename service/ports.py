@@ -48,7 +48,9 @@ def host_at_fault(host: str) -> bool:
         addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError:
         return True
-    return any(bind_error(family, address) is not None for family, _, _, _, address in addresses)
+    return any(
+        bind_error(family, address) is not None for family, address in addresses_to_bind(addresses)
+    )
 
 
 def ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:

@@ -186,9 +186,14 @@ def test_with_ipv6_switched_off_a_wildcard_host_is_served_on_ipv4_alone():
 
 
 # Runs in the namespace: ``serve --host localhost`` on all three ports (the namespace's
-# own, so fixed ones), its log until it listens or exits, then SIGTERM.
+# own, so fixed ones), its log until it listens or exits, then SIGTERM; with a port
+# given as its argument held on 127.0.0.1 by another socket first.
 _SERVE_LOCALHOST = """
-import subprocess, sys
+import socket, subprocess, sys
+held = socket.socket()
+if sys.argv[1:]:
+    held.bind(("127.0.0.1", int(sys.argv[1])))
+    held.listen()
 command = [sys.executable, "-m", "service", "serve", "--host", "localhost"]
 ports = ["--grpc-port", "50051", "--http-port", "8080", "--metrics-port", "9464"]
 serving = subprocess.Popen(command + ports, stdout=subprocess.PIPE, text=True)
@@ -215,8 +220,22 @@ def test_with_ipv6_switched_off_localhost_is_served_on_ipv4():
     assert status == "0", done.stdout
 
 
+def test_with_ipv6_switched_off_a_port_taken_on_localhost_is_blamed_on_the_port():
+    """Where ``localhost`` is served on 127.0.0.1 alone (above), a port another process
+    holds there is the port's fault, not the host's: ``host_at_fault`` tried ``::1`` too
+    and named ``--host`` (a review)."""
+    done = _run_with_ipv6_switched_off(_SERVE_LOCALHOST, server_environment(), "8080")
+    *lines, status = done.stdout.splitlines()
+    [failure] = [line for line in events("\n".join(lines)) if line["event"] == "cannot listen"]
+    assert (failure["listener"], failure["setting"]) == (
+        "http",
+        "--http-port or CARDRULES_HTTP_PORT",
+    )
+    assert status == "1", done.stdout
+
+
 def _run_with_ipv6_switched_off(
-    code: str, env: dict[str, str] | None = None
+    code: str, env: dict[str, str] | None = None, *arguments: str
 ) -> subprocess.CompletedProcess[str]:
     """Python ``code`` run in a network namespace of its own with ``disable_ipv6`` set
     (unprivileged, a user namespace maps the caller to root) and the /etc/hosts of most
@@ -231,7 +250,7 @@ def _run_with_ipv6_switched_off(
     namespace = ("unshare", "--net", "--mount", *user, "sh", "-c", script, "sh")
     with tempfile.TemporaryDirectory() as folder:
         return subprocess.run(
-            [*namespace, sys.executable, "-c", code],
+            [*namespace, sys.executable, "-c", code, *arguments],
             capture_output=True,
             text=True,
             timeout=120,

@@ -193,12 +193,23 @@ def test_the_play_floor_queues_the_move_count_play_does() -> None:
         assert counted[1] == counted[0] >= 1, counted
 
 
-def test_the_token_size_covers_every_deal_of_the_match() -> None:
+def test_the_token_size_covers_every_deal_of_the_match(monkeypatch: pytest.MonkeyPatch) -> None:
     """The goal is on a 4-player state "in the middle of a deal": the benchmark measured
     the first deal's only, the smallest, as every finished deal travels in the token.
     A real match: its tokens are taken in the third distribution of each deal's six
-    (``mid_deal``), one a play."""
+    (``mid_deal``, which the stream is seen to ask: a review found the count of 16 a
+    deal blind to which distribution gave them), one a play."""
+    kept: list[tuple[int, int]] = []
+    mid_deal = grpc_bench.mid_deal
+
+    def seen(distribution: int, distributions: int) -> bool:
+        if chosen := mid_deal(distribution, distributions):
+            kept.append((distribution, distributions))
+        return chosen
+
+    monkeypatch.setattr(grpc_bench, "mid_deal", seen)
     requests, _, token_sizes = grpc_bench.play_stream(1)
+    assert set(kept) == {(3, 6)} and len(kept) == 64
     # The default 4-player match deals once per player; the third distribution of each
     # deal gives each player 4 cards: 16 plays.
     assert sorted(token_sizes) == [1, 2, 3, 4]

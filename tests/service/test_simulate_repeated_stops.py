@@ -164,5 +164,6 @@ def test_a_stop_signal_as_a_large_result_is_written_waits_for_the_whole_of_it(
     assert simulation.returncode == 128 + signum, (simulation.returncode, err)
     assert out == whole
     *progress, last = err.splitlines()  # a summary's progress lines, then one line
+    assert result == "summary" or progress == [], err  # a transcript: one line alone
     assert all(shown.startswith("simulate: ") for shown in progress) and err.endswith("\n")
     assert last == "cardrules: error: " + line.format(WORDS[signum])

@@ -279,6 +279,9 @@ def stops_in_this_process() -> Iterator[SimulationStops]:
     previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in _STOP_SIGNALS}
     try:
         with SimulationStops() as stops:
+            # A raised signal found at SIG_DFL would end the whole pytest process.
+            taken = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
+            assert all(h == stops._handle for h in taken.values()), taken
             yield stops
     finally:
         for signum, handler in previous.items():

@@ -15,10 +15,12 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from tqdm._monitor import TMonitor
 
 from service.simulate_progress import MonotonicBar, games_progress
 from tests.service.server_process import (
@@ -185,12 +187,14 @@ def test_a_slow_game_after_fast_ones_is_drawn(monkeypatch: pytest.MonkeyPatch) -
     """tqdm's bar waits for as many games as it saw in its last redraw interval before it
     looks at the clock again; its monitor thread, off for the monotonic bar, redrew a bar
     whose games slowed after a fast stretch, 10 to 20 s late (a review). It stays off (a
-    mutation review found the monitor on again passed)."""
+    mutation review found the monitor on again passed): the bar starts no monitor thread,
+    though another tqdm bar of this process may have started one."""
     with a_terminal(80) as terminal, open(terminal.terminal, "w", closefd=False) as tty:
         monkeypatch.setattr(sys, "stderr", tty)
         reader = TerminalReader(terminal.controller)
+        monitors = _monitor_threads()
         bar = games_progress(1000)
-        assert isinstance(bar, MonotonicBar) and bar.monitor is None
+        assert isinstance(bar, MonotonicBar) and _monitor_threads() == monitors
         for _ in range(300):  # fast games, then a slow one
             time.sleep(0.001)
             bar.update(1)
@@ -200,3 +204,7 @@ def test_a_slow_game_after_fast_ones_is_drawn(monkeypatch: pytest.MonkeyPatch) -
         reader.wait_for(lambda text: "301/1000" in text, timeout=5)
         bar.close()
     reader.close()
+
+
+def _monitor_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if isinstance(thread, TMonitor)}

@@ -238,15 +238,9 @@ def side_by_side(
                 load = _load(address, method, path, concurrency, seconds, 1)
                 server_cpu = cpu_seconds(server.pid) - cpu
                 after = _main_thread_schedule(server.pid)
+                main_thread = Schedule(*(a - b for a, b in zip(after, before, strict=True)))
                 runs[name].append(
-                    Round(
-                        calls=load.calls,
-                        seconds=load.seconds,
-                        failures=load.failures,
-                        ns=load.ns,
-                        server_cpu=server_cpu,
-                        main_thread=Schedule(*(a - b for a, b in zip(after, before, strict=True))),
-                    )
+                    Round(**vars(load), server_cpu=server_cpu, main_thread=main_thread)
                 )
                 note(f"round {round_number + 1}/{rounds} {name}: {load.calls} calls")
         finally:

@@ -72,3 +72,11 @@ def addresses_to_bind(
     if ipv4 and len(ipv4) < len(distinct) and not ipv6_available():
         return ipv4
     return distinct
+
+
+def resolved_addresses(host: str, port: int) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
+    """``addresses_to_bind`` of a TCP listener on ``host`` and ``port``: OSError where the
+    name does not resolve."""
+    return addresses_to_bind(
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    )

@@ -39,7 +39,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from service.listen import IPV6_WILDCARD, addresses_to_bind, listen_hosts
+from service.listen import IPV6_WILDCARD, listen_hosts, resolved_addresses
 from service.logs import OncePerWindow, get_logger
 
 if TYPE_CHECKING:
@@ -273,9 +273,7 @@ def start_metrics_http(
     if dual:  # both families on one socket, as gRPC serves a wildcard
         addresses = [(socket.AF_INET6, (IPV6_WILDCARD, port))]
     else:
-        addresses = addresses_to_bind(
-            socket.getaddrinfo(hosts[0], port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        )
+        addresses = resolved_addresses(hosts[0], port)
     connections = _Connections(max_connections)
     servers: list[_BoundedServer] = []
     try:

@@ -9,7 +9,7 @@ import socket
 from typing import Any
 
 from service.config import ServerConfig, env_name, host_port
-from service.listen import addresses_to_bind, is_wildcard, listen_hosts
+from service.listen import is_wildcard, listen_hosts, resolved_addresses
 from service.logs import get_logger
 
 _log = get_logger("cardrules.server")
@@ -45,12 +45,10 @@ def host_at_fault(host: str) -> bool:
     if is_wildcard(host):
         return False
     try:
-        addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        addresses = resolved_addresses(host, 0)
     except OSError:
         return True
-    return any(
-        bind_error(family, address) is not None for family, address in addresses_to_bind(addresses)
-    )
+    return any(bind_error(family, address) is not None for family, address in addresses)
 
 
 def ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
@@ -141,10 +139,10 @@ def taken(host: str, port: int, is_grpc: bool) -> str | None:
                 return f"{host_port(wildcard, port)}, which {host} is served on too: {refused}"
         return None
     try:
-        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        addresses = resolved_addresses(host, port)
     except OSError as error:
         return str(error)
-    for family, address in addresses_to_bind(addresses):
+    for family, address in addresses:
         if (refused := bind_error(family, address)) is not None:
             return str(refused)  # taken, or no socket at all (no IPv6, no descriptors left)
     also = _GRPC_IPV6_ALSO.get(host.lower()) if is_grpc else None

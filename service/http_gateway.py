@@ -106,7 +106,7 @@ from service.http_json import (
     status_json,
 )
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
-from service.listen import addresses_to_bind, is_wildcard, listen_hosts
+from service.listen import addresses_to_bind, is_wildcard, listen_hosts, numeric_host
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
 from service.spelling import nearest
@@ -952,8 +952,7 @@ async def _listen_addresses(host: str) -> list[str]:
     found = await asyncio.get_running_loop().getaddrinfo(
         host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )
-    numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
-    return [socket.getnameinfo(address, numeric)[0] for _, address in addresses_to_bind(found)]
+    return [numeric_host(address) for _, address in addresses_to_bind(found)]
 
 
 def _bound_port(addresses: Iterable[Any]) -> int:

@@ -1,5 +1,5 @@
-"""Which addresses a ``--host`` listens on, for the HTTP gateway and the metrics port
-(docs/operations.md, "Configuration").
+"""Which addresses a ``--host`` listens on, for gRPC, the HTTP gateway and the metrics
+port (docs/operations.md, "Configuration").
 
 grpc core serves a wildcard host (``0.0.0.0`` or ``::``) on IPv4 and IPv6 alike,
 on a dual-stack ``[::]`` socket, whenever the machine can bind IPv6 loopback, and
@@ -12,6 +12,12 @@ served on every address it resolves to, all on one port (``start_http``,
 IPv6 loopback while an IPv4 one is left: ``localhost`` resolves to ``::1`` too in
 most /etc/hosts, also where ``disable_ipv6`` is set, and gRPC serves it on IPv4
 alone there.
+
+gRPC is given those numeric addresses too, not the name: its own resolver (c-ares)
+answers a name from every /etc/hosts line that shares one of its names, so with
+``127.0.0.1 localhost myhost`` and ``192.0.2.5 myhost``, ``--host localhost`` had gRPC
+listen on 192.0.2.5 as well, reachable from the network while HTTP and metrics stayed
+on loopback; and it gave ``localhost`` ``::1`` where the system's resolver does not.
 """
 
 from __future__ import annotations
@@ -72,6 +78,21 @@ def addresses_to_bind(
     if ipv4 and len(ipv4) < len(distinct) and not ipv6_available():
         return ipv4
     return distinct
+
+
+def numeric_host(address: tuple[Any, ...]) -> str:
+    """The numeric host of a socket address, an IPv6 scope id kept (``fe80::1%eth0``)."""
+    return socket.getnameinfo(address, socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)[0]
+
+
+def grpc_hosts(host: str) -> list[str]:
+    """The hosts gRPC is told to listen on for ``host``, all on one port: a wildcard as
+    given (gRPC core serves it on both families itself), else each numeric address of
+    ``resolved_addresses`` (the module's docstring). OSError where the name does not
+    resolve."""
+    if is_wildcard(host):
+        return [host]
+    return [numeric_host(address) for _, address in resolved_addresses(host, 0)]
 
 
 def resolved_addresses(host: str, port: int) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:

@@ -15,12 +15,6 @@ from service.logs import get_logger
 _log = get_logger("cardrules.server")
 
 
-#: The IPv6 address grpc also listens on for a host name beyond what getaddrinfo gives:
-#: its resolver gives localhost both loopbacks (RFC 6761) where /etc/hosts may give
-#: only 127.0.0.1.
-_GRPC_IPV6_ALSO = {"localhost": "::1"}
-
-
 def cannot_listen(listener: str, host: str, port: int, error: str) -> None:
     """The ``cannot listen`` line: which port, why, and the setting that mends it (a
     newcomer whose ``make serve`` found 50051 taken was told only the first two): the
@@ -67,7 +61,7 @@ def ports_free(config: ServerConfig, claims: list[socket.socket]) -> bool:
         # Port 0 is checked too (any free port; for metrics, none): a host that is no
         # address of this machine is told here, not in grpc's words, which omit why.
         if error is None and (port or listener != "metrics"):
-            error = taken(config.host, port, listener == "grpc")
+            error = taken(config.host, port)
         if error is not None:
             cannot_listen(listener, config.host, port, error)
             return False
@@ -113,7 +107,7 @@ def claim(port: int, claims: list[socket.socket]) -> str | None:
     return None
 
 
-def taken(host: str, port: int, is_grpc: bool) -> str | None:
+def taken(host: str, port: int) -> str | None:
     """Why ``port`` on ``host`` is not free, or None: checked before anything binds.
 
     Workers bind with SO_REUSEPORT, which shares a port with any process of the
@@ -126,8 +120,8 @@ def taken(host: str, port: int, is_grpc: bool) -> str | None:
     A wildcard host is served on both ``0.0.0.0`` and ``[::]`` (``service.listen``):
     both must be free. grpc would quietly fall back to IPv4 alone when another
     process listens on ``[::]``, leaving it the clients that reach the port over
-    IPv6. ``is_grpc``: grpc serves some host names on an IPv6 address too
-    (``_GRPC_IPV6_ALSO``), with the same fallback.
+    IPv6. A name is served on each address it resolves to, on every port
+    (``service.listen``): each must be free.
     """
     if is_wildcard(host):
         for wildcard in listen_hosts(host):
@@ -145,12 +139,6 @@ def taken(host: str, port: int, is_grpc: bool) -> str | None:
     for family, address in addresses:
         if (refused := bind_error(family, address)) is not None:
             return str(refused)  # taken, or no socket at all (no IPv6, no descriptors left)
-    also = _GRPC_IPV6_ALSO.get(host.lower()) if is_grpc else None
-    if also is not None:
-        refused = bind_error(socket.AF_INET6, (also, port), ipv6_only=True)
-        # No IPv6 on this machine: grpc then serves the host on IPv4 alone.
-        if refused is not None and refused.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
-            return f"[{also}]:{port}, which gRPC also serves for {host}: {refused}"
     return None
 
 

@@ -41,6 +41,7 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
+from service.listen import grpc_hosts
 from service.logs import DROPPED_LINES, configure_logging, get_logger, status_or_crash
 from service.metrics import (
     EPHEMERAL,
@@ -263,10 +264,9 @@ async def _run_servers(
             )
         )
         add_health_and_reflection(server, health_servicer, reflection_servicer)
-        address = host_port(config.host, config.grpc_port)
         try:
-            port = server.add_insecure_port(address)
-        except RuntimeError as error:
+            port = _add_grpc_ports(server, config.host, config.grpc_port)
+        except (RuntimeError, OSError) as error:
             cannot_listen("grpc", config.host, config.grpc_port, str(error))
             return 1
         http = started.http = await _start_gateway(config, api, runner, metrics)
@@ -302,6 +302,14 @@ async def _run_servers(
     signals.finished()
     _log.info("stopped", grace_expired=expired, pid=os.getpid())
     return 0
+
+
+def _add_grpc_ports(server: grpc.aio.Server, host: str, port: int) -> int:
+    """Have ``server`` listen on each of ``host``'s addresses (``listen.grpc_hosts``), all on
+    one port: with port 0, the port the first got. The port."""
+    for address in grpc_hosts(host):
+        port = server.add_insecure_port(host_port(address, port))
+    return port
 
 
 class DrainingHealth(health.aio.HealthServicer):

@@ -1,6 +1,6 @@
 """A wildcard host on IPv4 and IPv6 alike for all three ports, as gRPC serves it, and on
-IPv4 alone on a machine without IPv6 (docs/operations.md, "Configuration";
-``service.listen``). Real processes on loopback.
+IPv4 alone on a machine without IPv6; a name on the same addresses on all three
+(docs/operations.md, "Configuration"; ``service.listen``). Real processes on loopback.
 
 Whether this machine has IPv6 decides what the tests expect, never whether they
 run: without it, they check the IPv4 fallback instead.
@@ -9,6 +9,7 @@ run: without it, they check the IPv4 fallback instead.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import subprocess
@@ -187,13 +188,13 @@ def test_with_ipv6_switched_off_a_wildcard_host_is_served_on_ipv4_alone():
 
 # Runs in the namespace: ``serve --host localhost`` on all three ports (the namespace's
 # own, so fixed ones), its log until it listens or exits, then SIGTERM; with a port
-# given as its argument held on 127.0.0.1 by another socket first.
+# given as its first argument held by another socket first, on 127.0.0.1 or the address
+# given as its second.
 _SERVE_LOCALHOST = """
 import socket, subprocess, sys
-held = socket.socket()
 if sys.argv[1:]:
-    held.bind(("127.0.0.1", int(sys.argv[1])))
-    held.listen()
+    address = (sys.argv[2] if sys.argv[2:] else "127.0.0.1", int(sys.argv[1]))
+    held = socket.create_server(address, family=socket.getaddrinfo(*address)[0][0])
 command = [sys.executable, "-m", "service", "serve", "--host", "localhost"]
 ports = ["--grpc-port", "50051", "--http-port", "8080", "--metrics-port", "9464"]
 serving = subprocess.Popen(command + ports, stdout=subprocess.PIPE, text=True)
@@ -234,17 +235,82 @@ def test_with_ipv6_switched_off_a_port_taken_on_localhost_is_blamed_on_the_port(
     assert status == "1", done.stdout
 
 
+# Runs in the namespace: ``serve --host localhost`` as above, then which of the
+# namespace's loopback addresses (127.0.0.1, 127.0.0.2, ::1) answer on each port.
+_SERVE_LOCALHOST_AND_PROBE = """
+import json, socket, subprocess, sys
+command = [sys.executable, "-m", "service", "serve", "--host", "localhost"]
+ports = {"grpc": 50051, "http": 8080, "metrics": 9464}
+flags = [text for name, port in ports.items() for text in (f"--{name}-port", str(port))]
+serving = subprocess.Popen(command + flags, stdout=subprocess.PIPE, text=True)
+for line in serving.stdout:
+    if '"listening"' in line:
+        break
+def answers(address, port):
+    try:
+        socket.create_connection((address, port), timeout=10).close()
+    except OSError:  # refused, or no IPv6 on this kernel
+        return False
+    return True
+addresses = ("127.0.0.1", "127.0.0.2", "::1")
+print(json.dumps({name: [a for a in addresses if answers(a, port)] for name, port in ports.items()}))
+serving.terminate()
+print(serving.wait(60))
+"""
+
+
+def test_grpc_listens_on_the_addresses_http_and_metrics_do():
+    """gRPC is given the numeric addresses the system resolves ``--host`` to (``service.
+    listen``): given the name, grpc's own resolver merged every /etc/hosts line sharing one
+    of its names, so with ``127.0.0.1 localhost myhost`` and ``127.0.0.2 myhost`` (a LAN
+    address in real life), ``--host localhost`` had gRPC alone listen on 127.0.0.2 too,
+    and on ``::1``, which this /etc/hosts does not give ``localhost`` (a review)."""
+    hosts = "127.0.0.1 localhost myhost\n127.0.0.2 myhost\n"
+    done = _run_in_namespace(_SERVE_LOCALHOST_AND_PROBE, hosts=hosts, env=server_environment())
+    answering, status = done.stdout.splitlines()
+    assert json.loads(answering) == {
+        "grpc": ["127.0.0.1"],
+        "http": ["127.0.0.1"],
+        "metrics": ["127.0.0.1"],
+    }
+    assert status == "0", done.stdout
+
+
+def test_a_port_held_on_any_address_of_the_host_stops_the_server():
+    """A name is served on every address it resolves to, so each must be free: with
+    ``localhost`` on both loopbacks, another process on ``[::1]:50051`` would take the
+    gRPC clients that reach the name over IPv6 (on a kernel without IPv6, 127.0.0.1's)."""
+    held = "::1" if os.path.isdir("/proc/sys/net/ipv6") else "127.0.0.1"
+    hosts = "127.0.0.1 localhost\n::1 localhost\n"
+    done = _run_in_namespace(_SERVE_LOCALHOST, "50051", held, hosts=hosts, env=server_environment())
+    *lines, status = done.stdout.splitlines()
+    [failure] = [line for line in events("\n".join(lines)) if line["event"] == "cannot listen"]
+    assert (failure["listener"], failure["address"]) == ("grpc", "localhost:50051")
+    assert failure["setting"] == "--grpc-port or CARDRULES_GRPC_PORT"
+    assert "in use" in str(failure["error"])
+    assert status == "1", done.stdout
+
+
 def _run_with_ipv6_switched_off(
     code: str, env: dict[str, str] | None = None, *arguments: str
 ) -> subprocess.CompletedProcess[str]:
-    """Python ``code`` run in a network namespace of its own with ``disable_ipv6`` set
-    (unprivileged, a user namespace maps the caller to root) and the /etc/hosts of most
-    systems, which names ``::1`` ``localhost`` too (a mount namespace's own)."""
+    """Python ``code`` run in a network namespace of its own with ``disable_ipv6`` set and
+    the /etc/hosts of most systems, which names ``::1`` ``localhost`` too."""
     hosts = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+    return _run_in_namespace(code, *arguments, hosts=hosts, env=env, ipv6=False)
+
+
+def _run_in_namespace(
+    code: str, *arguments: str, hosts: str, env: dict[str, str] | None, ipv6: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Python ``code`` run in a network namespace of its own, its loopback up (and without
+    IPv6 unless ``ipv6``; unprivileged, a user namespace maps the caller to root), with
+    ``hosts`` for /etc/hosts (a mount namespace's own)."""
     switch_off = "for f in all lo; do echo 1 > /proc/sys/net/ipv6/conf/$f/disable_ipv6; done"
+    ipv6_off = "" if ipv6 else f" && {{ [ ! -d /proc/sys/net/ipv6 ] || {{ {switch_off}; }}; }}"
     script = (
         f'printf \'{hosts}\' > "$HOSTS" && mount --bind "$HOSTS" /etc/hosts'
-        f' && {{ [ ! -d /proc/sys/net/ipv6 ] || {{ {switch_off}; }}; }} && exec "$@"'
+        f' && ip link set lo up{ipv6_off} && exec "$@"'
     )
     user = () if os.geteuid() == 0 else ("--map-root-user",)
     namespace = ("unshare", "--net", "--mount", *user, "sh", "-c", script, "sh")

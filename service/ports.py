@@ -9,7 +9,7 @@ import socket
 from typing import Any
 
 from service.config import ServerConfig, env_name, host_port
-from service.listen import is_wildcard, listen_hosts, resolved_addresses
+from service.listen import is_wildcard, listen_hosts, numeric_host, resolved_addresses
 from service.logs import get_logger
 
 _log = get_logger("cardrules.server")
@@ -121,7 +121,7 @@ def taken(host: str, port: int) -> str | None:
     both must be free. grpc would quietly fall back to IPv4 alone when another
     process listens on ``[::]``, leaving it the clients that reach the port over
     IPv6. A name is served on each address it resolves to, on every port
-    (``service.listen``): each must be free.
+    (``service.listen``): each must be free, and the one that is not is named.
     """
     if is_wildcard(host):
         for wildcard in listen_hosts(host):
@@ -137,8 +137,11 @@ def taken(host: str, port: int) -> str | None:
     except OSError as error:
         return str(error)
     for family, address in addresses:
+        # Taken, or no socket at all (no IPv6, no descriptors left).
         if (refused := bind_error(family, address)) is not None:
-            return str(refused)  # taken, or no socket at all (no IPv6, no descriptors left)
+            if (numeric := numeric_host(address)) == host.strip("[]"):
+                return str(refused)
+            return f"{host_port(numeric, port)}, which {host} resolves to: {refused}"
     return None
 
 

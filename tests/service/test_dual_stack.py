@@ -279,7 +279,8 @@ def test_grpc_listens_on_the_addresses_http_and_metrics_do():
 def test_a_port_held_on_any_address_of_the_host_stops_the_server():
     """A name is served on every address it resolves to, so each must be free: with
     ``localhost`` on both loopbacks, another process on ``[::1]:50051`` would take the
-    gRPC clients that reach the name over IPv6 (on a kernel without IPv6, 127.0.0.1's)."""
+    gRPC clients that reach the name over IPv6 (on a kernel without IPv6, 127.0.0.1's).
+    The refusal names the address, which the ``--host`` name alone does not tell."""
     held = "::1" if os.path.isdir("/proc/sys/net/ipv6") else "127.0.0.1"
     hosts = "127.0.0.1 localhost\n::1 localhost\n"
     done = _run_in_namespace(_SERVE_LOCALHOST, "50051", held, hosts=hosts, env=server_environment())
@@ -287,6 +288,8 @@ def test_a_port_held_on_any_address_of_the_host_stops_the_server():
     [failure] = [line for line in events("\n".join(lines)) if line["event"] == "cannot listen"]
     assert (failure["listener"], failure["address"]) == ("grpc", "localhost:50051")
     assert failure["setting"] == "--grpc-port or CARDRULES_GRPC_PORT"
+    address = f"[{held}]" if ":" in held else held
+    assert str(failure["error"]).startswith(f"{address}:50051, which localhost resolves to: ")
     assert "in use" in str(failure["error"])
     assert status == "1", done.stdout
 

@@ -952,7 +952,7 @@ async def _listen_addresses(host: str) -> list[str]:
     found = await asyncio.get_running_loop().getaddrinfo(
         host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )
-    return [numeric_host(address) for _, address in addresses_to_bind(found)]
+    return [numeric_host(address) for _, address in addresses_to_bind(host, found)]
 
 
 def _bound_port(addresses: Iterable[Any]) -> int:

@@ -13,11 +13,16 @@ IPv6 loopback while an IPv4 one is left: ``localhost`` resolves to ``::1`` too i
 most /etc/hosts, also where ``disable_ipv6`` is set, and gRPC serves it on IPv4
 alone there.
 
+``localhost`` is served on both loopbacks (where IPv6 loopback can be bound) even
+where /etc/hosts gives it one: gRPC's clients (c-ares) resolve it to ``::1`` first
+whatever /etc/hosts says (RFC 6761), so another process on ``[::1]`` would answer
+them, and the port check must see it.
+
 gRPC is given those numeric addresses too, not the name: its own resolver (c-ares)
 answers a name from every /etc/hosts line that shares one of its names, so with
 ``127.0.0.1 localhost myhost`` and ``192.0.2.5 myhost``, ``--host localhost`` had gRPC
 listen on 192.0.2.5 as well, reachable from the network while HTTP and metrics stayed
-on loopback; and it gave ``localhost`` ``::1`` where the system's resolver does not.
+on loopback.
 """
 
 from __future__ import annotations
@@ -37,6 +42,16 @@ def is_wildcard(host: str) -> bool:
         return ipaddress.ip_address(host).is_unspecified
     except ValueError:  # a host name
         return False
+
+
+def is_address(host: str) -> bool:
+    """Whether ``host`` is a numeric address (an IPv6 one in any spelling, a zone kept),
+    not a name."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def ipv6_available() -> bool:
@@ -67,13 +82,18 @@ def listen_hosts(host: str) -> tuple[str, ...]:
 
 
 def addresses_to_bind(
-    found: Iterable[tuple[Any, ...]],
+    host: str, found: Iterable[tuple[Any, ...]]
 ) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
-    """The (family, socket address) of each answer of ``getaddrinfo`` once, in its order
-    (a name listed twice in /etc/hosts resolves to one address twice, bound once),
-    without the IPv6 ones where IPv6 cannot be bound and an IPv4 one is left (the
-    module's docstring); with none left, they stay, to fail with the system's reason."""
+    """The (family, socket address) of each answer of ``getaddrinfo`` for ``host`` once, in
+    its order (a name listed twice in /etc/hosts resolves to one address twice, bound
+    once), then for ``localhost`` either loopback it lacks, without the IPv6 ones where
+    IPv6 cannot be bound and an IPv4 one is left (the module's docstring); with none
+    left, they stay, to fail with the system's reason."""
     distinct = list(dict.fromkeys((family, address) for family, _, _, _, address in found))
+    if host.lower() == "localhost" and distinct:
+        port = distinct[0][1][1]
+        loopbacks = [(socket.AF_INET, ("127.0.0.1", port)), (socket.AF_INET6, ("::1", port, 0, 0))]
+        distinct += [loopback for loopback in loopbacks if loopback not in distinct]
     ipv4 = [answer for answer in distinct if answer[0] != socket.AF_INET6]
     if ipv4 and len(ipv4) < len(distinct) and not ipv6_available():
         return ipv4
@@ -99,5 +119,5 @@ def resolved_addresses(host: str, port: int) -> list[tuple[socket.AddressFamily,
     """``addresses_to_bind`` of a TCP listener on ``host`` and ``port``: OSError where the
     name does not resolve."""
     return addresses_to_bind(
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        host, socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     )

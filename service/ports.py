@@ -9,7 +9,7 @@ import socket
 from typing import Any
 
 from service.config import ServerConfig, env_name, host_port
-from service.listen import is_wildcard, listen_hosts, numeric_host, resolved_addresses
+from service.listen import is_address, is_wildcard, listen_hosts, numeric_host, resolved_addresses
 from service.logs import get_logger
 
 _log = get_logger("cardrules.server")
@@ -139,9 +139,9 @@ def taken(host: str, port: int) -> str | None:
     for family, address in addresses:
         # Taken, or no socket at all (no IPv6, no descriptors left).
         if (refused := bind_error(family, address)) is not None:
-            if (numeric := numeric_host(address)) == host.strip("[]"):
+            if is_address(host):
                 return str(refused)
-            return f"{host_port(numeric, port)}, which {host} resolves to: {refused}"
+            return f"{host_port(numeric_host(address), port)}, which {host} resolves to: {refused}"
     return None
 
 

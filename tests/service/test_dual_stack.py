@@ -235,16 +235,27 @@ def test_with_ipv6_switched_off_a_port_taken_on_localhost_is_blamed_on_the_port(
     assert status == "1", done.stdout
 
 
-# Runs in the namespace: ``serve --host localhost`` as above, then which of the
-# namespace's loopback addresses (127.0.0.1, 127.0.0.2, ::1) answer on each port.
-_SERVE_LOCALHOST_AND_PROBE = """
+# Runs in the namespace: ``serve --host HOST`` with the ports its JSON argument gives
+# (0 for any), with an address and port held first by another socket where it names
+# them; then the server's log, which of the namespace's loopback addresses answered on
+# each port it listened on (a JSON line) and its exit status.
+_SERVE_AND_PROBE = """
 import json, socket, subprocess, sys
-command = [sys.executable, "-m", "service", "serve", "--host", "localhost"]
-ports = {"grpc": 50051, "http": 8080, "metrics": 9464}
-flags = [text for name, port in ports.items() for text in (f"--{name}-port", str(port))]
+given = json.loads(sys.argv[1])
+if given["held"]:
+    address = tuple(given["held"])
+    held = socket.create_server(address, family=socket.getaddrinfo(*address)[0][0])
+command = [sys.executable, "-m", "service", "serve", "--host", given["host"]]
+flags = [text for name, port in given["ports"].items() for text in (f"--{name}-port", str(port))]
 serving = subprocess.Popen(command + flags, stdout=subprocess.PIPE, text=True)
+ports = {}
 for line in serving.stdout:
-    if '"listening"' in line:
+    print(line, end="")
+    event = json.loads(line)
+    if event["event"] == "metrics":
+        ports["metrics"] = int(event["address"].rsplit(":", 1)[1])
+    if event["event"] == "listening":
+        ports.update(grpc=event["grpc_port"], http=event["http_port"])
         break
 def answers(address, port):
     try:
@@ -253,45 +264,92 @@ def answers(address, port):
         return False
     return True
 addresses = ("127.0.0.1", "127.0.0.2", "::1")
-print(json.dumps({name: [a for a in addresses if answers(a, port)] for name, port in ports.items()}))
+answering = {name: [a for a in addresses if answers(a, port)] for name, port in ports.items()}
 serving.terminate()
+print(serving.stdout.read(), end="")
+print(json.dumps(answering))
 print(serving.wait(60))
 """
 
-
-def test_grpc_listens_on_the_addresses_http_and_metrics_do():
-    """gRPC is given the numeric addresses the system resolves ``--host`` to (``service.
-    listen``): given the name, grpc's own resolver merged every /etc/hosts line sharing one
-    of its names, so with ``127.0.0.1 localhost myhost`` and ``127.0.0.2 myhost`` (a LAN
-    address in real life), ``--host localhost`` had gRPC alone listen on 127.0.0.2 too,
-    and on ``::1``, which this /etc/hosts does not give ``localhost`` (a review)."""
-    hosts = "127.0.0.1 localhost myhost\n127.0.0.2 myhost\n"
-    done = _run_in_namespace(_SERVE_LOCALHOST_AND_PROBE, hosts=hosts, env=server_environment())
-    answering, status = done.stdout.splitlines()
-    assert json.loads(answering) == {
-        "grpc": ["127.0.0.1"],
-        "http": ["127.0.0.1"],
-        "metrics": ["127.0.0.1"],
-    }
-    assert status == "0", done.stdout
+#: Whether the namespaces the tests make have IPv6 (a kernel built without it has no
+#: such folder); this machine's own setting does not carry over to a new namespace.
+NAMESPACE_IPV6 = os.path.isdir("/proc/sys/net/ipv6")
+LOOPBACKS = ["127.0.0.1", "::1"] if NAMESPACE_IPV6 else ["127.0.0.1"]
+FIXED = {"grpc": 50051, "http": 8080, "metrics": 9464}
 
 
-def test_a_port_held_on_any_address_of_the_host_stops_the_server():
-    """A name is served on every address it resolves to, so each must be free: with
-    ``localhost`` on both loopbacks, another process on ``[::1]:50051`` would take the
-    gRPC clients that reach the name over IPv6 (on a kernel without IPv6, 127.0.0.1's).
-    The refusal names the address, which the ``--host`` name alone does not tell."""
-    held = "::1" if os.path.isdir("/proc/sys/net/ipv6") else "127.0.0.1"
-    hosts = "127.0.0.1 localhost\n::1 localhost\n"
-    done = _run_in_namespace(_SERVE_LOCALHOST, "50051", held, hosts=hosts, env=server_environment())
-    *lines, status = done.stdout.splitlines()
-    [failure] = [line for line in events("\n".join(lines)) if line["event"] == "cannot listen"]
-    assert (failure["listener"], failure["address"]) == ("grpc", "localhost:50051")
-    assert failure["setting"] == "--grpc-port or CARDRULES_GRPC_PORT"
+def _serve_and_probe(
+    hosts: str, host: str = "localhost", ports: dict[str, int] = FIXED, held: str | None = None
+) -> tuple[list[dict[str, object]], dict[str, list[str]], str]:
+    """``_SERVE_AND_PROBE`` in a namespace with ``hosts`` for /etc/hosts, port 50051 held
+    on ``held``: the server's log lines, which addresses answered on each port, and its
+    exit status."""
+    given = json.dumps({"host": host, "ports": ports, "held": held and [held, 50051]})
+    done = _run_in_namespace(_SERVE_AND_PROBE, given, hosts=hosts, env=server_environment())
+    *lines, answering, status = done.stdout.splitlines()
+    return events("\n".join(lines)), json.loads(answering), status
+
+
+@pytest.mark.parametrize("grpc_port", [50051, 0])
+@pytest.mark.parametrize(
+    "hosts",
+    ["127.0.0.1 localhost myhost\n127.0.0.2 myhost\n", "127.0.0.1 localhost\n::1 localhost\n"],
+)
+def test_grpc_listens_on_the_addresses_http_and_metrics_do(hosts, grpc_port):
+    """gRPC is given the numeric addresses ``--host`` is served on (``service.listen``),
+    all on one port, with port 0 too: given the name, grpc's own resolver merged every
+    /etc/hosts line sharing one of its names, so with ``127.0.0.1 localhost myhost``
+    and ``127.0.0.2 myhost`` (a LAN address in real life), ``--host localhost`` had
+    gRPC alone listen on 127.0.0.2 too (a review). ``localhost`` is served on both
+    loopbacks, as gRPC's clients resolve it, whether /etc/hosts gives it ``::1`` or not."""
+    logged, answering, status = _serve_and_probe(hosts, ports={**FIXED, "grpc": grpc_port})
+    assert answering == {"grpc": LOOPBACKS, "http": LOOPBACKS, "metrics": LOOPBACKS}, logged
+    assert status == "0", logged
+
+
+@pytest.mark.parametrize(
+    ("hosts", "held", "listener"),
+    [
+        ("127.0.0.1 localhost\n", "::1", "grpc"),
+        ("127.0.0.1 localhost\n", "::1", "http"),
+        ("127.0.0.1 localhost\n", "::1", "metrics"),
+        ("127.0.0.1 localhost\n::1 localhost\n", "127.0.0.1", "grpc"),
+        ("::1 localhost\n127.0.0.1 localhost\n", "127.0.0.1", "http"),
+    ],
+)
+def test_a_port_held_on_any_address_of_localhost_stops_the_server(hosts, held, listener):
+    """``localhost`` is served on each loopback, so each must be free on every port:
+    another process on ``[::1]:50051`` would take the gRPC clients, which resolve the
+    name to ``::1`` first even where /etc/hosts does not (a review found the server
+    started beside one, its clients answered by the other). The refusal names the
+    address, which the ``--host`` name alone does not tell; on a kernel without IPv6,
+    ``localhost`` is served on 127.0.0.1 alone and nothing can hold ``::1``."""
+    ports = {**FIXED, "grpc": FIXED[listener], listener: FIXED["grpc"]}
+    if held == "::1" and not NAMESPACE_IPV6:
+        logged, answering, status = _serve_and_probe(hosts, ports=ports)
+        assert answering[listener] == ["127.0.0.1"] and status == "0", logged
+        return
+    logged, _, status = _serve_and_probe(hosts, ports=ports, held=held)
+    [failure] = [line for line in logged if line["event"] == "cannot listen"]
+    assert (failure["listener"], failure["address"]) == (listener, "localhost:50051")
+    assert failure["setting"] == f"--{listener}-port or CARDRULES_{listener.upper()}_PORT"
     address = f"[{held}]" if ":" in held else held
     assert str(failure["error"]).startswith(f"{address}:50051, which localhost resolves to: ")
     assert "in use" in str(failure["error"])
-    assert status == "1", done.stdout
+    assert status == "1", logged
+
+
+def test_an_address_in_another_spelling_is_refused_in_the_systems_words():
+    """A port taken on ``--host 0:0:0:0:0:0:0:1`` is not said to be one of its addresses:
+    it is ``::1`` spelled out (a review found "[::1]:50051, which 0:0:0:0:0:0:0:1 resolves
+    to"). Without IPv6, nothing holds the port and the address cannot be bound."""
+    held = "::1" if NAMESPACE_IPV6 else None
+    logged, _, status = _serve_and_probe("", host="0:0:0:0:0:0:0:1", held=held)
+    [failure] = [line for line in logged if line["event"] == "cannot listen"]
+    assert failure["address"] == "[0:0:0:0:0:0:0:1]:50051"
+    assert "resolves to" not in str(failure["error"])
+    assert ("in use" in str(failure["error"])) == NAMESPACE_IPV6
+    assert status == "1", logged
 
 
 def _run_with_ipv6_switched_off(

@@ -16,6 +16,7 @@ import pytest
 from engine.cards import Card, whole_number
 from engine.krypkasino import Config, IllegalMoveError, Move, Reason, legal_moves, new_game, view
 from engine.krypkasino import play as play_move
+from engine.krypkasino.policies import Situation
 
 
 @pytest.mark.parametrize("seat", [-1, -4, 4, 9, True, False, 1.0, "0"], ids=repr)
@@ -145,3 +146,15 @@ def test_a_bool_card_held_as_its_int_is_refused() -> None:
     )
     with pytest.raises(TypeError, match=f"^{NOT_A_MOVE}"):
         play_move(state, state.turn, Move(True))  # type: ignore[arg-type]
+
+
+def test_a_policy_s_situation_of_a_finished_match_says_the_match_is_over() -> None:
+    """``Situation.of`` a finished match, where nobody has a move, is refused as such: a
+    policy handed an empty list of moves failed with an IndexError (``random_policy``)
+    or min() of an empty sequence (``greedy_policy``), which a bot author could not read
+    (a mutation review found the check untested)."""
+    state = new_game(Config(players=2, match_deals=2), seed=1)
+    while not state.over:
+        state, _ = play_move(state, state.turn, legal_moves(state, state.turn)[0])
+    with pytest.raises(ValueError, match=r"^no move to choose: the match is over$"):
+        Situation.of(state)

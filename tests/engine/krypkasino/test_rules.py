@@ -1372,6 +1372,16 @@ def test_k7_4_and_k16_8_refusals_name_a_card_that_captures(move, rules, message)
             "8D",
             "8D can capture, and under must_capture_if_able no card may crawl",
         ),
+        # One card with two captures (K7.5: 4D or 4H with 10C) is named once.
+        (
+            "10C 4D 4H",
+            "AH 2C",
+            "2C",
+            Rules(must_capture_if_able=True),
+            Reason.MUST_CAPTURE,
+            "AH",
+            "AH can capture, and under must_capture_if_able no card may crawl",
+        ),
     ],
 )
 def test_k7_6_and_k16_8_refusals_list_every_card_of_which_one_must_be_played(

@@ -728,6 +728,24 @@ def test_a_file_of_values_grows_sparse_where_space_cannot_be_reserved(tmp_path, 
     assert len(list(values.read_all_values_from_file(str(path)))) == 300
 
 
+def test_a_file_of_values_opened_again_keeps_its_values(tmp_path):
+    """A worker that gets a dead worker's pid opens that worker's file of values again,
+    which ``worker_exited`` keeps so that totals never go back: only a file without
+    content is made and reserved anew, never one with values, which would be zeroed."""
+    path = tmp_path / "counter_1.db"
+    first: Any = _ReservedMmapedDict(str(path))
+    fill(first, 300)  # past the first map: the file has grown
+    first.write_value("games started", 7.0, 0.0)
+    first.close()
+    reopened: Any = _ReservedMmapedDict(str(path))
+    try:
+        assert reopened.read_value("games started") == (7.0, 0.0)
+        assert reopened.read_value("series 0299 " + "x" * 200) == (299.0, 0.0)
+        assert path.stat().st_size == 2 * VALUE_FILE_BYTES
+    finally:
+        reopened.close()
+
+
 FULL_SCRIPT = """
 import os, sys
 from service.metrics import _ReservedMmapedDict

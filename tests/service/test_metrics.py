@@ -787,6 +787,51 @@ def test_a_new_file_of_values_without_room_is_refused_and_not_left_behind(tmp_pa
     assert left == "left: []"
 
 
+# A worker's metrics in a folder that something else filled, and a file of values whose
+# reserved room is taken: each new series needs more. Prints the log lines of three.
+LOST_ONCE_SCRIPT = """
+import json, os, sys
+folder = os.path.dirname(sys.argv[1])
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+import structlog.testing
+from prometheus_client import CollectorRegistry, Counter
+from service.metrics import reserve_value_files, variant_label
+from service.server import new_metrics
+
+reserve_value_files()
+metrics = new_metrics(CollectorRegistry())
+filler = os.open(os.path.join(folder, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+try:
+    while os.write(filler, bytes(65536)):
+        pass
+except OSError:  # ENOSPC: the folder is full
+    pass
+room = Counter("room", "x", ["n"], registry=None)  # in the same file as the service's
+taken = 0
+try:
+    while True:
+        room.labels(str(taken))
+        taken += 1
+except OSError:  # ValueFileFullError: the file's room is taken
+    pass
+with structlog.testing.capture_logs() as logs:
+    for flag in ("first", "second", "third"):
+        metrics.game_started("krypkasino", 2, "individual", variant_label((flag,)))
+print(json.dumps(logs))
+"""
+
+
+def test_series_lost_in_a_full_metrics_folder_are_logged_once(tmp_path):
+    """docs/operations.md ("metrics values lost ... once"): every new series of a full
+    folder is lost, but a worker playing new variants would write a line for each. A
+    tmpfs, filled once the worker's files of values are there."""
+    finished = on_own_mount(tmp_path / "full", "mount -t tmpfs -o size=1m tmpfs", LOST_ONCE_SCRIPT)
+    logs = json.loads(finished.stdout)
+    assert [line["event"] for line in logs] == ["metrics values lost"]
+    assert logs[0]["series"] == "cardrules_games_started_total"
+    assert "no room for" in logs[0]["error"]
+
+
 # Scrapes the folder (as the metrics server does) while a worker makes its file of values.
 SCRAPED_WHILE_MADE_SCRIPT = """
 import os, sys

@@ -728,6 +728,24 @@ def test_a_file_of_values_grows_sparse_where_space_cannot_be_reserved(tmp_path, 
     assert len(list(values.read_all_values_from_file(str(path)))) == 300
 
 
+def test_a_file_of_values_opened_again_keeps_its_values(tmp_path):
+    """A worker that gets a dead worker's pid opens that worker's file of values again,
+    which ``worker_exited`` keeps so that totals never go back: only a file without
+    content is made and reserved anew, never one with values, which would be zeroed."""
+    path = tmp_path / "counter_1.db"
+    first: Any = _ReservedMmapedDict(str(path))
+    fill(first, 300)  # past the first map: the file has grown
+    first.write_value("games started", 7.0, 0.0)
+    first.close()
+    reopened: Any = _ReservedMmapedDict(str(path))
+    try:
+        assert reopened.read_value("games started") == (7.0, 0.0)
+        assert reopened.read_value("series 0299 " + "x" * 200) == (299.0, 0.0)
+        assert path.stat().st_size == 2 * VALUE_FILE_BYTES
+    finally:
+        reopened.close()
+
+
 FULL_SCRIPT = """
 import os, sys
 from service.metrics import _ReservedMmapedDict
@@ -767,6 +785,51 @@ def test_a_new_file_of_values_without_room_is_refused_and_not_left_behind(tmp_pa
     refused, left = finished.stdout.splitlines()
     assert refused.startswith("refused:") and "no room for" in refused
     assert left == "left: []"
+
+
+# A worker's metrics in a folder that something else filled, and a file of values whose
+# reserved room is taken: each new series needs more. Prints the log lines of three.
+LOST_ONCE_SCRIPT = """
+import json, os, sys
+folder = os.path.dirname(sys.argv[1])
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+import structlog.testing
+from prometheus_client import CollectorRegistry, Counter
+from service.metrics import reserve_value_files, variant_label
+from service.server import new_metrics
+
+reserve_value_files()
+metrics = new_metrics(CollectorRegistry())
+filler = os.open(os.path.join(folder, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+try:
+    while os.write(filler, bytes(65536)):
+        pass
+except OSError:  # ENOSPC: the folder is full
+    pass
+room = Counter("room", "x", ["n"], registry=None)  # in the same file as the service's
+taken = 0
+try:
+    while True:
+        room.labels(str(taken))
+        taken += 1
+except OSError:  # ValueFileFullError: the file's room is taken
+    pass
+with structlog.testing.capture_logs() as logs:
+    for flag in ("first", "second", "third"):
+        metrics.game_started("krypkasino", 2, "individual", variant_label((flag,)))
+print(json.dumps(logs))
+"""
+
+
+def test_series_lost_in_a_full_metrics_folder_are_logged_once(tmp_path):
+    """docs/operations.md ("metrics values lost ... once"): every new series of a full
+    folder is lost, but a worker playing new variants would write a line for each. A
+    tmpfs, filled once the worker's files of values are there."""
+    finished = on_own_mount(tmp_path / "full", "mount -t tmpfs -o size=1m tmpfs", LOST_ONCE_SCRIPT)
+    logs = json.loads(finished.stdout)
+    assert [line["event"] for line in logs] == ["metrics values lost"]
+    assert logs[0]["series"] == "cardrules_games_started_total"
+    assert "no room for" in logs[0]["error"]
 
 
 # Scrapes the folder (as the metrics server does) while a worker makes its file of values.

@@ -4,6 +4,7 @@ and connections, on real sockets."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import struct
@@ -31,6 +32,7 @@ from service.metrics_http import (
     start_metrics_http,
 )
 from tests.service.metrics_helpers import samples
+from tests.service.test_metrics_thread_limit import REFUSED, pids_cgroup, settled
 
 
 @pytest.fixture
@@ -329,3 +331,56 @@ def test_connections_closed_for_want_of_a_thread_are_reported_once_per_window():
         {**line, "connections_closed": 3},
         {**line, "connections_closed": 1},
     ]
+
+
+# A metrics server with ``max_connections`` (its argument), serving until stdin closes.
+THREAD_LIMITED_SCRIPT = """
+import sys
+from prometheus_client import CollectorRegistry, Counter
+from service.logs import configure_logging
+from service.metrics_http import start_metrics_http
+configure_logging("json")
+registry = CollectorRegistry()
+Counter("scraped_things", "A counter to find in the exposition.", registry=registry).inc(3)
+server = start_metrics_http(0, registry, "127.0.0.1", max_connections=int(sys.argv[1]))
+print(server.port, flush=True)
+sys.stdin.read()
+server()
+"""
+
+
+def test_connections_refused_a_thread_give_their_slots_back():
+    """A connection whose thread could not be started (a container's pids limit) gives
+    its slot back: else, once ``max_connections`` had been refused, every scrape was
+    closed at once for good, threads or not. A real server process in a pids cgroup
+    that lets it start no thread (as test_metrics_thread_limit.py's: run as root)
+    refuses more connections than it has slots, then is allowed threads again."""
+    max_connections = 2
+    with pids_cgroup() as cgroup:
+        server = subprocess.Popen(
+            [sys.executable, "-c", THREAD_LIMITED_SCRIPT, str(max_connections)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            port = int(server.stdout.readline())
+            (cgroup / "cgroup.procs").write_text(str(server.pid))  # with all its threads
+            threads = settled(lambda: int((cgroup / "pids.current").read_text()))
+            (cgroup / "pids.max").write_text(str(threads))  # not one thread more
+            for _ in range(max_connections + 1):
+                with connect(port) as connection:
+                    connection.settimeout(DEADLINE_SECONDS / 2)  # a thread would hold it
+                    assert closed_by_server(connection)
+            (cgroup / "pids.max").write_text("max")
+            assert scrape(port) == 3
+        finally:
+            try:
+                out, _ = server.communicate(timeout=30)  # closes stdin: the server stops
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+                raise
+    lines = [json.loads(line) for line in out.splitlines()]  # the lines after the port
+    assert [(line["event"], line["connections_closed"]) for line in lines] == [(REFUSED, 1)]

@@ -279,3 +279,18 @@ def test_a_seat_token_after_hex_that_begins_with_a_key_id_start_is_told() -> Non
         for text in (base64.b64encode(token).decode(), _url_safe(base64.b64encode(token).decode())):
             for sent in (f"{start}{'0' * 17}{text}", f"ab{start}{'0' * 21}{text}cd"):
                 assert request_id_from(sent, pattern) != sent, sent
+
+
+def test_hex_digits_of_both_cases_after_a_key_ids_start_are_told_as_a_seat_token() -> None:
+    """Only hex digits and dashes of one case are kept, as tools write them: a seat
+    token's 22 characters after its key id's start are all such about once in 2**42,
+    and all hex of either case mixed about once in 2**32. Under a key whose start is
+    digits alone, the same in either case, the mixed text is replaced and its lower and
+    upper case spellings are kept."""
+    key = _key_of_a_hex_start("[0-9]")
+    start = base64.b64encode(KeyRing.key_id(key)).decode()[:5]
+    pattern = KeyRing((key,)).seat_token_pattern()
+    mixed = f"{start}0123456789abcdefABCDEF0123456789"[:32]
+    assert request_id_from(mixed, pattern) != mixed
+    for one_case in (mixed.lower(), mixed.upper()):
+        assert request_id_from(one_case, pattern) == one_case

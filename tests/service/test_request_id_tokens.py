@@ -155,8 +155,20 @@ def test_ordinary_request_ids_are_kept(
     assert [(line["method"], line["code"]) for line in lines[before:]] == [(_LEGAL_MOVES, "OK")]
 
 
-# Two keys, so that a token under the key that no longer seals is told too.
-RING = KeyRing((bytes(range(32)), bytes(range(32, 64))))
+def _key_whose_start_has(characters: str) -> bytes:
+    """A key whose seat tokens' first 5 characters, in standard base64, hold one of
+    ``characters`` (about one key in seven for ``+/``), drawn from a seed."""
+    draw = random.Random("start with " + characters)
+    while True:
+        key = draw.randbytes(32)
+        if set(characters) & set(base64.b64encode(KeyRing.key_id(key)).decode()[:5]):
+            return key
+
+
+# Two keys, so that a token under the key that no longer seals is told too; a third
+# whose seat tokens read otherwise in URL-safe base64 (``-`` and ``_`` for ``+`` and
+# ``/``), which a review found told only in standard base64 with every test passing.
+RING = KeyRing((bytes(range(32)), bytes(range(32, 64)), _key_whose_start_has("+/")))
 
 
 def _seat_token_texts(keys: KeyRing) -> list[str]:

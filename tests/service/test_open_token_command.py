@@ -18,10 +18,12 @@ from typing import Any
 from cardrules.client import KrypkasinoClient
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
+from service import state_codec
 from service.calls import CallInfo
+from service.config import ServerConfig
 from service.krypkasino_api import GAME, SEED_HIGH, SEED_LOW, KrypkasinoApi
 from service.open_token import MAX_STDIN_BYTES
-from service.server import SCHEMA_VERSION
+from service.server import SCHEMA_VERSION, build_api
 from service.tokens import KeyRing, SeatTokens, StateSealer
 from tests.service.http_helpers import rpc
 from tests.service.server_process import CARDRULES, TEST_KEY, ServerProcess, server_environment
@@ -155,6 +157,26 @@ def test_a_plain_token_opens_without_keys_and_says_it_is_plain() -> None:
     assert (document["plain"], document["key_id"]) == (True, None)
     assert document["state_id"] == game.view.state_id
     assert document["state"]["seed"] == "9"
+
+
+def test_a_plain_tokens_state_id_hashes_its_payload_as_received_as_get_view_does() -> None:
+    """The ``state_id`` is the views' ``stateId`` (docs/api.md, "See a token's whole
+    content"): the hash of the plaintext as the token holds it, never of the decoded state
+    serialized again. A plain token is anyone's writing, so its bytes need not be protobuf's
+    canonical ones: here ``seed`` a second time, same value (last one wins), is the same
+    state in other bytes. A mutation review found the re-serialized hash unpinned."""
+    sealer, game = plain_game()
+    payload = sealer.open(game.state)
+    state = pb.GameState.FromString(payload)
+    odd_payload = payload + pb.GameState(seed=state.seed).SerializeToString()
+    assert pb.GameState.FromString(odd_payload) == state
+    assert state.SerializeToString() != odd_payload
+    odd_token = sealer.seal(odd_payload)
+    api = build_api(ServerConfig(plain_state=True), KeyRing.ephemeral(), None)
+    view = api.get_view(pb.GetViewRequest(state=odd_token), CallInfo()).view
+    document = opened(base64.b64encode(odd_token).decode(), keys=None)
+    assert document["state_id"] == state_codec.state_id(odd_payload) == view.state_id
+    assert document["state_id"] != game.view.state_id  # other bytes, another state_id
 
 
 def test_with_keys_a_plain_token_is_refused_as_a_sealing_server_refuses_it() -> None:

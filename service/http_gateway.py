@@ -57,7 +57,6 @@ import asyncio
 import contextlib
 import functools
 import re
-import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,7 +105,7 @@ from service.http_json import (
     status_json,
 )
 from service.http_routes import LIVENESS_PATH, OPENAPI_PATH, READINESS_PATH, Route, routes
-from service.listen import addresses_to_bind, is_wildcard, listen_hosts, numeric_host
+from service.listen import listen_addresses, numeric_host, one_port
 from service.logs import get_logger, request_log_fields
 from service.metrics import code_label
 from service.spelling import nearest
@@ -929,30 +928,18 @@ async def start_http(
     )
     await runner.setup()
     try:
-        for address in await _listen_addresses(host):
-            site = web.TCPSite(runner, address, port, reuse_port=reuse_port or None)
+        # Resolved here, numeric, not by each site: a site given a name binds every
+        # address it resolves to, each on a port of its own when the port is 0.
+        addresses = await asyncio.to_thread(listen_addresses, host, port)
+        port = one_port(addresses, port)
+        for _, address in addresses:
+            site = web.TCPSite(runner, numeric_host(address), port, reuse_port=reuse_port or None)
             await site.start()
-            port = _bound_port(runner.addresses)  # port 0: one port for every address
+            port = _bound_port(runner.addresses)  # port 0 at a single address
     except BaseException:
         await runner.cleanup()
         raise
     return HttpServer(gateway, runner, port, grace_seconds)
-
-
-async def _listen_addresses(host: str) -> list[str]:
-    """The addresses to bind for ``host``, one site each: a wildcard's (``listen_hosts``),
-    or every address a name resolves to, numeric, an IPv6 scope id kept (``fe80::1%eth0``).
-
-    Resolved here, not by each site: a site given a name binds every address it resolves
-    to, each on a port of its own when the port is 0, of which the ``listening`` line
-    could name one alone.
-    """
-    if is_wildcard(host):
-        return list(listen_hosts(host))
-    found = await asyncio.get_running_loop().getaddrinfo(
-        host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )
-    return [numeric_host(address) for _, address in addresses_to_bind(host, found)]
 
 
 def _bound_port(addresses: Iterable[Any]) -> int:

@@ -13,10 +13,11 @@ IPv6 loopback while an IPv4 one is left: ``localhost`` resolves to ``::1`` too i
 most /etc/hosts, also where ``disable_ipv6`` is set, and gRPC serves it on IPv4
 alone there.
 
-``localhost`` is served on both loopbacks (where IPv6 loopback can be bound) even
-where /etc/hosts gives it one: gRPC's clients (c-ares) resolve it to ``::1`` first
-whatever /etc/hosts says (RFC 6761), so another process on ``[::1]`` would answer
-them, and the port check must see it.
+A loopback name (``localhost``, ``*.localhost``: RFC 6761) is served on both
+loopbacks (where IPv6 loopback can be bound) beside what /etc/hosts gives it, if
+anything: gRPC's clients (c-ares) resolve it to ``::1`` first whatever /etc/hosts
+says, so another process on ``[::1]`` would answer them, and the port check must see
+it. With port 0, all of a name's addresses get one port free on each (``one_port``).
 
 gRPC is given those numeric addresses too, not the name: its own resolver (c-ares)
 answers a name from every /etc/hosts line that shares one of its names, so with
@@ -27,9 +28,10 @@ on loopback.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import ipaddress
 import socket
-from collections.abc import Iterable
 from typing import Any
 
 IPV4_WILDCARD = "0.0.0.0"
@@ -81,23 +83,55 @@ def listen_hosts(host: str) -> tuple[str, ...]:
     return (IPV4_WILDCARD, IPV6_WILDCARD) if ipv6_available() else (IPV4_WILDCARD,)
 
 
-def addresses_to_bind(
-    host: str, found: Iterable[tuple[Any, ...]]
-) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
-    """The (family, socket address) of each answer of ``getaddrinfo`` for ``host`` once, in
-    its order (a name listed twice in /etc/hosts resolves to one address twice, bound
-    once), then for ``localhost`` either loopback it lacks, without the IPv6 ones where
-    IPv6 cannot be bound and an IPv4 one is left (the module's docstring); with none
-    left, they stay, to fail with the system's reason."""
-    distinct = list(dict.fromkeys((family, address) for family, _, _, _, address in found))
-    if host.lower() == "localhost" and distinct:
-        port = distinct[0][1][1]
-        loopbacks = [(socket.AF_INET, ("127.0.0.1", port)), (socket.AF_INET6, ("::1", port, 0, 0))]
-        distinct += [loopback for loopback in loopbacks if loopback not in distinct]
+Address = tuple[socket.AddressFamily, tuple[Any, ...]]
+
+#: How many ports ``one_port`` tries before it gives up.
+_PORT_TRIES = 20
+
+
+def is_localhost(host: str) -> bool:
+    """Whether ``host`` is a loopback name of RFC 6761 (``localhost``, ``*.localhost``,
+    in any case)."""
+    name = host.lower().rstrip(".")
+    return name == "localhost" or name.endswith(".localhost")
+
+
+def resolved_addresses(host: str, port: int) -> list[Address]:
+    """The (family, socket address) of a TCP listener on ``host`` (no wildcard) and
+    ``port``: each address ``getaddrinfo`` gives once, in its order (a name listed twice
+    in /etc/hosts resolves to one address twice, bound once), then for a loopback name
+    (``is_localhost``) either loopback it lacks, whether or not the system resolves it;
+    without the IPv6 ones where IPv6 cannot be bound and an IPv4 one is left (the
+    module's docstring). With none left, they stay, to fail with the system's reason.
+    OSError where the name does not resolve."""
+    loopback = is_localhost(host)
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        if not loopback:
+            raise
+        found = []
+    addresses: list[Address] = [(family, address) for family, _, _, _, address in found]
+    if loopback:
+        addresses += [(socket.AF_INET, ("127.0.0.1", port)), (socket.AF_INET6, ("::1", port, 0, 0))]
+    distinct = list(dict.fromkeys(addresses))
     ipv4 = [answer for answer in distinct if answer[0] != socket.AF_INET6]
     if ipv4 and len(ipv4) < len(distinct) and not ipv6_available():
         return ipv4
     return distinct
+
+
+def listen_addresses(host: str, port: int) -> list[Address]:
+    """What the HTTP gateway binds for ``host``, one socket each: a wildcard's
+    (``listen_hosts``), else ``resolved_addresses``."""
+    if not is_wildcard(host):
+        return resolved_addresses(host, port)
+    return [
+        (socket.AF_INET6, (wildcard, port, 0, 0))
+        if ":" in wildcard
+        else (socket.AF_INET, (wildcard, port))
+        for wildcard in listen_hosts(host)
+    ]
 
 
 def numeric_host(address: tuple[Any, ...]) -> str:
@@ -105,19 +139,58 @@ def numeric_host(address: tuple[Any, ...]) -> str:
     return socket.getnameinfo(address, socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)[0]
 
 
-def grpc_hosts(host: str) -> list[str]:
-    """The hosts gRPC is told to listen on for ``host``, all on one port: a wildcard as
-    given (gRPC core serves it on both families itself), else each numeric address of
-    ``resolved_addresses`` (the module's docstring). OSError where the name does not
-    resolve."""
-    if is_wildcard(host):
-        return [host]
-    return [numeric_host(address) for _, address in resolved_addresses(host, 0)]
+def one_port(addresses: list[Address], port: int) -> int:
+    """The port to listen on at every one of ``addresses``: ``port``, or for port 0 over
+    several, one free on each of them, where the port the first got could be taken on
+    another (a review met it). OSError when none is found."""
+    if port or len(addresses) < 2:
+        return port
+    (family, first), *rest = addresses
+    # Each port tried stays bound until one is found, so that the kernel gives another,
+    # till its range runs out.
+    with contextlib.ExitStack() as tried:
+        for _ in range(_PORT_TRIES):
+            probe = tried.enter_context(socket.socket(family, socket.SOCK_STREAM))
+            if _bind_error(probe, family, (first[0], 0, *first[2:]), reuse=False):
+                break
+            chosen: int = probe.getsockname()[1]
+            if all(bind_error(*_on_port(answer, chosen)) is None for answer in rest):
+                return chosen
+    hosts = ", ".join(numeric_host(address) for _, address in addresses)
+    raise OSError(errno.EADDRINUSE, f"no port was found free on all of {hosts}")
 
 
-def resolved_addresses(host: str, port: int) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
-    """``addresses_to_bind`` of a TCP listener on ``host`` and ``port``: OSError where the
-    name does not resolve."""
-    return addresses_to_bind(
-        host, socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    )
+def _on_port(answer: Address, port: int) -> Address:
+    family, address = answer
+    return family, (address[0], port, *address[2:])
+
+
+def bind_error(family: socket.AddressFamily, address: tuple[Any, ...]) -> OSError | None:
+    """What binding a TCP socket to ``address`` raises, or None."""
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            return _bind_error(probe, family, address)
+    except OSError as error:  # no socket at all (no IPv6, no descriptors left)
+        return error
+
+
+def _bind_error(
+    probe: socket.socket,
+    family: socket.AddressFamily,
+    address: tuple[Any, ...],
+    *,
+    reuse: bool = True,
+) -> OSError | None:
+    # As the listeners bind: an IPv6 socket for IPv6 alone (asyncio's, and ``[::]`` is
+    # checked beside ``0.0.0.0``), and with ``reuse`` a port whose last connections linger
+    # in TIME_WAIT is free, as grpc and aiohttp take it (two such sockets may share a
+    # port while neither listens, so the ports ``one_port`` holds go without).
+    try:
+        if family == socket.AF_INET6:
+            probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        if reuse:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(address)
+    except OSError as error:
+        return error
+    return None

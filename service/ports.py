@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import errno
 import socket
-from typing import Any
 
 from service.config import ServerConfig, env_name, host_port
-from service.listen import is_address, is_wildcard, listen_hosts, numeric_host, resolved_addresses
+from service.listen import (
+    bind_error,
+    is_address,
+    is_wildcard,
+    listen_hosts,
+    numeric_host,
+    resolved_addresses,
+)
 from service.logs import get_logger
 
 _log = get_logger("cardrules.server")
@@ -126,7 +132,7 @@ def taken(host: str, port: int) -> str | None:
     if is_wildcard(host):
         for wildcard in listen_hosts(host):
             family = socket.AF_INET6 if ":" in wildcard else socket.AF_INET
-            refused = bind_error(family, (wildcard, port), ipv6_only=family == socket.AF_INET6)
+            refused = bind_error(family, (wildcard, port))
             if refused is not None and wildcard == host:
                 return str(refused)
             if refused is not None:
@@ -141,22 +147,5 @@ def taken(host: str, port: int) -> str | None:
         if (refused := bind_error(family, address)) is not None:
             if is_address(host):
                 return str(refused)
-            return f"{host_port(numeric_host(address), port)}, which {host} resolves to: {refused}"
-    return None
-
-
-def bind_error(
-    family: socket.AddressFamily, address: tuple[Any, ...], *, ipv6_only: bool = False
-) -> OSError | None:
-    """What binding a TCP socket to ``address`` raises, or None."""
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            if ipv6_only:
-                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            # As grpc and aiohttp do: a port whose last connections linger in TIME_WAIT
-            # is free.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    except OSError as error:
-        return error
+            return f"{host_port(numeric_host(address), port)}, which {host} is served on: {refused}"
     return None

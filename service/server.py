@@ -41,7 +41,7 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
-from service.listen import grpc_hosts
+from service.listen import is_wildcard, numeric_host, one_port, resolved_addresses
 from service.logs import DROPPED_LINES, configure_logging, get_logger, status_or_crash
 from service.metrics import (
     EPHEMERAL,
@@ -305,10 +305,15 @@ async def _run_servers(
 
 
 def _add_grpc_ports(server: grpc.aio.Server, host: str, port: int) -> int:
-    """Have ``server`` listen on each of ``host``'s addresses (``listen.grpc_hosts``), all on
-    one port: with port 0, the port the first got. The port."""
-    for address in grpc_hosts(host):
-        port = server.add_insecure_port(host_port(address, port))
+    """Have ``server`` listen on ``host``, all on one port (``listen.one_port``); the port.
+    A wildcard as given (gRPC core serves it on both families itself), a name on the
+    numeric addresses the HTTP and metrics ports are served on (``service.listen``)."""
+    if is_wildcard(host):
+        return server.add_insecure_port(host_port(host, port))
+    addresses = resolved_addresses(host, port)
+    port = one_port(addresses, port)
+    for _, address in addresses:
+        port = server.add_insecure_port(host_port(numeric_host(address), port))
     return port
 
 

@@ -236,15 +236,23 @@ def test_with_ipv6_switched_off_a_port_taken_on_localhost_is_blamed_on_the_port(
 
 
 # Runs in the namespace: ``serve --host HOST`` with the ports its JSON argument gives
-# (0 for any), with an address and port held first by another socket where it names
-# them; then the server's log, which of the namespace's loopback addresses answered on
+# (0 for any), with the addresses and ports it names held first by other sockets, and
+# the range of ports the kernel gives port 0 set where it says; then the server's log, which of the namespace's loopback addresses answered on
 # each port it listened on (a JSON line) and its exit status.
 _SERVE_AND_PROBE = """
 import json, socket, subprocess, sys
 given = json.loads(sys.argv[1])
-if given["held"]:
-    address = tuple(given["held"])
-    held = socket.create_server(address, family=socket.getaddrinfo(*address)[0][0])
+def port_range(text):
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+        default = ports.read()
+    with open("/proc/sys/net/ipv4/ip_local_port_range", "w") as ports:
+        ports.write(text)
+    return default
+default_range = port_range(given["port_range"]) if given["port_range"] else None
+held = [
+    socket.create_server(tuple(address), family=socket.getaddrinfo(*address)[0][0])
+    for address in given["held"]
+]
 command = [sys.executable, "-m", "service", "serve", "--host", given["host"]]
 flags = [text for name, port in given["ports"].items() for text in (f"--{name}-port", str(port))]
 serving = subprocess.Popen(command + flags, stdout=subprocess.PIPE, text=True)
@@ -257,6 +265,8 @@ for line in serving.stdout:
     if event["event"] == "listening":
         ports.update(grpc=event["grpc_port"], http=event["http_port"])
         break
+if default_range:  # the probes' own connections need ports of the range
+    port_range(default_range)
 def answers(address, port):
     try:
         socket.create_connection((address, port), timeout=10).close()
@@ -279,45 +289,90 @@ FIXED = {"grpc": 50051, "http": 8080, "metrics": 9464}
 
 
 def _serve_and_probe(
-    hosts: str, host: str = "localhost", ports: dict[str, int] = FIXED, held: str | None = None
+    hosts: str,
+    host: str = "localhost",
+    ports: dict[str, int] = FIXED,
+    held: list[tuple[str, int]] = [],  # noqa: B006 (never changed)
+    port_range: str | None = None,
 ) -> tuple[list[dict[str, object]], dict[str, list[str]], str]:
-    """``_SERVE_AND_PROBE`` in a namespace with ``hosts`` for /etc/hosts, port 50051 held
-    on ``held``: the server's log lines, which addresses answered on each port, and its
+    """``_SERVE_AND_PROBE`` in a namespace with ``hosts`` for /etc/hosts, the ``held``
+    addresses and ports held by other sockets and ``port_range`` as the kernel's range
+    for port 0: the server's log lines, which addresses answered on each port, and its
     exit status."""
-    given = json.dumps({"host": host, "ports": ports, "held": held and [held, 50051]})
+    given = json.dumps({"host": host, "ports": ports, "held": held, "port_range": port_range})
     done = _run_in_namespace(_SERVE_AND_PROBE, given, hosts=hosts, env=server_environment())
+    assert done.stderr == "", done.stderr  # no line of grpc's own, however it ends
     *lines, answering, status = done.stdout.splitlines()
     return events("\n".join(lines)), json.loads(answering), status
 
 
 @pytest.mark.parametrize("grpc_port", [50051, 0])
 @pytest.mark.parametrize(
-    "hosts",
-    ["127.0.0.1 localhost myhost\n127.0.0.2 myhost\n", "127.0.0.1 localhost\n::1 localhost\n"],
+    ("hosts", "host"),
+    [
+        ("127.0.0.1 localhost myhost\n127.0.0.2 myhost\n", "localhost"),
+        ("127.0.0.1 localhost\n::1 localhost\n", "localhost"),
+        ("::1 localhost\n", "localhost"),
+        ("127.0.0.1 localhost\n", "LocalHost"),
+        ("127.0.0.1 localhost dev.localhost\n", "dev.localhost"),
+        ("127.0.0.1 localhost\n", "dev.localhost"),
+    ],
 )
-def test_grpc_listens_on_the_addresses_http_and_metrics_do(hosts, grpc_port):
+def test_grpc_listens_on_the_addresses_http_and_metrics_do(hosts, host, grpc_port):
     """gRPC is given the numeric addresses ``--host`` is served on (``service.listen``),
     all on one port, with port 0 too: given the name, grpc's own resolver merged every
     /etc/hosts line sharing one of its names, so with ``127.0.0.1 localhost myhost``
     and ``127.0.0.2 myhost`` (a LAN address in real life), ``--host localhost`` had
-    gRPC alone listen on 127.0.0.2 too (a review). ``localhost`` is served on both
-    loopbacks, as gRPC's clients resolve it, whether /etc/hosts gives it ``::1`` or not."""
-    logged, answering, status = _serve_and_probe(hosts, ports={**FIXED, "grpc": grpc_port})
+    gRPC alone listen on 127.0.0.2 too (a review). A loopback name of RFC 6761
+    (``localhost``, ``*.localhost``, in any case) is served on both loopbacks, as gRPC's
+    clients resolve it, whatever /etc/hosts gives it, and where it gives nothing."""
+    ports = {**FIXED, "grpc": grpc_port}
+    logged, answering, status = _serve_and_probe(hosts, host=host, ports=ports)
     assert answering == {"grpc": LOOPBACKS, "http": LOOPBACKS, "metrics": LOOPBACKS}, logged
     assert status == "0", logged
 
 
+@pytest.mark.parametrize("listener", ["grpc", "http"])
+def test_port_0_is_one_port_free_on_every_address(listener):
+    """Port 0 over several addresses is one port free on each (``listen.one_port``): the
+    port the first address got was given the rest, where it could be taken, and the
+    server failed in gRPC's words with a line of gRPC's own on stderr (a review). With
+    the kernel's range at 41530 to 41533, 41530 held on 127.0.0.1 and 41531 on ``::1``,
+    the server listens on 41532 or 41533 on both loopbacks; with the range cut to the
+    two ports held, it refuses in words of its own, naming the addresses."""
+    held = [("127.0.0.1", 41530), ("::1", 41531)] if NAMESPACE_IPV6 else [("127.0.0.1", 41530)]
+    hosts = "::1 localhost\n127.0.0.1 localhost\n"
+    ports = {**FIXED, listener: 0}
+    logged, answering, status = _serve_and_probe(
+        hosts, ports=ports, held=held, port_range="41530 41533"
+    )
+    assert answering == {"grpc": LOOPBACKS, "http": LOOPBACKS, "metrics": LOOPBACKS}, logged
+    [listening] = [line for line in logged if line["event"] == "listening"]
+    assert listening[f"{listener}_port"] in (41532, 41533) and status == "0", logged
+    logged, _, status = _serve_and_probe(hosts, ports=ports, held=held, port_range="41530 41531")
+    if not NAMESPACE_IPV6:  # 127.0.0.1 alone: 41531 is free there
+        assert status == "0", logged
+        return
+    [failure] = [line for line in logged if line["event"] == "cannot listen"]
+    assert (failure["listener"], failure["address"]) == (listener, "localhost:0")
+    assert failure["error"] == "[Errno 98] no port was found free on all of ::1, 127.0.0.1"
+    assert status == "1", logged
+
+
 @pytest.mark.parametrize(
-    ("hosts", "held", "listener"),
+    ("hosts", "host", "held", "listener"),
     [
-        ("127.0.0.1 localhost\n", "::1", "grpc"),
-        ("127.0.0.1 localhost\n", "::1", "http"),
-        ("127.0.0.1 localhost\n", "::1", "metrics"),
-        ("127.0.0.1 localhost\n::1 localhost\n", "127.0.0.1", "grpc"),
-        ("::1 localhost\n127.0.0.1 localhost\n", "127.0.0.1", "http"),
+        ("127.0.0.1 localhost\n", "localhost", "::1", "grpc"),
+        ("127.0.0.1 localhost\n", "localhost", "::1", "http"),
+        ("127.0.0.1 localhost\n", "localhost", "::1", "metrics"),
+        ("127.0.0.1 localhost\n::1 localhost\n", "localhost", "127.0.0.1", "grpc"),
+        ("::1 localhost\n127.0.0.1 localhost\n", "localhost", "127.0.0.1", "http"),
+        ("::1 localhost\n", "localhost", "127.0.0.1", "grpc"),
+        ("127.0.0.1 localhost\n", "LocalHost", "::1", "grpc"),
+        ("127.0.0.1 localhost dev.localhost\n", "dev.localhost", "::1", "grpc"),
     ],
 )
-def test_a_port_held_on_any_address_of_localhost_stops_the_server(hosts, held, listener):
+def test_a_port_held_on_any_address_of_localhost_stops_the_server(hosts, host, held, listener):
     """``localhost`` is served on each loopback, so each must be free on every port:
     another process on ``[::1]:50051`` would take the gRPC clients, which resolve the
     name to ``::1`` first even where /etc/hosts does not (a review found the server
@@ -326,15 +381,15 @@ def test_a_port_held_on_any_address_of_localhost_stops_the_server(hosts, held, l
     ``localhost`` is served on 127.0.0.1 alone and nothing can hold ``::1``."""
     ports = {**FIXED, "grpc": FIXED[listener], listener: FIXED["grpc"]}
     if held == "::1" and not NAMESPACE_IPV6:
-        logged, answering, status = _serve_and_probe(hosts, ports=ports)
+        logged, answering, status = _serve_and_probe(hosts, host=host, ports=ports)
         assert answering[listener] == ["127.0.0.1"] and status == "0", logged
         return
-    logged, _, status = _serve_and_probe(hosts, ports=ports, held=held)
+    logged, _, status = _serve_and_probe(hosts, host=host, ports=ports, held=[(held, 50051)])
     [failure] = [line for line in logged if line["event"] == "cannot listen"]
-    assert (failure["listener"], failure["address"]) == (listener, "localhost:50051")
+    assert (failure["listener"], failure["address"]) == (listener, f"{host}:50051")
     assert failure["setting"] == f"--{listener}-port or CARDRULES_{listener.upper()}_PORT"
     address = f"[{held}]" if ":" in held else held
-    assert str(failure["error"]).startswith(f"{address}:50051, which localhost resolves to: ")
+    assert str(failure["error"]).startswith(f"{address}:50051, which {host} is served on: ")
     assert "in use" in str(failure["error"])
     assert status == "1", logged
 
@@ -343,11 +398,11 @@ def test_an_address_in_another_spelling_is_refused_in_the_systems_words():
     """A port taken on ``--host 0:0:0:0:0:0:0:1`` is not said to be one of its addresses:
     it is ``::1`` spelled out (a review found "[::1]:50051, which 0:0:0:0:0:0:0:1 resolves
     to"). Without IPv6, nothing holds the port and the address cannot be bound."""
-    held = "::1" if NAMESPACE_IPV6 else None
+    held = [("::1", 50051)] if NAMESPACE_IPV6 else []
     logged, _, status = _serve_and_probe("", host="0:0:0:0:0:0:0:1", held=held)
     [failure] = [line for line in logged if line["event"] == "cannot listen"]
     assert failure["address"] == "[0:0:0:0:0:0:0:1]:50051"
-    assert "resolves to" not in str(failure["error"])
+    assert "served on" not in str(failure["error"])
     assert ("in use" in str(failure["error"])) == NAMESPACE_IPV6
     assert status == "1", logged
 

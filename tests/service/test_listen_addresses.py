@@ -19,9 +19,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from service.http_gateway import start_http
-from service.listen import ipv6_available
+from service.listen import bind_error, ipv6_available
 from service.metrics_http import start_metrics_http
-from service.ports import bind_error
 from tests.service.http_helpers import krypkasino_gateway
 
 NAME = "dualname"

@@ -55,7 +55,7 @@ from service.http_gateway import (
 from service.http_json import parse_request
 from service.http_routes import UnsupportedRouteError, routes
 from service.openapi import COMMITTED
-from service.server import build_api
+from service.server import _start_gateway, build_api
 from service.tokens import KEY_ID_BYTES, KeyRing
 from tests.service.grpc_helpers import game_state, key_id, seal
 from tests.service.http_helpers import (
@@ -1190,6 +1190,51 @@ def test_a_body_timeout_before_the_grace_ends_keeps_its_own_message():
         assert status["message"] == "the body did not arrive within 0.3 s"
 
     run(gateway, scenario)
+
+
+def test_the_gateway_the_server_builds_times_a_body_out_at_the_documented_15_s():
+    """docs/api.md, "Errors": ``BODY_TIMEOUT`` is "the whole body did not arrive within 15
+    s". Every other body test passes its own ``body_seconds``; this one takes the gateway
+    as ``cardrules serve`` builds it (``service.server._start_gateway``, which passes
+    none). The wait a body gets ends 15 s after the body began; brought forward (no test
+    waits 15 s), it refuses the body in the documented words. A mutation review found
+    ``BODY_SECONDS`` unpinned (20 s passed every test)."""
+    api_md = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    documented = re.search(
+        r"\| `BODY_TIMEOUT` \| 400 \| the whole body did not arrive within (\d+) s", api_md
+    )
+    assert documented is not None and documented[1] == "15"
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        config = ServerConfig(host="127.0.0.1", http_port=0)
+        http = await _start_gateway(
+            config, build_api(config, KeyRing.parse(TEST_KEY), None), CallRunner(None), None
+        )
+        assert http is not None
+        try:
+            reader, writer = await open_raw(f"http://127.0.0.1:{http.port}")
+            try:
+                began = loop.time()
+                writer.write(PARTIAL_SCORE)
+                await writer.drain()
+                while not http.gateway._body_waits:  # the body has begun: its wait is set
+                    await asyncio.sleep(0.01)
+                (wait,) = http.gateway._body_waits
+                deadline = wait.when()
+                assert deadline is not None
+                assert began + 15 <= deadline <= loop.time() + 15
+                wait.reschedule(loop.time())
+                head, status = await next_answer(reader)
+            finally:
+                writer.close()
+        finally:
+            await http.stop()
+        assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head
+        assert status["details"][0]["reason"] == "BODY_TIMEOUT"
+        assert status["message"] == "the body did not arrive within 15 s"
+
+    asyncio.run(main())
 
 
 def test_a_port_in_use_fails_the_start_with_the_systems_error():

@@ -678,6 +678,35 @@ def test_refused_preflights_are_counted():
     run(krypkasino_gateway(on_refused_preflight=count), none_configured)
 
 
+@pytest.mark.parametrize("cors", [(ORIGIN,), ()], ids=["origins_configured", "none"])
+def test_only_an_options_with_both_origin_and_request_method_counts_as_a_preflight(cors):
+    """docs/operations.md: ``cardrules_http_cors_preflights_refused_total`` counts browser
+    preflights from an ``Origin`` not allowed. A browser's preflight carries both
+    ``Origin`` and ``Access-Control-Request-Method``; an ``OPTIONS`` with only one of them
+    (a probe, a tool's request) is no preflight and no browser was refused. A mutation
+    review found the ``Origin`` half unpinned: without it, an ``OPTIONS`` with the method
+    header alone counted."""
+    refused: list[None] = []
+
+    def count() -> None:
+        refused.append(None)
+
+    async def scenario(session: aiohttp.ClientSession, url: str) -> None:
+        score = f"{url}/v1/krypkasino:score"
+        evil = preflight_headers("https://evil.example")
+        without_origin = {k: v for k, v in evil.items() if k != "Origin"}
+        without_method = {k: v for k, v in evil.items() if k != "Access-Control-Request-Method"}
+        for headers in (without_origin, without_method):
+            async with session.options(score, headers=headers) as r:
+                assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
+        assert refused == []
+        async with session.options(score, headers=evil) as r:
+            assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
+        assert len(refused) == 1
+
+    run(krypkasino_gateway(cors=cors, on_refused_preflight=count), scenario)
+
+
 # -- slow and idle clients ------------------------------------------------------------
 
 

@@ -369,6 +369,23 @@ def test_origins_parse_from_a_comma_separated_list():
     assert parse_origins(" \n") == ()
 
 
+@pytest.mark.parametrize("port", ["0", "65536", "99999"])
+def test_an_origin_whose_port_is_no_tcp_port_is_refused(port):
+    """A port is 1 to 65535: no browser sends another, so ``--cors-origins`` naming one is
+    a slip, refused (the server does not start: exit 2), not an origin that never
+    matches. A mutation review found the upper bound unpinned (65536 was taken)."""
+    with pytest.raises(ValueError, match=NOT_AN_ORIGIN + f"https://a\\.example:{port}'$"):
+        parse_origins(f"https://a.example:{port}")
+
+
+def test_an_origin_may_name_any_tcp_port():
+    """The bounds of the range, 1 and 65535, are ports an origin may name (kept as given)."""
+    assert parse_origins("https://a.example:65535, http://b.example:1") == (
+        "https://a.example:65535",
+        "http://b.example:1",
+    )
+
+
 def test_origins_parse_separated_by_white_space_too():
     """As ``CARDRULES_STATE_KEYS`` are: ``"http://a http://b"`` was refused whole, quoted as
     one origin."""

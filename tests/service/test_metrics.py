@@ -44,7 +44,7 @@ from service.metrics import (
 )
 from service.server import build_api, new_metrics
 from service.tokens import KeyRing
-from service.value_space import VALUE_FILE_BYTES
+from service.value_space import VALUE_FILE_BYTES, ValueFileFullError
 from tests.service.metrics_helpers import Samples, samples
 from tests.service.server_process import TEST_KEY, in_mount_namespace
 
@@ -712,12 +712,19 @@ def fill(values: Any, count: int) -> None:  # prometheus_client is untyped
         values.write_value(f"series {number:04} " + "x" * 200, float(number), 0.0)
 
 
-def test_a_file_of_values_grows_sparse_where_space_cannot_be_reserved(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "code",
+    [errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS],
+    ids=["EOPNOTSUPP", "EINVAL", "ENOSYS"],  # not errorcode: EOPNOTSUPP is ENOTSUP on Linux
+)
+def test_a_file_of_values_grows_sparse_where_space_cannot_be_reserved(tmp_path, monkeypatch, code):
     """musl's posix_fallocate, unlike glibc's, does not write the blocks itself on a
-    filesystem without fallocate: the file grows as prometheus_client grows it."""
+    filesystem without fallocate: the file grows as prometheus_client grows it
+    (service/value_space.py). Each error that means "cannot reserve here": EOPNOTSUPP,
+    EINVAL (what POSIX lists for a filesystem that does not support it) and ENOSYS."""
 
     def unsupported(descriptor: int, offset: int, size: int) -> None:
-        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(os, "posix_fallocate", unsupported)
     path = tmp_path / "counter_1.db"
@@ -726,6 +733,24 @@ def test_a_file_of_values_grows_sparse_where_space_cannot_be_reserved(tmp_path, 
     assert path.stat().st_size == 2 * VALUE_FILE_BYTES
     values.close()
     assert len(list(values.read_all_values_from_file(str(path)))) == 300
+
+
+def test_a_file_of_values_is_refused_where_reserving_fails_otherwise(tmp_path, monkeypatch):
+    """Only a filesystem that cannot reserve gets a sparse file: any other error of
+    posix_fallocate (ENOSPC, a full folder) is ValueFileFullError, and no file is left
+    behind, instead of a sparse file that a full folder would answer with SIGBUS
+    (docs/operations.md, "Workers")."""
+
+    def full(descriptor: int, offset: int, size: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    path = tmp_path / "counter_1.db"
+    with pytest.raises(ValueFileFullError) as refused:
+        _ReservedMmapedDict(str(path))
+    assert refused.value.errno == errno.ENOSPC
+    assert refused.value.filename == str(path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_file_of_values_opened_again_keeps_its_values(tmp_path):

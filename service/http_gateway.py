@@ -929,8 +929,10 @@ async def start_http(
     await runner.setup()
     try:
         # Resolved here, numeric, not by each site: a site given a name binds every
-        # address it resolves to, each on a port of its own when the port is 0.
-        addresses = await asyncio.to_thread(listen_addresses, host, port)
+        # address it resolves to, each on a port of its own when the port is 0. On the
+        # loop, as the port check and gRPC did just before: nothing is served yet, and a
+        # thread for it would be one more to start (and to fail under a pids limit).
+        addresses = listen_addresses(host, port)
         port = one_port(addresses, port)
         for _, address in addresses:
             site = web.TCPSite(runner, numeric_host(address), port, reuse_port=reuse_port or None)

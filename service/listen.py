@@ -142,7 +142,8 @@ def numeric_host(address: tuple[Any, ...]) -> str:
 def one_port(addresses: list[Address], port: int) -> int:
     """The port to listen on at every one of ``addresses``: ``port``, or for port 0 over
     several, one free on each of them, where the port the first got could be taken on
-    another (a review met it). OSError when none is found."""
+    another (a review met it). OSError when none is found. The probes are closed before
+    the listeners bind: another process may still take the port in between."""
     if port or len(addresses) < 2:
         return port
     (family, first), *rest = addresses

@@ -337,18 +337,21 @@ def test_port_0_is_one_port_free_on_every_address(listener):
     """Port 0 over several addresses is one port free on each (``listen.one_port``): the
     port the first address got was given the rest, where it could be taken, and the
     server failed in gRPC's words with a line of gRPC's own on stderr (a review). With
-    the kernel's range at 41530 to 41533, 41530 held on 127.0.0.1 and 41531 on ``::1``,
-    the server listens on 41532 or 41533 on both loopbacks; with the range cut to the
-    two ports held, it refuses in words of its own, naming the addresses."""
-    held = [("127.0.0.1", 41530), ("::1", 41531)] if NAMESPACE_IPV6 else [("127.0.0.1", 41530)]
+    the kernel's range at 41530 to 41533 and its odd ports held on 127.0.0.1, the server
+    listens on an even one on both loopbacks: Linux gives ``::1`` an odd port first, so
+    the first tries fail and are held while the next is asked for (a review). With the
+    range cut to two ports, one held on each loopback, the server refuses in words of
+    its own, naming the addresses."""
     hosts = "::1 localhost\n127.0.0.1 localhost\n"
     ports = {**FIXED, listener: 0}
+    odd = [("127.0.0.1", 41531), ("127.0.0.1", 41533)]
     logged, answering, status = _serve_and_probe(
-        hosts, ports=ports, held=held, port_range="41530 41533"
+        hosts, ports=ports, held=odd, port_range="41530 41533"
     )
     assert answering == {"grpc": LOOPBACKS, "http": LOOPBACKS, "metrics": LOOPBACKS}, logged
     [listening] = [line for line in logged if line["event"] == "listening"]
-    assert listening[f"{listener}_port"] in (41532, 41533) and status == "0", logged
+    assert listening[f"{listener}_port"] in (41530, 41532) and status == "0", logged
+    held = [("127.0.0.1", 41530), ("::1", 41531)] if NAMESPACE_IPV6 else [("127.0.0.1", 41530)]
     logged, _, status = _serve_and_probe(hosts, ports=ports, held=held, port_range="41530 41531")
     if not NAMESPACE_IPV6:  # 127.0.0.1 alone: 41531 is free there
         assert status == "0", logged
@@ -357,6 +360,32 @@ def test_port_0_is_one_port_free_on_every_address(listener):
     assert (failure["listener"], failure["address"]) == (listener, "localhost:0")
     assert failure["error"] == "[Errno 98] no port was found free on all of ::1, 127.0.0.1"
     assert status == "1", logged
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_port_0_on_a_wildcard_is_one_port_free_on_both_families(host):
+    """The HTTP gateway binds a wildcard's two families one site each (``service.listen``),
+    so its port 0 too is one free on both: 0.0.0.0 took a port another process held on
+    ``[::]`` alone, and the server failed to bind ``[::]`` (a review). gRPC and metrics
+    serve a wildcard on one dual-stack socket. Without IPv6, 0.0.0.0 alone is served."""
+    held = [("::", 41531), ("::", 41533)] if NAMESPACE_IPV6 else []
+    ports = {**FIXED, "http": 0}
+    logged, answering, status = _serve_and_probe(
+        "", host=host, ports=ports, held=held, port_range="41530 41533"
+    )
+    every = ["127.0.0.1", "127.0.0.2", *LOOPBACKS[1:]]  # all of 127.0.0.0/8 is loopback
+    assert answering == {"grpc": every, "http": every, "metrics": every}, logged
+    [listening] = [line for line in logged if line["event"] == "listening"]
+    assert listening["http_port"] in (41530, 41532) and status == "0", logged
+
+
+def test_a_name_that_only_ends_in_localhost_is_served_as_resolved():
+    """Only ``localhost`` and names under it are loopback names (RFC 6761):
+    ``notlocalhost`` is served on what /etc/hosts gives it alone."""
+    hosts = "127.0.0.1 localhost notlocalhost\n"
+    logged, answering, status = _serve_and_probe(hosts, host="notlocalhost")
+    assert answering == {"grpc": ["127.0.0.1"], "http": ["127.0.0.1"], "metrics": ["127.0.0.1"]}
+    assert status == "0", logged
 
 
 @pytest.mark.parametrize(
@@ -369,6 +398,7 @@ def test_port_0_is_one_port_free_on_every_address(listener):
         ("::1 localhost\n127.0.0.1 localhost\n", "localhost", "127.0.0.1", "http"),
         ("::1 localhost\n", "localhost", "127.0.0.1", "grpc"),
         ("127.0.0.1 localhost\n", "LocalHost", "::1", "grpc"),
+        ("127.0.0.1 localhost\n", "localhost.", "::1", "grpc"),
         ("127.0.0.1 localhost dev.localhost\n", "dev.localhost", "::1", "grpc"),
     ],
 )

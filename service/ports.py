@@ -12,7 +12,7 @@ from service.listen import (
     bind_error,
     is_address,
     is_wildcard,
-    listen_hosts,
+    listen_addresses,
     numeric_host,
     resolved_addresses,
 )
@@ -126,26 +126,22 @@ def taken(host: str, port: int) -> str | None:
     A wildcard host is served on both ``0.0.0.0`` and ``[::]`` (``service.listen``):
     both must be free. grpc would quietly fall back to IPv4 alone when another
     process listens on ``[::]``, leaving it the clients that reach the port over
-    IPv6. A name is served on each address it resolves to, on every port
-    (``service.listen``): each must be free, and the one that is not is named.
+    IPv6. A name is served on each address it resolves to (a loopback name on both
+    loopbacks too), on every port (``service.listen``): each must be free, and the
+    one that is not is named.
     """
-    if is_wildcard(host):
-        for wildcard in listen_hosts(host):
-            family = socket.AF_INET6 if ":" in wildcard else socket.AF_INET
-            refused = bind_error(family, (wildcard, port))
-            if refused is not None and wildcard == host:
-                return str(refused)
-            if refused is not None:
-                return f"{host_port(wildcard, port)}, which {host} is served on too: {refused}"
-        return None
     try:
-        addresses = resolved_addresses(host, port)
+        addresses = listen_addresses(host, port)
     except OSError as error:
         return str(error)
     for family, address in addresses:
         # Taken, or no socket at all (no IPv6, no descriptors left).
-        if (refused := bind_error(family, address)) is not None:
-            if is_address(host):
-                return str(refused)
-            return f"{host_port(numeric_host(address), port)}, which {host} is served on: {refused}"
+        if (refused := bind_error(family, address)) is None:
+            continue
+        if address[0] == host or (is_address(host) and not is_wildcard(host)):
+            return str(refused)  # the host's own address, however it is spelled
+        too = " too" if is_wildcard(host) else ""
+        return (
+            f"{host_port(numeric_host(address), port)}, which {host} is served on{too}: {refused}"
+        )
     return None

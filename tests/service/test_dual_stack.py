@@ -459,7 +459,10 @@ def _run_in_namespace(
         f' && ip link set lo up{ipv6_off} && exec "$@"'
     )
     user = () if os.geteuid() == 0 else ("--map-root-user",)
-    namespace = ("unshare", "--net", "--mount", *user, "sh", "-c", script, "sh")
+    # A pid namespace too, whose processes all die with its first: a server the code
+    # started is not left running when the run times out.
+    pid = ("--pid", "--fork", "--kill-child")
+    namespace = ("unshare", "--net", "--mount", *pid, *user, "sh", "-c", script, "sh")
     with tempfile.TemporaryDirectory() as folder:
         return subprocess.run(
             [*namespace, sys.executable, "-c", code, *arguments],

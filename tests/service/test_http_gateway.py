@@ -1267,8 +1267,9 @@ def test_the_gateway_the_server_builds_times_a_body_out_at_the_documented_15_s()
                 began = loop.time()
                 writer.write(PARTIAL_SCORE)
                 await writer.drain()
-                while not http.gateway._body_waits:  # the body has begun: its wait is set
-                    await asyncio.sleep(0.01)
+                async with asyncio.timeout(10):  # a wait never set fails, not hangs
+                    while not http.gateway._body_waits:  # the body has begun: its wait is set
+                        await asyncio.sleep(0.01)
                 (wait,) = http.gateway._body_waits
                 deadline = wait.when()
                 assert deadline is not None

@@ -10,8 +10,8 @@ resolver is the only stand-in, the sockets and connections are real, on loopback
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import socket
+import threading
 import urllib.error
 import urllib.request
 from typing import Any
@@ -86,26 +86,25 @@ def test_http_serves_every_address_of_a_name_on_one_port(dualname: str) -> None:
     assert asyncio.run(main()) == [200, 200]
 
 
-class _NoThreads(concurrent.futures.ThreadPoolExecutor):
-    """The event loop's default executor where no thread can be started (a pids limit)."""
-
-    def submit(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("can't start new thread")
+def _no_thread_starts(self: threading.Thread) -> None:
+    raise RuntimeError("can't start new thread")
 
 
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "0.0.0.0"])
-def test_http_starts_where_no_thread_can_be_started(host: str) -> None:
+def test_http_starts_where_no_thread_can_be_started(
+    host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The gateway resolves its host on the event loop, as the port check and gRPC did
     just before: resolved in the loop's executor, a server on the default host, which
     needed no thread, crashed where no thread could be started (a review, with a pids
     limit), and held one more idle thread for its whole life everywhere else."""
 
     async def main() -> int:
-        asyncio.get_running_loop().set_default_executor(_NoThreads())
         server = await start_http(krypkasino_gateway(), host, 0, reuse_port=False, grace_seconds=1)
         await server.stop()
         return server.port
 
+    monkeypatch.setattr(threading.Thread, "start", _no_thread_starts)
     assert asyncio.run(main()) > 0
 
 

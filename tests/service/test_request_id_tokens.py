@@ -157,7 +157,7 @@ def test_ordinary_request_ids_are_kept(
 
 def _key_whose_start_has(characters: str) -> bytes:
     """A key whose seat tokens' first 5 characters, in standard base64, hold one of
-    ``characters`` (about one key in seven for ``+/``), drawn from a seed."""
+    ``characters`` (about one key in 13 for one of them), drawn from a seed."""
     draw = random.Random("start with " + characters)
     while True:
         key = draw.randbytes(32)
@@ -165,10 +165,12 @@ def _key_whose_start_has(characters: str) -> bytes:
             return key
 
 
-# Two keys, so that a token under the key that no longer seals is told too; a third
-# whose seat tokens read otherwise in URL-safe base64 (``-`` and ``_`` for ``+`` and
+# Two keys, so that a token under the key that no longer seals is told too; two more
+# whose seat tokens read otherwise in URL-safe base64 (``-`` for ``+``, ``_`` for
 # ``/``), which a review found told only in standard base64 with every test passing.
-RING = KeyRing((bytes(range(32)), bytes(range(32, 64)), _key_whose_start_has("+/")))
+RING = KeyRing(
+    (bytes(range(32)), bytes(range(32, 64)), _key_whose_start_has("+"), _key_whose_start_has("/"))
+)
 
 
 def _seat_token_texts(keys: KeyRing) -> list[str]:

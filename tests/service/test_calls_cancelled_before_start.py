@@ -12,12 +12,17 @@ doing or the stop's, never a bug.
 
 from __future__ import annotations
 
+import asyncio
 import time
+import warnings
 from pathlib import Path
 
 import grpc
+import pytest
+from grpc._cython import cygrpc
 from grpc_health.v1 import health_pb2
 
+from service.early_cancels import quiet_early_cancels
 from tests.service.grpc_helpers import health
 from tests.service.server_process import failure_lines, loaded_at_start, running
 
@@ -79,6 +84,27 @@ def test_a_call_cancelled_before_its_handler_started_is_a_debug_line_only(tmp_pa
     ] * 2
     assert [line["exception"][0]["exc_type"] for line in records] == ["CancelledError"] * 2  # type: ignore[index]
     assert failure_lines(server) == []  # no error line, no raw stderr line (a traceback)
+
+
+def test_only_an_early_cancels_traceback_is_kept_off_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """grpc prints on stderr the traceback of whatever escapes a handler; the server
+    keeps off stderr only the copy of an early cancel (docs/operations.md, "the server
+    keeps both off stderr"), so a real bug's traceback is still printed there."""
+    monkeypatch.setattr(cygrpc, "traceback", cygrpc.traceback)  # restored after the test
+    with warnings.catch_warnings():  # and the warning filter it adds
+        quiet_early_cancels()  # as the server does at start
+    try:
+        raise ValueError("a real bug")
+    except ValueError:
+        cygrpc.traceback.print_exc()
+    assert capsys.readouterr().err.splitlines()[-1] == "ValueError: a real bug"
+    try:
+        raise asyncio.CancelledError
+    except asyncio.CancelledError:
+        cygrpc.traceback.print_exc()
+    assert capsys.readouterr().err == ""
 
 
 def _wait_for_lines(path: Path, count: int, timeout: float = 30) -> None:

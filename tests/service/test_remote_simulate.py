@@ -372,6 +372,8 @@ def test_every_target_form_with_a_port_or_a_socket_is_taken(address):
 
 
 def test_a_summary_through_the_server_says_no_invariant_was_checked(grpc_target):
+    """The text summary says where the games ran: its last line names ``--server``, not
+    in-process, and its invariant line that none were checked (only in-process can)."""
     args = ["simulate", "krypkasino", "--players", "2", "--games", "2", "--server", grpc_target]
     as_json = subprocess.run([CARDRULES, *args, "--json"], capture_output=True, text=True)
     as_text = subprocess.run([CARDRULES, *args], capture_output=True, text=True)
@@ -380,6 +382,9 @@ def test_a_summary_through_the_server_says_no_invariant_was_checked(grpc_target)
     assert summary["invariant_checks"] is None and summary["turns"] > 0
     assert "invariant checks: not run" in as_text.stdout
     assert "invariant checks passed" not in as_text.stdout
+    assert as_text.stdout.splitlines()[-1] == (
+        f"played by cardrules {summary['cardrules_version']}, through --server"
+    )
 
 
 def test_a_summary_through_the_server_counts_as_in_process(grpc_target, capsys):

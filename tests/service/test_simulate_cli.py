@@ -463,8 +463,13 @@ def test_games_summary_agrees_with_the_single_games(capsys):
 
 
 def test_games_text_summary_and_progress_bar(capsys):
+    """The text summary of a run without teams: its wins are counted per seat and it
+    says ``seat`` (the per-team summary below says ``team``), in-process it counts the
+    invariant checks, and the bar goes to stderr."""
     status, out, err = run(capsys, "--players", "2", "--games", "2", "--policy", "greedy")
     assert status == 0
+    wins = r"^wins \(seat; a shared win counts for each winner\): 0: \d+  1: \d+$"
+    assert re.search(wins, out, re.MULTILINE) is not None
     checks = re.search(r"^invariant checks passed: (\d+)$", out, re.MULTILINE)
     assert checks is not None and int(checks.group(1)) > 0
     assert "mean score per seat: 0: " in out

@@ -470,10 +470,14 @@ def test_the_image_healthcheck_asks_the_grpc_health_service():
         assert healthy.returncode == 0, healthy.stderr
     finally:
         assert server.terminate() == 0
+    # The reason goes to stderr, which Docker keeps in the health log (service/healthcheck.py):
+    # an exit 1 alone never says which address the check asked or what grpc answered.
+    port = free_port()
     nobody = subprocess.run(
-        command, env={"CARDRULES_GRPC_PORT": str(free_port())}, capture_output=True, timeout=30
+        command, env={"CARDRULES_GRPC_PORT": str(port)}, capture_output=True, timeout=30
     )
     assert nobody.returncode != 0
+    assert f"unhealthy: 127.0.0.1:{port}: UNAVAILABLE: " in nobody.stderr.decode()
 
 
 def run_healthcheck(environ: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import service
-from service import entry
+from service import cli, entry
 from service.logs import configure_logging, get_logger
-from tests.service.server_process import CARDRULES
+from tests.service.server_process import CARDRULES, TEST_KEY
 
 SIMULATE = [CARDRULES, "simulate", "krypkasino", "--players", "2"]
 
@@ -143,6 +143,28 @@ def test_ctrl_c_while_the_command_starts_exits_130_with_one_line(monkeypatch, ca
     monkeypatch.setattr(sys, "argv", ["cardrules", "simulate"])
     assert entry.main() == 130
     assert capsys.readouterr().err == "cardrules: error: interrupted\n"
+
+
+class _CtrlCOnRead:
+    """A terminal's stdin at which the user presses Ctrl-C: reading it raises."""
+
+    def read(self, size: int = -1) -> bytes:
+        raise KeyboardInterrupt
+
+    @property
+    def buffer(self) -> _CtrlCOnRead:
+        return self
+
+
+def test_ctrl_c_at_a_command_reading_stdin_exits_130_with_one_line(monkeypatch, capsys):
+    """Ctrl-C outside a simulation (open-token waiting for its token) exits 130, the
+    status service/cli.py gives an interrupt (128 + SIGINT, as a shell reports it and as
+    Ctrl-C while the command starts, above): open-token's status 1 means a token that
+    does not open."""
+    monkeypatch.setenv("CARDRULES_STATE_KEYS", TEST_KEY)
+    monkeypatch.setattr(sys, "stdin", _CtrlCOnRead())
+    assert cli.main(["open-token"]) == 130
+    assert capsys.readouterr() == ("", "cardrules: error: interrupted\n")
 
 
 def test_a_console_line_stdout_cannot_encode_is_escaped_not_an_error(monkeypatch):

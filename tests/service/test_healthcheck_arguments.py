@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.service.server_process import ServerProcess, free_port, server_environment
+from tests.service.silent_listener import silent_server
 
 CHECK = [sys.executable, "-m", "service.healthcheck"]
 
@@ -61,3 +63,19 @@ def test_without_arguments_it_checks_as_the_image_runs_it(server: ServerProcess)
     env = {"CARDRULES_HOST": "127.0.0.1", "CARDRULES_GRPC_PORT": str(server.grpc_port)}
     done = _check(env=env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_a_server_that_never_answers_fails_the_check_within_dockers_timeout() -> None:
+    """A hung server (it takes the connection, never a byte back) fails the check with
+    exit 1 and DEADLINE_EXCEEDED on stderr before the Dockerfile's ``HEALTHCHECK
+    --timeout`` of 5 s, Python's start included (service/healthcheck.py,
+    ``TIMEOUT_SECONDS``): past it Docker kills the check, and its health log keeps no
+    reason. 4.5 s leaves the margin the timeout's comment promises."""
+    with silent_server() as address:
+        port = address.rpartition(":")[2]
+        started = time.monotonic()
+        done = _check(env={"CARDRULES_HOST": "127.0.0.1", "CARDRULES_GRPC_PORT": port})
+        elapsed = time.monotonic() - started
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"unhealthy: {address}: DEADLINE_EXCEEDED: "), done.stderr
+    assert elapsed < 4.5, f"the check took {elapsed:.1f} s"

@@ -40,20 +40,21 @@ IPV6_WILDCARD = "::"
 
 def is_wildcard(host: str) -> bool:
     """Whether ``host`` means every address of the machine (``0.0.0.0``, ``::``)."""
-    try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:  # a host name
-        return False
+    address = _as_address(host)
+    return address is not None and address.is_unspecified
 
 
 def is_address(host: str) -> bool:
     """Whether ``host`` is a numeric address (an IPv6 one in any spelling, a zone kept),
     not a name."""
+    return _as_address(host) is not None
+
+
+def _as_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+        return ipaddress.ip_address(host)
+    except ValueError:  # a host name
+        return None
 
 
 def ipv6_available() -> bool:
@@ -152,18 +153,20 @@ def one_port(addresses: list[Address], port: int) -> int:
     with contextlib.ExitStack() as tried:
         for _ in range(_PORT_TRIES):
             probe = tried.enter_context(socket.socket(family, socket.SOCK_STREAM))
-            if _bind_error(probe, family, (first[0], 0, *first[2:]), reuse=False):
+            if _bind_error(probe, family, on_port(first, 0), reuse=False):
                 break
             chosen: int = probe.getsockname()[1]
-            if all(bind_error(*_on_port(answer, chosen)) is None for answer in rest):
+            if all(
+                bind_error(family, on_port(address, chosen)) is None for family, address in rest
+            ):
                 return chosen
     hosts = ", ".join(numeric_host(address) for _, address in addresses)
     raise OSError(errno.EADDRINUSE, f"no port was found free on all of {hosts}")
 
 
-def _on_port(answer: Address, port: int) -> Address:
-    family, address = answer
-    return family, (address[0], port, *address[2:])
+def on_port(address: tuple[Any, ...], port: int) -> tuple[Any, ...]:
+    """``address`` on ``port``, an IPv6 one's flow info and scope id kept."""
+    return (address[0], port, *address[2:])
 
 
 def bind_error(family: socket.AddressFamily, address: tuple[Any, ...]) -> OSError | None:

@@ -39,7 +39,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from service.listen import IPV6_WILDCARD, listen_hosts, resolved_addresses
+from service.listen import IPV6_WILDCARD, listen_hosts, on_port, one_port, resolved_addresses
 from service.logs import OncePerWindow, get_logger
 
 if TYPE_CHECKING:
@@ -262,9 +262,10 @@ def start_metrics_http(
 
     A wildcard host is served on IPv4 and IPv6 alike, on one dual-stack socket as gRPC
     serves it, or on IPv4 alone on a machine without IPv6 (``service.listen``). A name
-    is served on every address it resolves to (``localhost``: often ``::1`` and
-    ``127.0.0.1``), one socket each, all on one port: with port 0, the port the first
-    got. Each address is bound as resolved, an IPv6 scope id with it (``fe80::1%eth0``).
+    is served on every address it resolves to (``localhost``: ``::1`` and
+    ``127.0.0.1``), one socket each, all on one port: with port 0, one free on each
+    (``listen.one_port``). Each address is bound as resolved, an IPv6 scope id with it
+    (``fe80::1%eth0``).
     Start it after any fork: a thread does not survive ``fork``.
     """
     hosts = listen_hosts(host)  # "::" on a machine without IPv6: 0.0.0.0 alone
@@ -274,12 +275,13 @@ def start_metrics_http(
         addresses = [(socket.AF_INET6, (IPV6_WILDCARD, port))]
     else:
         addresses = resolved_addresses(hosts[0], port)
+        port = one_port(addresses, port)
     connections = _Connections(max_connections)
     servers: list[_BoundedServer] = []
     try:
         for family, address in addresses:
             server = _BoundedServer(
-                (address[0], port, *address[2:]),  # the flow info and scope id of IPv6
+                on_port(address, port),
                 _QuietHandler,
                 family=family,
                 dual_stack=dual,
@@ -288,7 +290,7 @@ def start_metrics_http(
             )
             server.set_app(_failing_loudly(make_wsgi_app(registry)))
             servers.append(server)
-            port = server.server_port  # port 0: the rest on the port the first got
+            port = server.server_port  # port 0 at a single address
     except BaseException:
         for server in servers:
             server.server_close()

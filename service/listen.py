@@ -135,6 +135,15 @@ def listen_addresses(host: str, port: int) -> list[Address]:
     ]
 
 
+def served_hosts(host: str, addresses: list[Address]) -> list[str]:
+    """The numeric hosts a listener on ``host`` bound ``addresses`` for, as its log line
+    names them: a wildcard's ``listen_hosts`` (one dual-stack socket may serve both),
+    else each address's ``numeric_host``."""
+    if is_wildcard(host):
+        return list(listen_hosts(host))
+    return [numeric_host(address) for _, address in addresses]
+
+
 def numeric_host(address: tuple[Any, ...]) -> str:
     """The numeric host of a socket address, an IPv6 scope id kept (``fe80::1%eth0``)."""
     return socket.getnameinfo(address, socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)[0]

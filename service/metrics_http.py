@@ -39,7 +39,14 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from service.listen import IPV6_WILDCARD, listen_hosts, on_port, one_port, resolved_addresses
+from service.listen import (
+    IPV6_WILDCARD,
+    listen_hosts,
+    on_port,
+    one_port,
+    resolved_addresses,
+    served_hosts,
+)
 from service.logs import OncePerWindow, get_logger
 
 if TYPE_CHECKING:
@@ -218,7 +225,11 @@ class MetricsHTTP:
     """A running ``/metrics`` HTTP server, on one socket or more (one per address its
     host resolves to); call it to shut it down."""
 
-    def __init__(self, servers: list[_BoundedServer], connections: _Connections) -> None:
+    def __init__(
+        self, servers: list[_BoundedServer], connections: _Connections, hosts: list[str]
+    ) -> None:
+        #: The numeric hosts served (``listen.served_hosts``), for the log line.
+        self.hosts = hosts
         self._servers = servers
         self._connections = connections
         self._threads = [
@@ -295,4 +306,4 @@ def start_metrics_http(
         for server in servers:
             server.server_close()
         raise
-    return MetricsHTTP(servers, connections)
+    return MetricsHTTP(servers, connections, served_hosts(host, addresses))

@@ -41,7 +41,13 @@ from service.grpc_service import KrypkasinoServicer
 from service.http_cors import CorsPolicy
 from service.http_gateway import HttpGateway, HttpServer, start_http
 from service.krypkasino_api import GAME, METHODS, SERVICE_NAME, KrypkasinoApi
-from service.listen import is_wildcard, numeric_host, one_port, resolved_addresses
+from service.listen import (
+    is_wildcard,
+    numeric_host,
+    one_port,
+    resolved_addresses,
+    served_hosts,
+)
 from service.logs import DROPPED_LINES, configure_logging, get_logger, status_or_crash
 from service.metrics import (
     EPHEMERAL,
@@ -265,7 +271,7 @@ async def _run_servers(
         )
         add_health_and_reflection(server, health_servicer, reflection_servicer)
         try:
-            port = _add_grpc_ports(server, config.host, config.grpc_port)
+            port, addresses = _add_grpc_ports(server, config.host, config.grpc_port)
         except (RuntimeError, OSError) as error:
             cannot_listen("grpc", config.host, config.grpc_port, str(error))
             return 1
@@ -282,6 +288,8 @@ async def _run_servers(
             grpc_port=port,
             http=host_port(config.host, http.port),
             http_port=http.port,
+            # What the host was resolved to: gRPC and HTTP serve these, and only these.
+            addresses=addresses,
             # Which pages may call: what to compare when a browser says "blocked by CORS".
             cors_origins=list(config.cors_origins),
             # Which state tokens this pod writes: in a mixed fleet, a pod whose
@@ -304,17 +312,18 @@ async def _run_servers(
     return 0
 
 
-def _add_grpc_ports(server: grpc.aio.Server, host: str, port: int) -> int:
-    """Have ``server`` listen on ``host``, all on one port (``listen.one_port``); the port.
-    A wildcard as given (gRPC core serves it on both families itself), a name on the
-    numeric addresses the HTTP and metrics ports are served on (``service.listen``)."""
+def _add_grpc_ports(server: grpc.aio.Server, host: str, port: int) -> tuple[int, list[str]]:
+    """Have ``server`` listen on ``host``, all on one port (``listen.one_port``); the port
+    and the numeric hosts served (``listen.served_hosts``). A wildcard as given (gRPC
+    core serves it on both families itself), a name on the numeric addresses the HTTP
+    and metrics ports are served on (``service.listen``)."""
     if is_wildcard(host):
-        return server.add_insecure_port(host_port(host, port))
+        return server.add_insecure_port(host_port(host, port)), served_hosts(host, [])
     addresses = resolved_addresses(host, port)
     port = one_port(addresses, port)
     for _, address in addresses:
         port = server.add_insecure_port(host_port(numeric_host(address), port))
-    return port
+    return port, served_hosts(host, addresses)
 
 
 class DrainingHealth(health.aio.HealthServicer):
@@ -597,7 +606,12 @@ def _start_metrics(
     except OSError as error:  # the port is taken, or the host is no address of this machine
         cannot_listen("metrics", config.host, config.metrics_port, str(error))
         return None
-    _log.info("metrics", address=host_port(config.host, server.port), path="/metrics")
+    _log.info(
+        "metrics",
+        address=host_port(config.host, server.port),
+        addresses=server.hosts,
+        path="/metrics",
+    )
     return server
 
 

@@ -98,6 +98,14 @@ def grpc_serving(address: str, port: int) -> bool:
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
+def served_on(server: ServerProcess) -> list[object]:
+    """The addresses the ``listening`` line says gRPC and HTTP are served on, then those
+    the ``metrics`` line says the metrics port is."""
+    [listening] = server.wait_for_logs("listening")
+    [metrics] = server.wait_for_logs("metrics")
+    return [listening["addresses"], metrics["addresses"]]
+
+
 def refused_call(server: ServerProcess, address: str) -> None:
     """A call that is refused (STATE_MISSING) but logged, with its peer and worker."""
     score = urllib.request.Request(
@@ -113,8 +121,10 @@ def refused_call(server: ServerProcess, address: str) -> None:
 def test_a_wildcard_host_serves_grpc_http_and_metrics_on_ipv4_and_ipv6(host):
     """HTTP and metrics listened on 0.0.0.0 for IPv4 alone while gRPC served IPv6 too:
     on an IPv6 cluster a pod went Ready with HTTP and /metrics out of reach. An IPv4
-    client stays an IPv4 peer in the request line, as gRPC spells it."""
+    client stays an IPv4 peer in the request line, as gRPC spells it. The start's lines
+    name both wildcards as the addresses served."""
     with running(fixed_ports(host), loopback_flags=False) as server:
+        assert served_on(server) == [["0.0.0.0", "::"] if HAS_IPV6 else ["0.0.0.0"]] * 2
         for address in ("127.0.0.1", "::1"):
             reachable = address == "127.0.0.1" or HAS_IPV6
             assert not reachable or grpc_serving(address, server.grpc_port)
@@ -325,10 +335,15 @@ def test_grpc_listens_on_the_addresses_http_and_metrics_do(hosts, host, grpc_por
     and ``127.0.0.2 myhost`` (a LAN address in real life), ``--host localhost`` had
     gRPC alone listen on 127.0.0.2 too (a review). A loopback name of RFC 6761
     (``localhost``, ``*.localhost``, in any case) is served on both loopbacks, as gRPC's
-    clients resolve it, whatever /etc/hosts gives it, and where it gives nothing."""
+    clients resolve it, whatever /etc/hosts gives it, and where it gives nothing. The
+    ``listening`` and ``metrics`` lines name the addresses that answer."""
     ports = {**FIXED, "grpc": grpc_port}
     logged, answering, status = _serve_and_probe(hosts, host=host, ports=ports)
     assert answering == {"grpc": LOOPBACKS, "http": LOOPBACKS, "metrics": LOOPBACKS}, logged
+    for event in ("listening", "metrics"):
+        [line] = [line for line in logged if line["event"] == event]
+        addresses = line["addresses"]
+        assert isinstance(addresses, list) and sorted(addresses) == LOOPBACKS, line
     assert status == "0", logged
 
 
@@ -477,6 +492,7 @@ def _run_in_namespace(
 def test_a_specific_host_is_served_on_that_address_alone():
     args = fixed_ports("127.0.0.1")
     with running(args, loopback_flags=False) as server:
+        assert served_on(server) == [["127.0.0.1"]] * 2
         assert answers("127.0.0.1", server.http_port, "/healthz")
         assert answers("127.0.0.1", server.metrics_port, "/metrics")
         if HAS_IPV6:

@@ -664,6 +664,23 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
         )
 
 
+def test_options_beside_a_given_channel_are_refused_even_when_empty() -> None:
+    """As the types refuse them (clients/python/README.md, "Install"): an empty list was
+    taken and dropped."""
+    with (
+        grpc.insecure_channel("127.0.0.1:1") as channel,
+        pytest.raises(TypeError, match="channel_options"),
+    ):
+        KrypkasinoClient(channel=channel, options=[])  # type: ignore[call-overload]
+
+    async def make_async_client() -> None:
+        async with grpc.aio.insecure_channel("127.0.0.1:1") as channel:
+            AsyncKrypkasinoClient(channel=channel, options=[])  # type: ignore[call-overload]
+
+    with pytest.raises(TypeError, match="channel_options"):
+        asyncio.run(make_async_client())
+
+
 @pytest.mark.parametrize(
     ("target", "refusal"),
     [

@@ -225,7 +225,7 @@ class AsyncKrypkasinoClient:
         check_channel_arguments(
             target,
             channel,
-            bool(credentials or load_balancing is not None or options),
+            bool(credentials or load_balancing is not None or options is not None),
             asynchronous=True,
         )
         self.timeout = timeout

@@ -103,7 +103,7 @@ class KrypkasinoClient:
         check_channel_arguments(
             target,
             channel,
-            bool(credentials or load_balancing is not None or options),
+            bool(credentials or load_balancing is not None or options is not None),
             asynchronous=False,
         )
         self.timeout = timeout

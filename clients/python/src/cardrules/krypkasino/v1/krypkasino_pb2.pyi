@@ -195,7 +195,7 @@ class Rules(_message.Message):
     must_capture_if_able: _builtins.bool
     """K16.8: crawling is illegal while any card can capture."""
     nordic_scoring: _builtins.bool
-    """K16.9: every spade and ace 1, 10D 0."""
+    """K16.9: every spade 1 and every ace 1, so AS 2 and 2S 1; 10D 0."""
     bordstabbe: _builtins.bool
     """K16.10: -5, a reward, to the first player when the table left after the
     first distribution's removal is non-empty and all one table value.

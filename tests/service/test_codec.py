@@ -1349,6 +1349,22 @@ def test_inconsistent_finished_states_are_refused(case: str) -> None:
     assert_refused(base_states()["over"], mutate, words)
 
 
+def test_a_deal_may_hold_a_double_sweep_per_card_of_sweep_points() -> None:
+    """The bound on a seat's stored sweep points (a deal has fewer captures than cards,
+    each at most a double sweep, K9.1) refuses only more than that, in a sealed token
+    too: a lower bound would strand a real match's state."""
+    config = Config(2)
+    state = next(state for state, _ in games(config, seed=3) if state.deal == 2)
+    msg = state_to_proto(state, GAME_ID)
+    msg.results[0].seats[1].sweeps_made = 10 * config.deck_size
+    for trusted in (False, True):
+        decoded = state_from_proto(msg, trusted=trusted)[0]
+        assert decoded.results[0].scores[1].sweeps_made == 10 * config.deck_size
+    msg.results[0].seats[1].sweeps_made += 5
+    with pytest.raises(CodecError, match=r"results\[0\]\.seats\[1\]"):
+        state_from_proto(msg)
+
+
 def assert_refused(state: State, mutate: Mutation, words: str) -> None:
     msg = state_to_proto(state, GAME_ID)
     assert state_from_proto(msg)[0] == state

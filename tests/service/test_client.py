@@ -1088,6 +1088,19 @@ def test_a_garbled_status_trailer_means_no_details() -> None:
     assert error_info(error) is None and field_violations(error) == []
 
 
+def test_error_info_gives_the_metadata_in_key_order() -> None:
+    """A protobuf map's own order changes from process to process (errors.error_info)."""
+    keys = [f"k{number:02}" for number in range(20)]
+    status = status_pb2.Status(code=grpc.StatusCode.INVALID_ARGUMENT.value[0])
+    status.details.add().Pack(
+        error_details_pb2.ErrorInfo(
+            domain="cardrules", reason="CONFIG_INVALID", metadata={key: key for key in keys}
+        )
+    )
+    reason = error_info(refused_with_status_details(status.SerializeToString()))
+    assert reason is not None and list(reason.metadata) == keys
+
+
 def status_details(*infos: tuple[str, str]) -> bytes:
     """A ``grpc-status-details-bin`` value holding one ``ErrorInfo`` per ``(domain, reason)``."""
     status = status_pb2.Status(code=grpc.StatusCode.INVALID_ARGUMENT.value[0])

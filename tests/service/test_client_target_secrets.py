@@ -130,6 +130,18 @@ def test_a_refused_target_shows_no_user_or_password(target: str) -> None:
     assert "***@" in message
 
 
+@pytest.mark.parametrize(
+    ("target", "shown"),
+    [
+        (f"ipv4:bob:{PASSWORD}@127.0.0.1:99999", "'ipv4:***@127.0.0.1:99999' "),
+        (f"dns:bob:{PASSWORD}@host:99999", "'dns:***@host:99999' "),
+    ],
+)
+def test_a_refusal_keeps_the_grpc_scheme_before_a_hidden_user(target: str, shown: str) -> None:
+    """Only the user and password are hidden: the target quoted is the one given."""
+    assert refusal(target).startswith(shown)
+
+
 @pytest.mark.parametrize("target", ACCEPTED)
 def test_an_ordinary_target_is_still_taken(target: str) -> None:
     check_target(target)

@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from cardrules.cards.v1 import cards_pb2
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
@@ -1312,9 +1313,21 @@ def test_a_server_names_the_width_of_an_enum_number_only_past_32_bits(
 
 
 def test_enum_numbers_of_32_bits_still_parse() -> None:
-    for number in (2, -(2**31), 2**31 - 1):
-        request = parse_request(f'{{"config": {{"teams": {number}}}}}'.encode(), pb.NewGameRequest)
-        assert request.config.teams == number
+    """As numbers and as strings of digits (docs/api.md, "HTTP/JSON"), ten digits too."""
+    for number in (2, -(2**31), 2**31 - 1, 10**9):
+        for written in (str(number), f'"{number}"'):
+            body = f'{{"config": {{"teams": {written}}}}}'.encode()
+            assert parse_request(body, pb.NewGameRequest).config.teams == number
+
+
+def test_an_unknown_name_is_kept_in_the_path_up_to_400_characters() -> None:
+    """The path names it as sent, cut at 400 characters (docs/api.md, "Errors",
+    ``JSON_INVALID``); an enum's refusal lists every name, Rank's thirteen too."""
+    field, _ = refusal_of(b'{"' + b"a" * 450 + b'": 1}', pb.NewGameRequest)
+    assert field == "a" * 400 + "..."
+    field, why = refusal_of(b'{"move": {"card": {"rank": "RANK_QUEEEN"}}}', pb.PlayRequest)
+    names = ", ".join(cards_pb2.Rank.keys()[1:])
+    assert (field, why) == ("move.card.rank", f'must be one of {names}, not "RANK_QUEEEN"')
 
 
 # -- what one body may cost ---------------------------------------------------------------

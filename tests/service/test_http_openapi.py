@@ -678,6 +678,22 @@ def test_every_path_documents_the_405_the_server_answers_with_its_allow_header(
         assert (status, "Allow" in headers) == (405, True), path
 
 
+def test_every_503_and_only_the_503s_document_retry_after():
+    """docs/api.md: a 503 comes with ``Retry-After: 1``, which is all that tells a client
+    generated from the document when to retry; no other status carries it."""
+    document = committed()
+    for name, operation in all_operations(document):
+        for status, response in operation["responses"].items():
+            if "$ref" in response:
+                response = document["components"]["responses"][response["$ref"].split("/")[-1]]
+            retry_after = response.get("headers", {}).get("Retry-After")
+            if status == "503":
+                assert retry_after is not None, name
+                assert retry_after["schema"]["type"] == "integer", name
+            else:
+                assert retry_after is None, (name, status)
+
+
 def test_a_field_with_presence_says_it_may_be_absent():
     """service/openapi.py: a field with presence may be absent (an ``optional`` scalar
     the gateway prints only when set), which its description says; oneof members say it

@@ -170,6 +170,7 @@ def test_response_schemas_require_fields():
         "cardPoints",
         "sweepRanksAfter",
     }
+    assert "score" in required["cardrules.krypkasino.v1.DealEnded"], "always built with one"
     assert required[EVENT] == set(), "a oneof member is required through oneOf only"
 
 

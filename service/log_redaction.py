@@ -308,6 +308,10 @@ def _without_secrets(
     substitute.__cause__, substitute.__context__ = cause, context
     substitute.__suppress_context__ = error.__suppress_context__
     substitute.__traceback__ = error.__traceback__
+    # What the code that raised it added (``add_note``), which the line's exc_notes shows.
+    notes = getattr(error, "__notes__", None)
+    if isinstance(notes, list):
+        substitute.__notes__ = [hide_keys(str(note)) for note in notes]
     seen[id(error)] = substitute
     return substitute
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import contextlib
 import dataclasses
@@ -45,6 +46,7 @@ from service.logs import (
     configure_logging,
     get_logger,
     request_log_fields,
+    status_or_crash,
     utc_timestamp,
 )
 from service.metrics import ServiceMetrics
@@ -1339,6 +1341,86 @@ def test_an_exceptions_message_with_a_key_hidden_is_its_exc_value(capsys):
         f"[Errno 2] No such file or directory: '{hidden}'",
     )
     assert STATE_KEY[:16] not in out
+
+
+def test_an_exceptions_notes_and_syntax_error_are_logged_as_raised(capsys):
+    """docs/operations.md, "Log lines": ``exc_notes`` and ``syntax_error`` of an
+    exception that holds no secret, which is logged as it is, not as a copy."""
+    configure_logging("json")
+    try:
+        error = ValueError("no such move")
+        error.add_note("while applying move 7")
+        raise error
+    except ValueError:
+        get_logger("t").exception("failed")
+    try:
+        compile("x = = 1", "<rules>", "exec")
+    except SyntaxError:
+        get_logger("t").exception("failed")
+    noted, syntax = json_lines(capsys.readouterr().out)
+    [with_note] = cast(list[dict[str, object]], noted["exception"])
+    assert with_note["exc_notes"] == ["while applying move 7"]
+    [syntax_error] = cast(list[dict[str, Any]], syntax["exception"])
+    where = syntax_error["syntax_error"]
+    assert (where["filename"], where["lineno"]) == ("<rules>", 1)
+
+
+def test_a_copy_that_hides_a_key_keeps_the_notes_with_keys_hidden(capsys):
+    """The copy logged in place of an exception whose message holds a state key keeps
+    what ``add_note`` added, a key in it hidden too."""
+    configure_logging("json")
+    try:
+        error = ValueError(f"bad key {STATE_KEY}")
+        error.add_note(f"while loading {STATE_KEY} from --state-keys-file")
+        raise error
+    except ValueError:
+        get_logger("t").exception("failed")
+    out = capsys.readouterr().out
+    [raised] = cast(list[dict[str, object]], json_lines(out)[0]["exception"])
+    assert raised["exc_value"] == "bad key [a state key, not shown]"
+    assert raised["exc_notes"] == ["while loading [a state key, not shown] from --state-keys-file"]
+    assert STATE_KEY[:16] not in out
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_key_beside_redacted_bytes_in_an_exceptions_arguments_is_hidden(capsys, fmt):
+    """A copy that shows the arguments scrubbed of bytes hides a key among them too, in
+    ``exc_value`` and as a field's value."""
+    configure_logging(fmt)
+    error = KeyError(b"SEAT-TOKEN-BYTES", f"state key {STATE_KEY}")
+    try:
+        raise error
+    except KeyError:
+        get_logger("t").exception("failed", error=error)
+    out = capsys.readouterr().out
+    assert STATE_KEY[:16] not in out and "SEAT-TOKEN-BYTES" not in out
+    assert out.count("[a state key, not shown]") == 2, out
+
+
+def test_bytes_keys_of_a_mapping_inside_an_object_are_redacted(capsys):
+    """An object is logged by its attributes only when none holds a secret it cannot show
+    scrubbed; a token as a mapping's key is scrubbed, not left to the object's repr."""
+    configure_logging("json")
+    get_logger("t").info("options", options=argparse.Namespace(by_seat={b"SEAT-TOKEN-BYTES": 0}))
+    out = capsys.readouterr().out
+    assert "SEAT-TOKEN-BYTES" not in out
+    assert json_lines(out)[0]["options"] == {"by_seat": {"[REDACTED] 16 bytes": 0}}
+
+
+def test_a_base_exception_that_escapes_is_one_crash_line(capsys):
+    """docs/operations.md, "Log lines": one JSON line instead of Python's traceback, also
+    for what is no ``Exception`` (a CancelledError escaping ``asyncio.run``), and status 1."""
+    configure_logging("json")
+
+    def run() -> int:
+        raise asyncio.CancelledError()
+
+    assert status_or_crash(run, get_logger("cardrules.server"), "server crashed") == 1
+    captured = capsys.readouterr()
+    [line] = json_lines(captured.out)
+    [raised] = cast(list[dict[str, object]], line["exception"])
+    assert (line["event"], raised["exc_type"]) == ("server crashed", "CancelledError")
+    assert "Traceback" not in captured.err
 
 
 @pytest.fixture

@@ -560,6 +560,15 @@ def test_a_keys_file_of_as_many_keys_as_fit_is_read(tmp_path: Path) -> None:
     assert resolved("CARDRULES_STATE_KEYS_FILE", str(keys)).state_keys == "\n".join(lines)
 
 
+def test_a_keys_file_of_exactly_the_limit_is_read(tmp_path: Path) -> None:
+    """docs/operations.md: "a readable file of at most 64 KiB"."""
+    keys = tmp_path / "keys"
+    head = KEY + "\n# "
+    keys.write_text(head + "x" * (MAX_KEYS_FILE_BYTES - len(head) - 1) + "\n")
+    assert len(keys.read_bytes()) == MAX_KEYS_FILE_BYTES
+    assert resolved("CARDRULES_STATE_KEYS_FILE", str(keys)).state_keys.split("\n")[0] == KEY
+
+
 def test_a_keys_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     """Some Windows editors begin a UTF-8 file with a BOM, which is no part of a key."""
     keys = tmp_path / "keys"

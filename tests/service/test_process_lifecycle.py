@@ -1541,6 +1541,24 @@ def test_a_metrics_folder_holding_other_files_exits_2_and_deletes_nothing(tmp_pa
     ]
 
 
+def test_a_refused_metrics_folder_is_blamed_on_the_variable_in_force(tmp_path):
+    """With both spellings set the upper-case one is the folder (docs/operations.md, "The
+    metrics folder"), and its refusal names it; past three strangers' files it says more
+    are there, so that removing those named is not mistaken for enough."""
+    folder, other = tmp_path / "metrics", tmp_path / "other"
+    folder.mkdir()
+    other.mkdir()
+    for name in ("a.db", "b.db", "c.db", "d.db"):
+        (folder / name).write_text("kept")
+    variables = {"PROMETHEUS_MULTIPROC_DIR": str(folder), "prometheus_multiproc_dir": str(other)}
+    with launched(WORKERS, variables) as process:
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "and the one PROMETHEUS_MULTIPROC_DIR names cannot be used" in output, output
+    assert "prometheus_multiproc_dir" not in output
+    assert "holds files that are not prometheus_client's (a.db, b.db, c.db, ...)" in output
+
+
 def in_use_line(folder: Path, variable: str = "PROMETHEUS_MULTIPROC_DIR") -> str:
     """The one line a server given a metrics folder another server uses exits 1 with."""
     return (

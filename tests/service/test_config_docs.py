@@ -566,7 +566,8 @@ def test_a_keys_file_of_exactly_the_limit_is_read(tmp_path: Path) -> None:
     head = KEY + "\n# "
     keys.write_text(head + "x" * (MAX_KEYS_FILE_BYTES - len(head) - 1) + "\n")
     assert len(keys.read_bytes()) == MAX_KEYS_FILE_BYTES
-    assert resolved("CARDRULES_STATE_KEYS_FILE", str(keys)).state_keys.split("\n")[0] == KEY
+    state_keys = resolved("CARDRULES_STATE_KEYS_FILE", str(keys)).state_keys
+    assert state_keys is not None and state_keys.split("\n")[0] == KEY
 
 
 def test_a_keys_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from service.listen import (
     IPV6_WILDCARD,
+    Address,
     listen_hosts,
     on_port,
     one_port,
@@ -281,7 +282,7 @@ def start_metrics_http(
     """
     hosts = listen_hosts(host)  # "::" on a machine without IPv6: 0.0.0.0 alone
     dual = len(hosts) > 1
-    addresses: list[tuple[socket.AddressFamily, tuple[Any, ...]]]
+    addresses: list[Address]
     if dual:  # both families on one socket, as gRPC serves a wildcard
         addresses = [(socket.AF_INET6, (IPV6_WILDCARD, port))]
     else:

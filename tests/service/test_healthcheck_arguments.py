@@ -1,8 +1,9 @@
 """``python -m service.healthcheck`` takes no arguments (service/healthcheck.py;
 docs/operations.md, "A hung server, and restarts, without Kubernetes"): ``--help``
 ran a check instead of saying what the check reads, and ``--grpc-port`` was
-ignored, checking the port of ``CARDRULES_GRPC_PORT`` instead. Real processes, and
-the shared real server."""
+ignored, checking the port of ``CARDRULES_GRPC_PORT`` instead. And what it asks
+where: readiness, at the address the server's variables give (a wildcard on
+127.0.0.1), never minding the state keys. Real processes, and real servers."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from service.healthcheck import TIMEOUT_SECONDS
 from tests.deploy.manifests import DOCKERFILE
-from tests.service.server_process import ServerProcess, free_port, server_environment
+from tests.service.server_process import ServerProcess, free_port, running, server_environment
 from tests.service.silent_listener import silent_server
 
 CHECK = [sys.executable, "-m", "service.healthcheck"]
@@ -83,3 +84,54 @@ def test_a_server_that_never_answers_fails_the_check_within_dockers_timeout() ->
         r"^HEALTHCHECK .*--timeout=(\d+)s", DOCKERFILE.read_text(), re.MULTILINE
     )
     assert int(docker_timeout) - 1 >= TIMEOUT_SECONDS
+
+
+def test_a_draining_server_fails_the_check_with_its_readiness_on_stderr() -> None:
+    """From SIGTERM on, readiness is NOT_SERVING while the server still answers (its
+    drain delay): the check fails then, and says why on stderr, which Docker keeps in
+    the container's health log."""
+    with running(("--drain-delay-seconds", "8")) as server:
+        server.process.terminate()
+        server.wait_for_logs("draining")
+        done = _check(env={"CARDRULES_GRPC_PORT": str(server.grpc_port)})
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"unhealthy: 127.0.0.1:{server.grpc_port}: readiness is NOT_SERVING\n"
+        assert server.terminate() == 0
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [{"CARDRULES_STATE_KEYS_FILE": "/nonexistent/keys"}, {"CARDRULES_STATE_KEYS": "not-a-key"}],
+    ids=["unreadable_keys_file", "invalid_keys"],
+)
+def test_the_state_keys_settings_are_not_read(server: ServerProcess, keys: dict[str, str]) -> None:
+    """A keys file that became unreadable since the server started, or keys the server
+    would refuse at its next start, leave a serving server healthy."""
+    done = _check(env={"CARDRULES_GRPC_PORT": str(server.grpc_port), **keys})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_a_named_host_is_asked_on_that_address() -> None:
+    """A server on another loopback address than 127.0.0.1 is asked there."""
+    with running(("--host", "127.0.0.2")) as server:
+        env = {"CARDRULES_HOST": "127.0.0.2", "CARDRULES_GRPC_PORT": str(server.grpc_port)}
+        done = _check(env=env)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_a_wildcard_host_is_asked_on_127_0_0_1() -> None:
+    port = free_port()  # nothing listens there
+    for host in ({}, {"CARDRULES_HOST": "::"}):
+        done = _check(env={"CARDRULES_GRPC_PORT": str(port), **host})
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr.startswith(f"unhealthy: 127.0.0.1:{port}: UNAVAILABLE: "), done.stderr
+    help_text = " ".join(_check("--help", env={}).stdout.split())
+    assert "(a wildcard host is asked on 127.0.0.1)" in help_text
+
+
+def test_port_0_fails_the_check_saying_it_needs_a_fixed_port() -> None:
+    done = _check(env={"CARDRULES_GRPC_PORT": "0"})
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "unhealthy: CARDRULES_GRPC_PORT is 0 (any free port): the health check needs a fixed port\n"
+    )

@@ -1,5 +1,6 @@
-"""service/standard_services.py: what it refuses to register. What it serves is tested
-against a real server (test_grpc_hostile_clients.py, test_serving.py)."""
+"""service/standard_services.py: what it refuses to register, and that a reflection
+answer leaves no task behind. What it serves is tested against a real server
+(test_grpc_hostile_clients.py, test_serving.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health
 
-from service.standard_services import DrainingReflection, add_health_and_reflection
+from service.standard_services import (
+    DrainingReflection,
+    add_health_and_reflection,
+    until_stopped,
+)
 
 
 def test_a_servicer_whose_methods_are_not_async_is_refused_at_start() -> None:
@@ -24,3 +29,24 @@ def test_a_servicer_whose_methods_are_not_async_is_refused_at_start() -> None:
             add_health_and_reflection(server, synchronous, DrainingReflection(()))
 
     asyncio.run(register())
+
+
+def test_each_answer_or_stop_leaves_no_task_waiting() -> None:
+    """A reflection stream waits for each answer with ``until_stopped``: a task left
+    waiting for the stop after every answer would pile up for as long as a tool stays
+    connected."""
+
+    async def answers_then_a_stop() -> list[tuple[object, int]]:
+        """Each answer (None once stopped) and the tasks left beside this one then."""
+        stopping = asyncio.Event()
+        seen = []
+        for number in range(3):
+            done = await until_stopped(stopping, asyncio.sleep(0, number))
+            await asyncio.sleep(0)  # the cancelled tasks end
+            seen.append((None if done is None else done.result(), len(asyncio.all_tasks())))
+        stopping.set()
+        stopped = await until_stopped(stopping, asyncio.sleep(3600))
+        await asyncio.sleep(0)
+        return [*seen, (stopped, len(asyncio.all_tasks()))]
+
+    assert asyncio.run(answers_then_a_stop()) == [(0, 1), (1, 1), (2, 1), (None, 1)]

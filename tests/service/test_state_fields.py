@@ -189,6 +189,42 @@ def test_an_imported_enum_reached_from_the_state_is_covered():
     assert edited(with_a_card) != edited(and_a_new_rank)
 
 
+def test_a_type_reached_twice_does_not_end_the_walk():
+    """Two new ``GameState`` fields of one type (``Card``), reached before the fields
+    declared earlier are walked: ``PlayedMove``, reached through ``last_move``, is still
+    covered."""
+    card_type = descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE
+
+    def with_two_cards(files: dict[str, descriptor_pb2.FileDescriptorProto]) -> None:
+        for number, name in ((98, "turned"), (99, "burned")):
+            message(files, "GameState").field.add(
+                name=name, number=number, type=card_type, type_name=".cardrules.cards.v1.Card"
+            )
+
+    def and_a_played_move_field(files: dict[str, descriptor_pb2.FileDescriptorProto]) -> None:
+        with_two_cards(files)
+        _add_played_move_field(files)
+
+    assert edited(with_two_cards) != edited(and_a_played_move_field)
+
+
+def test_aliases_declared_in_either_order_give_one_fingerprint():
+    """Enum values that share a number (``allow_alias``) are sorted by name too."""
+
+    def aliases(*names: str) -> FileEdit:
+        def edit(files: dict[str, descriptor_pb2.FileDescriptorProto]) -> None:
+            tie_rule = enum(files, "TieRule")
+            tie_rule.options.allow_alias = True
+            for name in names:
+                tie_rule.value.add(name=name, number=9)
+
+        return edit
+
+    first = edited(aliases("TIE_RULE_COIN_TOSS", "TIE_RULE_COIN_FLIP"))
+    assert first == edited(aliases("TIE_RULE_COIN_FLIP", "TIE_RULE_COIN_TOSS"))
+    assert first != state_fields()
+
+
 def _comment_and_options(files: dict[str, descriptor_pb2.FileDescriptorProto]) -> None:
     file = files[KRYPKASINO]
     location = file.source_code_info.location.add(path=[4, 0], span=[0, 0, 1])

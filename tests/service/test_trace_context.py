@@ -47,6 +47,9 @@ VALID_VALUES = {
     "any_flags": (f"00-{TRACE}-{PARENT}-ff", TRACED),
     "future_version": (_suite("cc"), SUITE_TRACED),
     "future_version_with_more": (f"{_suite('cc')}-what-the-future-will-be-like", SUITE_TRACED),
+    # What follows the dash may be nothing: a parser reads the 55 characters it knows
+    # and checks that a "-" follows (section 3.2.4).
+    "future_version_with_a_dash_alone": (f"{_suite('cc')}-", SUITE_TRACED),
     # HTTP's optional white space around a value is no part of it (test_traceparent_ows_handling).
     "leading_space": (f" {VALID}", TRACED),
     "leading_tab": (f"\t{VALID}", TRACED),

@@ -183,6 +183,15 @@ def test_uneven_hands_are_reported() -> None:
         check_state(replace(state, hands=tuple(hands)))
 
 
+def test_a_hand_two_cards_short_of_the_movers_is_reported() -> None:
+    """K15.3: every other seat holds as many cards as the mover or one fewer."""
+    one_short = position("4H 5D", {1: "9C 8C 7C", 2: "6C 5C"}, filler=2)
+    check_state(one_short)
+    two_short = position("4H 5D", {1: "9C 8C 7C", 2: "6C"}, filler=2)
+    with pytest.raises(InvariantError, match=r"^K15\.3: hand sizes \[2, 3, 1, 2\]"):
+        check_state(two_short)
+
+
 def test_a_marker_must_lie_in_its_pile() -> None:
     state = position("4H 5D", {1: "9C"}, filler=1)
     check_state(state)

@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import random
 import re
+import typing
 from collections import Counter
 from dataclasses import replace
 
@@ -71,6 +72,7 @@ from engine.krypkasino.events import (
     Crawled,
     DealEnded,
     DistributionDealt,
+    Event,
 )
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.moves import is_court, is_legal
@@ -1615,3 +1617,22 @@ def test_new_game_is_deterministic():
     hands = [new_game(Config(players=2), decks=[deck]).hands[1] for _ in range(2)]
     assert hands[0] == hands[1]
     assert not Counter(cards("10D 2S AS")) - Counter(hands[0])
+
+
+def test_events_are_frozen_and_hashable() -> None:
+    """README.md, "Using the engine in-process": events are frozen dataclasses, so a
+    caller may keep or share them (``View.last_move`` is one) and put them in sets."""
+    kinds = typing.get_args(Event)
+    assert len(kinds) == 9
+    for kind in kinds:
+        assert dataclasses.is_dataclass(kind) and kind.__dict__["__dataclass_params__"].frozen, kind
+    state = new_game(Config(players=2), seed=1)
+    seen: dict[type, object] = {}
+    while len(seen) < 3:
+        state, events = play(state, state.turn, legal_moves(state, state.turn)[0])
+        seen.update((type(event), event) for event in events)
+    for event in seen.values():
+        hash(event)
+        first = dataclasses.fields(event)[0].name  # type: ignore[arg-type]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(event, first, 0)

@@ -10,9 +10,11 @@ the deal's last card, nothing, for the table goes to the recipient (K11.2).
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from engine.krypkasino import Config, Move, Rules, legal_moves, play, sweep_ranks
+from engine.krypkasino import Config, Move, Rules, legal_moves, new_game, play, sweep_ranks
 from engine.krypkasino.invariants import check_state
 from engine.krypkasino.lookahead import next_table, sweep_ranks_after, table_after
 from engine.krypkasino.state import State
@@ -87,3 +89,27 @@ def test_k14_1_k16_7_a_sweep_leaves_no_sweep_ranks_with_rank_only_courts(
     after, _ = play(state, 1, sweep)
     assert after.table == ()
     assert sweep_ranks_after(state, [sweep]) == [sweep_ranks(after.table, rules)] == [()]
+
+
+# Seeds whose deals include a distribution's last card with moves that leave different
+# tables (3 and 4 players), where the announcements' order shows.
+@pytest.mark.parametrize(("players", "seed"), [(2, 2), (3, 4), (4, 10), (6, 6)])
+def test_every_move_announces_the_sweep_ranks_of_the_table_it_leaves(
+    players: int, seed: int
+) -> None:
+    """Through a whole first deal of random play: each legal move's announced sweep
+    ranks, in the order of the moves, are those of the table ``play`` then leaves
+    (after a capture, a distribution's last card and removal), or none once the move
+    ends the deal. The service test of LegalMoves checks the same over the wire; this
+    keeps the engine's own suite from passing without it."""
+    chooser = random.Random(seed)
+    state = new_game(Config(players=players), seed=seed)
+    rules = state.config.rules
+    while state.deal == 1:
+        moves = legal_moves(state, state.turn)
+        expected = []
+        for move in moves:
+            after, _ = play(state, state.turn, move)
+            expected.append(() if after.deal != state.deal else sweep_ranks(after.table, rules))
+        assert sweep_ranks_after(state, moves) == expected, state
+        state, _ = play(state, state.turn, chooser.choice(moves))

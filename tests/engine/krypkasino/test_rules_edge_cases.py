@@ -19,11 +19,13 @@ from engine.krypkasino import (
     Move,
     Rules,
     SeatScore,
+    SweepKind,
     Teams,
     TieRule,
     new_game,
     open_game,
     play,
+    sweep_kind,
     table_moves,
 )
 from engine.krypkasino.events import Bordstabbe, DealEnded
@@ -164,3 +166,16 @@ def test_k16_10_bordstabbe_belongs_to_its_own_deal() -> None:
     assert not any(isinstance(e, Bordstabbe) for e in second_events)
     assert [s.bordstabbe for s in only(second_events, DealEnded).result.scores] == [0, 0]
     assert state.over
+
+
+@pytest.mark.parametrize("text", ["6C", "8D>8H", "9D>4H+5C", "QS>2H+4D+6C"])
+def test_a_move_is_written_in_the_transcript_notation(text: str) -> None:
+    """``card>taken+taken``, as transcripts and error messages show a move and
+    docs/krypkasino-decisions.md writes one (``10S>4H+6C``)."""
+    assert str(Move.parse(text)) == text
+
+
+def test_k8_2_a_crawl_is_never_a_sweep() -> None:
+    """K8.3: only a capture sweeps; a crawl onto an empty table takes nothing."""
+    assert sweep_kind((), Move.parse("7H")) is SweepKind.NONE
+    assert sweep_kind(cards("5H"), Move.parse("9C")) is SweepKind.NONE

@@ -48,15 +48,18 @@ import resource, sys
 from service.open_files import set_first_soft_limit
 resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 4096))
 print(set_first_soft_limit([int(n) for n in sys.argv[1:]], 4096),
-      resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+      *resource.getrlimit(resource.RLIMIT_NOFILE))
 """
 
 
 @pytest.mark.parametrize(
     ("limits", "printed"),
     [
-        (["8192", "4096"], "4096 4096"),  # the first refused, the next one set
-        (["8192"], "None 1024"),  # none taken: the soft limit is left as it was
+        (["8192", "4096"], "4096 4096 4096"),  # the first refused, the next one set
+        (["8192"], "None 1024 4096"),  # none taken: the soft limit is left as it was
+        # A soft limit below the hard one leaves the hard one where it was: lowered, no
+        # unprivileged process could raise it again.
+        (["8192", "2048"], "2048 2048 4096"),
     ],
 )
 def test_a_limit_setrlimit_refuses_gives_way_to_the_next(limits: list[str], printed: str) -> None:

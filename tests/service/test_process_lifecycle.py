@@ -36,6 +36,8 @@ from grpc_health.v1 import health_pb2
 
 from bench.procfs import cpu_seconds, descendants, is_running
 from service.codec import config_from_proto
+from service.config import host_port
+from service.listen import ipv6_available
 from service.metrics import MAX_NAMED_VARIANTS, variant_label
 from service.open_files import AcceptErrorsOncePerWindow
 from service.serve_command import (
@@ -1086,6 +1088,32 @@ def test_an_accept_error_without_its_socket_is_still_logged():
     assert [(line["held_back"], line["listener"], line["address"]) for line in logged] == [
         (None, "http", None)
     ]
+
+
+def test_accept_errors_are_logged_once_per_ten_seconds_by_default_with_an_ipv6_address():
+    """docs/operations.md ("Sizing") says at most once per 10 s; an IPv6 listener's
+    address is bracketed before its port, as ``cannot listen`` writes it. A loop error of
+    another kind first is asyncio's own and takes no report of the window."""
+    now = [0.0]
+    handler = AcceptErrorsOncePerWindow(clock=lambda: now[0])
+    host = "::1" if ipv6_available() else "127.0.0.2"
+    loop = asyncio.new_event_loop()
+    try:
+        with (
+            socket.create_server(
+                (host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET
+            ) as listener,
+            structlog.testing.capture_logs() as logged,
+        ):
+            handler(loop, {"message": "something else"})
+            failed = {"message": AcceptErrorsOncePerWindow.MESSAGE, "socket": listener}
+            for moment in (1.0, 10.9, 11.0):
+                now[0] = moment
+                handler(loop, failed)
+            port = listener.getsockname()[1]
+    finally:
+        loop.close()
+    assert [line["address"] for line in logged] == [host_port(host, port)] * 2
 
 
 def test_a_closed_stdout_at_start_exits_2_with_one_line():

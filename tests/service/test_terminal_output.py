@@ -69,13 +69,15 @@ def _widest_redraw(text: str) -> int:
 
 
 def _simulate_on_a_terminal(*argv: str) -> str:
-    """``simulate krypkasino ARGV`` with stderr on a 40-column terminal: what it drew."""
+    """``simulate krypkasino ARGV`` with stderr on a 40-column UTF-8 terminal: what it
+    drew."""
     with a_terminal() as terminal:
         simulation = start_session(
             [sys.executable, "-m", "service", "simulate", "krypkasino", *argv],
             stdout=subprocess.DEVNULL,
             stderr=terminal.terminal,
             text=True,
+            env={**os.environ, "PYTHONIOENCODING": "utf-8"},
         )
         terminal.close_terminal()
         reader = TerminalReader(terminal.controller)
@@ -93,6 +95,10 @@ def test_the_games_bar_fits_the_terminal() -> None:
     drawn = _simulate_on_a_terminal("--players", "2", "--games", "200")
     assert "200/200" in drawn
     assert _widest_redraw(drawn) == COLUMNS - 1, drawn
+    # Named, and drawn in blocks where the terminal takes them (tqdm reads the stream's
+    # encoding; without it, '#').
+    last = _ESCAPE.sub("", re.split(r"[\r\n]", drawn.strip())[-1])
+    assert last.startswith("simulate: 100%|█"), last
 
 
 def test_the_deals_bar_of_a_game_through_a_server_fits_the_terminal(

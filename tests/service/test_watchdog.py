@@ -9,7 +9,10 @@ import itertools
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import structlog.testing
@@ -136,3 +139,85 @@ def test_a_worker_whose_kill_has_not_yet_taken_effect_is_killed_and_logged_once(
         zombie.wait()
     assert [line["event"] for line in logged] == ["worker hung"]
     assert kills == [(zombie.pid, signal.SIGKILL)]
+
+
+def test_the_beat_is_every_half_second_as_the_docs_say() -> None:
+    operations = " ".join(
+        (Path(__file__).parents[2] / "docs" / "operations.md").read_text().split()
+    )
+    assert "into memory it shares with the supervisor every half second" in operations
+    assert BEAT_SECONDS == 0.5
+
+
+class SteppedBeats(Heartbeats):
+    """Heartbeats whose watch takes a round only when the test says, at the time the
+    test says: each round begins with one ``now()``, which waits for ``step``."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(1, clock)
+        self._clock_of_test = clock
+        self._waiting = threading.Semaphore(0)
+        self._go = threading.Semaphore(0)
+
+    def now(self) -> float:
+        self._waiting.release()  # the round before is over
+        self._go.acquire()
+        return super().now()
+
+    def step(self, moment: float) -> None:
+        """Once the watch waits for its next round, let it take it at ``moment``."""
+        assert self._waiting.acquire(timeout=30), "the watch took no next round"
+        self._clock_of_test.now = moment
+        self._go.release()
+
+    def end(self, end_watch: Callable[[], None]) -> None:
+        """End the watch, and let a round it waits to take go (the clock unchanged)."""
+        end_watch()
+        self._go.release()
+
+
+def test_a_pause_of_more_than_half_the_timeout_restarts_the_count_and_the_rest_counts(
+    clock: Clock,
+) -> None:
+    """docs/operations.md ("Workers"): after a pause of the whole server its count
+    starts again, and then a silent worker is killed as ever. A pause is a round that
+    comes more than half the timeout after the one before (a mutation review found the
+    whole timeout instead passed: with a 2 s timeout, 0.4 s of silence and a pause of
+    1.8 s killed a worker that had been silent 0.4 s while the watch ran)."""
+    worker = subprocess.Popen(["sleep", "30"])
+    beats = SteppedBeats(clock)  # the worker beats at 100.0
+    end = start_watchdog({worker.pid: 1}, beats, timeout=2.0)
+    try:
+        with structlog.testing.capture_logs() as logged:
+            beats.step(100.0)  # the watch begins
+            beats.step(100.4)
+            beats.step(102.2)  # 1.8 s later: a pause of the whole server
+            assert worker.poll() is None and logged == []
+            for moment in (103.1, 104.0, 104.9):  # 2.7 s of silence counted since
+                beats.step(moment)
+            worker.wait(30)
+    finally:
+        beats.end(end)
+        worker.kill()
+        worker.wait()
+    assert worker.returncode == -signal.SIGKILL
+    assert [(line["event"], line["silent_seconds"]) for line in logged] == [("worker hung", 2.7)]
+
+
+def test_a_worker_already_reaped_does_not_end_the_watch() -> None:
+    """The supervisor's thread reaps a worker that exits while the watch holds its pid:
+    killing it meets ProcessLookupError, and the watch must go on to kill the others."""
+    reaped = subprocess.Popen(["true"])
+    reaped.wait()
+    hung = subprocess.Popen(["sleep", "30"])
+    end = start_watchdog({reaped.pid: 1, hung.pid: 2}, Heartbeats(2), timeout=1.2)
+    try:
+        with structlog.testing.capture_logs() as logged:
+            hung.wait(30)
+            time.sleep(0.1)  # the lines come after every kill of the round
+    finally:
+        end()
+        hung.kill()
+        hung.wait()
+    assert hung.returncode == -signal.SIGKILL
+    assert sorted(line["worker"] for line in logged) == [1, 2]

@@ -93,3 +93,12 @@ def test_score_deal_scores_what_fits() -> None:
     """K12.1 with K16.10's seat: the checks pass every seat from 0 to n - 1."""
     scores = score_deal(Config(4), PILES, NO_MARKERS, 3, 3)
     assert [s.total for s in scores] == [5, 2, 0, -5]
+
+
+@pytest.mark.parametrize("codes", [["AS", ""], ["", "KD"], ["AS", " "]])
+def test_an_empty_code_in_a_list_is_refused(codes: list[str]) -> None:
+    """``parse_cards`` reads a list of codes too (README.md's decks): an empty one is
+    a malformed card, never a card fewer."""
+    with pytest.raises(CardError, match=r"^malformed card '\s*'"):
+        parse_cards(codes)
+    assert parse_cards(["AS", "kd "]) == parse_cards("AS KD")

@@ -54,8 +54,23 @@ from tests.engine.krypkasino.test_rules import refused
             Rules(no_forced_sweep=True),
             "AH captures AC+KH, but 2S+2H+10C left on the table also make 14",
         ),
+        # Groups of four make 12 (4+4+2+2, 4+3+3+2): the one with the most of the highest
+        # values, both 4s, not the first one found.
+        (
+            "QH 2S 2H 3S 3H 4H 4D",
+            "QC 5C",
+            "QC>QH",
+            Rules(),
+            "QC captures QH, but 2S+2H+4H+4D left on the table also make 12",
+        ),
     ],
-    ids=["court-lowest-code", "highest-value-first", "lowest-code-of-a-value", "three-card-tie"],
+    ids=[
+        "court-lowest-code",
+        "highest-value-first",
+        "lowest-code-of-a-value",
+        "three-card-tie",
+        "four-card-tie-most-high-values",
+    ],
 )
 def test_k7_3_the_group_left_is_the_same_every_time(
     table: str, hand: str, move: str, rules: Rules, message: str

@@ -14,8 +14,18 @@ from typing import Any, SupportsIndex, cast
 import pytest
 
 from engine.cards import Card, whole_number
-from engine.krypkasino import Config, IllegalMoveError, Move, Reason, legal_moves, new_game, view
+from engine.krypkasino import (
+    Config,
+    IllegalMoveError,
+    Move,
+    Reason,
+    legal_moves,
+    new_game,
+    open_game,
+    view,
+)
 from engine.krypkasino import play as play_move
+from engine.krypkasino.events import DealerDrawn
 from engine.krypkasino.policies import Situation
 
 
@@ -134,6 +144,14 @@ def test_integers_of_other_types_are_taken_as_ints() -> None:
     given = Move(Integer(move.card), tuple(map(Integer, move.captures)))  # type: ignore[arg-type]
     after, events = play_move(state, seat, given)
     assert (after, events) == play_move(state, seat, move)
+    drawn, dealt = open_game(
+        Config(players=2, draw_for_deal=True),
+        seed=1,
+        draw=[Integer(1), Integer(40)],  # type: ignore[list-item]
+    )
+    assert {type(card) for _, card in drawn.dealer_draw} == {int}
+    assert dealt[0] == DealerDrawn(draws=drawn.dealer_draw, dealer=drawn.dealer_draw[0][0])
+    assert {type(card) for _, card in dealt[0].draws} == {int}
 
 
 def test_a_bool_card_held_as_its_int_is_refused() -> None:

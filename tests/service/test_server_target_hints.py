@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.cli import main
+from service.cli import _server_target, main
 from tests.service.server_process import free_port, running
 
 SIMULATE = ["simulate", "krypkasino", "--players", "2", "--server"]
@@ -82,6 +82,8 @@ def test_the_metrics_port_given_for_the_grpc_one_is_said_so(
         ("ipv6:///2001:db8::7:50051", "ipv6:///[2001:db8::7]:50051"),
         ("ipv6:[::1]:52401,::2:52402", "ipv6:[::1]:52401,[::2]:52402"),
         ("dns:///::1:52401", "dns:///[::1]:52401"),
+        # A last group of hex letters is part of the address, not a port.
+        ("fe80::1:beef", "[fe80::1:beef]:PORT, e.g. [fe80::1:beef]:50051"),
     ],
 )
 def test_an_ipv6_address_without_brackets_is_told_to_take_them(
@@ -93,6 +95,25 @@ def test_an_ipv6_address_without_brackets_is_told_to_take_them(
         f"cardrules: error: --server: {target!r} has no port: an IPv6 address takes "
         f"brackets before its port: give {meant} (see cardrules simulate --help)\n"
     )
+
+
+#: 43 letters of base64, as a state key reads: a socket may be named so.
+KEY_LIKE = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        f"unix:/tmp/{KEY_LIKE}",
+        f"unix-abstract:{KEY_LIKE}",
+        # Schemes are read in any case, as grpc reads them.
+        f"UNIX-ABSTRACT:{KEY_LIKE}",
+        "DNS:///localhost:50051",
+        "Unix:///tmp/cardrules.sock",
+    ],
+)
+def test_a_socket_named_like_a_key_and_a_scheme_in_capitals_are_taken(target: str) -> None:
+    assert _server_target(target) == target
 
 
 @pytest.mark.parametrize("form", ["[::1]:{}", "ipv6:[::1]:{}", "dns:///[::1]:{}"])

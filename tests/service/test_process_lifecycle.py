@@ -37,7 +37,7 @@ from grpc_health.v1 import health_pb2
 from bench.procfs import cpu_seconds, descendants, is_running
 from service.codec import config_from_proto
 from service.config import host_port
-from service.listen import ipv6_available
+from service.listen import ipv6_available, resolved_addresses
 from service.metrics import MAX_NAMED_VARIANTS, variant_label
 from service.open_files import AcceptErrorsOncePerWindow
 from service.serve_command import (
@@ -1097,12 +1097,11 @@ def test_accept_errors_are_logged_once_per_ten_seconds_by_default_with_an_ipv6_a
     now = [0.0]
     handler = AcceptErrorsOncePerWindow(clock=lambda: now[0])
     host = "::1" if ipv6_available() else "127.0.0.2"
+    [(family, address)] = resolved_addresses(host, 0)
     loop = asyncio.new_event_loop()
     try:
         with (
-            socket.create_server(
-                (host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET
-            ) as listener,
+            socket.create_server(address, family=family) as listener,
             structlog.testing.capture_logs() as logged,
         ):
             handler(loop, {"message": "something else"})

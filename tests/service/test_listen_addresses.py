@@ -10,6 +10,7 @@ resolver is the only stand-in, the sockets and connections are real, on loopback
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import threading
 import urllib.error
@@ -71,6 +72,22 @@ def test_metrics_serve_every_address_of_a_name_on_one_port(dualname: str) -> Non
         server()
     # Stopped: every address is released, not the first alone.
     assert [bind_error(_family(a), (a, server.port)) for a in ADDRESSES] == [None, None]
+
+
+def test_metrics_that_cannot_bind_every_address_release_the_ones_they_bound(
+    dualname: str,
+) -> None:
+    """The second address taken: the first, already bound, is closed before the error
+    reaches the caller, not left listening for as long as the error is kept."""
+    with socket.socket(_family(ADDRESSES[1])) as taken:
+        taken.bind((ADDRESSES[1], 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert bind_error(_family(ADDRESSES[0]), (ADDRESSES[0], port)) is None
+        with pytest.raises(OSError) as refused:
+            start_metrics_http(port, CollectorRegistry(), dualname)
+        assert refused.value.errno == errno.EADDRINUSE
+        assert bind_error(_family(ADDRESSES[0]), (ADDRESSES[0], port)) is None
 
 
 def test_http_serves_every_address_of_a_name_on_one_port(dualname: str) -> None:

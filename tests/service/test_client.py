@@ -645,6 +645,8 @@ def test_a_request_and_field_keywords_together_are_refused() -> None:
     client = KrypkasinoClient("127.0.0.1:1")
     with pytest.raises(TypeError, match=r"not both: \['seat'\]"):
         client.play(pb.PlayRequest(), seat=1)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"not both: \['seat', 'state'\]"):
+        client.play(pb.PlayRequest(), state=b"s", seat=1)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"not both: \['players'\]"):
         client.new_game(pb.NewGameRequest(), players=2)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="PlayRequest"):
@@ -713,8 +715,9 @@ def test_options_beside_a_given_channel_are_refused_even_when_empty() -> None:
         # The HTTP gateway's address: grpc would look up a host called "http".
         ("http://localhost:8080", "a URL"),
         ("https://cardrules.example.com", "a URL"),
-        ("grpc://localhost:50051", "a URL"),
+        ("grpc://localhost:50051", "is a URL: a gRPC target is host:port"),
         (":50051", "no host"),
+        (" :50051", "no host"),
         ("dns:///:50051", "no host"),
         ("GRPCS://cardrules.example.com:443", "a URL"),
         ("HTTP://localhost:8080", "a URL"),
@@ -724,6 +727,8 @@ def test_options_beside_a_given_channel_are_refused_even_when_empty() -> None:
         ("Unix+abstract://x", "a URL of a scheme grpc does not know"),
         # grpc fails only at the first call, with UNKNOWN.
         ("", "empty"),
+        ("   ", "empty"),
+        ("\n", "empty"),
         # Two slashes: grpc reads localhost:50051 as the authority (a DNS server's) and
         # finds no address after it, so every call fails with UNKNOWN.
         ("dns://localhost:50051", "names no address: give dns:///HOST:PORT"),

@@ -130,6 +130,14 @@ def test_a_refused_target_shows_no_user_or_password(target: str) -> None:
     assert "***@" in message
 
 
+@pytest.mark.parametrize("target", [f"bob:{PASSWORD}@host:443", f"dns:bob:{PASSWORD}@host:443"])
+def test_a_user_and_password_before_the_host_are_named_as_such(target: str) -> None:
+    """Not as the ":" too many that they also make, whose advice (brackets) would mislead."""
+    message = refusal(target)
+    assert "names a user and password" in message and "credentials=" in message
+    assert "too many" not in message
+
+
 @pytest.mark.parametrize(
     ("target", "shown"),
     [

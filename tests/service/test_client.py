@@ -957,6 +957,68 @@ def test_every_async_call_carries_the_client_deadline_unless_overridden(
     assert recorder.timeouts == [5.0, 0.75, None, 9.0, None]
 
 
+#: Each RPC with a request the server refuses at once: only what the call was sent with
+#: is looked at, by an interceptor.
+REFUSED_CALLS = {
+    "new_game": pb.NewGameRequest(),
+    "legal_moves": pb.LegalMovesRequest(),
+    "play": pb.PlayRequest(),
+    "score": pb.ScoreRequest(),
+    "get_view": pb.GetViewRequest(),
+}
+
+
+def _rpc_name(method: str | bytes) -> str:
+    """The RPC of a call's full method name (bytes in grpc.aio's interceptors)."""
+    return (method.decode() if isinstance(method, bytes) else method).rsplit("/", 1)[1]
+
+
+class RecordWaitForReady(grpc.UnaryUnaryClientInterceptor):
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bool | None]] = []
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self.sent.append((_rpc_name(details.method), details.wait_for_ready))
+        return continuation(details, request)
+
+
+class RecordAsyncWaitForReady(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bool | None]] = []
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self.sent.append((_rpc_name(details.method), details.wait_for_ready))
+        return await continuation(details, request)
+
+
+def _sent_wait_for_ready(method: str) -> list[tuple[str, bool | None]]:
+    grpc_method = "".join(word.title() for word in method.split("_"))
+    return [(grpc_method, flag) for flag in (True, False, None)]
+
+
+@pytest.mark.parametrize("method", REFUSED_CALLS)
+def test_every_call_passes_wait_for_ready_on(grpc_target: str, method: str) -> None:
+    """README: ``wait_for_ready`` is a keyword of every call, in both clients."""
+    recorder = RecordWaitForReady()
+    with grpc.intercept_channel(grpc.insecure_channel(grpc_target), recorder) as channel:
+        call = getattr(KrypkasinoClient(channel=channel), method)
+        for flag in (True, False, None):
+            with contextlib.suppress(grpc.RpcError):
+                call(REFUSED_CALLS[method], wait_for_ready=flag)
+
+    async_recorder = RecordAsyncWaitForReady()
+
+    async def run() -> None:
+        async with grpc.aio.insecure_channel(grpc_target, interceptors=[async_recorder]) as channel:
+            call = getattr(AsyncKrypkasinoClient(channel=channel), method)
+            for flag in (True, False, None):
+                with contextlib.suppress(grpc.RpcError):
+                    await call(REFUSED_CALLS[method], wait_for_ready=flag)
+
+    asyncio.run(run())
+    assert recorder.sent == async_recorder.sent == _sent_wait_for_ready(method)
+
+
 def test_a_short_deadline_ends_a_call_to_a_server_that_never_answers() -> None:
     with (
         silent_server() as target,
@@ -1757,8 +1819,14 @@ def test_a_timeout_that_is_no_positive_number_of_seconds_is_refused_at_once(
     async def make() -> None:
         AsyncKrypkasinoClient("localhost:50051", timeout=timeout)
 
+    async def call() -> None:
+        async with AsyncKrypkasinoClient("localhost:50051") as client:
+            await client.score(state=b"", timeout=timeout)
+
     with pytest.raises(error, match="timeout must be"):
         asyncio.run(make())
+    with pytest.raises(error, match="timeout must"):
+        asyncio.run(call())
 
 
 # After an earlier asyncio.run no loop is current, and grpc.aio's channel fails to be

@@ -11,10 +11,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import google.rpc.error_details_pb2 as error_details_pb2
 import grpc
 import pytest
 from cardrules.client import KrypkasinoClient, error_info
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+
+from service.errors import invalid_argument
 
 # A refusal with six metadata keys, written out by a fresh interpreter as its gRPC status
 # bytes and its HTTP/JSON body.
@@ -64,3 +67,22 @@ def test_the_client_gives_a_refusals_metadata_in_key_order(grpc_target: str):
     assert info is not None and info.reason == "CAPTURE_NOT_ON_TABLE"
     assert len(info.metadata) >= 5
     assert list(info.metadata) == sorted(info.metadata), info.metadata
+
+
+def test_a_refusal_echoing_a_lone_surrogate_is_still_a_status_with_it_escaped():
+    """service/errors.py: a refusal may quote text decoded with ``surrogateescape`` (a
+    header) or a JSON ``\\udXXX`` escape; protobuf strings must be UTF-8, so each part of
+    the status shows it backslash-escaped instead of failing to be made (a 500)."""
+    error = invalid_argument(
+        "JSON_INVALID", "a\udcffb: x", "a\udcffb", description="d\udcff", echoed="m\udcff"
+    )
+    status = error.to_status()
+    status.SerializeToString()
+    assert status.message == "a\\udcffb: x"
+    bad_request = error_details_pb2.BadRequest()
+    assert status.details[1].Unpack(bad_request)
+    (violation,) = bad_request.field_violations
+    assert (violation.field, violation.description) == ("a\\udcffb", "d\\udcff")
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    assert dict(info.metadata) == {"echoed": "m\\udcff"}

@@ -756,6 +756,7 @@ def test_a_handler_bug_is_logged_with_its_call_and_traceback(capsys):
     configure_logging("json")
 
     def broken(request: str, info: CallInfo) -> str:
+        info.game_id = "game-9"  # the game of its token, read before the bug
         raise RuntimeError("a bug")
 
     outcome = CallRunner(None).run("svc.S", "Broken", "grpc", "rid-9", broken, "x")
@@ -767,10 +768,11 @@ def test_a_handler_bug_is_logged_with_its_call_and_traceback(capsys):
         k: request[k] for k in ("method", "request_id", "transport", "game_id")
     }
     assert bug["exception"][0]["exc_type"] == "RuntimeError"  # type: ignore[index]
-    assert (request["event"], request["code"], request["request_id"]) == (
+    assert (request["event"], request["code"], request["request_id"], request["game_id"]) == (
         "request",
         "Internal",
         "rid-9",
+        "game-9",
     )
 
 

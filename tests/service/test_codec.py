@@ -652,6 +652,21 @@ def test_views_carry_every_field_of_the_engine_view() -> None:
     assert not final.hand and final.game_over and final.winners
 
 
+def test_a_shared_win_names_every_winner_in_every_view() -> None:
+    """K13.3: a lowest total shared (the default tie rule) makes every holder a winner,
+    and every view lists them all (the test above meets single winners only)."""
+    config = Config(2, target_score=1)
+    for seed in TIE_SEEDS:
+        *_, (final, _) = games(config, seed)
+        if len(final.winners) > 1:
+            break
+    else:
+        raise AssertionError("no seed gave a shared win")
+    for seat in (None, *range(config.players)):
+        msg = pb.View.FromString(view_to_proto(view(final, seat), GAME_ID, "x").SerializeToString())
+        assert msg.game_over and list(msg.winners) == list(final.winners) == [0, 1]
+
+
 def test_a_views_last_move_is_the_event_of_the_move_that_made_its_state() -> None:
     """Before the first move there is none; after each, every seat's view and the
     public one show that move's event, as the Play that made it reported it, even

@@ -78,6 +78,15 @@ def test_what_is_not_whole_gzip_data_is_refused_saying_why(packed: bytes, why: s
         inflate("gzip", [packed])
 
 
+@pytest.mark.parametrize(
+    ("coding", "packed"),
+    [("gzip", gzip.compress(b"{}", mtime=0)), ("deflate", zlib.compress(b"{}"))],
+)
+def test_a_body_cut_short_is_refused_naming_its_coding(coding: str, packed: bytes) -> None:
+    with pytest.raises(BodyCodingError, match=f"the body ends before its {coding} data does"):
+        inflate(coding, [packed[:-1]])
+
+
 @pytest.mark.parametrize("coding", ["gzip", "deflate"])
 def test_data_of_the_other_coding_is_refused(coding: str) -> None:
     """docs/api.md, ``REQUEST_MALFORMED``: a body that is not the data its

@@ -20,7 +20,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from engine.cards import full_deck
 from engine.krypkasino import Config, Removal, Rules, Teams, TieRule
-from service import cli
+from service import cli, remote_simulate
 from service.calls import CallInfo
 from service.cli import build_parser
 from service.config import ServerConfig
@@ -286,6 +286,32 @@ def test_a_call_refused_after_new_game_says_the_game_started(capsys):
     assert many[0] == 1 and many[1].endswith(
         "; stopped before the first of 3 games (seed 0) was over: no summary\n"
     )
+
+
+@pytest.mark.parametrize("method", ["GetView", "LegalMoves", "Play", "Score"])
+def test_a_call_the_server_never_answers_ends_the_game_at_the_deadline(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every call of a game has the deadline NewGame has (10 s; cut to 0.5 s here): a
+    server that stalls mid-game ends the run with status 1, not never."""
+    monkeypatch.setattr(remote_simulate, "DEADLINE_SECONDS", 0.5)
+    release = threading.Event()
+    stalled: list[str] = []
+
+    def stall(name: str, context: grpc.ServicerContext) -> None:
+        # Its first call only, and for 5 s: without a deadline the game would go on.
+        if name == method and not stalled:
+            stalled.append(name)
+            release.wait(5)
+
+    with api_server(stall) as target:
+        try:
+            with pytest.raises(RemoteError) as raised:
+                play_remote_game(REQUESTS[0], target)
+        finally:
+            release.set()
+    assert str(raised.value).startswith(f"{target}: DEADLINE_EXCEEDED: ")
+    assert raised.value.started
 
 
 def test_the_http_gateways_port_given_for_the_grpc_one_is_said_so(server):

@@ -143,6 +143,12 @@ def test_no_word_on_a_proxy_that_grpc_did_not_take() -> None:
         ("api.ns.svc.cluster.local:1", {"http_proxy": "http://p:3", "no_proxy": "*"}, "http_proxy"),
         ("localhost:1", {"http_proxy": "http://p:3", "no_proxy": "127.0.0.0/8"}, "http_proxy"),
         ("ipv4:127.0.0.1:1", {"http_proxy": "http://p:3", "no_proxy": "127.0.0.0/8"}, None),
+        # A range written from one of its addresses: grpc masks it.
+        ("ipv4:127.0.0.1:1", {"http_proxy": "http://p:3", "no_proxy": "127.0.0.1/8"}, None),
+        # A name ending in the entry is not in its domain: only a whole label counts.
+        ("localhost:1", {"http_proxy": "http://p:3", "no_proxy": "host"}, "http_proxy"),
+        # A scheme in capitals is still a scheme, not part of the host.
+        ("DNS:///localhost:1", {"http_proxy": "http://p:3", "no_proxy": "localhost"}, None),
         ("[::1]:1", {"http_proxy": "http://p:3", "no_proxy": "::1"}, None),
         # grpc matches an IPv6 host in lower case, however the target writes it.
         ("[FE80::1]:50051", {"http_proxy": "http://p:3", "no_proxy": "fe80::1"}, None),

@@ -1262,6 +1262,15 @@ MID_CASES: dict[str, tuple[Mutation, str]] = {
         lambda m: setattr(m, "move_number", m.move_number + 1),
         "move_number",
     ),
+    # Lower is no more sound: a forged token would set the game back in its views.
+    "move number one short": (
+        lambda m: setattr(m, "move_number", m.move_number - 1),
+        "move_number",
+    ),
+    "move number negative": (lambda m: setattr(m, "move_number", -(2**63)), "move_number"),
+    # One list of sweep markers per seat, as one hand and one pile (K8.4).
+    "a marker list missing": (lambda m: m.markers.pop(), "marker lists"),
+    "a marker list too many": (lambda m: m.markers.append(b""), "marker lists"),
     "last move by a seat that did not make it": (
         lambda m: setattr(m.last_move, "seat", m.turn),
         "the last move was seat",

@@ -46,7 +46,7 @@ from service.serve_command import (
     remove_abandoned_folders,
 )
 from tests.service.grpc_helpers import connect, health
-from tests.service.metrics_helpers import metric_samples
+from tests.service.metrics_helpers import handled, metric_samples
 from tests.service.server_process import (
     CARDRULES,
     ServerProcess,
@@ -678,6 +678,22 @@ def test_workers_in_their_drain_delay_are_not_killed_as_stragglers():
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(60) == 0
     assert not server.log_events("workers did not stop in time")
+
+
+def test_metrics_are_served_through_the_workers_drain():
+    """docs/operations.md, "Termination": as a single process does, until the workers are
+    gone. A supervisor that stopped them at the first signal left Prometheus blind for
+    the whole drain, and the calls answered in it uncounted."""
+    args = (*workers(), "--drain-delay-seconds", "600", "--metrics-port", str(free_port()))
+    with running(args) as server:
+        server.wait_for_logs("listening", 2)
+        server.process.send_signal(signal.SIGTERM)
+        server.wait_for_logs("draining", 2)
+        with connect(server.target) as stub:
+            stub.NewGame(pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30)
+        assert handled(server.metrics_url, "NewGame", "OK") == 1
+        server.process.send_signal(signal.SIGINT)  # the rest of the delay skipped
+        assert server.process.wait(60) == 0
 
 
 def test_repeated_ctrl_c_does_not_push_the_deadline_back():

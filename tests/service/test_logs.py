@@ -1207,6 +1207,54 @@ def test_a_plain_objects_secret_attributes_are_hidden(capsys):
     }
 
 
+def test_the_secret_slots_of_a_base_class_are_hidden_too(capsys):
+    """An object's ``__slots__`` are those of every class it is an instance of: a
+    subclass's own alone left the base's token to the object's ``repr``."""
+
+    class Base:
+        __slots__ = ("__token", "seat_token")
+
+        def __init__(self) -> None:
+            self.seat_token, self.__token = SECRET, SECRET.encode()
+
+        def __repr__(self) -> str:
+            return f"Base({self.seat_token!r}, {self.__token!r})"
+
+    class Sub(Base):
+        __slots__ = ("note",)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.note = "hi"
+
+    configure_logging("json")
+    get_logger("t").info("starting", obj=Sub())
+    out = capsys.readouterr().out
+    (line,) = json_lines(out)
+    assert SECRET not in out
+    assert line["obj"] == {
+        "__token": "[REDACTED]",
+        "note": "hi",
+        "seat_token": "[REDACTED]",
+    }
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_message_that_is_no_text_is_scrubbed_as_any_value(capsys, fmt):
+    """``log.info(value)`` makes the value the line's ``event``: bytes or a mapping there
+    are hidden as they are in any other field."""
+    configure_logging(fmt)
+    get_logger("t").info(SECRET.encode())
+    get_logger("t").info({"seat_token": SECRET})
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    if fmt == "json":
+        assert [line["event"] for line in json_lines(out)] == [
+            f"[REDACTED] {len(SECRET)} bytes",
+            {"seat_token": "[REDACTED]"},
+        ]
+
+
 @pytest.mark.parametrize("fmt", ["json", "console"])
 def test_a_key_in_an_objects_text_or_an_exceptions_message_is_hidden(capsys, fmt):
     """What holds a key as text under no secret name (``Namespace(host=KEY)``, an

@@ -442,7 +442,9 @@ def _add_open_token(commands: argparse._SubParsersAction[_Parser]) -> None:
         "keys, as a server with keys refuses it) and prints "
         "JSON: state_id (as the views of that state carry it), key_id (of the key that "
         "sealed it; null when plain), plain, and state: the GameState as proto3 JSON with "
-        "the proto's field names (snake_case), every field shown, bytes fields in base64 "
+        "the proto's field names (snake_case), every field without presence shown, zero or "
+        "empty ones too (an optional field or message appears only when set: no last_move "
+        "before the first move), bytes fields in base64 "
         "(cards are engine card codes, rank * 4 + suit). The keys are read as serve reads "
         "them; prefer the variables: every user of the machine can read a command line.",
         epilog="Exit status: 0 printed; 1 the token does not open with these keys (unknown "

@@ -102,6 +102,8 @@ def test_a_real_games_tokens_open_to_their_seed_and_the_views_state_id(server) -
         assert state["seed"] == "7"
         assert state["game_id"] == answer["view"]["gameId"] == game["view"]["gameId"]
         assert state["move_number"] == move_number
+    # As --help says: a field or message with presence only when set.
+    assert "last_move" not in opened(game["state"])["state"]
     # The whole state, proto field names and zero fields included: the mover's next hand.
     state = opened(play["state"])["state"]
     assert state["last_move"]["seat"] == game["view"]["turn"]
@@ -398,6 +400,7 @@ def test_help_warns_that_the_output_is_for_audits_only() -> None:
     assert "never for players" in text
     assert "base64 text (standard or URL-safe" in text
     assert "proto's field names (snake_case)" in text
+    assert "an optional field or message appears only when set: no last_move" in text
     assert "or the result could not be printed (stdout closed or full); 2 bad input" in text
     assert "stdin not one base64 token or larger than 1 MiB" in text
     listed = subprocess.run([CARDRULES, "--help"], capture_output=True, text=True, check=False)

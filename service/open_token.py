@@ -79,9 +79,10 @@ class OpenedToken:
         """``state_id``, ``key_id``, ``plain`` and ``state``: the ``GameState`` as proto3
         JSON with the proto's field names (``move_number``, not ``moveNumber``) and every
         field without presence, zero or empty ones too (an ``optional`` field or a message
-        appears only when set, as in HTTP/JSON answers). As proto3 JSON has them, the 64-bit numbers
-        (``seed``, ``move_number``) are strings and the bytes fields base64; each byte of
-        a card field is an engine card code, ``rank * 4 + suit`` (docs/api.md)."""
+        appears only when set, as in HTTP/JSON answers). As proto3 JSON has them, the
+        64-bit numbers (``seed``, ``move_number``) are strings and the bytes fields base64;
+        each byte of a card field is an engine card code, ``rank * 4 + suit``
+        (docs/api.md)."""
         document: dict[str, Any] = {
             "state_id": self.state_id,
             "key_id": self.key_id,

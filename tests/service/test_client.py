@@ -896,19 +896,19 @@ def test_every_other_target_form_is_left_to_grpc(target: str) -> None:
 # -- deadlines -------------------------------------------------------------------
 
 
-class RecordTimeouts(grpc.UnaryUnaryClientInterceptor):
-    """Records the deadline of every call that goes through a real channel."""
+class RecordCalls(grpc.UnaryUnaryClientInterceptor):
+    """Records what every call that goes through a real channel was sent with."""
 
     def __init__(self) -> None:
-        self.timeouts: list[float | None] = []
+        self.calls: list[Any] = []  # grpc's ClientCallDetails
 
     def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        self.timeouts.append(details.timeout)
+        self.calls.append(details)
         return continuation(details, request)
 
 
 def test_every_call_carries_the_client_deadline_unless_overridden(grpc_target: str) -> None:
-    recorder = RecordTimeouts()
+    recorder = RecordCalls()
     channel = grpc.intercept_channel(grpc.insecure_channel(grpc_target), recorder)
     client = KrypkasinoClient(channel=channel)
     game = client.new_game(players=2, seed=1)
@@ -922,24 +922,24 @@ def test_every_call_carries_the_client_deadline_unless_overridden(grpc_target: s
     patient.score(state=game.state)
     channel.close()
     assert DEFAULT_TIMEOUT == 5.0
-    assert recorder.timeouts == [5.0, 0.75, None, 9.0, 2.5]
+    assert [call.timeout for call in recorder.calls] == [5.0, 0.75, None, 9.0, 2.5]
 
 
-class RecordAsyncTimeouts(grpc.aio.UnaryUnaryClientInterceptor):
-    """Records the deadline of every call that goes through a real asyncio channel."""
+class RecordAsyncCalls(grpc.aio.UnaryUnaryClientInterceptor):
+    """Records what every call that goes through a real asyncio channel was sent with."""
 
     def __init__(self) -> None:
-        self.timeouts: list[float | None] = []
+        self.calls: list[Any] = []  # grpc.aio's ClientCallDetails
 
     async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        self.timeouts.append(details.timeout)
+        self.calls.append(details)
         return await continuation(details, request)
 
 
 def test_every_async_call_carries_the_client_deadline_unless_overridden(
     grpc_target: str,
 ) -> None:
-    recorder = RecordAsyncTimeouts()
+    recorder = RecordAsyncCalls()
 
     async def run() -> None:
         async with grpc.aio.insecure_channel(grpc_target, interceptors=[recorder]) as channel:
@@ -954,7 +954,7 @@ def test_every_async_call_carries_the_client_deadline_unless_overridden(
             await client.score(state=game.state)
 
     asyncio.run(run())
-    assert recorder.timeouts == [5.0, 0.75, None, 9.0, None]
+    assert [call.timeout for call in recorder.calls] == [5.0, 0.75, None, 9.0, None]
 
 
 #: Each RPC with a request the server refuses at once: only what the call was sent with
@@ -968,45 +968,27 @@ REFUSED_CALLS = {
 }
 
 
-def _rpc_name(method: str | bytes) -> str:
-    """The RPC of a call's full method name (bytes in grpc.aio's interceptors)."""
-    return (method.decode() if isinstance(method, bytes) else method).rsplit("/", 1)[1]
+def _rpc_of(call: Any) -> str:
+    """The RPC a call went to, from its full method name (bytes in grpc.aio)."""
+    method = call.method.decode() if isinstance(call.method, bytes) else call.method
+    return str(method).rsplit("/", 1)[1]
 
 
-class RecordWaitForReady(grpc.UnaryUnaryClientInterceptor):
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bool | None]] = []
-
-    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        self.sent.append((_rpc_name(details.method), details.wait_for_ready))
-        return continuation(details, request)
-
-
-class RecordAsyncWaitForReady(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bool | None]] = []
-
-    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        self.sent.append((_rpc_name(details.method), details.wait_for_ready))
-        return await continuation(details, request)
-
-
-def _sent_wait_for_ready(method: str) -> list[tuple[str, bool | None]]:
-    grpc_method = "".join(word.title() for word in method.split("_"))
-    return [(grpc_method, flag) for flag in (True, False, None)]
+def _wait_for_ready_sent(calls: list[Any]) -> list[tuple[str, bool | None]]:
+    return [(_rpc_of(call), call.wait_for_ready) for call in calls]
 
 
 @pytest.mark.parametrize("method", REFUSED_CALLS)
 def test_every_call_passes_wait_for_ready_on(grpc_target: str, method: str) -> None:
     """README: ``wait_for_ready`` is a keyword of every call, in both clients."""
-    recorder = RecordWaitForReady()
+    recorder = RecordCalls()
     with grpc.intercept_channel(grpc.insecure_channel(grpc_target), recorder) as channel:
         call = getattr(KrypkasinoClient(channel=channel), method)
         for flag in (True, False, None):
             with contextlib.suppress(grpc.RpcError):
                 call(REFUSED_CALLS[method], wait_for_ready=flag)
 
-    async_recorder = RecordAsyncWaitForReady()
+    async_recorder = RecordAsyncCalls()
 
     async def run() -> None:
         async with grpc.aio.insecure_channel(grpc_target, interceptors=[async_recorder]) as channel:
@@ -1016,7 +998,10 @@ def test_every_call_passes_wait_for_ready_on(grpc_target: str, method: str) -> N
                     await call(REFUSED_CALLS[method], wait_for_ready=flag)
 
     asyncio.run(run())
-    assert recorder.sent == async_recorder.sent == _sent_wait_for_ready(method)
+    rpc = "".join(word.title() for word in method.split("_"))
+    expected = [(rpc, flag) for flag in (True, False, None)]
+    assert _wait_for_ready_sent(recorder.calls) == expected
+    assert _wait_for_ready_sent(async_recorder.calls) == expected
 
 
 def test_a_short_deadline_ends_a_call_to_a_server_that_never_answers() -> None:

@@ -508,6 +508,8 @@ def test_a_preflight_of_a_mistyped_path_lets_the_page_read_the_404():
             assert r.status == 204
             assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
             assert r.headers["Access-Control-Allow-Methods"] == "POST"
+            # As every answer (docs/api.md), the preflight of a path no route has too.
+            assert r.headers["Cache-Control"] == "no-store" and r.headers["X-Request-Id"]
         async with session.post(slip, json={}, headers={"Origin": ORIGIN}) as r:
             assert r.status == 404 and r.headers["Access-Control-Allow-Origin"] == ORIGIN
             body = json.loads(await r.read())

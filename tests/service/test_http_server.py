@@ -441,6 +441,26 @@ def test_a_body_at_the_limit_by_its_length_gets_100_continue(server):
         assert connection.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
+@pytest.mark.parametrize("expectation", ["100-Continue", "100-CONTINUE"])
+def test_a_100_continue_expectation_is_one_in_any_case(server, expectation):
+    """RFC 9110, 10.1.1: the expectation is case-insensitive; unanswered, a client such
+    as curl waits a second before it sends the body anyway."""
+    head = expecting_continue(2).replace(b"100-continue", expectation.encode())
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
+        connection.sendall(head)
+        assert connection.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def test_a_query_string_is_ignored(server):
+    """docs/api.md: every field travels in the body, so ``:newGame?config.players=2``
+    with no body is refused for its missing ``config.players``; probes that add a query
+    string get their answers too."""
+    status, _, body = exchange(f"{server.http_url}/v1/krypkasino:newGame?config.players=2", b"")
+    assert status == 400 and "config.players" in body["message"]
+    for path in ("/healthz?probe=1", "/readyz?probe=1"):
+        assert exchange(f"{server.http_url}{path}", method="GET")[0] == 200
+
+
 def test_an_http_1_0_request_gets_no_100_continue(server):
     """RFC 9110, 10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored; an
     HTTP/1.0 client knows no interim answers and would take the 100 for the answer."""
@@ -470,7 +490,15 @@ def test_a_wrong_method_is_named_in_its_refusal(server):
 
 @pytest.mark.parametrize(
     "content_type",
-    ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1", None],
+    [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "application/json; charset=latin-1",
+        # A parameter's name is one in any case (RFC 9110, 5.6.6).
+        "application/json; Charset=latin-1",
+        "application/json; CHARSET=latin-1",
+        None,
+    ],
 )
 def test_a_body_that_is_not_json_is_415(server, content_type):
     headers = {} if content_type is None else {"Content-Type": content_type}

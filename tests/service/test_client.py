@@ -65,6 +65,7 @@ from hypothesis import strategies as st
 from engine.cards import card_str, full_deck
 from engine.krypkasino import Config, Reason, legal_moves, new_game, play, score
 from service.calls import request_id_from
+from service.descriptors import snake_case
 from service.tokens import KeyRing
 from tests.service.grpc_helpers import dealt
 from tests.service.server_process import ServerProcess, free_port, running
@@ -960,11 +961,11 @@ def test_every_async_call_carries_the_client_deadline_unless_overridden(
 #: Each RPC with a request the server refuses at once: only what the call was sent with
 #: is looked at, by an interceptor.
 REFUSED_CALLS = {
-    "new_game": pb.NewGameRequest(),
-    "legal_moves": pb.LegalMovesRequest(),
-    "play": pb.PlayRequest(),
-    "score": pb.ScoreRequest(),
-    "get_view": pb.GetViewRequest(),
+    "NewGame": pb.NewGameRequest(),
+    "LegalMoves": pb.LegalMovesRequest(),
+    "Play": pb.PlayRequest(),
+    "Score": pb.ScoreRequest(),
+    "GetView": pb.GetViewRequest(),
 }
 
 
@@ -978,27 +979,26 @@ def _wait_for_ready_sent(calls: list[Any]) -> list[tuple[str, bool | None]]:
     return [(_rpc_of(call), call.wait_for_ready) for call in calls]
 
 
-@pytest.mark.parametrize("method", REFUSED_CALLS)
-def test_every_call_passes_wait_for_ready_on(grpc_target: str, method: str) -> None:
+@pytest.mark.parametrize("rpc", REFUSED_CALLS)
+def test_every_call_passes_wait_for_ready_on(grpc_target: str, rpc: str) -> None:
     """README: ``wait_for_ready`` is a keyword of every call, in both clients."""
     recorder = RecordCalls()
     with grpc.intercept_channel(grpc.insecure_channel(grpc_target), recorder) as channel:
-        call = getattr(KrypkasinoClient(channel=channel), method)
+        call = getattr(KrypkasinoClient(channel=channel), snake_case(rpc))
         for flag in (True, False, None):
             with contextlib.suppress(grpc.RpcError):
-                call(REFUSED_CALLS[method], wait_for_ready=flag)
+                call(REFUSED_CALLS[rpc], wait_for_ready=flag)
 
     async_recorder = RecordAsyncCalls()
 
     async def run() -> None:
         async with grpc.aio.insecure_channel(grpc_target, interceptors=[async_recorder]) as channel:
-            call = getattr(AsyncKrypkasinoClient(channel=channel), method)
+            call = getattr(AsyncKrypkasinoClient(channel=channel), snake_case(rpc))
             for flag in (True, False, None):
                 with contextlib.suppress(grpc.RpcError):
-                    await call(REFUSED_CALLS[method], wait_for_ready=flag)
+                    await call(REFUSED_CALLS[rpc], wait_for_ready=flag)
 
     asyncio.run(run())
-    rpc = "".join(word.title() for word in method.split("_"))
     expected = [(rpc, flag) for flag in (True, False, None)]
     assert _wait_for_ready_sent(recorder.calls) == expected
     assert _wait_for_ready_sent(async_recorder.calls) == expected

@@ -337,10 +337,12 @@ def test_an_unknown_expectation_is_ignored_and_the_call_answered_and_logged(
     assert (line["code"], line["reason"]) == (code, reason)
 
 
-def expecting_continue(length: int, version: str = "1.1") -> bytes:
+def expecting_continue(
+    length: int, version: str = "1.1", expectation: str = "100-continue"
+) -> bytes:
     """The head of a Score request whose body of ``length`` bytes waits for 100 Continue."""
     return (
-        f"POST /v1/krypkasino:score HTTP/{version}\r\nHost: test\r\nExpect: 100-continue\r\n"
+        f"POST /v1/krypkasino:score HTTP/{version}\r\nHost: test\r\nExpect: {expectation}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
     ).encode()
 
@@ -445,9 +447,8 @@ def test_a_body_at_the_limit_by_its_length_gets_100_continue(server):
 def test_a_100_continue_expectation_is_one_in_any_case(server, expectation):
     """RFC 9110, 10.1.1: the expectation is case-insensitive; unanswered, a client such
     as curl waits a second before it sends the body anyway."""
-    head = expecting_continue(2).replace(b"100-continue", expectation.encode())
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as connection:
-        connection.sendall(head)
+        connection.sendall(expecting_continue(2, expectation=expectation))
         assert connection.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
 
 

@@ -1142,6 +1142,37 @@ def test_bodies_still_arriving_when_the_grace_ends_are_refused_and_logged_before
     assert lines == [("Unavailable", SERVER_STOPPING)] * 2
 
 
+def test_a_body_cut_by_the_drain_after_its_deadline_is_504_and_still_closes():
+    """docs/api.md, ``SERVER_STOPPING``: a call whose ``Grpc-Timeout`` has passed when the
+    drain cuts its body is answered 504 ``DEADLINE_EXCEEDED`` instead, logged so, and its
+    connection, whose body was never read whole, closed all the same."""
+
+    async def main() -> tuple[bytes, Any, bytes, list[MutableMapping[str, Any]]]:
+        with structlog.testing.capture_logs() as logs:
+            gateway = krypkasino_gateway(body_seconds=120)
+            server = await start_http(gateway, "127.0.0.1", 0, reuse_port=False, grace_seconds=0.5)
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            try:
+                writer.write(
+                    PARTIAL_SCORE.replace(SCORE_HEAD, SCORE_HEAD + b"Grpc-Timeout: 100m\r\n")
+                )
+                await writer.drain()
+                await asyncio.sleep(0.2)
+                await asyncio.wait_for(server.stop(), 10)
+                head, status = await next_answer(reader)
+                rest = await asyncio.wait_for(reader.read(), 10)
+            finally:
+                writer.close()
+        return head, status, rest, logs
+
+    head, status, rest, logs = asyncio.run(main())
+    assert head.startswith(b"HTTP/1.1 504 ") and b"Connection: close" in head
+    assert status["details"][0]["reason"] == "DEADLINE_EXCEEDED"
+    assert rest == b""  # closed by the server
+    lines = [(entry["code"], entry.get("reason")) for entry in logs if entry["event"] == "request"]
+    assert lines == [("DeadlineExceeded", "DEADLINE_EXCEEDED")]
+
+
 def test_a_request_started_as_the_last_one_ends_gets_the_rest_of_the_grace():
     """The drain waited once for the gateway to fall idle: when the last request in flight
     ended and a kept-alive connection started another before the drain ran again, the

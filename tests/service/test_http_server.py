@@ -1176,13 +1176,23 @@ def test_a_body_with_broken_chunks_is_400_and_its_text_stays_out_of_the_log(body
     assert error["level"] == "debug"
 
 
-def test_a_body_cut_short_is_logged_as_one_cancelled_request():
+@pytest.mark.parametrize(
+    ("grpc_timeout", "logged"),
+    [
+        ("", ("Canceled", "CLIENT_GONE")),
+        ("Grpc-Timeout: 1n\r\n", ("DeadlineExceeded", "DEADLINE_EXCEEDED")),
+    ],
+    ids=["", "past_its_deadline"],
+)
+def test_a_body_cut_short_is_logged_as_one_cancelled_request(grpc_timeout, logged):
     """The client says 1,000 bytes, sends 20 and stops writing: the call still has its line,
     counted as cancelled, not as a bad request. aiohttp closes a connection whose client
-    stopped writing, so nobody can read an answer, as when a gRPC client cancels."""
+    stopped writing, so nobody can read an answer, as when a gRPC client cancels. One whose
+    ``Grpc-Timeout`` has passed is logged ``DeadlineExceeded`` instead
+    (docs/api.md, ``CLIENT_GONE``)."""
     head = (
         "POST /v1/krypkasino:score HTTP/1.1\r\nHost: test\r\n"
-        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+        f"Content-Type: application/json\r\n{grpc_timeout}Content-Length: 1000\r\n\r\n"
     )
     with (
         running() as server,
@@ -1192,7 +1202,7 @@ def test_a_body_cut_short_is_logged_as_one_cancelled_request():
         connection.shutdown(socket.SHUT_WR)
         [line] = server.wait_for_logs("request")
         assert connection.recv(1) == b""  # closed, nothing said
-    assert (line["code"], line["reason"]) == ("Canceled", "CLIENT_GONE")
+    assert (line["code"], line["reason"]) == logged
     assert not [entry for entry in server.logs if entry.get("level") == "error"]
     assert "SECRET" not in json.dumps(server.logs)
 

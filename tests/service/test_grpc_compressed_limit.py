@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
 
 import grpc
-from cardrules.client import error_info
+from cardrules.client import error_info, request_id
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from tests.service.grpc_helpers import TIMEOUT, Stub, state_of_request_size
-from tests.service.server_process import ServerProcess
+from tests.service.metrics_helpers import handled, rpc_sample
+from tests.service.server_process import ServerProcess, free_port, running
 
 LIMIT = 64 * 1024  # the default --max-request-bytes
 # What the client may send for one call of a message inflating to about 80 KiB: the
@@ -122,3 +123,19 @@ def test_a_gzip_message_at_the_transport_bound_gets_the_services_refusal(server)
     assert sent < MOST_BYTES_SENT
     assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error_info(error) == ("REQUEST_TOO_LARGE", {"limit": str(LIMIT)})
+
+
+def test_a_message_grpc_refuses_is_neither_logged_nor_counted():
+    """docs/operations.md, "Metrics and alerts": a message over 5/4 of the limit never
+    reaches the service, so no request line has it and no metric counts it (only the
+    client's errors show it), where one at the bound is logged and counted as refused."""
+    with running(("--metrics-port", str(free_port()))) as server:
+        gzip_refusal(server, transport_bound(LIMIT) + 1)
+        error, _ = gzip_refusal(server, transport_bound(LIMIT))
+        [line] = server.request_lines(str(request_id(error)))
+        assert [entry["request_id"] for entry in server.log_events("request")] == [
+            request_id(error)
+        ]
+        assert line["code"] == "ResourceExhausted"
+        assert rpc_sample(server.metrics_url, "grpc_server_started_total", "GetView") == 1
+        assert handled(server.metrics_url, "GetView", "ResourceExhausted") == 1

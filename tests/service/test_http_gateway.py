@@ -1173,6 +1173,52 @@ def test_a_body_cut_by_the_drain_after_its_deadline_is_504_and_still_closes():
     assert lines == [("DeadlineExceeded", "DEADLINE_EXCEEDED")]
 
 
+NEW_GAME = (
+    SCORE_HEAD.replace(b":score", b":newGame")
+    + b'Content-Length: 26\r\n\r\n{"config": {"players": 2}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "said"),
+    [
+        (NEW_GAME, b"GARBAGE / HTTP/1.1\r\nHost: test\r\n\r\n", b"Invalid method"),
+        (
+            NEW_GAME.replace(b"Host: test\r\n", b"Host: test\r\nConnection: close\r\n"),
+            HEALTHZ,
+            b"Data after `Connection: close`",
+        ),
+    ],
+    ids=["malformed_next", "after_connection_close"],
+)
+def test_the_two_pipelining_limits_docs_api_names(first, then, said):
+    """docs/api.md, "Pipelining": with aiohttp 3.14.5 (aio-libs/aiohttp#8087), a valid
+    request in one write with a malformed one after it, or with anything after its
+    ``Connection: close``, gets aiohttp's plain-text 400 alone and is never served or
+    logged. If this fails after an aiohttp upgrade, the limit may be gone: say so there."""
+
+    async def main() -> tuple[bytes, list[MutableMapping[str, Any]]]:
+        with structlog.testing.capture_logs() as logs:
+            server = await start_http(
+                krypkasino_gateway(), "127.0.0.1", 0, reuse_port=False, grace_seconds=1
+            )
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(first + then)
+                everything = await asyncio.wait_for(reader.read(), 10)  # until closed
+                writer.close()
+            finally:
+                await server.stop()
+        return everything, logs
+
+    everything, logs = asyncio.run(main())
+    head, _, rest = everything.partition(b"\r\n\r\n")
+    assert re.match(rb"HTTP/1\.[01] 400 ", head) and said in rest
+    # That answer alone, none to the valid request.
+    assert len(rest) == int(re.search(rb"Content-Length: (\d+)", head)[1])  # type: ignore[index]
+    assert [entry for entry in logs if entry["event"] == "request"] == []
+
+
 def test_a_request_started_as_the_last_one_ends_gets_the_rest_of_the_grace():
     """The drain waited once for the gateway to fall idle: when the last request in flight
     ended and a kept-alive connection started another before the drain ran again, the

@@ -351,6 +351,35 @@ def test_a_sealed_state_with_fields_this_release_lacks_is_refused(server) -> Non
     assert "open it with the cardrules of that release" in done.stderr
 
 
+def test_a_token_of_another_schema_version_names_both_versions() -> None:
+    """A token a newer release sealed (under a key given) or a plain one of another
+    version is refused naming its version and the one this release reads; a sealed one
+    that does not authenticate under the key is ``TOKEN_INVALID`` whatever version it
+    claims."""
+    newer = SCHEMA_VERSION + 1
+    sealed = StateSealer(KeyRing.parse(TEST_KEY), game=GAME, schema_version=newer).seal(b"x")
+    done = open_token(base64.b64encode(sealed).decode())
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        f"cardrules: error: TOKEN_FROM_NEWER_RELEASE: state token schema version {newer} is "
+        f"from a newer release (this one reads version {SCHEMA_VERSION}): open it with that "
+        "release's cardrules\n",
+    )
+    forged = sealed[:-1] + bytes([sealed[-1] ^ 1])
+    done = open_token(base64.b64encode(forged).decode())
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("cardrules: error: TOKEN_INVALID: ")
+    plain = bytes([0x80 | newer]) + b"x" * 40
+    done = open_token(base64.b64encode(plain).decode(), keys=None)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        f"cardrules: error: TOKEN_SCHEMA_UNSUPPORTED: state token schema version {newer} is "
+        f"not one this release reads (version {SCHEMA_VERSION})\n",
+    )
+
+
 def test_a_plain_token_is_checked_as_a_plain_server_checks_it() -> None:
     """Whoever made a plain token could write any state in it: one whose turn is no
     seat, or with a field this release lacks, is ``STATE_INVALID``, as a ``--plain-state``

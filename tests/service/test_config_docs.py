@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from service.config import (
+    KEYS_PIPE_SECONDS,
     MAX_KEYS_FILE_BYTES,
     ConfigValueError,
     ServerConfig,
@@ -488,6 +489,51 @@ def test_a_keys_file_larger_than_any_keys_is_refused_unread(
         f"CARDRULES_STATE_KEYS_FILE: {path} is larger than {MAX_KEYS_FILE_BYTES} bytes: "
         "expected base64 AES-256 keys, one per line"
     )
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["at_the_limit", "over_it"])
+def test_a_keys_pipe_is_held_to_the_size_of_a_keys_file(over: bool) -> None:
+    """A pipe (``<(...)``) that gives more than ``MAX_KEYS_FILE_BYTES`` in pipe-sized
+    writes is refused as a large file is, not cut at the limit with the keys after the
+    cut dropped unsaid; one of exactly that size is read whole."""
+    other = KeyRing.generate_key_text()
+    padding = MAX_KEYS_FILE_BYTES - len(f"#\n{KEY}\n")
+    content = f"#{'-' * padding}\n{KEY}\n" + (f"{other}\n" if over else "")
+    read_end, write_end = os.pipe()
+
+    def write() -> None:
+        data = content.encode()
+        with os.fdopen(write_end, "wb", buffering=0) as pipe:
+            for start in range(0, len(data), 4096):
+                pipe.write(data[start : start + 4096])
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    path = f"/dev/fd/{read_end}"
+    try:
+        if over:
+            assert refusal([], {"CARDRULES_STATE_KEYS_FILE": path}) == (
+                f"CARDRULES_STATE_KEYS_FILE: {path} is larger than {MAX_KEYS_FILE_BYTES} "
+                "bytes: expected base64 AES-256 keys, one per line"
+            )
+        else:
+            read = resolved("CARDRULES_STATE_KEYS_FILE", path).state_keys
+            assert read is not None and KeyRing.parse(read) == KeyRing.parse(KEY)
+    finally:
+        os.close(read_end)
+        writer.join(10)
+
+
+def test_the_wait_for_a_keys_pipe_is_the_documented_one() -> None:
+    """The bound the sentences under the table state (10 s), held to the code's: the
+    pipe tests shorten it to keep quick, so nothing else would see it change."""
+    section = OPERATIONS.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    text = " ".join(section.split())
+    stated = re.findall(
+        r"waits at most (\d+) s for a pipe|end within (\d+) s`|wait the same (\d+) s", text
+    )
+    assert len(stated) == 3
+    assert {int(next(filter(None, found))) for found in stated} == {KEYS_PIPE_SECONDS}
 
 
 def test_a_large_keys_files_path_with_a_new_line_is_quoted_on_one_line(tmp_path: Path) -> None:

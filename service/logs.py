@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol, TextIO, cast
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 
 import orjson
 import structlog
@@ -43,6 +43,9 @@ from service.log_redaction import (
     withhold_secret_arguments,
 )
 from service.trace_context import Trace
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter
 
 # The names ``--log-level`` and ``--log-format`` take (``service.config``).
 LEVELS: Mapping[str, int] = {
@@ -230,13 +233,21 @@ class OncePerWindow:
 class DroppedLines:
     """Log lines that stdout refused: its reader went away (a closed pipe), the disk is
     full. A request never fails for its log line: the line is lost and counted
-    (``cardrules_log_lines_dropped_total``, through ``on_drop``, which a worker or a
-    single process sets; a supervisor's few lines are not counted), and the first
+    (``cardrules_log_lines_dropped_total``, through ``count_in``, which a worker or a
+    single process calls; a supervisor's few lines are not counted), and the first
     loss of each process is reported on stderr."""
 
     def __init__(self) -> None:
         self.count = 0
         self.on_drop: Callable[[], None] | None = None
+
+    def count_in(self, counter: Counter) -> None:
+        """Count each line lost from now on in ``counter``, and those this process lost
+        before it had one: its start's warnings and ``metrics`` line, which stdout full
+        from the start refused before the metrics existed."""
+        if self.count:
+            counter.inc(self.count)
+        self.on_drop = counter.inc
 
     def forked(self) -> None:
         """A forked worker starts its own count: a supervisor started with stdout

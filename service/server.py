@@ -252,7 +252,7 @@ async def _run_servers(
         asyncio.get_running_loop().set_exception_handler(AcceptErrorsOncePerWindow())
         quiet_early_cancels()
         if metrics is not None:
-            DROPPED_LINES.on_drop = metrics.log_lines_dropped.inc
+            DROPPED_LINES.count_in(metrics.log_lines_dropped)
         if supervisor is not None:
             _follow_supervisor(signals, supervisor)
         server = grpc.aio.server(options=grpc_server_options(config))

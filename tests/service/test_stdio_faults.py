@@ -149,3 +149,40 @@ def test_with_workers_stdout_full_from_the_start_is_reported_by_every_process() 
     ), notes
     named = {found[1] for note in notes if (found := re.search(r"of process (\d+) are", note))}
     assert len(named) == 3 and str(process.pid) in named, notes
+
+
+def test_stdout_full_from_the_start_counts_every_line_lost_by_one_process() -> None:
+    """docs/operations.md, ``cardrules_log_lines_dropped_total``: the workers' lines, or a
+    single process's, all counted. A single process lost its start's warnings and its
+    ``metrics`` line before it had the counter, which then read 1 for four lost lines.
+    The lines it loses are those a server started alike writes, and the call's."""
+    misspelt = {"CARDRULES_GRPC_PROT": "1"}  # a warning at start
+    with running(("--metrics-port", str(free_port())), misspelt) as reference:
+        start = [line["event"] for line in reference.logs]
+    lost = start.index("listening") + 1 + 1  # the start's lines and the one call's
+    assert lost >= 4, start  # the warning and the metrics line among them
+    grpc_port, metrics_port = free_ports(2)
+    flags = ["--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port)]
+    with open("/dev/full", "w") as full:
+        process = start_session(
+            [CARDRULES, "serve", "--host", "127.0.0.1", *flags],
+            env=server_environment(misspelt),
+            stdout=full,
+            stderr=subprocess.DEVNULL,
+        )
+    try:
+        with connect(f"127.0.0.1:{grpc_port}") as stub:
+            stub.NewGame(
+                pb.NewGameRequest(config=pb.GameConfig(players=2)), timeout=30, wait_for_ready=True
+            )
+        counted = 0.0
+        deadline = time.monotonic() + 30
+        while counted < lost and time.monotonic() < deadline:  # the listening line may lag
+            metrics = metric_samples(f"http://127.0.0.1:{metrics_port}/metrics")
+            counted = metrics[("cardrules_log_lines_dropped_total", frozenset())]
+            time.sleep(0.05)
+        assert counted == lost
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        kill_group(process)

@@ -94,6 +94,7 @@ def test_schemas_follow_the_proto3_json_mapping():
     schemas = committed()["components"]["schemas"]
     view = schemas["View"]["properties"]
     assert view["moveNumber"]["type"] == "string" and view["moveNumber"]["format"] == "int64"
+    assert view["moveNumber"]["maxLength"] == len("-9223372036854775808")  # the least int64
     assert view["handSizes"] == {
         "type": "array",
         "items": {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1},

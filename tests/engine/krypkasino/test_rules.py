@@ -58,6 +58,7 @@ from engine.krypkasino import (
     new_game,
     open_game,
     play,
+    score,
     score_deal,
     sweep_kind,
     sweep_ranks,
@@ -1066,6 +1067,21 @@ def test_k13_2_target_score_and_cap():
     assert match_outcome(config, capped, ()) == (True, (0,), ())
     reached = Config(players=3, target_score=30)
     assert match_outcome(reached, [result_of(1, [30, 10, 10])], ()) == (True, (1, 2), ())
+
+
+def test_k13_3_a_single_lowest_total_needs_no_tiebreak_deal():
+    """With ``tiebreak_deal`` a match whose lowest total is one team's ends at its limit
+    as any match does: the extra deal is for a tie alone."""
+    config = Config(players=4, tie_rule=TieRule.TIEBREAK_DEAL)
+    results = [result_of(k + 1, [10, 11, 11, 12]) for k in range(4)]
+    assert match_outcome(config, results, ()) == (True, (0,), ())
+
+
+def test_k3_2_the_score_sheet_names_each_seats_team():
+    """K3.2: the totals are by team, and the sheet says whose: partners sit apart."""
+    sheet = score(new_game(Config(players=4, teams=Teams.PAIRS), seed=1))
+    assert sheet.team_of_seat == (0, 1, 0, 1)
+    assert score(new_game(Config(players=3), seed=1)).team_of_seat == (0, 1, 2)
 
 
 def test_k13_3_tiebreak_still_tied_is_shared():

@@ -17,6 +17,7 @@ from bench import grpc as grpc_bench
 from bench import http as http_bench
 from bench.common import (
     Json,
+    Slowest,
     fmt,
     percentile,
     render_targets,
@@ -37,6 +38,14 @@ def test_percentile_is_the_nearest_rank() -> None:
     assert percentile(hundred_one, 0.5) == 51 and percentile(hundred_one, 0.99) == 100
     with pytest.raises(ValueError):
         percentile([], 0.5)
+
+
+def test_the_slowest_kept_are_the_k_largest_slowest_first() -> None:
+    """The inputs re-timed for a worst case: the largest times seen, whatever their order."""
+    slowest: Slowest[str] = Slowest(3)
+    for elapsed, item in [(5, "a"), (9, "b"), (1, "c"), (7, "d"), (8, "e"), (2, "f")]:
+        slowest.add(elapsed, item)
+    assert slowest.items() == [(9, "b"), (8, "e"), (7, "d")]
 
 
 def test_summarize_ns_in_microseconds() -> None:

@@ -46,7 +46,9 @@ def test_quick_grpc_run_writes_every_figure(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "throughput ratio Play/echo" in done.stdout and "the ceiling" in done.stdout
     assert "Play floor/echo" in done.stdout
-    report = json.loads(out.read_text())["grpc"]
+    whole = json.loads(out.read_text())
+    assert {"loadavg_start", "loadavg_end"} <= set(whole["meta"])
+    report = whole["grpc"]
     for call in ("play", "echo", "echo_instrumented", "play_floor"):
         side = report["side_by_side"][call]
         assert side["failures"] == 0 and side["throughput_rps"] > 0, side

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import COMMANDS, build_parser
+from bench.__main__ import COMMANDS, GRPC_SIZES, build_parser
 from bench.common import clear_caches, meta, render_targets, target
 from bench.deals import one_deal
 from engine.krypkasino import captures, moves
@@ -93,6 +93,33 @@ def test_quick_engine_run_writes_every_figure(tmp_path):
     assert deals["unchecked"]["moves_per_deal"] == deals["validated"]["moves_per_deal"] == 100
 
     assert report["targets"] and all(isinstance(t["met"], bool) for t in report["targets"])
+
+
+def test_without_a_command_the_engine_runs_only_the_parts_asked(tmp_path):
+    """``python -m bench`` alone is ``engine``; ``--only`` keeps to its part; ``--json``
+    makes the folders it names (``json_path`` took them) and records the load average
+    at the start and the end, as the run's meta says where the figures were taken."""
+    out = tmp_path / "new" / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "deals", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["command"] == "engine"
+    assert "deals" in report and not {"legal_moves", "captures"} & set(report)
+    assert {"loadavg_start", "loadavg_end"} <= set(report["meta"])
+
+
+def test_the_grpc_benchmarks_default_load_is_the_documented_one():
+    """docs/benchmarks.md states the load every row of its tables was measured under."""
+    text = " ".join((ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").split())
+    assert f"({GRPC_SIZES['concurrency'].full} calls in flight)" in text
+    assert f"the first deals of {GRPC_SIZES['games'].full} seeded 4-player matches" in text
 
 
 @pytest.mark.parametrize("value", ["0", "-2"])

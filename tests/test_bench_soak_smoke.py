@@ -194,22 +194,40 @@ def test_retried_attempts_are_the_lines_with_an_attempt_field(tmp_path: Path) ->
         assert tally.failures == ({soak.RETRIED: 1} if retries else {})
 
 
+#: A parent whose thread other than the main one, still running, forks a shell that
+#: forks ``sleep``; it prints both pids and ends them when its stdin closes.
+FORKS_FROM_A_THREAD = """
+import os, signal, subprocess, sys, threading
+
+def spawn():
+    shell = subprocess.Popen(
+        ["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, text=True
+    )
+    sleeper = int(shell.stdout.readline())
+    print(shell.pid, sleeper, flush=True)
+    sys.stdin.read()
+    os.kill(sleeper, signal.SIGKILL)
+    shell.wait()
+
+thread = threading.Thread(target=spawn)
+thread.start()
+thread.join()
+"""
+
+
 def test_procfs_finds_forked_children_and_forgets_ended_processes() -> None:
+    """Every descendant, however deep, whichever thread forked it (soak's footprint sums
+    the server's workers and theirs)."""
     parent = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import subprocess, sys; child = subprocess.Popen(['sleep', '60']); "
-            "print(child.pid, flush=True); sys.stdin.read(); child.kill(); child.wait()",
-        ],
+        [sys.executable, "-c", FORKS_FROM_A_THREAD],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert parent.stdout is not None and parent.stdin is not None
-        child = int(parent.stdout.readline())
-        assert procfs.descendants(parent.pid) == [child]
+        child, grandchild = map(int, parent.stdout.readline().split())
+        assert procfs.descendants(parent.pid) == [child, grandchild]
         figures = procfs.footprint(parent.pid)
         assert figures is not None and figures.pid == parent.pid
         assert 0 < figures.rss_kib <= figures.hwm_kib and figures.threads >= 1

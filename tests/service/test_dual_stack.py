@@ -24,7 +24,13 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-from service.listen import dual_stack, ipv6_available, is_wildcard, listen_hosts
+from service.listen import (
+    dual_stack,
+    ipv6_available,
+    is_wildcard,
+    listen_hosts,
+    resolved_addresses,
+)
 from tests.service.grpc_helpers import health
 from tests.service.server_process import (
     ServerProcess,
@@ -184,6 +190,15 @@ def test_the_hosts_listened_on_follow_grpc(monkeypatch):
         assert not dual_stack("0.0.0.0")
     monkeypatch.setattr(socket, "has_ipv6", False)
     assert listen_hosts("0.0.0.0") == ("0.0.0.0",)
+
+
+def test_without_ipv6_an_ipv6_address_with_no_ipv4_one_beside_it_is_kept(monkeypatch):
+    """``::1`` alone is kept, to fail binding with the system's reason (``cannot
+    listen``), rather than dropped to no address at all: the server then logged
+    ``listening`` on nothing and ran."""
+    with _no_ipv6_sockets(monkeypatch):
+        assert resolved_addresses("::1", 0) == [(socket.AF_INET6, ("::1", 0, 0, 0))]
+        assert [family for family, _ in resolved_addresses("localhost", 0)] == [socket.AF_INET]
 
 
 def test_with_ipv6_switched_off_a_wildcard_host_is_served_on_ipv4_alone():
@@ -392,6 +407,18 @@ def test_port_0_on_a_wildcard_is_one_port_free_on_both_families(host):
     assert answering == {"grpc": every, "http": every, "metrics": every}, logged
     [listening] = [line for line in logged if line["event"] == "listening"]
     assert listening["http_port"] in (41530, 41532) and status == "0", logged
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_a_wildcards_grpc_port_0_is_reported_as_the_port_bound(host):
+    """The ``listening`` line names the port gRPC took for a wildcard's port 0, where
+    it serves, not 0: the other wildcard tests all give fixed gRPC ports."""
+    args = ("--host", host, "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0")
+    with running(args, loopback_flags=False) as server:
+        assert server.grpc_port != 0
+        assert grpc_serving("127.0.0.1", server.grpc_port)
+        if HAS_IPV6:
+            assert grpc_serving("::1", server.grpc_port)
 
 
 def test_a_name_that_only_ends_in_localhost_is_served_as_resolved():

@@ -1612,7 +1612,8 @@ def test_every_drained_name_is_not_serving_from_the_start_of_the_drain_delay():
     """At SIGTERM ``""``, ``readiness`` and the service's own name turn NOT_SERVING as the
     drain delay begins, not after it (clients that health-check any of them must move
     away while the server still answers), and ``liveness`` stays SERVING. A mutation
-    review found neither the moment nor the service's name pinned."""
+    review found neither the moment nor the service's name pinned. ``List`` says the
+    same as ``Check`` (it kept saying SERVING once ``set`` stopped updating it)."""
     with running(("--drain-delay-seconds", "600")) as server:
         server.process.terminate()
         server.wait_for_logs("draining")
@@ -1622,11 +1623,14 @@ def test_every_drained_name_is_not_serving_from_the_start_of_the_drain_delay():
                 name: check(health_pb2.HealthCheckRequest(service=name), timeout=10).status
                 for name in ("", "readiness", SERVICE, "liveness")
             }
+            list_request = health_pb2.HealthListRequest()  # type: ignore[attr-defined]
+            listed = health(channel).List(list_request, timeout=10)
         assert statuses == {
             "": NOT_SERVING,
             "readiness": NOT_SERVING,
             SERVICE: NOT_SERVING,
             "liveness": SERVING,
         }
+        assert {name: answer.status for name, answer in listed.statuses.items()} == statuses
         server.process.send_signal(signal.SIGINT)  # cuts the delay short
         assert server.process.wait(60) == 0

@@ -240,6 +240,8 @@ def test_stdin_past_a_mebibyte_is_refused_unread() -> None:
     assert (done.returncode, done.stdout, done.stderr) == (2, "", TOO_LONG)
     base64_text = open_token(b"A" * (1024 * 1024 + 1))
     assert (base64_text.returncode, base64_text.stdout, base64_text.stderr) == (2, "", TOO_LONG)
+    at_the_bound = open_token(b"A" * (1024 * 1024))  # read, and judged as a token
+    assert at_the_bound.returncode != 0 and at_the_bound.stderr != TOO_LONG
 
 
 def test_raw_token_bytes_get_the_raw_bytes_hint_not_the_words_one() -> None:
@@ -259,6 +261,17 @@ def test_a_closed_stdin_is_said() -> None:
         2,
         "",
         "cardrules: error: stdin is closed: give the state token on stdin\n",
+    )
+
+
+def test_a_stdin_that_cannot_be_read_is_said_with_status_2() -> None:
+    """Open for writing only (``0>FILE``): no token was given, a usage error as a closed
+    stdin is, not a token that failed to open (status 1)."""
+    done = open_token(b"", command=("sh", "-c", '"$@" 0>/dev/null', "sh", CARDRULES))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        "cardrules: error: cannot read stdin: Bad file descriptor\n",
     )
 
 

@@ -130,6 +130,19 @@ def test_k16_6_without_a_forced_sweep_a_card_beside_a_sweeping_one_may_crawl() -
     assert legal("4H 6C", "10S 9D") == moves("10S>4H+6C")
 
 
+def test_k7_8_is_legal_refuses_each_crawl_the_rules_forbid_whatever_the_hands_order() -> None:
+    """``is_legal`` judges a crawl alone, without the legal set: each rule that forbids
+    one, with the card that forbids it anywhere in the hand (the last one too)."""
+    table = cards("4H 6C")
+    for hand in (cards("10S 9D"), cards("9D 10S")):
+        assert not is_legal(hand, table, Rules(), Move.parse("9D"))  # K7.6: 10S sweeps
+    assert not is_legal(cards("9D 5S"), cards("5H 3C"), Rules(), Move.parse("5S"))  # K7.4
+    must = Rules(must_capture_if_able=True)
+    for hand in (cards("5S 9D"), cards("9D 5S")):
+        assert not is_legal(hand, cards("5H 3C"), must, Move.parse("9D"))  # K16.8: 5S takes
+        assert is_legal(hand, cards("5H 3C"), Rules(), Move.parse("9D"))
+
+
 # --- K16.10: bordstabbe --------------------------------------------------------------------
 
 

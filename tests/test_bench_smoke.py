@@ -13,6 +13,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,10 +42,11 @@ def _check_stats(stats: dict[str, float]) -> None:
     assert stats["p50_us"] <= stats["p99_us"] <= stats["max_us"]
 
 
-def test_quick_engine_run_writes_every_figure(tmp_path):
-    out = tmp_path / "bench.json"
+def quick_bench(out: Path, *args: str) -> tuple[str, Any]:
+    """``python -m bench ARGS --quick --json OUT`` from the checkout, which must succeed:
+    its stdout and the figures it wrote."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "engine", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "bench", *args, "--quick", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -52,8 +54,12 @@ def test_quick_engine_run_writes_every_figure(tmp_path):
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "legal_moves(state, state.turn)" in done.stdout
-    report = json.loads(out.read_text(encoding="utf-8"))
+    return done.stdout, json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_quick_engine_run_writes_every_figure(tmp_path):
+    stdout, report = quick_bench(tmp_path / "bench.json", "engine")
+    assert "legal_moves(state, state.turn)" in stdout
     assert report["command"] == "engine"
 
     legal = report["legal_moves"]
@@ -99,17 +105,7 @@ def test_without_a_command_the_engine_runs_only_the_parts_asked(tmp_path):
     """``python -m bench`` alone is ``engine``; ``--only`` keeps to its part; ``--json``
     makes the folders it names (``json_path`` took them) and records the load average
     at the start and the end, as the run's meta says where the figures were taken."""
-    out = tmp_path / "new" / "bench.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "deals", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text(encoding="utf-8"))
+    _, report = quick_bench(tmp_path / "new" / "bench.json", "--only", "deals")
     assert report["command"] == "engine"
     assert "deals" in report and not {"legal_moves", "captures"} & set(report)
     assert {"loadavg_start", "loadavg_end"} <= set(report["meta"])

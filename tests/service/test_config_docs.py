@@ -28,9 +28,14 @@ from tests.service.server_process import TEST_KEY
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
+def configuration_section() -> str:
+    """docs/operations.md's "Configuration" section, up to the next one of its level."""
+    return OPERATIONS.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+
+
 def configuration_rows() -> list[dict[str, str]]:
     """The rows of the Configuration table, by column name, code quotes removed."""
-    section = OPERATIONS.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    section = configuration_section()
     lines = [line for line in section.splitlines() if line.startswith("|")]
     names = [cell.strip() for cell in lines[0].strip("|").split("|")]
     return [
@@ -527,8 +532,7 @@ def test_a_keys_pipe_is_held_to_the_size_of_a_keys_file(over: bool) -> None:
 def test_the_wait_for_a_keys_pipe_is_the_documented_one() -> None:
     """The bound the sentences under the table state (10 s), held to the code's: the
     pipe tests shorten it to keep quick, so nothing else would see it change."""
-    section = OPERATIONS.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    text = " ".join(section.split())
+    text = " ".join(configuration_section().split())
     stated = re.findall(
         r"waits at most (\d+) s for a pipe|end within (\d+) s`|wait the same (\d+) s", text
     )

@@ -99,6 +99,20 @@ def test_a_closed_stderr_and_stdin_are_given_dev_null(args, tmp_path: Path) -> N
         assert len(game.seat_tokens) == 2
 
 
+def serving_into_a_full_stdout(
+    args: list[str], env: dict[str, str] | None = None, stderr: int = subprocess.DEVNULL
+) -> subprocess.Popen[str]:
+    """``cardrules serve --host 127.0.0.1 ARGS >/dev/full``: stdout refuses every line."""
+    with open("/dev/full", "w") as full:
+        return start_session(
+            [CARDRULES, "serve", "--host", "127.0.0.1", *args],
+            env=server_environment(env),
+            stdout=full,
+            stderr=stderr,
+            text=True,
+        )
+
+
 def test_with_workers_stdout_full_from_the_start_is_reported_by_every_process() -> None:
     """``>/dev/full``: the supervisor lost its ``starting workers`` line before it forked,
     and each worker inherited its count of lost lines, so only the supervisor said why;
@@ -107,14 +121,7 @@ def test_with_workers_stdout_full_from_the_start_is_reported_by_every_process() 
     grpc_port, http_port, metrics_port = free_ports(3)
     ports = {"--grpc-port": grpc_port, "--http-port": http_port, "--metrics-port": metrics_port}
     flags = [text for flag, port in ports.items() for text in (flag, str(port))]
-    with open("/dev/full", "w") as full:
-        process = start_session(
-            [CARDRULES, "serve", "--host", "127.0.0.1", *flags, *WORKERS],
-            env=server_environment(),
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    process = serving_into_a_full_stdout([*flags, *WORKERS], stderr=subprocess.PIPE)
     notes: list[str] = []
 
     def read() -> None:
@@ -163,13 +170,7 @@ def test_stdout_full_from_the_start_counts_every_line_lost_by_one_process() -> N
     assert lost >= 4, start  # the warning and the metrics line among them
     grpc_port, metrics_port = free_ports(2)
     flags = ["--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port)]
-    with open("/dev/full", "w") as full:
-        process = start_session(
-            [CARDRULES, "serve", "--host", "127.0.0.1", *flags],
-            env=server_environment(misspelt),
-            stdout=full,
-            stderr=subprocess.DEVNULL,
-        )
+    process = serving_into_a_full_stdout(flags, misspelt)
     try:
         with connect(f"127.0.0.1:{grpc_port}") as stub:
             stub.NewGame(

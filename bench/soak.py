@@ -83,26 +83,50 @@ def positive_number(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    sizes = chosen_sizes(args, SOAK_SIZES)
+    params = plan(args)
+    report: Json = {"command": "soak", "meta": meta(), "params": params}
+    with cardrules_server(params["workers"]) as server:
+        samples, tally, stopped = asyncio.run(soak(server, params))
+        report |= outcome(samples, tally, stopped, params["seconds"], server.log_path)
+    print(render(report), flush=True)
+    finish(report, args.json)
+    return exit_status(report)
+
+
+def plan(args: argparse.Namespace) -> Json:
+    """The run the command line asks for: sizes, seconds of traffic, seconds between
+    samples, the seed, and whether matches last one deal (``--quick``)."""
     if args.minutes is not None:
         seconds = args.minutes * 60
     else:
         seconds = QUICK_SECONDS if args.quick else DEFAULT_MINUTES * 60
     every = args.sample_seconds or (QUICK_SAMPLE_SECONDS if args.quick else SAMPLE_SECONDS)
-    params: Json = {**sizes, "seconds": seconds, "sample_seconds": every, "seed": args.seed}
-    report: Json = {"command": "soak", "meta": meta(), "params": params}
-    with cardrules_server(sizes["workers"]) as server:
-        samples, tally, stopped = asyncio.run(
-            soak(server, sizes, seconds, every, args.seed, one_deal=args.quick)
-        )
-        count_retries(tally, server.log_path)
-    report["samples"] = samples
-    report["tally"] = tally.as_json()
-    report["summary"] = summarize(samples, tally, warmup_seconds(seconds))
-    report["server_stopped"] = stopped
-    print(render(report), flush=True)
-    finish(report, args.json)
-    return 1 if stopped or tally.failures else 0
+    return {
+        **chosen_sizes(args, SOAK_SIZES),
+        "seconds": seconds,
+        "sample_seconds": every,
+        "seed": args.seed,
+        "one_deal": args.quick,
+    }
+
+
+def outcome(
+    samples: list[Json], tally: Tally, stopped: str | None, seconds: float, log_path: Path
+) -> Json:
+    """The report's figures once the traffic is over, the server log's retried attempts
+    counted as failures."""
+    count_retries(tally, log_path)
+    return {
+        "samples": samples,
+        "tally": tally.as_json(),
+        "summary": summarize(samples, tally, warmup_seconds(seconds)),
+        "server_stopped": stopped,
+    }
+
+
+def exit_status(report: Json) -> int:
+    """1 when anything failed or the server stopped, else 0."""
+    return 1 if report["server_stopped"] or report["tally"]["failures"] else 0
 
 
 def count_retries(tally: Tally, log_path: Path) -> None:
@@ -123,16 +147,16 @@ def warmup_seconds(seconds: float) -> float:
     return min(max(WARMUP_SECONDS, WARMUP_SHARE * seconds), seconds / 2)
 
 
-async def soak(
-    server: Server, sizes: dict[str, int], seconds: float, every: float, seed: int, one_deal: bool
-) -> tuple[list[Json], Tally, str | None]:
-    """Traffic for ``seconds`` and a sample every ``every``: the samples, the tally, and
-    how the server stopped if it did (None while it serves)."""
+async def soak(server: Server, params: Json) -> tuple[list[Json], Tally, str | None]:
+    """Traffic for ``params["seconds"]`` and a sample every ``params["sample_seconds"]``
+    (``plan``): the samples, the tally, and how the server stopped if it did (None while
+    it serves)."""
+    seconds, every = params["seconds"], params["sample_seconds"]
     start = time.monotonic()
     deadline = start + seconds
     ports = (server.ports.grpc, server.ports.http)
-    clients = (sizes["grpc_clients"], sizes["http_clients"])
-    tally, players = await play_until(ports, clients, seed, deadline, one_deal)
+    clients = (params["grpc_clients"], params["http_clients"])
+    tally, players = await play_until(ports, clients, params["seed"], deadline, params["one_deal"])
     samples = [sample(server.process.pid, tally, 0.0)]  # before the first call
     stopped: str | None = None
     due = start

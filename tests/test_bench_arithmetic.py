@@ -15,6 +15,7 @@ import pytest
 from bench import captures, deals, legal_moves, overload, procfs, soak
 from bench import grpc as grpc_bench
 from bench import http as http_bench
+from bench.__main__ import build_parser
 from bench.common import (
     Json,
     Slowest,
@@ -522,6 +523,81 @@ def test_soak_summary_from_fixed_samples() -> None:
     assert summary["server_cpu_cores"] == 0.5
     assert summary["calls_per_second"] == 30.0 and summary["calls"] == 3020
     assert summary["games"] == 10
+
+
+@pytest.mark.parametrize(
+    ("arguments", "seconds", "every", "one_deal"),
+    [
+        ([], 120.0, 5.0, False),
+        (["--quick"], 8.0, 1.0, True),
+        (["--minutes", "0.5"], 30.0, 5.0, False),
+        (["--quick", "--minutes", "0.5", "--sample-seconds", "2"], 30.0, 2.0, True),
+    ],
+)
+def test_the_soak_runs_as_long_as_its_command_line_says(
+    arguments: list[str], seconds: float, every: float, one_deal: bool
+) -> None:
+    """Two minutes of whole matches by default, 8 s of one-deal matches with ``--quick``
+    (docs/benchmarks.md, "Soak")."""
+    params = soak.plan(build_parser().parse_args(["soak", *arguments]))
+    assert (params["seconds"], params["sample_seconds"], params["one_deal"]) == (
+        seconds,
+        every,
+        one_deal,
+    )
+
+
+def _soak_outcome(tally: Tally, stopped: str | None, log: Path) -> dict[str, object]:
+    params: Json = {"workers": 1, "grpc_clients": 6, "http_clients": 2}
+    params |= {"seconds": 100.0, "sample_seconds": 10.0}
+    return {"params": params, **soak.outcome(_samples(), tally, stopped, 100.0, log)}
+
+
+def test_a_soak_fails_on_any_failure_retried_attempt_or_stopped_server(tmp_path: Path) -> None:
+    """Each fails the run (exit 1) and is named under the tables (docs/benchmarks.md,
+    "Soak"); a clean run exits 0 and names none."""
+    log = tmp_path / "server.log"
+    log.write_text('{"event":"request","code":"OK"}\n')
+    clean = _soak_outcome(Tally(), None, log)
+    assert soak.exit_status(clean) == 0
+    assert "failures:" not in soak.render(clean) and "exited" not in soak.render(clean)
+
+    tally = Tally()
+    tally.failures.update({"grpc play INTERNAL boom": 2, "http score TRANSPORT TimeoutError": 1})
+    failed = _soak_outcome(tally, None, log)
+    assert soak.exit_status(failed) == 1
+    assert failed["summary"]["failures"] == 3  # type: ignore[index]
+    assert soak.render(failed).splitlines()[-1] == (
+        "failures: grpc play INTERNAL boom x2; http score TRANSPORT TimeoutError x1"
+    )
+
+    log.write_text("".join(f'{{"event":"request","attempt":{n}}}\n' for n in (2, 3, 4)))
+    retried = _soak_outcome(Tally(), None, log)
+    assert soak.exit_status(retried) == 1
+    assert soak.render(retried).splitlines()[-1] == f"failures: {soak.RETRIED} x3"
+
+    log.write_text("")
+    stopped = _soak_outcome(Tally(), "the server exited with status 3", log)
+    assert soak.exit_status(stopped) == 1
+    assert soak.render(stopped).splitlines()[-1] == "the server exited with status 3"
+
+
+def test_the_soak_table_has_a_row_a_minute_and_the_last_sample() -> None:
+    """A run of 3 minutes or more: a row a minute; a shorter one: about ten rows. The last
+    sample always ends the table, wherever it falls."""
+    long_run = [{"seconds": float(seconds)} for seconds in range(0, 301, 5)]
+    assert [row["seconds"] for row in soak.rows_over_time(long_run, 300.0)] == [
+        0.0,
+        60.0,
+        120.0,
+        180.0,
+        240.0,
+        300.0,
+    ]
+    # A sample a second (--quick), the last one late.
+    short_run = [{"seconds": float(seconds)} for seconds in range(9)] + [{"seconds": 8.3}]
+    rows = [row["seconds"] for row in soak.rows_over_time(short_run, 8.0)]
+    assert rows == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 8.3]
 
 
 # -- deals ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 
 from bench import procfs, soak
 from bench.__main__ import build_parser
+from bench.common import Json
 from bench.server import BENCH_KEY, cardrules_serve, cardrules_server
 from bench.soak_traffic import (
     EXPECTED_CODES,
@@ -241,6 +242,66 @@ def test_procfs_finds_forked_children_and_forgets_ended_processes() -> None:
         parent.kill()
         parent.wait()
     assert procfs.footprint(parent.pid) is None and procfs.descendants(parent.pid) == []
+
+
+#: A parent that sleeps while its child burns CPU for a moment and then sleeps too; it
+#: prints the child's pid once the child has burned, and ends it when its stdin closes.
+BUSY_CHILD = """
+import subprocess, sys
+child = subprocess.Popen(
+    [sys.executable, "-c", "import time\\nend = time.process_time() + 0.3\\n"
+     "while time.process_time() < end: pass\\nprint(flush=True)\\ntime.sleep(60)"],
+    stdout=subprocess.PIPE,
+)
+child.stdout.readline()
+print(child.pid, flush=True)
+sys.stdin.read()
+child.kill()
+child.wait()
+"""
+
+
+def test_a_sample_sums_every_server_process_and_both_transports() -> None:
+    """The footprint and CPU time of the supervisor and each worker, the calls of both
+    transports, the failures of every kind."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", BUSY_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert parent.stdout is not None and parent.stdin is not None
+        child = int(parent.stdout.readline())
+        tally = Tally()
+        tally.calls.update({"grpc": 5, "http": 7})
+        tally.games.update({"grpc": 1, "http": 2})
+        tally.refusals.update({"tampered_state": 1, "not_your_turn": 3})
+        tally.failures.update({"grpc play INTERNAL x": 2, "http play TRANSPORT y": 1})
+        taken = soak.sample(parent.pid, tally, 1.5)
+        parent.stdin.close()
+    finally:
+        parent.kill()
+        parent.wait()
+    assert [p["pid"] for p in taken["processes"]] == [parent.pid, child]
+    assert [p["role"] for p in taken["processes"]] == ["main", "worker"]
+    assert (taken["seconds"], taken["calls"], taken["games"]) == (1.5, 12, 3)
+    assert (taken["refusals"], taken["failures"]) == (4, 3)
+    processes = taken["processes"]
+    assert taken["cpu_seconds"] == round(sum(p["cpu_seconds"] for p in processes), 2)
+    assert processes[1]["cpu_seconds"] >= 0.3  # the child's time is in the sum
+    for metric in soak.METRICS:
+        assert taken[metric] == sum(p[metric] for p in processes), metric
+
+
+def test_a_soak_whose_server_exited_stops_at_its_first_sample() -> None:
+    """It says how the server stopped, and samples it no more."""
+    params: Json = {"grpc_clients": 1, "http_clients": 1, "seed": 0, "one_deal": True}
+    params |= {"seconds": 3.0, "sample_seconds": 0.5}
+    with cardrules_server() as server:
+        server.process.kill()
+        server.process.wait()
+        samples, tally, stopped = asyncio.run(soak.soak(server, params))
+    assert stopped == "the server exited with status -9"
+    assert len(samples) == 1 and samples[0]["processes"] == []
+    assert tally.calls == {} and tally.failures  # every call found the server gone
 
 
 def _player(transport_name: str, ports: tuple[int, int]) -> Player:

@@ -3,6 +3,8 @@
 A review wrote a Node.js client from proto/ only: these hold the comments to the error
 model of docs/api.md, "Errors", to one meaning of the per-RPC deadline, to how 64-bit
 fields travel in JavaScript, and to the sign of points (K13.3: the lowest total wins).
+A proto of its own holds how comments are read in layouts the protos do not use yet:
+trailing comments, runs of blank lines, an uncommented field, nested types.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from pathlib import Path
 import pytest
 from cardrules.client import DEFAULT_TIMEOUT
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FieldDescriptor
+from grpc_tools import protoc
 
 from scripts.generate_openapi import descriptor_set
 from scripts.generate_protos import THIRD_PARTY
@@ -201,3 +205,80 @@ def test_each_newgame_field_names_the_reasons_it_is_refused_with(notes: dict[str
         if "CHOSEN_DEAL_REFUSED" in reasons
     }
     assert {name.rsplit(".", 1)[1] for name in chosen} == {"seed", "decks", "draw"}
+
+
+# A proto of each comment layout the protos may come to use, beside the ones they use now.
+LAYOUTS_PROTO = """syntax = "proto3";
+package layouts.v1;
+
+// Leading on Layouts.
+message Layouts {
+  int32 only_trailing = 1; // Trailing only.
+  // Leading wins.
+  int32 both = 2; // Trailing loses.
+  // First paragraph.
+  //
+  //
+  // Second after two blank lines.
+  //
+  //
+  //
+  // Third after three blank lines.
+  int32 blank_lines = 3;
+  int32 uncommented = 4;
+  // A nested message.
+  message Inner {
+    // A nested field.
+    int32 depth = 1;
+  }
+  // A nested enum.
+  enum Kind {
+    // The nested zero.
+    KIND_UNSPECIFIED = 0;
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def layout_notes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The comments of ``LAYOUTS_PROTO`` as protoc reads them (``--include_source_info``)."""
+    folder = tmp_path_factory.mktemp("layouts")
+    (folder / "layouts.proto").write_text(LAYOUTS_PROTO)
+    output = folder / "layouts.binpb"
+    arguments = [f"-I{folder}", "--include_source_info", f"--descriptor_set_out={output}"]
+    assert protoc.main(["grpc_tools.protoc", *arguments, "layouts.proto"]) == 0
+    return comments(descriptor_pb2.FileDescriptorSet.FromString(output.read_bytes()))
+
+
+def test_a_trailing_comment_describes_only_what_has_no_leading_one(
+    layout_notes: dict[str, str],
+) -> None:
+    assert layout_notes["layouts.v1.Layouts.only_trailing"] == "Trailing only."
+    assert layout_notes["layouts.v1.Layouts.both"] == "Leading wins."
+
+
+def test_runs_of_blank_comment_lines_make_one_paragraph_break(
+    layout_notes: dict[str, str],
+) -> None:
+    assert layout_notes["layouts.v1.Layouts.blank_lines"] == (
+        "First paragraph.\n\nSecond after two blank lines.\n\nThird after three blank lines."
+    )
+
+
+def test_a_declaration_without_a_comment_has_no_description(
+    layout_notes: dict[str, str],
+) -> None:
+    assert "layouts.v1.Layouts.uncommented" not in layout_notes
+    assert layout_notes["layouts.v1.Layouts"] == "Leading on Layouts."
+
+
+def test_nested_types_and_their_members_are_described(layout_notes: dict[str, str]) -> None:
+    assert {
+        name: text for name, text in layout_notes.items() if ".Inner" in name or ".Kind" in name
+    } == {
+        "layouts.v1.Layouts.Inner": "A nested message.",
+        "layouts.v1.Layouts.Inner.depth": "A nested field.",
+        "layouts.v1.Layouts.Kind": "A nested enum.",
+        "layouts.v1.Layouts.Kind.KIND_UNSPECIFIED": "The nested zero.",
+    }

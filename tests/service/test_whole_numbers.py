@@ -21,6 +21,9 @@ from service.whole_numbers import MAX_DIGITS, NumberTooLongError, parse_whole_nu
         ("-0", 0),
         # Leading zeros make a number no longer, white space around them aside.
         (" " + "0" * MAX_DIGITS + "5 ", 5),
+        # Tabs and new lines too (a port read from a Secret ends with one).
+        ("\t" + "0" * MAX_DIGITS + "5\n", 5),
+        ("\n-" + "0" * MAX_DIGITS + "5", -5),
     ],
 )
 def test_ascii_digits_with_white_space_around_them_are_read(text: str, number: int) -> None:
@@ -42,10 +45,13 @@ def test_anything_else_is_not_a_whole_number(text: str) -> None:
     [
         (" " + "9" * (MAX_DIGITS + 1) + " ", f"a number of {MAX_DIGITS + 1} digits"),
         ("-" + "0" * 5 + "9" * (MAX_DIGITS + 2), f"a negative number of {MAX_DIGITS + 2} digits"),
+        ("9" * (MAX_DIGITS + 1) + "\n", f"a number of {MAX_DIGITS + 1} digits"),
+        ("\t-" + "9" * (MAX_DIGITS + 1), f"a negative number of {MAX_DIGITS + 1} digits"),
     ],
 )
 def test_a_number_too_long_is_refused_by_its_length_alone(text: str, shown: str) -> None:
     with pytest.raises(NumberTooLongError) as refused:
         parse_whole_number(text)
+    assert isinstance(refused.value, ValueError)  # what callers of int() already catch
     assert refused.value.shown == shown
     assert str(refused.value) == f"out of range: {shown}"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -15,25 +18,66 @@ from packaging.version import Version
 
 from scripts.generate_openapi import descriptor_set, same_file, stale_generated
 from scripts.generate_protos import DEFAULT_OUTPUT, THIRD_PARTY, generate
+from service.openapi import COMMITTED
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_committed_code_matches_fresh_generation(tmp_path: Path) -> None:
-    fresh = generate(tmp_path)
-    assert fresh, "the generator wrote nothing"
-    for path in fresh:
-        relative = path.relative_to(tmp_path)
-        committed = DEFAULT_OUTPUT / relative
-        assert committed.exists(), f"{relative} is generated but not committed: run make generate"
-        assert committed.read_bytes() == path.read_bytes(), f"{relative} differs: run make generate"
-    stale = {
-        p.relative_to(DEFAULT_OUTPUT)
-        for p in DEFAULT_OUTPUT.rglob("*_pb2*.py*")
-        # Not the bytecode Python writes beside them (__pycache__/*.pyc) on import.
-        if p.suffix in (".py", ".pyi") and not (tmp_path / p.relative_to(DEFAULT_OUTPUT)).exists()
+#: How every generated package's ``__init__.py`` begins, which tells it from the hand-written ones.
+GENERATED_INIT = b'"""Generated from proto/ by scripts/generate_protos.py'
+
+
+def _tree(root: Path) -> dict[Path, bytes]:
+    """Every file under ``root`` by its relative path, but the bytecode Python writes
+    beside modules it imports (``__pycache__``)."""
+    return {
+        path.relative_to(root): path.read_bytes()
+        for path in root.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
     }
-    assert not stale, f"generated files without a proto: {sorted(map(str, stale))}"
+
+
+def _committed_generated() -> dict[Path, bytes]:
+    """The committed files the generator writes: modules, stubs and package markers."""
+    return {
+        relative: data
+        for relative, data in _tree(DEFAULT_OUTPUT).items()
+        if ("_pb2" in relative.name and relative.suffix in (".py", ".pyi"))
+        or (relative.name == "__init__.py" and data.startswith(GENERATED_INIT))
+    }
+
+
+def test_committed_code_matches_fresh_generation(tmp_path: Path) -> None:
+    """The whole tree a fresh generation writes, as it is, not only the files the
+    generator says it wrote: the committed generated files are exactly those, byte for
+    byte (the modules, their stubs and the packages' ``__init__.py``)."""
+    written = generate(tmp_path)
+    fresh = _tree(tmp_path)
+    assert fresh, "the generator wrote nothing"
+    assert sorted(written) == sorted(tmp_path / relative for relative in fresh)
+    committed = _committed_generated()
+    for relative, data in fresh.items():
+        assert relative in committed, (
+            f"{relative} is generated but not committed: run make generate"
+        )
+        assert committed[relative] == data, f"{relative} differs: run make generate"
+    stale = sorted(str(relative) for relative in committed.keys() - fresh.keys())
+    assert not stale, f"generated files without a proto: {stale}"
+
+
+def test_the_generator_writes_into_a_new_folder_given_on_its_command_line(tmp_path: Path) -> None:
+    """``scripts/generate_protos.py OUTPUT_ROOT`` (its usage) makes the folder, writes there
+    and nowhere else, and lists what it wrote."""
+    output = tmp_path / "new" / "src"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "generate_protos.py"), str(output)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == sorted(str(relative) for relative in _tree(output))
+    assert _tree(output) == _committed_generated()
 
 
 #: The vendored googleapis protos: the HTTP annotations and field behaviours the protos use,
@@ -131,6 +175,54 @@ def test_the_openapi_script_tells_stale_generated_code_from_fresh() -> None:
             added.CopyFrom(rules.field[0])
             added.name, added.number, added.json_name = "house_flag", 99, "houseFlag"
     assert stale_generated(fresh) == ["cardrules/krypkasino/v1/krypkasino.proto"]
+    # A proto file of a new version, for which nothing was generated yet.
+    added_file = fresh.file.add(name="cardrules/krypkasino/v2/krypkasino.proto")
+    added_file.package = "cardrules.krypkasino.v2"
+    assert stale_generated(fresh) == [
+        "cardrules/krypkasino/v1/krypkasino.proto",
+        "cardrules/krypkasino/v2/krypkasino.proto",
+    ]
+
+
+def _generate_openapi(
+    output: Path, proto_root: Path = ROOT / "proto"
+) -> subprocess.CompletedProcess[str]:
+    """``scripts/generate_openapi.py OUTPUT`` reading the protos of ``proto_root``."""
+    script = (
+        "import sys; from pathlib import Path; import scripts.generate_protos as protos; "
+        "import scripts.generate_openapi as openapi; "
+        f"protos.PROTO_ROOT = openapi.PROTO_ROOT = Path({str(proto_root)!r}); "
+        "sys.exit(openapi.main())"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, str(output)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def test_the_openapi_script_writes_the_committed_document_from_fresh_code(tmp_path: Path) -> None:
+    output = tmp_path / "new" / "cardrules.openapi.json"
+    done = _generate_openapi(output)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{output}\n", "")
+    assert output.read_bytes() == COMMITTED.read_bytes()
+
+
+def test_the_openapi_script_refuses_code_older_than_the_protos(tmp_path: Path) -> None:
+    """A field added to a proto without ``make generate``: exit 1, the file named, and
+    nothing written."""
+    protos = tmp_path / "proto"
+    shutil.copytree(ROOT / "proto", protos)
+    cards = protos / "cardrules" / "cards" / "v1" / "cards.proto"
+    text = cards.read_text()
+    assert text.count("\nmessage Card {\n") == 1
+    cards.write_text(text.replace("\nmessage Card {\n", "\nmessage Card {\n  int32 added = 99;\n"))
+    output = tmp_path / "cardrules.openapi.json"
+    done = _generate_openapi(output, protos)
+    assert done.returncode == 1 and not output.exists()
+    assert "stale against proto/ for cardrules/cards/v1/cards.proto" in done.stderr
 
 
 def test_an_explicit_json_name_is_fresh_when_it_matches_and_stale_when_it_differs() -> None:

@@ -18,13 +18,20 @@ from prometheus_client import CollectorRegistry
 
 from bench import grpc as grpc_bench
 from bench.grpc_load import write_requests
-from bench.grpc_server import PLAY_FLOOR_METHOD, play_floor
+from bench.grpc_server import (
+    ECHO_METHOD,
+    INSTRUMENTED_ECHO_METHOD,
+    PLAY_FLOOR_METHOD,
+    play_floor,
+)
 from bench.server import BENCH_KEY
 from service.calls import CallInfo
+from service.codec import CodecError
 from service.config import ServerConfig
+from service.errors import ServiceError
 from service.grpc_service import parsing
 from service.server import build_api, new_metrics
-from service.tokens import KeyRing
+from service.tokens import KeyRing, SeatTokenError
 from tests.process_groups import assert_sigterm_stops_the_whole_run
 
 
@@ -130,37 +137,98 @@ def test_sigterm_stops_the_servers_the_benchmark_started() -> None:
     )
 
 
-def test_the_play_floor_is_logged_as_play_is(tmp_path: Path) -> None:
-    """The floor takes Play's whole path but the rules work (docs/benchmarks.md, "gRPC"):
-    its request line left out the seat, move number and state id that Play's carries, on
-    the real benchmark server over loopback."""
-    requests, _, _ = grpc_bench.play_stream(1)
-    middle = requests[len(requests) // 2]
+ECHO_BYTES = 100
+
+
+def _calls_on_the_benchmark_server(
+    tmp_path: Path, requests: list[bytes], calls: list[tuple[str, bytes]]
+) -> tuple[list[bytes | grpc.StatusCode], list[dict[str, object]]]:
+    """Each of ``calls`` (method, request) made once on a real benchmark server over
+    loopback, echoing ``ECHO_BYTES``: its answer (or the code it failed with), and the
+    server's log lines."""
     path = write_requests(requests)
     port_file = tmp_path / "port"
     server = subprocess.Popen(
-        [sys.executable, "-m", "bench.grpc_server", str(port_file), "100", str(path)],
+        [sys.executable, "-m", "bench.grpc_server", str(port_file), str(ECHO_BYTES), str(path)],
         stdout=subprocess.PIPE,
         text=True,
     )
+    answers: list[bytes | grpc.StatusCode] = []
     try:
         while not port_file.exists() or not port_file.read_text():
             assert server.poll() is None, "the benchmark server did not start"
             time.sleep(0.05)
         with grpc.insecure_channel(f"127.0.0.1:{port_file.read_text()}") as channel:
-            for method in (grpc_bench.PLAY_METHOD, PLAY_FLOOR_METHOD):
+            for method, request in calls:
                 call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
-                call(middle, timeout=30)
+                try:
+                    answers.append(call(request, timeout=30))
+                except grpc.RpcError as error:
+                    answers.append(error.code())
     finally:
         server.terminate()
         out, _ = server.communicate(timeout=30)
         path.unlink()
-    lines = [json.loads(line) for line in out.splitlines()]
+    return answers, [json.loads(line) for line in out.splitlines()]
+
+
+def test_the_play_floor_is_logged_as_play_is(tmp_path: Path) -> None:
+    """The floor takes Play's whole path but the rules work (docs/benchmarks.md, "gRPC"):
+    its request line left out the seat, move number and state id that Play's carries, on
+    the real benchmark server over loopback. It answers what the engine answers."""
+    requests, _, _ = grpc_bench.play_stream(1)
+    middle = requests[len(requests) // 2]
+    calls = [(grpc_bench.PLAY_METHOD, middle), (PLAY_FLOOR_METHOD, middle)]
+    answers, lines = _calls_on_the_benchmark_server(tmp_path, requests, calls)
     play, floor = (line for line in lines if line.get("event") == "request")
     assert (play["method"], floor["method"]) == (grpc_bench.PLAY_METHOD[1:], PLAY_FLOOR_METHOD[1:])
     assert floor.keys() == play.keys(), (play, floor)
     for key in ("code", "game_id", "seat", "move_number", "transport"):
         assert floor[key] == play[key], key
+    # The same answer but the state token, sealed under a nonce of its own.
+    played, floored = (pb.PlayResponse.FromString(answer) for answer in answers)  # type: ignore[arg-type]
+    assert played.state and floored.state and len(floored.state) == len(played.state)
+    played.ClearField("state")
+    floored.ClearField("state")
+    assert floored == played and played.view.ByteSize() > 0
+
+
+def test_the_echoes_move_the_payload_and_only_the_instrumented_one_is_logged(
+    tmp_path: Path,
+) -> None:
+    """Echo answers ``ECHO_BYTES`` whatever it is sent and takes no step of an RPC's path;
+    InstrumentedEcho answers the same through ``serve_call``, request line included. Both
+    run under the real server's options: a request over its limit is refused by grpc."""
+    echo, instrumented = ECHO_METHOD, INSTRUMENTED_ECHO_METHOD
+    calls = [(echo, b"x"), (instrumented, b"y" * 300), (echo, b"z" * (200 << 10))]
+    answers, lines = _calls_on_the_benchmark_server(tmp_path, [], calls)
+    assert answers == [b"\x01" * ECHO_BYTES] * 2 + [grpc.StatusCode.RESOURCE_EXHAUSTED]
+    logged = [line["method"] for line in lines if line.get("event") == "request"]
+    assert logged == [instrumented[1:]]
+
+
+def test_the_play_floor_refuses_what_play_refuses() -> None:
+    """It checks the seat token and parses the move, as Play does before its rules work."""
+    requests, _, _ = grpc_bench.play_stream(1)
+    config, keys = ServerConfig(), KeyRing.parse(BENCH_KEY)
+    play = parsing(pb.PlayRequest, build_api(config, keys, None).play, 1 << 16)
+    floor = play_floor(config, keys, None, requests)
+    request = pb.PlayRequest.FromString(requests[0])
+    forged = pb.PlayRequest()
+    forged.CopyFrom(request)
+    forged.seat_token = bytes(len(request.seat_token))
+    refusals = []
+    for handle in (play, floor):
+        # Play answers the service's refusal; the floor lets the token's error through.
+        with pytest.raises((ServiceError, SeatTokenError)) as refused:
+            handle(forged.SerializeToString(), CallInfo())
+        error = refused.value
+        assert isinstance(error, ServiceError | SeatTokenError)
+        refusals.append(error.reason)
+    assert refusals[0] == refusals[1] == "SEAT_TOKEN_INVALID"
+    request.ClearField("move")
+    with pytest.raises(CodecError):
+        floor(request.SerializeToString(), CallInfo())
 
 
 def test_the_play_floor_queues_the_move_count_play_does() -> None:

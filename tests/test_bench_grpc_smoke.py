@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
@@ -9,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -17,7 +20,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from prometheus_client import CollectorRegistry
 
 from bench import grpc as grpc_bench
-from bench.grpc_load import write_requests
+from bench.grpc_load import load, write_requests
 from bench.grpc_server import (
     ECHO_METHOD,
     INSTRUMENTED_ECHO_METHOD,
@@ -140,36 +143,51 @@ def test_sigterm_stops_the_servers_the_benchmark_started() -> None:
 ECHO_BYTES = 100
 
 
-def _calls_on_the_benchmark_server(
-    tmp_path: Path, requests: list[bytes], calls: list[tuple[str, bytes]]
-) -> tuple[list[bytes | grpc.StatusCode], list[dict[str, object]]]:
-    """Each of ``calls`` (method, request) made once on a real benchmark server over
-    loopback, echoing ``ECHO_BYTES``: its answer (or the code it failed with), and the
-    server's log lines."""
+@contextlib.contextmanager
+def _benchmark_server(
+    tmp_path: Path, requests: list[bytes]
+) -> Iterator[tuple[str, list[dict[str, object]]]]:
+    """A real benchmark server on loopback echoing ``ECHO_BYTES``, with ``requests`` for
+    its floor: its target, and a list that holds its log lines once it has stopped."""
     path = write_requests(requests)
-    port_file = tmp_path / "port"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench.grpc_server", str(port_file), str(ECHO_BYTES), str(path)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    answers: list[bytes | grpc.StatusCode] = []
+    port_file, log = tmp_path / "port", tmp_path / "server.log"
+    # A file, not a pipe nobody reads while the calls run: a full pipe would block the
+    # server's request lines, and the server with them.
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "bench.grpc_server", str(port_file), str(ECHO_BYTES), str(path)],
+            stdout=out,
+        )
+    logged: list[dict[str, object]] = []
     try:
         while not port_file.exists() or not port_file.read_text():
             assert server.poll() is None, "the benchmark server did not start"
             time.sleep(0.05)
-        with grpc.insecure_channel(f"127.0.0.1:{port_file.read_text()}") as channel:
-            for method, request in calls:
-                call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
-                try:
-                    answers.append(call(request, timeout=30))
-                except grpc.RpcError as error:
-                    answers.append(error.code())
+        yield f"127.0.0.1:{port_file.read_text()}", logged
     finally:
         server.terminate()
-        out, _ = server.communicate(timeout=30)
+        server.wait(timeout=30)
         path.unlink()
-    return answers, [json.loads(line) for line in out.splitlines()]
+    logged.extend(json.loads(line) for line in log.read_text().splitlines())
+
+
+def _calls_on_the_benchmark_server(
+    tmp_path: Path, requests: list[bytes], calls: list[tuple[str, bytes]]
+) -> tuple[list[bytes | grpc.StatusCode], list[dict[str, object]]]:
+    """Each of ``calls`` (method, request) made once on ``_benchmark_server``: its answer
+    (or the code it failed with), and the server's log lines."""
+    answers: list[bytes | grpc.StatusCode] = []
+    with (
+        _benchmark_server(tmp_path, requests) as (target, logged),
+        grpc.insecure_channel(target) as channel,
+    ):
+        for method, request in calls:
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
+            try:
+                answers.append(call(request, timeout=30))
+            except grpc.RpcError as error:
+                answers.append(error.code())
+    return answers, logged
 
 
 def test_the_play_floor_is_logged_as_play_is(tmp_path: Path) -> None:
@@ -205,6 +223,24 @@ def test_the_echoes_move_the_payload_and_only_the_instrumented_one_is_logged(
     assert answers == [b"\x01" * ECHO_BYTES] * 2 + [grpc.StatusCode.RESOURCE_EXHAUSTED]
     logged = [line["method"] for line in lines if line.get("event") == "request"]
     assert logged == [instrumented[1:]]
+
+
+def test_the_load_spreads_over_its_channels_and_counts_every_call(tmp_path: Path) -> None:
+    """Each channel is a connection of its own (a peer of its own in the request lines),
+    every refused call is counted under its code, and each latency is of one call."""
+    with _benchmark_server(tmp_path, []) as (target, logged):
+        served = asyncio.run(load(target, INSTRUMENTED_ECHO_METHOD, [b"x"], 8, 1.0, 4))
+        refused = asyncio.run(load(target, PLAY_FLOOR_METHOD, [b"\xff"], 4, 0.5, 1))
+    lines = [line for line in logged if line.get("event") == "request"]
+    echoes = [line for line in lines if line["method"] == INSTRUMENTED_ECHO_METHOD[1:]]
+    assert served["calls"] == len(echoes) > 0 and served["failures"] == {}
+    assert len({line["peer"] for line in echoes}) == 4
+    latencies = served["ns"]
+    assert isinstance(latencies, list) and isinstance(served["seconds"], float)
+    assert all(0 < ns <= served["seconds"] * 1e9 for ns in latencies)
+    floors = [line for line in lines if line["method"] == PLAY_FLOOR_METHOD[1:]]
+    assert floors and refused["calls"] == 0
+    assert refused["failures"] == {"INVALID_ARGUMENT": len(floors)}
 
 
 def test_the_play_floor_refuses_what_play_refuses() -> None:

@@ -9,10 +9,12 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from google.protobuf.message import Message
 
 from bench import procfs, soak
 from bench.__main__ import build_parser
@@ -24,12 +26,16 @@ from bench.soak_traffic import (
     LEGAL_MOVES,
     NEW_GAME,
     PLAY,
+    SCORE,
     CallError,
     GrpcTransport,
     HttpTransport,
     Player,
+    ResponseT,
+    Rpc,
     Tally,
     Transport,
+    play_until,
 )
 from tests.service.grpc_helpers import game_state, seal
 
@@ -242,6 +248,73 @@ def test_procfs_finds_forked_children_and_forgets_ended_processes() -> None:
         parent.kill()
         parent.wait()
     assert procfs.footprint(parent.pid) is None and procfs.descendants(parent.pid) == []
+
+
+@dataclass
+class Recorded:
+    """A transport that keeps every request it sends (the RPC and the message) and
+    sends it on."""
+
+    transport: Transport
+    sent: list[tuple[str, Message]] = field(default_factory=list)
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.transport.name
+
+    async def call(self, rpc: Rpc[ResponseT], request: Message) -> ResponseT:
+        self.sent.append((rpc.method, request))
+        return await self.transport.call(rpc, request)
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+
+MATCHES = 12
+
+
+def test_a_soak_client_sends_the_documented_mix_and_counts_each_answer() -> None:
+    """Seeded one-deal matches over gRPC (docs/benchmarks.md, "Soak"): a seat's view and
+    the public one, every kind of bad request refused as expected, Score at most at the
+    deal's end and the match's, and each request answered as expected counted once."""
+
+    async def main(port: int) -> tuple[Player, Recorded]:
+        recorded = Recorded(GrpcTransport(port))
+        player = Player(recorded, random.Random(1), Tally(), time.monotonic() + 3600, True)
+        for _ in range(MATCHES):
+            await player.play_match()
+        await recorded.close()
+        return player, recorded
+
+    with cardrules_serve() as ports:
+        player, recorded = asyncio.run(main(ports.grpc))
+    tally = player.tally
+    assert tally.failures == {} and tally.games == {"grpc": MATCHES}
+    assert tally.refusals.keys() == EXPECTED_CODES.keys(), tally.refusals
+    assert tally.calls == {"grpc": len(recorded.sent)}
+    views = [request for method, request in recorded.sent if method == GET_VIEW.method]
+    assert {bool(view.seat_token) for view in views} == {False, True}  # type: ignore[attr-defined]
+    scores = sum(method == SCORE.method for method, _ in recorded.sent)
+    assert MATCHES <= scores <= 2 * MATCHES
+
+
+def test_play_until_starts_each_transports_clients_on_connections_of_their_own() -> None:
+    """Three gRPC clients and one HTTP one: as many peers in the server's request lines."""
+
+    async def main(ports: tuple[int, int]) -> Tally:
+        tally, players = await play_until(ports, (3, 1), 0, time.monotonic() + 1.5, True)
+        await asyncio.gather(*players)
+        return tally
+
+    with cardrules_server() as server:
+        tally = asyncio.run(main((server.ports.grpc, server.ports.http)))
+        lines = [json.loads(line) for line in server.log_path.read_text().splitlines()]
+    assert tally.failures == {} and tally.calls.keys() == {"grpc", "http"}
+    peers: dict[str, set[str]] = {"grpc": set(), "http": set()}
+    for line in lines:
+        if line.get("event") == "request":
+            peers[line["transport"]].add(line["peer"])
+    assert {name: len(found) for name, found in peers.items()} == {"grpc": 3, "http": 1}
 
 
 #: A parent that sleeps while its child burns CPU for a moment and then sleeps too; it

@@ -270,6 +270,13 @@ def test_annotations_the_gateway_cannot_serve_fail_at_start_up(path, verb, body,
         list(routes(echo_service(path, verb, body)))
 
 
+def test_an_unsupported_binding_is_named_by_its_method_verb_and_path():
+    """The one refused among a method's bindings, which only the refusal says."""
+    refused = r"^test\.v1\.EchoService\.PingPong \(PUT /v1/echo/\{x\}\): only literal paths"
+    with pytest.raises(UnsupportedRouteError, match=refused):
+        list(routes(echo_service(also=(("put", "/v1/echo/{x}"),))))
+
+
 def test_a_response_body_annotation_fails_at_start_up():
     with pytest.raises(UnsupportedRouteError, match="response_body is not supported"):
         list(routes(echo_service(response_body="echo")))

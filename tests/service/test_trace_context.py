@@ -62,6 +62,9 @@ INVALID_VALUES = {
     "empty": "",
     "duplicate": DUPLICATE,
     "garbage": "asdf",
+    # A comma is no white space: what a proxy makes of an empty header joined to a value.
+    "trailing_comma": f"00-{TRACE}-{PARENT}-01,",
+    "leading_comma_and_space": f", 00-{TRACE}-{PARENT}-01",
     # Lowercase hex only (HEXDIGLC).
     "uppercase_trace_id": f"00-{TRACE.upper()}-{PARENT}-01",
     "uppercase_parent_id": f"00-{TRACE}-{PARENT.upper()}-01",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import pytest
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from google.protobuf.message import Message
 
-from bench import procfs, soak
+from bench import procfs, soak, soak_traffic
 from bench.__main__ import build_parser
 from bench.common import Json
 from bench.server import BENCH_KEY, cardrules_serve, cardrules_server
@@ -145,6 +146,78 @@ def test_refused_good_requests_and_accepted_bad_ones_are_failures(transport_name
     assert tally.refusals == {}
 
 
+@dataclass
+class Recorded:
+    """A transport that keeps every request it sends (the RPC and the message) and
+    sends it on."""
+
+    transport: Transport
+    sent: list[tuple[str, Message]] = field(default_factory=list)
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.transport.name
+
+    async def call(self, rpc: Rpc[ResponseT], request: Message) -> ResponseT:
+        self.sent.append((rpc.method, request))
+        return await self.transport.call(rpc, request)
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+
+def test_a_server_that_never_answers_is_a_transport_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A connection accepted and never answered ends at the HTTP client's timeout, counted
+    as a failure (here half a second instead of ten)."""
+    monkeypatch.setattr(soak_traffic, "HTTP_TIMEOUT_SECONDS", 0.5)
+
+    async def main(port: int) -> Tally:
+        player = _player("http", (port, port))
+        assert await player.call(NEW_GAME, pb.NewGameRequest(config=SHORT_MATCH)) is None
+        await player.transport.close()
+        return player.tally
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the kernel accepts; nothing ever reads or answers
+        tally = asyncio.run(main(silent.getsockname()[1]))
+    assert tally.failures == {"http new_game TRANSPORT TimeoutError": 1}
+
+
+class ScoreRefused(Recorded):
+    """A transport whose every Score fails as a lost connection would."""
+
+    async def call(self, rpc: Rpc[ResponseT], request: Message) -> ResponseT:
+        if rpc is SCORE:
+            raise CallError("UNAVAILABLE", "no ErrorInfo")
+        return await super().call(rpc, request)
+
+
+def test_a_match_whose_score_failed_is_not_counted_as_played(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its last Score, the only one: none at the deal's end."""
+    monkeypatch.setattr(soak_traffic, "SCORE_SHARE", 0.0)
+
+    async def main(port: int) -> Tally:
+        player = Player(
+            ScoreRefused(GrpcTransport(port)),
+            random.Random(0),
+            Tally(),
+            time.monotonic() + 60,
+            True,
+        )
+        await player.play_match()
+        await player.transport.close()
+        return player.tally
+
+    with cardrules_serve() as ports:
+        tally = asyncio.run(main(ports.grpc))
+    assert tally.games == {} and set(tally.failures) == {"grpc score UNAVAILABLE no ErrorInfo"}
+
+
 def test_an_unreachable_server_is_a_transport_failure() -> None:
     async def main(port: int) -> Tally:
         player = _player("http", (port, port))
@@ -248,26 +321,6 @@ def test_procfs_finds_forked_children_and_forgets_ended_processes() -> None:
         parent.kill()
         parent.wait()
     assert procfs.footprint(parent.pid) is None and procfs.descendants(parent.pid) == []
-
-
-@dataclass
-class Recorded:
-    """A transport that keeps every request it sends (the RPC and the message) and
-    sends it on."""
-
-    transport: Transport
-    sent: list[tuple[str, Message]] = field(default_factory=list)
-    name: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.name = self.transport.name
-
-    async def call(self, rpc: Rpc[ResponseT], request: Message) -> ResponseT:
-        self.sent.append((rpc.method, request))
-        return await self.transport.call(rpc, request)
-
-    async def close(self) -> None:
-        await self.transport.close()
 
 
 MATCHES = 12

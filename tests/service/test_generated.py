@@ -241,3 +241,20 @@ def test_an_explicit_json_name_is_fresh_when_it_matches_and_stale_when_it_differ
     assert same_file(fresh, imported)
     game_id.json_name = "gameIdentifier"
     assert not same_file(fresh, imported)
+
+
+def test_a_nested_messages_derived_json_names_are_not_read_as_stale() -> None:
+    """The protos nest no message yet; one that did must compare as its top-level ones do:
+    protoc fills the nested fields' derived ``json_name``, the generated code does not."""
+    fresh_set = descriptor_set()
+    (fresh,) = [f for f in fresh_set.file if f.name == "cardrules/krypkasino/v1/krypkasino.proto"]
+    imported = descriptor_pb2.FileDescriptorProto.FromString(
+        descriptor_pool.Default().FindFileByName(fresh.name).serialized_pb
+    )
+    for file, json_name in ((fresh, "turnCount"), (imported, None)):
+        (view,) = [m for m in file.message_type if m.name == "View"]
+        nested = view.nested_type.add(name="Nested").field.add(name="turn_count", number=1)
+        nested.type, nested.label = nested.TYPE_INT32, nested.LABEL_OPTIONAL
+        if json_name:
+            nested.json_name = json_name
+    assert same_file(fresh, imported)

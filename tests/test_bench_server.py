@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -79,6 +79,13 @@ def test_the_ports_are_read_past_lines_that_are_no_json_yet(
     assert bench_server._wait_listening(path, running, 1) == Ports(5001, 5002)
 
 
+def _sleep_with(monkeypatch: pytest.MonkeyPatch, sleep: Callable[[float], None]) -> None:
+    """``_wait_listening``'s waits go to ``sleep``: bench.server's own name for the time
+    module is replaced, not the module every thread shares."""
+    clock = SimpleNamespace(monotonic=time.monotonic, sleep=sleep)
+    monkeypatch.setattr(bench_server, "time", clock)
+
+
 def test_a_server_that_exited_is_reported_at_once_with_its_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -91,10 +98,7 @@ def test_a_server_that_exited_is_reported_at_once_with_its_log(
     def no_sleep(seconds: float) -> None:
         raise AssertionError(f"slept {seconds} s on a server that had exited")
 
-    # bench.server's own name for the time module, not the module every thread shares.
-    monkeypatch.setattr(
-        bench_server, "time", SimpleNamespace(monotonic=time.monotonic, sleep=no_sleep)
-    )
+    _sleep_with(monkeypatch, no_sleep)
     with pytest.raises(RuntimeError) as refused:
         bench_server._wait_listening(path, ended, 1)
     assert str(refused.value) == f"the server did not start: {path.read_text()}"
@@ -114,7 +118,6 @@ def test_the_server_is_handed_over_only_once_every_worker_listens(
         with path.open("a") as log:
             log.write(LISTENING + "\n")
 
-    clock = SimpleNamespace(monotonic=time.monotonic, sleep=second_worker_listens)
-    monkeypatch.setattr(bench_server, "time", clock)
+    _sleep_with(monkeypatch, second_worker_listens)
     assert bench_server._wait_listening(path, running, 2) == Ports(5001, 5002)
     assert len(waits) == 1

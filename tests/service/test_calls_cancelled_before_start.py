@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 import warnings
 from pathlib import Path
 
@@ -105,6 +106,21 @@ def test_only_an_early_cancels_traceback_is_kept_off_stderr(
     except asyncio.CancelledError:
         cygrpc.traceback.print_exc()
     assert capsys.readouterr().err == ""
+
+
+def test_the_replaced_traceback_module_passes_everything_else_through(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """grpc's extension names format_exception beside print_exc: each works as the
+    standard module's, so only an early cancel's printed copy changes."""
+    monkeypatch.setattr(cygrpc, "traceback", cygrpc.traceback)  # restored after the test
+    with warnings.catch_warnings():
+        quiet_early_cancels()
+    try:
+        raise ValueError("a real bug")
+    except ValueError as error:
+        assert cygrpc.traceback.format_exc() == traceback.format_exc()
+        assert cygrpc.traceback.format_exception(error) == traceback.format_exception(error)
 
 
 def _wait_for_lines(path: Path, count: int, timeout: float = 30) -> None:

@@ -245,5 +245,9 @@ def run(args: argparse.Namespace) -> int:
         "summary": summary,
     }
     finish(report, args.json)
-    failures = summary["grpc"]["failures"] + summary["http"]["failures"]
-    return 1 if failures else 0
+    return exit_status(summary)
+
+
+def exit_status(summary: Json) -> int:
+    """1 when a call over either transport failed, else 0."""
+    return 1 if summary["grpc"]["failures"] + summary["http"]["failures"] else 0

@@ -145,7 +145,8 @@ def grpc_load(load: Load, request: bytes, results: multiprocessing.Queue[Json]) 
 
 def probe(port: int, until: float) -> tuple[list[float], int]:
     """Liveness checks every half second, start to start as the kubelet's period is, until
-    ``until``: their seconds, and the failures."""
+    ``until``: their seconds, and the failures (an error, a timeout or an answer other
+    than ``SERVING``, as the kubelet's gRPC probe counts them)."""
     seconds: list[float] = []
     failures = 0
     while not seconds or time.monotonic() < until:  # at least one, however short the run
@@ -153,12 +154,14 @@ def probe(port: int, until: float) -> tuple[list[float], int]:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub: Any = health_pb2_grpc.HealthStub(channel)  # its type stubs lack Check
             try:
-                stub.Check(
+                answer = stub.Check(
                     health_pb2.HealthCheckRequest(service="liveness"),
                     timeout=PROBE_TIMEOUT_SECONDS,
                 )
             except grpc.RpcError:
                 failures += 1
+            else:  # the kubelet fails any answer but SERVING too
+                failures += answer.status != health_pb2.HealthCheckResponse.SERVING
         seconds.append(time.monotonic() - started)
         time.sleep(max(0.0, started + PROBE_EVERY_SECONDS - time.monotonic()))
     return seconds, failures
@@ -285,4 +288,9 @@ def run(args: argparse.Namespace) -> int:
     rows = [scenario(name, http, grpc_too, sizes) for name, http, grpc_too in SCENARIOS]
     print(render(sizes, rows), flush=True)
     finish({"command": "overload", "meta": meta(), "params": sizes, "scenarios": rows}, args.json)
+    return exit_status(rows)
+
+
+def exit_status(rows: list[Json]) -> int:
+    """1 when a call of any scenario failed, else 0 (a slow probe fails no run)."""
     return 1 if any(row["calls_failed"] for row in rows) else 0

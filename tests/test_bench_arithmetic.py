@@ -466,6 +466,22 @@ def test_http_summary_takes_the_median_round() -> None:
     assert lines[-1] == "HTTP/gRPC throughput: 0.35"
 
 
+def test_a_failed_call_over_either_transport_fails_the_http_run() -> None:
+    """Failures of two rounds add up; any over either transport exits 1."""
+
+    def rounds(grpc_failures: tuple[int, ...], http_failures: tuple[int, ...]) -> Json:
+        return {
+            name: [{"rps": 100, "p50_us": 1, "p99_us": 2, "failures": f} for f in failures]
+            for name, failures in (("grpc", grpc_failures), ("http", http_failures))
+        }
+
+    summary = http_bench.summarize(rounds((1, 2, 0), (0, 0, 0)))
+    assert summary["grpc"]["failures"] == 3
+    assert http_bench.exit_status(summary) == 1
+    assert http_bench.exit_status(http_bench.summarize(rounds((0, 0, 0), (0, 4, 0)))) == 1
+    assert http_bench.exit_status(http_bench.summarize(rounds((0, 0, 0), (0, 0, 0)))) == 0
+
+
 def test_http_rounds_alternate_the_transports() -> None:
     assert http_bench.load_order(3) == [
         (0, "grpc"),
@@ -665,6 +681,9 @@ def test_overload_rates_and_probe_figures() -> None:
     }
     lines = overload.render({"http": 5, "grpc": 5, "seconds": 10}, [row]).splitlines()
     assert lines[-1].split()[3:] == [str(v) for v in list(row.values())[1:]]
+    # A failed call fails the run; a failed probe alone does not.
+    clean = overload.scenario_figures("HTTP", served, {"http": 0, "grpc": 0}, [0.01], 1, 10)
+    assert overload.exit_status([clean, row]) == 1 and overload.exit_status([clean]) == 0
 
 
 def _row(lines: list[str], label: str) -> list[str]:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import grpc
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import HealthServicer
 
 from bench import overload
 from bench.common import Json
@@ -126,3 +128,32 @@ def test_sigterm_stops_the_load_processes_at_once() -> None:
         lambda line: "loading for 120 s" in line,  # the first scenario's loads are starting
         settle_seconds=overload.SETTLE_SECONDS + 1,  # they load, and the probes run
     )
+
+
+@contextlib.contextmanager
+def health_server(status: int) -> Iterator[int]:
+    """A real gRPC health server on loopback whose liveness answers ``status``: its port."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health = HealthServicer()
+    health.set("liveness", status)
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield port
+    finally:
+        server.stop(None)
+
+
+def test_a_probe_fails_unless_liveness_answers_serving() -> None:
+    """As the kubelet's gRPC probe does: an answer other than SERVING, or none (a port
+    nothing listens on), is a failed probe."""
+    serving = health_pb2.HealthCheckResponse.SERVING
+    for status, failed in ((serving, 0), (health_pb2.HealthCheckResponse.NOT_SERVING, 1)):
+        with health_server(status) as port:
+            seconds, failures = overload.probe(port, time.monotonic())
+        assert (len(seconds), failures) == (1, failed), status
+    with health_server(serving) as port:
+        pass  # free once its server stopped
+    seconds, failures = overload.probe(port, time.monotonic())
+    assert (len(seconds), failures) == (1, 1)

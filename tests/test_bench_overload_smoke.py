@@ -21,7 +21,7 @@ from grpc_health.v1.health import HealthServicer
 
 from bench import overload
 from bench.common import Json
-from bench.server import Ports
+from bench.server import Ports, cardrules_serve
 from service.krypkasino_api import SERVICE_NAME
 from tests.process_groups import assert_sigterm_stops_the_whole_run
 
@@ -37,7 +37,9 @@ def test_quick_overload_run_loads_each_transport_and_probes(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr
     assert "A server past saturation" in done.stdout
-    scenarios = {row["scenario"]: row for row in json.loads(out.read_text())["scenarios"]}
+    report = json.loads(out.read_text())
+    assert report["params"] == {"http": 20, "grpc": 20, "seconds": 2.0}
+    scenarios = {row["scenario"]: row for row in report["scenarios"]}
     assert list(scenarios) == ["HTTP", "HTTP and gRPC", "gRPC"]
     # Each scenario loads the transports it names, and only those.
     assert scenarios["HTTP"]["http_per_s"] > 0 == scenarios["HTTP"]["grpc_per_s"]
@@ -157,3 +159,13 @@ def test_a_probe_fails_unless_liveness_answers_serving() -> None:
         pass  # free once its server stopped
     seconds, failures = overload.probe(port, time.monotonic())
     assert (len(seconds), failures) == (1, 1)
+
+
+def test_refused_http_calls_count_as_failed() -> None:
+    """A call answered with anything but 200 failed, though the server answered it."""
+    answered: multiprocessing.Queue[Json] = multiprocessing.get_context("spawn").Queue()
+    with cardrules_serve() as ports:
+        overload.http_load(overload.Load(ports.http, 2, 0.5), b"{}", answered)  # no state
+    counted = answered.get(timeout=30)
+    assert counted["transport"] == "http" and counted["served"] == 0
+    assert isinstance(counted["failed"], int) and counted["failed"] > 0

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import grpc
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1.health import HealthServicer
+from grpc_health.v1 import health_pb2
 
 from bench import overload
 from bench.common import Json
 from bench.server import Ports, cardrules_serve
 from service.krypkasino_api import SERVICE_NAME
 from tests.process_groups import assert_sigterm_stops_the_whole_run
+from tests.service.grpc_helpers import health_server
 
 
 def test_quick_overload_run_loads_each_transport_and_probes(tmp_path: Path) -> None:
@@ -132,30 +132,15 @@ def test_sigterm_stops_the_load_processes_at_once() -> None:
     )
 
 
-@contextlib.contextmanager
-def health_server(status: int) -> Iterator[int]:
-    """A real gRPC health server on loopback whose liveness answers ``status``: its port."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    health = HealthServicer()
-    health.set("liveness", status)
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield port
-    finally:
-        server.stop(None)
-
-
 def test_a_probe_fails_unless_liveness_answers_serving() -> None:
     """As the kubelet's gRPC probe does: an answer other than SERVING, or none (a port
     nothing listens on), is a failed probe."""
     serving = health_pb2.HealthCheckResponse.SERVING
     for status, failed in ((serving, 0), (health_pb2.HealthCheckResponse.NOT_SERVING, 1)):
-        with health_server(status) as port:
+        with health_server("liveness", status) as port:
             seconds, failures = overload.probe(port, time.monotonic())
         assert (len(seconds), failures) == (1, failed), status
-    with health_server(serving) as port:
+    with health_server("liveness", serving) as port:
         pass  # free once its server stopped
     seconds, failures = overload.probe(port, time.monotonic())
     assert (len(seconds), failures) == (1, 1)

@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -25,6 +26,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
 from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from grpc_health.v1 import health_pb2_grpc
+from grpc_health.v1.health import HealthServicer
 from grpc_status import rpc_status
 
 from engine.cards import Card
@@ -40,6 +42,32 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 Stub = krypkasino_pb2_grpc.KrypkasinoServiceStub
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
+
+
+@contextmanager
+def loopback_server(register: Callable[[grpc.Server], object]) -> Iterator[int]:
+    """A real synchronous gRPC server on a free loopback port, serving what ``register``
+    adds to it: its port. Stopped at the end."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    register(server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield port
+    finally:
+        server.stop(None)
+
+
+@contextmanager
+def health_server(service: str, status: int) -> Iterator[int]:
+    """``loopback_server`` with grpcio-health-checking's servicer, ``service`` answering
+    ``status`` (``health_pb2.HealthCheckResponse``'s): its port."""
+    servicer = HealthServicer()
+    servicer.set(service, status)
+    with loopback_server(
+        lambda server: health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    ) as port:
+        yield port
 
 
 @contextmanager

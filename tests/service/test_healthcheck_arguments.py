@@ -10,15 +10,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from concurrent import futures
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1.health import HealthServicer
+from grpc_health.v1 import health_pb2
 
 from service.healthcheck import TIMEOUT_SECONDS
 from tests.deploy.manifests import DOCKERFILE
+from tests.service.grpc_helpers import health_server
 from tests.service.server_process import ServerProcess, free_port, running, server_environment
 from tests.service.silent_listener import silent_server
 
@@ -144,15 +142,7 @@ def test_port_0_fails_the_check_saying_it_needs_a_fixed_port() -> None:
 def test_a_readiness_neither_serving_nor_not_serving_fails_the_check() -> None:
     """service/healthcheck.py: exit 0 on SERVING alone. Another gRPC service's health
     servicer on the port (a wrong port) may answer UNKNOWN, which is no server ready."""
-    foreign = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    health = HealthServicer()
-    health.set("readiness", health_pb2.HealthCheckResponse.UNKNOWN)
-    health_pb2_grpc.add_HealthServicer_to_server(health, foreign)
-    port = foreign.add_insecure_port("127.0.0.1:0")
-    foreign.start()
-    try:
+    with health_server("readiness", health_pb2.HealthCheckResponse.UNKNOWN) as port:
         done = _check(env={"CARDRULES_GRPC_PORT": str(port)})
-    finally:
-        foreign.stop(None)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == f"unhealthy: 127.0.0.1:{port}: readiness is UNKNOWN\n"

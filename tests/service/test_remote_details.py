@@ -7,7 +7,6 @@ every call with such details, through ``main``."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent import futures
 from typing import Any
 
 import grpc
@@ -15,6 +14,7 @@ import pytest
 
 from service.cli import main
 from service.remote_simulate import printable
+from tests.service.grpc_helpers import loopback_server
 
 DETAILS = "Address family not supported by protocol\x00\x07\x1b[2J\nnext\tline\x7f\u200b"
 SHOWN = r"Address family not supported by protocol\x00\x07\x1b[2J next line\x7f\u200b"
@@ -32,14 +32,8 @@ class _Failing(grpc.GenericRpcHandler):
 
 @pytest.fixture
 def failing_server() -> Iterator[int]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
-    server.add_generic_rpc_handlers((_Failing(),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
+    with loopback_server(lambda server: server.add_generic_rpc_handlers((_Failing(),))) as port:
         yield port
-    finally:
-        server.stop(None)
 
 
 def test_details_with_control_characters_are_printed_escaped_on_one_line(

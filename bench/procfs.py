@@ -30,9 +30,14 @@ def cpu_seconds(pid: int) -> float:
 def cpu_ticks(stat: str) -> int:
     """User and system CPU time in a ``/proc/<pid>/stat`` line (utime and stime, fields 14
     and 15; not the children's, 16 and 17), in clock ticks."""
-    # The command name, in parentheses, may hold spaces: the fields follow its last ")".
-    fields = stat.rsplit(")", 1)[1].split()
+    fields = stat_fields(stat)
     return int(fields[11]) + int(fields[12])
+
+
+def stat_fields(stat: str) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` line from the third (the state) on."""
+    # The command name, in parentheses, may hold spaces and ")": the fields follow its last ")".
+    return stat.rsplit(")", 1)[1].split()
 
 
 # What reading a process's files raises once it is gone: no file, or, reaped between the
@@ -43,31 +48,40 @@ _GONE = (FileNotFoundError, ProcessLookupError)
 def is_running(pid: int) -> bool:
     """Whether ``pid`` runs: it exists and is no zombie (ended, not yet reaped)."""
     try:
-        state = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = stat_fields((PROC / str(pid) / "stat").read_text())[0]
     except _GONE:
         return False
     return state not in ("Z", "X")
 
 
 def descendants(pid: int) -> list[int]:
-    """The processes ``pid`` forked, and theirs, in the order ``/proc`` lists them.
+    """The processes ``pid`` forked, and theirs: its children in pid order, then theirs.
 
-    Each thread lists the children it forked (``/proc/PID/task/TID/children``), so
-    every thread of the process is read.
+    Found by the parent pid in every ``/proc/<pid>/stat`` (field 4), not through
+    ``/proc/PID/task/TID/children``, which the kernel documents as reliable only for
+    stopped or frozen children, and which a kernel built without ``CONFIG_PROC_CHILDREN``
+    lacks. A process forked by any thread names the process as its parent.
     """
-    found: list[int] = []
-    try:
-        tasks = list((PROC / str(pid) / "task").iterdir())
-    except _GONE:
-        return found
-    for task in tasks:
-        try:
-            children = (task / "children").read_text().split()
-        except _GONE:  # the thread ended meanwhile
+    children: dict[int, list[int]] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
             continue
-        for child in map(int, children):
-            found += [child, *descendants(child)]
+        try:
+            stat = (entry / "stat").read_text()
+        except _GONE:  # ended since the listing
+            continue
+        children.setdefault(parent_pid(stat), []).append(int(entry.name))
+    found: list[int] = []
+    level = [pid]
+    while level:
+        level = [child for parent in level for child in sorted(children.get(parent, []))]
+        found += level
     return found
+
+
+def parent_pid(stat: str) -> int:
+    """The parent's pid in a ``/proc/<pid>/stat`` line (field 4)."""
+    return int(stat_fields(stat)[1])
 
 
 def footprint(pid: int) -> Footprint | None:

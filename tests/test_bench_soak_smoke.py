@@ -323,6 +323,25 @@ def test_procfs_finds_forked_children_and_forgets_ended_processes() -> None:
     assert procfs.footprint(parent.pid) is None and procfs.descendants(parent.pid) == []
 
 
+def test_procfs_finds_descendants_by_their_parent_pid_in_every_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Children are found by field 4 of each ``/proc/<pid>/stat``, read past a command name
+    holding ``") "``; a process gone since the listing is skipped. The kernel documents
+    ``/proc/PID/task/TID/children`` as reliable only for stopped children, and this folder
+    shaped as ``/proc`` has none: the tree must come from the parent pids alone."""
+    tree = {10: (1, "cardrules"), 12: (10, "a) b"), 11: (10, "w"), 40: (12, "sh"), 13: (11, "x")}
+    tree[99] = (1, "other")
+    for pid, (parent, name) in tree.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({name}) S {parent} {pid} {pid} 0 -1\n")
+    (tmp_path / "50").mkdir()  # ended between the listing and the read: no stat left
+    (tmp_path / "sys").mkdir()
+    monkeypatch.setattr(procfs, "PROC", tmp_path)
+    assert procfs.descendants(10) == [11, 12, 13, 40]
+    assert procfs.descendants(12) == [40] and procfs.descendants(99) == []
+
+
 MATCHES = 12
 
 

@@ -263,8 +263,11 @@ def thread_states(pid: int, proc: Path = PROC) -> str:
     sleeps in the kernel, and its blocked and pending signals (hex masks of
     ``/proc/PID/task/TID/status``)."""
     lines = []
-    # In thread id order, not the names': thread 1003 of process 991 came first.
-    for task in sorted((proc / str(pid) / "task").glob("*"), key=lambda task: int(task.name)):
+    # Then in thread id order, not the names': thread 1003 of process 991 came first. The
+    # main thread's id is the pid, yet not always the least: past the pid wrap, the threads
+    # of process 32767 had ids in the hundreds.
+    tasks = (proc / str(pid) / "task").glob("*")
+    for task in sorted(tasks, key=lambda task: (int(task.name) != pid, int(task.name))):
         # Gone since the listing, or a field this kernel lacks: the report must not fail.
         with contextlib.suppress(OSError, ValueError, KeyError):
             status = dict(

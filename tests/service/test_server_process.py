@@ -70,22 +70,31 @@ def test_a_server_that_does_not_stop_in_time_fails_the_test_with_what_it_was_doi
     assert report.count('"event": "draining"') == 2
 
 
+@pytest.mark.parametrize(
+    ("pid", "tids", "listed"),
+    [
+        (991, (1003, 991, 995), ["991", "995", "1003"]),
+        (32767, (301, 32767, 300), ["32767", "300", "301"]),  # past the pid wrap
+    ],
+)
 def test_a_hang_report_lists_each_process_from_its_main_thread_in_thread_id_order(
-    tmp_path: Path,
-):
+    tmp_path: Path, pid: int, tids: tuple[int, ...], listed: list[str]
+) -> None:
     """Thread ids are ordered as numbers: once a worker's threads passed 999, thread 1003
     of process 991 was listed first, and the report seemed to lack the process (a CI run).
+    The main thread comes first even when its id is not the least: process 32767's threads
+    had wrapped to ids in the hundreds, and the report again seemed to lack it (a CI run).
     A folder shaped as ``/proc`` stands in, since no test can choose its thread ids."""
-    for tid in (1003, 991, 995):
-        task = tmp_path / "991" / "task" / str(tid)
+    for tid in tids:
+        task = tmp_path / str(pid) / "task" / str(tid)
         task.mkdir(parents=True)
         status = {"Name": "cardrules", "State": "S (sleeping)", "SigBlk": "0", "SigPnd": "0"}
         status["ShdPnd"] = "0"
         (task / "status").write_text("".join(f"{k}:\t{v}\n" for k, v in status.items()))
         (task / "wchan").write_text("do_epoll_wait")
-    lines = thread_states(991, proc=tmp_path).splitlines()
-    assert [line.split()[0] for line in lines] == ["991", "995", "1003"]
-    assert lines[0] == "  991 cardrules S (sleeping) in do_epoll_wait, blocked 0, pending 0/0"
+    lines = thread_states(pid, proc=tmp_path).splitlines()
+    assert [line.split()[0] for line in lines] == listed
+    assert lines[0] == f"  {pid} cardrules S (sleeping) in do_epoll_wait, blocked 0, pending 0/0"
 
 
 def test_a_process_reaped_between_opening_and_reading_its_files_is_not_running(

@@ -35,6 +35,8 @@ class IdentityMemo(Generic[KeyT, ValueT]):
     """
 
     def __init__(self, compute: Callable[[KeyT], ValueT], limit: int) -> None:
+        if limit < 1:  # a memo of no entries would fail at its first call, far from here
+            raise ValueError(f"an IdentityMemo holds at least one entry, not {limit}")
         self._compute = compute
         self._limit = limit
         self._entries: dict[int, tuple[KeyT, ValueT]] = {}

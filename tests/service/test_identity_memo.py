@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import random
 
+import pytest
+
 from engine.krypkasino import Config, new_game
 from engine.krypkasino.play import play_unchecked
 from engine.krypkasino.policies import Situation, random_policy
@@ -50,6 +52,14 @@ def test_the_oldest_entry_goes_beyond_the_limit() -> None:
     assert memo(boxes[2]) == 3  # the newest is still kept
     assert memo(boxes[0]) == 4  # the oldest was dropped: computed again
     assert list(map(id, computed)) == [id(boxes[i]) for i in (0, 1, 2, 0)]
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_memo_that_could_hold_nothing_is_refused_when_made(limit: int) -> None:
+    """Made with no room, it raised StopIteration at its first call, far from the cause."""
+    with pytest.raises(ValueError, match=f"at least one entry, not {limit}$"):
+        counting_memo(limit=limit)
+    assert len(counting_memo(limit=1)[0]) == 0
 
 
 def test_a_match_converts_each_finished_deal_once_for_its_tokens_and_views() -> None:

@@ -10,10 +10,15 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import grpc
+import pytest
+from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 
 from bench import http as http_bench
+from bench.__main__ import build_parser
 from bench.common import Json
-from bench.server import cardrules_serve
+from bench.server import BENCH_KEY, cardrules_serve
+from tests.service.grpc_helpers import game_state
 
 CALLS = 20
 JSON = {"Content-Type": "application/json"}
@@ -32,6 +37,7 @@ def test_quick_http_run_writes_every_figure(tmp_path: Path) -> None:
     assert "HTTP/gRPC throughput" in done.stdout
     report = json.loads(out.read_text())
     params = report["params"]
+    assert report["command"] == "http" and params["stream"] > 0
     for transport in ("grpc", "http"):
         rounds = report["rounds"][transport]
         assert len(rounds) == params["rounds"]
@@ -65,3 +71,54 @@ def test_calls_answered_with_an_error_are_not_counted_as_throughput() -> None:
         figures = asyncio.run(refused_round(ports.http))
     assert figures["requests"] == figures["failures"] == CALLS, figures
     assert figures["rps"] == 0, figures
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ([], http_bench.Sizes(clients=8, requests=3000, rounds=5, games=20, moves=40)),
+        (["--quick"], http_bench.Sizes(clients=8, requests=100, rounds=2, games=4, moves=40)),
+        (
+            ["--quick", "--clients", "1", "--requests", "1", "--rounds", "1"],
+            http_bench.Sizes(clients=1, requests=1, rounds=1, games=4, moves=40),
+        ),
+    ],
+)
+def test_http_sizes_are_those_given_else_the_defaults(
+    options: list[str], expected: http_bench.Sizes
+) -> None:
+    assert http_bench.sizes(build_parser().parse_args(["http", *options])) == expected
+
+
+def test_the_request_stream_is_legal_moves_of_seeded_games_of_2_to_6_players_shuffled() -> None:
+    """The stream ``bench http`` sends, as its docstring says: each game seeded apart,
+    2 to 6 players in turn, every request a move its server accepts, the games interleaved
+    so that no round meets one game's requests in a row."""
+    with cardrules_serve() as ports:
+        stream = http_bench.request_stream(ports.grpc, games=5, moves=6, seed=40)
+        with grpc.insecure_channel(f"127.0.0.1:{ports.grpc}") as channel:
+            stub = krypkasino_pb2_grpc.KrypkasinoServiceStub(channel)
+            for request in stream:
+                stub.Play(request, timeout=30)  # raises on a refusal
+    states = [game_state(request.state, BENCH_KEY) for request in stream]
+    players = {state.seed: state.config.players for state in states}
+    assert players == {40: 2, 41: 3, 42: 4, 43: 5, 44: 6}
+    seeds = [state.seed for state in states]
+    assert sorted(seeds) == [seed for seed in range(40, 45) for _ in range(6)]
+    assert seeds != sorted(seeds)
+
+
+def test_a_refused_play_is_a_failed_call_over_both_transports() -> None:
+    """Each round's calls go over both transports, and a call refused over either, by a
+    gRPC status or an HTTP status other than 200, counts as failed."""
+    size = http_bench.Sizes(clients=2, requests=12, rounds=2, games=1, moves=4)
+    with cardrules_serve() as ports:
+        stream = http_bench.request_stream(ports.grpc, size.games, size.moves, seed=3)
+        tokens = {request.seat: request.seat_token for request in stream}
+        assert sorted(tokens) == [0, 1]
+        for request in stream:  # the other seat's token: PERMISSION_DENIED, HTTP 403
+            request.seat_token = tokens[1 - request.seat]
+        rounds = asyncio.run(http_bench._measure(ports, stream, size))
+    for transport in http_bench.TRANSPORTS:
+        assert [figures["requests"] for figures in rounds[transport]] == [12, 12]
+        assert [figures["failures"] for figures in rounds[transport]] == [12, 12]

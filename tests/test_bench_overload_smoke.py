@@ -16,14 +16,18 @@ from pathlib import Path
 
 import grpc
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
-from grpc_health.v1 import health_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import HealthServicer
 
 from bench import overload
 from bench.common import Json
 from bench.server import Ports, cardrules_serve
 from service.krypkasino_api import SERVICE_NAME
+from tests.deploy.rendering import load_documents
 from tests.process_groups import assert_sigterm_stops_the_whole_run
-from tests.service.grpc_helpers import health_server
+from tests.service.grpc_helpers import health_server, loopback_server
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_quick_overload_run_loads_each_transport_and_probes(tmp_path: Path) -> None:
@@ -144,6 +148,38 @@ def test_a_probe_fails_unless_liveness_answers_serving() -> None:
         pass  # free once its server stopped
     seconds, failures = overload.probe(port, time.monotonic())
     assert (len(seconds), failures) == (1, 1)
+
+
+def test_a_probe_no_answer_reaches_gives_up_at_the_manifests_liveness_timeout() -> None:
+    """Each probe has the liveness probe's ``timeoutSeconds`` (k8s/base/deployment.yaml):
+    a server that never answers fails it, once that timeout has passed, and the run goes on."""
+    (deployment,) = [
+        document
+        for document in load_documents(ROOT / "k8s" / "base" / "deployment.yaml")
+        if document["kind"] == "Deployment"
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["livenessProbe"]["timeoutSeconds"] == overload.PROBE_TIMEOUT_SECONDS
+    released = threading.Event()
+
+    class Unanswering(HealthServicer):
+        def Check(  # noqa: N802 (grpc's name)
+            self, request: health_pb2.HealthCheckRequest, context: grpc.ServicerContext
+        ) -> health_pb2.HealthCheckResponse:
+            released.wait()
+            return super().Check(request, context)
+
+    servicer = Unanswering()
+    servicer.set("liveness", health_pb2.HealthCheckResponse.SERVING)
+    with loopback_server(
+        lambda server: health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    ) as port:
+        try:
+            seconds, failures = overload.probe(port, time.monotonic())
+        finally:
+            released.set()
+    assert failures == 1 and len(seconds) == 1
+    assert seconds[0] >= overload.PROBE_TIMEOUT_SECONDS
 
 
 def test_refused_http_calls_count_as_failed() -> None:

@@ -7,6 +7,7 @@ Tables are multisets (K1.2) and are compared sorted.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import replace
 
@@ -945,6 +946,41 @@ def test_kx28_tiebreak_deal_by_play():
     # The final view still names the tied teams, which alone could win (a UI review).
     assert view(state).tiebreak == (0, 1)
     assert view(state, 2).tiebreak == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("moves_seed", "case"),
+    [(4, "the seat not tied ends lowest"), (63, "the tied seats are tied again")],
+)
+def test_kx28_only_the_tied_seats_can_win_the_tiebreak_deal_and_it_is_the_last(
+    moves_seed: int, case: str
+) -> None:
+    """K13.3 by play: after the one extra deal only the seats tied before it can win, and
+    a tie between them again is shared, with no further deal. Deals 1-3 are rewritten to
+    leave seats 0 and 1 tied at 0 and seat 2 at 1, and deal 4 is played with random
+    moves chosen for each case (a mutation review: a play that forgot the tied seats let
+    seat 2 win, or dealt a fifth deal)."""
+    config = Config(players=3, first_dealer=1, match_deals=3, tie_rule=TieRule.TIEBREAK_DEAL)
+    rigged, last = tied_before_the_last_card(config)
+    state, _ = play(rigged, rigged.turn, last)
+    earlier = (deal_result(1, 1, [0, 0, 1]), deal_result(2, 2, [0] * 3), deal_result(3, 0, [0] * 3))
+    state = replace(state, results=earlier)
+    assert (state.deal, state.tiebreak) == (4, (0, 1))
+    choose = random.Random(moves_seed)
+    played: list[Event] = []
+    while not state.over:
+        state, events = play(state, state.turn, choose.choice(legal_moves(state, state.turn)))
+        played += events
+    assert state.deal == 4  # the one extra deal only
+    totals = match_totals(config, state.results)
+    if case == "the seat not tied ends lowest":
+        assert totals[2] < min(totals[:2]), totals
+    else:
+        assert totals[0] == totals[1] < totals[2], totals
+    winners = tuple(seat for seat in (0, 1) if totals[seat] == min(totals[:2]))
+    assert state.winners == winners
+    assert not [event for event in played if isinstance(event, TiebreakDeal)]
+    assert only(played, MatchEnded) == MatchEnded(totals, winners, (0, 1))
 
 
 def test_kx28_the_final_view_names_no_tiebreak_after_an_ordinary_last_deal():

@@ -98,6 +98,29 @@ def test_only_the_bounds_carry_their_limit(config: Config, flag: str, limit: int
     assert (raised.value.flag, raised.value.rule, raised.value.limit) == (flag, "K13.2", limit)
 
 
+@pytest.mark.parametrize(
+    ("players", "teams", "deals"),
+    [(4, Teams.PAIRS, 6), (6, Teams.TRIOS, 4), (6, Teams.PAIRS, 9), (4, Teams.PAIRS, 8)],
+)
+def test_with_teams_the_deals_are_still_a_multiple_of_the_players(
+    players: int, teams: Teams, deals: int
+) -> None:
+    """K13.2: every player deals equally often, whatever the teams, so a multiple of the
+    teams' count is not enough (a mutation review: the refusal was tested without teams
+    alone, and ``% team_count`` passed every test)."""
+    config = Config(players, teams, match_deals=deals)
+    if deals % players == 0:
+        config.validate()
+        return
+    with pytest.raises(ConfigError, match=f"multiple of {players}, not {deals} ") as raised:
+        config.validate()
+    assert (raised.value.flag, raised.value.rule, raised.value.limit) == (
+        "match_deals",
+        "K13.2",
+        None,
+    )
+
+
 def valid_configs() -> list[Config]:
     configs = []
     for players, teams, single, nordic, bordstabbe, last in itertools.product(

@@ -193,8 +193,8 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--log-level": ("log_level", "debug, info, warning or error"),
     "--max-request-bytes": (
         "max_request_bytes",
-        "largest request accepted; the longest matches' state tokens reach about 34 KB, "
-        "which a lower limit refuses part-way",
+        "largest request accepted; the longest matches' state tokens reach 15 to 22 KB "
+        "(at most about 34 KB), which a lower limit refuses part-way",
     ),
     "--drain-delay-seconds": (
         "drain_delay_seconds",

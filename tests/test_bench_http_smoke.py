@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import aiohttp
@@ -17,7 +18,7 @@ from cardrules.krypkasino.v1 import krypkasino_pb2_grpc
 from bench import http as http_bench
 from bench.__main__ import build_parser
 from bench.common import Json
-from bench.server import BENCH_KEY, cardrules_serve
+from bench.server import BENCH_KEY, cardrules_serve, cardrules_server
 from tests.service.grpc_helpers import game_state
 
 CALLS = 20
@@ -122,3 +123,24 @@ def test_a_refused_play_is_a_failed_call_over_both_transports() -> None:
     for transport in http_bench.TRANSPORTS:
         assert [figures["requests"] for figures in rounds[transport]] == [12, 12]
         assert [figures["failures"] for figures in rounds[transport]] == [12, 12]
+
+
+def test_every_request_of_the_stream_is_sent_alike_over_both_transports() -> None:
+    """A round as long as the stream sends each of its requests once per transport, and
+    the warm-up (50 calls over these 10) each five times: the server's request lines
+    name each answered state once per call. The stream's own making played each once
+    more over gRPC."""
+    size = http_bench.Sizes(clients=2, requests=10, rounds=1, games=2, moves=5)
+    with cardrules_server() as server:
+        stream = http_bench.request_stream(server.ports.grpc, size.games, size.moves, seed=9)
+        assert len(stream) == size.requests
+        asyncio.run(http_bench._measure(server.ports, stream, size))
+        logged = [json.loads(line) for line in server.log_path.read_text().splitlines()]
+    plays = Counter(
+        (line["transport"], line["state_id"])
+        for line in logged
+        if line.get("event") == "request" and line.get("method", "").endswith("/Play")
+    )
+    for transport, times in (("grpc", 7), ("http", 6)):
+        sent = {state: n for (over, state), n in plays.items() if over == transport}
+        assert len(sent) == len(stream) and set(sent.values()) == {times}, (transport, sent)

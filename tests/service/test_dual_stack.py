@@ -555,3 +555,15 @@ def test_a_port_held_on_ipv6_alone_stops_a_server_on_0_0_0_0(flag):
     assert str(failure["error"]).startswith(f"[::]:{port}, which 0.0.0.0 is served on too: ")
     assert "in use" in str(failure["error"])
     assert "listening" not in done.stdout and done.stderr == ""
+
+
+def test_a_name_with_an_address_of_another_machine_is_blamed_on_the_host() -> None:
+    """A name /etc/hosts gives this machine's address and another's cannot be served on
+    any port, since the server listens on every address of its host: ``cannot listen``
+    names ``--host``, not the port, though the first address would bind (a mutation
+    review: blaming the host only when no address binds passed every test)."""
+    hosts = "127.0.0.1 localhost myhost\n192.0.2.5 myhost\n"
+    logged, answering, status = _serve_and_probe(hosts, "myhost")
+    [failure] = [line for line in logged if line["event"] == "cannot listen"]
+    assert (failure["listener"], failure["setting"]) == ("grpc", "--host or CARDRULES_HOST")
+    assert (answering, status) == ({}, "1")

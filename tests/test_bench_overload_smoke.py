@@ -150,7 +150,7 @@ def test_a_probe_fails_unless_liveness_answers_serving() -> None:
     assert (len(seconds), failures) == (1, 1)
 
 
-def test_a_probe_no_answer_reaches_gives_up_at_the_manifests_liveness_timeout() -> None:
+def test_a_probe_that_gets_no_answer_gives_up_at_the_manifests_liveness_timeout() -> None:
     """Each probe has the liveness probe's ``timeoutSeconds`` (k8s/base/deployment.yaml):
     a server that never answers fails it, once that timeout has passed, and the run goes on."""
     (deployment,) = [

@@ -16,16 +16,17 @@ from pathlib import Path
 
 import grpc
 from cardrules.krypkasino.v1 import krypkasino_pb2 as pb
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import HealthServicer
 
 from bench import overload
 from bench.common import Json
 from bench.server import Ports, cardrules_serve
 from service.krypkasino_api import SERVICE_NAME
+from tests.deploy.manifests import container
 from tests.deploy.rendering import load_documents
 from tests.process_groups import assert_sigterm_stops_the_whole_run
-from tests.service.grpc_helpers import health_server, loopback_server
+from tests.service.grpc_helpers import health_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,13 +154,9 @@ def test_a_probe_fails_unless_liveness_answers_serving() -> None:
 def test_a_probe_that_gets_no_answer_gives_up_at_the_manifests_liveness_timeout() -> None:
     """Each probe has the liveness probe's ``timeoutSeconds`` (k8s/base/deployment.yaml):
     a server that never answers fails it, once that timeout has passed, and the run goes on."""
-    (deployment,) = [
-        document
-        for document in load_documents(ROOT / "k8s" / "base" / "deployment.yaml")
-        if document["kind"] == "Deployment"
-    ]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["livenessProbe"]["timeoutSeconds"] == overload.PROBE_TIMEOUT_SECONDS
+    deployment = load_documents(ROOT / "k8s" / "base" / "deployment.yaml")
+    liveness = container(deployment)["livenessProbe"]
+    assert liveness["timeoutSeconds"] == overload.PROBE_TIMEOUT_SECONDS
     released = threading.Event()
 
     class Unanswering(HealthServicer):
@@ -169,11 +166,8 @@ def test_a_probe_that_gets_no_answer_gives_up_at_the_manifests_liveness_timeout(
             released.wait()
             return super().Check(request, context)
 
-    servicer = Unanswering()
-    servicer.set("liveness", health_pb2.HealthCheckResponse.SERVING)
-    with loopback_server(
-        lambda server: health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    ) as port:
+    serving = health_pb2.HealthCheckResponse.SERVING
+    with health_server("liveness", serving, Unanswering()) as port:
         try:
             seconds, failures = overload.probe(port, time.monotonic())
         finally:

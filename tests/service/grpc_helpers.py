@@ -59,10 +59,13 @@ def loopback_server(register: Callable[[grpc.Server], object]) -> Iterator[int]:
 
 
 @contextmanager
-def health_server(service: str, status: int) -> Iterator[int]:
-    """``loopback_server`` with grpcio-health-checking's servicer, ``service`` answering
-    ``status`` (``health_pb2.HealthCheckResponse``'s): its port."""
-    servicer = HealthServicer()
+def health_server(
+    service: str, status: int, servicer: HealthServicer | None = None
+) -> Iterator[int]:
+    """``loopback_server`` with grpcio-health-checking's servicer (or ``servicer``, one of
+    its subclasses), ``service`` answering ``status`` (``health_pb2.HealthCheckResponse``'s):
+    its port."""
+    servicer = servicer or HealthServicer()
     servicer.set(service, status)
     with loopback_server(
         lambda server: health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
